@@ -1,0 +1,187 @@
+"""Theoretical minimum traffic and analytic FLOPs of each operation.
+
+The minimum is what any implementation must move through global memory: every input element read
+once and every output element written once. A variant's own predicted traffic (how far above the
+minimum its access pattern sits) lives beside its kernel in `kernels/`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from memtraffic.exceptions import UsageError
+
+Shape = tuple[int, ...]
+
+DTYPES: dict[str, torch.dtype] = {
+    "fp32": torch.float32,
+    "fp16": torch.float16,
+    "bf16": torch.bfloat16,
+}
+_DTYPE_ALIASES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16"}
+
+
+def parse_dtype(text: str) -> torch.dtype:
+    """'fp32' / 'float32' / 'bf16' ... -> torch dtype; anything else is a UsageError."""
+    key = _DTYPE_ALIASES.get(text.strip().lower(), text.strip().lower())
+    if key not in DTYPES:
+        raise UsageError(f"unsupported dtype {text!r}: use one of {', '.join(DTYPES)}")
+    return DTYPES[key]
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """torch dtype -> the short name used in tables and file names ('fp32')."""
+    for name, value in DTYPES.items():
+        if value == dtype:
+            return name
+    raise UsageError(f"unsupported dtype {dtype}: use one of {', '.join(DTYPES)}")
+
+
+def parse_shape(text: str) -> Shape:
+    """'1048576x2' -> (1048576, 2). Every extent must be a positive integer."""
+    parts = text.strip().lower().replace("*", "x").split("x")
+    try:
+        shape = tuple(int(p) for p in parts)
+    except ValueError:
+        shape = ()
+    if len(shape) < 2 or any(s <= 0 for s in shape):
+        raise UsageError(f"malformed shape {text!r}: write positive extents joined by 'x', e.g. 1048576x2")
+    return shape
+
+
+def format_shape(shape: Shape) -> str:
+    return "x".join(str(s) for s in shape)
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """Bytes read from and written to global memory."""
+
+    read: int
+    write: int
+
+    @property
+    def total(self) -> int:
+        return self.read + self.write
+
+
+def _elem(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()
+
+
+@dataclass(frozen=True)
+class Op:
+    """An operation: its inputs, its float64 reference, its minimum traffic and analytic FLOPs."""
+
+    name: str
+    description: str
+    dims: str  # names of the shape's extents, e.g. "MxN" or "MxNxK"
+    default_shape: Shape
+    make_inputs: Callable[[Shape, torch.dtype, torch.device, torch.Generator], tuple[torch.Tensor, ...]]
+    reference: Callable[..., torch.Tensor]  # float64 result from the inputs
+    minimum: Callable[[Shape, torch.dtype], Traffic]
+    flops: Callable[[Shape], int]
+    flops_note: str = ""
+
+    def check_shape(self, shape: Shape) -> None:
+        want = len(self.dims.split("x"))
+        if len(shape) != want:
+            raise UsageError(
+                f"op {self.name} takes a {self.dims} shape ({want} extents), got {format_shape(shape)}"
+            )
+
+
+def _randn(shape, dtype, device, gen):
+    return torch.randn(shape, generator=gen, dtype=torch.float32, device="cpu").to(device=device, dtype=dtype)
+
+
+def _mat_inputs(shape, dtype, device, gen):
+    m, n = shape
+    return (_randn((m, n), dtype, device, gen),)
+
+
+def _matmul_inputs(shape, dtype, device, gen):
+    m, n, k = shape
+    # Scale by 1/sqrt(K) so outputs stay O(1) and softmax of them is not one-hot.
+    a = _randn((m, k), torch.float32, "cpu", gen) / math.sqrt(k)
+    b = _randn((k, n), torch.float32, "cpu", gen)
+    return a.to(device=device, dtype=dtype), b.to(device=device, dtype=dtype)
+
+
+def _gelu64(x: torch.Tensor) -> torch.Tensor:
+    x = x.double()
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+
+
+def _mn(shape: Shape) -> int:
+    return shape[0] * shape[1]
+
+
+OPS: dict[str, Op] = {
+    "softmax": Op(
+        name="softmax",
+        description="softmax over each row (dim=-1) of an MxN row-major matrix",
+        dims="MxN",
+        default_shape=(1048576, 2),
+        make_inputs=_mat_inputs,
+        reference=lambda x: torch.softmax(x.double(), dim=-1),
+        # read MN elements once; write MN elements once
+        minimum=lambda s, dt: Traffic(_mn(s) * _elem(dt), _mn(s) * _elem(dt)),
+        # per element: max-compare, subtract, exp, add, divide
+        flops=lambda s: 5 * _mn(s),
+        flops_note="5 per element (max, subtract, exp, sum, divide); exp counted as one",
+    ),
+    "softmax_dim0": Op(
+        name="softmax_dim0",
+        description="softmax over each column (dim=0) of an MxN row-major matrix",
+        dims="MxN",
+        default_shape=(4096, 4096),
+        make_inputs=_mat_inputs,
+        reference=lambda x: torch.softmax(x.double(), dim=0),
+        minimum=lambda s, dt: Traffic(_mn(s) * _elem(dt), _mn(s) * _elem(dt)),
+        flops=lambda s: 5 * _mn(s),
+        flops_note="5 per element (max, subtract, exp, sum, divide); exp counted as one",
+    ),
+    "gelu": Op(
+        name="gelu",
+        description="elementwise GELU, tanh approximation, on an MxN tensor",
+        dims="MxN",
+        default_shape=(8192, 8192),
+        make_inputs=_mat_inputs,
+        reference=_gelu64,
+        minimum=lambda s, dt: Traffic(_mn(s) * _elem(dt), _mn(s) * _elem(dt)),
+        # x*x*x (2 mul), *0.044715, +x, *sqrt(2/pi), tanh, +1, *x, *0.5
+        flops=lambda s: 9 * _mn(s),
+        flops_note="9 per element (7 mul/add, 1 add, tanh counted as one)",
+    ),
+    "matmul": Op(
+        name="matmul",
+        description="C = A @ B with A MxK, B KxN (row-major)",
+        dims="MxNxK",
+        default_shape=(4096, 4096, 4096),
+        make_inputs=_matmul_inputs,
+        reference=lambda a, b: a.double() @ b.double(),
+        minimum=lambda s, dt: Traffic((s[0] * s[2] + s[2] * s[1]) * _elem(dt), s[0] * s[1] * _elem(dt)),
+        flops=lambda s: 2 * s[0] * s[1] * s[2],
+        flops_note="2*M*N*K (one multiply and one add per term)",
+    ),
+    "matmul_softmax": Op(
+        name="matmul_softmax",
+        description="softmax(A @ B, dim=-1) with A MxK, B KxN",
+        dims="MxNxK",
+        default_shape=(4096, 4096, 4096),
+        make_inputs=_matmul_inputs,
+        reference=lambda a, b: torch.softmax(a.double() @ b.double(), dim=-1),
+        minimum=lambda s, dt: Traffic((s[0] * s[2] + s[2] * s[1]) * _elem(dt), s[0] * s[1] * _elem(dt)),
+        flops=lambda s: 2 * s[0] * s[1] * s[2] + 5 * s[0] * s[1],
+        flops_note="2*M*N*K for the product plus 5 per output element for the softmax",
+    ),
+}
+
+
+def element_size(dtype: torch.dtype) -> int:
+    return _elem(dtype)

@@ -1,0 +1,48 @@
+"""Readable units, and parsing of sizes the user types ('8MB', '8MiB', '8388608')."""
+
+from __future__ import annotations
+
+import re
+
+from memtraffic.exceptions import UsageError
+
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?i?)b?\s*$", re.IGNORECASE)
+_FACTORS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
+
+
+def parse_size(text: str) -> int:
+    """'8388608' -> 8388608, '8MB' -> 8_000_000 (SI), '8MiB' -> 8_388_608 (binary)."""
+    match = _SIZE.match(text)
+    if not match:
+        raise UsageError(f"malformed size {text!r}: write bytes as 8388608, 8.39MB or 8MiB")
+    value = float(match.group(1)) * _FACTORS[match.group(2).lower()]
+    return int(round(value))
+
+
+def fmt_bytes(n: float | None) -> str:
+    """Decimal (SI) units, as ncu prints them: 8388608 -> '8.39 MB'."""
+    if n is None or n != n:
+        return "-"
+    for unit, factor in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if abs(n) >= factor:
+            return f"{n / factor:.2f} {unit}"
+    return f"{n:.0f} B"
+
+
+def fmt_time(ns: float | None) -> str:
+    if ns is None or ns != ns:
+        return "-"
+    if ns >= 1e6:
+        return f"{ns / 1e6:.2f} ms"
+    if ns >= 1e3:
+        return f"{ns / 1e3:.1f} us"
+    return f"{ns:.0f} ns"
+
+
+def fmt_rate(per_second: float | None, unit: str = "B/s") -> str:
+    if per_second is None or per_second != per_second:
+        return "-"
+    for prefix, factor in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(per_second) >= factor:
+            return f"{per_second / factor:.2f} {prefix}{unit}"
+    return f"{per_second:.1f} {unit}"

@@ -1,0 +1,26 @@
+"""Test set-up: Triton runs in its interpreter on CPU machines; gpu-marked tests need CUDA."""
+
+import os
+
+import pytest
+import torch
+
+# Must be set before any @triton.jit decorator runs, i.e. before kernels/ is imported.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+DEVICE = "cuda" if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1" else "cpu"
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (run on the device machine)")
+    for item in items:
+        if "gpu" in item.keywords or "ncu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def device() -> str:
+    return DEVICE
