@@ -79,6 +79,41 @@ def list_(
     typer.echo(render(rows, fmt, kind="list"))
 
 
+@app.command()
+@_errors_to_exit
+def bench(
+    variants: Annotated[list[str] | None, typer.Argument(help="Variants to time; default: every softmax variant.")] = None,
+    shape: Annotated[list[str] | None, typer.Option(help="MxN, repeatable; default: the issue's suite per op.")] = None,
+    dtype: Annotated[list[str] | None, typer.Option(help="fp32/fp16/bf16, repeatable; default: fp32 and bf16.")] = None,
+    budget: Annotated[float, typer.Option(help="Seconds of timed repetitions per config (5 to 200 reps).")] = 0.3,
+    out: Annotated[Path | None, typer.Option(help="New folder for results.json and table.txt.")] = None,
+    fmt: Fmt = "table",
+) -> None:
+    """Time variants with CUDA events (L2 flushed, median) beside a same-size copy and torch's kernels.
+
+    Prints time, effective bandwidth (minimum bytes / time), its fraction of the copy bandwidth, and
+    speedups over torch.softmax and torch.compile. Needs a CUDA GPU.
+
+    Example: memtraffic bench softmax_tiled torch_softmax --shape 4096x4096 --dtype bf16
+    """
+    from kernels import VARIANTS
+    from memtraffic import bench as b
+    from memtraffic.model import parse_dtype, parse_shape
+    from memtraffic.suite import get_variant
+    from memtraffic.tables import dump
+
+    _check_format(fmt, ("table", "json"))
+    names = variants or [n for n, v in VARIANTS.items() if v.op in b.SUITE]
+    for n in names:
+        get_variant(n)
+    shapes = [parse_shape(s) for s in shape] if shape else None
+    dtypes = [parse_dtype(d) for d in dtype] if dtype else list(b.SUITE_DTYPES)
+    result = b.run_bench(names, shapes, dtypes, budget_s=budget, progress=lambda m: typer.echo(m, err=True))
+    if out is not None:
+        b.write_result(result, out)
+    typer.echo(b.bench_table(result) if fmt == "table" else dump([result], "json"))
+
+
 def main() -> None:  # pragma: no cover - console entry point alias
     app()
 
