@@ -1,0 +1,196 @@
+"""Wall-clock benchmark: CUDA-event timing of each variant beside a same-size copy.
+
+Timing method (per config): warm up (JIT, autotune, torch.compile) outside the timed region, then
+for each repetition flush L2 by writing a buffer larger than it, record an event, call the variant,
+record an event. The median over repetitions is reported. The copy baseline moves the op's minimum
+bytes (read + write) with `torch.Tensor.copy_`, timed the same way, so "% of copy" is the fraction
+of this GPU's achievable bandwidth that the variant's useful traffic reaches.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from memtraffic.exceptions import GpuNotFoundError, UsageError
+from memtraffic.model import OPS, Shape, dtype_name, format_shape
+from memtraffic.tables import text_table
+from memtraffic.units import fmt_rate, fmt_time
+
+# The shapes of the issue's benchmark suite, per op.
+SUITE: dict[str, list[Shape]] = {
+    "softmax": [(1048576, 2), (32768, 32), (4096, 4096), (8192, 8192), (8192, 32768), (32768, 4096),
+                (16384, 131072)],
+    "softmax_dim0": [(4096, 4096), (8192, 8192)],
+}
+SUITE_DTYPES = (torch.float32, torch.bfloat16)
+BASELINES = {"softmax": ("torch_softmax", "torch_compiled")}
+
+_L2_FLUSH_BYTES = 256 * 2**20  # larger than any Hopper L2 (50-60 MB)
+_TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+
+
+@dataclass
+class Timing:
+    median_ns: float
+    reps: int
+
+
+def time_cuda(fn: Callable[[], Any], budget_s: float = 0.5, max_reps: int = 200, min_reps: int = 5) -> Timing:
+    """Median CUDA-event time of fn() with L2 flushed before each call."""
+    flush = torch.empty(_L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+    fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    once = max(time.perf_counter() - t0, 1e-6)
+    reps = int(min(max_reps, max(min_reps, budget_s / once)))
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for s, e in zip(starts, ends):
+        flush.zero_()
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    times = [s.elapsed_time(e) * 1e6 for s, e in zip(starts, ends)]  # ms -> ns
+    return Timing(statistics.median(times), reps)
+
+
+def _check(variant_name: str, out: torch.Tensor, inputs: tuple[torch.Tensor, ...], op_name: str) -> str | None:
+    """None when out matches the float64 reference within the dtype's tolerance, else the error text."""
+    ref = OPS[op_name].reference(*inputs)
+    err = (out.double() - ref).abs().max().item()
+    tol = _TOL[out.dtype] * max(1.0, ref.abs().max().item())
+    if not math.isfinite(err) or err > tol:
+        return f"{variant_name}: max abs error {err:.3g} > {tol:.3g} against the float64 reference"
+    return None
+
+
+def bench_config(variant_name: str, shape: Shape, dtype: torch.dtype, params: dict[str, Any],
+                 budget_s: float) -> dict[str, Any]:
+    """Time one variant on one shape/dtype. Failures are returned in the row, never raised."""
+    from memtraffic.suite import get_variant, unsupported_reason
+
+    variant = get_variant(variant_name)
+    op = OPS[variant.op]
+    row: dict[str, Any] = {"variant": variant_name, "op": op.name, "shape": format_shape(shape),
+                           "dtype": dtype_name(dtype), "params": params}
+    reason = unsupported_reason(variant, shape, dtype, params)
+    if reason is not None:
+        return {**row, "status": "skipped", "error": reason}
+    minimum = op.minimum(shape, dtype)
+    row["min_bytes"] = minimum.total
+    try:
+        gen = torch.Generator().manual_seed(0)
+        inputs = op.make_inputs(shape, dtype, torch.device("cuda"), gen)
+        kwargs = {**variant.params, **params}
+        out = variant.run(*inputs, **kwargs)
+        bad = _check(variant_name, out, inputs, op.name)
+        del out
+        if bad is not None:
+            return {**row, "status": "failed", "error": bad}
+        timing = time_cuda(lambda: variant.run(*inputs, **kwargs), budget_s=budget_s)
+    except Exception as err:  # one config's failure must not lose the others
+        torch.cuda.empty_cache()
+        return {**row, "status": "failed", "error": f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"}
+    finally:
+        torch.cuda.empty_cache()
+    return {**row, "status": "ok", "time_ns": timing.median_ns, "reps": timing.reps,
+            "bw_Bps": minimum.total / (timing.median_ns * 1e-9)}
+
+
+def copy_time(nbytes: int, budget_s: float) -> Timing:
+    """Same-size copy: reads nbytes/2 and writes nbytes/2, like an op whose minimum is nbytes."""
+    src = torch.empty(nbytes // 2, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    return time_cuda(lambda: dst.copy_(src), budget_s=budget_s)
+
+
+def environment() -> dict[str, Any]:
+    import triton
+
+    props = torch.cuda.get_device_properties(0)
+    return {
+        "device": torch.cuda.get_device_name(0),
+        "sm_count": props.multi_processor_count,
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+    }
+
+
+def run_bench(variants: Sequence[str], shapes: Sequence[Shape] | None, dtypes: Sequence[torch.dtype],
+              budget_s: float = 0.3, progress: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+    """Bench every variant x shape x dtype; add copy time and ratios to the torch baselines."""
+    if not torch.cuda.is_available():
+        raise GpuNotFoundError("bench needs a CUDA GPU and none is visible: run it on a machine with one")
+    from memtraffic.suite import get_variant
+
+    ops = {get_variant(v).op for v in variants}
+    rows: list[dict[str, Any]] = []
+    copies: dict[int, float] = {}
+    for op_name in sorted(ops):
+        op_shapes = list(shapes) if shapes else SUITE.get(op_name, [OPS[op_name].default_shape])
+        names = [v for v in variants if get_variant(v).op == op_name]
+        for shape in op_shapes:
+            for dtype in dtypes:
+                group = []
+                for name in names:
+                    progress(f"bench {name} {format_shape(shape)} {dtype_name(dtype)}")
+                    group.append(bench_config(name, shape, dtype, {}, budget_s))
+                nbytes = OPS[op_name].minimum(shape, dtype).total
+                if nbytes not in copies:
+                    copies[nbytes] = copy_time(nbytes, budget_s).median_ns
+                by_name = {r["variant"]: r for r in group if r["status"] == "ok"}
+                for r in group:
+                    r["copy_ns"] = copies[nbytes]
+                    if r["status"] != "ok":
+                        continue
+                    r["frac_of_copy"] = copies[nbytes] / r["time_ns"]
+                    for base in BASELINES.get(op_name, ()):
+                        if base in by_name:
+                            r[f"speedup_vs_{base}"] = by_name[base]["time_ns"] / r["time_ns"]
+                rows.extend(group)
+    return {"environment": environment(), "command": " ".join(sys.argv), "rows": rows}
+
+
+def bench_table(result: dict[str, Any]) -> str:
+    """The people's table: time, effective bandwidth, fraction of copy, speedups over torch."""
+    headers = ["variant", "shape", "dtype", "time", "eff. bandwidth", "% of copy", "vs torch.softmax",
+               "vs torch.compile"]
+    body = []
+    for r in result["rows"]:
+        if r["status"] != "ok":
+            body.append([r["variant"], r["shape"], r["dtype"], r["status"], "-", "-", "-", "-"])
+            continue
+        vs = [r.get(f"speedup_vs_{b}") for b in ("torch_softmax", "torch_compiled")]
+        body.append([r["variant"], r["shape"], r["dtype"], fmt_time(r["time_ns"]), fmt_rate(r["bw_Bps"]),
+                     f"{100 * r['frac_of_copy']:.0f}%"] + [f"{v:.2f}x" if v else "-" for v in vs])
+    env = result["environment"]
+    head = f"{env['device']}, torch {env['torch']}, triton {env['triton']}, {env['date']}"
+    return head + "\n" + text_table(headers, body)
+
+
+def write_result(result: dict[str, Any], out: Path) -> Path:
+    """Write results.json and table.txt into a new folder; refuse to overwrite."""
+    if out.exists() and any(out.iterdir()):
+        raise UsageError(f"{out} already exists and is not empty: choose a new --out folder")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(result, indent=2))
+    (out / "table.txt").write_text(bench_table(result) + "\n")
+    return out

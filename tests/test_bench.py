@@ -1,0 +1,60 @@
+"""bench: table layout, ratios, refusal to overwrite, and the CPU-machine error. Timing itself is gpu-marked."""
+
+import json
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from memtraffic import bench
+from memtraffic.cli import app
+from memtraffic.exceptions import UsageError
+
+ENV = {"device": "TestGPU", "torch": "t", "triton": "tr", "date": "2026-01-01"}
+
+
+def _result():
+    rows = [
+        {"variant": "softmax_tiled", "shape": "8x8", "dtype": "fp32", "status": "ok", "time_ns": 2000.0,
+         "bw_Bps": 512 / 2e-6, "frac_of_copy": 0.5, "speedup_vs_torch_softmax": 1.5},
+        {"variant": "softmax_naive", "shape": "8x8", "dtype": "fp32", "status": "failed", "error": "boom"},
+    ]
+    return {"environment": ENV, "command": "x", "rows": rows}
+
+
+def test_table_shows_numbers_and_failures():
+    text = bench.bench_table(_result())
+    assert text.splitlines()[0] == "TestGPU, torch t, triton tr, 2026-01-01"
+    tiled = next(line for line in text.splitlines() if line.startswith("softmax_tiled"))
+    assert "2.0 us" in tiled and "256.00 MB/s" in tiled and "50%" in tiled and "1.50x" in tiled
+    naive = next(line for line in text.splitlines() if line.startswith("softmax_naive"))
+    assert "failed" in naive
+
+
+def test_write_result_refuses_to_overwrite(tmp_path):
+    out = bench.write_result(_result(), tmp_path / "b")
+    assert json.loads((out / "results.json").read_text())["rows"][0]["time_ns"] == 2000.0
+    with pytest.raises(UsageError, match="already exists"):
+        bench.write_result(_result(), tmp_path / "b")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-machine message")
+def test_cli_without_gpu_says_so():
+    res = CliRunner().invoke(app, ["bench", "torch_softmax"])
+    assert res.exit_code == 1
+    assert res.output.strip() == "error: bench needs a CUDA GPU and none is visible: run it on a machine with one"
+
+
+def test_cli_unknown_variant_suggests():
+    res = CliRunner().invoke(app, ["bench", "torch_softmx"])
+    assert res.exit_code == 2
+    assert "unknown variant 'torch_softmx': did you mean torch_softmax" in res.output
+
+
+@pytest.mark.gpu
+def test_bench_copy_and_softmax_on_gpu():
+    result = bench.run_bench(["torch_softmax"], [(4096, 4096)], [torch.float32], budget_s=0.05)
+    (row,) = result["rows"]
+    assert row["status"] == "ok" and row["time_ns"] > 0
+    # softmax moves the same minimum bytes as the copy; it cannot beat the copy by much
+    assert 0.1 < row["frac_of_copy"] < 1.2
