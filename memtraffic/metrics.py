@@ -22,13 +22,19 @@ _TABLE = [
     # L1/LSU: what the global load/store instructions moved through L1 (sector granularity, 32 B).
     Metric("l1_ld_bytes", "l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum", "byte", "L1 global load bytes"),
     Metric("l1_st_bytes", "l1tex__t_bytes_pipe_lsu_mem_global_op_st.sum", "byte", "L1 global store bytes"),
-    Metric("l1_ld_sectors", "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum", "sector", "L1 global load sectors"),
-    Metric("l1_st_sectors", "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum", "sector", "L1 global store sectors"),
-    Metric("l1_ld_requests", "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum", "request", "L1 global load requests"),
-    Metric("l1_st_requests", "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum", "request", "L1 global store requests"),
+    Metric("l1_ld_sectors", "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum", "sector",
+           "L1 global load sectors"),
+    Metric("l1_st_sectors", "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum", "sector",
+           "L1 global store sectors"),
+    Metric("l1_ld_requests", "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum", "request",
+           "L1 global load requests"),
+    Metric("l1_st_requests", "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum", "request",
+           "L1 global store requests"),
     # Bytes the instructions asked for (useful bytes); over L1 bytes it is the sector efficiency.
-    Metric("req_ld_bytes", "smsp__sass_data_bytes_mem_global_op_ld.sum", "byte", "bytes requested by global loads"),
-    Metric("req_st_bytes", "smsp__sass_data_bytes_mem_global_op_st.sum", "byte", "bytes requested by global stores"),
+    Metric("req_ld_bytes", "smsp__sass_data_bytes_mem_global_op_ld.sum", "byte",
+           "bytes requested by global loads"),
+    Metric("req_st_bytes", "smsp__sass_data_bytes_mem_global_op_st.sum", "byte",
+           "bytes requested by global stores"),
     # L2: sectors requested by L1 (tex unit), 32 B each.
     Metric("l2_rd_sectors", "lts__t_sectors_srcunit_tex_op_read.sum", "sector", "L2 read sectors from L1"),
     Metric("l2_wr_sectors", "lts__t_sectors_srcunit_tex_op_write.sum", "sector", "L2 write sectors from L1"),
@@ -41,24 +47,30 @@ _TABLE = [
     # Half-precision CUDA-core work, counted per thread instruction (a packed HFMA2 is one instruction).
     Metric("hadd", "smsp__sass_thread_inst_executed_op_hadd_pred_on.sum", "inst", "FP16/BF16 adds"),
     Metric("hmul", "smsp__sass_thread_inst_executed_op_hmul_pred_on.sum", "inst", "FP16/BF16 multiplies"),
-    Metric("hfma", "smsp__sass_thread_inst_executed_op_hfma_pred_on.sum", "inst", "FP16/BF16 fused multiply-adds"),
+    Metric("hfma", "smsp__sass_thread_inst_executed_op_hfma_pred_on.sum", "inst",
+           "FP16/BF16 fused multiply-adds"),
     # Tensor cores: sm__ops_path_tensor_* count math ops whatever the MMA instruction's shape (HMMA, or
     # Hopper's HGMMA with its variable N), which warp-instruction counters (sm__inst_executed_pipe_tensor*)
     # cannot: their FLOPs per instruction depend on the shape. FLOPs per op are checked on a GPU
     # (tests/test_ceilings.py::test_tensor_ops_per_matmul_flop), not assumed.
     Metric("tc_ops_fp16", "sm__ops_path_tensor_src_fp16.sum", "op", "tensor-core math ops, FP16 inputs"),
-    Metric("tc_ops_bf16", "sm__ops_path_tensor_src_bf16_dst_fp32.sum", "op", "tensor-core math ops, BF16 inputs"),
-    Metric("tc_ops_tf32", "sm__ops_path_tensor_src_tf32_dst_fp32.sum", "op", "tensor-core math ops, TF32 inputs"),
+    Metric("tc_ops_bf16", "sm__ops_path_tensor_src_bf16_dst_fp32.sum", "op",
+           "tensor-core math ops, BF16 inputs"),
+    Metric("tc_ops_tf32", "sm__ops_path_tensor_src_tf32_dst_fp32.sum", "op",
+           "tensor-core math ops, TF32 inputs"),
     # Theoretical peaks (ncu's own roofline sections use these): per-cycle peak x clock rate.
     # .sum.peak_sustained already sums over all units (SMs, L2 slices, DRAM channels).
-    Metric("peak_dram_bytes_per_cycle", "dram__bytes.sum.peak_sustained", "byte/cycle", "DRAM peak bytes per cycle"),
+    Metric("peak_dram_bytes_per_cycle", "dram__bytes.sum.peak_sustained", "byte/cycle",
+           "DRAM peak bytes per cycle"),
     Metric("dram_cycles_per_s", "dram__cycles_elapsed.avg.per_second", "cycle/second", "DRAM clock"),
-    Metric("peak_l2_bytes_per_cycle", "lts__t_bytes.sum.peak_sustained", "byte/cycle", "L2 peak bytes per cycle"),
+    Metric("peak_l2_bytes_per_cycle", "lts__t_bytes.sum.peak_sustained", "byte/cycle",
+           "L2 peak bytes per cycle"),
     Metric("l2_cycles_per_s", "lts__cycles_elapsed.avg.per_second", "cycle/second", "L2 clock"),
-    Metric("peak_l1_bytes_per_cycle", "l1tex__t_bytes.sum.peak_sustained", "byte/cycle", "L1 peak bytes per cycle"),
+    Metric("peak_l1_bytes_per_cycle", "l1tex__t_bytes.sum.peak_sustained", "byte/cycle",
+           "L1 peak bytes per cycle"),
     Metric("l1_cycles_per_s", "l1tex__cycles_elapsed.avg.per_second", "cycle/second", "L1 clock"),
-    Metric("peak_ffma_per_cycle", "sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained", "inst/cycle",
-           "FP32 FMA peak thread instructions per cycle, all SMs"),
+    Metric("peak_ffma_per_cycle", "sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained",
+           "inst/cycle", "FP32 FMA peak thread instructions per cycle, all SMs"),
     Metric("sm_cycles_per_s", "sm__cycles_elapsed.avg.per_second", "cycle/second", "SM clock"),
 ]
 
@@ -72,7 +84,9 @@ METRIC_SETS: dict[str, list[str]] = {
         "l2_rd_sectors", "l2_wr_sectors",
         "dram_rd_bytes", "dram_wr_bytes",
     ],
-    "flops": ["time", "fadd", "fmul", "ffma", "hadd", "hmul", "hfma", "tc_ops_fp16", "tc_ops_bf16", "tc_ops_tf32"],
+    "flops": [
+        "time", "fadd", "fmul", "ffma", "hadd", "hmul", "hfma", "tc_ops_fp16", "tc_ops_bf16", "tc_ops_tf32",
+    ],
     # Constants of the device and its clocks, not of the kernel: any kernel's report yields the roofs.
     "peaks": [
         "peak_dram_bytes_per_cycle", "dram_cycles_per_s", "peak_l2_bytes_per_cycle", "l2_cycles_per_s",
