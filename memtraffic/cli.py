@@ -114,6 +114,136 @@ def bench(
     typer.echo(b.bench_table(result) if fmt == "table" else dump([result], "json"))
 
 
+@app.command()
+@_errors_to_exit
+def measure(
+    variants: Annotated[
+        list[str] | None, typer.Argument(help="Variant names (see 'memtraffic list'); or use --all.")
+    ] = None,
+    shape: Annotated[
+        list[str] | None,
+        typer.Option(help="MxN, or MxNxK for matmuls; repeatable. Each variant gets the shapes of its rank. "
+                     "Default: each op's own shape."),
+    ] = None,
+    dtype: Annotated[
+        list[str] | None, typer.Option(help="fp32, fp16 or bf16; repeatable. Default: fp32.")
+    ] = None,
+    param: Annotated[
+        list[str] | None,
+        typer.Option(help="KEY=VALUE or KEY=V1,V2 for the variants that take KEY; repeatable. Every "
+                     "combination is measured."),
+    ] = None,
+    all_variants: Annotated[bool, typer.Option("--all", help="Measure every registered variant.")] = False,
+    metrics: Annotated[
+        str,
+        typer.Option(help="Comma-separated metric sets (traffic, flops, peaks, roofline), aliases from "
+                     "memtraffic/metrics.py, or raw ncu names; checked against this GPU's "
+                     "'ncu --query-metrics'. The kernel time is always collected."),
+    ] = "traffic",
+    out: Annotated[
+        Path | None,
+        typer.Option(help="New or empty folder for the run. Default: reports/runs/<UTC time>_<variant>/. "
+                     "A non-empty folder is never overwritten."),
+    ] = None,
+    clock_control: Annotated[
+        str, typer.Option(help="ncu --clock-control: none (the GPU's own clocks) or base (locked base).")
+    ] = "none",
+    cache_control: Annotated[
+        str, typer.Option(help="ncu --cache-control: all (flush caches before each replay pass) or none.")
+    ] = "all",
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Also show ncu's own ==PROF== lines.")
+    ] = False,
+    fmt: Fmt = "table",
+) -> None:
+    """Profile variants under Nsight Compute (ncu) and analyze their traffic.
+
+    ONE ncu process profiles every variant x shape x dtype x parameter
+    combination, run by 'python -m memtraffic.runner': inputs are seeded,
+    each result is checked against a float64 reference, JIT, autotuning and
+    torch.compile happen outside the profiled region, and only the kernels
+    inside each measured call's NVTX range 'mt|...' are profiled. A variant
+    that crashes or fails its check is recorded; the others go on.
+
+    Each run lands in a NEW folder: the .ncu-rep report(s), plan.json,
+    run.json (GPU, driver, versions, command, metrics, replay passes,
+    per-config status), ncu.log, results.csv and results.json.
+
+    Needs a CUDA GPU and ncu >= 2023.1 ($MEMTRAFFIC_NCU, else PATH, else
+    /usr/local/cuda/bin, else the newest /opt/nvidia/nsight-compute/*/)
+    with permission to read the GPU performance counters.
+
+    Examples:
+      memtraffic measure softmax_tiled torch_softmax --shape 1048576x2
+      memtraffic measure softmax_tiled --param BLOCK_M=1,128 --dtype bf16
+      memtraffic measure --all --shape 4096x4096 --shape 4096x4096x4096
+      memtraffic measure torch_softmax --metrics traffic,flops --out runs/a
+    """
+    from memtraffic.analyze import render
+    from memtraffic.collect import MeasureOptions
+    from memtraffic.collect import measure as run_measure
+
+    _check_format(fmt, ("table", "json", "csv"))
+    opts = MeasureOptions(
+        variants=list(variants or []), shapes=list(shape or []), dtypes=list(dtype or []),
+        params=list(param or []), all_variants=all_variants, metrics=metrics, out=out,
+        clock_control=clock_control, cache_control=cache_control, verbose=verbose,
+    )
+    result = run_measure(opts, echo=lambda line: typer.echo(line, err=True))
+    if len(result.table):
+        typer.echo(render(result.table, fmt))
+    failed = [c for c in result.run["configs"] if c["status"] != "ok" or not c["profiled"]]
+    for c in failed:
+        typer.echo(f"{c['range']}: {c['status']}{': ' + c['error'] if c.get('error') else ''}", err=True)
+    typer.echo(f"saved in {result.run_dir}", err=True)
+    if result.run.get("interrupted"):
+        typer.echo("interrupted: the finished configs are saved", err=True)
+        raise typer.Exit(code=130)
+    if failed:
+        raise typer.Exit(code=1)
+
+
+@app.command()
+@_errors_to_exit
+def analyze(
+    path: Annotated[Path, typer.Argument(help="A run folder from 'memtraffic measure', or any .ncu-rep.")],
+    min_bytes: Annotated[
+        str | None,
+        typer.Option(help="The minimum traffic, for reports captured by hand: TOTAL (read + write), or "
+                     "READ:WRITE for per-direction efficiencies. Sizes as 8388608, 8.39MB (SI) or 8MiB "
+                     "(binary), e.g. 8MiB:8MiB. Overrides the op model of our own runs."),
+    ] = None,
+    group_by: Annotated[
+        str, typer.Option(help="range: a row per NVTX range, its kernels summed; kernel: a row per launch.")
+    ] = "range",
+    fmt: Annotated[
+        str,
+        typer.Option("--format", "-f", help="table (readable units), json (a list of objects, raw numbers in "
+                     "bytes, ns, B/s; stable keys) or csv (same columns)."),
+    ] = "table",
+) -> None:
+    """Per-level efficiency: minimum bytes / bytes moved (1.00 is ideal).
+
+    Rows are NVTX ranges (a range's kernels summed) or kernel launches,
+    with the bytes L1, L2 and DRAM moved. Needs no GPU and no ncu: reports
+    are read with the ncu-report package or an Nsight Compute install's
+    ncu_report module. For memtraffic runs the minimum comes from each
+    variant's op model; for other reports give --min-bytes, else the
+    efficiencies stay blank and the bytes are still shown. Rows below ~0.9
+    get a diagnosis: sector waste, redundant requests, extra passes,
+    caches absorbing traffic before DRAM.
+
+    Examples:
+      memtraffic analyze reports/h100/seed_1048576x2_fp32
+      memtraffic analyze my_app.ncu-rep --min-bytes 8MiB:8MiB
+      memtraffic analyze RUN --group-by kernel --format json > rows.json
+    """
+    from memtraffic.analyze import analyze_path, render
+
+    _check_format(fmt, ("table", "json", "csv"))
+    typer.echo(render(analyze_path(path, min_bytes=min_bytes, group_by=group_by), fmt, group_by))
+
+
 def main() -> None:  # pragma: no cover - console entry point alias
     app()
 

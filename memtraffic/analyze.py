@@ -1,0 +1,377 @@
+"""Per-level efficiency (minimum / measured), amplification, bandwidth and a one-line diagnosis.
+
+Rows are NVTX ranges (a range with several kernels is summed and lists them) or kernel launches.
+The minimum comes from the op model of the run's plan for memtraffic runs, or from --min-bytes
+(total, or READ:WRITE for per-direction efficiencies) for reports captured by hand. Without a
+minimum the efficiencies are NaN and the table still shows the bytes.
+
+The columns of `COLUMNS` are a contract: roofline figures and HTML reports read them by name.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from memtraffic.exceptions import ReportError, UsageError
+from memtraffic.extract import ADDITIVE_UNITS, locate, read_report
+from memtraffic.metrics import METRICS
+from memtraffic.units import fmt_bytes, fmt_rate, fmt_time, parse_size
+
+SECTOR_BYTES = 32
+GOOD = 0.9  # efficiencies below this get a diagnosis
+
+COLUMNS = [
+    "run", "range", "variant", "op", "shape", "dtype", "params", "kernels", "n_kernels", "device", "time_ns",
+    "l1_ld_bytes", "l1_st_bytes", "l2_rd_bytes", "l2_wr_bytes", "dram_rd_bytes", "dram_wr_bytes",
+    "req_ld_bytes", "req_st_bytes", "min_read_bytes", "min_write_bytes",
+    "eff_l1_ld", "eff_l1_st", "eff_l2", "eff_dram", "amp_l1_ld", "amp_l1_st", "amp_l2", "amp_dram",
+    "sector_eff_ld", "sector_eff_st", "bw_min_Bps", "bw_dram_Bps",
+    "fadd", "fmul", "ffma", "hw_flops", "model_flops", "pred_read_bytes", "pred_write_bytes", "diagnosis",
+]
+# Also in every table, after COLUMNS: the total minimum, DRAM per direction, replay passes, and the
+# report's other metric aliases (summed over a range's kernels where they are counts).
+EXTRA_COLUMNS = ["min_bytes", "eff_dram_rd", "eff_dram_wr", "passes", "report"]
+
+# Any one of these makes a report worth analyzing; time is always needed.
+_TRAFFIC_ALIASES = ["l1_ld_bytes", "l1_st_bytes", "l2_rd_sectors", "l2_wr_sectors", "dram_rd_bytes",
+                    "dram_wr_bytes"]
+
+
+def parse_min_bytes(text: str) -> tuple[float, float, float]:
+    """'16MiB' -> (nan, nan, total); '8MiB:8MiB' -> (read, write, read + write). Sizes as units.parse_size."""
+    if ":" in text:
+        read_text, _, write_text = text.partition(":")
+        if not read_text.strip() or not write_text.strip():
+            raise UsageError(f"malformed --min-bytes {text!r}: write TOTAL or READ:WRITE, e.g. 8MiB:8MiB")
+        read, write = parse_size(read_text), parse_size(write_text)
+        return float(read), float(write), float(read + write)
+    return math.nan, math.nan, float(parse_size(text))
+
+
+def _div(num: pd.Series, den: pd.Series) -> pd.Series:
+    """num / den, NaN where den is 0 or missing (no traffic measured is no efficiency)."""
+    num = pd.to_numeric(num, errors="coerce").astype(float)
+    den = pd.to_numeric(den, errors="coerce").astype(float)
+    return num / den.where(den > 0)
+
+
+def _config_models(plan: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """range -> config with minimum, predicted and FLOPs: from the current models when the variant still
+    exists (models get fixed), else as the plan stored them."""
+    if not plan:
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for config in plan.get("configs", []):
+        entry = dict(config)
+        try:
+            from kernels import VARIANTS
+            from memtraffic.model import OPS, parse_dtype
+
+            variant = VARIANTS[config["variant"]]
+            op = OPS[variant.op]
+            shape, dtype = tuple(config["shape"]), parse_dtype(config["dtype"])
+            minimum = op.minimum(shape, dtype)
+            predicted = variant.predicted(shape, dtype, dict(config.get("params", {})))
+            entry.update(min_read_bytes=minimum.read, min_write_bytes=minimum.write,
+                         pred_read_bytes=predicted.read, pred_write_bytes=predicted.write,
+                         model_flops=op.flops(shape))
+        except Exception:  # renamed variant, changed parameters: keep what the plan recorded
+            pass
+        out[config["range"]] = entry
+    return out
+
+
+def _check_metrics(kernels: pd.DataFrame, report: str) -> None:
+    if kernels["time"].isna().all():
+        raise ReportError(f"{report} lacks {METRICS['time'].ncu} (kernel time): profile with it "
+                          "(`memtraffic measure` always collects it)")
+    if kernels[_TRAFFIC_ALIASES].isna().all().all():
+        names = ", ".join(METRICS[a].ncu for a in _TRAFFIC_ALIASES)
+        raise ReportError(f"{report} lacks every traffic metric ({names}): profile with "
+                          "`memtraffic measure --metrics traffic` or ncu --metrics with those names")
+
+
+def _sum(s: pd.Series) -> float:
+    return s.sum(min_count=1)  # all-NaN stays NaN: a metric no kernel had is not zero
+
+
+def _group(kernels: pd.DataFrame, group_by: str) -> pd.DataFrame:
+    """Sum the counts of each range's kernels (kernels without a range stay single rows)."""
+    if group_by == "kernel":
+        out = kernels.copy()
+        out["kernels"] = [[k] for k in out["kernel"]]
+        out["n_kernels"] = 1
+        return out
+    # Kernels outside any range stay one row each.
+    keys = [f"{run}\0{rng}" if rng else f"{run}\0#{launch} {name}" for run, rng, launch, name in
+            zip(kernels["run"], kernels["range"], kernels["launch"], kernels["kernel"], strict=True)]
+    kernels = kernels.assign(_key=keys)
+    aliases = [a for a in METRICS if a in kernels]
+    agg: dict[str, Any] = {a: ("sum" if METRICS[a].unit in ADDITIVE_UNITS else "mean") for a in aliases}
+    grouped = kernels.groupby("_key", sort=False)
+    out = grouped[aliases].agg({a: _sum if f == "sum" else f for a, f in agg.items()})
+    first = grouped[["run", "range", "device", "report"]].first()
+    out = first.join(out)
+    out["passes"] = grouped["passes"].max()
+    out["kernels"] = grouped["kernel"].agg(list)
+    out["n_kernels"] = grouped["kernel"].size()
+    return out.reset_index(drop=True)
+
+
+def compute(rows: pd.DataFrame, plan: dict[str, Any] | None = None,
+            min_bytes: tuple[float, float, float] | None = None) -> pd.DataFrame:
+    """The analyzed table (COLUMNS + EXTRA_COLUMNS + other aliases) from grouped launch rows."""
+    df = rows.copy()
+    models = _config_models(plan)
+    cfgs = [models.get(r, {}) for r in df["range"]]
+    df["variant"] = [c.get("variant", "") for c in cfgs]
+    df["op"] = [c.get("op", "") for c in cfgs]
+    df["shape"] = ["x".join(map(str, c["shape"])) if "shape" in c else "" for c in cfgs]
+    df["dtype"] = [c.get("dtype", "") for c in cfgs]
+    df["params"] = [dict(c.get("params", {})) for c in cfgs]
+    for key in ("min_read_bytes", "min_write_bytes", "pred_read_bytes", "pred_write_bytes", "model_flops"):
+        df[key] = [float(c[key]) if c.get(key) is not None else math.nan for c in cfgs]
+    if min_bytes is not None:  # the user's minimum wins over the model's
+        df["min_read_bytes"], df["min_write_bytes"], total = min_bytes
+        df["min_bytes"] = total
+    else:
+        df["min_bytes"] = df["min_read_bytes"] + df["min_write_bytes"]
+
+    df["time_ns"] = df["time"]
+    df["l2_rd_bytes"] = df["l2_rd_sectors"] * SECTOR_BYTES
+    df["l2_wr_bytes"] = df["l2_wr_sectors"] * SECTOR_BYTES
+    l2 = df["l2_rd_bytes"] + df["l2_wr_bytes"]
+    dram = df["dram_rd_bytes"] + df["dram_wr_bytes"]
+    df["eff_l1_ld"] = _div(df["min_read_bytes"], df["l1_ld_bytes"])
+    df["eff_l1_st"] = _div(df["min_write_bytes"], df["l1_st_bytes"])
+    df["eff_l2"] = _div(df["min_bytes"], l2)
+    df["eff_dram"] = _div(df["min_bytes"], dram)
+    df["eff_dram_rd"] = _div(df["min_read_bytes"], df["dram_rd_bytes"])
+    df["eff_dram_wr"] = _div(df["min_write_bytes"], df["dram_wr_bytes"])
+    for level in ("l1_ld", "l1_st", "l2", "dram"):
+        df[f"amp_{level}"] = _div(pd.Series(1.0, index=df.index), df[f"eff_{level}"])
+    df["sector_eff_ld"] = _div(df["req_ld_bytes"], df["l1_ld_bytes"])
+    df["sector_eff_st"] = _div(df["req_st_bytes"], df["l1_st_bytes"])
+    seconds = df["time_ns"] * 1e-9
+    df["bw_min_Bps"] = _div(df["min_bytes"], seconds)
+    df["bw_dram_Bps"] = _div(dram, seconds)
+    df["hw_flops"] = df["fadd"] + df["fmul"] + 2 * df["ffma"]
+    df["diagnosis"] = [diagnose(r) for r in df.to_dict("records")]
+
+    others = [a for a in METRICS if a in df and a not in COLUMNS and a != "time"]
+    return df[COLUMNS + EXTRA_COLUMNS + others].reset_index(drop=True)
+
+
+def _ok(x: Any) -> bool:
+    return x is not None and isinstance(x, int | float) and math.isfinite(x)
+
+
+def _times(x: float) -> str:
+    return f"{x:.0f}x" if abs(x - round(x)) < 0.05 * x else f"{x:.1f}x"
+
+
+def diagnose(r: dict[str, Any]) -> str:
+    """One factual line naming what the numbers show where an efficiency falls below ~0.9 ('' otherwise)."""
+    notes: list[str] = []
+    # Sector waste: the instructions asked for fewer bytes than the 32-byte sectors moved.
+    waste = {d: r.get(f"sector_eff_{d}") for d in ("ld", "st")}
+    low = {d: s for d, s in waste.items() if _ok(s) and s < GOOD}
+    if low:
+        used = {d: f"{SECTOR_BYTES * s:.0f}" for d, s in low.items()}
+        if len(low) == 2 and used["ld"] == used["st"]:
+            notes.append(f"loads and stores use {used['ld']} of every {SECTOR_BYTES} bytes per sector")
+        else:
+            notes += [f"{'loads' if d == 'ld' else 'stores'} use {u} of every {SECTOR_BYTES} bytes per sector"
+                      for d, u in used.items()]
+    # Requests beyond the minimum: the same bytes asked for several times (warps, programs or passes).
+    n_kernels = r.get("n_kernels") or 1
+    for d, req, minimum in (("ld", r.get("req_ld_bytes"), r.get("min_read_bytes")),
+                            ("st", r.get("req_st_bytes"), r.get("min_write_bytes"))):
+        if not (_ok(req) and _ok(minimum) and minimum > 0) or req <= minimum / GOOD:
+            continue
+        k = req / minimum
+        verb = "loads request" if d == "ld" else "stores write"
+        what = "input" if d == "ld" else "output"
+        if n_kernels > 1:
+            notes.append(f"{n_kernels} kernels: {verb} {_times(k)} the minimum (extra passes over memory)")
+        elif abs(k - round(k)) < 0.05 * k:
+            act = "load" if d == "ld" else "store"
+            notes.append(f"each {what} byte requested {round(k)}x: several warps or programs {act} the same "
+                         "data, or the kernel makes several passes")
+        else:
+            notes.append(f"{verb} {_times(k)} the minimum")
+    if n_kernels > 1 and not any("kernels:" in n for n in notes):
+        notes.append(f"{n_kernels} kernels in this range: each is a pass over memory")
+    # Caches absorbing traffic: L1 well above the minimum while DRAM reads sit at it.
+    eff_l1, eff_rd = r.get("eff_l1_ld"), r.get("eff_dram_rd")
+    if _ok(eff_l1) and eff_l1 < GOOD and _ok(eff_rd) and eff_rd >= GOOD:
+        bw = r.get("bw_min_Bps")
+        paid = f": {fmt_rate(bw)} effective" if _ok(bw) else ""
+        notes.append("L1/L2 absorb the extra loads before DRAM (DRAM read efficiency "
+                     f"{min(eff_rd, 1.0):.2f}), but time pays{paid}")
+    eff_dram = r.get("eff_dram")
+    if _ok(eff_dram) and eff_dram < GOOD:
+        notes.append(f"DRAM moves {_times(1 / eff_dram)} the minimum")
+    if _ok(eff_l1) and eff_l1 > 1 / GOOD:
+        notes.append(f"L1 load bytes below the minimum ({1 / eff_l1:.2f}x): loads that bypass the LSU path "
+                     "(cp.async, TMA) are not in these counters")
+    eff_wr = r.get("eff_dram_wr")
+    if notes and _ok(eff_wr) and eff_wr > 1 / GOOD:
+        notes.append("DRAM writes below the minimum: output still in L2 when the kernel ended")
+    return "; ".join(notes)
+
+
+def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None, *,
+                    min_bytes: tuple[float, float, float] | None = None, group_by: str = "range",
+                    allow_partial: bool = False, run_name: str | None = None
+                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(analyzed table, launch table) of the given reports. Empty tables when there are no reports."""
+    if group_by not in ("range", "kernel"):
+        raise UsageError(f"unknown --group-by {group_by!r}: use range or kernel")
+    frames = []
+    for report in reports:
+        kernels = read_report(report, allow_partial=allow_partial)
+        _check_metrics(kernels, str(report))
+        kernels.insert(0, "run", run_name or Path(report).name.removesuffix(".ncu-rep"))
+        frames.append(kernels)
+    if not frames:
+        return pd.DataFrame(columns=COLUMNS + EXTRA_COLUMNS), pd.DataFrame()
+    kernels = pd.concat(frames, ignore_index=True)
+    return compute(_group(kernels, group_by), plan, min_bytes), kernels
+
+
+def analyze_path(path: str | Path, min_bytes: str | None = None, group_by: str = "range") -> pd.DataFrame:
+    """`memtraffic analyze`: a run folder or any .ncu-rep -> the analyzed table."""
+    reports, plan, run, name = locate(path)
+    parsed = parse_min_bytes(min_bytes) if min_bytes else None
+    partial = bool(run and run.get("interrupted"))
+    table, _ = analyze_reports(reports, plan, min_bytes=parsed, group_by=group_by, allow_partial=partial,
+                               run_name=name)
+    return table
+
+
+# --- output -------------------------------------------------------------------------------------------------
+
+_COUNTS = ("time_ns", "fadd", "fmul", "ffma", "hw_flops", "model_flops", "n_kernels", "min_bytes", "passes")
+_INT_COLUMNS = {c for c in COLUMNS + EXTRA_COLUMNS if c.endswith("_bytes") or c in _COUNTS}
+
+
+def to_records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """Plain JSON-able dicts: NaN -> None, whole counts -> int, lists and dicts kept."""
+    records = []
+    for row in df.to_dict("records"):
+        out: dict[str, Any] = {}
+        for key, value in row.items():
+            if isinstance(value, np.generic):
+                value = value.item()
+            if isinstance(value, float):
+                if not math.isfinite(value):
+                    value = None
+                elif key in _INT_COLUMNS and value.is_integer():
+                    value = int(value)
+            out[key] = value
+        records.append(out)
+    return records
+
+
+def _label(r: dict[str, Any]) -> str:
+    if r["variant"]:
+        params = ",".join(f"{k}={v}" for k, v in _explicit(r).items())
+        text = " ".join(p for p in (r["variant"], r["shape"], r["dtype"], params) if p)
+    else:
+        text = r["range"] or r["kernels"][0]
+    return text
+
+
+def _explicit(r: dict[str, Any]) -> dict[str, Any]:
+    # The range name holds only the parameters the user set ("mt|v|shape|dtype|K=V,...").
+    parts = r["range"].split("|")
+    if len(parts) < 5:
+        return {}
+    return dict(p.split("=", 1) for p in parts[4].split(",") if "=" in p)
+
+
+def _eff(x: Any) -> str:
+    return f"{x:.2f}" if _ok(x) else "-"
+
+
+def table_rows(df: pd.DataFrame, group_by: str = "range") -> tuple[list[str], list[list[str]]]:
+    """(headers, rows) of the readable table; `memtraffic report` uses it so both show the same."""
+    # DRAM writes often stay in L2 (write-back) past the kernel's end, so with a per-direction minimum
+    # the table shows DRAM read efficiency; eff_dram (reads + writes) is in json/csv.
+    per_direction = "eff_dram_rd" in df and df["eff_dram_rd"].notna().any()
+    headers = ["range" if group_by == "range" else "kernel", "n", "time", "L1 ld", "L1 st", "L2 rd+wr",
+               "DRAM rd+wr", "minimum", "eff L1 ld", "eff L1 st", "eff L2",
+               "eff DRAM rd" if per_direction else "eff DRAM", "sector ld/st"]
+    body = []
+    for r in df.to_dict("records"):
+        label = _label(r)
+        if group_by == "kernel" and r["variant"]:
+            label += f" [{r['kernels'][0]}]"
+        body.append([
+            label, str(r["n_kernels"]), fmt_time(r["time_ns"]), fmt_bytes(r["l1_ld_bytes"]),
+            fmt_bytes(r["l1_st_bytes"]), fmt_bytes(r["l2_rd_bytes"] + r["l2_wr_bytes"]),
+            fmt_bytes(r["dram_rd_bytes"] + r["dram_wr_bytes"]), fmt_bytes(r.get("min_bytes")),
+            _eff(r["eff_l1_ld"]), _eff(r["eff_l1_st"]), _eff(r["eff_l2"]),
+            _eff(r["eff_dram_rd"] if per_direction else r["eff_dram"]),
+            f"{_eff(r['sector_eff_ld'])}/{_eff(r['sector_eff_st'])}",
+        ])
+    return headers, body
+
+
+def format_table(df: pd.DataFrame, group_by: str = "range") -> str:
+    """Readable units; a range with several kernels shows their count; diagnoses are listed below."""
+    from memtraffic.tables import text_table
+
+    if df.empty:
+        return "(no rows)"
+    headers, body = table_rows(df, group_by)
+    notes = []
+    for r, row in zip(df.to_dict("records"), body, strict=True):
+        if r["diagnosis"]:
+            notes.append(f"  {row[0]}: {r['diagnosis']}")
+        if r["n_kernels"] > 1 and group_by == "range":
+            notes.append(f"  {row[0]}: kernels {', '.join(r['kernels'])}")
+    devices = ", ".join(sorted({d for d in df["device"] if d}))
+    text = (f"{devices}\n" if devices else "") + text_table(headers, body)
+    if df["min_bytes"].isna().all():
+        text += "\n\nno minimum known: pass --min-bytes TOTAL or READ:WRITE for efficiencies"
+    if notes:
+        text += "\n\n" + "\n".join(notes)
+    return text
+
+
+def render(df: pd.DataFrame, fmt: str, group_by: str = "range") -> str:
+    from memtraffic.tables import dump
+
+    if fmt == "table":
+        return format_table(df, group_by)
+    return dump(to_records(df), fmt)
+
+
+def load_results(run_dir: str | Path) -> pd.DataFrame:
+    """The analyzed table of a run folder: from its reports (current models), else its results.json."""
+    run_dir = Path(run_dir)
+    try:
+        return analyze_path(run_dir)
+    except ReportError:
+        saved = run_dir / "results.json"
+        if not saved.is_file():
+            raise
+        return pd.DataFrame(json.loads(saved.read_text()))
+
+
+def save_results(df: pd.DataFrame, run_dir: Path) -> None:
+    """results.json (list of objects, raw numbers) and results.csv beside the reports."""
+    from memtraffic.tables import dump
+
+    records = to_records(df)
+    (run_dir / "results.json").write_text(json.dumps(records, indent=2) + "\n")
+    (run_dir / "results.csv").write_text(dump(records, "csv") + "\n")

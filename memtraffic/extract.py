@@ -1,0 +1,195 @@
+""".ncu-rep -> tidy pandas DataFrame, one row per profiled kernel launch, metrics under their aliases.
+
+Reports are read with NVIDIA's `ncu_report` module: the `ncu-report` package if installed, else the
+copy in an Nsight Compute install (`<ncu>/extras/python`). No GPU and no ncu are needed for the package.
+ncu_report loads a junk file as a report with zero ranges and a truncated one with a last launch
+that has no name and no metrics, so both are checked here and become ReportErrors.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib
+import json
+import os
+import shutil
+import sys
+import warnings
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pandas as pd
+
+from memtraffic.exceptions import ReportError
+from memtraffic.metrics import METRICS
+
+RANGE_PREFIX = "mt|"
+REPORT_SUFFIX = ".ncu-rep"
+_DEFAULT_DOMAIN = "<default domain>"
+
+# Metric columns in the launch table (ncu name -> alias); units say which can be summed over kernels.
+ADDITIVE_UNITS = {"ns", "byte", "sector", "request", "inst", "op"}
+
+_ncu_report: ModuleType | None = None
+
+
+def _extras_dirs() -> list[Path]:
+    """Nsight Compute installs' extras/python folders, those of the ncu we would run first."""
+    dirs: list[Path] = []
+    ncus = [os.environ.get("MEMTRAFFIC_NCU"), shutil.which("ncu"), "/usr/local/cuda/bin/ncu"]
+    for ncu in filter(None, ncus):
+        path = Path(ncu).resolve()
+        dirs += [path.parent / "extras" / "python", path.parent.parent / "extras" / "python"]
+    installs = ("/opt/nvidia/nsight-compute/*/extras/python",
+                "/usr/local/cuda*/nsight-compute*/extras/python")
+    for pattern in installs:
+        dirs += sorted((Path(p) for p in glob.glob(pattern)), reverse=True)
+    return list(dict.fromkeys(d for d in dirs if (d / "ncu_report.py").is_file()))
+
+
+def import_ncu_report() -> ModuleType:
+    """The ncu_report module: the pip package, else an Nsight Compute install's extras/python copy."""
+    global _ncu_report
+    if _ncu_report is not None:
+        return _ncu_report
+    try:
+        _ncu_report = importlib.import_module("ncu_report")
+        return _ncu_report
+    except ImportError:
+        pass
+    for folder in _extras_dirs():
+        sys.path.insert(0, str(folder))
+        try:
+            sys.modules.pop("ncu_report", None)
+            _ncu_report = importlib.import_module("ncu_report")
+            return _ncu_report
+        except ImportError:
+            sys.path.remove(str(folder))
+    raise ReportError(
+        "cannot read .ncu-rep files: the ncu_report module is missing; `pip install ncu-report`, or install "
+        "Nsight Compute (its extras/python folder has ncu_report.py; set MEMTRAFFIC_NCU to its ncu)"
+    )
+
+
+def _range_stack(action: Any) -> list[str]:
+    """The NVTX ranges the launch happened in, outermost first; non-default domains as 'domain:range'."""
+    state = action.nvtx_state()
+    if state is None:
+        return []
+    stack: list[str] = []
+    for domain_id in state.domains():
+        domain = state.domain_by_id(domain_id)
+        name = domain.name()
+        prefix = "" if name in (None, "", _DEFAULT_DOMAIN) else f"{name}:"
+        ranges = list(domain.push_pop_ranges()) or list(domain.start_end_ranges())
+        stack += [prefix + r for r in ranges]
+    return stack
+
+
+def range_label(stack: list[str]) -> str:
+    """Our own 'mt|...' range (innermost) when there is one, else the whole stack joined by ' / '."""
+    ours = [r for r in stack if r.startswith(RANGE_PREFIX)]
+    return ours[-1] if ours else " / ".join(stack)
+
+
+def _value(action: Any, name: str) -> Any:
+    metric = action.metric_by_name(name)
+    return None if metric is None else metric.value()
+
+
+def _number(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def read_report(path: str | Path, allow_partial: bool = False) -> pd.DataFrame:
+    """One row per kernel launch: run, report, launch, range, kernel, kernel_full, grid/block size, device,
+    passes, and a float column per alias of memtraffic.metrics (NaN when the report lacks that metric).
+
+    ReportError when the file is missing, empty, not a report, truncated or holds no kernel. With
+    allow_partial (a run that was interrupted), a damaged last launch is dropped with a warning instead.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ReportError(f"{path}: no such report file")
+    if path.stat().st_size == 0:
+        raise ReportError(f"{path} is empty (0 bytes): not an Nsight Compute report")
+    ncu_report = import_ncu_report()
+    try:
+        report = ncu_report.load_report(str(path))
+    except Exception as err:  # the module raises assorted types for unreadable files
+        raise ReportError(f"{path} cannot be read as an Nsight Compute report: {err}") from None
+    rows: list[dict[str, Any]] = []
+    launch = 0
+    for i in range(report.num_ranges()):
+        rng = report.range_by_idx(i)
+        for j in range(rng.num_actions()):
+            action = rng.action_by_idx(j)
+            name = action.name()
+            if not name or not action.metric_names():
+                msg = f"{path} is truncated or damaged: kernel launch #{launch} has no name or metrics"
+                if not allow_partial:
+                    raise ReportError(msg)
+                warnings.warn(msg + " (dropped)", stacklevel=2)
+                launch += 1
+                continue
+            stack = _range_stack(action)
+            try:
+                full = action.name(action.NameBase_DEMANGLED)
+            except Exception:  # older ncu_report versions take no argument
+                full = name
+            row: dict[str, Any] = {
+                "report": str(path),
+                "launch": launch,
+                "range": range_label(stack),
+                "nvtx": " / ".join(stack),
+                "kernel": name,
+                "kernel_full": full,
+                "grid_size": _value(action, "launch__grid_size"),
+                "block_size": _value(action, "launch__block_size"),
+                "device": _value(action, "device__attribute_display_name") or "",
+                "passes": _number(_value(action, "profiler__replayer_passes")),
+            }
+            for alias, metric in METRICS.items():
+                row[alias] = _number(_value(action, metric.ncu))
+            rows.append(row)
+            launch += 1
+    if not rows:
+        raise ReportError(
+            f"{path} holds no profiled kernel: it is not an Nsight Compute report, it is truncated, "
+            "or ncu's filters matched no kernel"
+        )
+    return pd.DataFrame(rows)
+
+
+def locate(path: str | Path) -> tuple[list[Path], dict[str, Any] | None, dict[str, Any] | None, str]:
+    """A run folder or a .ncu-rep -> (reports, plan or None, run.json or None, run name).
+
+    A report inside one of our run folders gets that folder's plan, so ranges map to variants.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ReportError(f"{path}: no such file or folder")
+    folder = path if path.is_dir() else path.parent
+    plan = _read_json(folder / "plan.json")
+    run = _read_json(folder / "run.json")
+    if path.is_dir():
+        listed = (run or {}).get("reports")
+        reports = [folder / r for r in listed] if listed else sorted(folder.glob("*" + REPORT_SUFFIX))
+        if not reports:
+            raise ReportError(f"{path}: no {REPORT_SUFFIX} file in this folder")
+        return reports, plan, run, folder.name
+    name = folder.name if plan is not None else path.name.removesuffix(REPORT_SUFFIX)
+    return [path], plan, run, name
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ReportError(f"{path} is not valid JSON ({err}): the run folder is damaged") from None

@@ -1,0 +1,177 @@
+"""The process that ncu profiles: `python -m memtraffic.runner PLAN.json [--status FILE]`.
+
+For each config of the plan: build the inputs (seeded), call the variant once outside any range
+(Triton JIT, autotuning and torch.compile happen there), check that result against the op's float64
+reference, then make the one measured call inside its own NVTX push/pop range `mt|...`, which is
+all that ncu's `--nvtx-include` lets it profile.
+
+Each config's outcome is appended to a JSON-lines status file ('start', then 'ok' or 'failed' with
+the error), so a config that crashes the process is known and a fresh process skips every config
+that already has a record. A failing variant is recorded and the runner goes on; after a CUDA error
+(the context is unusable) it exits with code 3 so that collect starts a fresh process for the rest.
+
+Without CUDA it runs on the CPU (Triton in its interpreter) and skips the NVTX calls: useful to test
+a plan without a GPU or ncu.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from memtraffic.collect import append_status, read_status
+
+EXIT_CUDA_ERROR = 3
+EXIT_INTERRUPTED = 130
+
+# Allowed max |out - ref| as a fraction of max |ref| (the float64 reference). Loose enough for TF32
+# matmuls and bf16 rounding of intermediates, tight enough that a wrong or unwritten output fails.
+TOLERANCE = {"fp32": 1e-3, "fp16": 1e-2, "bf16": 5e-2}
+
+
+class CheckFailed(Exception):
+    """The variant's output does not match the reference."""
+
+
+def _device() -> torch.device:
+    return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+@contextlib.contextmanager
+def nvtx_range(name: str, enabled: bool) -> Iterator[None]:
+    """An NVTX push/pop range on CUDA; nothing on the CPU (torch.cuda.nvtx needs CUDA)."""
+    if enabled:
+        torch.cuda.nvtx.range_push(name)
+    try:
+        yield
+    finally:
+        if enabled:
+            torch.cuda.nvtx.range_pop()
+
+
+def check_output(out: Any, ref: torch.Tensor, dtype: str) -> float:
+    """Max abs error of out against the reference; CheckFailed when beyond TOLERANCE[dtype] * max |ref|."""
+    if not isinstance(out, torch.Tensor):
+        raise CheckFailed(f"returned {type(out).__name__}, not a tensor")
+    if tuple(out.shape) != tuple(ref.shape):
+        raise CheckFailed(f"output shape {tuple(out.shape)} != expected {tuple(ref.shape)}")
+    err = (out.double() - ref).abs().max().item()
+    scale = ref.abs().max().item()
+    tol = TOLERANCE[dtype] * (scale if scale > 0 else 1.0)
+    if not err <= tol:  # also catches NaN
+        raise CheckFailed(f"wrong result: max abs error {err:.3g} > {tol:.3g} against the float64 reference")
+    return err
+
+
+def run_config(config: dict[str, Any], device: torch.device, seed: int = 0) -> float:
+    """Warm up, check, then make the measured call inside the config's NVTX range. Returns the max error."""
+    from kernels import VARIANTS
+    from memtraffic.model import OPS, parse_dtype
+
+    if config["variant"] not in VARIANTS:
+        raise KeyError(f"unknown variant {config['variant']!r}")
+    variant = VARIANTS[config["variant"]]
+    if variant.needs_cuda and device.type != "cuda":
+        raise RuntimeError(f"{variant.name} needs CUDA and this process has none")
+    op = OPS[variant.op]
+    shape = tuple(config["shape"])
+    dtype = parse_dtype(config["dtype"])
+    params = dict(config.get("params", {}))
+    gen = torch.Generator().manual_seed(seed)
+    inputs = op.make_inputs(shape, dtype, device, gen)
+
+    out = variant.run(*inputs, **params)  # warm-up: JIT, autotune, compile - outside the profiled range
+    _sync(device)
+    err = check_output(out, op.reference(*inputs), config["dtype"])
+    del out
+    _sync(device)
+    with nvtx_range(config["range"], enabled=device.type == "cuda"):
+        out = variant.run(*inputs, **params)
+    _sync(device)
+    del out, inputs
+    return err
+
+
+def _is_cuda_error(err: BaseException) -> bool:
+    return type(err).__name__ == "AcceleratorError" or "CUDA error" in str(err)
+
+
+def _label(config: dict[str, Any]) -> str:
+    params = ",".join(f"{k}={v}" for k, v in config.get("explicit_params", {}).items())
+    shape = "x".join(map(str, config["shape"]))
+    return " ".join(p for p in (config["variant"], shape, config["dtype"], params) if p)
+
+
+def _one_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0][:300] if text else ''}".rstrip(": ")
+
+
+def run_plan(plan: dict[str, Any], status_path: Path, device: torch.device | None = None,
+             log=sys.stderr) -> int:
+    """Run every config of the plan that has no record in the status file yet. Returns the exit code."""
+    device = device or _device()
+    done = read_status(status_path)
+    configs = plan["configs"]
+    for k, config in enumerate(configs, 1):
+        if config["id"] in done:
+            continue
+        append_status(status_path, {"id": config["id"], "range": config["range"], "status": "start"})
+        t0 = time.perf_counter()
+        try:
+            err = run_config(config, device, plan.get("seed", 0))
+        except KeyboardInterrupt:
+            append_status(status_path, {"id": config["id"], "range": config["range"], "status": "not run",
+                                        "error": "interrupted"})
+            print(f"[{k}/{len(configs)}] {_label(config)}: interrupted", file=log, flush=True)
+            return EXIT_INTERRUPTED
+        except Exception as exc:  # one variant's failure must not lose the others
+            append_status(status_path, {"id": config["id"], "range": config["range"], "status": "failed",
+                                        "error": _one_line(exc)})
+            print(f"[{k}/{len(configs)}] {_label(config)}: FAILED {_one_line(exc)}", file=log, flush=True)
+            if device.type == "cuda":
+                if _is_cuda_error(exc):
+                    print("CUDA error: this process cannot go on; the remaining configs need a fresh one",
+                          file=log, flush=True)
+                    return EXIT_CUDA_ERROR
+                torch.cuda.empty_cache()
+            continue
+        seconds = time.perf_counter() - t0
+        append_status(status_path, {"id": config["id"], "range": config["range"], "status": "ok",
+                                    "max_err": err, "seconds": round(seconds, 3)})
+        print(f"[{k}/{len(configs)}] {_label(config)}: ok (max err {err:.2g}, {seconds:.1f} s) "
+              f"in range {config['range']}", file=log, flush=True)
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m memtraffic.runner", description=__doc__.splitlines()[0])
+    parser.add_argument("plan", type=Path, help="plan.json written by `memtraffic measure`")
+    parser.add_argument("--status", type=Path, help="JSON-lines status file (default: the plan's, beside it)")
+    args = parser.parse_args(argv)
+    plan = json.loads(args.plan.read_text())
+    status = args.status or args.plan.parent / plan.get("status_file", "status.jsonl")
+    if not torch.cuda.is_available():
+        # Triton's interpreter must be chosen before any @triton.jit runs, i.e. before kernels/ is imported.
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    return run_plan(plan, status)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
