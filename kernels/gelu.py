@@ -55,6 +55,14 @@ def _ops_traffic(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> Tr
     return Traffic(read=10 * _mn_bytes(shape, dtype), write=8 * _mn_bytes(shape, dtype))
 
 
+def _no_params(name: str):
+    def check(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> str | None:
+        resolve(name, {}, params, {})
+        return None
+
+    return check
+
+
 def _run_ops(x: torch.Tensor, **params: Any) -> torch.Tensor:
     resolve("gelu_torch_ops", {}, params, {})
     return _gelu_ops(x)
@@ -261,6 +269,7 @@ GELU_TORCH_OPS = Variant(
     run=_run_ops,
     predicted=_ops_traffic,
     constraints="any MxN",
+    check=_no_params("gelu_torch_ops"),
 )
 
 GELU_TRITON = Variant(
@@ -283,6 +292,7 @@ GELU_COMPILED = Variant(
     run=_run_compiled,
     predicted=_compiled_traffic,
     constraints="any MxN; first call per shape compiles",
+    check=_no_params("gelu_compiled"),
 )
 
 GELU_CUDA = Variant(

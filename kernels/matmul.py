@@ -142,6 +142,11 @@ def _run_torch(a: torch.Tensor, b: torch.Tensor, **params: Any) -> torch.Tensor:
     return torch.matmul(a, b)
 
 
+def _check_torch(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> str | None:
+    resolve("matmul_torch", {}, params, {})
+    return None
+
+
 def _torch_traffic(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> Traffic:
     # cuBLAS picks its tiles at run time and its Hopper kernels load through TMA, which the LSU load
     # counters do not see; with no honest tile model, predict the minimum and compare at L2/DRAM.
@@ -172,4 +177,5 @@ MATMUL_TORCH = Variant(
     run=_run_torch,
     predicted=_torch_traffic,
     constraints="any MxNxK",
+    check=_check_torch,
 )

@@ -156,7 +156,8 @@ OPS: dict[str, Op] = {
         minimum=lambda s, dt: Traffic(_mn(s) * _elem(dt), _mn(s) * _elem(dt)),
         # x*x*x (2 mul), *0.044715, +x, *sqrt(2/pi), tanh, +1, *x, *0.5
         flops=lambda s: 9 * _mn(s),
-        flops_note="9 per element (7 mul/add, 1 add, tanh counted as one)",
+        flops_note="9 per element: 6 multiplies (x*x*x is two, *0.044715, *sqrt(2/pi), *x, *0.5), "
+        "2 adds (+x, +1), tanh counted as one",
     ),
     "matmul": Op(
         name="matmul",
