@@ -116,6 +116,95 @@ def bench(
 
 @app.command()
 @_errors_to_exit
+def ceilings(
+    refresh: Annotated[bool, typer.Option("--refresh", help="Measure again though cached.")] = False,
+    ncu: Annotated[bool, typer.Option("--ncu/--no-ncu", help="Also read ncu's theoretical peaks.")] = True,
+    save_reference: Annotated[
+        bool, typer.Option("--save-reference", help="Also write reports/ceilings/<device>.json (to commit).")
+    ] = False,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table (for people) or json.")] = "table",
+) -> None:
+    """Measure this GPU's roofs once and cache them: DRAM and L2 bandwidth, FP32 FMA and tensor-core FLOP/s.
+
+    Measured roofs (CUDA events, median of repeats) are shown beside ncu's theoretical peaks (per-cycle
+    peak x clock, when ncu is found). Cached per device in ~/.cache/memtraffic/ceilings.json
+    ($MEMTRAFFIC_CACHE/ceilings.json); 'memtraffic roofline' reads them. Needs a CUDA GPU.
+
+    Examples:
+      memtraffic ceilings
+      memtraffic ceilings --refresh --save-reference     # then commit reports/ceilings/
+      memtraffic ceilings --format json
+    """
+    from memtraffic import ceilings as c
+
+    _check_format(fmt, ("table", "json"))
+    entry, cached = c.get_ceilings(refresh=refresh, with_ncu=ncu, progress=lambda m: typer.echo(m, err=True))
+    if cached:
+        typer.echo(f"cached in {c.cache_file()} (--refresh measures again)", err=True)
+    if save_reference:
+        typer.echo(f"wrote {c.write_reference(entry)}", err=True)
+    typer.echo(c.ceilings_table(entry) if fmt == "table" else json.dumps(entry, indent=2))
+
+
+@app.command()
+@_errors_to_exit
+def roofline(
+    runs: Annotated[
+        list[Path] | None, typer.Argument(help="Run folders from 'memtraffic measure'; default: the newest.")
+    ] = None,
+    level: Annotated[str, typer.Option(help="dram, l2, l1 or all (comma-separated works too).")] = "all",
+    out: Annotated[Path | None, typer.Option(help="HTML file (offline); default: RUN/roofline.html.")] = None,
+    png: Annotated[Path | None, typer.Option(help="Also a static PNG (needs kaleido and Chromium).")] = None,
+    ceilings_file: Annotated[
+        Path | None, typer.Option("--ceilings", help="Ceilings JSON; default: cached, then committed ones.")
+    ] = None,
+) -> None:
+    """Hierarchical roofline (log-log) and traffic-vs-minimum bars of one or more runs.
+
+    One point per config and level (L1, L2, DRAM): performance = model FLOPs / kernel time,
+    intensity = model FLOPs / bytes at that level. Roofs: measured (solid), ncu theoretical (dashed).
+
+    Examples:
+      memtraffic roofline reports/runs/RUN
+      memtraffic roofline RUN_A RUN_B --level dram --out cmp.html
+      memtraffic roofline RUN --png roofline.png          # also writes roofline-traffic.png
+    """
+    from memtraffic.report import latest_run, plot_runs
+    from memtraffic.roofline import parse_levels
+
+    levels = parse_levels(level)
+    run_dirs = list(runs) if runs else [latest_run()]
+    written, notes = plot_runs(run_dirs, levels, out=out, png=png, ceilings_file=ceilings_file)
+    for note in notes:
+        typer.echo(f"note: {note}", err=True)
+    for path in written:
+        typer.echo(f"wrote {path}")
+
+
+@app.command()
+@_errors_to_exit
+def report(
+    run: Annotated[Path, typer.Argument(help="Run folder from 'memtraffic measure'.")],
+    out: Annotated[Path | None, typer.Option(help="HTML file; default: RUN/report.html.")] = None,
+    ceilings_file: Annotated[
+        Path | None, typer.Option("--ceilings", help="Ceilings JSON; default: cached, then committed ones.")
+    ] = None,
+) -> None:
+    """One self-contained HTML page of a run: environment, analyzed table, diagnoses, roofline, traffic.
+
+    plotly.js is inline, so the page opens offline; its numbers are those 'memtraffic analyze' prints.
+
+    Examples:
+      memtraffic report reports/runs/RUN
+      memtraffic report RUN --out softmax.html
+    """
+    from memtraffic.report import write_report
+
+    typer.echo(f"wrote {write_report(run, out, ceilings_file)}")
+
+
+@app.command()
+@_errors_to_exit
 def measure(
     variants: Annotated[
         list[str] | None, typer.Argument(help="Variant names (see 'memtraffic list'); or use --all.")

@@ -1,0 +1,262 @@
+"""One self-contained HTML page per run: environment, the analyzed table, diagnoses and the figures.
+
+The page carries plotly.js inline, so it opens offline. Its numbers come from the same DataFrame
+and the same formatting functions as `memtraffic analyze`, so the two always agree.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from memtraffic.exceptions import ReportError
+
+# ----------------------------------------------------------------------------------------------------
+# Loading a run folder
+
+
+def _check_run_dir(run_dir: Path) -> None:
+    if not run_dir.exists():
+        raise ReportError(f"run folder {run_dir} does not exist: give the folder 'memtraffic measure' wrote")
+    if not run_dir.is_dir():
+        raise ReportError(f"{run_dir} is not a folder: give the run folder that holds results.json")
+
+
+def load_results(run_dir: Path) -> pd.DataFrame:
+    """The analyzed table of a run folder, from the loader `memtraffic analyze` uses."""
+    from memtraffic.analyze import load_results as analyzed
+
+    run_dir = Path(run_dir)
+    _check_run_dir(run_dir)
+    return analyzed(run_dir)
+
+
+def load_run_meta(run_dir: Path) -> dict[str, Any]:
+    """<run>/run.json (device, versions, command...); empty when the run has none."""
+    path = Path(run_dir) / "run.json"
+    if not path.exists():
+        return {}
+    try:
+        meta = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ReportError(f"{path} is not valid JSON ({err.msg}, line {err.lineno})") from None
+    return meta if isinstance(meta, dict) else {"run.json": meta}
+
+
+def load_runs(run_dirs: Sequence[Path]) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """Several runs stacked into one table (a 'run' column tells them apart) and their run.json."""
+    frames, metas = [], []
+    for d in run_dirs:
+        df = load_results(Path(d))
+        meta = load_run_meta(Path(d))
+        if "run" not in df.columns:
+            df = df.assign(run=Path(d).name)
+        if "device" not in df.columns and meta.get("device"):
+            df = df.assign(device=_device_name(meta))
+        frames.append(df)
+        metas.append(meta)
+    return pd.concat(frames, ignore_index=True), metas
+
+
+def _device_name(meta: Mapping[str, Any]) -> str | None:
+    """run.json names the GPU under environment.gpu (collect.py); older layouts under device."""
+    env = meta.get("environment")
+    if isinstance(env, Mapping) and env.get("gpu"):
+        return str(env["gpu"])
+    dev = meta.get("device")
+    return str(dev.get("name")) if isinstance(dev, Mapping) else (str(dev) if dev else None)
+
+
+def devices_of(df: pd.DataFrame, metas: Sequence[Mapping[str, Any]] = ()) -> list[str]:
+    names = [str(d) for d in df["device"].dropna().unique()] if "device" in df else []
+    names += [n for m in metas if (n := _device_name(m)) and n not in names]
+    return names
+
+
+def resolve_ceilings(devices: Sequence[str], ceilings_file: Path | None = None
+                     ) -> tuple[list[dict[str, Any]], list[str]]:
+    """(entries, notes): the ceilings of each device (a given file, else cache, else committed)."""
+    from memtraffic.ceilings import find_ceilings, load_ceilings_file
+
+    entries, notes = [], []
+    if ceilings_file is not None:
+        entry = load_ceilings_file(Path(ceilings_file), devices[0] if devices else None)
+        notes.append(f"roofs: {entry['device']} from {ceilings_file}")
+        return [entry], notes
+    for dev in devices:
+        entry = find_ceilings(dev)
+        if entry is None:
+            notes.append(f"no ceilings known for {dev}: run 'memtraffic ceilings' on it to draw its roofs")
+        else:
+            entries.append(entry)
+            notes.append(f"roofs: {dev}, measured {entry.get('date', '(date unknown)')}")
+    if not devices:
+        notes.append("the run does not name its device: no roofs drawn (give --ceilings FILE)")
+    return entries, notes
+
+
+# ----------------------------------------------------------------------------------------------------
+# Tables
+
+
+def results_table(df: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """(headers, rows) of the analyzed table, formatted by the function `memtraffic analyze` prints with."""
+    from memtraffic.analyze import table_rows
+
+    return table_rows(df)
+
+
+def _html_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], cls: str = "data") -> str:
+    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table class='{cls}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def environment_rows(meta: Mapping[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+    """run.json as key/value rows: nested objects dotted, lists of names joined; per-config records
+    (configs, attempts, skipped) summarized, since the results table shows the configs."""
+    out: list[tuple[str, str]] = []
+    for k, v in meta.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out += environment_rows(v, key + ".")
+        elif isinstance(v, list | tuple) and any(isinstance(x, Mapping) for x in v):
+            if k == "configs":
+                status: dict[str, int] = {}
+                for c in v:
+                    status[str(c.get("status"))] = status.get(str(c.get("status")), 0) + 1
+                out.append((key, ", ".join(f"{n} {s}" for s, n in status.items())))
+                out += [(f"{key}: {c.get('variant')} {c.get('range', '')}", str(c.get("error")))
+                        for c in v if c.get("error")]
+            else:
+                out.append((key, f"{len(v)} records"))
+        elif isinstance(v, list | tuple):
+            out.append((key, " ".join(str(x) for x in v)))
+        else:
+            out.append((key, "-" if v is None else str(v)))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------
+# The page
+
+_CSS = """
+body { font-family: 'Segoe UI', Helvetica, Arial, sans-serif; margin: 1.5em 2.5em; color: #222; }
+h1 { font-size: 1.6em; } h2 { font-size: 1.25em; margin-top: 1.6em; border-bottom: 1px solid #ddd; }
+table { border-collapse: collapse; font-size: 0.9em; }
+th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; }
+th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
+table.env td { text-align: left; font-family: monospace; }
+.note { color: #555; font-size: 0.9em; } .error { color: #a00; }
+"""
+
+
+def build_report(run_dir: Path, ceilings_file: Path | None = None) -> str:
+    """The HTML text of the report of one run folder."""
+    from memtraffic import __version__
+    from memtraffic.roofline import FLOPS_NOTE, roofline_figure, traffic_figure
+
+    run_dir = Path(run_dir)
+    df, metas = load_runs([run_dir])
+    meta = metas[0]
+    if df.empty:
+        raise ReportError(f"{run_dir} holds no analyzed rows: nothing to report")
+    devices = devices_of(df, metas)
+    ceilings, ceiling_notes = resolve_ceilings(devices, ceilings_file)
+
+    sections: list[str] = []
+    env_rows = environment_rows(meta) or [("run.json", "missing: environment unknown")]
+    sections.append("<h2>Environment</h2>" + _html_table(["key", "value"], env_rows, cls="env"))
+
+    headers, rows = results_table(df)
+    sections.append("<h2>Measured traffic vs minimum</h2>" + _html_table(headers, rows)
+                    + "<p class='note'>efficiency = minimum bytes / measured bytes (1.00 is ideal).</p>")
+
+    if "diagnosis" in df.columns:
+        items = "".join(f"<li><b>{html.escape(row[0])}</b>: {html.escape(str(d))}</li>"
+                        for row, d in zip(rows, df["diagnosis"], strict=True)
+                        if isinstance(d, str) and d)
+        sections.append("<h2>Diagnoses</h2>" + (f"<ul>{items}</ul>" if items else "<p>none</p>"))
+
+    figs, fig_notes = [], []
+    makers = (("roofline", lambda: roofline_figure(df, ceilings)), ("traffic", lambda: traffic_figure(df)))
+    for name, make in makers:
+        try:
+            figs.append((name, make()))
+        except ReportError as err:  # one missing metric must not lose the rest of the page
+            fig_notes.append((name, str(err)))
+    fragments = _fragments([f for _, f in figs])
+    titles = {"roofline": "Hierarchical roofline", "traffic": "Traffic per level"}
+    for (name, _), frag in zip(figs, fragments, strict=True):
+        sections.append(f"<h2>{titles[name]}</h2><div class='fig'>{frag}</div>")
+    for name, msg in fig_notes:
+        sections.append(f"<h2>{titles[name]}</h2><p class='error'>not drawn: {html.escape(msg)}</p>")
+
+    notes = [FLOPS_NOTE] + ceiling_notes
+    sections.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    title = f"memtraffic report: {run_dir.name}"
+    return (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>\n"
+        f"<h1>{html.escape(title)}</h1>\n"
+        f"<p class='note'>{html.escape(', '.join(devices) or 'device unknown')}"
+        f" &middot; generated by memtraffic {__version__} on {stamp}</p>\n"
+        + "\n".join(sections) + "\n</body></html>\n"
+    )
+
+
+def _fragments(figs: list) -> list[str]:
+    from memtraffic.roofline import figures_html
+
+    return figures_html(figs) if figs else []
+
+
+def write_report(run_dir: Path, out: Path | None = None, ceilings_file: Path | None = None) -> Path:
+    """Write the report (default <run>/report.html) and return its path."""
+    page = build_report(Path(run_dir), ceilings_file)
+    out = Path(out) if out is not None else Path(run_dir) / "report.html"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page, encoding="utf-8")
+    return out
+
+
+def latest_run(root: Path | None = None) -> Path:
+    """The newest run folder (by modification time) under reports/runs that holds results."""
+    from memtraffic.collect import DEFAULT_RUNS_ROOT
+
+    root = Path(root) if root is not None else DEFAULT_RUNS_ROOT
+    runs = [d for d in root.glob("*") if (d / "results.json").is_file()] if root.is_dir() else []
+    if not runs:
+        raise ReportError(f"no run folder with results under {root}: give one, "
+                          "e.g. 'memtraffic roofline RUN_DIR'")
+    return max(runs, key=lambda d: (d / "results.json").stat().st_mtime)
+
+
+def plot_runs(run_dirs: Sequence[Path], levels: Sequence[str], out: Path | None = None,
+              png: Path | None = None, ceilings_file: Path | None = None) -> tuple[list[Path], list[str]]:
+    """Roofline + traffic figures of one or more runs: an offline HTML page and/or PNGs. (paths, notes)."""
+    from memtraffic import roofline as rf
+
+    df, metas = load_runs(run_dirs)
+    ceilings, notes = resolve_ceilings(devices_of(df, metas), ceilings_file)
+    notes += rf.roofline_points(df, levels).attrs.get("notes", [])
+    roof = rf.roofline_figure(df, ceilings, levels)
+    traffic = rf.traffic_figure(df, levels)
+    written: list[Path] = []
+    if png is not None:
+        written.append(rf.write_png(roof, Path(png)))
+        traffic_png = Path(png).with_name(Path(png).stem + "-traffic.png")
+        written.append(rf.write_png(traffic, traffic_png, height=560))
+    if out is not None or png is None:
+        out = Path(out) if out is not None else Path(run_dirs[0]) / "roofline.html"
+        names = ", ".join(Path(d).name for d in run_dirs)
+        page_title = f"memtraffic roofline: {names}"
+        written.insert(0, rf.write_html([roof, traffic], out, page_title, [rf.FLOPS_NOTE] + notes))
+    return written, notes

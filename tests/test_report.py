@@ -1,0 +1,73 @@
+"""report.py: one offline HTML page whose numbers are those `memtraffic analyze` prints."""
+
+import html
+import re
+
+import pytest
+from results_fixture import DEVICE, results, write_ceilings, write_run
+from typer.testing import CliRunner
+
+from memtraffic import analyze, report
+from memtraffic import roofline as rf
+from memtraffic.cli import app
+from memtraffic.exceptions import ReportError
+
+
+@pytest.fixture
+def run(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMTRAFFIC_CACHE", str(tmp_path / "cache"))  # no stray user ceilings
+    return write_run(tmp_path / "run-a")
+
+
+def test_page_holds_environment_table_diagnoses_and_figures(run, tmp_path):
+    page = report.build_report(run, write_ceilings(tmp_path / "c.json"))
+    text = html.unescape(page)
+    for key, value in [("environment.gpu", DEVICE), ("environment.torch", "9.9.9"),
+                       ("environment.ncu_version", "2099.1.1"), ("configs", "1 ok"),
+                       ("command", "memtraffic measure softmax_rows")]:
+        assert f"<td>{key}</td><td>{value}</td>" in text
+    # The table is analyze's own, cell for cell.
+    headers, rows = analyze.table_rows(analyze.load_results(run))
+    assert "".join(f"<th>{h}</th>" for h in headers) in text
+    for row in rows:
+        assert "<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" in text
+    assert rows[0][0] == "softmax_rows 1024x2 fp32 ROWS=1"
+    assert rf.config_labels(analyze.load_results(run)) == [r[0] for r in rows]  # figures name rows alike
+    diag = "loads and stores use 8 of every 32 bytes per sector"
+    assert f"<b>softmax_rows 1024x2 fp32 ROWS=1</b>: {diag}" in text
+    assert page.count('class="plotly-graph-div"') == 2
+    assert "<h2>Hierarchical roofline</h2>" in page and "<h2>Traffic per level</h2>" in page
+    assert "exp, tanh and other special-function (MUFU) work is not in the counters" in text
+    assert f"roofs: {DEVICE} from" in text
+
+
+def test_page_is_self_contained(run):
+    page = report.build_report(run)
+    assert not re.search(r"<(script|link|img)[^>]*\b(src|href)\s*=\s*[\"']?(https?:)?//", page)
+    assert len(page) > 1_000_000  # plotly.js inline
+    assert f"no ceilings known for {DEVICE}" in page
+
+
+def test_missing_flops_keeps_the_page_and_says_why(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMTRAFFIC_CACHE", str(tmp_path / "cache"))
+    run = write_run(tmp_path / "run-b", results().assign(model_flops=float("nan")))  # as a hand-made report
+    page = html.unescape(report.build_report(run))
+    assert "not drawn: no analytic FLOP count (model_flops) for softmax_rows 1024x2 fp32 ROWS=1" in page
+    assert page.count('class="plotly-graph-div"') == 1  # the traffic chart needs no FLOPs
+
+
+def test_bad_run_folders(tmp_path):
+    with pytest.raises(ReportError, match="does not exist"):
+        report.build_report(tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ReportError, match="no .ncu-rep file"):
+        report.build_report(tmp_path / "empty")
+
+
+def test_cli_report_writes_the_file(run, tmp_path):
+    res = CliRunner().invoke(app, ["report", str(run)])
+    assert res.exit_code == 0, res.output
+    assert res.output.strip() == f"wrote {run / 'report.html'}"
+    out = tmp_path / "sub" / "r.html"
+    res = CliRunner().invoke(app, ["report", str(run), "--out", str(out)])
+    assert res.exit_code == 0 and out.read_text().startswith("<!DOCTYPE html>")
