@@ -24,7 +24,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import torch
 
@@ -122,9 +122,10 @@ def _one_line(err: BaseException) -> str:
 
 
 def run_plan(plan: dict[str, Any], status_path: Path, device: torch.device | None = None,
-             log=sys.stderr) -> int:
+             log: TextIO | None = None) -> int:
     """Run every config of the plan that has no record in the status file yet. Returns the exit code."""
     device = device or _device()
+    log = log or sys.stderr
     done = read_status(status_path)
     configs = plan["configs"]
     for k, config in enumerate(configs, 1):

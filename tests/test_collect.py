@@ -1,0 +1,342 @@
+"""collect: the ncu argv, finding and vetting ncu, metric validation, run folders, restarts after crashes."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from memtraffic import collect
+from memtraffic.cli import app
+from memtraffic.collect import NcuRun
+from memtraffic.exceptions import NcuError, UsageError
+
+
+def fake_ncu(path: Path, body: str) -> Path:
+    """An executable Python script standing in for ncu."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!{sys.executable}\nimport sys\n{body}\n")
+    path.chmod(0o755)
+    return path
+
+
+VERSION_2025 = 'print("NVIDIA (R) Nsight Compute Command Line Profiler\\nVersion 2025.3.1.0 (build 1)")'
+
+
+def test_ncu_command_is_exact():
+    argv = collect.build_ncu_command(
+        "/opt/ncu", ["gpu__time_duration.sum", "dram__bytes_read.sum"], "/r/profile.ncu-rep",
+        ["/usr/bin/python3", "-m", "memtraffic.runner", "/r/plan.json"],
+    )
+    assert argv == [
+        "/opt/ncu",
+        "--metrics", "gpu__time_duration.sum,dram__bytes_read.sum",
+        "--nvtx", "--nvtx-include", "regex:^mt\\|.*/",
+        "--cache-control", "all",
+        "--clock-control", "none",
+        "--import-sass", "no",
+        "--target-processes", "application-only",
+        "--export", "/r/profile.ncu-rep",
+        "/usr/bin/python3", "-m", "memtraffic.runner", "/r/plan.json",
+    ]
+
+
+def test_ncu_command_options_and_bad_values():
+    argv = collect.build_ncu_command("ncu", ["m"], "r", ["app"], cache_control="none", clock_control="base")
+    assert argv[argv.index("--cache-control") + 1] == "none"
+    assert argv[argv.index("--clock-control") + 1] == "base"
+    with pytest.raises(UsageError, match="--clock-control 'fast'"):
+        collect.build_ncu_command("ncu", ["m"], "r", ["app"], clock_control="fast")
+
+
+def test_find_ncu_search_order(tmp_path):
+    path_ncu = fake_ncu(tmp_path / "bin" / "ncu", VERSION_2025)
+    cuda_ncu = fake_ncu(tmp_path / "cuda" / "bin" / "ncu", VERSION_2025)
+    opt = tmp_path / "opt"
+    for version in ("2023.1.0", "2025.3.1", "2024.10.2"):
+        fake_ncu(opt / version / "ncu", VERSION_2025)
+    override = fake_ncu(tmp_path / "mine" / "ncu", VERSION_2025)
+    kw = {"cuda_bin": tmp_path / "cuda" / "bin", "opt_root": opt}
+
+    assert collect.find_ncu({"PATH": str(path_ncu.parent), "MEMTRAFFIC_NCU": str(override)}, **kw) == override
+    assert collect.find_ncu({"PATH": str(path_ncu.parent)}, **kw) == path_ncu
+    assert collect.find_ncu({"PATH": ""}, **kw) == cuda_ncu
+    cuda_ncu.unlink()
+    assert collect.find_ncu({"PATH": ""}, **kw) == opt / "2025.3.1" / "ncu"  # newest, not lexically last
+
+
+def test_find_ncu_not_found_says_what_to_do(tmp_path):
+    with pytest.raises(NcuError, match="not found.*MEMTRAFFIC_NCU"):
+        collect.find_ncu({"PATH": ""}, cuda_bin=tmp_path / "none", opt_root=tmp_path / "none")
+    with pytest.raises(NcuError, match="MEMTRAFFIC_NCU=.* is not an executable"):
+        collect.find_ncu({"MEMTRAFFIC_NCU": str(tmp_path / "missing")})
+
+
+def test_ncu_version_new_enough_and_too_old(tmp_path):
+    new = fake_ncu(tmp_path / "new" / "ncu", VERSION_2025)
+    assert collect.ncu_version(new) == (2025, 3, 1, 0)
+    old = fake_ncu(tmp_path / "old" / "ncu", 'print("Version 2022.4.1.0 (build 3)")')
+    with pytest.raises(NcuError, match="2022.4.1.0 .* too old: memtraffic needs Nsight Compute >= 2023.1"):
+        collect.ncu_version(old)
+    mute = fake_ncu(tmp_path / "mute" / "ncu", 'print("hello")')
+    with pytest.raises(NcuError, match="printed no version"):
+        collect.ncu_version(mute)
+
+
+def test_counter_permission_error_is_mapped(tmp_path):
+    ncu = fake_ncu(tmp_path / "ncu", (
+        'print("==PROF== Connected to process 123")\n'
+        'print("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU '
+        'Performance Counters on the target device 0.")\n'
+        "sys.exit(1)"
+    ))
+    with pytest.raises(NcuError) as err:
+        collect.run_ncu([str(ncu)], tmp_path / "ncu.log", echo=lambda line: None)
+    assert "ERR_NVGPUCTRPERM" in str(err.value)
+    assert "NVreg_RestrictProfilingToAdminUsers=0" in str(err.value) and "root" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_run_ncu_filters_prof_lines_and_counts_passes(tmp_path):
+    ncu = fake_ncu(tmp_path / "ncu", (
+        'print("==PROF== Profiling \\"softmax\\" - 0: 0%....50%....100% - 5 passes")\n'
+        'print("[1/1] torch_softmax 8x8 fp32: ok", file=sys.stderr)\n'
+        'print("==WARNING== something worth seeing")'
+    ))
+    shown: list[str] = []
+    result = collect.run_ncu([str(ncu)], tmp_path / "ncu.log", echo=shown.append)
+    assert result.returncode == 0 and result.passes == 5
+    assert shown == ["[1/1] torch_softmax 8x8 fp32: ok", "==WARNING== something worth seeing"]
+    assert "5 passes" in (tmp_path / "ncu.log").read_text()  # the log keeps everything
+
+
+QUERY = """Device NVIDIA H100 80GB HBM3 (GH100)
+---------------------------- --------------- --------------- ------------------------------
+Metric Name                  Metric Type     Metric Unit     Metric Description
+---------------------------- --------------- --------------- ------------------------------
+dram__bytes_read             Counter         byte            # of bytes read from DRAM, a long
+                                                             description about sm__wrapped
+gpu__time_duration           Counter         ns              duration
+FBSP.TriageCompute.dramc__throughput  Throughput  %          DRAMC Throughput
+"""
+
+
+def test_parse_query_metrics():
+    names = collect.parse_query_metrics(QUERY)
+    assert names == {"dram__bytes_read", "gpu__time_duration", "dramc__throughput"}
+
+
+def test_metric_validation_lists_every_invalid_name():
+    available = collect.parse_query_metrics(QUERY)
+    names = collect.resolve_metrics("dram_rd_bytes,gpu__time_duration.max", available)
+    assert names == ["gpu__time_duration.sum", "dram__bytes_read.sum", "gpu__time_duration.max"]
+    with pytest.raises(UsageError) as err:
+        collect.resolve_metrics("dram_rd_bytes,bogus,nope__x.sum,traffic", available)
+    msg = str(err.value)
+    assert msg.startswith("unknown metrics: bogus, nope__x.sum, ")
+    assert "l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum" in msg  # the traffic set is not on this fake GPU
+    assert "dram__bytes_read.sum" not in msg
+
+
+def test_metric_sets_resolve_without_ncu():
+    names = collect.resolve_metrics("traffic")
+    assert names[0] == "gpu__time_duration.sum" and "dram__bytes_write.sum" in names
+    assert len(names) == len(set(names))
+
+
+def test_run_folder_is_never_reused(tmp_path):
+    now = datetime(2026, 11, 22, 12, 0, 0, tzinfo=timezone.utc)
+    a = collect.new_run_dir(["softmax_tiled", "torch_softmax"], root=tmp_path, now=now)
+    b = collect.new_run_dir(["softmax_tiled", "torch_softmax"], root=tmp_path, now=now)
+    assert a.name == "20261122T120000Z_softmax_tiled+1" and b.name == a.name + "-2"
+    (a / "x").write_text("x")
+    with pytest.raises(UsageError, match="already exists and is not empty"):
+        collect.new_run_dir(["v"], out=a)
+    assert (a / "x").read_text() == "x"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert collect.new_run_dir(["v"], out=empty) == empty
+
+
+def test_plan_crosses_shapes_dtypes_and_params():
+    plan = collect.build_plan(["torch_softmax", "gelu_triton"], ["8x16"], ["fp32", "bf16"],
+                              ["BLOCK=512,1024"])
+    ranges = [c["range"] for c in plan["configs"]]
+    assert ranges == [
+        "mt|torch_softmax|8x16|fp32", "mt|torch_softmax|8x16|bf16",
+        "mt|gelu_triton|8x16|fp32|BLOCK=512", "mt|gelu_triton|8x16|fp32|BLOCK=1024",
+        "mt|gelu_triton|8x16|bf16|BLOCK=512", "mt|gelu_triton|8x16|bf16|BLOCK=1024",
+    ]
+    c = plan["configs"][0]
+    assert (c["min_read_bytes"], c["min_write_bytes"]) == (8 * 16 * 4, 8 * 16 * 4)
+    assert c["model_flops"] == 5 * 8 * 16
+    with pytest.raises(UsageError, match="no selected variant takes parameter FOO"):
+        collect.build_plan(["torch_softmax"], ["8x16"], [], ["FOO=1"])
+    with pytest.raises(UsageError, match="MxNxK shape; none of 8x16"):
+        collect.build_plan(["matmul_torch"], ["8x16"], [], [])
+
+
+def _plan(n: int) -> dict:
+    configs = [{"id": i, "range": f"mt|v{i}|8x8|fp32", "variant": f"v{i}"} for i in range(n)]
+    return {"configs": configs, "skipped": [], "status_file": "status.jsonl"}
+
+
+def test_crashed_runner_gets_a_fresh_ncu_for_the_rest(tmp_path):
+    """Attempt 1: config 0 ok, config 1 kills the process. Attempt 2 must do config 2 only."""
+    plan = _plan(3)
+    status = tmp_path / "status.jsonl"
+    calls: list[list[str]] = []
+
+    def fake_run(argv, log_path, echo=None, verbose=False):
+        calls.append(argv)
+        done = collect.read_status(status)
+        for c in plan["configs"]:
+            if c["id"] in done:
+                continue
+            collect.append_status(status, {"id": c["id"], "range": c["range"], "status": "start"})
+            if c["id"] == 1:
+                return NcuRun(returncode=139, passes=5, interrupted=False, no_kernels=False, tail=[])
+            collect.append_status(status, {"id": c["id"], "range": c["range"], "status": "ok"})
+        return NcuRun(returncode=0, passes=5, interrupted=False, no_kernels=False, tail=[])
+
+    opts = collect.MeasureOptions(variants=[])
+    out = collect.profile_plan(plan, tmp_path, Path("ncu"), ["m"], opts, echo=lambda s: None,
+                               ncu_runner=fake_run)
+    final = collect.read_status(status)
+    assert [final[i]["status"] for i in range(3)] == ["ok", "failed", "ok"]
+    assert "runner process died" in final[1]["error"] and "139" in final[1]["error"]
+    assert len(calls) == 2 and len(out["attempts"]) == 2
+    assert calls[0][calls[0].index("--export") + 1] == str(tmp_path / "profile.ncu-rep")
+    assert calls[1][calls[1].index("--export") + 1] == str(tmp_path / "profile-2.ncu-rep")
+    assert not out["interrupted"]
+
+
+def test_no_progress_is_an_error_not_a_loop(tmp_path):
+    def fake_run(argv, log_path, echo=None, verbose=False):
+        return NcuRun(returncode=1, passes=None, interrupted=False, no_kernels=False,
+                      tail=["==ERROR== unrecognised option '--import-sass'"])
+
+    opts = collect.MeasureOptions(variants=[])
+    with pytest.raises(NcuError, match="before profiling anything: ==ERROR== unrecognised option"):
+        collect.profile_plan(_plan(2), tmp_path, Path("ncu"), ["m"], opts, ncu_runner=fake_run)
+
+
+def test_interrupt_keeps_what_finished(tmp_path):
+    plan = _plan(3)
+    status = tmp_path / "status.jsonl"
+
+    def fake_run(argv, log_path, echo=None, verbose=False):
+        collect.append_status(status, {"id": 0, "range": "r", "status": "ok"})
+        return NcuRun(returncode=130, passes=5, interrupted=True, no_kernels=False, tail=[])
+
+    opts = collect.MeasureOptions(variants=[])
+    out = collect.profile_plan(plan, tmp_path, Path("ncu"), ["m"], opts, ncu_runner=fake_run)
+    final = collect.read_status(status)
+    assert out["interrupted"] and final[0]["status"] == "ok"
+    assert final[1]["status"] == final[2]["status"] == "not run"
+
+
+# --- the CLI, up to where a GPU is needed ------------------------------------------------------------------
+
+
+def _invoke(args, env=None):
+    return CliRunner().invoke(app, args, env=env)
+
+
+def test_cli_unknown_variant_is_a_usage_error():
+    res = _invoke(["measure", "torch_softmx"])
+    assert res.exit_code == 2
+    (line,) = res.output.strip().splitlines()
+    assert line.startswith("error: unknown variant 'torch_softmx': did you mean torch_softmax")
+
+
+def test_cli_bad_metric_name_before_ncu():
+    res = _invoke(["measure", "torch_softmax", "--metrics", "traffic,bogus,worse"])
+    assert res.exit_code == 2
+    assert res.output.startswith("error: unknown metrics: bogus, worse.")
+
+
+def test_cli_ncu_missing(tmp_path):
+    res = _invoke(["measure", "torch_softmax"], env={"MEMTRAFFIC_NCU": str(tmp_path / "nope")})
+    assert res.exit_code == 1
+    assert res.output.count("\n") == 1 and "MEMTRAFFIC_NCU" in res.output
+
+
+def test_cli_ncu_too_old(tmp_path):
+    old = fake_ncu(tmp_path / "ncu", 'print("Version 2021.1.0.0")')
+    res = _invoke(["measure", "torch_softmax"], env={"MEMTRAFFIC_NCU": str(old)})
+    assert res.exit_code == 1 and "too old" in res.output and res.output.count("\n") == 1
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-machine message")
+def test_cli_no_gpu(tmp_path):
+    ncu = fake_ncu(tmp_path / "ncu", VERSION_2025)
+    res = _invoke(["measure", "torch_softmax"], env={"MEMTRAFFIC_NCU": str(ncu)})
+    assert res.exit_code == 1
+    assert res.output.startswith("error: no CUDA GPU is visible") and res.output.count("\n") == 1
+
+
+# A stand-in for ncu that runs the application it is given (the runner, on the CPU) but profiles
+# nothing and writes no report: the whole measure stage up to "no kernel profiled" runs on a laptop.
+PASS_THROUGH = """
+import os, subprocess
+argv = sys.argv[1:]
+if argv == ["--version"]:
+    print("Version 2025.3.1.0")
+    sys.exit(0)
+app = argv[argv.index("--export") + 2:]
+print("==PROF== Connected to process 1")
+sys.exit(subprocess.call(app))
+"""
+
+
+def test_measure_on_cpu_with_pass_through_ncu(tmp_path, monkeypatch):
+    ncu = fake_ncu(tmp_path / "ncu", PASS_THROUGH)
+    monkeypatch.setenv("MEMTRAFFIC_NCU", str(ncu))
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setattr(collect, "check_gpu", lambda: "Fake GPU")
+    monkeypatch.setattr(collect, "query_metric_names", lambda ncu: collect.parse_query_metrics(
+        "\n".join(collect.base_name(n) for n in collect.resolve_metrics("traffic"))))
+    out = tmp_path / "run"
+    lines: list[str] = []
+    opts = collect.MeasureOptions(variants=["torch_softmax"], shapes=["4x8"], out=out)
+    with pytest.raises(NcuError, match=r"no kernel inside the NVTX ranges mt\|torch_softmax\|4x8\|fp32"):
+        collect.measure(opts, echo=lines.append)
+    run = json.loads((out / "run.json").read_text())
+    assert run["configs"][0]["status"] == "ok" and run["configs"][0]["profiled"] is False
+    assert run["environment"]["gpu"] == "Fake GPU" and run["environment"]["ncu_version"] == "2025.3.1.0"
+    assert run["metric_names"][0] == "gpu__time_duration.sum"
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["configs"][0]["range"] == "mt|torch_softmax|4x8|fp32"
+    assert any(line.startswith("[1/1] torch_softmax 4x8 fp32: ok") for line in lines)
+    assert not any(line.startswith("==PROF==") for line in lines)
+    assert os.path.exists(out / "ncu.log")
+
+
+@pytest.mark.ncu
+def test_measure_end_to_end_on_gpu(tmp_path):
+    """On the GPU machine: one ncu process, NVTX-filtered, a multi-kernel range summed, small reports."""
+    try:
+        collect.find_ncu()
+    except NcuError as err:
+        pytest.skip(str(err))
+    from memtraffic.analyze import to_records
+
+    out = tmp_path / "run"
+    result = collect.measure(collect.MeasureOptions(variants=["torch_softmax", "torch_manual"],
+                                                    shapes=["65536x32"], out=out))
+    assert [c["status"] for c in result.run["configs"]] == ["ok", "ok"]
+    assert all(c["profiled"] for c in result.run["configs"])
+    rows = {r["variant"]: r for r in to_records(result.table)}
+    assert rows["torch_softmax"]["n_kernels"] == 1 and rows["torch_manual"]["n_kernels"] == 5
+    assert rows["torch_softmax"]["min_read_bytes"] == 65536 * 32 * 4
+    assert rows["torch_softmax"]["l1_ld_bytes"] >= rows["torch_softmax"]["min_read_bytes"]
+    assert result.run["passes"] >= 1 and len(result.run["attempts"]) == 1
+    assert (out / "profile.ncu-rep").stat().st_size < 2_000_000  # --import-sass no keeps cubins out
+    assert json.loads((out / "results.json").read_text())[0]["range"].startswith("mt|")

@@ -1,0 +1,99 @@
+"""runner: correctness checks, failures recorded without stopping, resumption, NVTX skipped without CUDA."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernels import VARIANTS
+from kernels.variant import Variant
+from memtraffic import runner
+from memtraffic.collect import build_plan, read_status
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _same(shape, dtype, params):
+    from memtraffic.model import OPS
+
+    return OPS["softmax"].minimum(shape, dtype)
+
+
+def _boom(x):
+    raise ValueError("kernel exploded")
+
+
+WRONG = Variant(name="t_wrong", op="softmax", description="writes zeros", run=torch.zeros_like,
+                predicted=_same)
+BOOM = Variant(name="t_boom", op="softmax", description="raises", run=_boom, predicted=_same)
+
+
+@pytest.fixture
+def test_variants(monkeypatch):
+    monkeypatch.setitem(VARIANTS, "t_wrong", WRONG)
+    monkeypatch.setitem(VARIANTS, "t_boom", BOOM)
+
+
+def test_records_ok_and_failed_and_goes_on(tmp_path, test_variants, monkeypatch, capsys):
+    def no_nvtx(*args):
+        raise AssertionError("NVTX must not be called without CUDA")
+
+    monkeypatch.setattr(torch.cuda.nvtx, "range_push", no_nvtx)
+    plan = build_plan(["t_wrong", "t_boom", "torch_softmax"], ["4x8"], ["fp32"], [])
+    status = tmp_path / "status.jsonl"
+    assert runner.run_plan(plan, status, device=torch.device("cpu")) == 0
+    final = read_status(status)
+    assert [final[i]["status"] for i in range(3)] == ["failed", "failed", "ok"]
+    assert final[0]["error"].startswith("CheckFailed: wrong result: max abs error")
+    assert final[1]["error"] == "ValueError: kernel exploded"
+    assert final[2]["range"] == "mt|torch_softmax|4x8|fp32" and final[2]["max_err"] < 1e-6
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("[1/3] t_wrong 4x8 fp32: FAILED CheckFailed")
+    assert err[2].startswith("[3/3] torch_softmax 4x8 fp32: ok") and "mt|torch_softmax|4x8|fp32" in err[2]
+
+
+def test_skips_configs_already_recorded(tmp_path, capsys):
+    plan = build_plan(["torch_softmax", "torch_manual"], ["4x8"], ["fp32"], [])
+    status = tmp_path / "status.jsonl"
+    # config 0 crashed a previous process: it has a start record and must not be run again
+    status.write_text(json.dumps({"id": 0, "range": plan["configs"][0]["range"], "status": "start"}) + "\n")
+    assert runner.run_plan(plan, status, device=torch.device("cpu")) == 0
+    final = read_status(status)
+    assert final[0]["status"] == "start" and final[1]["status"] == "ok"
+    assert "[1/2]" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("out", "match"), [
+    (torch.full((2, 3), float("nan")), "max abs error nan"),
+    (torch.zeros(3, 2), "output shape"),
+    ("text", "not a tensor"),
+])
+def test_check_output_failures(out, match):
+    with pytest.raises(runner.CheckFailed, match=match):
+        runner.check_output(out, torch.ones(2, 3, dtype=torch.float64), "fp32")
+
+
+def test_check_output_tolerance_scales_with_the_reference():
+    ref = torch.full((4,), 1e-4, dtype=torch.float64)
+    assert runner.check_output(ref.float() * (1 + 1e-5), ref, "fp32") < 1e-8
+    with pytest.raises(runner.CheckFailed):  # all zeros is 100% off, even though tiny in absolute terms
+        runner.check_output(torch.zeros(4), ref, "fp32")
+
+
+def test_runner_process_standalone_on_cpu(tmp_path):
+    """`python -m memtraffic.runner PLAN` without ncu: a torch and a Triton (interpreted) variant."""
+    plan = build_plan(["torch_softmax", "gelu_triton"], ["4x8"], ["fp32"], [])
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    env = {"PATH": "/usr/bin:/bin", "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": "",
+           "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "memtraffic.runner", str(tmp_path / "plan.json")],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    final = read_status(tmp_path / "status.jsonl")
+    assert [final[i]["status"] for i in range(2)] == ["ok", "ok"]
+    assert "mt|gelu_triton|4x8|fp32" in proc.stderr
