@@ -138,11 +138,15 @@ def load_ceilings_file(path: Path, device: str | None = None) -> dict[str, Any]:
 def find_ceilings(device: str, cache: Path | None = None,
                   committed: Path | None = None) -> dict[str, Any] | None:
     """This device's ceilings: the user cache first (measured on this machine), then committed ones."""
-    entry = read_cache(cache).get(device)
+    # ncu's display name and torch's device name are the driver's same string; compare slugs anyway
+    # so that spacing or case never hides a device's ceilings.
+    key = device_slug(device).lower()
+    entry = next((e for dev, e in read_cache(cache).items() if device_slug(dev).lower() == key), None)
     if entry is not None:
         return entry
-    path = (committed or COMMITTED_DIR) / f"{device_slug(device)}.json"
-    return _check_entry(_read_json(path), path) if path.exists() else None
+    folder = committed or COMMITTED_DIR
+    paths = [p for p in folder.glob("*.json") if p.stem.lower() == key] if folder.is_dir() else []
+    return _check_entry(_read_json(paths[0]), paths[0]) if paths else None
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -74,9 +74,15 @@ def _device_name(meta: Mapping[str, Any]) -> str | None:
 
 
 def devices_of(df: pd.DataFrame, metas: Sequence[Mapping[str, Any]] = ()) -> list[str]:
-    names = [str(d) for d in df["device"].dropna().unique()] if "device" in df else []
-    names += [n for m in metas if (n := _device_name(m)) and n not in names]
-    return names
+    """The devices a table was measured on (its device column, then run.json), each named once."""
+    from memtraffic.ceilings import device_slug
+
+    names = [str(d) for d in df["device"].dropna().unique() if str(d)] if "device" in df else []
+    names += [n for m in metas if (n := _device_name(m))]
+    seen: dict[str, str] = {}
+    for n in names:
+        seen.setdefault(device_slug(n).lower(), n)
+    return list(seen.values())
 
 
 def resolve_ceilings(devices: Sequence[str], ceilings_file: Path | None = None

@@ -319,15 +319,17 @@ def roofline_figure(df: pd.DataFrame, ceilings: Sequence[Mapping[str, Any]] = ()
         head += " (no ceilings known for this device: run 'memtraffic ceilings' on it)"
     fig.update_layout(
         title={"text": head},
-        xaxis={"type": "log",
+        xaxis={"type": "log", "exponentformat": "SI",
                "title": {"text": "Arithmetic intensity [FLOP/byte] = model FLOPs / bytes at the level"}},
-        yaxis={"type": "log", "title": {"text": "Performance [FLOP/s] = model FLOPs / kernel time"}},
+        yaxis={"type": "log", "exponentformat": "SI",
+               "title": {"text": "Performance [FLOP/s] = model FLOPs / kernel time"}},
         legend={"font": {"size": 11}},
-        template="plotly_white", height=640,
-        margin={"b": 120},
+        template="plotly_white", height=700,
+        margin={"b": 170},
     )
-    fig.add_annotation(text=_wrap(FLOPS_NOTE + " Roofs: solid = measured, dashed = ncu theoretical.", 150),
-                       xref="paper", yref="paper", x=0, y=-0.2, showarrow=False, align="left",
+    # Below the x-axis title, in pixels from the plot area so it never overlaps or gets clipped.
+    fig.add_annotation(text=_wrap("Roofs: solid = measured, dashed = ncu theoretical. " + FLOPS_NOTE, 130),
+                       xref="paper", yref="paper", x=0, y=0, yshift=-70, showarrow=False, align="left",
                        xanchor="left", yanchor="top", font={"size": 11, "color": "#555555"})
     return fig
 
@@ -377,7 +379,7 @@ def traffic_figure(df: pd.DataFrame, levels: Sequence[str] = LEVELS) -> go.Figur
         ))
     fig.update_layout(
         title={"text": "Bytes moved at each level vs the minimum (labels: times the minimum)"},
-        barmode="group", template="plotly_white", height=520,
+        barmode="group", template="plotly_white", height=520, yaxis_exponentformat="SI",
         xaxis={"title": {"text": "config (variant shape dtype)"}},
         yaxis={"title": {"text": "bytes moved, read + write [byte]"}},
     )
