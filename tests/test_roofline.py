@@ -3,6 +3,7 @@
 import math
 import re
 import shutil
+import sys
 
 import pytest
 from results_fixture import CEILINGS, results, write_ceilings, write_run
@@ -180,6 +181,21 @@ def test_png_export(tmp_path):
         return
     path = rf.write_png(fig, tmp_path / "t.png", width=600, height=400)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
+
+
+def test_png_export_names_what_is_missing(tmp_path, monkeypatch):
+    fig = rf.traffic_figure(results())
+
+    def no_chrome(*args, **kwargs):  # what kaleido 1.x raises without a browser
+        raise RuntimeError("\n\nKaleido requires Google Chrome to be installed.\n")
+
+    monkeypatch.setattr(type(fig), "write_image", no_chrome)
+    monkeypatch.setattr(rf.shutil, "which", lambda name: None)
+    with pytest.raises(ReportError, match=r"Chromium or Chrome browser .* none was found: install Debian's"):
+        rf.write_png(fig, tmp_path / "t.png")
+    monkeypatch.setitem(sys.modules, "kaleido", None)  # import kaleido -> ImportError
+    with pytest.raises(ReportError, match=r"needs the kaleido package \(pip install 'kaleido>=1'\)"):
+        rf.write_png(fig, tmp_path / "t.png")
 
 
 def test_cli_roofline_writes_html(tmp_path):
