@@ -126,13 +126,14 @@ def ceilings(
 ) -> None:
     """Measure this GPU's roofs once and cache them: DRAM and L2 bandwidth, FP32 FMA and tensor-core FLOP/s.
 
-    Measured roofs (CUDA events, median of repeats) are shown beside ncu's theoretical peaks (per-cycle
-    peak x clock, when ncu is found). Cached per device in ~/.cache/memtraffic/ceilings.json
-    ($MEMTRAFFIC_CACHE/ceilings.json); 'memtraffic roofline' reads them. Needs a CUDA GPU.
+    Measured roofs (CUDA events, median of repeats) beside ncu's theoretical
+    peaks (per-cycle peak x clock, when ncu is found). Cached per device in
+    ~/.cache/memtraffic/ceilings.json ($MEMTRAFFIC_CACHE/ceilings.json),
+    where 'memtraffic roofline' finds them. Needs a CUDA GPU.
 
     Examples:
       memtraffic ceilings
-      memtraffic ceilings --refresh --save-reference     # then commit reports/ceilings/
+      memtraffic ceilings --refresh --save-reference   # commit reports/ceilings/
       memtraffic ceilings --format json
     """
     from memtraffic import ceilings as c
@@ -161,13 +162,14 @@ def roofline(
 ) -> None:
     """Hierarchical roofline (log-log) and traffic-vs-minimum bars of one or more runs.
 
-    One point per config and level (L1, L2, DRAM): performance = model FLOPs / kernel time,
-    intensity = model FLOPs / bytes at that level. Roofs: measured (solid), ncu theoretical (dashed).
+    One point per config and level (L1, L2, DRAM): performance = model
+    FLOPs / kernel time, intensity = model FLOPs / bytes at that level.
+    Roofs: measured (solid), ncu theoretical (dashed).
 
     Examples:
       memtraffic roofline reports/runs/RUN
       memtraffic roofline RUN_A RUN_B --level dram --out cmp.html
-      memtraffic roofline RUN --png roofline.png          # also writes roofline-traffic.png
+      memtraffic roofline RUN --png roof.png   # and roof-traffic.png
     """
     from memtraffic.report import latest_run, plot_runs
     from memtraffic.roofline import parse_levels
@@ -192,7 +194,8 @@ def report(
 ) -> None:
     """One self-contained HTML page of a run: environment, analyzed table, diagnoses, roofline, traffic.
 
-    plotly.js is inline, so the page opens offline; its numbers are those 'memtraffic analyze' prints.
+    plotly.js is inline, so the page opens offline; its numbers are those
+    'memtraffic analyze' prints.
 
     Examples:
       memtraffic report reports/runs/RUN
