@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from memtraffic.exceptions import ReportError, UsageError
-from memtraffic.extract import ADDITIVE_UNITS, locate, read_report
+from memtraffic.extract import ADDITIVE_UNITS, EmptyReportError, locate, read_report
 from memtraffic.metrics import METRICS
 from memtraffic.units import fmt_bytes, fmt_rate, fmt_time, parse_size
 
@@ -236,12 +236,19 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
     if group_by not in ("range", "kernel"):
         raise UsageError(f"unknown --group-by {group_by!r}: use range or kernel")
     frames = []
+    empty: list[EmptyReportError] = []
     for report in reports:
-        kernels = read_report(report, allow_partial=allow_partial)
+        try:
+            kernels = read_report(report, allow_partial=allow_partial)
+        except EmptyReportError as err:  # e.g. the attempt of a run whose runner died before profiling
+            empty.append(err)
+            continue
         _check_metrics(kernels, str(report))
         kernels.insert(0, "run", run_name or Path(report).name.removesuffix(".ncu-rep"))
         frames.append(kernels)
     if not frames:
+        if empty:
+            raise empty[0]
         return pd.DataFrame(columns=COLUMNS + EXTRA_COLUMNS), pd.DataFrame()
     kernels = pd.concat(frames, ignore_index=True)
     return compute(_group(kernels, group_by), plan, min_bytes), kernels
@@ -249,9 +256,11 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
 
 def analyze_path(path: str | Path, min_bytes: str | None = None, group_by: str = "range") -> pd.DataFrame:
     """`memtraffic analyze`: a run folder or any .ncu-rep -> the analyzed table."""
+    from memtraffic.collect import partial_reports_expected
+
     reports, plan, run, name = locate(path)
     parsed = parse_min_bytes(min_bytes) if min_bytes else None
-    partial = bool(run and run.get("interrupted"))
+    partial = partial_reports_expected(run or {})
     table, _ = analyze_reports(reports, plan, min_bytes=parsed, group_by=group_by, allow_partial=partial,
                                run_name=name)
     return table

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from memtraffic.exceptions import GpuNotFoundError, NcuError, UsageError
+from memtraffic.extract import EmptyReportError
 
 MIN_NCU_VERSION = (2023, 1)
 # Our NVTX push/pop ranges are named "mt|..."; the trailing '/' is ncu's mark for a push/pop range.
@@ -589,6 +590,26 @@ def profile_plan(plan: dict[str, Any], run_dir: Path, ncu: Path, metrics: Sequen
     return {"attempts": attempts, "reports": reports, "interrupted": interrupted}
 
 
+def partial_reports_expected(run: Mapping[str, Any]) -> bool:
+    """After Ctrl-C or a runner crash a report may end in a damaged launch: drop it, keep the rest."""
+    return bool(run.get("interrupted")) or any(a.get("returncode") for a in run.get("attempts", []))
+
+
+def _config_entries(plan: Mapping[str, Any], status: Mapping[int, dict[str, Any]],
+                    profiled: set[str] | None) -> list[dict[str, Any]]:
+    """run.json's per-config lines: status ok/failed/not run, error text, and whether ncu profiled it."""
+    entries = []
+    for c in plan["configs"]:
+        rec = status.get(c["id"], {})
+        entry = {k: c[k] for k in ("id", "range", "variant", "op", "shape", "dtype", "params")}
+        entry.update(status=rec.get("status", "not run"), error=rec.get("error"), max_err=rec.get("max_err"),
+                     profiled=None if profiled is None else c["range"] in profiled)
+        if entry["status"] == "ok" and entry["profiled"] is False:
+            entry["error"] = "no kernel was profiled inside its NVTX range"
+        entries.append(entry)
+    return entries
+
+
 def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None) -> MeasureResult:
     """Check everything up front, profile every config under ncu, analyze, save. See the module doc."""
     from memtraffic import analyze as analysis
@@ -638,22 +659,20 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None) -> 
     run["passes"] = max(passes) if passes else None
 
     status = read_status(run_dir / plan["status_file"])
-    table, kernels = analysis.analyze_reports([run_dir / r for r in outcome["reports"]], plan,
-                                              allow_partial=outcome["interrupted"], run_name=run_dir.name)
+    run["configs"] = _config_entries(plan, status, profiled=None)
+    run["skipped"] = plan["skipped"]
+    (run_dir / "run.json").write_text(json.dumps(run, indent=2) + "\n")  # saved before analysis can fail
+    try:
+        table, kernels = analysis.analyze_reports([run_dir / r for r in outcome["reports"]], plan,
+                                                  allow_partial=partial_reports_expected(run),
+                                                  run_name=run_dir.name)
+    except EmptyReportError:  # ncu wrote reports without kernels: reported below, naming the ranges
+        table, kernels = analysis.analyze_reports([], plan)
     if run["passes"] is None and len(kernels) and "passes" in kernels:
         found = kernels["passes"].dropna()
         run["passes"] = int(found.max()) if len(found) else None
     profiled = set(kernels["range"]) if len(kernels) else set()
-    run["configs"] = []
-    for c in plan["configs"]:
-        rec = status.get(c["id"], {})
-        entry = {k: c[k] for k in ("id", "range", "variant", "op", "shape", "dtype", "params")}
-        entry.update(status=rec.get("status", "not run"), error=rec.get("error"), max_err=rec.get("max_err"),
-                     profiled=c["range"] in profiled)
-        if entry["status"] == "ok" and not entry["profiled"]:
-            entry["error"] = "no kernel was profiled inside its NVTX range"
-        run["configs"].append(entry)
-    run["skipped"] = plan["skipped"]
+    run["configs"] = _config_entries(plan, status, profiled)
     (run_dir / "run.json").write_text(json.dumps(run, indent=2) + "\n")
     if len(table):
         analysis.save_results(table, run_dir)

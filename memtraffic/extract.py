@@ -34,6 +34,10 @@ ADDITIVE_UNITS = {"ns", "byte", "sector", "request", "inst", "op"}
 _ncu_report: ModuleType | None = None
 
 
+class EmptyReportError(ReportError):
+    """The file loads but holds no kernel: junk, cut before the first kernel, or filters matched nothing."""
+
+
 def _extras_dirs() -> list[Path]:
     """Nsight Compute installs' extras/python folders, those of the ncu we would run first."""
     dirs: list[Path] = []
@@ -158,7 +162,7 @@ def read_report(path: str | Path, allow_partial: bool = False) -> pd.DataFrame:
             rows.append(row)
             launch += 1
     if not rows:
-        raise ReportError(
+        raise EmptyReportError(
             f"{path} holds no profiled kernel: it is not an Nsight Compute report, it is truncated, "
             "or ncu's filters matched no kernel"
         )

@@ -11,9 +11,11 @@ Each group is one `memtraffic measure` run (one ncu process) into its own named 
   matmul_softmax_4096x1024x1024  every matmul_softmax variant, fp32 and bf16
 
 Variants are taken from kernels.VARIANTS by op when the script runs. A folder that exists is left
-alone (the script refuses before measuring anything) unless --force, which replaces it.
+alone (the script refuses before measuring anything) unless --force, which replaces it. The
+`roofline` metric set (traffic and FLOP counters) is collected, so the figures have hardware FLOPs.
 
 Usage: python scripts/make_reference_reports.py [--out reports/h100] [--only GROUP ...] [--force] [--list]
+       [--metrics SET]
 """
 
 from __future__ import annotations
@@ -82,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", metavar="GROUP", help="run only these groups")
     parser.add_argument("--force", action="store_true", help="replace group folders that already exist")
     parser.add_argument("--list", action="store_true", help="print the groups and their configs, run nothing")
+    parser.add_argument("--metrics", default="roofline",
+                        help="metric sets or names as for `memtraffic measure` (default: roofline)")
     args = parser.parse_args(argv)
 
     from memtraffic.collect import MeasureOptions, measure
@@ -122,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== {name}: {len(plan['configs'])} configs -> {folder}", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
         try:
-            result = measure(MeasureOptions(variants=[], plan=plan, out=folder))
+            result = measure(MeasureOptions(variants=[], plan=plan, out=folder, metrics=args.metrics))
         except MemtrafficError as err:
             print(f"== {name}: error: {err}", file=sys.stderr)
             failures += 1

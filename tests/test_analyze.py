@@ -271,3 +271,19 @@ def test_records_convert_numpy_and_nan():
 
     df = pd.DataFrame({"l1_ld_bytes": [8.0], "eff_l2": [float("nan")], "kernels": [["k"]]})
     assert to_records(df) == [{"l1_ld_bytes": 8, "eff_l2": None, "kernels": ["k"]}]
+
+
+def test_run_folder_after_a_crash_keeps_the_good_report(real, tmp_path):
+    """Attempt 2 of a run whose runner died may leave an empty report: the other one still counts."""
+    if real["path"].is_dir():
+        pytest.skip("needs a single report file")
+    shutil.copy(real["path"], tmp_path / "profile.ncu-rep")
+    (tmp_path / "profile-2.ncu-rep").write_text("nothing profiled\n")
+    run = {"reports": ["profile.ncu-rep", "profile-2.ncu-rep"],
+           "attempts": [{"returncode": 139}, {"returncode": 0}]}
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    assert len(analyze_path(tmp_path)) == 3
+    (tmp_path / "only").mkdir()
+    (tmp_path / "only" / "profile.ncu-rep").write_text("nothing profiled\n")
+    with pytest.raises(ReportError, match="holds no profiled kernel"):
+        analyze_path(tmp_path / "only")
