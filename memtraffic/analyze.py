@@ -145,6 +145,10 @@ def compute(rows: pd.DataFrame, plan: dict[str, Any] | None = None,
         df["min_bytes"] = df["min_read_bytes"] + df["min_write_bytes"]
 
     df["time_ns"] = df["time"]
+    # Loads include cp.async (LDGSTS) copies where collected: pipelined kernels load almost only that way.
+    for load, cp_async in (("l1_ld_bytes", "l1_ldgsts_bytes"), ("req_ld_bytes", "req_ldgsts_bytes")):
+        if cp_async in df and df[cp_async].notna().any():
+            df[load] = df[load].fillna(0) + df[cp_async].fillna(0)
     df["l2_rd_bytes"] = df["l2_rd_sectors"] * SECTOR_BYTES
     df["l2_wr_bytes"] = df["l2_wr_sectors"] * SECTOR_BYTES
     l2 = df["l2_rd_bytes"] + df["l2_wr_bytes"]

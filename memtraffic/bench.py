@@ -30,8 +30,15 @@ from memtraffic.units import fmt_rate, fmt_time
 
 # The shapes of the issue's benchmark suite, per op.
 SUITE: dict[str, list[Shape]] = {
-    "softmax": [(1048576, 2), (32768, 32), (4096, 4096), (8192, 8192), (8192, 32768), (32768, 4096),
-                (16384, 131072)],
+    "softmax": [
+        (1048576, 2),
+        (32768, 32),
+        (4096, 4096),
+        (8192, 8192),
+        (8192, 32768),
+        (32768, 4096),
+        (16384, 131072),
+    ],
     "softmax_dim0": [(4096, 4096), (8192, 8192)],
 }
 SUITE_DTYPES = (torch.float32, torch.bfloat16)
@@ -59,17 +66,19 @@ def time_cuda(fn: Callable[[], Any], budget_s: float = 0.5, max_reps: int = 200,
     reps = int(min(max_reps, max(min_reps, budget_s / once)))
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for s, e in zip(starts, ends):
+    for s, e in zip(starts, ends, strict=True):
         flush.zero_()
         s.record()
         fn()
         e.record()
     torch.cuda.synchronize()
-    times = [s.elapsed_time(e) * 1e6 for s, e in zip(starts, ends)]  # ms -> ns
+    times = [s.elapsed_time(e) * 1e6 for s, e in zip(starts, ends, strict=True)]  # ms -> ns
     return Timing(statistics.median(times), reps)
 
 
-def _check(variant_name: str, out: torch.Tensor, inputs: tuple[torch.Tensor, ...], op_name: str) -> str | None:
+def _check(
+    variant_name: str, out: torch.Tensor, inputs: tuple[torch.Tensor, ...], op_name: str
+) -> str | None:
     """None when out matches the float64 reference within the dtype's tolerance, else the error text."""
     ref = OPS[op_name].reference(*inputs)
     err = (out.double() - ref).abs().max().item()
@@ -79,15 +88,21 @@ def _check(variant_name: str, out: torch.Tensor, inputs: tuple[torch.Tensor, ...
     return None
 
 
-def bench_config(variant_name: str, shape: Shape, dtype: torch.dtype, params: dict[str, Any],
-                 budget_s: float) -> dict[str, Any]:
+def bench_config(
+    variant_name: str, shape: Shape, dtype: torch.dtype, params: dict[str, Any], budget_s: float
+) -> dict[str, Any]:
     """Time one variant on one shape/dtype. Failures are returned in the row, never raised."""
     from memtraffic.suite import get_variant, unsupported_reason
 
     variant = get_variant(variant_name)
     op = OPS[variant.op]
-    row: dict[str, Any] = {"variant": variant_name, "op": op.name, "shape": format_shape(shape),
-                           "dtype": dtype_name(dtype), "params": params}
+    row: dict[str, Any] = {
+        "variant": variant_name,
+        "op": op.name,
+        "shape": format_shape(shape),
+        "dtype": dtype_name(dtype),
+        "params": params,
+    }
     reason = unsupported_reason(variant, shape, dtype, params)
     if reason is not None:
         return {**row, "status": "skipped", "error": reason}
@@ -108,8 +123,13 @@ def bench_config(variant_name: str, shape: Shape, dtype: torch.dtype, params: di
         return {**row, "status": "failed", "error": f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"}
     finally:
         torch.cuda.empty_cache()
-    return {**row, "status": "ok", "time_ns": timing.median_ns, "reps": timing.reps,
-            "bw_Bps": minimum.total / (timing.median_ns * 1e-9)}
+    return {
+        **row,
+        "status": "ok",
+        "time_ns": timing.median_ns,
+        "reps": timing.reps,
+        "bw_Bps": minimum.total / (timing.median_ns * 1e-9),
+    }
 
 
 def copy_time(nbytes: int, budget_s: float) -> Timing:
@@ -134,8 +154,13 @@ def environment() -> dict[str, Any]:
     }
 
 
-def run_bench(variants: Sequence[str], shapes: Sequence[Shape] | None, dtypes: Sequence[torch.dtype],
-              budget_s: float = 0.3, progress: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+def run_bench(
+    variants: Sequence[str],
+    shapes: Sequence[Shape] | None,
+    dtypes: Sequence[torch.dtype],
+    budget_s: float = 0.3,
+    progress: Callable[[str], None] = lambda s: None,
+) -> dict[str, Any]:
     """Bench every variant x shape x dtype; add copy time and ratios to the torch baselines."""
     if not torch.cuda.is_available():
         raise GpuNotFoundError("bench needs a CUDA GPU and none is visible: run it on a machine with one")
@@ -171,16 +196,33 @@ def run_bench(variants: Sequence[str], shapes: Sequence[Shape] | None, dtypes: S
 
 def bench_table(result: dict[str, Any]) -> str:
     """The people's table: time, effective bandwidth, fraction of copy, speedups over torch."""
-    headers = ["variant", "shape", "dtype", "time", "eff. bandwidth", "% of copy", "vs torch.softmax",
-               "vs torch.compile"]
+    headers = [
+        "variant",
+        "shape",
+        "dtype",
+        "time",
+        "eff. bandwidth",
+        "% of copy",
+        "vs torch.softmax",
+        "vs torch.compile",
+    ]
     body = []
     for r in result["rows"]:
         if r["status"] != "ok":
             body.append([r["variant"], r["shape"], r["dtype"], r["status"], "-", "-", "-", "-"])
             continue
         vs = [r.get(f"speedup_vs_{b}") for b in ("torch_softmax", "torch_compiled")]
-        body.append([r["variant"], r["shape"], r["dtype"], fmt_time(r["time_ns"]), fmt_rate(r["bw_Bps"]),
-                     f"{100 * r['frac_of_copy']:.0f}%"] + [f"{v:.2f}x" if v else "-" for v in vs])
+        body.append(
+            [
+                r["variant"],
+                r["shape"],
+                r["dtype"],
+                fmt_time(r["time_ns"]),
+                fmt_rate(r["bw_Bps"]),
+                f"{100 * r['frac_of_copy']:.0f}%",
+            ]
+            + [f"{v:.2f}x" if v else "-" for v in vs]
+        )
     env = result["environment"]
     head = f"{env['device']}, torch {env['torch']}, triton {env['triton']}, {env['date']}"
     return head + "\n" + text_table(headers, body)

@@ -62,7 +62,9 @@ def _check_format(fmt: str, allowed: tuple[str, ...]) -> None:
 @app.command("list")
 @_errors_to_exit
 def list_(
-    shape: Annotated[str | None, typer.Option(help="Shape as MxN (or MxNxK for matmuls); default: each op's own.")] = None,
+    shape: Annotated[
+        str | None, typer.Option(help="Shape as MxN (or MxNxK for matmuls); default: each op's own.")
+    ] = None,
     dtype: Annotated[str, typer.Option(help="fp32, fp16 or bf16.")] = "fp32",
     fmt: Fmt = "table",
 ) -> None:
@@ -82,10 +84,18 @@ def list_(
 @app.command()
 @_errors_to_exit
 def bench(
-    variants: Annotated[list[str] | None, typer.Argument(help="Variants to time; default: every softmax variant.")] = None,
-    shape: Annotated[list[str] | None, typer.Option(help="MxN, repeatable; default: the issue's suite per op.")] = None,
-    dtype: Annotated[list[str] | None, typer.Option(help="fp32/fp16/bf16, repeatable; default: fp32 and bf16.")] = None,
-    budget: Annotated[float, typer.Option(help="Seconds of timed repetitions per config (5 to 200 reps).")] = 0.3,
+    variants: Annotated[
+        list[str] | None, typer.Argument(help="Variants to time; default: every softmax variant.")
+    ] = None,
+    shape: Annotated[
+        list[str] | None, typer.Option(help="MxN, repeatable; default: the issue's suite per op.")
+    ] = None,
+    dtype: Annotated[
+        list[str] | None, typer.Option(help="fp32/fp16/bf16, repeatable; default: fp32 and bf16.")
+    ] = None,
+    budget: Annotated[
+        float, typer.Option(help="Seconds of timed repetitions per config (5 to 200 reps).")
+    ] = 0.3,
     out: Annotated[Path | None, typer.Option(help="New folder for results.json and table.txt.")] = None,
     fmt: Fmt = "table",
 ) -> None:
@@ -214,28 +224,36 @@ def measure(
     ] = None,
     shape: Annotated[
         list[str] | None,
-        typer.Option(help="MxN, or MxNxK for matmuls; repeatable. Each variant gets the shapes of its rank. "
-                     "Default: each op's own shape."),
+        typer.Option(
+            help="MxN, or MxNxK for matmuls; repeatable. Each variant gets the shapes of its rank. "
+            "Default: each op's own shape."
+        ),
     ] = None,
     dtype: Annotated[
         list[str] | None, typer.Option(help="fp32, fp16 or bf16; repeatable. Default: fp32.")
     ] = None,
     param: Annotated[
         list[str] | None,
-        typer.Option(help="KEY=VALUE or KEY=V1,V2 for the variants that take KEY; repeatable. Every "
-                     "combination is measured."),
+        typer.Option(
+            help="KEY=VALUE or KEY=V1,V2 for the variants that take KEY; repeatable. Every "
+            "combination is measured."
+        ),
     ] = None,
     all_variants: Annotated[bool, typer.Option("--all", help="Measure every registered variant.")] = False,
     metrics: Annotated[
         str,
-        typer.Option(help="Comma-separated metric sets (traffic, flops, peaks, roofline), aliases from "
-                     "memtraffic/metrics.py, or raw ncu names; checked against this GPU's "
-                     "'ncu --query-metrics'. The kernel time is always collected."),
+        typer.Option(
+            help="Comma-separated metric sets (traffic, flops, peaks, roofline), aliases from "
+            "memtraffic/metrics.py, or raw ncu names; checked against this GPU's "
+            "'ncu --query-metrics'. The kernel time is always collected."
+        ),
     ] = "traffic",
     out: Annotated[
         Path | None,
-        typer.Option(help="New or empty folder for the run. Default: reports/runs/<UTC time>_<variant>/. "
-                     "A non-empty folder is never overwritten."),
+        typer.Option(
+            help="New or empty folder for the run. Default: reports/runs/<UTC time>_<variant>/. "
+            "A non-empty folder is never overwritten."
+        ),
     ] = None,
     clock_control: Annotated[
         str, typer.Option(help="ncu --clock-control: none (the GPU's own clocks) or base (locked base).")
@@ -277,9 +295,16 @@ def measure(
 
     _check_format(fmt, ("table", "json", "csv"))
     opts = MeasureOptions(
-        variants=list(variants or []), shapes=list(shape or []), dtypes=list(dtype or []),
-        params=list(param or []), all_variants=all_variants, metrics=metrics, out=out,
-        clock_control=clock_control, cache_control=cache_control, verbose=verbose,
+        variants=list(variants or []),
+        shapes=list(shape or []),
+        dtypes=list(dtype or []),
+        params=list(param or []),
+        all_variants=all_variants,
+        metrics=metrics,
+        out=out,
+        clock_control=clock_control,
+        cache_control=cache_control,
+        verbose=verbose,
     )
     result = run_measure(opts, echo=lambda line: typer.echo(line, err=True))
     if len(result.table):
@@ -301,17 +326,23 @@ def analyze(
     path: Annotated[Path, typer.Argument(help="A run folder from 'memtraffic measure', or any .ncu-rep.")],
     min_bytes: Annotated[
         str | None,
-        typer.Option(help="The minimum traffic, for reports captured by hand: TOTAL (read + write), or "
-                     "READ:WRITE for per-direction efficiencies. Sizes as 8388608, 8.39MB (SI) or 8MiB "
-                     "(binary), e.g. 8MiB:8MiB. Overrides the op model of our own runs."),
+        typer.Option(
+            help="The minimum traffic, for reports captured by hand: TOTAL (read + write), or "
+            "READ:WRITE for per-direction efficiencies. Sizes as 8388608, 8.39MB (SI) or 8MiB "
+            "(binary), e.g. 8MiB:8MiB. Overrides the op model of our own runs."
+        ),
     ] = None,
     group_by: Annotated[
         str, typer.Option(help="range: a row per NVTX range, its kernels summed; kernel: a row per launch.")
     ] = "range",
     fmt: Annotated[
         str,
-        typer.Option("--format", "-f", help="table (readable units), json (a list of objects, raw numbers in "
-                     "bytes, ns, B/s; stable keys) or csv (same columns)."),
+        typer.Option(
+            "--format",
+            "-f",
+            help="table (readable units), json (a list of objects, raw numbers in "
+            "bytes, ns, B/s; stable keys) or csv (same columns).",
+        ),
     ] = "table",
 ) -> None:
     """Per-level efficiency: minimum bytes / bytes moved (1.00 is ideal).

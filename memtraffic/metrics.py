@@ -35,6 +35,12 @@ _TABLE = [
            "bytes requested by global loads"),
     Metric("req_st_bytes", "smsp__sass_data_bytes_mem_global_op_st.sum", "byte",
            "bytes requested by global stores"),
+    # cp.async (LDGSTS) global->shared copies, which Triton's pipelined loops use, are not "op_ld": without
+    # these a pipelined matmul shows almost no L1 loads. analyze adds them to the loads.
+    Metric("l1_ldgsts_bytes", "l1tex__t_bytes_pipe_lsu_mem_global_op_ldgsts_cache_access.sum", "byte",
+           "L1 global bytes of LDGSTS (cp.async) that access L1"),
+    Metric("req_ldgsts_bytes", "smsp__sass_data_bytes_mem_global_op_ldgsts.sum", "byte",
+           "bytes requested by LDGSTS (cp.async) instructions"),
     # L2: sectors requested by L1 (tex unit), 32 B each.
     Metric("l2_rd_sectors", "lts__t_sectors_srcunit_tex_op_read.sum", "sector", "L2 read sectors from L1"),
     Metric("l2_wr_sectors", "lts__t_sectors_srcunit_tex_op_write.sum", "sector", "L2 write sectors from L1"),
@@ -80,7 +86,7 @@ METRIC_SETS: dict[str, list[str]] = {
     "traffic": [
         "time",
         "l1_ld_bytes", "l1_st_bytes", "l1_ld_sectors", "l1_st_sectors", "l1_ld_requests", "l1_st_requests",
-        "req_ld_bytes", "req_st_bytes",
+        "req_ld_bytes", "req_st_bytes", "l1_ldgsts_bytes", "req_ldgsts_bytes",
         "l2_rd_sectors", "l2_wr_sectors",
         "dram_rd_bytes", "dram_wr_bytes",
     ],

@@ -21,7 +21,9 @@ def get_variant(name: str) -> Variant:
     raise UsageError(f"unknown variant {name!r}: {hint}")
 
 
-def unsupported_reason(variant: Variant, shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> str | None:
+def unsupported_reason(
+    variant: Variant, shape: Shape, dtype: torch.dtype, params: dict[str, Any]
+) -> str | None:
     """None if the variant can run this case, else why not (wrong rank, dtype, or its own constraint)."""
     op = OPS[variant.op]
     if len(shape) != len(op.dims.split("x")):

@@ -17,7 +17,9 @@ def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
 
     def line(r: list[str]) -> str:
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+        return "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        ).rstrip()
 
     out = [line(cells[0]), "  ".join("-" * w for w in widths)]
     out += [line(r) for r in cells[1:]]
@@ -48,8 +50,19 @@ def render(rows: Sequence[dict[str, Any]], fmt: str, kind: str) -> str:
 
 
 def _list_table(rows: Sequence[dict[str, Any]]) -> str:
-    headers = ["variant", "op", "shape", "dtype", "min read", "min write", "pred read", "pred write", "pred/min",
-               "FLOPs", "FLOP/B"]
+    headers = [
+        "variant",
+        "op",
+        "shape",
+        "dtype",
+        "min read",
+        "min write",
+        "pred read",
+        "pred write",
+        "pred/min",
+        "FLOPs",
+        "FLOP/B",
+    ]
     body = []
     notes = []
     for r in rows:
@@ -58,12 +71,21 @@ def _list_table(rows: Sequence[dict[str, Any]]) -> str:
             notes.append(f"  {r['name']}: {r['reason']}")
             continue
         amp = (r["pred_read_bytes"] + r["pred_write_bytes"]) / (r["min_read_bytes"] + r["min_write_bytes"])
-        body.append([
-            r["name"], r["op"], r["shape"], r["dtype"],
-            fmt_bytes(r["min_read_bytes"]), fmt_bytes(r["min_write_bytes"]),
-            fmt_bytes(r["pred_read_bytes"]), fmt_bytes(r["pred_write_bytes"]),
-            f"{amp:.2f}x", f"{r['flops']:.3g}", f"{r['intensity']:.3g}",
-        ])
+        body.append(
+            [
+                r["name"],
+                r["op"],
+                r["shape"],
+                r["dtype"],
+                fmt_bytes(r["min_read_bytes"]),
+                fmt_bytes(r["min_write_bytes"]),
+                fmt_bytes(r["pred_read_bytes"]),
+                fmt_bytes(r["pred_write_bytes"]),
+                f"{amp:.2f}x",
+                f"{r['flops']:.3g}",
+                f"{r['intensity']:.3g}",
+            ]
+        )
     text = text_table(headers, body)
     if notes:
         text += "\n\nnot applicable at this shape/dtype:\n" + "\n".join(notes)

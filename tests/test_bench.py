@@ -1,4 +1,4 @@
-"""bench: table layout, ratios, refusal to overwrite, and the CPU-machine error. Timing itself is gpu-marked."""
+"""bench: table layout, ratios, refusal to overwrite, the CPU-machine error. Timing is gpu-marked."""
 
 import json
 
@@ -15,8 +15,16 @@ ENV = {"device": "TestGPU", "torch": "t", "triton": "tr", "date": "2026-01-01"}
 
 def _result():
     rows = [
-        {"variant": "softmax_tiled", "shape": "8x8", "dtype": "fp32", "status": "ok", "time_ns": 2000.0,
-         "bw_Bps": 512 / 2e-6, "frac_of_copy": 0.5, "speedup_vs_torch_softmax": 1.5},
+        {
+            "variant": "softmax_tiled",
+            "shape": "8x8",
+            "dtype": "fp32",
+            "status": "ok",
+            "time_ns": 2000.0,
+            "bw_Bps": 512 / 2e-6,
+            "frac_of_copy": 0.5,
+            "speedup_vs_torch_softmax": 1.5,
+        },
         {"variant": "softmax_naive", "shape": "8x8", "dtype": "fp32", "status": "failed", "error": "boom"},
     ]
     return {"environment": ENV, "command": "x", "rows": rows}
@@ -42,7 +50,10 @@ def test_write_result_refuses_to_overwrite(tmp_path):
 def test_cli_without_gpu_says_so():
     res = CliRunner().invoke(app, ["bench", "torch_softmax"])
     assert res.exit_code == 1
-    assert res.output.strip() == "error: bench needs a CUDA GPU and none is visible: run it on a machine with one"
+    assert (
+        res.output.strip()
+        == "error: bench needs a CUDA GPU and none is visible: run it on a machine with one"
+    )
 
 
 def test_cli_unknown_variant_suggests():
