@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
-from kernels import gelu, matmul, matmul_softmax, torch_softmax
+from kernels import (
+    gelu,
+    matmul,
+    matmul_softmax,
+    softmax_column,
+    softmax_online,
+    softmax_rows,
+    torch_softmax,
+)
 from kernels.variant import Variant
 
 VARIANTS: dict[str, Variant] = {
+    # softmax over rows: one row per program first (the teaching baseline), then the fixes
+    "softmax_naive": softmax_rows.SOFTMAX_NAIVE,
+    "softmax_tiled": softmax_rows.SOFTMAX_TILED,
+    "softmax_online": softmax_online.SOFTMAX_ONLINE,
+    "softmax_3pass": softmax_online.SOFTMAX_3PASS,
     "torch_softmax": torch_softmax.TORCH_SOFTMAX,
     "torch_manual": torch_softmax.TORCH_MANUAL,
     "torch_compiled": torch_softmax.TORCH_COMPILED,
+    # softmax over columns (dim 0)
+    "softmax_column_strided": softmax_column.SOFTMAX_COLUMN_STRIDED,
+    "softmax_column_coalesced": softmax_column.SOFTMAX_COLUMN_COALESCED,
     # gelu
     "gelu_torch_ops": gelu.GELU_TORCH_OPS,
     "gelu_triton": gelu.GELU_TRITON,

@@ -1,0 +1,77 @@
+"""Compile a Triton kernel for sm_90 on any machine (no GPU) and read the layouts of its global loads
+and stores from the TTGIR, to check the traffic model's layout assumptions against the real compiler.
+
+The arguments are specialised as the JIT would specialise them at launch (integers equal to 1 become
+constants, integers divisible by 16 get `tt.divisibility=16`, pointers are assumed 16-byte aligned),
+so the compiled layouts are the ones a launch with those values would get. Needs the Triton wheel's
+NVIDIA backend (it ships ptxas); uses Triton internals that may move between releases.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from kernels.sectors import Layout
+
+_BLOCKED = re.compile(r"^(#blocked\d*) = #ttg\.blocked<\{(.*?)\}>", re.M)
+_MEM_OP = re.compile(r"(?:= |^\s*)(tt\.load|tt\.store) .*!tt\.ptr<\w+>, (#blocked\d*)>")
+
+
+def compile_ttgir(kernel: Any, args: dict[str, Any], constexprs: dict[str, Any], num_warps: int) -> str:
+    """TTGIR text of `kernel` compiled for sm_90. args: name -> int value, or a pointer type like '*fp32'."""
+    import triton
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.compiler import BaseBackend, GPUTarget
+    from triton.compiler import ASTSource, make_backend
+    from triton.runtime.jit import JITFunction
+
+    fn = JITFunction(getattr(kernel, "fn", kernel))  # the interpreter wraps kernels; rebuild a JITFunction
+    signature: dict[str, str] = {}
+    attrs: dict[tuple[int, ...], list] = {}
+    consts = dict(constexprs)
+    for index, name in enumerate(fn.arg_names):
+        if name in constexprs:
+            signature[name] = "constexpr"
+            continue
+        value = args[name]
+        if isinstance(value, str):
+            signature[name], spec = value, "D"
+        else:
+            signature[name], spec = native_specialize_impl(BaseBackend, value, False, True, True)
+            if signature[name] == "constexpr":
+                consts[name] = value
+        if spec == "D":
+            attrs[(index,)] = [["tt.divisibility", 16]]
+    target = GPUTarget("cuda", 90, 32)
+    options = make_backend(target).parse_options({"num_warps": num_warps})
+    src = ASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs)
+    return triton.compile(src, target=target, options=options.__dict__).asm["ttgir"]
+
+
+def memory_layouts(ttgir: str, tile: tuple[int, int], rank1_dim: int = 1) -> dict[str, list[Layout]]:
+    """{'tt.load': [...], 'tt.store': [...]}: the layout of every global load and store of a (BM, BN) tile.
+
+    A rank-1 layout is placed on tile dim `rank1_dim` (1 for a row of columns, 0 for a column of rows).
+    """
+    defs = dict(_BLOCKED.findall(ttgir))
+    out: dict[str, list[Layout]] = {"tt.load": [], "tt.store": []}
+    for line in ttgir.splitlines():
+        match = _MEM_OP.search(line)
+        if not match:
+            continue
+        fields = {k: [int(x) for x in v.split(",")] for k, v in re.findall(r"(\w+) = \[([\d, ]+)\]",
+                                                                          defs[match.group(2)])}
+        keys = ("sizePerThread", "threadsPerWarp", "warpsPerCTA", "order")
+        spt, tpw, wpc, order = (fields[k] for k in keys)
+        if len(order) == 1:
+            threads, warps = [1, 1], [1, 1]
+            threads[rank1_dim], warps[rank1_dim] = tpw[0], wpc[0]
+            layout = Layout(tile, rank1_dim, spt[0], (threads[0], threads[1]), (warps[0], warps[1]))
+        else:
+            fast = order[0]
+            if spt[1 - fast] != 1:
+                raise ValueError(f"{spt[1 - fast]} elements per thread on the slow dim: not modelled")
+            layout = Layout(tile, fast, spt[fast], (tpw[0], tpw[1]), (wpc[0], wpc[1]))
+        out[match.group(1)].append(layout)
+    return out
