@@ -75,3 +75,47 @@ def memory_layouts(ttgir: str, tile: tuple[int, int], rank1_dim: int = 1) -> dic
             layout = Layout(tile, fast, spt[fast], (tpw[0], tpw[1]), (wpc[0], wpc[1]))
         out[match.group(1)].append(layout)
     return out
+
+
+def layouts_in_subprocess(specs: list[dict[str, Any]], timeout: float = 300) -> list[dict[str, list[Layout]]]:
+    """memory_layouts for several launches, compiled in a fresh Python process.
+
+    A process that has run kernels in the interpreter (TRITON_INTERPRET=1, as the CPU tests do) has
+    triton.language patched and cannot compile for real, so compile elsewhere. Each spec: kernel
+    ('module:name'), args, constexprs, num_warps, tile, rank1_dim.
+    """
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-m", "kernels.ttgir"], input=json.dumps(specs), env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"compiling for sm_90 failed:\n{proc.stderr.strip()[-3000:]}")
+    out = []
+    for item in json.loads(proc.stdout):
+        out.append({op: [Layout(tuple(a), f, v, tuple(t), tuple(w)) for a, f, v, t, w in layouts]
+                    for op, layouts in item.items()})
+    return out
+
+
+def _main() -> None:
+    import importlib
+    import json
+    import sys
+
+    results = []
+    for spec in json.load(sys.stdin):
+        module, name = spec["kernel"].split(":")
+        kernel = getattr(importlib.import_module(module), name)
+        text = compile_ttgir(kernel, spec["args"], spec["constexprs"], spec["num_warps"])
+        found = memory_layouts(text, tuple(spec["tile"]), spec.get("rank1_dim", 1))
+        results.append({op: [[list(x.shape), x.fast, x.vec, list(x.threads), list(x.warps)] for x in layouts]
+                        for op, layouts in found.items()})
+    json.dump(results, sys.stdout)
+
+
+if __name__ == "__main__":
+    _main()

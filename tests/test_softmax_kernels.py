@@ -1,0 +1,477 @@
+"""Softmax variants (rows and dim 0): results against float64 torch, and traffic models in exact bytes.
+
+On CPU the Triton kernels run in the interpreter (one Python call per program), so shapes stay small,
+but they still reach every path: a single element, a row longer than a warp covers, rows longer than
+one BLOCK_N (looped kernels), many 2-element rows (naive's replicated warps, tiled's wide tiles), odd
+sizes, and row counts that are not a multiple of BLOCK_M. Inputs are fresh random numbers each run: the
+seed is printed and in every failure message (set MEMTRAFFIC_TEST_SEED to replay one).
+
+The traffic models are checked three ways: hand-derived byte counts, a brute-force count of every
+tile, and the layouts the real compiler gives each load and store (TTGIR for sm_90, no GPU needed).
+gpu-marked tests repeat the result checks at real sizes on CUDA.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import zlib
+
+import pytest
+import torch
+
+from kernels import VARIANTS, sectors
+from kernels import softmax_column as col
+from kernels import softmax_online as loop
+from kernels import softmax_rows as rows
+from memtraffic.exceptions import UsageError
+from memtraffic.model import OPS, element_size
+
+# The interpreter computes masked-out lanes with numpy: -inf - -inf there is harmless but warns.
+pytestmark = [pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning"),
+              pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning"),
+              pytest.mark.filterwarnings("ignore:divide by zero encountered:RuntimeWarning")]
+
+FP32, FP16, BF16 = torch.float32, torch.float16, torch.bfloat16
+ALL = (FP32, FP16, BF16)
+
+# (atol, rtol) against softmax in float64 of the same (already rounded) inputs. The kernels compute in
+# fp32 and round once on store: 16-bit outputs are within half an ulp (2^-11 fp16, 2^-8 bf16 relative).
+TOL = {FP32: (1e-6, 1e-5), FP16: (1e-4, 1e-3), BF16: (1e-3, 8e-3)}
+# torch_manual rounds after each of its five ops, so 16-bit results drift a few ulps further.
+TOL_EAGER = {FP32: (1e-6, 1e-5), FP16: (1e-3, 1e-2), BF16: (8e-3, 5e-2)}
+ROWSUM_ATOL = {FP32: 1e-5, FP16: 2e-3, BF16: 1.6e-2}
+
+ROW_TRITON = ["softmax_naive", "softmax_tiled", "softmax_online", "softmax_3pass"]
+ROW_VARIANTS = [*ROW_TRITON, "torch_softmax", "torch_manual"]
+COL_VARIANTS = ["softmax_column_strided", "softmax_column_coalesced"]
+LOOPED = {"softmax_online": {"BLOCK_N": 128}, "softmax_3pass": {"BLOCK_N": 128}}
+
+
+@pytest.fixture(scope="module")
+def seed() -> int:
+    value = int(os.environ.get("MEMTRAFFIC_TEST_SEED", random.randrange(2**31)))
+    print(f"\nsoftmax tests: MEMTRAFFIC_TEST_SEED={value}")
+    return value
+
+
+def _case_seed(seed: int, *parts) -> int:
+    # crc32, not hash(): str hashes change from one process to the next, and the seed must replay
+    return (seed + zlib.crc32(repr(parts).encode())) % 2**31
+
+
+def _inputs(op: str, shape, dtype, device, seed: int) -> torch.Tensor:
+    return OPS[op].make_inputs(shape, dtype, device, torch.Generator().manual_seed(seed))[0]
+
+
+def _tol(name: str, dtype: torch.dtype) -> tuple[float, float]:
+    return (TOL_EAGER if name == "torch_manual" else TOL)[dtype]
+
+
+def _check(name: str, shape, dtype, device, seed: int, params: dict | None = None) -> None:
+    variant = VARIANTS[name]
+    case = _case_seed(seed, name, shape, dtype)
+    x = _inputs(variant.op, shape, dtype, device, case)
+    out = variant.run(x, **(params or {}))
+    ref = OPS[variant.op].reference(x)
+    assert out.shape == x.shape and out.dtype == dtype
+    atol, rtol = _tol(name, dtype)
+    msg = lambda m: f"{name} {shape} {dtype} {params} seed={case}: {m}"  # noqa: E731
+    torch.testing.assert_close(out.double().cpu(), ref.cpu(), atol=atol, rtol=rtol, msg=msg)
+    dim = 0 if variant.op == "softmax_dim0" else 1
+    sums = out.double().sum(dim=dim).cpu()
+    torch.testing.assert_close(sums, torch.ones_like(sums), atol=ROWSUM_ATOL[dtype], rtol=0, msg=msg)
+
+
+def _cases(entries, variants):
+    """(shape, dtypes, params per variant, id[, only these variants]) -> pytest params of
+    (name, shape, dtype, params) for every variant the entry applies to."""
+    out = []
+    for shape, dtypes, params, ident, *only in entries:
+        for name in only[0] if only else variants:
+            for dt in dtypes:
+                dt_id = str(dt).removeprefix("torch.")
+                out.append(pytest.param(name, shape, dt, params.get(name), id=f"{name}-{ident}-{dt_id}"))
+    return out
+
+
+ROW_CASES = _cases([
+    ((1, 1), ALL, {}, "1x1"),
+    ((1, 1023), ALL, {}, "1x1023"),
+    # loops of 8 BLOCK_N=128 blocks with a partial last one; tiled with 37 % 16 rows in the last tile
+    ((37, 1000), ALL, {**LOOPED, "softmax_tiled": {"BLOCK_M": 16}}, "37x1000-looped"),
+    ((301, 2), ALL, {}, "301x2"),
+    # many short rows: 3001 % 128 != 0 for tiled; the looped kernels take 301x2 (one program per row is
+    # slow in the interpreter, and their N=2 path is the same)
+    ((3001, 2), (FP32,), {"softmax_tiled": {"BLOCK_M": 128}}, "3001x2",
+     ["softmax_naive", "softmax_tiled", "torch_softmax", "torch_manual"]),
+    ((1823, 781), (FP32,), {}, "1823x781"),
+], ROW_VARIANTS)
+
+
+@pytest.mark.parametrize("name,shape,dtype,params", ROW_CASES)
+def test_row_softmax_matches_float64(name, shape, dtype, params, device, seed):
+    _check(name, shape, dtype, device, seed, params)
+
+
+def test_torch_compiled_matches_float64(device, seed):
+    _check("torch_compiled", (64, 100), FP32, device, seed)
+
+
+COL_CASES = _cases([
+    ((1, 1), ALL, {}, "1x1"),
+    ((1, 257), ALL, {}, "1x257"),  # M == 1: n_rows is a compile-time constant
+    # columns longer than one BLOCK_M step (loops), 1000 % 64 rows left in the last step
+    ((1000, 37), ALL, {"softmax_column_strided": {"BLOCK_M": 64},
+                       "softmax_column_coalesced": {"BLOCK_M": 64, "BLOCK_N": 16}}, "1000x37-looped"),
+    ((2, 301), ALL, {}, "2x301"),  # many 2-element columns
+    ((781, 183), (FP32,), {}, "781x183"),  # odd both ways, several column blocks
+], COL_VARIANTS)
+
+
+@pytest.mark.parametrize("name,shape,dtype,params", COL_CASES)
+def test_column_softmax_matches_float64(name, shape, dtype, params, device, seed):
+    _check(name, shape, dtype, device, seed, params)
+
+
+# --- invariants -------------------------------------------------------------------------------------------
+
+
+def _along(x: torch.Tensor, op: str) -> torch.Tensor:
+    """Rows were built as rows; for dim 0 they become columns."""
+    return x.t().contiguous() if op == "softmax_dim0" else x
+
+
+def _params_for(name: str) -> dict:
+    return {**LOOPED, "softmax_column_strided": {"BLOCK_M": 128},
+            "softmax_column_coalesced": {"BLOCK_M": 128}}.get(name, {})
+
+
+@pytest.mark.parametrize("dtype", ALL)
+@pytest.mark.parametrize("name", ROW_VARIANTS + COL_VARIANTS)
+def test_shift_invariance_is_exact(name, dtype, device, seed):
+    # Multiples of 1/4 in [-4, 4) plus 16 are exact in every dtype, and x - max(x) is then exact too, so
+    # softmax(x + 16) must equal softmax(x) bit for bit.
+    variant = VARIANTS[name]
+    gen = torch.Generator().manual_seed(_case_seed(seed, name, dtype))
+    x = (torch.randint(-16, 16, (3, 300), generator=gen) / 4).to(dtype)
+    x = _along(x, variant.op).to(device)
+    params = _params_for(name)
+    a, b = variant.run(x, **params), variant.run(x + 16, **params)
+    assert torch.equal(a, b), f"{name} {dtype}: max diff {(a.double() - b.double()).abs().max().item()}"
+
+
+def _hard_rows(dtype: torch.dtype, n: int) -> torch.Tensor:
+    big = torch.finfo(dtype).max / 2
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(4, n, generator=gen)
+    x[0] = float("-inf")
+    x[0, -1] = 3.0  # whole BLOCK_N blocks of -inf before the only finite value
+    x[1, ::2], x[1, 1::2] = big, -big  # huge spread: exp underflows to exactly 0, no overflow
+    x[2, ::7] = float("-inf")  # scattered -inf among ordinary values
+    x[3, 5] = big  # one huge value dominates
+    return x.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", ALL)
+@pytest.mark.parametrize("name", ROW_VARIANTS + COL_VARIANTS)
+def test_infinities_and_huge_values_give_no_nan(name, dtype, device):
+    variant = VARIANTS[name]
+    x = _along(_hard_rows(dtype, 300), variant.op).to(device)
+    out = variant.run(x, **_params_for(name))
+    ref = OPS[variant.op].reference(x)
+    assert not out.isnan().any(), f"{name} {dtype}: NaN in output"
+    atol, rtol = _tol(name, dtype)
+    torch.testing.assert_close(out.double().cpu(), ref.cpu(), atol=atol, rtol=rtol)
+
+
+@pytest.mark.parametrize("name", ROW_VARIANTS + COL_VARIANTS)
+def test_all_minus_inf_row_gives_nan_like_torch(name, device):
+    # Documented behaviour: a row (column, for dim 0) with no finite value has no normaliser, and every
+    # variant returns NaN for it, as torch.softmax does. Other rows are unaffected.
+    variant = VARIANTS[name]
+    x = torch.randn(3, 300)
+    x[1] = float("-inf")
+    x = _along(x, variant.op).to(device)
+    out = _along(variant.run(x, **_params_for(name)), variant.op)
+    assert out[1].isnan().all()
+    assert not out[[0, 2]].isnan().any()
+    dim = 0 if variant.op == "softmax_dim0" else -1
+    assert torch.softmax(x, dim=dim).isnan().sum() == out.isnan().sum()
+
+
+# --- parameters and constraints ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ROW_TRITON + COL_VARIANTS)
+def test_unknown_parameter_is_a_usage_error(name):
+    variant = VARIANTS[name]
+    with pytest.raises(UsageError, match="no parameter 'BLOCK_K'"):
+        variant.predicted((64, 64), FP32, {"BLOCK_K": 16})
+    with pytest.raises(UsageError, match="no parameter 'BLOCK_K'"):
+        variant.check((64, 64), FP32, {"BLOCK_K": 16})
+    with pytest.raises(UsageError, match="no parameter 'BLOCK_K'"):
+        variant.run(torch.zeros(2, 2), BLOCK_K=16)
+
+
+@pytest.mark.parametrize("name,key,value", [
+    ("softmax_naive", "num_warps", 3),
+    ("softmax_naive", "num_warps", 0),
+    ("softmax_tiled", "BLOCK_M", 100),
+    ("softmax_tiled", "BLOCK_M", "wide"),
+    ("softmax_tiled", "num_warps", 64),
+    ("softmax_online", "BLOCK_N", 96),
+    ("softmax_3pass", "BLOCK_N", True),
+    ("softmax_column_strided", "BLOCK_M", -4),
+    ("softmax_column_coalesced", "BLOCK_N", 12),
+])
+def test_bad_parameter_value_is_a_usage_error(name, key, value):
+    with pytest.raises(UsageError, match=f"{name}: {key}="):
+        VARIANTS[name].predicted((64, 64), FP32, {key: value})
+
+
+def test_auto_accepts_none_and_the_string_auto():
+    tiled = VARIANTS["softmax_tiled"]
+    shape = (1048576, 2)
+    auto = tiled.predicted(shape, FP32, {"BLOCK_M": None})
+    assert tiled.predicted(shape, FP32, {"BLOCK_M": "auto"}) == auto
+    assert tiled.predicted(shape, FP32, {"BLOCK_M": "128"}) == tiled.predicted(shape, FP32, {"BLOCK_M": 128})
+
+
+@pytest.mark.parametrize("name", ["softmax_naive", "softmax_tiled"])
+def test_rows_longer_than_a_tile_are_refused_with_a_reason(name):
+    variant = VARIANTS[name]
+    assert variant.check((4, rows.MAX_TILE), FP32, {}) is None
+    reason = variant.check((4, rows.MAX_TILE + 1), FP32, {})
+    assert reason is not None and "softmax_online" in reason
+    assert VARIANTS["softmax_online"].check((4, rows.MAX_TILE + 1), FP32, {}) is None
+
+
+def test_tiled_refuses_a_tile_too_big_for_registers():
+    reason = VARIANTS["softmax_tiled"].check((4096, 1024), FP32, {"BLOCK_M": 32})
+    assert reason is not None and "32x1024" in reason
+
+
+def test_coalesced_refuses_tiles_smaller_than_its_threads():
+    variant = VARIANTS["softmax_column_coalesced"]
+    reason = variant.check((64, 64), FP32, {"BLOCK_M": 1, "BLOCK_N": 1})
+    assert reason is not None and "smaller than the 128 threads" in reason
+    assert variant.check((64, 64), FP32, {"BLOCK_M": 1, "BLOCK_N": 1, "num_warps": 1}) is not None
+    assert variant.check((64, 64), FP32, {"BLOCK_M": 4, "BLOCK_N": 32}) is None
+    assert variant.check((1, 1), FP32, {}) is None  # auto never picks such a tile
+
+
+def test_every_softmax_variant_states_constraints_and_takes_all_dtypes():
+    for name in ROW_VARIANTS + COL_VARIANTS:
+        assert VARIANTS[name].constraints
+        assert set(VARIANTS[name].dtypes) == set(ALL)
+
+
+# --- traffic models: exact bytes ------------------------------------------------------------------------
+
+
+MB8 = 8_388_608  # 1048576 x 2 fp32 elements, in bytes
+
+
+def _pred(name: str, shape, dtype=FP32, **params) -> tuple[int, int]:
+    t = VARIANTS[name].predicted(shape, dtype, {**VARIANTS[name].params, **params})
+    return t.read, t.write
+
+
+def test_softmax_minimum_at_the_reference_shape():
+    m = OPS["softmax"].minimum((1048576, 2), FP32)
+    assert (m.read, m.write) == (MB8, MB8)
+
+
+def test_naive_model_reproduces_the_16x_load_and_4x_store():
+    # 8 useful bytes per row in one 32-byte sector (4x), loaded by each of the 4 warps (4x more);
+    # the store is issued once: 32 B per row.
+    assert _pred("softmax_naive", (1048576, 2)) == (134_217_728, 33_554_432)
+    assert _pred("softmax_naive", (1048576, 2), num_warps=1) == (33_554_432, 33_554_432)
+    assert _pred("softmax_naive", (1048576, 2), num_warps=8) == (268_435_456, 33_554_432)
+
+
+def test_tiled_model_is_at_the_minimum_for_short_rows():
+    assert _pred("softmax_tiled", (1048576, 2), BLOCK_M=128) == (MB8, MB8)
+    assert _pred("softmax_tiled", (1048576, 2)) == (MB8, MB8)
+    assert _pred("softmax_tiled", (1048576, 2), BLOCK_M=128, num_warps=4) == (MB8, MB8)
+
+
+def test_tiled_model_counts_copies_when_the_tile_is_smaller_than_its_threads():
+    # BLOCK_M=1: the (1, 2) tile is the naive kernel's, spread over 4 warps as a 2-D layout.
+    assert _pred("softmax_tiled", (1048576, 2), BLOCK_M=1, num_warps=4) == (134_217_728, 33_554_432)
+
+
+def test_naive_model_with_rows_off_sector_boundaries():
+    # N = 36 fp32: 144-byte rows start alternately 0 and 16 bytes into a sector. With 1 warp, BLOCK_N=64
+    # is two requests per row: 32 elements (128 B: 4 sectors aligned, 5 at +16) then 4 elements (1).
+    assert _pred("softmax_naive", (2, 36), num_warps=1) == (11 * 32, 11 * 32)
+    # 4 warps cover 128 elements, twice the 64-element tile: warps 2 and 3 load it again.
+    assert _pred("softmax_naive", (2, 36), num_warps=4) == (22 * 32, 11 * 32)
+
+
+def test_torch_manual_formula():
+    m, n, e = 1048576, 2, 4
+    assert _pred("torch_manual", (m, n)) == ((5 * m * n + 2 * m) * e, (3 * m * n + 2 * m) * e)
+    assert _pred("torch_manual", (m, n)) == (50_331_648, 33_554_432)
+
+
+def test_looped_models_count_each_pass():
+    # BLOCK_N auto = next_pow2(2) = 2: every pass is the naive kernel's 16x load.
+    assert _pred("softmax_online", (1048576, 2)) == (2 * 134_217_728, 33_554_432)
+    assert _pred("softmax_3pass", (1048576, 2)) == (3 * 134_217_728, 33_554_432)
+    # 4096 fp32 rows, BLOCK_N=1024: aligned 16-byte vectors, no waste, 2 or 3 reads of MN.
+    mn4 = 4096 * 4096 * 4
+    assert _pred("softmax_online", (4096, 4096)) == (2 * mn4, mn4)
+    assert _pred("softmax_3pass", (4096, 4096)) == (3 * mn4, mn4)
+    # N == 1: the loops run once at compile time and their loads merge into one.
+    assert _pred("softmax_3pass", (1000, 1)) == _pred("softmax_naive", (1000, 1))
+
+
+def test_column_models():
+    mn = 4096 * 4096
+    # Strided: 32 rows of one column per request, each in its own sector: 32 B per element and pass.
+    assert _pred("softmax_column_strided", (4096, 4096)) == (2 * 32 * mn, 32 * mn)
+    assert _pred("softmax_column_strided", (4096, 4096), BF16) == (2 * 32 * mn, 32 * mn)
+    # Coalesced: whole sectors, 2 reads + 1 write of MN.
+    assert _pred("softmax_column_coalesced", (4096, 4096)) == (2 * 4 * mn, 4 * mn)
+    assert _pred("softmax_column_coalesced", (4096, 4096), BF16) == (2 * 2 * mn, 2 * mn)
+    # Strided with 8-byte rows: a 32-row request spans 256 B = 8 sectors, per column and pass.
+    m = 1048576
+    assert _pred("softmax_column_strided", (m, 2)) == (2 * 2 * (m // 32) * 8 * 32, 2 * (m // 32) * 8 * 32)
+
+
+@pytest.mark.parametrize("shape", [(7, 3), (33, 17), (5, 100), (64, 48), (3, 1)])
+@pytest.mark.parametrize("tile,num_warps,rank1", [
+    ((1, 4), 1, True), ((1, 128), 4, True), ((4, 4), 1, False), ((8, 32), 4, False), ((16, 1), 1, True),
+    ((32, 8), 2, False),
+])
+@pytest.mark.parametrize("dtype", [FP32, BF16])
+def test_grid_sectors_equals_counting_every_tile(shape, tile, num_warps, rank1, dtype):
+    # grid_sectors groups tiles by address mod 32; summing tile_sectors over every tile must agree.
+    m, n = shape
+    e = element_size(dtype)
+    layout = sectors.row_major_tile(*tile, n, e, num_warps, rank1=rank1)
+    bm, bn = tile
+    loads = stores = 0
+    for r0 in range(0, m, bm):
+        for c0 in range(0, n, bn):
+            valid = (min(bm, m - r0), min(bn, n - c0))
+            ld, st = sectors.tile_sectors(layout, n, e, (r0 * n + c0) * e % 32, valid)
+            loads, stores = loads + ld, stores + st
+    assert sectors.grid_sectors(layout, m, n, e) == (loads, stores)
+
+
+def test_grid_sectors_is_fast_at_a_million_rows():
+    import time
+
+    start = time.perf_counter()
+    for shape in [(1048576, 2), (1048576, 1023), (1048573, 37)]:
+        for name in ROW_TRITON:
+            _pred(name, shape)
+    assert time.perf_counter() - start < 5
+
+
+# --- the model's layouts against the compiler's -----------------------------------------------------------
+
+
+def _launches():
+    return [
+        ("naive 1048576x2", rows.naive_launch((1048576, 2), 4), FP32),
+        ("naive 1823x781", rows.naive_launch((1823, 781), 4), FP32),
+        ("naive 4096x4096 bf16", rows.naive_launch((4096, 4096), 8), BF16),
+        ("tiled 1048576x2 BM=128", rows.tiled_launch((1048576, 2), 128, 4), FP32),
+        ("tiled 1048576x2 auto", rows.tiled_launch((1048576, 2)), FP32),
+        ("tiled 3001x3 fp16", rows.tiled_launch((3001, 3)), FP16),
+        ("tiled 8192x8192 bf16", rows.tiled_launch((8192, 8192)), BF16),
+        ("tiled 100x1", rows.tiled_launch((100, 1)), FP32),
+        ("online 37x1000 BN=128", loop.online_launch((37, 1000), 128), FP32),
+        ("3pass 4096x4096", loop.three_pass_launch((4096, 4096)), BF16),
+        ("3pass 100x1 (loads merge)", loop.three_pass_launch((100, 1)), FP32),
+        ("column strided 4096x4096", col.strided_launch((4096, 4096)), FP32),
+        ("column strided 1048576x2", col.strided_launch((1048576, 2)), FP16),
+        ("column coalesced 4096x4096", col.coalesced_launch((4096, 4096), FP32), FP32),
+        ("column coalesced 1000x37", col.coalesced_launch((1000, 37), BF16, 64, 16), BF16),
+        ("column coalesced 1x5 (loads merge)", col.coalesced_launch((1, 5), FP32), FP32),
+    ]
+
+
+PTR = {FP32: "*fp32", FP16: "*fp16", BF16: "*bf16"}
+
+
+def _rank1_dim(launch: sectors.TileLaunch) -> int:
+    return 0 if launch.tile[1] == 1 and launch.tile[0] > 1 else 1
+
+
+@pytest.fixture(scope="module")
+def compiled_layouts() -> dict[str, dict]:
+    """Every launch of _launches() compiled for sm_90 in one fresh process (this one runs the interpreter)."""
+    from kernels import ttgir
+
+    specs = []
+    for _, launch, dtype in _launches():
+        fn = getattr(launch.kernel, "fn", launch.kernel)
+        specs.append({"kernel": f"{fn.__module__}:{fn.__name__}",
+                      "args": {"out_ptr": PTR[dtype], "in_ptr": PTR[dtype], **launch.scalars},
+                      "constexprs": launch.constexprs, "num_warps": launch.num_warps,
+                      "tile": list(launch.tile), "rank1_dim": _rank1_dim(launch)})
+    try:
+        found = ttgir.layouts_in_subprocess(specs)
+    except RuntimeError as err:
+        # no NVIDIA backend in this Triton, or internals moved: nothing to compare against
+        if "ModuleNotFoundError" in str(err) or "ImportError" in str(err):
+            pytest.skip(f"cannot compile for sm_90 here: {str(err).splitlines()[-1]}")
+        raise
+    return {label: layouts for (label, _, _), layouts in zip(_launches(), found, strict=True)}
+
+
+@pytest.mark.parametrize("label,launch,dtype", [pytest.param(*c, id=c[0]) for c in _launches()])
+def test_model_layouts_match_the_compiled_ttgir(label, launch, dtype, compiled_layouts):
+    # Compare sector counts, not layout fields: two layouts that differ only where the tile has one
+    # element (or is replicated anyway) move the same sectors.
+    got = compiled_layouts[label]
+    e = element_size(dtype)
+    m, n = launch.shape
+    model = launch.layout(e)
+    want_ld, want_st = sectors.grid_sectors(model, m, n, e)
+    assert len(got["tt.load"]) == launch.read_passes, "one load per read pass"
+    assert len(got["tt.store"]) == 1
+    for layout in got["tt.load"]:
+        assert sectors.grid_sectors(layout, m, n, e)[0] == want_ld, f"compiled {layout}, model {model}"
+    for layout in got["tt.store"]:
+        assert sectors.grid_sectors(layout, m, n, e)[1] == want_st, f"compiled {layout}, model {model}"
+
+
+# --- on the GPU, at real sizes ----------------------------------------------------------------------------
+
+
+GPU_SHAPES = [(1048576, 2), (4096, 4096), (8192, 8192), (1823, 781), (64, 100000)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [FP32, BF16])
+@pytest.mark.parametrize("shape", GPU_SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("name", ROW_VARIANTS + ["torch_compiled"] + COL_VARIANTS)
+def test_gpu_results_match_float64(name, shape, dtype, seed):
+    variant = VARIANTS[name]
+    if variant.check(shape, dtype, dict(variant.params)) is not None:
+        pytest.skip(variant.check(shape, dtype, dict(variant.params)))
+    _check(name, shape, dtype, "cuda", seed)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ALL)
+@pytest.mark.parametrize("name", ROW_VARIANTS + COL_VARIANTS)
+def test_gpu_infinities_and_huge_values(name, dtype):
+    variant = VARIANTS[name]
+    x = _along(_hard_rows(dtype, 5000), variant.op).cuda()
+    out = variant.run(x)
+    assert not out.isnan().any()
+    atol, rtol = _tol(name, dtype)
+    torch.testing.assert_close(out.double().cpu(), OPS[variant.op].reference(x).cpu(), atol=atol, rtol=rtol)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("params", [{"BLOCK_M": 1}, {"BLOCK_M": 128}, {"BLOCK_M": 2048, "num_warps": 8}])
+def test_gpu_tiled_sweep_values(params, seed):
+    _check("softmax_tiled", (1048576, 2), FP32, "cuda", seed, params)
