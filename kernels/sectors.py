@@ -43,7 +43,7 @@ WARP = 32  # threads per warp
 
 @dataclass(frozen=True)
 class Layout:
-    """A Triton blocked layout for a 2-D tile (a 1-D tile is (1, n) or (n, 1) with `rank1=True`).
+    """A Triton blocked layout for a 2-D tile; a kernel's 1-D tile is written (1, n) or (n, 1).
 
     fast is Triton's order[0]: the dimension along which a thread holds `vec` contiguous elements and
     along which lanes are numbered first. threads and warps are threadsPerWarp and warpsPerCTA per dim.
@@ -63,11 +63,6 @@ class Layout:
         """How many elements along `dim` one pass of all threads covers (sizePerThread*threads*warps)."""
         spt = self.vec if dim == self.fast else 1
         return spt * self.threads[dim] * self.warps[dim]
-
-    @property
-    def replication(self) -> int:
-        """How many threads hold each element: > 1 when the tile is smaller than the layout."""
-        return math.prod(max(1, self.cta_tile(d) // self.shape[d]) for d in (0, 1))
 
 
 def vector_width(elem_bytes: int, aligned16: bool, contiguity: int, numel: int, num_warps: int) -> int:

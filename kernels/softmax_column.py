@@ -22,7 +22,7 @@ import triton.language as tl
 
 from kernels import sectors
 from kernels._params import power_of_two
-from kernels.softmax_rows import _optional, contiguous_2d, resolve_params
+from kernels.softmax_rows import contiguous_2d, optional, resolve_params
 from kernels.variant import Variant
 from memtraffic.model import Shape, Traffic, element_size
 
@@ -61,7 +61,7 @@ def _softmax_column_strided_kernel(out_ptr, in_ptr, n_rows, row_stride, BLOCK_M:
 
 
 STRIDED_DEFAULTS: dict[str, Any] = {"BLOCK_M": None, "num_warps": 4}
-_STRIDED_RULES = {"BLOCK_M": _optional(power_of_two(1, 65536)), "num_warps": power_of_two(1, 32)}
+_STRIDED_RULES = {"BLOCK_M": optional(power_of_two(1, 65536)), "num_warps": power_of_two(1, 32)}
 
 
 def strided_block_m(m: int, block_m: int | None) -> int:
@@ -151,8 +151,8 @@ def _softmax_column_coalesced_kernel(out_ptr, in_ptr, n_rows, n_cols, row_stride
 
 
 COALESCED_DEFAULTS: dict[str, Any] = {"BLOCK_M": None, "BLOCK_N": None, "num_warps": 4}
-_COALESCED_RULES = {"BLOCK_M": _optional(power_of_two(1, 65536)),
-                    "BLOCK_N": _optional(power_of_two(1, 65536)),
+_COALESCED_RULES = {"BLOCK_M": optional(power_of_two(1, 65536)),
+                    "BLOCK_N": optional(power_of_two(1, 65536)),
                     "num_warps": power_of_two(1, 32)}
 COLUMN_TILE = 2048  # elements per (BLOCK_M, BLOCK_N) tile when BLOCK_M is auto
 

@@ -20,12 +20,12 @@ import triton.language as tl
 
 from kernels import sectors
 from kernels._params import power_of_two
-from kernels.softmax_rows import _optional, contiguous_2d, resolve_params
+from kernels.softmax_rows import contiguous_2d, optional, resolve_params
 from kernels.variant import Variant
 from memtraffic.model import Shape, Traffic, element_size
 
 LOOP_DEFAULTS: dict[str, Any] = {"BLOCK_N": None, "num_warps": 4}
-_LOOP_RULES = {"BLOCK_N": _optional(power_of_two(1, 65536)), "num_warps": power_of_two(1, 32)}
+_LOOP_RULES = {"BLOCK_N": optional(power_of_two(1, 65536)), "num_warps": power_of_two(1, 32)}
 DEFAULT_BLOCK_N = 1024  # auto: this, or next_pow2(N) when the row is shorter
 
 

@@ -25,7 +25,7 @@ from memtraffic.model import Shape, Traffic, element_size
 MAX_TILE = 16384  # elements of a row (or tile) held in registers; beyond this use softmax_online
 
 
-def _optional(rule):
+def optional(rule):
     """A rule that also accepts None or 'auto' (the launcher then picks the value from the shape)."""
 
     def check(value: Any) -> str | None:
@@ -42,8 +42,6 @@ def resolve_params(variant: str, defaults: dict[str, Any], given: dict[str, Any]
     """_params.resolve, with 'auto'/'none' strings (from a command line) turned into None."""
     p = resolve(variant, defaults, given, rules)
     return {k: None if isinstance(v, str) else v for k, v in p.items()}
-
-
 
 
 # --- one row per program --------------------------------------------------------------------------------
@@ -147,7 +145,7 @@ def _softmax_tiled_kernel(out_ptr, in_ptr, n_rows, n_cols, in_row_stride, out_ro
 
 
 TILED_DEFAULTS: dict[str, Any] = {"BLOCK_M": None, "num_warps": None}
-_TILED_RULES = {"BLOCK_M": _optional(power_of_two(1, MAX_TILE)), "num_warps": _optional(power_of_two(1, 32))}
+_TILED_RULES = {"BLOCK_M": optional(power_of_two(1, MAX_TILE)), "num_warps": optional(power_of_two(1, 32))}
 TILE_TARGET = 2048  # elements per program when BLOCK_M is auto: 1024 rows of N=2, 2 rows of N=1000
 
 
