@@ -158,7 +158,7 @@ h1 { font-size: 1.6em; } h2 { font-size: 1.25em; margin-top: 1.6em; border-botto
 table { border-collapse: collapse; font-size: 0.9em; }
 th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; }
 th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
-table.env td { text-align: left; font-family: monospace; }
+table.env td { text-align: left; font-family: monospace; } table.env th { text-align: left; }
 .note { color: #555; font-size: 0.9em; } .error { color: #a00; }
 """
 

@@ -39,6 +39,10 @@ LEVEL_SYMBOL = {"l1": "circle", "l2": "square", "dram": "diamond"}
 LEVEL_COLOR = {"l1": "#2ca02c", "l2": "#ff7f0e", "dram": "#1f77b4"}
 COMPUTE_COLOR = {"fp32_flops": "#444444", "bf16_tc_flops": "#9467bd", "fp16_tc_flops": "#8c564b"}
 KIND_DASH = {"measured": "solid", "ncu_theoretical": "dash"}
+# Config markers: plotly's Dark24 without the colours near the roofs' (blue, green, orange, greys, purple),
+# so a config's points are never mistaken for a level's roof.
+CONFIG_PALETTE = ("#E15F99", "#FB0D0D", "#DA16FF", "#750D86", "#511CFB", "#00A08B", "#FB00D1", "#B2828D",
+                  "#862A16", "#620042", "#1616A7", "#DA60CA", "#6C4516", "#0D2A63", "#AF0038")
 
 FLOPS_NOTE = (
     "FLOPs are the analytic model (model_flops), the same for every implementation of an op. "
@@ -273,7 +277,6 @@ def roofline_figure(df: pd.DataFrame, ceilings: Sequence[Mapping[str, Any]] = ()
                     levels: Sequence[str] = LEVELS, title: str | None = None) -> go.Figure:
     """Log-log hierarchical roofline: roofs from each ceilings entry, one marker per config and level."""
     import plotly.graph_objects as go
-    from plotly.colors import qualitative
 
     points = roofline_points(df, levels)
     compute_keys = compute_roofs_for(points)
@@ -297,7 +300,7 @@ def roofline_figure(df: pd.DataFrame, ceilings: Sequence[Mapping[str, Any]] = ()
             hovertemplate=f"{r.name}<extra></extra>",
             meta={"roof": r.key, "kind": r.kind, "bw": r.bw, "cap": r.cap, "peak": r.peak},
         ))
-    palette = qualitative.Dark24
+    palette = CONFIG_PALETTE
     for i, (label, group) in enumerate(points.groupby("label", sort=False)):
         fig.add_trace(go.Scatter(
             x=list(group["intensity"]), y=list(group["flops_per_s"]), mode="lines+markers", name=label,
@@ -361,11 +364,14 @@ def traffic_figure(df: pd.DataFrame, levels: Sequence[str] = LEVELS) -> go.Figur
                    for lab, m, r, w in zip(labels, minimum, min_r, min_w, strict=True)],
         hoverinfo="text", meta={"level": "minimum"},
     ))
+    short_writes: list[str] = []
     for lv in present:
         a, b = LEVEL_BYTES[lv]
         part_a, part_b = df[a].astype(float), df[b].astype(float)
         total = part_a + part_b
         amp = total / minimum
+        # Per direction too: a total can hide loads far above the minimum behind writes below it.
+        amp_a, amp_b = part_a / min_r.where(min_r > 0), part_b / min_w.where(min_w > 0)
         fig.add_trace(go.Bar(
             x=labels, y=list(total), name=f"{LEVEL_LABEL[lv]} {LEVEL_PARTS[lv]}",
             marker_color=LEVEL_COLOR[lv],
@@ -373,17 +379,35 @@ def traffic_figure(df: pd.DataFrame, levels: Sequence[str] = LEVELS) -> go.Figur
             hovertext=[
                 f"<b>{lab}</b><br>{LEVEL_LABEL[lv]}: {fmt_bytes(t)} ({a.split('_')[1]} {fmt_bytes(x)}, "
                 f"{b.split('_')[1]} {fmt_bytes(y)})<br>{v:.2f}x the minimum {fmt_bytes(m)}"
-                for lab, t, x, y, v, m in zip(labels, total, part_a, part_b, amp, minimum, strict=True)
+                f"<br>{a.split('_')[1]} {_times_text(ra)}, {b.split('_')[1]} {_times_text(rb)} the minimum "
+                "of that direction"
+                for lab, t, x, y, v, m, ra, rb in zip(labels, total, part_a, part_b, amp, minimum, amp_a,
+                                                      amp_b, strict=True)
             ],
             hoverinfo="text", meta={"level": lv},
         ))
+        if lv == "dram":
+            short_writes = [lab for lab, w in zip(labels, amp_b, strict=True) if w < 0.9]
     fig.update_layout(
         title={"text": "Bytes moved at each level vs the minimum (labels: times the minimum)"},
         barmode="group", template="plotly_white", height=520, yaxis_exponentformat="SI",
         xaxis={"title": {"text": "config (variant shape dtype)"}},
         yaxis={"title": {"text": "bytes moved, read + write [byte]"}},
     )
+    if short_writes:  # DRAM below 1.00x reads as "better than the minimum" without this
+        names = ("every config" if len(short_writes) == len(labels) else ", ".join(short_writes[:3])
+                 + (f" and {len(short_writes) - 3} more" if len(short_writes) > 3 else ""))
+        fig.add_annotation(
+            text=_wrap(f"DRAM writes below the minimum ({names}): the output was still in L2 when the kernel "
+                       "ended and reached DRAM later, outside the kernel's counters. Hover a bar for reads "
+                       "and writes apart.", 150),
+            xref="paper", yref="paper", x=0, y=1.0, yshift=8, showarrow=False, align="left", xanchor="left",
+            yanchor="bottom", font={"size": 11, "color": "#555555"}, name="dram_writes_note")
     return fig
+
+
+def _times_text(x: float) -> str:
+    return f"{x:.2f}x" if x == x else "-"
 
 
 # ----------------------------------------------------------------------------------------------------

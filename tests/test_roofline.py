@@ -161,6 +161,27 @@ def test_traffic_bars_compare_each_level_with_the_minimum():
         assert list(t.text) == [f"{v:.2f}x" for v in (df[a] + df[b]) / minimum]
     hover = fig.data[1].hovertext[0]
     assert fmt_bytes(df.l1_ld_bytes[0]) in hover and "10.00x the minimum" in hover
+    # per direction: 131072 / 8192 loads, 32768 / 8192 stores
+    assert "ld 16.00x, st 4.00x the minimum of that direction" in hover
+
+
+def test_traffic_bars_explain_dram_writes_below_the_minimum():
+    df = results()  # row 1 wrote 0 DRAM bytes: its output stayed in L2
+    notes = [a.text.replace("<br>", " ") for a in rf.traffic_figure(df).layout.annotations]
+    assert len(notes) == 1 and "DRAM writes below the minimum (softmax_rows 1024x2 fp32 ROWS=128)" in notes[0]
+    df.loc[1, "dram_wr_bytes"] = df.loc[1, "min_write_bytes"]
+    assert not rf.traffic_figure(df).layout.annotations
+
+
+def test_config_markers_are_far_from_every_roof_colour():
+    def rgb(c):
+        return [int(c[i:i + 2], 16) for i in (1, 3, 5)]
+
+    fig = rf.roofline_figure(results(), [CEILINGS])
+    roofs = {t.line.color for t in _roofs(fig)} | {*rf.LEVEL_COLOR.values(), *rf.COMPUTE_COLOR.values()}
+    markers = {t.marker.color for t in _points(fig).values()} | set(rf.CONFIG_PALETTE)
+    # Dark24's first blue (#2E91E5) sits 57 from the DRAM roof's #1f77b4: too close to tell apart
+    assert min(math.dist(rgb(m), rgb(r)) for m in markers for r in roofs) > 60
 
 
 def test_html_is_self_contained(tmp_path):
