@@ -1,7 +1,9 @@
-"""extract + analyze on a real H100 report, and every way a report file can be bad.
+"""extract + analyze on the committed H100 reference runs, and every way a report file can be bad.
 
-The real report comes from ONE place, REAL below. Byte counts are asserted as multiples of the
-1048576x2 fp32 softmax minimum (8 MiB each way), read from the report, never typed from a measurement.
+The real reports are the runs under reports/h100/, made by scripts/make_reference_reports.py. The
+literals asserted below were read from those committed .ncu-rep files with ncu_report: they are
+measured values of a NVIDIA H100 80GB HBM3, ncu 2025.3.1, 2026-11-22 (see each run.json). They pin
+what extract and analyze make of fixed files, so a change that alters them fails here.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typer.testing import CliRunner
 from memtraffic import extract
 from memtraffic.analyze import (
     COLUMNS,
+    EXTRA_COLUMNS,
     _check_metrics,
     analyze_path,
     diagnose,
@@ -31,122 +34,225 @@ from memtraffic.exceptions import ReportError, UsageError
 from memtraffic.units import parse_size
 
 REPO = Path(__file__).resolve().parent.parent
-MIB8 = 8 * 2**20  # softmax of 1048576x2 fp32: read 8 MiB, write 8 MiB
+H100 = REPO / "reports" / "h100"
+MIB8 = 8 * 2**20  # softmax of 1048576x2 fp32: read 8 MiB, write 8 MiB (the op's minimum, not a measurement)
 
-# The real report. The probe (Triton softmax with 1 and 128 rows per program at num_warps=4, and
-# torch.softmax, 1048576x2 fp32, H100, ncu 2025.3.1) until the committed reference run replaces it:
-#   REAL = {"path": REPO / "reports/h100/seed_1048576x2_fp32",
-#           "naive": "mt|softmax_naive|1048576x2|fp32|num_warps=4",
-#           "tiled": "mt|softmax_tiled|1048576x2|fp32|BLOCK_M=128",
-#           "torch": "mt|torch_softmax|1048576x2|fp32"}
-REAL = {"path": REPO / ".notes" / "probe.ncu-rep", "naive": "mt|tiled|bm=1", "tiled": "mt|tiled|bm=128",
-        "torch": "mt|torch"}
-
-
-@pytest.fixture
-def real() -> dict:
-    if not REAL["path"].exists():
-        pytest.skip(f"real report {REAL['path']} is not here (the lead commits reference runs from the H100)")
-    return REAL
+# The seed run: Triton softmax with one row per program (num_warps=4) and 128 rows per program, and
+# torch.softmax, 1048576x2 fp32.
+REAL = {"path": H100 / "seed_1048576x2_fp32",
+        "naive": "mt|softmax_naive|1048576x2|fp32|num_warps=4",
+        "tiled": "mt|softmax_tiled|1048576x2|fp32|BLOCK_M=128",
+        "torch": "mt|torch_softmax|1048576x2|fp32"}
+SEED_REPORT = REAL["path"] / "profile.ncu-rep"
 
 
 def _rows(df):
     return {r["range"]: r for r in df.to_dict("records")}
 
 
-def test_tiled_range_is_at_the_minimum(real):
-    rows = _rows(analyze_path(real["path"], min_bytes=f"{MIB8}:{MIB8}"))
-    tiled = rows[real["tiled"]]
-    assert tiled["l1_ld_bytes"] == MIB8 and tiled["l1_st_bytes"] == MIB8
+@pytest.fixture(scope="module")
+def seed():
+    """The seed run analyzed as a run folder: its plan gives each range a variant and the op's minimum."""
+    return _rows(analyze_path(REAL["path"]))
+
+
+@pytest.fixture
+def bare(tmp_path):
+    """The seed run's report alone, as a user who ran ncu by hand would have it: no plan, no run.json."""
+    path = tmp_path / "mine.ncu-rep"
+    shutil.copy(SEED_REPORT, path)
+    return path
+
+
+def test_seed_run_bytes_are_the_reports(seed):
+    assert list(seed) == [REAL["naive"], REAL["tiled"], REAL["torch"]]
+    naive, tiled, torch_row = seed[REAL["naive"]], seed[REAL["tiled"]], seed[REAL["torch"]]
+    assert (naive["l1_ld_bytes"], naive["l1_st_bytes"]) == (134_217_728, 33_554_432)
+    assert (tiled["l1_ld_bytes"], tiled["l1_st_bytes"]) == (8_388_608, 8_388_608)
+    assert (torch_row["l1_ld_bytes"], torch_row["l1_st_bytes"]) == (16_777_216, 16_777_216)
+    assert [r["dram_rd_bytes"] for r in seed.values()] == [8_391_680, 8_392_448, 8_394_752]
+    assert [r["time_ns"] for r in seed.values()] == [633_088, 7_680, 9_984]
+    assert [r["kernels"] for r in seed.values()] == [["_softmax_naive_kernel"], ["_softmax_tiled_kernel"],
+                                                    ["softmax_warp_forward"]]
+    assert {r["device"] for r in seed.values()} == {"NVIDIA H100 80GB HBM3"}
+
+
+def test_seed_run_models_give_the_minimum(seed):
+    tiled = seed[REAL["tiled"]]
+    assert (tiled["variant"], tiled["op"], tiled["shape"], tiled["dtype"]) == ("softmax_tiled", "softmax",
+                                                                             "1048576x2", "fp32")
+    assert tiled["params"]["BLOCK_M"] == 128
+    assert (tiled["min_read_bytes"], tiled["min_write_bytes"]) == (MIB8, MIB8)
+    assert tiled["pred_read_bytes"] == MIB8 and tiled["model_flops"] == 5 * 1048576 * 2
+    assert tiled["run"] == "seed_1048576x2_fp32"
+    assert seed[REAL["naive"]]["pred_read_bytes"] == seed[REAL["naive"]]["l1_ld_bytes"]  # the model's 16x
+
+
+def test_tiled_range_is_at_the_minimum(seed):
+    tiled = seed[REAL["tiled"]]
     assert tiled["req_ld_bytes"] == MIB8 and tiled["l2_rd_bytes"] == MIB8
     assert tiled["eff_l1_ld"] == 1.0 and tiled["eff_l1_st"] == 1.0 and tiled["eff_l2"] == 1.0
     assert tiled["sector_eff_ld"] == 1.0 and tiled["n_kernels"] == 1
     assert f"{tiled['eff_l1_ld']:.2f}" == "1.00"
-    assert tiled["diagnosis"] == "" or "L2 when the kernel ended" in tiled["diagnosis"]
-    assert tiled["time_ns"] > 0 and tiled["device"].startswith("NVIDIA")
+    assert tiled["diagnosis"] == ""
     assert tiled["bw_min_Bps"] == pytest.approx(2 * MIB8 / (tiled["time_ns"] * 1e-9))
 
 
-def test_one_row_per_program_explains_its_16x(real):
-    naive = _rows(analyze_path(real["path"], min_bytes=f"{MIB8}:{MIB8}"))[real["naive"]]
-    assert naive["l1_ld_bytes"] == 16 * MIB8 and naive["amp_l1_ld"] == 16.0 and naive["eff_l1_ld"] == 1 / 16
+def test_one_row_per_program_explains_its_16x(seed):
+    naive = seed[REAL["naive"]]
+    assert naive["amp_l1_ld"] == 16.0 and naive["eff_l1_ld"] == 1 / 16 and naive["eff_l1_st"] == 0.25
     assert naive["sector_eff_ld"] == 0.25 and naive["req_ld_bytes"] == 4 * MIB8  # 4x sectors x 4x requests
     assert naive["eff_dram_rd"] > 0.9  # the caches absorb it before DRAM
     d = naive["diagnosis"]
-    assert "8 of every 32 bytes per sector" in d
+    assert "loads and stores use 8 of every 32 bytes per sector" in d
     assert "each input byte requested 4x" in d
     assert "L1/L2 absorb the extra loads before DRAM" in d and "but time pays" in d
 
 
-def test_torch_softmax_half_sectors(real):
-    torch_row = _rows(analyze_path(real["path"], min_bytes=f"{MIB8}:{MIB8}"))[real["torch"]]
-    assert torch_row["l1_ld_bytes"] == 2 * MIB8 and torch_row["sector_eff_ld"] == 0.5
-    assert "16 of every 32 bytes per sector" in torch_row["diagnosis"]
-    assert "softmax_warp_forward" in torch_row["kernels"][0]
+def test_torch_softmax_half_sectors(seed):
+    torch_row = seed[REAL["torch"]]
+    assert torch_row["sector_eff_ld"] == 0.5 and torch_row["eff_l1_ld"] == 0.5
+    assert "loads and stores use 16 of every 32 bytes per sector" in torch_row["diagnosis"]
 
 
-def test_without_minimum_bytes_stay_and_efficiencies_blank(real):
-    df = analyze_path(real["path"])
-    assert df["eff_l1_ld"].isna().all() and df["eff_dram"].isna().all()
-    assert (df["l1_ld_bytes"] > 0).all()
+def test_bare_report_without_minimum_shows_bytes_and_blank_efficiencies(bare):
+    df = analyze_path(bare)
+    assert list(df["range"]) == [REAL["naive"], REAL["tiled"], REAL["torch"]]
+    assert (df["variant"] == "").all() and df["eff_l1_ld"].isna().all() and df["eff_dram"].isna().all()
+    assert list(df["l1_ld_bytes"]) == [134_217_728, 8_388_608, 16_777_216]
+    assert (df["run"] == "mine").all()
     text = render(df, "table")
-    assert "no minimum known: pass --min-bytes" in text and "134.22 MB" not in text.split("\n")[0]
+    assert "no minimum known: pass --min-bytes" in text and "134.22 MB" in text
 
 
-def test_total_minimum_gives_l2_and_dram_only(real):
-    tiled = _rows(analyze_path(real["path"], min_bytes="16MiB"))[real["tiled"]]
+def test_bare_report_with_per_direction_minimum(bare):
+    rows = _rows(analyze_path(bare, min_bytes=f"{MIB8}:{MIB8}"))
+    assert [r["eff_l1_ld"] for r in rows.values()] == [1 / 16, 1.0, 0.5]
+    assert [r["eff_l1_st"] for r in rows.values()] == [0.25, 1.0, 0.5]
+    assert "each input byte requested 4x" in rows[REAL["naive"]]["diagnosis"]
+
+
+def test_bare_report_total_minimum_gives_l2_and_dram_only(bare):
+    tiled = _rows(analyze_path(bare, min_bytes="16MiB"))[REAL["tiled"]]
     assert math.isnan(tiled["eff_l1_ld"]) and tiled["min_bytes"] == 2 * MIB8
     assert tiled["eff_l2"] == 1.0
 
 
-def test_group_by_kernel_and_kernel_table(real):
-    df = analyze_path(real["path"], group_by="kernel")
-    assert len(df) == 3 and (df["n_kernels"] == 1).all()
-    kernels = extract.read_report(real["path"])
-    assert list(kernels["range"]) == [real["naive"], real["tiled"], real["torch"]]
-    assert (kernels["passes"] >= 1).all() and kernels["grid_size"].iloc[1] == 1048576 // 128
+def test_user_minimum_overrides_the_model():
+    tiled = _rows(analyze_path(REAL["path"], min_bytes="4MiB:4MiB"))[REAL["tiled"]]
+    assert tiled["variant"] == "softmax_tiled" and tiled["eff_l1_ld"] == 0.5
 
 
-def test_plan_supplies_minimum_and_models(real, tmp_path):
-    """A run folder: the plan maps ranges to variants, so the op model gives the minimum."""
-    if real["path"].is_dir():
-        pytest.skip("the real report is already a run folder with its own plan")
-    shutil.copy(real["path"], tmp_path / "profile.ncu-rep")
-    config = {"id": 0, "range": real["tiled"], "variant": "torch_softmax", "op": "softmax",
-              "shape": [1048576, 2], "dtype": "fp32", "params": {}, "explicit_params": {}}
-    (tmp_path / "plan.json").write_text(json.dumps({"configs": [config], "skipped": []}))
-    rows = _rows(analyze_path(tmp_path))
-    tiled = rows[real["tiled"]]
-    assert (tiled["variant"], tiled["op"], tiled["shape"], tiled["dtype"]) == ("torch_softmax", "softmax",
-                                                                             "1048576x2", "fp32")
-    assert tiled["min_read_bytes"] == MIB8 and tiled["eff_l1_ld"] == 1.0
-    assert tiled["pred_read_bytes"] == MIB8 and tiled["model_flops"] == 5 * 1048576 * 2
-    assert tiled["run"] == tmp_path.name
-    assert rows[real["torch"]]["variant"] == ""  # not in the plan: no model, no efficiency
-    assert math.isnan(rows[real["torch"]]["eff_l1_ld"])
+def test_launch_table():
+    kernels = extract.read_report(SEED_REPORT)
+    assert list(kernels["range"]) == [REAL["naive"], REAL["tiled"], REAL["torch"]]
+    assert list(kernels["kernel"]) == ["_softmax_naive_kernel", "_softmax_tiled_kernel",
+                                       "softmax_warp_forward"]
+    assert list(kernels["grid_size"]) == [1048576, 8192, 8192]
+    assert list(kernels["passes"]) == [6, 6, 6]
 
 
-def test_json_and_csv_are_raw_and_stable(real):
-    df = analyze_path(real["path"], min_bytes="8MiB:8MiB")
+def test_range_sums_its_kernels_and_group_by_kernel_splits_them():
+    """torch_manual in the 1048576x2 suite is five launches in one NVTX range."""
+    run = H100 / "suite_1048576x2_fp32"
+    manual = "mt|torch_manual|1048576x2|fp32"
+    by_range = _rows(analyze_path(run))
+    row = by_range[manual]
+    assert row["n_kernels"] == 5
+    assert row["kernels"] == ["reduce_kernel", "elementwise_kernel", "vectorized_elementwise_kernel",
+                              "reduce_kernel", "elementwise_kernel"]
+    assert (row["l1_ld_bytes"], row["l1_st_bytes"], row["time_ns"]) == (50_331_648, 33_554_432, 58_144)
+    assert row["diagnosis"].startswith("5 kernels: loads request 6x the minimum")
+    by_kernel = analyze_path(run, group_by="kernel")
+    assert len(by_kernel) == len(extract.read_report(run / "profile.ncu-rep")) == 22
+    assert (by_kernel["n_kernels"] == 1).all()
+    parts = by_kernel[by_kernel["range"] == manual]
+    assert len(parts) == 5 and parts["l1_ld_bytes"].sum() == row["l1_ld_bytes"]
+    assert parts["time_ns"].sum() == row["time_ns"]
+
+
+def test_failed_configs_are_recorded_and_not_analyzed():
+    """matmul_softmax fp32 failed the correctness check on the H100: in run.json and status, not profiled."""
+    run = H100 / "matmul_softmax_4096x1024x1024"
+    configs = {c["range"]: c for c in json.loads((run / "run.json").read_text())["configs"]}
+    failed = {r for r, c in configs.items() if c["status"] == "failed"}
+    assert failed == {"mt|matmul_softmax_fused|4096x1024x1024|fp32",
+                      "mt|matmul_softmax_unfused|4096x1024x1024|fp32"}
+    assert all(not configs[r]["profiled"] and "CheckFailed" in configs[r]["error"] for r in failed)
+    status = [json.loads(line) for line in (run / "status.jsonl").read_text().splitlines()]
+    assert {s["range"] for s in status if s["status"] == "failed"} == failed
+    df = analyze_path(run)
+    assert set(df["range"]) == set(configs) - failed
+    assert list(df["n_kernels"]) == [1, 2]  # fused; unfused is a Triton matmul then torch's softmax
+
+
+def test_json_and_csv_are_raw_and_stable():
+    df = analyze_path(REAL["path"])
     records = json.loads(render(df, "json"))
     assert isinstance(records, list) and len(records) == 3
-    assert list(records[0])[: len(COLUMNS)] == COLUMNS
-    tiled = next(r for r in records if r["range"] == real["tiled"])
+    assert list(records[0])[: len(COLUMNS) + len(EXTRA_COLUMNS)] == COLUMNS + EXTRA_COLUMNS
+    tiled = next(r for r in records if r["range"] == REAL["tiled"])
     assert tiled["l1_ld_bytes"] == MIB8 and isinstance(tiled["l1_ld_bytes"], int)
     assert isinstance(tiled["kernels"], list) and isinstance(tiled["params"], dict)
-    assert tiled["model_flops"] is None  # NaN becomes null, never the invalid NaN token
+    assert tiled["eff_l1_ld"] == 1.0
+    total = json.loads(render(analyze_path(REAL["path"], min_bytes="16MiB"), "json"))
+    assert total[1]["eff_l1_ld"] is None  # NaN becomes null, never the invalid NaN token
     csv_text = render(df, "csv")
     assert csv_text.splitlines()[0].startswith(",".join(COLUMNS[:5]))
 
 
-def test_cli_analyze(real):
-    res = CliRunner().invoke(app, ["analyze", str(real["path"]), "--min-bytes", "8MiB:8MiB"])
+def _cells(output: str, label: str) -> list[str]:
+    line = next(ln for ln in output.splitlines() if ln.startswith(label + " "))
+    return re.split(r"\s{2,}", line.strip())
+
+
+def test_cli_analyze_run_folder_prints_the_table():
+    res = CliRunner().invoke(app, ["analyze", str(REAL["path"])])
     assert res.exit_code == 0, res.output
-    line = next(ln for ln in res.output.splitlines() if ln.startswith(real["tiled"] + " "))
-    cells = re.split(r"\s{2,}", line.strip())
-    assert cells[8:11] == ["1.00", "1.00", "1.00"]  # eff L1 ld, eff L1 st, eff L2
-    res = CliRunner().invoke(app, ["analyze", str(real["path"]), "--format", "json"])
-    assert res.exit_code == 0 and len(json.loads(res.output)) == 3
+    lines = res.output.splitlines()
+    assert lines[0] == "NVIDIA H100 80GB HBM3"
+    assert re.split(r"\s{2,}", lines[1].strip())[:3] == ["range", "n", "time"]
+    cells = _cells(res.output, "softmax_tiled 1048576x2 fp32 BLOCK_M=128")
+    assert cells[1:5] == ["1", "7.7 us", "8.39 MB", "8.39 MB"]
+    assert cells[8:12] == ["1.00", "1.00", "1.00", "1.00"]  # eff L1 ld, L1 st, L2, DRAM rd
+    naive = _cells(res.output, "softmax_naive 1048576x2 fp32 num_warps=4")
+    assert naive[3:5] == ["134.22 MB", "33.55 MB"] and naive[8:10] == ["0.06", "0.25"]
+    assert "softmax_naive 1048576x2 fp32 num_warps=4: loads and stores use 8 of every 32" in res.output
+
+
+def test_cli_analyze_json_has_the_documented_keys():
+    res = CliRunner().invoke(app, ["analyze", str(REAL["path"]), "--format", "json"])
+    assert res.exit_code == 0, res.output
+    records = json.loads(res.output)
+    assert len(records) == 3
+    for record in records:
+        assert set(COLUMNS + EXTRA_COLUMNS) <= set(record)
+    assert [r["l1_st_bytes"] for r in records] == [33_554_432, 8_388_608, 16_777_216]
+
+
+def test_cli_analyze_group_by_kernel_gives_a_row_per_launch():
+    run = H100 / "suite_1048576x2_fp32"
+    res = CliRunner().invoke(app, ["analyze", str(run), "--group-by", "kernel", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    records = json.loads(res.output)
+    assert len(records) == 22 and all(r["n_kernels"] == 1 for r in records)
+    manual = [r["kernels"][0] for r in records if r["variant"] == "torch_manual"]
+    assert manual == ["reduce_kernel", "elementwise_kernel", "vectorized_elementwise_kernel", "reduce_kernel",
+                      "elementwise_kernel"]
+    res = CliRunner().invoke(app, ["analyze", str(run), "--group-by", "kernel"])
+    assert res.exit_code == 0 and res.output.splitlines()[1].startswith("kernel ")
+    assert "torch_manual 1048576x2 fp32 [vectorized_elementwise_kernel]" in res.output
+
+
+def test_cli_analyze_bare_report_with_min_bytes(bare):
+    res = CliRunner().invoke(app, ["analyze", str(bare), "--min-bytes", "8MiB:8MiB"])
+    assert res.exit_code == 0, res.output
+    assert _cells(res.output, REAL["tiled"])[8:12] == ["1.00", "1.00", "1.00", "1.00"]
+    assert _cells(res.output, REAL["naive"])[8:10] == ["0.06", "0.25"]
+    assert _cells(res.output, REAL["torch"])[8:10] == ["0.50", "0.50"]
+    assert "no minimum known" not in res.output
+    res = CliRunner().invoke(app, ["analyze", str(bare)])
+    assert res.exit_code == 0 and "no minimum known: pass --min-bytes" in res.output
 
 
 # --- bad files ---------------------------------------------------------------------------------------------
@@ -170,10 +276,8 @@ def test_empty_and_missing_files(tmp_path):
         analyze_path(tmp_path / "..")
 
 
-def test_truncated_report(real, tmp_path):
-    if real["path"].is_dir():
-        pytest.skip("needs a single report file")
-    data = real["path"].read_bytes()
+def test_truncated_report(tmp_path):
+    data = SEED_REPORT.read_bytes()
     cut = tmp_path / "cut.ncu-rep"
     cut.write_bytes(data[: len(data) - 100])
     with pytest.raises(ReportError, match=f"{cut} is truncated or damaged: kernel launch #2"):
@@ -273,11 +377,9 @@ def test_records_convert_numpy_and_nan():
     assert to_records(df) == [{"l1_ld_bytes": 8, "eff_l2": None, "kernels": ["k"]}]
 
 
-def test_run_folder_after_a_crash_keeps_the_good_report(real, tmp_path):
+def test_run_folder_after_a_crash_keeps_the_good_report(tmp_path):
     """Attempt 2 of a run whose runner died may leave an empty report: the other one still counts."""
-    if real["path"].is_dir():
-        pytest.skip("needs a single report file")
-    shutil.copy(real["path"], tmp_path / "profile.ncu-rep")
+    shutil.copy(SEED_REPORT, tmp_path / "profile.ncu-rep")
     (tmp_path / "profile-2.ncu-rep").write_text("nothing profiled\n")
     run = {"reports": ["profile.ncu-rep", "profile-2.ncu-rep"],
            "attempts": [{"returncode": 139}, {"returncode": 0}]}
