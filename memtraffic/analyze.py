@@ -145,10 +145,11 @@ def compute(rows: pd.DataFrame, plan: dict[str, Any] | None = None,
         df["min_bytes"] = df["min_read_bytes"] + df["min_write_bytes"]
 
     df["time_ns"] = df["time"]
-    # Loads include cp.async (LDGSTS) copies where collected: pipelined kernels load almost only that way.
-    for load, cp_async in (("l1_ld_bytes", "l1_ldgsts_bytes"), ("req_ld_bytes", "req_ldgsts_bytes")):
-        if cp_async in df and df[cp_async].notna().any():
-            df[load] = df[load].fillna(0) + df[cp_async].fillna(0)
+    # cp.async (LDGSTS) copies, the way pipelined kernels load: l1tex's op_ld bytes already count them (on
+    # the H100 reference runs cuBLAS's fp32 gemm runs no LDG, yet its op_ld bytes equal its LDGSTS bytes),
+    # while the SASS bytes requested by loads do not, so only the requested side adds them.
+    if "req_ldgsts_bytes" in df and df["req_ldgsts_bytes"].notna().any():
+        df["req_ld_bytes"] = df["req_ld_bytes"].fillna(0) + df["req_ldgsts_bytes"].fillna(0)
     df["l2_rd_bytes"] = df["l2_rd_sectors"] * SECTOR_BYTES
     df["l2_wr_bytes"] = df["l2_wr_sectors"] * SECTOR_BYTES
     l2 = df["l2_rd_bytes"] + df["l2_wr_bytes"]

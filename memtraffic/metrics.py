@@ -35,8 +35,9 @@ _TABLE = [
            "bytes requested by global loads"),
     Metric("req_st_bytes", "smsp__sass_data_bytes_mem_global_op_st.sum", "byte",
            "bytes requested by global stores"),
-    # cp.async (LDGSTS) global->shared copies, which Triton's pipelined loops use, are not "op_ld": without
-    # these a pipelined matmul shows almost no L1 loads. analyze adds them to the loads.
+    # cp.async (LDGSTS) global->shared copies, which Triton's pipelined loops use. l1tex's op_ld bytes above
+    # already include them (H100, ncu 2025.3.1); the SASS op_ld bytes do not, so analyze adds
+    # req_ldgsts_bytes to req_ld_bytes. l1_ldgsts_bytes (the LDGSTS.ACCESS part of op_ld) is informative.
     Metric("l1_ldgsts_bytes", "l1tex__t_bytes_pipe_lsu_mem_global_op_ldgsts_cache_access.sum", "byte",
            "L1 global bytes of LDGSTS (cp.async) that access L1"),
     Metric("req_ldgsts_bytes", "smsp__sass_data_bytes_mem_global_op_ldgsts.sum", "byte",

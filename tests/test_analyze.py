@@ -186,6 +186,26 @@ def test_failed_configs_are_recorded_and_not_analyzed():
     assert list(df["n_kernels"]) == [1, 2]  # fused; unfused is a Triton matmul then torch's softmax
 
 
+@pytest.fixture(scope="module")
+def matmul():
+    return _rows(analyze_path(H100 / "matmul_4096x4096x4096"))
+
+
+def test_cp_async_loads_are_counted_once(matmul):
+    """l1tex op_ld bytes already hold LDGSTS (cp.async) copies: cuBLAS's fp32 gemm runs no LDG (SASS ld
+    bytes 0) yet its op_ld bytes equal its LDGSTS bytes. Only the requested side adds LDGSTS."""
+    cublas = matmul["mt|matmul_torch|4096x4096x4096|fp32"]
+    assert cublas["l1_ld_bytes"] == cublas["req_ld_bytes"] == cublas["l1_ldgsts_bytes"] == 3_221_225_472
+    assert cublas["sector_eff_ld"] == 1.0 and "bytes per sector" not in cublas["diagnosis"]
+    triton_bf16 = matmul["mt|matmul_triton|4096x4096x4096|bf16"]  # LDGSTS.BYPASS only: l1_ldgsts_bytes 0
+    assert triton_bf16["l1_ld_bytes"] == triton_bf16["pred_read_bytes"] == 2_147_483_648
+    assert triton_bf16["l1_ldgsts_bytes"] == 0 and triton_bf16["sector_eff_ld"] == 1.0
+    fused = _rows(analyze_path(H100 / "matmul_softmax_4096x1024x1024"))[
+        "mt|matmul_softmax_fused|4096x1024x1024|bf16"]
+    assert fused["l1_ld_bytes"] == fused["pred_read_bytes"] == 545_259_520
+    assert fused["req_ld_bytes"] == 541_144_064  # 8 MiB of LDG + the LDGSTS bytes
+
+
 def test_json_and_csv_are_raw_and_stable():
     df = analyze_path(REAL["path"])
     records = json.loads(render(df, "json"))
