@@ -206,6 +206,18 @@ def test_cp_async_loads_are_counted_once(matmul):
     assert fused["req_ld_bytes"] == 541_144_064  # 8 MiB of LDG + the LDGSTS bytes
 
 
+def test_tma_gemm_is_diagnosed_as_bypassing_the_lsu(matmul):
+    """cuBLAS's bf16 gemm on Hopper moves its tiles with TMA: L1 (LSU) reads 0 B while L2 moved 890 MB."""
+    tma = matmul["mt|matmul_torch|4096x4096x4096|bf16"]
+    assert (tma["l1_ld_bytes"], tma["l1_st_bytes"]) == (0, 0)
+    assert (tma["l2_rd_bytes"], tma["l2_wr_bytes"]) == (856_953_344, 33_554_432)
+    assert tma["kernels"] == ["nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"]
+    assert math.isnan(tma["eff_l1_ld"]) and math.isnan(tma["eff_l1_st"])
+    assert tma["diagnosis"].startswith("loads/stores bypass the LSU counters (TMA or other async copies): "
+                                       "read the L2 and DRAM levels; DRAM moves")
+    assert not any("bypass" in r["diagnosis"] for r in matmul.values() if r is not tma)
+
+
 def test_json_and_csv_are_raw_and_stable():
     df = analyze_path(REAL["path"])
     records = json.loads(render(df, "json"))
@@ -387,6 +399,30 @@ def test_diagnosis_cases():
     assert d.startswith("5 kernels: loads request 5x the minimum (extra passes over memory)")
     assert "DRAM moves 3.2x the minimum" in diagnose(_row(eff_dram=1 / 3.2))
     assert "bypass the LSU path" in diagnose(_row(eff_l1_ld=20.0))
+
+
+LEVELS = {"l1_ld_bytes": 100.0, "l1_st_bytes": 100.0, "l2_rd_bytes": 100.0, "l2_wr_bytes": 100.0}
+
+
+@pytest.mark.parametrize(("levels", "expected"), [
+    ({"l1_ld_bytes": 0.0, "l1_st_bytes": 0.0}, "loads/stores bypass the LSU counters"),
+    ({"l1_ld_bytes": 0.5}, "loads bypass the LSU counters"),  # under 1% of L2's 100 B
+    ({"l1_st_bytes": 0.0}, "stores bypass the LSU counters"),
+    ({"l1_ld_bytes": 0.0, "l2_rd_bytes": 0.0}, None),  # nothing moved anywhere: nothing bypassed
+    ({"l1_ld_bytes": 2.0}, None),  # a small kernel's few LSU bytes are still LSU bytes
+    ({}, None),
+])
+def test_diagnosis_lsu_bypass(levels, expected):
+    d = diagnose(_row(**{**LEVELS, **levels}))
+    if expected is None:
+        assert "bypass the LSU counters" not in d
+    else:
+        assert d.startswith(expected + " (TMA or other async copies): read the L2 and DRAM levels")
+
+
+def test_lsu_bypass_replaces_the_below_minimum_note():
+    d = diagnose(_row(**{**LEVELS, "l1_ld_bytes": 0.5}, eff_l1_ld=200.0))
+    assert "loads bypass the LSU counters" in d and "below the minimum" not in d
     assert diagnose(_row(sector_eff_st=0.5)) == "stores use 16 of every 32 bytes per sector"
 
 
