@@ -1,5 +1,6 @@
 """The README's first lines are the contract with a new user and with CI: keep them in step."""
 
+import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,3 +22,91 @@ def test_ci_runs_the_readme_test_command_verbatim():
     _, test = _readme_commands()
     ci_lines = (ROOT / ".ci" / "run").read_text().splitlines()
     assert test in ci_lines
+
+
+# --- the measured tables, regenerated from the committed reports by scripts/readme_tables.py ----------------
+
+
+def _tables():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("readme_tables", ROOT / "scripts" / "readme_tables.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _block(text: str, name: str) -> str:
+    return text.split(f"<!-- table:{name} -->\n", 1)[1].split(f"<!-- /table:{name} -->", 1)[0]
+
+
+def test_readme_tables_match_the_committed_reports():
+    assert _tables().main(["--check"]) == 0, "README.md is stale: run python scripts/readme_tables.py"
+
+
+def test_check_fails_on_a_stale_table_and_a_rerun_fixes_it(tmp_path, capsys):
+    tables = _tables()
+    text = (ROOT / "README.md").read_text()
+    seed = _block(text, "seed")
+    # softmax_naive's ncu time in the committed seed run (H100 80GB HBM3, ncu 2025.3.1, 2026-11-22)
+    assert "633.1 us" in seed
+    readme = tmp_path / "README.md"
+    readme.write_text(text.replace(seed, seed.replace("633.1 us", "634 us")))
+    assert tables.main(["--check", "--readme", str(readme)]) == 1
+    assert "out of date (seed)" in capsys.readouterr().err
+    assert "634 us" in readme.read_text()  # --check changes nothing
+    assert tables.main(["--readme", str(readme)]) == 0
+    assert readme.read_text() == text
+
+
+def test_seed_table_labels_the_published_figures():
+    tables = _tables()
+    seed = _block((ROOT / "README.md").read_text(), "seed")
+    assert "2026-11-22" in seed and "ncu 2025.3.1" in seed and "NVIDIA H100 80GB HBM3" in seed
+    assert f"{tables.PUBLISHED_SOURCE} (" in seed
+    rows = [line for line in seed.splitlines() if line.startswith("| ")][2:]
+    for (name, _, published), row in zip(tables.PUBLISHED, rows, strict=False):
+        assert row.startswith(f"| {name} |") and row.endswith(f"| {published} |")
+    assert "134.22 (16x)" in rows[1] and "8.39 (1x)" in rows[2]
+
+
+def _reports(tmp_path, benches):
+    """A reports folder with the real H100 runs and synthetic bench results (round made-up numbers)."""
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "h100").symlink_to(ROOT / "reports" / "h100")
+    for folder, device, date in benches:
+        row = {"variant": "softmax_tiled", "shape": "64x64", "dtype": "fp32", "status": "ok",
+               "time_ns": 1000.0, "bw_Bps": 1e9, "frac_of_copy": 0.5, "speedup_vs_torch_softmax": 2.0}
+        env = {"device": device, "date": date, "torch": "t", "triton": "tr"}
+        result = {"environment": env, "rows": [row]}
+        (reports / "bench" / folder).mkdir(parents=True)
+        (reports / "bench" / folder / "results.json").write_text(json.dumps(result))
+    return reports
+
+
+def test_missing_blocks_are_appended_and_bench_waits_for_a_run(tmp_path):
+    tables = _tables()
+    readme = tmp_path / "README.md"
+    readme.write_text("# memtraffic\n")
+    reports = _reports(tmp_path, [])
+    assert tables.main(["--check", "--readme", str(readme), "--reports", str(reports)]) == 1
+    assert tables.main(["--readme", str(readme), "--reports", str(reports)]) == 0
+    text = readme.read_text()
+    assert text.startswith("# memtraffic\n\n## Measured on the H100\n")
+    assert text.index("table:seed") < text.index("table:suite") < text.index("table:bench")
+    assert _block(text, "bench") == tables.NO_BENCH + "\n"
+    assert "| softmax | softmax_tiled | bf16 | 1 |" in _block(text, "suite")
+    assert tables.main(["--check", "--readme", str(readme), "--reports", str(reports)]) == 0
+
+
+def test_bench_block_shows_the_newest_run(tmp_path):
+    tables = _tables()
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- table:bench -->\nold\n<!-- /table:bench -->\n")
+    reports = _reports(tmp_path, [("2030-01-02-GPU-A", "GPU A", "2030-01-02"),
+                                  ("2030-03-04-GPU-B", "GPU B", "2030-03-04")])
+    tables.main(["--readme", str(readme), "--reports", str(reports)])
+    bench = _block(readme.read_text(), "bench")
+    assert "GPU B, 2030-03-04" in bench and "GPU A" not in bench and "old" not in bench
+    assert "| softmax_tiled | 64x64 | fp32 | 1.0 us | 1.00 GB/s | 50% | 2.00x | - |" in bench

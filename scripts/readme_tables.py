@@ -1,0 +1,251 @@
+"""Regenerate the measured tables in README.md from the committed reports, so no number is typed.
+
+Each table lives between marker comments that this script owns; the prose around them is the
+README's own:
+
+  <!-- table:seed -->   ... <!-- /table:seed -->    the seed softmax (1048576x2 fp32) from
+                                                    reports/h100/seed_1048576x2_fp32, beside the published
+                                                    RTX 3080 Ti figures it started from
+  <!-- table:suite -->  ... <!-- /table:suite -->   every variant of the 4096x4096 and 8192x8192 suite runs
+  <!-- table:bench -->  ... <!-- /table:bench -->   the newest reports/bench/*/results.json; left as it is
+                                                    when no benchmark run is committed
+
+Numbers come from the .ncu-rep files through `memtraffic.analyze` (the current op models give the
+minimum) and from the runs' run.json (device, ncu version, date). The three published RTX 3080 Ti
+figures in PUBLISHED are the only numbers written here, and the table labels them as quoted.
+Blocks whose markers are missing are appended under "## Measured on the H100".
+
+Usage: python scripts/readme_tables.py [--check] [--readme README.md] [--reports reports]
+  --check   change nothing; exit 1 when README.md differs from what the reports give
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+HEADING = "## Measured on the H100"
+SEED_RUN = "h100/seed_1048576x2_fp32"
+SUITE_RUNS = ("h100/suite_4096x4096", "h100/suite_8192x8192")
+PUBLISHED_SOURCE = "published measurement on an RTX 3080 Ti"
+# (implementation, the seed run's variant that does the same, ld MB): quoted from the published
+# measurement, never measured by this project.
+PUBLISHED = [
+    ("TensorRT softmax", None, "33.55"),
+    ("Triton, one row per program", "softmax_naive", "33.55"),
+    ("Triton, 4*32 rows per program", "softmax_tiled", "8.39"),
+]
+NO_BENCH = "_No benchmark run is committed yet (`memtraffic bench --out reports/bench/DATE-GPU`)._"
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:.2f}" if _ok(n) else "-"
+
+
+def _ok(x: Any) -> bool:
+    return isinstance(x, int | float) and math.isfinite(x)
+
+
+def _times(x: float) -> str:
+    if not _ok(x):
+        return "-"
+    return f"{round(x)}x" if abs(x - round(x)) < 0.005 * x else f"{x:.2f}x"
+
+
+def _eff(x: Any) -> str:
+    return f"{x:.2f}" if _ok(x) else "-"
+
+
+def _markdown(headers: list[str], rows: list[list[str]], right_from: int) -> list[str]:
+    """A Markdown table; columns from right_from on are numbers, right-aligned."""
+    align = ["---" if i < right_from else "---:" for i in range(len(headers))]
+    return ["| " + " | ".join(cells) + " |" for cells in (headers, align, *rows)]
+
+
+def _run_json(folder: Path) -> dict[str, Any]:
+    path = folder / "run.json"
+    if not path.is_file():
+        raise SystemExit(f"error: {path} is missing: the tables need the committed reference runs")
+    return json.loads(path.read_text())
+
+
+def _source(folder: Path, reports: Path) -> str:
+    """Device, ncu version and date of a run, with a link to its folder."""
+    run = _run_json(folder)
+    env = run.get("environment", {})
+    rel = Path("reports") / folder.relative_to(reports)
+    return (f"{env.get('gpu', 'unknown GPU')}, ncu {env.get('ncu_version', '?')}, {run['started'][:10]} "
+            f"(torch {env.get('torch', '?')}, triton {env.get('triton', '?')}; [{rel.as_posix()}]"
+            f"({rel.as_posix()}))")
+
+
+def _analyze(folder: Path) -> list[dict[str, Any]]:
+    from memtraffic.analyze import analyze_path
+
+    if not folder.is_dir():
+        raise SystemExit(f"error: {folder} is missing: the tables need the committed reference runs")
+    return analyze_path(folder).to_dict("records")
+
+
+def _explicit(r: dict[str, Any]) -> str:
+    """The parameters the run set by hand, from the range name ('mt|variant|shape|dtype|K=V,...')."""
+    parts = r["range"].split("|")
+    return parts[4].replace(",", ", ") if len(parts) > 4 else ""
+
+
+def seed_table(reports: Path) -> list[str]:
+    from memtraffic.units import fmt_time
+
+    folder = reports / SEED_RUN
+    rows = {r["variant"]: r for r in _analyze(folder)}
+    some = next(iter(rows.values()))
+    lines = [f"Softmax over 1048576 rows of 2 fp32 columns; minimum read {_mb(some['min_read_bytes'])} MB, "
+             f"write {_mb(some['min_write_bytes'])} MB. Measured on {_source(folder, reports)}.", ""]
+    headers = ["implementation", "H100 kernel (variant)", "L1 ld MB (x minimum)", "L1 st MB (x minimum)",
+               "DRAM read MB", "ncu time", "RTX 3080 Ti ld MB (published)"]
+    body = []
+    matched = set()
+    for name, variant, published in PUBLISHED:
+        r = rows.get(variant) if variant else None
+        body.append(_seed_cells(name, r, published, fmt_time))
+        matched.add(variant)
+    body += [_seed_cells("torch.softmax" if v == "torch_softmax" else v, r, "-", fmt_time)
+             for v, r in rows.items() if v not in matched]
+    lines += _markdown(headers, body, right_from=2)
+    lines += ["", f"Last column: {PUBLISHED_SOURCE} (load bytes of the same softmax, 1024x1024 rows of 2 "
+                  "fp32 columns), quoted for reference, not measured by this project."]
+    return lines
+
+
+def _seed_cells(name: str, r: dict[str, Any] | None, published: str, fmt_time: Callable[[Any], str]
+                ) -> list[str]:
+    if r is None:
+        return [name, "not measured here", "-", "-", "-", "-", published]
+    params = _explicit(r)
+    kernel = f"`{r['kernels'][0]}` ({r['variant']}{', ' + params if params else ''})"
+    ld = f"{_mb(r['l1_ld_bytes'])} ({_times(r['amp_l1_ld'])})"
+    st = f"{_mb(r['l1_st_bytes'])} ({_times(r['amp_l1_st'])})"
+    return [name, kernel, ld, st, _mb(r["dram_rd_bytes"]), fmt_time(r["time_ns"]), published]
+
+
+def suite_table(reports: Path) -> list[str]:
+    from memtraffic.units import fmt_rate, fmt_time
+
+    lines = ["Efficiency is minimum bytes / bytes moved (1.00 is ideal). DRAM counts reads only: written "
+             "output can still sit in L2 when a kernel ends. Bandwidth is minimum bytes / ncu time."]
+    headers = ["op", "variant", "dtype", "kernels", "ncu time", "eff L1 ld", "eff L1 st", "eff DRAM rd",
+               "bandwidth"]
+    for name in SUITE_RUNS:
+        folder = reports / name
+        rows = _analyze(folder)
+        shapes = ", ".join(dict.fromkeys(r["shape"] for r in rows))
+        ops = ", ".join(dict.fromkeys(r["op"] for r in rows))
+        lines += ["", f"**{shapes}** ({ops}) on {_source(folder, reports)}:", ""]
+        body = [[r["op"], r["variant"], r["dtype"], str(r["n_kernels"]), fmt_time(r["time_ns"]),
+                 _eff(r["eff_l1_ld"]), _eff(r["eff_l1_st"]), _eff(r["eff_dram_rd"]),
+                 fmt_rate(r["bw_min_Bps"])] for r in rows]
+        lines += _markdown(headers, body, right_from=3)
+        failed = [c for c in _run_json(folder).get("configs", []) if c.get("status") != "ok"]
+        if failed:
+            lines += ["", "Not profiled: " + "; ".join(
+                f"{c['variant']} {c['dtype']} ({c['status']}: {c.get('error') or ''})" for c in failed) + "."]
+    return lines
+
+
+def newest_bench(reports: Path) -> Path | None:
+    """The newest committed benchmark: latest environment date, then folder name."""
+    found = []
+    for path in (reports / "bench").glob("*/results.json"):
+        date = json.loads(path.read_text()).get("environment", {}).get("date", "")
+        found.append((date, path.parent.name, path))
+    return max(found)[2] if found else None
+
+
+def bench_table(reports: Path) -> list[str] | None:
+    from memtraffic.units import fmt_rate, fmt_time
+
+    path = newest_bench(reports)
+    if path is None:
+        return None
+    result = json.loads(path.read_text())
+    env = result.get("environment", {})
+    rel = (Path("reports") / path.parent.relative_to(reports)).as_posix()
+    lines = [f"Wall-clock (CUDA events, L2 flushed, median) on {env.get('device', 'unknown GPU')}, "
+             f"{env.get('date', '?')} (torch {env.get('torch', '?')}, triton {env.get('triton', '?')}; "
+             f"[{rel}]({rel})). Bandwidth is minimum bytes / time; % of copy compares with a same-size "
+             "device copy.", ""]
+    headers = ["variant", "shape", "dtype", "time", "bandwidth", "% of copy", "vs torch.softmax",
+               "vs torch.compile"]
+    body = []
+    for r in result.get("rows", []):
+        if r.get("status") != "ok":
+            body.append([r["variant"], r["shape"], r["dtype"], r.get("status", "?"), "-", "-", "-", "-"])
+            continue
+        vs = [r.get(f"speedup_vs_{b}") for b in ("torch_softmax", "torch_compiled")]
+        body.append([r["variant"], r["shape"], r["dtype"], fmt_time(r["time_ns"]), fmt_rate(r["bw_Bps"]),
+                     f"{100 * r['frac_of_copy']:.0f}%"] + [f"{v:.2f}x" if _ok(v) else "-" for v in vs])
+    return lines + _markdown(headers, body, right_from=3)
+
+
+BLOCKS: dict[str, Callable[[Path], list[str] | None]] = {
+    "seed": seed_table, "suite": suite_table, "bench": bench_table,
+}
+
+
+def _pattern(name: str) -> re.Pattern[str]:
+    return re.compile(rf"(<!-- table:{name} -->\n)(.*?)(<!-- /table:{name} -->)", re.DOTALL)
+
+
+def render(text: str, reports: Path) -> str:
+    """The README text with every block regenerated (missing blocks appended under HEADING)."""
+    missing = [name for name in BLOCKS if not _pattern(name).search(text)]
+    if missing:
+        if HEADING not in text:
+            text = text.rstrip("\n") + f"\n\n{HEADING}\n"
+        for name in missing:
+            placeholder = NO_BENCH if name == "bench" else ""
+            text = text.rstrip("\n") + f"\n\n<!-- table:{name} -->\n{placeholder}\n<!-- /table:{name} -->\n"
+    for name, make in BLOCKS.items():
+        lines = make(reports)
+        if lines is None:  # nothing to show (no benchmark committed): keep what the block holds
+            continue
+        body = "\n".join(lines) + "\n"
+        text = _pattern(name).sub(lambda m, body=body: m.group(1) + body + m.group(3), text, count=1)
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser.add_argument("--check", action="store_true", help="exit 1 if README.md is out of date")
+    parser.add_argument("--readme", type=Path, default=REPO / "README.md")
+    parser.add_argument("--reports", type=Path, default=REPO / "reports")
+    args = parser.parse_args(argv)
+
+    old = args.readme.read_text()
+    new = render(old, args.reports.resolve())
+    if new == old:
+        print(f"{args.readme}: tables up to date")
+        return 0
+    if args.check:
+        stale = [n for n in BLOCKS if (m := _pattern(n).search(old)) is None
+                 or m.group(0) not in new]
+        print(f"{args.readme}: out of date ({', '.join(stale) or 'layout'}): "
+              "run python scripts/readme_tables.py", file=sys.stderr)
+        return 1
+    args.readme.write_text(new)
+    print(f"{args.readme}: tables regenerated")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
