@@ -259,7 +259,7 @@ def plot_runs(run_dirs: Sequence[Path], levels: Sequence[str], out: Path | None 
     if png is not None:
         written.append(rf.write_png(roof, Path(png)))
         traffic_png = Path(png).with_name(Path(png).stem + "-traffic.png")
-        written.append(rf.write_png(traffic, traffic_png, height=560))
+        written.append(rf.write_png(traffic, traffic_png))  # its own size: it grows with its bars
     if out is not None or png is None:
         out = Path(out) if out is not None else Path(run_dirs[0]) / "roofline.html"
         names = ", ".join(Path(d).name for d in run_dirs)

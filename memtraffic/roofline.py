@@ -9,10 +9,11 @@ hardware-counted FLOPs (`hw_flops`) are shown beside them in the hover when they
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,14 +36,8 @@ LEVEL_BYTES = {
 }
 LEVEL_PARTS = {"l1": "ld+st", "l2": "rd+wr", "dram": "rd+wr"}
 LEVEL_EFF_COLUMN = {"l2": "eff_l2", "dram": "eff_dram"}  # analyze's own; L1 ld+st is combined here
-LEVEL_SYMBOL = {"l1": "circle", "l2": "square", "dram": "diamond"}
 LEVEL_COLOR = {"l1": "#2ca02c", "l2": "#ff7f0e", "dram": "#1f77b4"}
-COMPUTE_COLOR = {"fp32_flops": "#444444", "bf16_tc_flops": "#9467bd", "fp16_tc_flops": "#8c564b"}
 KIND_DASH = {"measured": "solid", "ncu_theoretical": "dash"}
-# Config markers: plotly's Dark24 without the colours near the roofs' (blue, green, orange, greys, purple),
-# so a config's points are never mistaken for a level's roof.
-CONFIG_PALETTE = ("#E15F99", "#FB0D0D", "#DA16FF", "#750D86", "#511CFB", "#00A08B", "#FB00D1", "#B2828D",
-                  "#862A16", "#620042", "#1616A7", "#DA60CA", "#6C4516", "#0D2A63", "#AF0038")
 
 FLOPS_NOTE = (
     "FLOPs are the analytic model (model_flops), the same for every implementation of an op. "
@@ -226,6 +221,7 @@ class Roof:
     cap: float | None = None  # memory roofs stop at the highest compute roof of their kind
     peak: float | None = None
     x_start: float | None = None  # compute roofs start at their ridge with the fastest memory roof
+    suffix: str = ""  # " - device" when several devices' roofs share a figure
 
     def y(self, x: float) -> float:
         if self.bw is not None:
@@ -255,11 +251,12 @@ def build_roofs(entry: Mapping[str, Any] | None, levels: Sequence[str], compute_
         cap = max(peaks.values()) if peaks else None
         for lv, bw in bws.items():
             roofs.append(Roof(BANDWIDTH_OF_LEVEL[lv], kind, f"{LEVEL_LABEL[lv]} {fmt_rate(bw)} ({kind_label})"
-                              f"{device_suffix}", bw=bw, cap=cap))
+                              f"{device_suffix}", bw=bw, cap=cap, suffix=device_suffix))
         bw_max = max(bws.values()) if bws else None
         for key, peak in peaks.items():
             roofs.append(Roof(key, kind, f"{ROOFS[key][0]} {fmt_rate(peak, 'FLOP/s')} ({kind_label})"
-                              f"{device_suffix}", peak=peak, x_start=peak / bw_max if bw_max else None))
+                              f"{device_suffix}", peak=peak, x_start=peak / bw_max if bw_max else None,
+                              suffix=device_suffix))
     return roofs
 
 
@@ -270,71 +267,233 @@ def _x_grid(lo: float, hi: float, extra: Sequence[float]) -> list[float]:
 
 
 # ----------------------------------------------------------------------------------------------------
+# Figures: what encodes what
+
+ROOF_COLOR = "#444444"  # roofs are grey and labelled on the plot, so colour is free for the variants
+# One colour per variant, by its place in kernels.VARIANTS: a variant keeps its colour in every figure
+# whatever else is plotted, and one op's variants (neighbours there) get clearly different hues.
+VARIANT_PALETTE = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",  # softmax rows
+    "#7f7f7f", "#bcbd22",  # softmax columns
+    "#17becf", "#6a3d9a", "#e7ba52", "#000000",  # gelu
+    "#a6761d", "#e7298a",  # matmul
+    "#1b9e77", "#08306b",  # matmul_softmax
+    "#c49c94", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#dbdb8d",  # variants not in the suite
+)
+DTYPE_SYMBOL = {"fp32": "circle", "bf16": "diamond", "fp16": "square", "fp64": "triangle-up"}
+OTHER_SYMBOLS = ("triangle-down", "pentagon", "star", "hexagon", "cross")
+# Several shapes of one op in a figure: its largest shape filled, the next open, then open with a dot.
+FILL_STYLES = (("", "filled"), ("-open", "open"), ("-open-dot", "open with a dot"))
+ROOFLINE_NOTE = ("Roofs: solid = measured, dashed = ncu theoretical. Hover a point for its shape, dtype, "
+                 "parameters, bytes, time, FLOP/s and efficiency. ")
+
+
+@functools.cache
+def _suite_order() -> tuple[str, ...]:
+    try:
+        from kernels import VARIANTS
+    except Exception:  # noqa: BLE001 - figures of committed runs must draw without the kernels' deps
+        return ()
+    return tuple(VARIANTS)
+
+
+def variant_order(names: Iterable[str]) -> list[str]:
+    """The variants among names, in the suite's order (kernels.VARIANTS), then others as they come."""
+    seen = list(dict.fromkeys(names))
+    suite = _suite_order()
+    return [v for v in suite if v in seen] + [v for v in seen if v not in suite]
+
+
+def variant_colors(names: Iterable[str]) -> dict[str, str]:
+    """variant -> colour; a suite variant's colour does not depend on what else is plotted."""
+    suite = _suite_order()
+    others = [v for v in dict.fromkeys(names) if v not in suite]
+    index = {v: i for i, v in enumerate(suite)} | {v: len(suite) + i for i, v in enumerate(others)}
+    return {v: VARIANT_PALETTE[index[v] % len(VARIANT_PALETTE)] for v in dict.fromkeys(names)}
+
+
+def dtype_symbols(dtypes: Iterable[str]) -> dict[str, str]:
+    seen = list(dict.fromkeys(str(d) for d in dtypes))
+    others = iter(OTHER_SYMBOLS * (1 + len(seen) // len(OTHER_SYMBOLS)))
+    return {d: DTYPE_SYMBOL.get(d) or next(others) for d in seen}
+
+
+def _elements(shape: str) -> float:
+    try:
+        return math.prod(int(p) for p in str(shape).lower().split("x"))
+    except ValueError:
+        return math.nan
+
+
+def shape_fills(points: pd.DataFrame) -> dict[tuple[str, str], int]:
+    """(op, shape) -> index into FILL_STYLES: per op, its shapes from the largest down."""
+    out: dict[tuple[str, str], int] = {}
+    ops = points["op"].astype(str) if "op" in points else pd.Series("", points.index)
+    for op in dict.fromkeys(ops):
+        shapes = list(dict.fromkeys(points.loc[ops == op, "shape"].astype(str)))
+        shapes.sort(key=lambda s: -_elements(s) if _elements(s) == _elements(s) else 0)
+        for i, s in enumerate(shapes):
+            out[(op, s)] = min(i, len(FILL_STYLES) - 1)
+    return out
+
+
+def order_configs(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows by run (as given), then variant in the suite's order; otherwise as they were."""
+    runs = df["run"].astype(str) if "run" in df else pd.Series("", df.index)
+    run_rank = {r: i for i, r in enumerate(dict.fromkeys(runs))}
+    names = [v if isinstance(v, str) else "" for v in df["variant"]]
+    var_rank = {v: i for i, v in enumerate(variant_order(names))}
+    key = [(run_rank[r], var_rank[v], i) for i, (r, v) in enumerate(zip(runs, names, strict=True))]
+    return df.iloc[sorted(range(len(df)), key=key.__getitem__)]
+
+
+def _log(x: float) -> float:
+    return math.log10(x)
+
+
+# ----------------------------------------------------------------------------------------------------
 # Figures
 
 
 def roofline_figure(df: pd.DataFrame, ceilings: Sequence[Mapping[str, Any]] = (),
                     levels: Sequence[str] = LEVELS, title: str | None = None) -> go.Figure:
-    """Log-log hierarchical roofline: roofs from each ceilings entry, one marker per config and level."""
+    """Log-log roofline, one panel per memory level side by side (shared axes), one marker per config.
+
+    Colour = variant, marker symbol = dtype, fill = shape (when an op comes in several shapes).
+    Panels rather than one plot with a symbol per level: the symbol is taken by the dtype, and a panel
+    per level carries only its own memory roofs, so a config's shift between panels is the traffic
+    the cache above absorbed.
+    """
     import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
 
     points = roofline_points(df, levels)
+    points["series"] = [v or lab for v, lab in zip(points["variant"], points["label"], strict=True)]
+    panels = [lv for lv in levels if (points["level"] == lv).any()]
     compute_keys = compute_roofs_for(points)
-    roofs: list[Roof] = []
+    roofs_of: dict[str, list[Roof]] = {lv: [] for lv in panels}
     for entry in ceilings:
         suffix = f" - {entry['device']}" if len(ceilings) > 1 else ""
-        roofs += build_roofs(entry, levels, compute_keys, suffix)
+        for lv in panels:
+            roofs_of[lv] += build_roofs(entry, [lv], compute_keys, suffix)
+    roofs = [r for lv in panels for r in roofs_of[lv]]
 
     ridges = [r.cap / r.bw for r in roofs if r.bw and r.cap] + [r.x_start for r in roofs if r.x_start]
     xs = list(points["intensity"]) + ridges
     lo, hi = min(xs) / 4, max(xs) * 4
-    fig = go.Figure()
-    for r in roofs:
-        start = r.x_start if r.x_start and r.x_start > lo else lo
-        x = _x_grid(start, hi, ridges)
-        color = LEVEL_COLOR.get(next((lv for lv, k in BANDWIDTH_OF_LEVEL.items() if k == r.key), ""),
-                                COMPUTE_COLOR.get(r.key, "#444444"))
+    ys = list(points["flops_per_s"]) + [r.peak or r.cap for r in roofs if r.peak or r.cap]
+    y_lo, y_hi = min(points["flops_per_s"]) / 3, max(ys) * 5
+
+    n = len(panels)
+    width = 380 + (820 if n == 1 else 500 * n)
+    fig = make_subplots(rows=1, cols=n, shared_yaxes=True, horizontal_spacing=0.03 if n > 1 else 0.0,
+                        subplot_titles=[panel_title(lv, roofs_of[lv]) for lv in panels])
+    order = variant_order(points["series"])
+    colors = variant_colors(order)
+    symbols = dtype_symbols(points["dtype"])
+    fills = shape_fills(points)
+    ops = points["op"].astype(str) if "op" in points else pd.Series("", points.index)
+    points["symbol"] = [symbols[str(d)] + FILL_STYLES[fills[(op, str(s))]][0]
+                        for d, op, s in zip(points["dtype"], ops, points["shape"], strict=True)]
+
+    for col, lv in enumerate(panels, 1):
+        axis = "" if col == 1 else str(col)
+        if col == 1:  # the compute roofs are the same in every panel: labelled once
+            for label in compute_labels(roofs_of[lv], lo, axis):
+                fig.add_annotation(label)
+        for r in roofs_of[lv]:
+            start = r.x_start if r.x_start and r.x_start > lo else lo
+            x = _x_grid(start, hi, ridges)
+            fig.add_trace(go.Scatter(
+                x=x, y=[r.y(v) for v in x], mode="lines", name=r.name, showlegend=False,
+                line={"color": ROOF_COLOR, "dash": KIND_DASH[r.kind], "width": 1.5},
+                hovertemplate=f"{r.name}<extra></extra>",
+                meta={"roof": r.key, "kind": r.kind, "level": lv, "bw": r.bw, "cap": r.cap, "peak": r.peak},
+            ), row=1, col=col)
+        here = points[points["level"] == lv]
+        for series in order:
+            g = here[here["series"] == series]
+            if g.empty:
+                continue
+            fig.add_trace(go.Scatter(
+                x=list(g["intensity"]), y=list(g["flops_per_s"]), mode="markers", name=series,
+                legendgroup=series, showlegend=False,
+                marker={"symbol": list(g["symbol"]), "size": 10, "color": colors[series], "opacity": 0.9,
+                        "line": {"width": [2 if "open" in m else 0.5 for m in g["symbol"]],
+                                 "color": [colors[series] if "open" in m else "white" for m in g["symbol"]]}},
+                text=list(g["hover"]), hovertemplate="%{text}<extra></extra>",
+                meta={"variant": series, "level": lv, "configs": list(g["label"])},
+            ), row=1, col=col)
+
+    # The legend: one entry per variant (a click hides it in every panel), then the symbol keys.
+    def key(name: str, symbol: str, color: str, group: str, group_title: str | None, meta: dict) -> None:
         fig.add_trace(go.Scatter(
-            x=x, y=[r.y(v) for v in x], mode="lines", name=r.name,
-            line={"color": color, "dash": KIND_DASH[r.kind], "width": 2},
-            hovertemplate=f"{r.name}<extra></extra>",
-            meta={"roof": r.key, "kind": r.kind, "bw": r.bw, "cap": r.cap, "peak": r.peak},
-        ))
-    palette = CONFIG_PALETTE
-    for i, (label, group) in enumerate(points.groupby("label", sort=False)):
-        fig.add_trace(go.Scatter(
-            x=list(group["intensity"]), y=list(group["flops_per_s"]), mode="lines+markers", name=label,
-            marker={"symbol": [LEVEL_SYMBOL[lv] for lv in group["level"]], "size": 11,
-                    "color": palette[i % len(palette)], "line": {"width": 1, "color": "white"}},
-            line={"dash": "dot", "width": 1, "color": palette[i % len(palette)]},
-            text=list(group["hover"]), hovertemplate="%{text}<extra></extra>",
-            meta={"config": label, "levels": list(group["level"])},
-        ))
-    for lv in levels:  # legend entries explaining the marker shapes
-        fig.add_trace(go.Scatter(
-            x=[None], y=[None], mode="markers", name=f"{LEVEL_LABEL[lv]} point ({LEVEL_SYMBOL[lv]})",
-            marker={"symbol": LEVEL_SYMBOL[lv], "size": 10, "color": "#888888"}, legendgroup="levels",
-            meta={"legend_only": True},
-        ))
+            x=[None], y=[None], mode="markers", name=name, legendgroup=group,
+            legendgrouptitle_text=group_title,
+            marker={"symbol": symbol, "size": 10, "color": color}, meta={"legend_only": True, **meta},
+        ), row=1, col=1)
+
+    for series in order:
+        key(series, "circle", colors[series], series, None, {"variant": series})
+    for i, (dtype, symbol) in enumerate(symbols.items()):
+        key(dtype, symbol, "#777777", "dtype", "symbol = dtype" if i == 0 else None, {"dtype": dtype})
+    used = sorted(set(fills.values()))
+    if used != [0]:  # an op in several shapes: say which fill is which shape
+        for i, fill in enumerate(used):
+            shapes = ", ".join(dict.fromkeys(s for (_, s), f in fills.items() if f == fill))
+            key(f"{FILL_STYLES[fill][1]}: {shapes}", "circle" + FILL_STYLES[fill][0], "#777777", "shape",
+                "fill = shape (per op)" if i == 0 else None, {"fill": fill})
+
     devices = sorted({str(d) for d in df["device"].dropna()}) if "device" in df else []
     head = title or ("Hierarchical roofline" + (f" - {', '.join(devices)}" if devices else ""))
     if not roofs:
         head += " (no ceilings known for this device: run 'memtraffic ceilings' on it)"
+    for col, lv in enumerate(panels, 1):
+        text = (f"Arithmetic intensity [FLOP/byte] = model FLOPs / {LEVEL_LABEL[lv]} bytes" if n == 1
+                else f"model FLOPs / {LEVEL_LABEL[lv]} bytes [FLOP/byte]")
+        fig.update_xaxes(type="log", exponentformat="SI", range=[_log(lo), _log(hi)],
+                         title={"text": text}, row=1, col=col)
+    fig.update_yaxes(type="log", exponentformat="SI", tickformat="~s", range=[_log(y_lo), _log(y_hi)])
+    fig.update_yaxes(title={"text": "Performance [FLOP/s] = model FLOPs / kernel time"}, row=1, col=1)
+    legend_rows = len(order) + len(symbols) + (len(used) if used != [0] else 0) + 3
+    height = max(780, 270 + 21 * legend_rows)
     fig.update_layout(
-        title={"text": head},
-        xaxis={"type": "log", "exponentformat": "SI",
-               "title": {"text": "Arithmetic intensity [FLOP/byte] = model FLOPs / bytes at the level"}},
-        yaxis={"type": "log", "exponentformat": "SI",
-               "title": {"text": "Performance [FLOP/s] = model FLOPs / kernel time"}},
-        legend={"font": {"size": 11}},
-        template="plotly_white", height=700,
-        margin={"b": 170},
+        title={"text": head}, template="plotly_white", width=width, height=height,
+        legend={"font": {"size": 11}, "title": {"text": "colour = variant"}, "tracegroupgap": 3,
+                "itemclick": "toggle"},
+        margin={"b": 150, "t": 110},
     )
-    # Below the x-axis title, in pixels from the plot area so it never overlaps or gets clipped.
-    fig.add_annotation(text=_wrap("Roofs: solid = measured, dashed = ncu theoretical. " + FLOPS_NOTE, 130),
-                       xref="paper", yref="paper", x=0, y=0, yshift=-70, showarrow=False, align="left",
+    # Below the x-axis titles, in pixels from the plot area so it never overlaps them or gets clipped.
+    fig.add_annotation(text=_wrap(ROOFLINE_NOTE + FLOPS_NOTE, max(100, (width - 350) // 7)),
+                       xref="paper", yref="paper", x=0, y=0, yshift=-65, showarrow=False, align="left",
                        xanchor="left", yanchor="top", font={"size": 11, "color": "#555555"})
     return fig
+
+
+def panel_title(level: str, roofs: Sequence[Roof]) -> str:
+    """'DRAM (rd+wr) - roofs: 3.35 TB/s ncu theoretical, 3.00 TB/s measured': a panel's memory roofs
+    are named in its title, the fastest first (the lines are told apart by their dash)."""
+    memory = sorted((r for r in roofs if r.bw), key=lambda r: -(r.bw or 0))
+    head = f"<b>{LEVEL_LABEL[level]}</b> ({LEVEL_PARTS[level]})"
+    if not memory:
+        return head
+    rates = ", ".join(f"{fmt_rate(r.bw)} {KINDS[r.kind]}{r.suffix}" for r in memory)
+    return f"{head}<br><span style='font-size:12px'>roof{'s' if len(memory) > 1 else ''}: {rates}</span>"
+
+
+def compute_labels(roofs: Sequence[Roof], lo: float, axis: str = "") -> list[dict[str, Any]]:
+    """One label per compute roof key, at the panel's left edge just above its highest line: above a
+    roof and left of the memory slope, no point can be (log axes: annotations take log10 positions)."""
+    out = []
+    compute = [r for r in roofs if r.peak]
+    for key in dict.fromkeys(r.key for r in compute):
+        same = sorted((r for r in compute if r.key == key), key=lambda r: -(r.peak or 0))
+        lines = [ROOFS[key][0]] + [f"{fmt_rate(r.peak, 'FLOP/s')} {KINDS[r.kind]}{r.suffix}" for r in same]
+        out.append({"xref": f"x{axis}", "yref": f"y{axis}", "x": _log(lo), "y": _log(same[0].peak),  # type: ignore[arg-type]
+                    "xanchor": "left", "yanchor": "bottom", "yshift": 1, "align": "left", "showarrow": False,
+                    "text": "<br>".join(lines), "font": {"size": 10, "color": ROOF_COLOR},
+                    "name": f"roof_label:{key}"})
+    return out
 
 
 def _wrap(text: str, width: int) -> str:
@@ -343,8 +502,9 @@ def _wrap(text: str, width: int) -> str:
     return "<br>".join(textwrap.wrap(text, width))
 
 
-def traffic_figure(df: pd.DataFrame, levels: Sequence[str] = LEVELS) -> go.Figure:
-    """Grouped bars per config: the minimum bytes beside the bytes each level moved (read + write)."""
+def traffic_figure(df: pd.DataFrame, levels: Sequence[str] = LEVELS, title: str | None = None) -> go.Figure:
+    """Amplification per level (measured bytes / minimum bytes) per config, on a log axis, with the
+    minimum as a line at 1. Ratios rather than bytes, so a 16 MB run reads beside a 4 GB one."""
     import plotly.graph_objects as go
 
     if df.empty:
@@ -353,61 +513,102 @@ def traffic_figure(df: pd.DataFrame, levels: Sequence[str] = LEVELS) -> go.Figur
     present = [lv for lv in levels if all(c in df for c in LEVEL_BYTES[lv])]
     if not present:
         _require(df, LEVEL_BYTES[levels[0]], "traffic chart")
+    df = order_configs(df)
     labels = config_labels(df)
     min_r, min_w = df["min_read_bytes"].astype(float), df["min_write_bytes"].astype(float)
     minimum = min_r + min_w
     fig = go.Figure()
-    fig.add_trace(go.Bar(
-        x=labels, y=list(minimum), name="minimum (read + write)", marker_color="#bbbbbb",
-        text=["min"] * len(labels), textposition="outside",
-        hovertext=[f"<b>{lab}</b><br>minimum: {fmt_bytes(m)} (read {fmt_bytes(r)}, write {fmt_bytes(w)})"
-                   for lab, m, r, w in zip(labels, minimum, min_r, min_w, strict=True)],
-        hoverinfo="text", meta={"level": "minimum"},
-    ))
+    amps: list[float] = []
+    zero: list[str] = []
     short_writes: list[str] = []
     for lv in present:
         a, b = LEVEL_BYTES[lv]
+        da, db = a.split("_")[1], b.split("_")[1]  # ld/st, rd/wr
         part_a, part_b = df[a].astype(float), df[b].astype(float)
         total = part_a + part_b
-        amp = total / minimum
+        amp = total / minimum.where(minimum > 0)
         # Per direction too: a total can hide loads far above the minimum behind writes below it.
         amp_a, amp_b = part_a / min_r.where(min_r > 0), part_b / min_w.where(min_w > 0)
+        y = [v if v > 0 else None for v in amp]  # 0 bytes has no place on a log axis
+        amps += [v for v in y if v is not None]
+        zero += [f"{LEVEL_LABEL[lv]} of {lab}" for lab, t in zip(labels, total, strict=True) if t == 0]
         fig.add_trace(go.Bar(
-            x=labels, y=list(total), name=f"{LEVEL_LABEL[lv]} {LEVEL_PARTS[lv]}",
-            marker_color=LEVEL_COLOR[lv],
-            text=[f"{v:.2f}x" if v == v else "-" for v in amp], textposition="outside",
+            x=labels, y=y, name=f"{LEVEL_LABEL[lv]} {LEVEL_PARTS[lv]}", marker_color=LEVEL_COLOR[lv],
+            text=[_short_times(v) for v in amp], textposition="outside", textangle=-90,
+            textfont={"size": 10}, constraintext="none", cliponaxis=False,
             hovertext=[
-                f"<b>{lab}</b><br>{LEVEL_LABEL[lv]}: {fmt_bytes(t)} ({a.split('_')[1]} {fmt_bytes(x)}, "
-                f"{b.split('_')[1]} {fmt_bytes(y)})<br>{v:.2f}x the minimum {fmt_bytes(m)}"
-                f"<br>{a.split('_')[1]} {_times_text(ra)}, {b.split('_')[1]} {_times_text(rb)} the minimum "
-                "of that direction"
-                for lab, t, x, y, v, m, ra, rb in zip(labels, total, part_a, part_b, amp, minimum, amp_a,
-                                                      amp_b, strict=True)
+                f"<b>{lab}</b><br>{LEVEL_LABEL[lv]}: {fmt_bytes(t)} "
+                f"({da} {fmt_bytes(x)}, {db} {fmt_bytes(w)})<br>{_times_text(v)} the minimum {fmt_bytes(m)} "
+                f"(read {fmt_bytes(mr)}, write {fmt_bytes(mw)})"
+                f"<br>{da} {_times_text(ra)}, {db} {_times_text(rb)} the minimum of that direction"
+                for lab, t, x, w, v, m, mr, mw, ra, rb in zip(labels, total, part_a, part_b, amp, minimum,
+                                                              min_r, min_w, amp_a, amp_b, strict=True)
             ],
-            hoverinfo="text", meta={"level": lv},
+            hoverinfo="text", meta={"level": lv, "amplification": list(amp)},
         ))
         if lv == "dram":
             short_writes = [lab for lab, w in zip(labels, amp_b, strict=True) if w < 0.9]
+    y_lo = min([0.5, *amps]) / 1.6
+    y_hi = max([2.0, *amps]) * 4  # room for the labels above the bars
+    ticks = [m * 10**e for e in range(-3, 6) for m in (1, 2, 5) if y_lo <= m * 10**e <= y_hi]
+    # The minimum: a line at 1 drawn below the bars, so that their labels stay legible over it.
+    fig.add_shape(type="line", xref="paper", x0=0, x1=1, yref="y", y0=1, y1=1, name="minimum", layer="below",
+                  line={"color": "#222222", "width": 1.5, "dash": "dash"})
+    fig.add_annotation(text="minimum", xref="paper", x=1, xanchor="left", yref="y", y=0, showarrow=False,
+                       font={"size": 11, "color": "#222222"}, name="minimum")  # y: log10(1)
+    runs = list(df["run"].astype(str)) if "run" in df else []
+    if len(set(runs)) > 1:  # a dotted line and the run's name where each run's bars start
+        for i, run in enumerate(runs):
+            if i == 0 or run != runs[i - 1]:
+                if i:
+                    fig.add_shape(type="line", xref="x", x0=i - 0.5, x1=i - 0.5, yref="paper", y0=0, y1=1,
+                                  line={"color": "#999999", "width": 1, "dash": "dot"}, name=f"run:{run}")
+                fig.add_annotation(text=run, xref="x", x=i - 0.5, xanchor="left", yref="paper", y=1,
+                                   yanchor="top", showarrow=False, font={"size": 10, "color": "#555555"},
+                                   name=f"run:{run}")
+    notes = []
+    if short_writes:  # DRAM below 1x reads as "better than the minimum" without this
+        notes.append(f"DRAM writes below the minimum ({_names(short_writes, labels)}): the output was still "
+                     "in L2 when the kernel ended and reached DRAM later, outside the kernel's counters. "
+                     "Hover a bar for reads and writes apart.")
+    if zero:
+        notes.append(f"No bar where the counters saw 0 bytes ({_names(zero, zero + [''])}).")
+    width = max(760, 220 + len(labels) * (14 * len(present) + 16))
+    note_text = "<br>".join(_wrap(t, max(80, (width - 150) // 6)) for t in notes)
+    note_px = 15 * (note_text.count("<br>") + 1) if notes else 0
+    if notes:  # between the title and the legend, which sits right above the plot
+        fig.add_annotation(text=note_text, xref="paper", yref="paper", x=0, y=1, yshift=30, showarrow=False,
+                           align="left", xanchor="left", yanchor="bottom", name="notes",
+                           font={"size": 11, "color": "#555555"})
     fig.update_layout(
-        title={"text": "Bytes moved at each level vs the minimum (labels: times the minimum)"},
-        barmode="group", template="plotly_white", height=520, yaxis_exponentformat="SI",
-        xaxis={"title": {"text": "config (variant shape dtype)"}},
-        yaxis={"title": {"text": "bytes moved, read + write [byte]"}},
+        title={"text": title or "Traffic amplification per level: measured bytes / minimum bytes",
+               "yref": "container", "y": 1, "yanchor": "top", "pad": {"t": 15}},
+        barmode="group", template="plotly_white", width=width, height=620 + note_px,
+        margin={"t": 85 + note_px, "r": 120},
+        xaxis={"title": {"text": "config (variant shape dtype), by run then suite order"}, "tickangle": -90},
+        yaxis={"type": "log", "range": [_log(y_lo), _log(y_hi)], "tickvals": ticks,
+               "ticktext": [f"{v:g}x" for v in ticks],
+               "title": {"text": "measured / minimum bytes (log scale; bar labels: the ratio)"}},
+        legend={"orientation": "h", "x": 1, "xanchor": "right", "y": 1.0, "yanchor": "bottom"},
     )
-    if short_writes:  # DRAM below 1.00x reads as "better than the minimum" without this
-        names = ("every config" if len(short_writes) == len(labels) else ", ".join(short_writes[:3])
-                 + (f" and {len(short_writes) - 3} more" if len(short_writes) > 3 else ""))
-        fig.add_annotation(
-            text=_wrap(f"DRAM writes below the minimum ({names}): the output was still in L2 when the kernel "
-                       "ended and reached DRAM later, outside the kernel's counters. Hover a bar for reads "
-                       "and writes apart.", 150),
-            xref="paper", yref="paper", x=0, y=1.0, yshift=8, showarrow=False, align="left", xanchor="left",
-            yanchor="bottom", font={"size": 11, "color": "#555555"}, name="dram_writes_note")
     return fig
+
+
+def _names(names: Sequence[str], of: Sequence[str]) -> str:
+    if len(names) == len(of):
+        return "every config"
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def _times_text(x: float) -> str:
     return f"{x:.2f}x" if x == x else "-"
+
+
+def _short_times(x: float) -> str:
+    """A bar label: '144x', '16x', '2.2x', '1x', '0.52x'."""
+    if x != x:
+        return "-"
+    return f"{x:.0f}x" if x >= 9.5 else f"{x:.2g}x"
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -434,8 +635,12 @@ def write_html(figs: Sequence[go.Figure], path: Path, title: str, notes: Sequenc
     return path
 
 
-def write_png(fig: go.Figure, path: Path, width: int = 1200, height: int = 700) -> Path:
-    """Static PNG through kaleido 1.x, which drives a Chromium; say which piece is missing if it fails."""
+def write_png(fig: go.Figure, path: Path, width: int | None = None, height: int | None = None) -> Path:
+    """Static PNG through kaleido 1.x, which drives a Chromium; say which piece is missing if it fails.
+
+    The size defaults to the figure's own (the figures size themselves to their legend and bars)."""
+    width = width or fig.layout.width or 1200
+    height = height or fig.layout.height or 700
     try:
         import kaleido  # noqa: F401
     except ImportError:
