@@ -329,9 +329,9 @@ else:
 # %% [markdown]
 # ## 6. Your turn
 #
-# - Make `softmax_pairs` reach the minimum: load the two columns as one (BLOCK, 2) tile with a single `tl.load`
-#   so that a warp's request is contiguous (that is `softmax_tiled` in `kernels/softmax_rows.py`), update
-#   `predicted`, and measure again.
+# - Make `softmax_pairs` reach the minimum: load the two columns as one (BLOCK, 2) tile with a single
+#   `tl.load` so that a warp's request is contiguous (that is `softmax_tiled` in `kernels/softmax_rows.py`),
+#   update `predicted`, and measure again.
 # - Try `num_warps=8` or a smaller `BLOCK`: does the model still hold? (Hint: a tile smaller than
 #   `32 * num_warps` elements wraps around, as in notebook 02.)
 # - To make a variant permanent, put the module in `kernels/`, add it to the `VARIANTS` dict in
