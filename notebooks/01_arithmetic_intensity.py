@@ -315,7 +315,8 @@ KEY["reports"].setdefault("seed_1048576x2_fp32", {}).setdefault(fastest["range"]
     fastest["time_ns"])
 print(f"bytes / bandwidth = {fmt_time(floor_ns)}; fastest measured: {fastest['variant']} in "
       f"{fmt_time(fastest['time_ns'])} ({floor_ns / fastest['time_ns']:.2f} of the floor's speed)")
-print("a kernel this short also pays launch and ramp-up time that no bandwidth figure includes")
+print("a kernel this short also pays for filling and draining the GPU, which the large copy that measured "
+      "the bandwidth spreads over far more bytes")
 
 # %% [markdown]
 # The numbers of this notebook that the tests compare with the reports, the model and the ceilings:
