@@ -11,19 +11,15 @@ from __future__ import annotations
 
 import json
 import math
-import platform
-import statistics
 import sys
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from memtraffic.exceptions import GpuNotFoundError, UsageError
+from memtraffic.gpu import Timing, environment, time_cuda
 from memtraffic.model import OPS, Shape, dtype_name, format_shape
 from memtraffic.tables import text_table
 from memtraffic.units import fmt_rate, fmt_time
@@ -44,36 +40,7 @@ SUITE: dict[str, list[Shape]] = {
 SUITE_DTYPES = (torch.float32, torch.bfloat16)
 BASELINES = {"softmax": ("torch_softmax", "torch_compiled")}
 
-_L2_FLUSH_BYTES = 256 * 2**20  # larger than any Hopper L2 (50-60 MB)
 _TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
-
-
-@dataclass
-class Timing:
-    median_ns: float
-    reps: int
-
-
-def time_cuda(fn: Callable[[], Any], budget_s: float = 0.5, max_reps: int = 200, min_reps: int = 5) -> Timing:
-    """Median CUDA-event time of fn() with L2 flushed before each call."""
-    flush = torch.empty(_L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
-    fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    fn()
-    torch.cuda.synchronize()
-    once = max(time.perf_counter() - t0, 1e-6)
-    reps = int(min(max_reps, max(min_reps, budget_s / once)))
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for s, e in zip(starts, ends, strict=True):
-        flush.zero_()
-        s.record()
-        fn()
-        e.record()
-    torch.cuda.synchronize()
-    times = [s.elapsed_time(e) * 1e6 for s, e in zip(starts, ends, strict=True)]  # ms -> ns
-    return Timing(statistics.median(times), reps)
 
 
 def _check(
@@ -137,21 +104,6 @@ def copy_time(nbytes: int, budget_s: float) -> Timing:
     src = torch.empty(nbytes // 2, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
     return time_cuda(lambda: dst.copy_(src), budget_s=budget_s)
-
-
-def environment() -> dict[str, Any]:
-    import triton
-
-    props = torch.cuda.get_device_properties(0)
-    return {
-        "device": torch.cuda.get_device_name(0),
-        "sm_count": props.multi_processor_count,
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "cuda": torch.version.cuda,
-        "python": platform.python_version(),
-        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
-    }
 
 
 def run_bench(

@@ -16,19 +16,15 @@ import functools
 import json
 import math
 import os
-import platform
 import re
-import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Mapping
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from memtraffic.exceptions import GpuNotFoundError, ReportError, UsageError
+from memtraffic.exceptions import GpuNotFoundError, NcuError, ReportError, UsageError
 from memtraffic.metrics import METRIC_SETS, METRICS
 from memtraffic.units import fmt_rate
 
@@ -190,16 +186,12 @@ def ncu_probe_command(ncu: str, report_base: Path, python: str = sys.executable)
 
 
 def _find_ncu() -> str | None:
-    try:  # collect.py owns the search (PATH, default install folders) when it is there
-        from memtraffic import collect
+    from memtraffic.collect import find_ncu
 
-        finder = getattr(collect, "find_ncu", None)
-        if finder is not None:
-            found = finder()
-            return str(found) if found else None
-    except Exception:  # noqa: BLE001 - any failure here means: fall back to PATH
-        pass
-    return shutil.which("ncu")
+    try:
+        return str(find_ncu())
+    except NcuError:
+        return None
 
 
 def read_report_metrics(path: Path, aliases: list[str]) -> dict[str, float]:
@@ -257,22 +249,11 @@ def _require_cuda():
     return torch
 
 
-def median_time_s(fn: Callable[[], Any], warmup: int = 3, repeats: int = 20) -> float:
-    """Median CUDA-event time of fn() in seconds, after warm-up calls (JIT, clocks, allocator)."""
-    import torch
+def median_time_s(fn: Callable[[], Any], repeats: int) -> float:
+    """Median CUDA-event time of fn() in seconds; no L2 flush: a roof is measured warm."""
+    from memtraffic.gpu import time_cuda
 
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e-3)
-    return statistics.median(times)
+    return time_cuda(fn, min_reps=repeats, max_reps=repeats, flush_l2=False).median_ns * 1e-9
 
 
 @functools.cache
@@ -342,7 +323,7 @@ def measure_dram(torch, budget_bytes: int = 2 * 2**30) -> tuple[float, str]:
     src = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
     src.fill_(1)
-    t = median_time_s(lambda: dst.copy_(src), warmup=3, repeats=20)
+    t = median_time_s(lambda: dst.copy_(src), repeats=20)
     return 2 * nbytes / t, f"{nbytes / 2**30:.2f} GiB device-to-device copy_, read + write, median of 20"
 
 
@@ -354,7 +335,7 @@ def measure_l2(torch, sm_count: int, set_bytes: int = 4 * 2**20) -> tuple[float,
     n_chunks = n // block
     programs = min(n_chunks, 4 * sm_count)
     iters = 2000  # ~16 GB moved per launch: milliseconds, so launch overhead is negligible
-    t = median_time_s(lambda: l2_copy(src, dst, iters, programs, block), warmup=2, repeats=10)
+    t = median_time_s(lambda: l2_copy(src, dst, iters, programs, block), repeats=10)
     if not torch.equal(src, dst):
         raise RuntimeError("the L2 copy kernel produced a wrong result; its bandwidth would be meaningless")
     moved = 2 * programs * iters * block * 4
@@ -366,7 +347,7 @@ def measure_fp32(torch, sm_count: int) -> tuple[float, str]:
     block = 1024
     x = torch.rand(sm_count * 8 * block, device="cuda")
     iters = 4096
-    t = median_time_s(lambda: fma_chain(x, iters, block), warmup=2, repeats=10)
+    t = median_time_s(lambda: fma_chain(x, iters, block), repeats=10)
     flops = 2 * FMA_CHAINS * iters * x.numel()
     return flops / t, (f"Triton kernel, {FMA_CHAINS} chains of {iters} FFMA per element, 2 FLOPs per FMA, "
                        "median of 10")
@@ -375,29 +356,17 @@ def measure_fp32(torch, sm_count: int) -> tuple[float, str]:
 def measure_matmul(torch, dtype, n: int = 8192) -> tuple[float, str]:
     a = torch.randn(n, n, device="cuda", dtype=dtype)
     b = torch.randn(n, n, device="cuda", dtype=dtype)
-    t = median_time_s(lambda: a @ b, warmup=3, repeats=10)
+    t = median_time_s(lambda: a @ b, repeats=10)
     return 2 * n**3 / t, f"torch.matmul {n}x{n}x{n}, 2*M*N*K FLOPs, median of 10"
-
-
-def environment(torch) -> dict[str, Any]:
-    import triton
-
-    props = torch.cuda.get_device_properties(0)
-    return {
-        "device": torch.cuda.get_device_name(0),
-        "sm_count": props.multi_processor_count,
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "cuda": torch.version.cuda,
-        "python": platform.python_version(),
-    }
 
 
 def measure_ceilings(with_ncu: bool = True,
                      progress: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     """Measure every roof on GPU 0 and return a ceilings entry (not yet cached)."""
     torch = _require_cuda()
-    env = environment(torch)
+    from memtraffic.gpu import environment
+
+    env = environment()
     measured: dict[str, float] = {}
     method: dict[str, str] = {}
     steps = [
@@ -416,7 +385,7 @@ def measure_ceilings(with_ncu: bool = True,
         "measured": measured,
         "method": method,
         "environment": env,
-        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+        "date": env.pop("date"),
         "ncu_theoretical": {},
         "ncu_note": "not asked for (--no-ncu)",
     }

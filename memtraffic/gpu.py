@@ -1,0 +1,65 @@
+"""The CUDA device: what it is (for run metadata) and how long a call takes on it (CUDA events)."""
+
+from __future__ import annotations
+
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import torch
+
+_L2_FLUSH_BYTES = 256 * 2**20  # larger than any Hopper L2 (50-60 MB)
+
+
+@dataclass
+class Timing:
+    median_ns: float
+    reps: int
+
+
+def time_cuda(fn: Callable[[], Any], budget_s: float = 0.5, max_reps: int = 200, min_reps: int = 5,
+              flush_l2: bool = True) -> Timing:
+    """Median CUDA-event time of fn() after two warm-up calls (JIT, autotune, clocks, allocator).
+
+    With flush_l2 a buffer larger than L2 is written before each call, outside the timed region, so
+    every call starts cold, as a kernel in a real pipeline would. Repetitions fill budget_s.
+    """
+    flush = torch.empty(_L2_FLUSH_BYTES if flush_l2 else 0, dtype=torch.uint8, device="cuda")
+    fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    once = max(time.perf_counter() - t0, 1e-6)
+    reps = int(min(max_reps, max(min_reps, budget_s / once)))
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for s, e in zip(starts, ends, strict=True):
+        if flush_l2:
+            flush.zero_()
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    times = [s.elapsed_time(e) * 1e6 for s, e in zip(starts, ends, strict=True)]  # ms -> ns
+    return Timing(statistics.median(times), reps)
+
+
+def environment() -> dict[str, Any]:
+    """Device 0 and the software stack, for the metadata of ceilings and benchmarks."""
+    import triton
+
+    props = torch.cuda.get_device_properties(0)
+    return {
+        "device": torch.cuda.get_device_name(0),
+        "sm_count": props.multi_processor_count,
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+    }
