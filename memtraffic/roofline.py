@@ -1,8 +1,10 @@
 """Plotly figures over the analyzed table: a hierarchical roofline and measured-vs-minimum traffic bars.
 
-Roofline, one point per config and memory level: every point of a config has the same performance
-(FLOPs / kernel time) and its own intensity (FLOPs / bytes moved at that level), so the distance
-between a config's L1, L2 and DRAM points shows how much traffic each cache level absorbed.
+Roofline, one point per config and memory level, one panel per level side by side: every point of a
+config has the same performance (FLOPs / kernel time) and its own intensity (FLOPs / bytes moved at
+that level), so a config's shift between the L1, L2 and DRAM panels shows how much traffic each cache
+level absorbed. Colour = variant, symbol = dtype, fill = shape. Traffic bars: measured / minimum
+bytes per level, on a log axis, so small and large runs read side by side.
 FLOPs are the analytic model (`model_flops`), the same for every implementation of an op; the
 hardware-counted FLOPs (`hw_flops`) are shown beside them in the hover when they were collected.
 """
@@ -534,7 +536,9 @@ def traffic_figure(df: pd.DataFrame, levels: Sequence[str] = LEVELS, title: str 
         zero += [f"{LEVEL_LABEL[lv]} of {lab}" for lab, t in zip(labels, total, strict=True) if t == 0]
         fig.add_trace(go.Bar(
             x=labels, y=y, name=f"{LEVEL_LABEL[lv]} {LEVEL_PARTS[lv]}", marker_color=LEVEL_COLOR[lv],
-            text=[_short_times(v) for v in amp], textposition="outside", textangle=-90,
+            # Labels above the bars, but inside those below the minimum, clear of the line at 1.
+            text=[_short_times(v) for v in amp], textangle=-90, insidetextanchor="end",
+            textposition=["inside" if v < 1 else "outside" for v in amp],
             textfont={"size": 10}, constraintext="none", cliponaxis=False,
             hovertext=[
                 f"<b>{lab}</b><br>{LEVEL_LABEL[lv]}: {fmt_bytes(t)} "
@@ -548,11 +552,10 @@ def traffic_figure(df: pd.DataFrame, levels: Sequence[str] = LEVELS, title: str 
         ))
         if lv == "dram":
             short_writes = [lab for lab, w in zip(labels, amp_b, strict=True) if w < 0.9]
-    y_lo = min([0.5, *amps]) / 1.6
+    y_lo = min([0.5, *amps]) / 2.5  # room for the labels inside bars below the minimum
     y_hi = max([2.0, *amps]) * 4  # room for the labels above the bars
     ticks = [m * 10**e for e in range(-3, 6) for m in (1, 2, 5) if y_lo <= m * 10**e <= y_hi]
-    # The minimum: a line at 1 drawn below the bars, so that their labels stay legible over it.
-    fig.add_shape(type="line", xref="paper", x0=0, x1=1, yref="y", y0=1, y1=1, name="minimum", layer="below",
+    fig.add_shape(type="line", xref="paper", x0=0, x1=1, yref="y", y0=1, y1=1, name="minimum",
                   line={"color": "#222222", "width": 1.5, "dash": "dash"})
     fig.add_annotation(text="minimum", xref="paper", x=1, xanchor="left", yref="y", y=0, showarrow=False,
                        font={"size": 11, "color": "#222222"}, name="minimum")  # y: log10(1)
@@ -580,16 +583,18 @@ def traffic_figure(df: pd.DataFrame, levels: Sequence[str] = LEVELS, title: str 
         fig.add_annotation(text=note_text, xref="paper", yref="paper", x=0, y=1, yshift=30, showarrow=False,
                            align="left", xanchor="left", yanchor="bottom", name="notes",
                            font={"size": 11, "color": "#555555"})
+    head = _wrap(title or "Traffic amplification per level: measured / minimum bytes", (width - 80) // 10)
+    title_px = 22 * head.count("<br>")
     fig.update_layout(
-        title={"text": title or "Traffic amplification per level: measured bytes / minimum bytes",
-               "yref": "container", "y": 1, "yanchor": "top", "pad": {"t": 15}},
-        barmode="group", template="plotly_white", width=width, height=620 + note_px,
-        margin={"t": 85 + note_px, "r": 120},
+        title={"text": head, "yref": "container", "y": 1, "yanchor": "top", "pad": {"t": 15}},
+        barmode="group", template="plotly_white", width=width, height=680 + note_px + title_px,
+        margin={"t": 85 + note_px + title_px, "r": 120},
         xaxis={"title": {"text": "config (variant shape dtype), by run then suite order"}, "tickangle": -90},
         yaxis={"type": "log", "range": [_log(y_lo), _log(y_hi)], "tickvals": ticks,
                "ticktext": [f"{v:g}x" for v in ticks],
                "title": {"text": "measured / minimum bytes (log scale; bar labels: the ratio)"}},
         legend={"orientation": "h", "x": 1, "xanchor": "right", "y": 1.0, "yanchor": "bottom"},
+        showlegend=True,  # also for one level: the legend names it
     )
     return fig
 

@@ -267,6 +267,9 @@ def test_traffic_bars_are_amplification_on_a_log_axis():
         assert list(t.meta["amplification"]) == pytest.approx(want)
     assert list(fig.data[0].y) == pytest.approx([10.0, 1.0, 3.0])
     assert list(fig.data[0].text) == ["10x", "1x", "3x"]
+    dram = fig.data[2]  # row 1 wrote nothing to DRAM: 0.5x, labelled inside its bar, clear of the line at 1
+    assert list(dram.text) == ["1x", "0.5x", "1x"]
+    assert list(dram.textposition) == ["outside", "inside", "outside"]
     hover = fig.data[0].hovertext[0]
     assert fmt_bytes(df.l1_ld_bytes[0]) in hover and "10.00x the minimum" in hover
     assert "ld 16.00x, st 4.00x the minimum of that direction" in hover
@@ -305,6 +308,7 @@ def test_traffic_bars_order_notes_and_size():
     assert wide.layout.width > fig.layout.width + 1000  # bars keep their width: the figure grows
     only_dram = rf.traffic_figure(df, levels=("dram",))
     assert [t.meta["level"] for t in only_dram.data] == ["dram"]
+    assert only_dram.layout.showlegend and only_dram.data[0].name == "DRAM rd+wr"
 
 
 def test_html_is_self_contained(tmp_path):
