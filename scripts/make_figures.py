@@ -1,7 +1,8 @@
 """Regenerate the committed figures under reports/figures/ from the committed H100 runs and ceilings.
 
-No GPU needed: it reads reports/h100/*/results.json and reports/ceilings/*.json only. The ceilings are
-the committed ones (never the user cache), so the figures are the same on every machine.
+No GPU needed: it analyzes the reports under reports/h100/ (as `memtraffic analyze` does, with the
+current models) and reads the committed ceilings (never the user cache), so the figures are the same on
+every machine. Rerun it when the runs, the ceilings, analyze.py or roofline.py change.
 
   roofline_h100_dram.png   DRAM roofline of the big softmax/gelu suite, the matmuls, matmul_softmax and
                            the 1048576x2 seed shape
