@@ -83,141 +83,6 @@ def list_(
 
 @app.command()
 @_errors_to_exit
-def bench(
-    variants: Annotated[
-        list[str] | None, typer.Argument(help="Variants to time; default: every softmax variant.")
-    ] = None,
-    shape: Annotated[
-        list[str] | None, typer.Option(help="MxN, repeatable; default: the issue's suite per op.")
-    ] = None,
-    dtype: Annotated[
-        list[str] | None, typer.Option(help="fp32/fp16/bf16, repeatable; default: fp32 and bf16.")
-    ] = None,
-    budget: Annotated[
-        float, typer.Option(help="Seconds of timed repetitions per config (5 to 200 reps).")
-    ] = 0.3,
-    out: Annotated[Path | None, typer.Option(help="New folder for results.json and table.txt.")] = None,
-    fmt: Fmt = "table",
-) -> None:
-    """Time variants with CUDA events (L2 flushed, median) beside a same-size copy and torch's kernels.
-
-    Prints time, effective bandwidth (minimum bytes / time), its fraction of the copy bandwidth, and
-    speedups over torch.softmax and torch.compile. Needs a CUDA GPU.
-
-    Example: memtraffic bench softmax_tiled torch_softmax --shape 4096x4096 --dtype bf16
-    """
-    from kernels import VARIANTS
-    from memtraffic import bench as b
-    from memtraffic.model import parse_dtype, parse_shape
-    from memtraffic.suite import get_variant
-    from memtraffic.tables import dump
-
-    _check_format(fmt, ("table", "json"))
-    names = variants or [n for n, v in VARIANTS.items() if v.op in b.SUITE]
-    for n in names:
-        get_variant(n)
-    shapes = [parse_shape(s) for s in shape] if shape else None
-    dtypes = [parse_dtype(d) for d in dtype] if dtype else list(b.SUITE_DTYPES)
-    result = b.run_bench(names, shapes, dtypes, budget_s=budget, progress=lambda m: typer.echo(m, err=True))
-    if out is not None:
-        b.write_result(result, out)
-    typer.echo(b.bench_table(result) if fmt == "table" else dump([result], "json"))
-
-
-@app.command()
-@_errors_to_exit
-def ceilings(
-    refresh: Annotated[bool, typer.Option("--refresh", help="Measure again though cached.")] = False,
-    ncu: Annotated[bool, typer.Option("--ncu/--no-ncu", help="Also read ncu's theoretical peaks.")] = True,
-    save_reference: Annotated[
-        bool, typer.Option("--save-reference", help="Also write reports/ceilings/<device>.json (to commit).")
-    ] = False,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table (for people) or json.")] = "table",
-) -> None:
-    """Measure this GPU's roofs once and cache them: DRAM and L2 bandwidth, FP32 FMA and tensor-core FLOP/s.
-
-    Measured roofs (CUDA events, median of repeats) beside ncu's theoretical
-    peaks (per-cycle peak x clock, when ncu is found). Cached per device in
-    ~/.cache/memtraffic/ceilings.json ($MEMTRAFFIC_CACHE/ceilings.json),
-    where 'memtraffic roofline' finds them. Needs a CUDA GPU.
-
-    Examples:
-      memtraffic ceilings
-      memtraffic ceilings --refresh --save-reference   # commit reports/ceilings/
-      memtraffic ceilings --format json
-    """
-    from memtraffic import ceilings as c
-
-    _check_format(fmt, ("table", "json"))
-    entry, cached = c.get_ceilings(refresh=refresh, with_ncu=ncu, progress=lambda m: typer.echo(m, err=True))
-    if cached:
-        typer.echo(f"cached in {c.cache_file()} (--refresh measures again)", err=True)
-    if save_reference:
-        typer.echo(f"wrote {c.write_reference(entry)}", err=True)
-    typer.echo(c.ceilings_table(entry) if fmt == "table" else json.dumps(entry, indent=2))
-
-
-@app.command()
-@_errors_to_exit
-def roofline(
-    runs: Annotated[
-        list[Path] | None, typer.Argument(help="Run folders from 'memtraffic measure'; default: the newest.")
-    ] = None,
-    level: Annotated[str, typer.Option(help="dram, l2, l1 or all (comma-separated works too).")] = "all",
-    out: Annotated[Path | None, typer.Option(help="HTML file (offline); default: RUN/roofline.html.")] = None,
-    png: Annotated[Path | None, typer.Option(help="Also a static PNG (needs kaleido and Chromium).")] = None,
-    ceilings_file: Annotated[
-        Path | None, typer.Option("--ceilings", help="Ceilings JSON; default: cached, then committed ones.")
-    ] = None,
-) -> None:
-    """Hierarchical roofline (log-log) and traffic-vs-minimum bars of one or more runs.
-
-    One point per config and level (L1, L2, DRAM): performance = model
-    FLOPs / kernel time, intensity = model FLOPs / bytes at that level.
-    Roofs: measured (solid), ncu theoretical (dashed).
-
-    Examples:
-      memtraffic roofline reports/runs/RUN
-      memtraffic roofline RUN_A RUN_B --level dram --out cmp.html
-      memtraffic roofline RUN --png roof.png   # and roof-traffic.png
-    """
-    from memtraffic.report import latest_run, plot_runs
-    from memtraffic.roofline import parse_levels
-
-    levels = parse_levels(level)
-    run_dirs = list(runs) if runs else [latest_run()]
-    written, notes = plot_runs(run_dirs, levels, out=out, png=png, ceilings_file=ceilings_file)
-    for note in notes:
-        typer.echo(f"note: {note}", err=True)
-    for path in written:
-        typer.echo(f"wrote {path}")
-
-
-@app.command()
-@_errors_to_exit
-def report(
-    run: Annotated[Path, typer.Argument(help="Run folder from 'memtraffic measure'.")],
-    out: Annotated[Path | None, typer.Option(help="HTML file; default: RUN/report.html.")] = None,
-    ceilings_file: Annotated[
-        Path | None, typer.Option("--ceilings", help="Ceilings JSON; default: cached, then committed ones.")
-    ] = None,
-) -> None:
-    """One self-contained HTML page of a run: environment, analyzed table, diagnoses, roofline, traffic.
-
-    plotly.js is inline, so the page opens offline; its numbers are those
-    'memtraffic analyze' prints.
-
-    Examples:
-      memtraffic report reports/runs/RUN
-      memtraffic report RUN --out softmax.html
-    """
-    from memtraffic.report import write_report
-
-    typer.echo(f"wrote {write_report(run, out, ceilings_file)}")
-
-
-@app.command()
-@_errors_to_exit
 def measure(
     variants: Annotated[
         list[str] | None, typer.Argument(help="Variant names (see 'memtraffic list'); or use --all.")
@@ -365,6 +230,141 @@ def analyze(
 
     _check_format(fmt, ("table", "json", "csv"))
     typer.echo(render(analyze_path(path, min_bytes=min_bytes, group_by=group_by), fmt, group_by))
+
+
+@app.command()
+@_errors_to_exit
+def roofline(
+    runs: Annotated[
+        list[Path] | None, typer.Argument(help="Run folders from 'memtraffic measure'; default: the newest.")
+    ] = None,
+    level: Annotated[str, typer.Option(help="dram, l2, l1 or all (comma-separated works too).")] = "all",
+    out: Annotated[Path | None, typer.Option(help="HTML file (offline); default: RUN/roofline.html.")] = None,
+    png: Annotated[Path | None, typer.Option(help="Also a static PNG (needs kaleido and Chromium).")] = None,
+    ceilings_file: Annotated[
+        Path | None, typer.Option("--ceilings", help="Ceilings JSON; default: cached, then committed ones.")
+    ] = None,
+) -> None:
+    """Hierarchical roofline (log-log) and traffic-vs-minimum bars of one or more runs.
+
+    One point per config and level (L1, L2, DRAM): performance = model
+    FLOPs / kernel time, intensity = model FLOPs / bytes at that level.
+    Roofs: measured (solid), ncu theoretical (dashed).
+
+    Examples:
+      memtraffic roofline reports/runs/RUN
+      memtraffic roofline RUN_A RUN_B --level dram --out cmp.html
+      memtraffic roofline RUN --png roof.png   # and roof-traffic.png
+    """
+    from memtraffic.report import latest_run, plot_runs
+    from memtraffic.roofline import parse_levels
+
+    levels = parse_levels(level)
+    run_dirs = list(runs) if runs else [latest_run()]
+    written, notes = plot_runs(run_dirs, levels, out=out, png=png, ceilings_file=ceilings_file)
+    for note in notes:
+        typer.echo(f"note: {note}", err=True)
+    for path in written:
+        typer.echo(f"wrote {path}")
+
+
+@app.command()
+@_errors_to_exit
+def report(
+    run: Annotated[Path, typer.Argument(help="Run folder from 'memtraffic measure'.")],
+    out: Annotated[Path | None, typer.Option(help="HTML file; default: RUN/report.html.")] = None,
+    ceilings_file: Annotated[
+        Path | None, typer.Option("--ceilings", help="Ceilings JSON; default: cached, then committed ones.")
+    ] = None,
+) -> None:
+    """One self-contained HTML page of a run: environment, analyzed table, diagnoses, roofline, traffic.
+
+    plotly.js is inline, so the page opens offline; its numbers are those
+    'memtraffic analyze' prints.
+
+    Examples:
+      memtraffic report reports/runs/RUN
+      memtraffic report RUN --out softmax.html
+    """
+    from memtraffic.report import write_report
+
+    typer.echo(f"wrote {write_report(run, out, ceilings_file)}")
+
+
+@app.command()
+@_errors_to_exit
+def ceilings(
+    refresh: Annotated[bool, typer.Option("--refresh", help="Measure again though cached.")] = False,
+    ncu: Annotated[bool, typer.Option("--ncu/--no-ncu", help="Also read ncu's theoretical peaks.")] = True,
+    save_reference: Annotated[
+        bool, typer.Option("--save-reference", help="Also write reports/ceilings/<device>.json (to commit).")
+    ] = False,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table (for people) or json.")] = "table",
+) -> None:
+    """Measure this GPU's roofs once and cache them: DRAM and L2 bandwidth, FP32 FMA and tensor-core FLOP/s.
+
+    Measured roofs (CUDA events, median of repeats) beside ncu's theoretical
+    peaks (per-cycle peak x clock, when ncu is found). Cached per device in
+    ~/.cache/memtraffic/ceilings.json ($MEMTRAFFIC_CACHE/ceilings.json),
+    where 'memtraffic roofline' finds them. Needs a CUDA GPU.
+
+    Examples:
+      memtraffic ceilings
+      memtraffic ceilings --refresh --save-reference   # commit reports/ceilings/
+      memtraffic ceilings --format json
+    """
+    from memtraffic import ceilings as c
+
+    _check_format(fmt, ("table", "json"))
+    entry, cached = c.get_ceilings(refresh=refresh, with_ncu=ncu, progress=lambda m: typer.echo(m, err=True))
+    if cached:
+        typer.echo(f"cached in {c.cache_file()} (--refresh measures again)", err=True)
+    if save_reference:
+        typer.echo(f"wrote {c.write_reference(entry)}", err=True)
+    typer.echo(c.ceilings_table(entry) if fmt == "table" else json.dumps(entry, indent=2))
+
+
+@app.command()
+@_errors_to_exit
+def bench(
+    variants: Annotated[
+        list[str] | None, typer.Argument(help="Variants to time; default: every softmax variant.")
+    ] = None,
+    shape: Annotated[
+        list[str] | None, typer.Option(help="MxN, repeatable; default: the issue's suite per op.")
+    ] = None,
+    dtype: Annotated[
+        list[str] | None, typer.Option(help="fp32/fp16/bf16, repeatable; default: fp32 and bf16.")
+    ] = None,
+    budget: Annotated[
+        float, typer.Option(help="Seconds of timed repetitions per config (5 to 200 reps).")
+    ] = 0.3,
+    out: Annotated[Path | None, typer.Option(help="New folder for results.json and table.txt.")] = None,
+    fmt: Fmt = "table",
+) -> None:
+    """Time variants with CUDA events (L2 flushed, median) beside a same-size copy and torch's kernels.
+
+    Prints time, effective bandwidth (minimum bytes / time), its fraction of the copy bandwidth, and
+    speedups over torch.softmax and torch.compile. Needs a CUDA GPU.
+
+    Example: memtraffic bench softmax_tiled torch_softmax --shape 4096x4096 --dtype bf16
+    """
+    from kernels import VARIANTS
+    from memtraffic import bench as b
+    from memtraffic.model import parse_dtype, parse_shape
+    from memtraffic.suite import get_variant
+    from memtraffic.tables import dump
+
+    _check_format(fmt, ("table", "json"))
+    names = variants or [n for n, v in VARIANTS.items() if v.op in b.SUITE]
+    for n in names:
+        get_variant(n)
+    shapes = [parse_shape(s) for s in shape] if shape else None
+    dtypes = [parse_dtype(d) for d in dtype] if dtype else list(b.SUITE_DTYPES)
+    result = b.run_bench(names, shapes, dtypes, budget_s=budget, progress=lambda m: typer.echo(m, err=True))
+    if out is not None:
+        b.write_result(result, out)
+    typer.echo(b.bench_table(result) if fmt == "table" else dump([result], "json"))
 
 
 def main() -> None:  # pragma: no cover - console entry point alias
