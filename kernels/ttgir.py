@@ -15,7 +15,7 @@ from typing import Any
 from kernels.sectors import Layout
 
 _BLOCKED = re.compile(r"^(#blocked\d*) = #ttg\.blocked<\{(.*?)\}>", re.M)
-_MEM_OP = re.compile(r"(?:= |^\s*)(tt\.load|tt\.store) .*!tt\.ptr<\w+>, (#blocked\d*)>")
+_MEM_OP = re.compile(r"(?:= |^\s*)(tt\.load|tt\.store) .*tensor<([\dx]+)x!tt\.ptr<\w+>, (#blocked\d*)>")
 
 
 def compile_ttgir(kernel: Any, args: dict[str, Any], constexprs: dict[str, Any], num_warps: int) -> str:
@@ -49,10 +49,13 @@ def compile_ttgir(kernel: Any, args: dict[str, Any], constexprs: dict[str, Any],
     return triton.compile(src, target=target, options=options.__dict__).asm["ttgir"]
 
 
-def memory_layouts(ttgir: str, tile: tuple[int, int], rank1_dim: int = 1) -> dict[str, list[Layout]]:
-    """{'tt.load': [...], 'tt.store': [...]}: the layout of every global load and store of a (BM, BN) tile.
+def memory_layouts(ttgir: str, tile: tuple[int, int] | None = None, rank1_dim: int = 1
+                   ) -> dict[str, list[Layout]]:
+    """{'tt.load': [...], 'tt.store': [...]}: the layout of every global load and store, in program order.
 
-    A rank-1 layout is placed on tile dim `rank1_dim` (1 for a row of columns, 0 for a column of rows).
+    Each layout's tile is the op's tensor shape in the TTGIR (`tile` is accepted for older callers and
+    ignored). A rank-1 tensor of n elements is placed on tile dim `rank1_dim`: (1, n) for a row of
+    columns (rank1_dim=1), (n, 1) for a column of rows (0).
     """
     defs = dict(_BLOCKED.findall(ttgir))
     out: dict[str, list[Layout]] = {"tt.load": [], "tt.store": []}
@@ -60,19 +63,22 @@ def memory_layouts(ttgir: str, tile: tuple[int, int], rank1_dim: int = 1) -> dic
         match = _MEM_OP.search(line)
         if not match:
             continue
+        dims = [int(d) for d in match.group(2).split("x")]
+        rank1_shape = (1, dims[-1]) if rank1_dim == 1 else (dims[-1], 1)
+        shape = (dims[0], dims[1]) if len(dims) == 2 else rank1_shape
         fields = {k: [int(x) for x in v.split(",")] for k, v in re.findall(r"(\w+) = \[([\d, ]+)\]",
-                                                                          defs[match.group(2)])}
+                                                                          defs[match.group(3)])}
         keys = ("sizePerThread", "threadsPerWarp", "warpsPerCTA", "order")
         spt, tpw, wpc, order = (fields[k] for k in keys)
         if len(order) == 1:
             threads, warps = [1, 1], [1, 1]
             threads[rank1_dim], warps[rank1_dim] = tpw[0], wpc[0]
-            layout = Layout(tile, rank1_dim, spt[0], (threads[0], threads[1]), (warps[0], warps[1]))
+            layout = Layout(shape, rank1_dim, spt[0], (threads[0], threads[1]), (warps[0], warps[1]))
         else:
             fast = order[0]
             if spt[1 - fast] != 1:
                 raise ValueError(f"{spt[1 - fast]} elements per thread on the slow dim: not modelled")
-            layout = Layout(tile, fast, spt[fast], (tpw[0], tpw[1]), (wpc[0], wpc[1]))
+            layout = Layout(shape, fast, spt[fast], (tpw[0], tpw[1]), (wpc[0], wpc[1]))
         out[match.group(1)].append(layout)
     return out
 
@@ -82,7 +88,7 @@ def layouts_in_subprocess(specs: list[dict[str, Any]], timeout: float = 300) -> 
 
     A process that has run kernels in the interpreter (TRITON_INTERPRET=1, as the CPU tests do) has
     triton.language patched and cannot compile for real, so compile elsewhere. Each spec: kernel
-    ('module:name'), args, constexprs, num_warps, tile, rank1_dim.
+    ('module:name'), args, constexprs, num_warps, rank1_dim (tile, if given, is not used).
     """
     import json
     import os
@@ -111,7 +117,7 @@ def _main() -> None:
         module, name = spec["kernel"].split(":")
         kernel = getattr(importlib.import_module(module), name)
         text = compile_ttgir(kernel, spec["args"], spec["constexprs"], spec["num_warps"])
-        found = memory_layouts(text, tuple(spec["tile"]), spec.get("rank1_dim", 1))
+        found = memory_layouts(text, rank1_dim=spec.get("rank1_dim", 1))
         results.append({op: [[list(x.shape), x.fast, x.vec, list(x.threads), list(x.warps)] for x in layouts]
                         for op, layouts in found.items()})
     json.dump(results, sys.stdout)

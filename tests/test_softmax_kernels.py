@@ -45,6 +45,7 @@ ROWSUM_ATOL = {FP32: 1e-5, FP16: 2e-3, BF16: 1.6e-2}
 ROW_TRITON = ["softmax_naive", "softmax_tiled", "softmax_online", "softmax_3pass"]
 ROW_VARIANTS = [*ROW_TRITON, "torch_softmax", "torch_manual"]
 COL_VARIANTS = ["softmax_column_strided", "softmax_column_coalesced"]
+# BLOCK_N below the row length: the looped path (softmax_online's auto takes one pass for these rows)
 LOOPED = {"softmax_online": {"BLOCK_N": 128}, "softmax_3pass": {"BLOCK_N": 128}}
 
 
@@ -106,6 +107,12 @@ ROW_CASES = _cases([
     ((3001, 2), (FP32,), {"softmax_tiled": {"BLOCK_M": 128}}, "3001x2",
      ["softmax_naive", "softmax_tiled", "torch_softmax", "torch_manual"]),
     ((1823, 781), (FP32,), {}, "1823x781"),
+    # softmax_online's other looped paths: one program per row without hints, and a persistent grid
+    # with fewer programs than rows and a partial last block (the reverse write loop starts there)
+    ((37, 1000), (FP32,), {"softmax_online": {"BLOCK_N": 128, "programs": 0, "evict_hints": 0}},
+     "37x1000-per-row", ["softmax_online"]),
+    ((37, 1000), (FP32,), {"softmax_online": {"BLOCK_N": 256, "programs": 5}}, "37x1000-grid5",
+     ["softmax_online"]),
 ], ROW_VARIANTS)
 
 
@@ -125,7 +132,12 @@ COL_CASES = _cases([
     ((1000, 37), ALL, {"softmax_column_strided": {"BLOCK_M": 64},
                        "softmax_column_coalesced": {"BLOCK_M": 64, "BLOCK_N": 16}}, "1000x37-looped"),
     ((2, 301), ALL, {}, "2x301"),  # many 2-element columns
-    ((781, 183), (FP32,), {}, "781x183"),  # odd both ways, several column blocks
+    ((781, 183), (FP32,), {}, "781x183"),  # odd both ways, several column blocks and row chunks
+    # coalesced: one chunk (a single kernel) and chunks of fewer rows than a tile step
+    ((781, 183), (FP32,), {"softmax_column_coalesced": {"ROWS": 1024}}, "781x183-one-chunk",
+     ["softmax_column_coalesced"]),
+    ((200, 37), (BF16,), {"softmax_column_coalesced": {"BLOCK_M": 32, "BLOCK_N": 8, "ROWS": 32}},
+     "200x37-7-chunks", ["softmax_column_coalesced"]),
 ], COL_VARIANTS)
 
 
@@ -221,6 +233,9 @@ def test_unknown_parameter_is_a_usage_error(name):
     ("softmax_tiled", "BLOCK_M", "wide"),
     ("softmax_tiled", "num_warps", 64),
     ("softmax_online", "BLOCK_N", 96),
+    ("softmax_online", "programs", -1),
+    ("softmax_online", "evict_hints", 2),
+    ("softmax_column_coalesced", "ROWS", 100),
     ("softmax_3pass", "BLOCK_N", True),
     ("softmax_column_strided", "BLOCK_M", -4),
     ("softmax_column_coalesced", "BLOCK_N", 12),
@@ -259,6 +274,13 @@ def test_coalesced_refuses_tiles_smaller_than_its_threads():
     assert variant.check((64, 64), FP32, {"BLOCK_M": 1, "BLOCK_N": 1, "num_warps": 1}) is not None
     assert variant.check((64, 64), FP32, {"BLOCK_M": 4, "BLOCK_N": 32}) is None
     assert variant.check((1, 1), FP32, {}) is None  # auto never picks such a tile
+
+
+def test_coalesced_refuses_chunks_shorter_than_a_tile_step():
+    variant = VARIANTS["softmax_column_coalesced"]
+    reason = variant.check((1000, 37), FP32, {"BLOCK_M": 64, "BLOCK_N": 16, "ROWS": 32})
+    assert reason is not None and "ROWS=32" in reason
+    assert variant.check((1000, 37), FP32, {"BLOCK_M": 64, "BLOCK_N": 16, "ROWS": 64}) is None
 
 
 def test_every_softmax_variant_states_constraints_and_takes_all_dtypes():
@@ -317,15 +339,58 @@ def test_torch_manual_formula():
 
 
 def test_looped_models_count_each_pass():
-    # BLOCK_N auto = next_pow2(2) = 2: every pass is the naive kernel's 16x load.
-    assert _pred("softmax_online", (1048576, 2)) == (2 * 134_217_728, 33_554_432)
+    # BLOCK_N auto = next_pow2(2) = 2: every pass is the naive kernel's 16x load. Online makes one pass
+    # with one warp (auto), so no warp loads a copy, but an 8-byte row still moves a 32-byte sector.
+    assert _pred("softmax_online", (1048576, 2)) == (33_554_432, 33_554_432)
     assert _pred("softmax_3pass", (1048576, 2)) == (3 * 134_217_728, 33_554_432)
-    # 4096 fp32 rows, BLOCK_N=1024: aligned 16-byte vectors, no waste, 2 or 3 reads of MN.
+    # 4096 fp32 rows: aligned 16-byte vectors, no waste. Online auto holds the row (one read); with
+    # BLOCK_N=1024 it loops (2 reads, the write loop's counted at L1 even when L2 serves it); 3pass: 3.
     mn4 = 4096 * 4096 * 4
-    assert _pred("softmax_online", (4096, 4096)) == (2 * mn4, mn4)
+    assert _pred("softmax_online", (4096, 4096)) == (mn4, mn4)
+    assert _pred("softmax_online", (4096, 4096), BLOCK_N=1024) == (2 * mn4, mn4)
     assert _pred("softmax_3pass", (4096, 4096)) == (3 * mn4, mn4)
     # N == 1: the loops run once at compile time and their loads merge into one.
     assert _pred("softmax_3pass", (1000, 1)) == _pred("softmax_naive", (1000, 1))
+
+
+def test_online_one_pass_where_the_row_fits_and_two_where_it_loops():
+    # One pass (L1 efficiency 1.00) wherever auto holds the row in registers, fp32 and bf16.
+    for m, n in [(32768, 32), (4096, 4096), (8192, 8192), (32768, 4096), (1823, 781)]:
+        for dtype in (FP32, BF16):
+            e = element_size(dtype)
+            if n * e % 32 == 0:  # whole sectors per row
+                assert _pred("softmax_online", (m, n), dtype) == (m * n * e, m * n * e), (m, n, dtype)
+            single = loop.online_config((m, n), dtype)["single"]
+            assert single and _pred("softmax_online", (m, n), dtype)[0] == _pred("softmax_online", (m, n),
+                                                                                  dtype, BLOCK_N=65536)[0]
+    # Rows longer than one block loop: the L1 model counts the second read.
+    for m, n in [(8192, 32768), (16384, 131072)]:
+        for dtype in (FP32, BF16):
+            mn = m * n * element_size(dtype)
+            assert not loop.online_config((m, n), dtype)["single"]
+            assert _pred("softmax_online", (m, n), dtype) == (2 * mn, mn)
+    # BLOCK_N >= N takes the single-pass path whatever the row length.
+    assert _pred("softmax_online", (8192, 32768), BLOCK_N=32768, num_warps=32) == (8192 * 32768 * 4,) * 2
+
+
+def test_online_grid_and_hints_do_not_change_l1_traffic():
+    base = _pred("softmax_online", (64, 100000), BLOCK_N=4096, num_warps=8)
+    for programs in (0, 1, 132, 528):
+        for hints in (0, 1):
+            assert _pred("softmax_online", (64, 100000), BLOCK_N=4096, num_warps=8, programs=programs,
+                         evict_hints=hints) == base
+
+
+def test_online_auto_grid_bounds_rows_in_flight():
+    # Looping rows: a persistent grid of one to MAX_PROGRAMS_PER_SM programs per SM, fewer for long rows.
+    c = loop.online_config((16384, 131072), FP32, sms=132)
+    assert c["programs"] == 132 and c["evict_hints"] == 1 and c["num_warps"] >= 8
+    c = loop.online_config((8192, 32768), BF16, sms=132)
+    assert 132 <= c["programs"] <= loop.MAX_PROGRAMS_PER_SM * 132
+    assert c["programs"] * 32768 * 2 <= max(loop.L2_ROW_BUDGET, 132 * 32768 * 2)
+    # One pass: one program per row, no hints.
+    c = loop.online_config((4096, 4096), FP32, sms=132)
+    assert (c["programs"], c["evict_hints"], c["single"]) == (0, 0, True)
 
 
 def test_column_models():
@@ -333,9 +398,18 @@ def test_column_models():
     # Strided: 32 rows of one column per request, each in its own sector: 32 B per element and pass.
     assert _pred("softmax_column_strided", (4096, 4096)) == (2 * 32 * mn, 32 * mn)
     assert _pred("softmax_column_strided", (4096, 4096), BF16) == (2 * 32 * mn, 32 * mn)
-    # Coalesced: whole sectors, 2 reads + 1 write of MN.
-    assert _pred("softmax_column_coalesced", (4096, 4096)) == (2 * 4 * mn, 4 * mn)
-    assert _pred("softmax_column_coalesced", (4096, 4096), BF16) == (2 * 2 * mn, 2 * mn)
+    # Coalesced, one chunk (ROWS = M, a single kernel): whole sectors, 2 reads + 1 write of MN.
+    assert _pred("softmax_column_coalesced", (4096, 4096), ROWS=4096) == (2 * 4 * mn, 4 * mn)
+    assert _pred("softmax_column_coalesced", (4096, 4096), BF16, ROWS=4096) == (2 * 2 * mn, 2 * mn)
+    # Auto splits the rows into k = 4 chunks of 1024 (16-column blocks: 256 x 4 = 1024 programs). Each
+    # chunk stores a fp32 max and sum per column (2*4*N bytes); each of the k programs of a column block
+    # loads all k chunks' partials of its 16 columns (64 B, whole sectors): k * k * 2*4*N bytes.
+    k, n = 4, 4096
+    for dtype, e in ((FP32, 4), (BF16, 2)):
+        launch = col.coalesced_launch((4096, 4096), dtype)
+        assert (launch.block_n, launch.rows, launch.n_chunks, launch.grid) == (16, 1024, k, 1024)
+        assert _pred("softmax_column_coalesced", (4096, 4096), dtype) == (2 * e * mn + k * k * 2 * 4 * n,
+                                                                          e * mn + k * 2 * 4 * n)
     # Strided with 8-byte rows: a 32-row request spans 256 B = 8 sectors, per column and pass.
     m = 1048576
     assert _pred("softmax_column_strided", (m, 2)) == (2 * 2 * (m // 32) * 8 * 32, 2 * (m // 32) * 8 * 32)
@@ -385,36 +459,68 @@ def _launches():
         ("tiled 3001x3 fp16", rows.tiled_launch((3001, 3)), FP16),
         ("tiled 8192x8192 bf16", rows.tiled_launch((8192, 8192)), BF16),
         ("tiled 100x1", rows.tiled_launch((100, 1)), FP32),
-        ("online 37x1000 BN=128", loop.online_launch((37, 1000), 128), FP32),
+        ("online 37x1000 BN=128", loop.online_launch((37, 1000), FP32, 128), FP32),
+        ("online 4096x4096 one pass", loop.online_launch((4096, 4096), FP32), FP32),
+        ("online 1048576x2 one pass", loop.online_launch((1048576, 2), BF16), BF16),
+        ("online 8192x32768 one pass 32 warps", loop.online_launch((8192, 32768), FP32, 32768, 32), FP32),
+        ("online 16384x131072 looped, hints", loop.online_launch((16384, 131072), BF16, sms=132), BF16),
+        ("online 1000x1", loop.online_launch((1000, 1), FP32), FP32),
         ("3pass 4096x4096", loop.three_pass_launch((4096, 4096)), BF16),
         ("3pass 100x1 (loads merge)", loop.three_pass_launch((100, 1)), FP32),
         ("column strided 4096x4096", col.strided_launch((4096, 4096)), FP32),
         ("column strided 1048576x2", col.strided_launch((1048576, 2)), FP16),
-        ("column coalesced 4096x4096", col.coalesced_launch((4096, 4096), FP32), FP32),
-        ("column coalesced 1000x37", col.coalesced_launch((1000, 37), BF16, 64, 16), BF16),
+        ("column coalesced 4096x4096 one chunk", col.coalesced_launch((4096, 4096), FP32, ROWS=4096), FP32),
+        ("column coalesced 1000x37 one chunk", col.coalesced_launch((1000, 37), BF16, 64, 16, 1024), BF16),
         ("column coalesced 1x5 (loads merge)", col.coalesced_launch((1, 5), FP32), FP32),
+        ("column coalesced 4096x4096 chunks", col.coalesced_launch((4096, 4096), FP32), FP32),
+        ("column coalesced 8192x8192 bf16 chunks", col.coalesced_launch((8192, 8192), BF16), BF16),
+        ("column coalesced 1000x37 chunks", col.coalesced_launch((1000, 37), BF16, 64, 16), BF16),
     ]
 
 
 PTR = {FP32: "*fp32", FP16: "*fp16", BF16: "*bf16"}
 
 
-def _rank1_dim(launch: sectors.TileLaunch) -> int:
-    return 0 if launch.tile[1] == 1 and launch.tile[0] > 1 else 1
+def _units(launch, dtype) -> list[tuple[dict, dict]]:
+    """Per kernel launch: (compile spec, the model's expectation). The expectation lists, per op kind and
+    in program order, (model layout, rows, columns, element bytes) of the matrix each op walks."""
+    e = element_size(dtype)
+    m, n = launch.shape
+    if isinstance(launch, sectors.TileLaunch):
+        fn = getattr(launch.kernel, "fn", launch.kernel)
+        rank1_dim = 0 if launch.tile[1] == 1 and launch.tile[0] > 1 else 1
+        spec = {"kernel": f"{fn.__module__}:{fn.__name__}",
+                "args": {"out_ptr": PTR[dtype], "in_ptr": PTR[dtype], **launch.scalars},
+                "constexprs": launch.constexprs, "num_warps": launch.num_warps, "rank1_dim": rank1_dim}
+        data = (launch.layout(e), m, n, e)
+        return [(spec, {"tt.load": [data] * launch.read_passes, "tt.store": [data]})]
+    # ColumnLaunch: one kernel, or a stats kernel and a normalize kernel meeting through fp32 partials
+    data = (launch.data_layout(e), m, n, e)
+    k = launch.n_chunks
+    p_store, p_load = (launch.partial_store_layout(), k, n, 4), (launch.partial_load_layout(), k, n, 4)
+    expect = ([{"tt.load": [data] * (2 if m > 1 else 1), "tt.store": [data]}] if k == 1 else
+              [{"tt.load": [data], "tt.store": [p_store, p_store]},
+               {"tt.load": [p_load, p_load, data], "tt.store": [data]}])
+    units = []
+    for (kernel, ints, const), want in zip(launch.kernels(), expect, strict=True):
+        fn = getattr(kernel, "fn", kernel)
+        ptrs = {"out_ptr": PTR[dtype], "in_ptr": PTR[dtype], "max_ptr": "*fp32", "sum_ptr": "*fp32"}
+        spec = {"kernel": f"{fn.__module__}:{fn.__name__}", "args": {**ptrs, **ints}, "constexprs": const,
+                "num_warps": launch.num_warps, "rank1_dim": 1}
+        units.append((spec, want))
+    return units
 
 
 @pytest.fixture(scope="module")
-def compiled_layouts() -> dict[str, dict]:
+def compiled_layouts() -> dict[str, list[dict]]:
     """Every launch of _launches() compiled for sm_90 in one fresh process (this one runs the interpreter)."""
     from kernels import ttgir
 
-    specs = []
-    for _, launch, dtype in _launches():
-        fn = getattr(launch.kernel, "fn", launch.kernel)
-        specs.append({"kernel": f"{fn.__module__}:{fn.__name__}",
-                      "args": {"out_ptr": PTR[dtype], "in_ptr": PTR[dtype], **launch.scalars},
-                      "constexprs": launch.constexprs, "num_warps": launch.num_warps,
-                      "tile": list(launch.tile), "rank1_dim": _rank1_dim(launch)})
+    labels, specs = [], []
+    for label, launch, dtype in _launches():
+        for spec, _ in _units(launch, dtype):
+            labels.append(label)
+            specs.append(spec)
     try:
         found = ttgir.layouts_in_subprocess(specs)
     except RuntimeError as err:
@@ -422,24 +528,23 @@ def compiled_layouts() -> dict[str, dict]:
         if "ModuleNotFoundError" in str(err) or "ImportError" in str(err):
             pytest.skip(f"cannot compile for sm_90 here: {str(err).splitlines()[-1]}")
         raise
-    return {label: layouts for (label, _, _), layouts in zip(_launches(), found, strict=True)}
+    out: dict[str, list[dict]] = {}
+    for label, layouts in zip(labels, found, strict=True):
+        out.setdefault(label, []).append(layouts)
+    return out
 
 
 @pytest.mark.parametrize("label,launch,dtype", [pytest.param(*c, id=c[0]) for c in _launches()])
 def test_model_layouts_match_the_compiled_ttgir(label, launch, dtype, compiled_layouts):
     # Compare sector counts, not layout fields: two layouts that differ only where the tile has one
-    # element (or is replicated anyway) move the same sectors.
-    got = compiled_layouts[label]
-    e = element_size(dtype)
-    m, n = launch.shape
-    model = launch.layout(e)
-    want_ld, want_st = sectors.grid_sectors(model, m, n, e)
-    assert len(got["tt.load"]) == launch.read_passes, "one load per read pass"
-    assert len(got["tt.store"]) == 1
-    for layout in got["tt.load"]:
-        assert sectors.grid_sectors(layout, m, n, e)[0] == want_ld, f"compiled {layout}, model {model}"
-    for layout in got["tt.store"]:
-        assert sectors.grid_sectors(layout, m, n, e)[1] == want_st, f"compiled {layout}, model {model}"
+    # element (or is replicated anyway) move the same sectors. One load per read pass, one store (the
+    # split column kernels: partials too), each moving the model's sectors over the matrix it walks.
+    for got, (_, want) in zip(compiled_layouts[label], _units(launch, dtype), strict=True):
+        for op, index in (("tt.load", 0), ("tt.store", 1)):
+            assert len(got[op]) == len(want[op]), f"{op}: compiled {got[op]}"
+            for layout, (model, m, n, e) in zip(got[op], want[op], strict=True):
+                compiled, modelled = (sectors.grid_sectors(x, m, n, e)[index] for x in (layout, model))
+                assert compiled == modelled, f"{op}: compiled {layout}, model {model}"
 
 
 # --- on the GPU, at real sizes ----------------------------------------------------------------------------
@@ -475,3 +580,18 @@ def test_gpu_infinities_and_huge_values(name, dtype):
 @pytest.mark.parametrize("params", [{"BLOCK_M": 1}, {"BLOCK_M": 128}, {"BLOCK_M": 2048, "num_warps": 8}])
 def test_gpu_tiled_sweep_values(params, seed):
     _check("softmax_tiled", (1048576, 2), FP32, "cuda", seed, params)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [FP32, BF16])
+@pytest.mark.parametrize("name,shape,params", [
+    ("softmax_online", (64, 32768), {"BLOCK_N": 32768, "num_warps": 32}),  # one pass, 32 values a thread
+    ("softmax_online", (300, 131072), {}),  # auto: looped, persistent grid, eviction hints
+    ("softmax_online", (300, 20000), {"BLOCK_N": 4096, "programs": 0, "evict_hints": 0}),
+    ("softmax_online", (1000, 20000), {"BLOCK_N": 2048, "programs": 7}),  # rows % programs != 0
+    ("softmax_column_coalesced", (4096, 4096), {"ROWS": 4096}),  # one chunk, one kernel
+    ("softmax_column_coalesced", (4099, 1000), {}),  # auto chunks, partial last chunk and block
+    ("softmax_column_coalesced", (4096, 4096), {"BLOCK_N": 8, "BLOCK_M": 256, "ROWS": 256}),  # 16 chunks
+], ids=lambda v: str(v))
+def test_gpu_sweep_paths(name, shape, params, dtype, seed):
+    _check(name, shape, dtype, "cuda", seed, params)
