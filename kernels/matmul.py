@@ -43,12 +43,19 @@ def _upcast(a: torch.Tensor) -> bool:
     return a.dtype == torch.bfloat16 and os.environ.get("TRITON_INTERPRET") == "1"
 
 
+def input_precision(a: torch.Tensor) -> str:
+    """tl.dot's input_precision: 'ieee' for fp32 inputs, so that fp32 means fp32. Triton's default for
+    fp32 is TF32 (inputs rounded to a 10-bit mantissa), which fails the float64 check at fp32 tolerance;
+    ieee runs on FMA units (CUDA cores), far slower than tensor cores. 16-bit inputs ignore it."""
+    return "ieee" if a.dtype == torch.float32 else "tf32"
+
+
 @triton.jit
 def _matmul_kernel(
     a_ptr, b_ptr, c_ptr, M, N, K,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    UPCAST: tl.constexpr,
+    UPCAST: tl.constexpr, PRECISION: tl.constexpr,
 ):
     # GROUP_M swizzle: consecutive programs walk down GROUP_M rows of tiles before moving right, so the
     # B column-panels they share are still in L2. It changes L2/DRAM traffic, not L1 traffic.
@@ -75,7 +82,7 @@ def _matmul_kernel(
         b = tl.load(b_ptrs, mask=(offs_k[:, None] < K - k0) & mask_n, other=0.0)  # BLOCK_K x BLOCK_N of B
         if UPCAST:  # interpreter only, see _upcast()
             a, b = a.to(tl.float32), b.to(tl.float32)
-        acc = tl.dot(a, b, acc)  # fp32 accumulate (fp32 inputs use TF32 tensor cores on a GPU)
+        acc = tl.dot(a, b, acc, input_precision=PRECISION)  # fp32 accumulate; fp32 inputs: ieee, not TF32
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
     c_ptrs = c_ptr + offs_m[:, None].to(tl.int64) * stride_cm + offs_n[None, :] * stride_cn
@@ -94,7 +101,8 @@ def matmul_triton(a: torch.Tensor, b: torch.Tensor, **params: Any) -> torch.Tens
         a, b, c, m, n, k,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
         BLOCK_M=p["BLOCK_M"], BLOCK_N=p["BLOCK_N"], BLOCK_K=p["BLOCK_K"], GROUP_M=p["GROUP_M"],
-        UPCAST=_upcast(a), num_warps=p["num_warps"], num_stages=p["num_stages"],
+        UPCAST=_upcast(a), PRECISION=input_precision(a), num_warps=p["num_warps"],
+        num_stages=p["num_stages"],
     )
     return c
 
@@ -159,12 +167,13 @@ def _torch_traffic(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> 
 MATMUL_TRITON = Variant(
     name="matmul_triton",
     op="matmul",
-    description="tiled Triton matmul, GROUP_M swizzle, fp32 accumulate: A read ceil(N/BLOCK_N) times and "
-    "B ceil(M/BLOCK_M) times at L1 (no reuse across programs)",
+    description="tiled Triton matmul, GROUP_M swizzle, fp32 accumulate (fp32 inputs multiplied in fp32, "
+    "not TF32): A read ceil(N/BLOCK_N) times and B ceil(M/BLOCK_M) times at L1 (no reuse across programs)",
     run=matmul_triton,
     predicted=_triton_traffic,
     params=dict(TRITON_DEFAULTS),
-    constraints="any MxNxK; blocks powers of two 16..256; fp32 uses TF32 on a GPU; "
+    constraints="any MxNxK; blocks powers of two 16..256; fp32 is true fp32 (input_precision='ieee', CUDA "
+    "cores, not TF32 tensor cores); "
     "num_stages>1 loads via cp.async (ncu counts LDGSTS apart from plain loads)",
     check=_check_triton,
 )
