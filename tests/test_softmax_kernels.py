@@ -113,6 +113,8 @@ ROW_CASES = _cases([
      "37x1000-per-row", ["softmax_online"]),
     ((37, 1000), (FP32,), {"softmax_online": {"BLOCK_N": 256, "programs": 5}}, "37x1000-grid5",
      ["softmax_online"]),
+    ((37, 1000), (BF16,), {"softmax_online": {"programs": 5, "evict_hints": 1}}, "37x1000-one-pass-grid5",
+     ["softmax_online"]),
 ], ROW_VARIANTS)
 
 
