@@ -24,7 +24,7 @@ import triton.language as tl
 
 from kernels import matmul as _mm
 from kernels import torch_softmax
-from kernels._params import power_of_two, resolve
+from kernels._params import int_range, power_of_two, resolve
 from kernels.matmul import _upcast
 from kernels.softmax_rows import optional, resolve_params
 from kernels.variant import Variant
@@ -35,7 +35,7 @@ _FUSED_RULES = {
     "BLOCK_M": optional(power_of_two(16, 128)),
     "BLOCK_K": optional(power_of_two(16, 128)),
     "num_warps": optional(power_of_two(1, 16)),
-    "num_stages": optional(power_of_two(1, 4)),
+    "num_stages": optional(int_range(1, 4)),
 }
 # Register budget: fp32 accumulator values per program (BLOCK_M x pow2(N)), see the module docstring.
 ACC_LIMIT = {torch.float32: 16384, torch.float16: 32768, torch.bfloat16: 32768}
