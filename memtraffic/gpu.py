@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 _L2_FLUSH_BYTES = 256 * 2**20  # larger than any Hopper L2 (50-60 MB)
+_SLEEP_CYCLES = 200_000  # about 100 us at 2 GHz: longer than any launcher's host overhead
 
 
 @dataclass
@@ -27,6 +28,10 @@ def time_cuda(fn: Callable[[], Any], budget_s: float = 0.5, max_reps: int = 200,
 
     With flush_l2 a buffer larger than L2 is written before each call, outside the timed region, so
     every call starts cold, as a kernel in a real pipeline would. Repetitions fill budget_s.
+
+    Before each start event the GPU is kept busy (torch.cuda._sleep) so the host has enqueued the
+    call before the GPU reaches it: otherwise a microsecond kernel behind a slow Python launcher
+    would be timed with the launcher's overhead.
     """
     flush = torch.empty(_L2_FLUSH_BYTES if flush_l2 else 0, dtype=torch.uint8, device="cuda")
     fn()
@@ -41,6 +46,7 @@ def time_cuda(fn: Callable[[], Any], budget_s: float = 0.5, max_reps: int = 200,
     for s, e in zip(starts, ends, strict=True):
         if flush_l2:
             flush.zero_()
+        torch.cuda._sleep(_SLEEP_CYCLES)
         s.record()
         fn()
         e.record()
