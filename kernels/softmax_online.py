@@ -39,8 +39,11 @@ ONLINE_DEFAULTS: dict[str, Any] = {"BLOCK_N": None, "num_warps": None, "programs
 _ONLINE_RULES = {"BLOCK_N": optional(power_of_two(1, 65536)), "num_warps": optional(power_of_two(1, 32)),
                  "programs": optional(int_range(0, 1 << 20)), "evict_hints": optional(int_range(0, 1))}
 # softmax_online auto rule (tuned on an H100 by scripts/sweep_softmax.py; see tuned_note in its output):
-SINGLE_PASS_MAX = 16384  # rows up to this many elements are held whole in registers: one read
-LOOP_BLOCK_N = 8192  # block length when the row is longer
+# Auto rules from the H100 sweep of 2026-11-22 (scripts/sweep_softmax.py): a whole 32768-element fp32
+# row held by 32 warps ran at copy speed, and for longer rows 16384-element blocks with 32 warps on one
+# program per SM beat 8192-element blocks with 16 warps.
+SINGLE_PASS_MAX = 32768  # rows up to this many elements are held whole in registers: one read
+LOOP_BLOCK_N = 16384  # block length when the row is longer
 L2_ROW_BUDGET = 24 * 2**20  # bytes of rows in flight a persistent grid aims for (H100 L2: 50 MB)
 MAX_PROGRAMS_PER_SM = 4
 
@@ -146,8 +149,8 @@ def online_config(shape: Shape, dtype: torch.dtype, BLOCK_N: int | None = None,
     Auto: rows up to SINGLE_PASS_MAX elements are one block (single pass, one program per row); longer
     rows loop over LOOP_BLOCK_N blocks on a persistent grid sized so that the rows in flight hold about
     L2_ROW_BUDGET bytes (at least one program per SM, at most MAX_PROGRAMS_PER_SM), with eviction hints.
-    num_warps: 8 elements per thread up to 16 warps, and never more warps than a short row fills (a warp
-    beyond that would load copies). Only BLOCK_N and num_warps change L1 traffic.
+    num_warps: 8 elements per thread up to 16 warps (32 for blocks over 8192 elements), and never more
+    warps than a short row fills (a warp beyond that would load copies). Only BLOCK_N and num_warps change L1 traffic.
     """
     m, n = shape
     if BLOCK_N is None:
@@ -155,7 +158,7 @@ def online_config(shape: Shape, dtype: torch.dtype, BLOCK_N: int | None = None,
         BLOCK_N = np2 if np2 <= SINGLE_PASS_MAX else LOOP_BLOCK_N
     single = n <= BLOCK_N
     if num_warps is None:
-        num_warps = min(16, max(1, BLOCK_N // 256))
+        num_warps = min(32 if BLOCK_N > 8192 else 16, max(1, BLOCK_N // 256))
     if programs is None:
         if single:
             programs = 0

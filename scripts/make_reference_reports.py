@@ -7,6 +7,10 @@ Each group is one `memtraffic measure` run (one ncu process) into its own named 
   suite_1048576x2_fp32           every softmax and gelu variant
   suite_4096x4096                every softmax, softmax_dim0 and gelu variant, fp32 and bf16
   suite_8192x8192                every softmax and gelu variant, fp32 and bf16
+  long_rows_16384x131072         softmax_online, softmax_3pass, torch_softmax, torch_compiled on 512 KB
+                                 (fp32) rows, fp32 and bf16
+  passes_4096x4096               softmax_tiled, softmax_online forced to loop (BLOCK_N=1024) and
+                                 softmax_3pass: one, two and three reads of the same rows
   matmul_4096x4096x4096          every matmul variant, fp32 and bf16
   matmul_softmax_4096x1024x1024  every matmul_softmax variant, fp32 and bf16
 
@@ -49,6 +53,12 @@ GROUPS = [
     Group("suite_1048576x2_fp32", ("softmax", "gelu"), ["1048576x2"], ["fp32"]),
     Group("suite_4096x4096", ("softmax", "softmax_dim0", "gelu"), ["4096x4096"], ["fp32", "bf16"]),
     Group("suite_8192x8192", ("softmax", "gelu"), ["8192x8192"], ["fp32", "bf16"]),
+    # Rows too long for registers: two reads (online) or three (3-pass) at L1; does L2 catch the second?
+    Group("long_rows_16384x131072", ("softmax",), ["16384x131072"], ["fp32", "bf16"],
+          variants={"softmax_online": {}, "softmax_3pass": {}, "torch_softmax": {}, "torch_compiled": {}}),
+    # The same passes at a size whose rows do fit: softmax_online forced to loop (BLOCK_N=1024).
+    Group("passes_4096x4096", ("softmax",), ["4096x4096"], ["fp32", "bf16"],
+          variants={"softmax_tiled": {}, "softmax_online": {"BLOCK_N": 1024}, "softmax_3pass": {}}),
     Group("matmul_4096x4096x4096", ("matmul",), ["4096x4096x4096"], ["fp32", "bf16"]),
     Group("matmul_softmax_4096x1024x1024", ("matmul_softmax",), ["4096x1024x1024"], ["fp32", "bf16"]),
 ]

@@ -357,7 +357,7 @@ def test_looped_models_count_each_pass():
 
 def test_online_one_pass_where_the_row_fits_and_two_where_it_loops():
     # One pass (L1 efficiency 1.00) wherever auto holds the row in registers, fp32 and bf16.
-    for m, n in [(32768, 32), (4096, 4096), (8192, 8192), (32768, 4096), (1823, 781)]:
+    for m, n in [(32768, 32), (4096, 4096), (8192, 8192), (32768, 4096), (1823, 781), (8192, 32768)]:
         for dtype in (FP32, BF16):
             e = element_size(dtype)
             if n * e % 32 == 0:  # whole sectors per row
@@ -366,7 +366,7 @@ def test_online_one_pass_where_the_row_fits_and_two_where_it_loops():
             assert single and _pred("softmax_online", (m, n), dtype)[0] == _pred("softmax_online", (m, n),
                                                                                   dtype, BLOCK_N=65536)[0]
     # Rows longer than one block loop: the L1 model counts the second read.
-    for m, n in [(8192, 32768), (16384, 131072)]:
+    for m, n in [(8192, 65536), (16384, 131072)]:
         for dtype in (FP32, BF16):
             mn = m * n * element_size(dtype)
             assert not loop.online_config((m, n), dtype)["single"]
@@ -387,9 +387,9 @@ def test_online_auto_grid_bounds_rows_in_flight():
     # Looping rows: a persistent grid of one to MAX_PROGRAMS_PER_SM programs per SM, fewer for long rows.
     c = loop.online_config((16384, 131072), FP32, sms=132)
     assert c["programs"] == 132 and c["evict_hints"] == 1 and c["num_warps"] >= 8
-    c = loop.online_config((8192, 32768), BF16, sms=132)
+    c = loop.online_config((8192, 65536), BF16, sms=132)
     assert 132 <= c["programs"] <= loop.MAX_PROGRAMS_PER_SM * 132
-    assert c["programs"] * 32768 * 2 <= max(loop.L2_ROW_BUDGET, 132 * 32768 * 2)
+    assert c["programs"] * 65536 * 2 <= max(loop.L2_ROW_BUDGET, 132 * 65536 * 2)
     # One pass: one program per row, no hints.
     c = loop.online_config((4096, 4096), FP32, sms=132)
     assert (c["programs"], c["evict_hints"], c["single"]) == (0, 0, True)
