@@ -17,6 +17,7 @@ import triton
 import triton.language as tl
 
 from kernels._params import power_of_two, resolve
+from kernels.compiled import static_compile
 from kernels.variant import Variant
 from memtraffic.exceptions import GpuNotFoundError
 from memtraffic.model import Shape, Traffic, element_size
@@ -71,14 +72,9 @@ def _run_ops(x: torch.Tensor, **params: Any) -> torch.Tensor:
 # --- torch.compile of the eager ops ------------------------------------------------------------------------
 
 
-@functools.cache
-def _compiled():
-    return torch.compile(_gelu_ops, dynamic=False)
-
-
 def _run_compiled(x: torch.Tensor, **params: Any) -> torch.Tensor:
     resolve("gelu_compiled", {}, params, {})
-    return _compiled()(x)
+    return static_compile(_gelu_ops)(x)
 
 
 def _compiled_traffic(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> Traffic:

@@ -150,7 +150,8 @@ def online_config(shape: Shape, dtype: torch.dtype, BLOCK_N: int | None = None,
     rows loop over LOOP_BLOCK_N blocks on a persistent grid sized so that the rows in flight hold about
     L2_ROW_BUDGET bytes (at least one program per SM, at most MAX_PROGRAMS_PER_SM), with eviction hints.
     num_warps: 8 elements per thread up to 16 warps (32 for blocks over 8192 elements), and never more
-    warps than a short row fills (a warp beyond that would load copies). Only BLOCK_N and num_warps change L1 traffic.
+    warps than a short row fills (a warp beyond that would load copies). Only BLOCK_N and num_warps
+    change L1 traffic.
     """
     m, n = shape
     if BLOCK_N is None:

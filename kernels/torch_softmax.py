@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import functools
-
 import torch
 
+from kernels.compiled import static_compile
 from kernels.variant import Variant
 from memtraffic.model import Shape, Traffic, element_size
 
@@ -32,13 +31,8 @@ def _fused_traffic(shape: Shape, dtype: torch.dtype, params: dict) -> Traffic:
     return Traffic(read=m * n * e, write=m * n * e)
 
 
-@functools.cache
-def _compiled():
-    return torch.compile(_manual, dynamic=False)
-
-
 def _run_compiled(x: torch.Tensor) -> torch.Tensor:
-    return _compiled()(x)
+    return static_compile(_manual)(x)
 
 
 TORCH_SOFTMAX = Variant(

@@ -346,3 +346,14 @@ def test_gpu_matmul_softmax(name, shape, dtype, device):
     _close(out, ref, _ms_atol(dtype, device))
     sums = out.float().sum(dim=-1).cpu()
     torch.testing.assert_close(sums, torch.ones_like(sums), atol=ROWSUM_ATOL[dtype], rtol=0)
+
+
+def test_compiled_baselines_never_fall_back_to_eager_across_a_suite():
+    # Dynamo's default of 8 recompiles per function ran the bench's later shapes eagerly.
+    import torch._dynamo.config as dynamo_config
+
+    from kernels.compiled import RECOMPILE_LIMIT, static_compile
+
+    fn = static_compile(torch.neg)
+    assert fn is static_compile(torch.neg)  # one compiled wrapper per function
+    assert dynamo_config.recompile_limit >= RECOMPILE_LIMIT >= 2 * 7 * 3  # suite shapes x dtypes
