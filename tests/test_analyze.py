@@ -70,8 +70,8 @@ def test_seed_run_bytes_are_the_reports(seed):
     assert (naive["l1_ld_bytes"], naive["l1_st_bytes"]) == (134_217_728, 33_554_432)
     assert (tiled["l1_ld_bytes"], tiled["l1_st_bytes"]) == (8_388_608, 8_388_608)
     assert (torch_row["l1_ld_bytes"], torch_row["l1_st_bytes"]) == (16_777_216, 16_777_216)
-    assert [r["dram_rd_bytes"] for r in seed.values()] == [8_391_680, 8_392_448, 8_394_752]
-    assert [r["time_ns"] for r in seed.values()] == [633_088, 7_680, 9_984]
+    assert [r["dram_rd_bytes"] for r in seed.values()] == [8_391_680, 8_392_192, 8_394_752]
+    assert [r["time_ns"] for r in seed.values()] == [632_480, 7_680, 9_952]
     assert [r["kernels"] for r in seed.values()] == [["_softmax_naive_kernel"], ["_softmax_tiled_kernel"],
                                                     ["softmax_warp_forward"]]
     assert {r["device"] for r in seed.values()} == {"NVIDIA H100 80GB HBM3"}
@@ -161,7 +161,7 @@ def test_range_sums_its_kernels_and_group_by_kernel_splits_them():
     assert row["n_kernels"] == 5
     assert row["kernels"] == ["reduce_kernel", "elementwise_kernel", "vectorized_elementwise_kernel",
                               "reduce_kernel", "elementwise_kernel"]
-    assert (row["l1_ld_bytes"], row["l1_st_bytes"], row["time_ns"]) == (50_331_648, 33_554_432, 58_144)
+    assert (row["l1_ld_bytes"], row["l1_st_bytes"], row["time_ns"]) == (50_331_648, 33_554_432, 57_984)
     assert row["diagnosis"].startswith("5 kernels: loads request 6x the minimum")
     by_kernel = analyze_path(run, group_by="kernel")
     assert len(by_kernel) == len(extract.read_report(run / "profile.ncu-rep")) == 22
@@ -171,19 +171,16 @@ def test_range_sums_its_kernels_and_group_by_kernel_splits_them():
     assert parts["time_ns"].sum() == row["time_ns"]
 
 
-def test_failed_configs_are_recorded_and_not_analyzed():
-    """matmul_softmax fp32 failed the correctness check on the H100: in run.json and status, not profiled."""
+def test_every_config_of_a_run_is_recorded_with_its_check():
+    """matmul_softmax, fp32 (IEEE dot) and bf16: each config checked, profiled and in run.json and status."""
     run = H100 / "matmul_softmax_4096x1024x1024"
     configs = {c["range"]: c for c in json.loads((run / "run.json").read_text())["configs"]}
-    failed = {r for r, c in configs.items() if c["status"] == "failed"}
-    assert failed == {"mt|matmul_softmax_fused|4096x1024x1024|fp32",
-                      "mt|matmul_softmax_unfused|4096x1024x1024|fp32"}
-    assert all(not configs[r]["profiled"] and "CheckFailed" in configs[r]["error"] for r in failed)
+    assert all(c["status"] == "ok" and c["profiled"] and c["max_err"] >= 0 for c in configs.values())
     status = [json.loads(line) for line in (run / "status.jsonl").read_text().splitlines()]
-    assert {s["range"] for s in status if s["status"] == "failed"} == failed
+    assert {s["range"] for s in status if s["status"] == "ok"} == set(configs)
     df = analyze_path(run)
-    assert set(df["range"]) == set(configs) - failed
-    assert list(df["n_kernels"]) == [1, 2]  # fused; unfused is a Triton matmul then torch's softmax
+    assert list(df["range"]) == list(configs)
+    assert list(df["n_kernels"]) == [1, 1, 2, 2]  # fused; unfused is a Triton matmul then torch's softmax
 
 
 @pytest.fixture(scope="module")
@@ -202,15 +199,15 @@ def test_cp_async_loads_are_counted_once(matmul):
     assert triton_bf16["l1_ldgsts_bytes"] == 0 and triton_bf16["sector_eff_ld"] == 1.0
     fused = _rows(analyze_path(H100 / "matmul_softmax_4096x1024x1024"))[
         "mt|matmul_softmax_fused|4096x1024x1024|bf16"]
-    assert fused["l1_ld_bytes"] == fused["pred_read_bytes"] == 545_259_520
-    assert fused["req_ld_bytes"] == 541_144_064  # 8 MiB of LDG + the LDGSTS bytes
+    assert fused["l1_ld_bytes"] == fused["pred_read_bytes"] == 276_824_064
+    assert fused["req_ld_bytes"] == 276_824_064  # all of it LDGSTS: the pipelined loop loads only that way
 
 
 def test_tma_gemm_is_diagnosed_as_bypassing_the_lsu(matmul):
     """cuBLAS's bf16 gemm on Hopper moves its tiles with TMA: L1 (LSU) reads 0 B while L2 moved 890 MB."""
     tma = matmul["mt|matmul_torch|4096x4096x4096|bf16"]
     assert (tma["l1_ld_bytes"], tma["l1_st_bytes"]) == (0, 0)
-    assert (tma["l2_rd_bytes"], tma["l2_wr_bytes"]) == (856_953_344, 33_554_432)
+    assert (tma["l2_rd_bytes"], tma["l2_wr_bytes"]) == (854_835_328, 33_554_432)
     assert tma["kernels"] == ["nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"]
     assert math.isnan(tma["eff_l1_ld"]) and math.isnan(tma["eff_l1_st"])
     assert tma["diagnosis"].startswith("loads/stores bypass the LSU counters (TMA or other async copies): "
@@ -445,3 +442,21 @@ def test_run_folder_after_a_crash_keeps_the_good_report(tmp_path):
     (tmp_path / "only" / "profile.ncu-rep").write_text("nothing profiled\n")
     with pytest.raises(ReportError, match="holds no profiled kernel"):
         analyze_path(tmp_path / "only")
+
+
+def test_plain_ncu_capture_of_a_torch_program_is_analyzed_with_min_bytes():
+    """scripts/capture_plain_ncu.sh: `ncu --set full -o` around torch.softmax, H100, 2026-11-22.
+
+    No plan and no NVTX ranges: one row per kernel, named by the kernel; --set full has no LSU byte
+    counters, so L1 is blank while L2 and DRAM are analyzed against the user's minimum.
+    """
+    report = H100 / "plain_ncu_torch_softmax" / "profile.ncu-rep"
+    rows = {r["kernels"][0]: r for r in analyze_path(report, min_bytes="8MiB:8MiB").to_dict("records")}
+    assert list(rows) == ["distribution_elementwise_grid_stride_kernel", "softmax_warp_forward"]
+    softmax = rows["softmax_warp_forward"]
+    assert (softmax["range"], softmax["variant"], softmax["n_kernels"]) == ("", "", 1)
+    assert (softmax["dram_rd_bytes"], softmax["time_ns"]) == (8_394_752, 9_952)
+    assert softmax["eff_dram_rd"] == pytest.approx(MIB8 / 8_394_752)
+    assert math.isnan(softmax["l1_ld_bytes"]) and math.isnan(softmax["eff_l1_ld"])
+    result = CliRunner().invoke(app, ["analyze", str(report), "--min-bytes", "8MiB:8MiB"])
+    assert result.exit_code == 0 and "softmax_warp_forward" in result.output
