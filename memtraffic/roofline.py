@@ -621,8 +621,16 @@ def _short_times(x: float) -> str:
 
 
 def figures_html(figs: Sequence[go.Figure]) -> list[str]:
-    """HTML fragments; the first carries plotly.js inline so the page works offline."""
-    return [f.to_html(full_html=False, include_plotlyjs=(i == 0), config={"displaylogo": False})
+    """HTML fragments; the first carries plotly.js inline so the page works offline.
+
+    The fixed widths that size the PNGs would cut the three-panel roofline off in a narrower window:
+    in HTML each figure takes the width of the page instead.
+    """
+    import plotly.graph_objects as go
+
+    config = {"displaylogo": False, "responsive": True}
+    return [go.Figure(f).update_layout(width=None, autosize=True)
+            .to_html(full_html=False, include_plotlyjs=(i == 0), config=config)
             for i, f in enumerate(figs)]
 
 
