@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Everything the project needs from a GPU machine, in one go: gpu-marked tests, the reference ncu
 # runs, the measured ceilings and the benchmark. Results land under reports/ and a log in $1.
-# Usage: bash scripts/gpu_session.sh LOGDIR [steps...]   (steps: tests reports ceilings bench; default all)
+# Usage: [REPORTS_ARGS="--only GROUP... --force"] bash scripts/gpu_session.sh LOGDIR [steps...]
+#        (steps: tests reports ceilings bench; default all). REPORTS_ARGS goes to make_reference_reports.py,
+#        which refuses to overwrite an existing group folder without --force.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 log=${1:?usage: gpu_session.sh LOGDIR [steps...]}; shift
@@ -15,8 +17,8 @@ for step in $steps; do
   start=$(date +%s)
   case $step in
     tests) python3 -m pytest -q -m "gpu or ncu" -p no:cacheprovider 2>&1 | tee "$log/gpu_tests.txt" ;;
-    reports) bash scripts/make_reference_reports.sh 2>&1 | tee "$log/reports.txt" ;;
-    ceilings) memtraffic ceilings --refresh 2>&1 | tee "$log/ceilings.txt" ;;
+    reports) bash scripts/make_reference_reports.sh ${REPORTS_ARGS:-} 2>&1 | tee "$log/reports.txt" ;;
+    ceilings) memtraffic ceilings --refresh --save-reference 2>&1 | tee "$log/ceilings.txt" ;;
     bench) memtraffic bench --out "reports/bench/$(date -u +%F)-$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr " " - | tr -cd "A-Za-z0-9-")" 2>&1 | tee "$log/bench.txt" ;;
     *) echo "unknown step $step" ;;
   esac
