@@ -106,11 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     from memtraffic.collect import MeasureOptions, measure
     from memtraffic.exceptions import MemtrafficError
 
-    known = {g.name: g for g in GROUPS}
-    unknown = [n for n in args.only or [] if n not in known]
+    unknown = [n for n in args.only or [] if n not in GROUPS_BY_NAME]
     if unknown:
-        parser.error(f"unknown group {', '.join(unknown)}: choose from {', '.join(known)}")
-    groups = [known[n] for n in args.only] if args.only else GROUPS
+        parser.error(f"unknown group {', '.join(unknown)}: choose from {', '.join(GROUPS_BY_NAME)}")
+    groups = [GROUPS_BY_NAME[n] for n in args.only] if args.only else GROUPS
 
     plans = {}
     for g in groups:
