@@ -18,6 +18,7 @@ import triton.language as tl
 
 from kernels._params import power_of_two, resolve
 from kernels.compiled import static_compile
+from kernels.sectors import load_copies
 from kernels.variant import Variant
 from memtraffic.exceptions import GpuNotFoundError
 from memtraffic.model import Shape, Traffic, element_size
@@ -110,16 +111,6 @@ def _run_triton(x: torch.Tensor, **params: Any) -> torch.Tensor:
     if n:
         _gelu_kernel[(triton.cdiv(n, p["BLOCK"]),)](x, y, n, BLOCK=p["BLOCK"], num_warps=p["num_warps"])
     return y
-
-
-def load_copies(block: int, num_warps: int) -> int:
-    """How many warps load each element of a 1-D BLOCK tile.
-
-    Triton spreads a tile over all 32*num_warps threads; a tile smaller than that wraps around and the
-    extra warps hold (and load) copies. Copies inside one warp share its request's sectors, so they
-    cost nothing. Stores are masked to one copy.
-    """
-    return max(1, 32 * num_warps // max(block, 32))
 
 
 def _triton_traffic(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> Traffic:

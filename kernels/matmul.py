@@ -15,6 +15,7 @@ import triton
 import triton.language as tl
 
 from kernels._params import int_range, power_of_two, resolve
+from kernels.sectors import load_copies
 from kernels.variant import Variant
 from memtraffic.model import Shape, Traffic, element_size
 
@@ -105,15 +106,6 @@ def matmul_triton(a: torch.Tensor, b: torch.Tensor, **params: Any) -> torch.Tens
         num_stages=p["num_stages"],
     )
     return c
-
-
-def load_copies(tile_elems: int, num_warps: int) -> int:
-    """How many warps load each element of a tile: > 1 when the tile has fewer elements than threads.
-
-    Triton spreads a tile over all 32*num_warps threads and wraps a small one around, so extra warps
-    load copies (copies inside one warp share its sectors). At the default blocks this is 1.
-    """
-    return max(1, 32 * num_warps // max(tile_elems, 32))
 
 
 def tiled_traffic(shape: Shape, dtype: torch.dtype, block_m: int, block_n: int, block_k: int = 32,

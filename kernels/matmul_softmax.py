@@ -26,6 +26,7 @@ from kernels import matmul as _mm
 from kernels import torch_softmax
 from kernels._params import int_range, power_of_two, resolve
 from kernels.matmul import _upcast
+from kernels.sectors import load_copies
 from kernels.softmax_rows import optional, resolve_params
 from kernels.variant import Variant
 from memtraffic.model import Shape, Traffic, dtype_name, element_size
@@ -166,8 +167,8 @@ def _fused_traffic(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> 
     m, n, k = shape
     e = element_size(dtype)
     bm, bk, nw = p["BLOCK_M"], p["BLOCK_K"], p["num_warps"]
-    a_reads = m * k * e * _mm.load_copies(bm * bk, nw)
-    b_reads = k * n * e * -(-m // bm) * _mm.load_copies(bk * _block_n(n), nw)
+    a_reads = m * k * e * load_copies(bm * bk, nw)
+    b_reads = k * n * e * -(-m // bm) * load_copies(bk * _block_n(n), nw)
     return Traffic(read=a_reads + b_reads, write=m * n * e)
 
 

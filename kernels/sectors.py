@@ -41,6 +41,16 @@ SECTOR = 32  # bytes per L1/L2 sector
 WARP = 32  # threads per warp
 
 
+def load_copies(tile_elems: int, num_warps: int) -> int:
+    """How many warps load each element of a tile that Triton spreads over all 32*num_warps threads.
+
+    A tile with fewer elements than threads wraps around and the extra warps hold (and load) copies;
+    copies inside one warp share its request's sectors, so they cost nothing. Stores are masked to one
+    copy. The closed form, for models that count whole tiles rather than sectors (gelu, matmul).
+    """
+    return max(1, WARP * num_warps // max(tile_elems, WARP))
+
+
 @dataclass(frozen=True)
 class Layout:
     """A Triton blocked layout for a 2-D tile; a kernel's 1-D tile is written (1, n) or (n, 1).
