@@ -22,7 +22,7 @@ import pandas as pd
 from memtraffic.exceptions import ReportError, UsageError
 from memtraffic.extract import ADDITIVE_UNITS, EmptyReportError, locate, read_report
 from memtraffic.metrics import METRICS
-from memtraffic.units import fmt_bytes, fmt_rate, fmt_time, parse_size
+from memtraffic.units import fmt_bytes, fmt_eff, fmt_rate, fmt_time, parse_size
 
 SECTOR_BYTES = 32
 GOOD = 0.9  # efficiencies below this get a diagnosis
@@ -322,10 +322,6 @@ def _explicit(r: dict[str, Any]) -> dict[str, Any]:
     return dict(p.split("=", 1) for p in parts[4].split(",") if "=" in p)
 
 
-def _eff(x: Any) -> str:
-    return f"{x:.2f}" if _ok(x) else "-"
-
-
 def table_rows(df: pd.DataFrame, group_by: str = "range") -> tuple[list[str], list[list[str]]]:
     """(headers, rows) of the readable table; `memtraffic report` uses it so both show the same."""
     # DRAM writes often stay in L2 (write-back) past the kernel's end, so with a per-direction minimum
@@ -343,9 +339,9 @@ def table_rows(df: pd.DataFrame, group_by: str = "range") -> tuple[list[str], li
             label, str(r["n_kernels"]), fmt_time(r["time_ns"]), fmt_bytes(r["l1_ld_bytes"]),
             fmt_bytes(r["l1_st_bytes"]), fmt_bytes(r["l2_rd_bytes"] + r["l2_wr_bytes"]),
             fmt_bytes(r["dram_rd_bytes"] + r["dram_wr_bytes"]), fmt_bytes(r.get("min_bytes")),
-            _eff(r["eff_l1_ld"]), _eff(r["eff_l1_st"]), _eff(r["eff_l2"]),
-            _eff(r["eff_dram_rd"] if per_direction else r["eff_dram"]),
-            f"{_eff(r['sector_eff_ld'])}/{_eff(r['sector_eff_st'])}",
+            fmt_eff(r["eff_l1_ld"]), fmt_eff(r["eff_l1_st"]), fmt_eff(r["eff_l2"]),
+            fmt_eff(r["eff_dram_rd"] if per_direction else r["eff_dram"]),
+            f"{fmt_eff(r['sector_eff_ld'])}/{fmt_eff(r['sector_eff_st'])}",
         ])
     return headers, body
 

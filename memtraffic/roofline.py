@@ -24,7 +24,7 @@ import pandas as pd
 
 from memtraffic.ceilings import BANDWIDTH_OF_LEVEL, KINDS, ROOFS
 from memtraffic.exceptions import ReportError, UsageError
-from memtraffic.units import fmt_bytes, fmt_rate, fmt_time
+from memtraffic.units import fmt_bytes, fmt_eff, fmt_rate, fmt_time
 
 if TYPE_CHECKING:  # plotly is imported inside the functions: it is slow to import
     import plotly.graph_objects as go
@@ -179,11 +179,6 @@ def _text(x: Any) -> str:
     return x if isinstance(x, str) else ""
 
 
-def _eff(x: Any) -> str:
-    """Efficiencies as analyze's table prints them: two decimals, '-' when unknown."""
-    return f"{float(x):.2f}" if x is not None and math.isfinite(float(x)) else "-"
-
-
 def point_hover(p: Mapping[str, Any]) -> str:
     """The hover text of one roofline point; the numbers are formatted as in the tables."""
     hw = p["hw_flops"]
@@ -191,9 +186,9 @@ def point_hover(p: Mapping[str, Any]) -> str:
                "(fadd+fmul+2*ffma; no exp/tanh)" if hw == hw else "hardware FLOPs: not collected")
     params = f" [{p['params']}]" if p.get("params") else ""
     if p["level"] == "l1":  # analyze's own per-direction numbers, as its table shows them
-        eff = f"efficiency ld {_eff(p.get('eff_l1_ld'))} / st {_eff(p.get('eff_l1_st'))}"
+        eff = f"efficiency ld {fmt_eff(p.get('eff_l1_ld'))} / st {fmt_eff(p.get('eff_l1_st'))}"
     else:
-        eff = f"efficiency {_eff(p['efficiency'])}"
+        eff = f"efficiency {fmt_eff(p['efficiency'])}"
     name = (f"<b>{p['variant']}</b> {p['shape']} {p['dtype']}{params}" if p["variant"]
             else f"<b>{p['label']}</b>")
     return "<br>".join([

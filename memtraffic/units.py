@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 import re
 
 from memtraffic.exceptions import UsageError
@@ -56,3 +58,8 @@ def fmt_rate(per_second: float | None, unit: str = "B/s") -> str:
         if abs(per_second) >= factor:
             return f"{per_second / factor:.2f} {prefix}{unit}"
     return f"{per_second:.1f} {unit}"
+
+
+def fmt_eff(x: object) -> str:
+    """An efficiency (minimum / measured bytes) as analyze's table and the roofline hover show it."""
+    return f"{float(x):.2f}" if isinstance(x, numbers.Real) and math.isfinite(x) else "-"
