@@ -178,8 +178,8 @@ def locate(path: str | Path) -> tuple[list[Path], dict[str, Any] | None, dict[st
     if not path.exists():
         raise ReportError(f"{path}: no such file or folder")
     folder = path if path.is_dir() else path.parent
-    plan = _read_json(folder / "plan.json")
-    run = _read_json(folder / "run.json")
+    plan = read_json(folder / "plan.json")
+    run = read_json(folder / "run.json")
     if path.is_dir():
         listed = (run or {}).get("reports")
         reports = [folder / r for r in listed] if listed else sorted(folder.glob("*" + REPORT_SUFFIX))
@@ -190,10 +190,12 @@ def locate(path: str | Path) -> tuple[list[Path], dict[str, Any] | None, dict[st
     return [path], plan, run, name
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
+def read_json(path: Path) -> Any:
+    """A JSON file of a run folder (plan.json, run.json); None when the folder has none."""
     if not path.is_file():
         return None
     try:
         return json.loads(path.read_text())
     except json.JSONDecodeError as err:
-        raise ReportError(f"{path} is not valid JSON ({err}): the run folder is damaged") from None
+        raise ReportError(f"{path} is not valid JSON ({err.msg}, line {err.lineno}): "
+                          "the run folder is damaged") from None

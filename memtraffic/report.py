@@ -7,7 +7,6 @@ and the same formatting functions as `memtraffic analyze`, so the two always agr
 from __future__ import annotations
 
 import html
-import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from memtraffic.exceptions import ReportError
+from memtraffic.extract import read_json
 
 # ----------------------------------------------------------------------------------------------------
 # Loading a run folder
@@ -39,13 +39,9 @@ def load_results(run_dir: Path) -> pd.DataFrame:
 
 def load_run_meta(run_dir: Path) -> dict[str, Any]:
     """<run>/run.json (device, versions, command...); empty when the run has none."""
-    path = Path(run_dir) / "run.json"
-    if not path.exists():
+    meta = read_json(Path(run_dir) / "run.json")
+    if meta is None:
         return {}
-    try:
-        meta = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ReportError(f"{path} is not valid JSON ({err.msg}, line {err.lineno})") from None
     return meta if isinstance(meta, dict) else {"run.json": meta}
 
 
