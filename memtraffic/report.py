@@ -107,13 +107,6 @@ def resolve_ceilings(devices: Sequence[str], ceilings_file: Path | None = None
 # Tables
 
 
-def results_table(df: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
-    """(headers, rows) of the analyzed table, formatted by the function `memtraffic analyze` prints with."""
-    from memtraffic.analyze import table_rows
-
-    return table_rows(df)
-
-
 def _html_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], cls: str = "data") -> str:
     head = "".join(f"<th>{html.escape(str(h))}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
@@ -162,6 +155,7 @@ table.env td { text-align: left; font-family: monospace; } table.env th { text-a
 def build_report(run_dir: Path, ceilings_file: Path | None = None) -> str:
     """The HTML text of the report of one run folder."""
     from memtraffic import __version__
+    from memtraffic.analyze import table_rows
     from memtraffic.roofline import FLOPS_NOTE, roofline_figure, traffic_figure
 
     run_dir = Path(run_dir)
@@ -176,7 +170,7 @@ def build_report(run_dir: Path, ceilings_file: Path | None = None) -> str:
     env_rows = environment_rows(meta) or [("run.json", "missing: environment unknown")]
     sections.append("<h2>Environment</h2>" + _html_table(["key", "value"], env_rows, cls="env"))
 
-    headers, rows = results_table(df)
+    headers, rows = table_rows(df)  # the rows `memtraffic analyze` prints
     sections.append("<h2>Measured traffic vs minimum</h2>" + _html_table(headers, rows)
                     + "<p class='note'>efficiency = minimum bytes / measured bytes (1.00 is ideal).</p>")
 
