@@ -26,6 +26,18 @@ def int_range(lo: int, hi: int) -> Rule:
     return rule
 
 
+def optional(rule: Rule) -> Rule:
+    """A rule that also accepts None or 'auto' (the launcher then picks the value from the shape)."""
+
+    def check(value: Any) -> str | None:
+        if value is None or (isinstance(value, str) and value.strip().lower() in ("auto", "none")):
+            return None
+        why = rule(value)
+        return None if why is None else f"{why} (or auto)"
+
+    return check
+
+
 def resolve(
     variant: str, defaults: dict[str, Any], given: dict[str, Any], rules: dict[str, Rule]
 ) -> dict[str, Any]:
@@ -44,3 +56,22 @@ def resolve(
         if why is not None:
             raise UsageError(f"{variant}: {key}={value!r} is invalid: it {why}")
     return merged
+
+
+def resolve_params(variant: str, defaults: dict[str, Any], given: dict[str, Any], rules: dict[str, Rule]
+                   ) -> dict[str, Any]:
+    """resolve, with 'auto'/'none' strings (from a command line) turned into None."""
+    p = resolve(variant, defaults, given, rules)
+    return {k: None if isinstance(v, str) else v for k, v in p.items()}
+
+
+def params_check(variant: str, defaults: dict[str, Any], rules: dict[str, Rule]
+                 ) -> Callable[[Any, Any, dict[str, Any]], str | None]:
+    """A Variant.check for a variant that takes any shape: it only validates the parameters
+    (a bad one raises UsageError, as from run and predicted)."""
+
+    def check(shape: Any, dtype: Any, params: dict[str, Any]) -> str | None:
+        resolve(variant, defaults, params, rules)
+        return None
+
+    return check

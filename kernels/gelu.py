@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._params import power_of_two, resolve
+from kernels._params import params_check, power_of_two, resolve
 from kernels.compiled import static_compile
 from kernels.sectors import load_copies
 from kernels.variant import Variant
@@ -55,14 +55,6 @@ def _gelu_ops(x: torch.Tensor) -> torch.Tensor:
 def _ops_traffic(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> Traffic:
     resolve("gelu_torch_ops", {}, params, {})
     return Traffic(read=10 * _mn_bytes(shape, dtype), write=8 * _mn_bytes(shape, dtype))
-
-
-def _no_params(name: str):
-    def check(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> str | None:
-        resolve(name, {}, params, {})
-        return None
-
-    return check
 
 
 def _run_ops(x: torch.Tensor, **params: Any) -> torch.Tensor:
@@ -118,11 +110,6 @@ def _triton_traffic(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) ->
     p = resolve("gelu_triton", TRITON_DEFAULTS, params, _TRITON_RULES)
     one = _one_pass(shape, dtype, p)
     return Traffic(read=one.read * load_copies(p["BLOCK"], p["num_warps"]), write=one.write)
-
-
-def _check_triton(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> str | None:
-    resolve("gelu_triton", TRITON_DEFAULTS, params, _TRITON_RULES)
-    return None
 
 
 # --- CUDA C++ (load_inline, built on first use) ------------------------------------------------------------
@@ -256,7 +243,7 @@ GELU_TORCH_OPS = Variant(
     run=_run_ops,
     predicted=_ops_traffic,
     constraints="any MxN",
-    check=_no_params("gelu_torch_ops"),
+    check=params_check("gelu_torch_ops", {}, {}),
 )
 
 GELU_TRITON = Variant(
@@ -268,7 +255,7 @@ GELU_TRITON = Variant(
     predicted=_triton_traffic,
     params=dict(TRITON_DEFAULTS),
     constraints="any MxN; BLOCK a power of two 16..65536",
-    check=_check_triton,
+    check=params_check("gelu_triton", TRITON_DEFAULTS, _TRITON_RULES),
 )
 
 GELU_COMPILED = Variant(
@@ -279,7 +266,7 @@ GELU_COMPILED = Variant(
     run=_run_compiled,
     predicted=_compiled_traffic,
     constraints="any MxN; first call per shape compiles",
-    check=_no_params("gelu_compiled"),
+    check=params_check("gelu_compiled", {}, {}),
 )
 
 GELU_CUDA = Variant(

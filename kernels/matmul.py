@@ -14,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._params import int_range, power_of_two, resolve
+from kernels._params import int_range, params_check, power_of_two, resolve
 from kernels.sectors import load_copies
 from kernels.variant import Variant
 from memtraffic.model import Shape, Traffic, element_size
@@ -132,19 +132,9 @@ def _triton_traffic(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) ->
     return tiled_traffic(shape, dtype, p["BLOCK_M"], p["BLOCK_N"], p["BLOCK_K"], p["num_warps"])
 
 
-def _check_triton(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> str | None:
-    resolve("matmul_triton", TRITON_DEFAULTS, params, TRITON_RULES)
-    return None
-
-
 def _run_torch(a: torch.Tensor, b: torch.Tensor, **params: Any) -> torch.Tensor:
     resolve("matmul_torch", {}, params, {})
     return torch.matmul(a, b)
-
-
-def _check_torch(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> str | None:
-    resolve("matmul_torch", {}, params, {})
-    return None
 
 
 def _torch_traffic(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> Traffic:
@@ -167,7 +157,7 @@ MATMUL_TRITON = Variant(
     constraints="any MxNxK; blocks powers of two 16..256; fp32 is true fp32 (input_precision='ieee', CUDA "
     "cores, not TF32 tensor cores); "
     "num_stages>1 loads via cp.async (ncu counts LDGSTS apart from plain loads)",
-    check=_check_triton,
+    check=params_check("matmul_triton", TRITON_DEFAULTS, TRITON_RULES),
 )
 
 MATMUL_TORCH = Variant(
@@ -178,5 +168,5 @@ MATMUL_TORCH = Variant(
     run=_run_torch,
     predicted=_torch_traffic,
     constraints="any MxNxK",
-    check=_check_torch,
+    check=params_check("matmul_torch", {}, {}),
 )

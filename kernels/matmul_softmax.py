@@ -24,10 +24,9 @@ import triton.language as tl
 
 from kernels import matmul as _mm
 from kernels import torch_softmax
-from kernels._params import int_range, power_of_two, resolve
+from kernels._params import int_range, optional, params_check, power_of_two, resolve, resolve_params
 from kernels.matmul import _upcast
 from kernels.sectors import load_copies
-from kernels.softmax_rows import optional, resolve_params
 from kernels.variant import Variant
 from memtraffic.model import Shape, Traffic, dtype_name, element_size
 
@@ -186,11 +185,6 @@ def _unfused_traffic(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -
     return Traffic(read=mm.read + sm.read, write=mm.write + sm.write)
 
 
-def _check_unfused(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> str | None:
-    resolve("matmul_softmax_unfused", _mm.TRITON_DEFAULTS, params, _mm.TRITON_RULES)
-    return None
-
-
 MATMUL_SOFTMAX_FUSED = Variant(
     name="matmul_softmax_fused",
     op="matmul_softmax",
@@ -212,5 +206,5 @@ MATMUL_SOFTMAX_UNFUSED = Variant(
     predicted=_unfused_traffic,
     params=dict(_mm.TRITON_DEFAULTS),
     constraints="any MxNxK; params are matmul_triton's",
-    check=_check_unfused,
+    check=params_check("matmul_softmax_unfused", _mm.TRITON_DEFAULTS, _mm.TRITON_RULES),
 )

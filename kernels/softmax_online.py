@@ -26,8 +26,8 @@ import triton
 import triton.language as tl
 
 from kernels import sectors
-from kernels._params import int_range, power_of_two
-from kernels.softmax_rows import contiguous_2d, optional, resolve_params
+from kernels._params import int_range, optional, power_of_two, resolve_params
+from kernels.softmax_rows import contiguous_2d
 from kernels.variant import Variant
 from memtraffic.model import Shape, Traffic, element_size
 

@@ -18,30 +18,11 @@ import triton
 import triton.language as tl
 
 from kernels import sectors
-from kernels._params import power_of_two, resolve
+from kernels._params import optional, power_of_two, resolve_params
 from kernels.variant import Variant
 from memtraffic.model import Shape, Traffic, element_size
 
 MAX_TILE = 16384  # elements of a row (or tile) held in registers; beyond this use softmax_online
-
-
-def optional(rule):
-    """A rule that also accepts None or 'auto' (the launcher then picks the value from the shape)."""
-
-    def check(value: Any) -> str | None:
-        if value is None or (isinstance(value, str) and value.strip().lower() in ("auto", "none")):
-            return None
-        why = rule(value)
-        return None if why is None else f"{why} (or auto)"
-
-    return check
-
-
-def resolve_params(variant: str, defaults: dict[str, Any], given: dict[str, Any], rules: dict
-                   ) -> dict[str, Any]:
-    """_params.resolve, with 'auto'/'none' strings (from a command line) turned into None."""
-    p = resolve(variant, defaults, given, rules)
-    return {k: None if isinstance(v, str) else v for k, v in p.items()}
 
 
 # --- one row per program --------------------------------------------------------------------------------
