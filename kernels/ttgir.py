@@ -49,13 +49,11 @@ def compile_ttgir(kernel: Any, args: dict[str, Any], constexprs: dict[str, Any],
     return triton.compile(src, target=target, options=options.__dict__).asm["ttgir"]
 
 
-def memory_layouts(ttgir: str, tile: tuple[int, int] | None = None, rank1_dim: int = 1
-                   ) -> dict[str, list[Layout]]:
+def memory_layouts(ttgir: str, rank1_dim: int = 1) -> dict[str, list[Layout]]:
     """{'tt.load': [...], 'tt.store': [...]}: the layout of every global load and store, in program order.
 
-    Each layout's tile is the op's tensor shape in the TTGIR (`tile` is accepted for older callers and
-    ignored). A rank-1 tensor of n elements is placed on tile dim `rank1_dim`: (1, n) for a row of
-    columns (rank1_dim=1), (n, 1) for a column of rows (0).
+    Each layout's tile is the op's tensor shape in the TTGIR. A rank-1 tensor of n elements is placed
+    on tile dim `rank1_dim`: (1, n) for a row of columns (rank1_dim=1), (n, 1) for a column of rows (0).
     """
     defs = dict(_BLOCKED.findall(ttgir))
     out: dict[str, list[Layout]] = {"tt.load": [], "tt.store": []}
@@ -88,7 +86,7 @@ def layouts_in_subprocess(specs: list[dict[str, Any]], timeout: float = 300) -> 
 
     A process that has run kernels in the interpreter (TRITON_INTERPRET=1, as the CPU tests do) has
     triton.language patched and cannot compile for real, so compile elsewhere. Each spec: kernel
-    ('module:name'), args, constexprs, num_warps, rank1_dim (tile, if given, is not used).
+    ('module:name'), args, constexprs, num_warps, rank1_dim.
     """
     import json
     import os
