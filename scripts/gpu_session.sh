@@ -19,7 +19,7 @@ for step in $steps; do
     tests) python3 -m pytest -q -m "gpu or ncu" -p no:cacheprovider 2>&1 | tee "$log/gpu_tests.txt" ;;
     reports) bash scripts/make_reference_reports.sh ${REPORTS_ARGS:-} 2>&1 | tee "$log/reports.txt" ;;
     ceilings) memtraffic ceilings --refresh --save-reference 2>&1 | tee "$log/ceilings.txt" ;;
-    bench) memtraffic bench --out "reports/bench/$(date -u +%F)-$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr " " - | tr -cd "A-Za-z0-9-")" 2>&1 | tee "$log/bench.txt" ;;
+    bench) memtraffic bench --out "reports/bench/$(date -u +%F)-${GPU_TAG:-h100}" 2>&1 | tee "$log/bench.txt" ;;
     *) echo "unknown step $step" ;;
   esac
   echo "== $step took $(( $(date +%s) - start )) s" | tee -a "$log/steps.txt"
