@@ -4,6 +4,7 @@
 # Usage: [REPORTS_ARGS="--only GROUP... --force"] bash scripts/gpu_session.sh LOGDIR [steps...]
 #        (steps: tests reports ceilings bench; default all). REPORTS_ARGS goes to make_reference_reports.py,
 #        which refuses to overwrite an existing group folder without --force.
+#        GPU_TAG names the bench folder reports/bench/DATE-GPU_TAG (default h100, as the committed run).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 log=${1:?usage: gpu_session.sh LOGDIR [steps...]}; shift
