@@ -9,6 +9,7 @@ from kernels import (
     softmax_column,
     softmax_online,
     softmax_rows,
+    softmax_split,
     torch_softmax,
 )
 from kernels.variant import Variant
@@ -19,6 +20,7 @@ VARIANTS: dict[str, Variant] = {
     "softmax_tiled": softmax_rows.SOFTMAX_TILED,
     "softmax_online": softmax_online.SOFTMAX_ONLINE,
     "softmax_3pass": softmax_online.SOFTMAX_3PASS,
+    "softmax_split": softmax_split.SOFTMAX_SPLIT,
     "torch_softmax": torch_softmax.TORCH_SOFTMAX,
     "torch_manual": torch_softmax.TORCH_MANUAL,
     "torch_compiled": torch_softmax.TORCH_COMPILED,

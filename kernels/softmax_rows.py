@@ -108,25 +108,38 @@ SOFTMAX_NAIVE = Variant(
 
 @triton.jit
 def _softmax_tiled_kernel(out_ptr, in_ptr, n_rows, n_cols, in_row_stride, out_row_stride,
-                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    cols = tl.arange(0, BLOCK_N)
-    mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
-    rows64 = rows.to(tl.int64)[:, None]
-    # read BLOCK_M*N elements: BLOCK_M consecutive rows are one contiguous run of bytes, and a warp's
-    # request covers whole rows when they are short (32 B of 8-byte rows = 4 rows per sector, no waste)
-    x = tl.load(in_ptr + rows64 * in_row_stride + cols[None, :], mask=mask, other=-float("inf"))
-    x = x.to(tl.float32)
+                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, FLAT: tl.constexpr):
+    if FLAT:
+        # N == BLOCK_N < 16: the tile is one contiguous run of BLOCK_M*N elements. Addressed flat, the
+        # compiler sees that and loads 16 bytes a thread; as row * stride + col it only proves N
+        # contiguous elements (8 bytes at N=2 fp32), because the stride is a runtime value.
+        offs = tl.program_id(0).to(tl.int64) * (BLOCK_M * BLOCK_N) + tl.arange(0, BLOCK_M * BLOCK_N)
+        flat_mask = offs < tl.cast(n_rows, tl.int64) * BLOCK_N  # whole rows: the last tile's extra rows
+        x = tl.load(in_ptr + offs, mask=flat_mask, other=-float("inf"))  # read BLOCK_M*N elements
+        x = tl.reshape(x, (BLOCK_M, BLOCK_N)).to(tl.float32)
+    else:
+        rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+        cols = tl.arange(0, BLOCK_N)
+        mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
+        rows64 = rows.to(tl.int64)[:, None]
+        # read BLOCK_M*N elements: BLOCK_M consecutive rows are one contiguous run of bytes, and a warp's
+        # request covers whole rows when they are short (32 B of 8-byte rows = 4 rows per sector)
+        x = tl.load(in_ptr + rows64 * in_row_stride + cols[None, :], mask=mask, other=-float("inf"))
+        x = x.to(tl.float32)
     x = x - tl.max(x, axis=1)[:, None]
     num = tl.exp(x)
     den = tl.sum(num, axis=1)
     # write BLOCK_M*N elements, the same contiguous run
     y = (num / den[:, None]).to(out_ptr.dtype.element_ty)
-    tl.store(out_ptr + rows64 * out_row_stride + cols[None, :], y, mask=mask)
+    if FLAT:
+        tl.store(out_ptr + offs, tl.reshape(y, (BLOCK_M * BLOCK_N,)), mask=flat_mask)
+    else:
+        tl.store(out_ptr + rows64 * out_row_stride + cols[None, :], y, mask=mask)
 
 
 TILED_DEFAULTS: dict[str, Any] = {"BLOCK_M": None, "num_warps": None}
 _TILED_RULES = {"BLOCK_M": optional(power_of_two(1, MAX_TILE)), "num_warps": optional(power_of_two(1, 32))}
+FLAT_BELOW = 16  # N below this (a power of two) takes the flat path: 16-byte loads
 TILE_TARGET = 2048  # elements per program when BLOCK_M is auto: 1024 rows of N=2, 2 rows of N=1000
 
 
@@ -147,10 +160,13 @@ def tiled_launch(shape: Shape, block_m: int | None = None, num_warps: int | None
                  ) -> sectors.TileLaunch:
     m, n = shape
     bm, bn, warps = tiled_config(shape, block_m, num_warps)
+    flat = n == bn and 1 < n < FLAT_BELOW and bm > 1
     return sectors.TileLaunch(
         kernel=_softmax_tiled_kernel, grid=triton.cdiv(m, bm),
         scalars={"n_rows": m, "n_cols": n, "in_row_stride": n, "out_row_stride": n},
-        constexprs={"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=warps, shape=(m, n), tile=(bm, bn), rank1=False,
+        constexprs={"BLOCK_M": bm, "BLOCK_N": bn, "FLAT": flat}, num_warps=warps,
+        # flat: one contiguous run of bm*n elements per program, i.e. a 1 x MN matrix in (1, bm*n) tiles
+        shape=(1, m * n) if flat else (m, n), tile=(1, bm * bn) if flat else (bm, bn), rank1=flat,
         read_passes=1)
 
 

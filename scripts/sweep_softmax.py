@@ -51,7 +51,7 @@ Config = tuple[str, "dict[str, Any] | None"]
 
 def _tiled(shape: Shape) -> list[Config]:
     n = shape[1]
-    pairs = {2: [(1024, 4), (2048, 8), (4096, 8)],
+    pairs = {2: [(512, 4), (1024, 4), (2048, 4), (2048, 8), (4096, 8), (8192, 16)],
              32: [(128, 4), (256, 8), (512, 8)],
              4096: [(1, 8), (2, 8), (2, 16), (4, 16)],
              8192: [(1, 16), (1, 32), (2, 16)]}.get(n, [])
@@ -73,6 +73,14 @@ def _online(shape: Shape, sms: int) -> list[Config]:
     out += [("softmax_online", {"BLOCK_N": bn, "num_warps": nw, "programs": p, "evict_hints": h})
             for bn, nw, p, h in loop]
     return out
+
+
+def _split(shape: Shape, sms: int) -> list[Config]:
+    # (BLOCK_N, num_warps, programs): one 1024-thread program per SM holding 32 or 16 values a thread,
+    # or two to four smaller programs per SM, so that one program's loads overlap another's wait
+    grid = [(32768, 32, sms), (16384, 32, sms), (16384, 16, sms), (16384, 16, 2 * sms), (8192, 16, 2 * sms),
+            (8192, 8, 4 * sms)]
+    return [("softmax_split", {"BLOCK_N": bn, "num_warps": nw, "programs": p}) for bn, nw, p in grid]
 
 
 def _column(shape: Shape, dtype: torch.dtype) -> list[Config]:
@@ -98,14 +106,15 @@ def _fused(dtype: torch.dtype) -> list[Config]:
 
 
 BASELINES = ("torch_softmax", "torch_compiled", "softmax_column_strided", "matmul_softmax_unfused")
-FAMILY_OF = {"softmax_tiled": "tiled", "softmax_online": "online", "softmax_column_coalesced": "column",
-             "matmul_softmax_fused": "fused"}
+FAMILY_OF = {"softmax_tiled": "tiled", "softmax_online": "online", "softmax_split": "split",
+             "softmax_column_coalesced": "column", "matmul_softmax_fused": "fused"}
 
 
-def plan(sms: int, families: set[str], skip: frozenset[str] = frozenset()
+def plan(sms: int, families: set[str], skip: frozenset[str] = frozenset(),
+         shapes: frozenset[str] = frozenset()
          ) -> list[tuple[str, Shape, torch.dtype, list[Config], list[Config]]]:
     """[(op, shape, dtype, phase-1 configs, phase-2 configs)]: baselines and auto first, then the grid.
-    Variants named in `skip` are left out."""
+    Variants named in `skip` are left out; a non-empty `shapes` ("MxN" strings) keeps only those."""
     out = []
     for dtype in DTYPES:
         for shape in ROW_SHAPES:
@@ -117,6 +126,9 @@ def plan(sms: int, families: set[str], skip: frozenset[str] = frozenset()
             if "online" in families and shape[1] >= 4096:
                 first.append(("softmax_online", None))
                 grid += _online(shape, sms)
+            if "split" in families and shape[1] >= 32768:
+                first.append(("softmax_split", None))
+                grid += _split(shape, sms)
             out.append(("softmax", shape, dtype, first, grid))
         for shape in COL_SHAPES:
             if "column" in families:
@@ -127,7 +139,7 @@ def plan(sms: int, families: set[str], skip: frozenset[str] = frozenset()
                 first = [("matmul_softmax_unfused", None), ("matmul_softmax_fused", None)]
                 out.append(("matmul_softmax", shape, dtype, first, _fused(dtype)))
     return [(op, shape, dtype, [c for c in first if c[0] not in skip], [c for c in grid if c[0] not in skip])
-            for op, shape, dtype, first, grid in out]
+            for op, shape, dtype, first, grid in out if not shapes or format_shape(shape) in shapes]
 
 
 def _make_inputs(op: str, shape: Shape, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
@@ -192,7 +204,7 @@ def _rows(args: argparse.Namespace, sms: int) -> Iterator[tuple[list[dict[str, A
     """Yield (rows so far, finished) after each shape/dtype of each phase."""
     start = time.monotonic()
     rows: list[dict[str, Any]] = []
-    work = plan(sms, set(args.families.split(",")), frozenset(args.skip.split(",")))
+    work = plan(sms, set(args.families.split(",")), frozenset(args.skip.split(",")), _shapes(args))
     copies: dict[tuple[str, str], float] = {}
     for phase in (1, 2):
         for op, shape, dtype, first, grid in work:
@@ -289,17 +301,26 @@ def _environment(sms: int) -> dict[str, Any]:
             "triton": triton.__version__, "date": time.strftime("%Y-%m-%d", time.gmtime())}
 
 
+def _shapes(args: argparse.Namespace) -> frozenset[str]:
+    return frozenset(s for s in args.shapes.split(",") if s)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", nargs="?", type=Path, help="JSON file to write")
     ap.add_argument("--budget", type=float, default=200.0, help="seconds after which configs are skipped")
-    ap.add_argument("--families", default="tiled,online,column,fused")
+    ap.add_argument("--families", default="tiled,online,split,column,fused")
+    ap.add_argument("--shapes", default="", help="only these shapes, e.g. 1048576x2,16384x131072")
     ap.add_argument("--skip", default="", help="variants to leave out, e.g. torch_compiled")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and exit (no GPU needed)")
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args(argv)
+    known = {format_shape(s) for s in ROW_SHAPES + COL_SHAPES + MATMUL_SOFTMAX_SHAPES}
+    if _shapes(args) - known:
+        ap.error(f"--shapes: {','.join(sorted(_shapes(args) - known))} not in the sweep; choose from "
+                 f"{','.join(sorted(known))}")
     if args.dry_run:
-        work = plan(132, set(args.families.split(",")), frozenset(args.skip.split(",")))
+        work = plan(132, set(args.families.split(",")), frozenset(args.skip.split(",")), _shapes(args))
         counts: dict[str, int] = {}
         for _, _, _, first, grid in work:
             for name, _ in first + grid:

@@ -42,7 +42,7 @@ TOL = {FP32: (1e-6, 1e-5), FP16: (1e-4, 1e-3), BF16: (1e-3, 8e-3)}
 TOL_EAGER = {FP32: (1e-6, 1e-5), FP16: (1e-3, 1e-2), BF16: (8e-3, 5e-2)}
 ROWSUM_ATOL = {FP32: 1e-5, FP16: 2e-3, BF16: 1.6e-2}
 
-ROW_TRITON = ["softmax_naive", "softmax_tiled", "softmax_online", "softmax_3pass"]
+ROW_TRITON = ["softmax_naive", "softmax_tiled", "softmax_online", "softmax_3pass", "softmax_split"]
 ROW_VARIANTS = [*ROW_TRITON, "torch_softmax", "torch_manual"]
 COL_VARIANTS = ["softmax_column_strided", "softmax_column_coalesced"]
 # BLOCK_N below the row length: the looped path (softmax_online's auto takes one pass for these rows)
@@ -591,9 +591,36 @@ def test_gpu_tiled_sweep_values(params, seed):
     ("softmax_online", (300, 131072), {}),  # auto: looped, persistent grid, eviction hints
     ("softmax_online", (300, 20000), {"BLOCK_N": 4096, "programs": 0, "evict_hints": 0}),
     ("softmax_online", (1000, 20000), {"BLOCK_N": 2048, "programs": 7}),  # rows % programs != 0
+    # split rows: programs of a group wait for each other (the interpreter cannot run these)
+    ("softmax_split", (300, 131072), {}),  # auto: 4 parts (fp32 and bf16), one program per SM
+    ("softmax_split", (257, 40001), {}),  # 2 parts, the second mostly padding
+    ("softmax_split", (1000, 20000), {"BLOCK_N": 2048}),  # 10 parts, 13 groups: rows % groups != 0
+    ("softmax_split", (33, 100000), {"BLOCK_N": 4096, "num_warps": 4, "programs": 250}),  # 25 parts
+    ("softmax_split", (64, 65536), {"BLOCK_N": 8192, "num_warps": 8, "programs": 528}),  # 4 programs an SM
     ("softmax_column_coalesced", (4096, 4096), {"ROWS": 4096}),  # one chunk, one kernel
     ("softmax_column_coalesced", (4099, 1000), {}),  # auto chunks, partial last chunk and block
     ("softmax_column_coalesced", (4096, 4096), {"BLOCK_N": 8, "BLOCK_M": 256, "ROWS": 256}),  # 16 chunks
 ], ids=lambda v: str(v))
 def test_gpu_sweep_paths(name, shape, params, dtype, seed):
     _check(name, shape, dtype, "cuda", seed, params)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ALL)
+def test_gpu_split_rows_with_infinities(dtype):
+    # 5 parts of 1024: whole chunks of -inf, a chunk holding the only finite value, huge values
+    x = _hard_rows(dtype, 5000).cuda()
+    out = VARIANTS["softmax_split"].run(x, BLOCK_N=1024, num_warps=4)
+    assert not out.isnan().any()
+    atol, rtol = _tol("softmax_split", dtype)
+    torch.testing.assert_close(out.double().cpu(), OPS["softmax"].reference(x).cpu(), atol=atol, rtol=rtol)
+    x = torch.full((3, 5000), -float("inf"), dtype=dtype, device="cuda")
+    assert VARIANTS["softmax_split"].run(x, BLOCK_N=1024, num_warps=4).isnan().all()
+
+
+@pytest.mark.gpu
+def test_gpu_split_refuses_a_grid_that_cannot_be_resident():
+    # programs that wait for each other must all fit at once: more than that is an error, not a hang
+    x = torch.randn(4096, 65536, device="cuda")
+    with pytest.raises(ValueError, match="fit on the GPU at once"):
+        VARIANTS["softmax_split"].run(x, BLOCK_N=32768, num_warps=32, programs=100 * 132)
