@@ -8,18 +8,19 @@ time. Each program:
 
 1. reads its chunk once and keeps it in registers (BLOCK_N / (32*num_warps) values a thread),
 2. publishes its chunk's max m_p and sum s_p = sum(exp(x - m_p)) (two floats) to a small stats
-   buffer, then counts itself in with a release atomic on its group's counter,
+   buffer, then counts itself in with a release atomic on the row's counter,
 3. spins (acquire atomic) until every program of the group has counted in for this row,
 4. reads the group's stats, combines them (M = max m_p, S = sum s_p * exp(m_p - M)) and writes its
    chunk, exp(x - M) / S, from registers.
 
-Groups walk rows g, g + groups, ... (a persistent grid), so the counter only grows: row k of a group is
-ready when the counter reaches (k + 1) * parts. Bytes: MN read once, MN written once, plus per row and
-program two stats floats written and two stats vectors read (every warp reads them: Triton hands the
-same small tensor to each warp), and the counter's zeroing (a fill kernel of 4 bytes a group).
+Groups walk rows g, g + groups, ... (a persistent grid); each row has its own counter, and the row is
+ready when it reaches `parts`. Bytes: MN read once, MN written once, plus per row and program two stats
+floats written and two stats vectors read (every warp reads them: Triton hands the same small tensor
+to each warp), and the counters' zeroing (a fill kernel writing 4 bytes a row).
 
 Programs that wait for each other must all be resident at once: the grid is checked against the
-compiled kernel's occupancy before launch, so a grid too large for the GPU is an error, not a hang.
+compiled kernel's occupancy before launch, so a grid too large for the GPU is an error, not a hang;
+the auto grid is as many whole groups as fit.
 The Triton interpreter runs programs one after another, so there a row can only be one part.
 """
 
@@ -60,7 +61,9 @@ def _softmax_split_kernel(out_ptr, in_ptr, stats_ptr, count_ptr, n_rows, n_cols,
     for row in range(group, n_rows, n_groups):
         row64 = tl.cast(row, tl.int64)  # a plain int in the interpreter, a tensor when compiled
         # read this program's chunk of the row once (BLOCK_N elements), kept in registers until the write
-        x = tl.load(in_ptr + row64 * n_cols + cols, mask=mask, other=-float("inf")).to(tl.float32)
+        # in the input's dtype (16-bit values take half the registers; they are widened twice instead)
+        raw = tl.load(in_ptr + row64 * n_cols + cols, mask=mask, other=-float("inf"))
+        x = raw.to(tl.float32)
         m = tl.max(x, axis=0)
         # a chunk of only -inf (or padding) has m = -inf: shift by 0 so that s = 0, not exp(nan)
         s = tl.sum(tl.exp(x - tl.where(m == float("-inf"), 0.0, m)), axis=0)
@@ -69,10 +72,11 @@ def _softmax_split_kernel(out_ptr, in_ptr, stats_ptr, count_ptr, n_rows, n_cols,
         tl.store(stats_row + part, m)
         tl.store(stats_row + PARTS_P2 + part, s)
         tl.debug_barrier()  # every thread's stores before the release below
-        ready = ((row - group) // n_groups + 1) * parts
-        arrived = tl.atomic_add(count_ptr + group, 1, sem="acq_rel", scope="gpu") + 1
-        while arrived < ready:
-            arrived = tl.atomic_add(count_ptr + group, 0, sem="acquire", scope="gpu")
+        # count this part in (release), then wait (acquire) until the row's `parts` programs all have;
+        # the wait is a compare-and-swap that never swaps (counts are >= 0): an atomic, not a load
+        arrived = tl.atomic_add(count_ptr + row64, 1, sem="acq_rel", scope="gpu") + 1
+        while arrived < parts:
+            arrived = tl.atomic_cas(count_ptr + row64, -1, -1, sem="acquire", scope="gpu")
         # read 2 * PARTS_P2 floats (every warp: a small tensor is replicated per warp), from L2 (.cg):
         # another program on this SM may have pulled a stale line of the stats into L1
         live = ids < parts
@@ -81,17 +85,18 @@ def _softmax_split_kernel(out_ptr, in_ptr, stats_ptr, count_ptr, n_rows, n_cols,
         mx = tl.max(ms, axis=0)
         total = tl.sum(ss * tl.exp(ms - tl.where(mx == float("-inf"), 0.0, mx)), axis=0)
         # write this chunk (BLOCK_N elements). A row of only -inf gives NaN, as torch.softmax.
-        y = tl.exp(x - mx) * (1.0 / total)
+        y = tl.exp(raw.to(tl.float32) - mx) * (1.0 / total)
         tl.store(out_ptr + row64 * n_cols + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 
 def split_config(shape: Shape, BLOCK_N: int | None = None, num_warps: int | None = None,
-                 programs: int | None = None, sms: int = 2) -> dict[str, int]:
+                 programs: int | None = None, sms: int = 2, per_sm: int = 1) -> dict[str, int]:
     """Every auto (None) parameter filled in, plus parts (programs per row) and groups (rows in flight).
 
     Auto: parts = ceil(N / CHUNK_MAX) and BLOCK_N the power of two that covers N in that many chunks;
     num_warps 32 for chunks over 8192 elements (32 values a thread at most), fewer for short rows;
-    programs: one per SM, rounded down to whole groups (a group is `parts` programs on one row)."""
+    programs: as many as the GPU keeps resident (per_sm on each of sms), rounded down to whole groups
+    (a group is `parts` programs on one row) and at most one group per row."""
     m, n = shape
     if BLOCK_N is None:
         BLOCK_N = triton.next_power_of_2(triton.cdiv(n, triton.cdiv(n, CHUNK_MAX)))
@@ -99,7 +104,7 @@ def split_config(shape: Shape, BLOCK_N: int | None = None, num_warps: int | None
     if num_warps is None:
         num_warps = min(32, max(1, BLOCK_N // 256))
     if programs is None:
-        programs = max(sms, parts)
+        programs = max(per_sm * sms, parts)
     groups = max(1, min(m, programs // parts))
     return {"BLOCK_N": BLOCK_N, "num_warps": num_warps, "programs": groups * parts, "parts": parts,
             "groups": groups, "PARTS_P2": triton.next_power_of_2(parts)}
@@ -109,13 +114,12 @@ def _interpreted() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
-def _resident_programs(kernel: Any, num_warps: int, sms: int) -> int:
-    """Programs the GPU keeps resident at once for this compiled kernel (threads and registers bound it)."""
-    kernel._init_handles()
+def resident_per_sm(n_regs: int, num_warps: int) -> int:
+    """Programs of 32*num_warps threads using n_regs registers each that an SM holds at once (H100/A100:
+    2048 threads, 65536 registers, allocated per warp in units of 256)."""
     threads = 32 * num_warps
-    regs = max(1, kernel.n_regs) * threads
-    per_sm = min(2048 // threads, 65536 // regs, 32)
-    return per_sm * sms
+    regs_per_warp = -(-max(1, n_regs) * 32 // 256) * 256
+    return max(0, min(2048 // threads, 65536 // (regs_per_warp * num_warps), 32))
 
 
 def softmax_split(x: torch.Tensor, BLOCK_N: int | None = None, num_warps: int | None = None,
@@ -126,22 +130,24 @@ def softmax_split(x: torch.Tensor, BLOCK_N: int | None = None, num_warps: int | 
     m, n = x.shape
     sms = sm_count(x.device)
     c = split_config((m, n), BLOCK_N, num_warps, programs, sms)
-    out = torch.empty_like(x)
     if c["parts"] > 1 and _interpreted():
         raise ValueError(f"softmax_split: {c['parts']} programs per row wait for each other, which the "
                          "Triton interpreter (one program at a time) cannot run; use BLOCK_N >= N or a GPU")
+    out = torch.empty_like(x)
     stats = torch.empty((m, 2 * c["PARTS_P2"]), dtype=torch.float32, device=x.device)
-    count = torch.zeros(c["groups"], dtype=torch.int32, device=x.device)
-    args = (out, x, stats, count, m, n, c["parts"])
+    count = torch.zeros(m, dtype=torch.int32, device=x.device)  # per row: programs that have counted in
     meta = {"BLOCK_N": c["BLOCK_N"], "PARTS_P2": c["PARTS_P2"], "num_warps": c["num_warps"]}
     if x.device.type == "cuda":
-        compiled = _softmax_split_kernel.warmup(*args, **meta, grid=(c["programs"],))
-        resident = _resident_programs(compiled, c["num_warps"], sms)
-        if c["programs"] > resident:
+        compiled = _softmax_split_kernel.warmup(out, x, stats, count, m, n, c["parts"], **meta, grid=(1,))
+        compiled._init_handles()  # loads the binary: n_regs is known from here on
+        per_sm = resident_per_sm(compiled.n_regs, c["num_warps"])
+        if programs is None:
+            c = split_config((m, n), BLOCK_N, num_warps, None, sms, per_sm)
+        if c["programs"] > per_sm * sms:
             raise ValueError(f"softmax_split: {c['programs']} programs wait for each other but only "
-                             f"{resident} fit on the GPU at once ({compiled.n_regs} registers a thread): "
+                             f"{per_sm * sms} fit on the GPU at once ({compiled.n_regs} registers a thread): "
                              "lower programs")
-    _softmax_split_kernel[(c["programs"],)](*args, **meta)
+    _softmax_split_kernel[(c["programs"],)](out, x, stats, count, m, n, c["parts"], **meta)
     return out
 
 
@@ -155,12 +161,13 @@ def _traffic(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> Traffi
     ld, st = sectors.grid_sectors(layout, m, n, e)
     # Stats, per row and program: two 4-byte scalar stores (a sector each) and two PARTS_P2-float loads
     # by every warp, each inside one aligned sector while PARTS_P2 <= 8 (a row's stats start at a
-    # multiple of 8 * PARTS_P2 bytes); longer vectors span PARTS_P2 * 4 / 32 sectors.
+    # multiple of 8 * PARTS_P2 bytes); longer vectors span PARTS_P2 * 4 / 32 sectors. The counters are
+    # touched by atomics only, which L1 counts apart from loads and stores.
     vec_sectors = max(1, c["PARTS_P2"] * 4 // sectors.SECTOR)
     stats_ld = m * c["parts"] * 2 * c["num_warps"] * vec_sectors
     stats_st = m * c["parts"] * 2
-    # torch.zeros for the group counters: one fill kernel, 4 bytes a group in whole sectors
-    count_st = triton.cdiv(4 * c["groups"], sectors.SECTOR)
+    # torch.zeros for the row counters: one fill kernel, 4 bytes a row in whole sectors
+    count_st = triton.cdiv(4 * m, sectors.SECTOR)
     return Traffic(read=(ld + stats_ld) * sectors.SECTOR, write=(st + stats_st + count_st) * sectors.SECTOR)
 
 
@@ -190,6 +197,6 @@ SOFTMAX_SPLIT = Variant(
     params=dict(DEFAULTS),
     constraints=f"any MxN with N <= {MAX_PARTS} * BLOCK_N; BLOCK_N: power of two or auto (chunks of up to "
     f"{CHUNK_MAX}); num_warps: power of two or auto; programs: grid size (whole groups, all resident) or "
-    "auto (one per SM); more than one part per row needs a GPU",
+    "auto (all that fit); more than one part per row needs a GPU",
     check=_check,
 )

@@ -13,7 +13,9 @@ from typing import Any
 import torch
 
 _L2_FLUSH_BYTES = 256 * 2**20  # larger than any Hopper L2 (50-60 MB)
-_SLEEP_CYCLES = 200_000  # about 100 us at 2 GHz: longer than any launcher's host overhead
+# About 0.5 ms at 2 GHz: longer than a launcher's host overhead, even on a busy host (a sweep on the H100
+# timed 8 us kernels at 110-415 us with 100 us of sleep, right after torch.compile had run).
+_SLEEP_CYCLES = 1_000_000
 
 
 @dataclass

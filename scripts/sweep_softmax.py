@@ -51,7 +51,7 @@ Config = tuple[str, "dict[str, Any] | None"]
 
 def _tiled(shape: Shape) -> list[Config]:
     n = shape[1]
-    pairs = {2: [(512, 4), (1024, 4), (2048, 4), (2048, 8), (4096, 8), (8192, 16)],
+    pairs = {2: [(512, 4), (1024, 4), (2048, 8), (4096, 8), (8192, 16)],
              32: [(128, 4), (256, 8), (512, 8)],
              4096: [(1, 8), (2, 8), (2, 16), (4, 16)],
              8192: [(1, 16), (1, 32), (2, 16)]}.get(n, [])
@@ -76,11 +76,10 @@ def _online(shape: Shape, sms: int) -> list[Config]:
 
 
 def _split(shape: Shape, sms: int) -> list[Config]:
-    # (BLOCK_N, num_warps, programs): one 1024-thread program per SM holding 32 or 16 values a thread,
-    # or two to four smaller programs per SM, so that one program's loads overlap another's wait
-    grid = [(32768, 32, sms), (16384, 32, sms), (16384, 16, sms), (16384, 16, 2 * sms), (8192, 16, 2 * sms),
-            (8192, 8, 4 * sms)]
-    return [("softmax_split", {"BLOCK_N": bn, "num_warps": nw, "programs": p}) for bn, nw, p in grid]
+    # (BLOCK_N, num_warps), 32 or 16 values a thread; the auto grid fills the GPU with whole groups, so
+    # smaller programs mean several per SM, and one program's loads can overlap another's wait
+    grid = [(32768, 32), (16384, 32), (16384, 16), (8192, 16), (8192, 8), (4096, 4)]
+    return [("softmax_split", {"BLOCK_N": bn, "num_warps": nw}) for bn, nw in grid]
 
 
 def _column(shape: Shape, dtype: torch.dtype) -> list[Config]:

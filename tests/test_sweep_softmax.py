@@ -34,7 +34,7 @@ def sweep():
 
 def test_every_planned_config_passes_check_and_the_grid_stays_small(sweep):
     counts: dict[str, int] = {}
-    for _, shape, dtype, first, grid in sweep.plan(132, {"tiled", "online", "column", "fused"}):
+    for _, shape, dtype, first, grid in sweep.plan(132, {"tiled", "online", "split", "column", "fused"}):
         for name, params in first + grid:
             variant = VARIANTS[name]
             assert variant.check(shape, dtype, {**variant.params, **(params or {})}) is None, (name, params)
@@ -45,6 +45,17 @@ def test_every_planned_config_passes_check_and_the_grid_stays_small(sweep):
     assert counts["torch_softmax"] == counts["torch_compiled"] == len(sweep.ROW_SHAPES) * 2
     assert sweep.plan(132, {"tiled"}, frozenset({"torch_compiled"}))[0][3] == [("torch_softmax", None),
                                                                                ("softmax_tiled", None)]
+
+
+def test_shapes_keeps_only_the_named_shapes_and_refuses_unknown_ones(sweep, capsys):
+    work = sweep.plan(132, {"tiled", "split"}, shapes=frozenset({"1048576x2", "16384x131072"}))
+    assert {(op, s) for op, s, *_ in work} == {("softmax", (1048576, 2)), ("softmax", (16384, 131072))}
+    assert len(work) == 4  # two dtypes each
+    assert sweep.main(["--dry-run", "--shapes", "16384x131072"]) == 0
+    assert "softmax_split" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as err:
+        sweep.main(["--dry-run", "--shapes", "1048576x2,100x7"])
+    assert err.value.code == 2 and "--shapes: 100x7 not in the sweep" in capsys.readouterr().err
 
 
 def test_dry_run_needs_no_gpu(sweep, capsys):
@@ -60,6 +71,9 @@ def test_the_pipeline_end_to_end_on_cpu(sweep, monkeypatch, tmp_path, capsys, de
     monkeypatch.setattr(sweep, "ROW_SHAPES", [(64, 2), (2, 32768)])
     monkeypatch.setattr(sweep, "COL_SHAPES", [(64, 32)])
     monkeypatch.setattr(sweep, "MATMUL_SOFTMAX_SHAPES", [(32, 16, 16)])
+    # the interpreter runs one program at a time: split rows (programs waiting for each other) need a GPU
+    one_part = [("softmax_split", {"BLOCK_N": 32768, "num_warps": 4})]
+    monkeypatch.setattr(sweep, "_split", lambda shape, sms: one_part)
     # every config "takes" 1 us and the copy 0.5 us; the tiled auto config 0.4 us, so it is the best
     clock = {"calls": 0}
 
@@ -78,7 +92,7 @@ def test_the_pipeline_end_to_end_on_cpu(sweep, monkeypatch, tmp_path, capsys, de
     assert clock["calls"] == sum(r["status"] == "ok" for r in rows) > 0
     failed = [r for r in rows if r["status"] == "failed"]
     assert not failed, failed  # every config computed softmax right on the checked rows
-    assert {e["family"] for e in result["summary"]} == {"tiled", "online", "column", "fused"}
+    assert {e["family"] for e in result["summary"]} == {"tiled", "online", "split", "column", "fused"}
     for e in result["summary"]:
         assert e["best_frac_of_copy"] == 0.5
     text = capsys.readouterr().out
