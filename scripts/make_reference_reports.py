@@ -7,7 +7,7 @@ Each group is one `memtraffic measure` run (one ncu process) into its own named 
   suite_1048576x2_fp32           every softmax and gelu variant
   suite_4096x4096                every softmax, softmax_dim0 and gelu variant, fp32 and bf16
   suite_8192x8192                every softmax and gelu variant, fp32 and bf16
-  long_rows_16384x131072         softmax_online, softmax_3pass, torch_softmax, torch_compiled on 512 KB
+  long_rows_16384x131072         softmax_online, softmax_split, softmax_3pass, torch_softmax, torch_compiled on 512 KB
                                  (fp32) rows, fp32 and bf16
   passes_4096x4096               softmax_tiled, softmax_online forced to loop (BLOCK_N=1024) and
                                  softmax_3pass: one, two and three reads of the same rows
@@ -55,10 +55,12 @@ GROUPS = [
     Group("suite_4096x4096", ("softmax", "softmax_dim0", "gelu"), ["4096x4096"], ["fp32", "bf16"]),
     Group("suite_8192x8192", ("softmax", "gelu"), ["8192x8192"], ["fp32", "bf16"]),
     # Rows too long for registers: two reads (online) or three (3-pass) at L1; does L2 catch the second?
+    # softmax_split reads once: a group of programs holds the row in registers.
     # DRAM counters and time only: they fit one replay pass. With more passes ncu must back up the
     # kernel's 17 GB of device memory in host memory before each pass, which took over 7 minutes.
     Group("long_rows_16384x131072", ("softmax",), ["16384x131072"], ["fp32", "bf16"],
-          variants={"softmax_online": {}, "softmax_3pass": {}, "torch_softmax": {}, "torch_compiled": {}},
+          variants={"softmax_online": {}, "softmax_split": {}, "softmax_3pass": {}, "torch_softmax": {},
+                    "torch_compiled": {}},
           metrics="time,dram_rd_bytes,dram_wr_bytes"),
     # The same passes at a size whose rows do fit: softmax_online forced to loop (BLOCK_N=1024).
     Group("passes_4096x4096", ("softmax",), ["4096x4096"], ["fp32", "bf16"],
