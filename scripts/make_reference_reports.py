@@ -7,8 +7,8 @@ Each group is one `memtraffic measure` run (one ncu process) into its own named 
   suite_1048576x2_fp32           every softmax and gelu variant
   suite_4096x4096                every softmax, softmax_dim0 and gelu variant, fp32 and bf16
   suite_8192x8192                every softmax and gelu variant, fp32 and bf16
-  long_rows_16384x131072         softmax_online, softmax_split, softmax_3pass, torch_softmax, torch_compiled on 512 KB
-                                 (fp32) rows, fp32 and bf16
+  long_rows_16384x131072         softmax_online, softmax_split, softmax_3pass, torch_softmax,
+                                 torch_compiled on 512 KB (fp32) rows, fp32 and bf16
   passes_4096x4096               softmax_tiled, softmax_online forced to loop (BLOCK_N=1024) and
                                  softmax_3pass: one, two and three reads of the same rows
   matmul_4096x4096x4096          every matmul variant, fp32 and bf16
