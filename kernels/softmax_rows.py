@@ -110,7 +110,7 @@ SOFTMAX_NAIVE = Variant(
 def _softmax_tiled_kernel(out_ptr, in_ptr, n_rows, n_cols, in_row_stride, out_row_stride,
                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, FLAT: tl.constexpr):
     if FLAT:
-        # N == BLOCK_N < 16: the tile is one contiguous run of BLOCK_M*N elements. Addressed flat, the
+        # N == BLOCK_N < 16, M % 16 == 0: the tile is one contiguous run of BLOCK_M*N elements. Flat, the
         # compiler sees that and loads 16 bytes a thread; as row * stride + col it only proves N
         # contiguous elements (8 bytes at N=2 fp32), because the stride is a runtime value.
         offs = tl.program_id(0).to(tl.int64) * (BLOCK_M * BLOCK_N) + tl.arange(0, BLOCK_M * BLOCK_N)
@@ -139,7 +139,7 @@ def _softmax_tiled_kernel(out_ptr, in_ptr, n_rows, n_cols, in_row_stride, out_ro
 
 TILED_DEFAULTS: dict[str, Any] = {"BLOCK_M": None, "num_warps": None}
 _TILED_RULES = {"BLOCK_M": optional(power_of_two(1, MAX_TILE)), "num_warps": optional(power_of_two(1, 32))}
-FLAT_BELOW = 16  # N below this (a power of two) takes the flat path: 16-byte loads
+FLAT_BELOW = 16  # N below this (a power of two, M a multiple of 16) takes the flat path: 16-byte loads
 TILE_TARGET = 2048  # elements per program when BLOCK_M is auto: 1024 rows of N=2, 2 rows of N=1000
 
 
@@ -160,7 +160,10 @@ def tiled_launch(shape: Shape, block_m: int | None = None, num_warps: int | None
                  ) -> sectors.TileLaunch:
     m, n = shape
     bm, bn, warps = tiled_config(shape, block_m, num_warps)
-    flat = n == bn and 1 < n < FLAT_BELOW and bm > 1
+    # Flat only when M is a multiple of 16: the JIT then proves that the mask bound (M*N) never cuts a
+    # 16-byte vector. Otherwise the compiler splits each thread's vector at the mask's granularity and a
+    # warp request covers every other half-sector: 2x the bytes (bf16 1000003x4 on the H100).
+    flat = n == bn and 1 < n < FLAT_BELOW and bm > 1 and m % 16 == 0
     return sectors.TileLaunch(
         kernel=_softmax_tiled_kernel, grid=triton.cdiv(m, bm),
         scalars={"n_rows": m, "n_cols": n, "in_row_stride": n, "out_row_stride": n},

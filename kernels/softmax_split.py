@@ -43,7 +43,9 @@ from memtraffic.model import Shape, Traffic, element_size
 DEFAULTS: dict[str, Any] = {"BLOCK_N": None, "num_warps": None, "programs": None}
 _RULES = {"BLOCK_N": optional(power_of_two(1, 65536)), "num_warps": optional(power_of_two(1, 32)),
           "programs": optional(int_range(1, 1 << 20))}
-CHUNK_MAX = 32768  # elements a program holds (32 warps: 32 values a thread, as softmax_online's one pass)
+CHUNK_BYTES = 16384  # auto chunk: 4096 fp32 or 8192 bf16 elements per program
+VALUES_PER_THREAD = 32  # auto num_warps: each thread holds this many elements of the chunk
+CHUNK_MAX = 32768  # largest auto chunk (32 warps: 32 values a thread, as softmax_online's one pass)
 MAX_PARTS = 64  # programs per row; rows longer than CHUNK_MAX * MAX_PARTS: use softmax_online
 STATS_FLOATS = 2  # per program and row: its chunk's max and sum
 
@@ -89,20 +91,25 @@ def _softmax_split_kernel(out_ptr, in_ptr, stats_ptr, count_ptr, n_rows, n_cols,
         tl.store(out_ptr + row64 * n_cols + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 
-def split_config(shape: Shape, BLOCK_N: int | None = None, num_warps: int | None = None,
-                 programs: int | None = None, sms: int = 2, per_sm: int = 1) -> dict[str, int]:
+def split_config(shape: Shape, dtype: torch.dtype, BLOCK_N: int | None = None,
+                 num_warps: int | None = None, programs: int | None = None, sms: int = 2,
+                 per_sm: int = 1) -> dict[str, int]:
     """Every auto (None) parameter filled in, plus parts (programs per row) and groups (rows in flight).
 
-    Auto: parts = ceil(N / CHUNK_MAX) and BLOCK_N the power of two that covers N in that many chunks;
-    num_warps 32 for chunks over 8192 elements (32 values a thread at most), fewer for short rows;
-    programs: as many as the GPU keeps resident (per_sm on each of sms), rounded down to whole groups
-    (a group is `parts` programs on one row) and at most one group per row."""
+    Auto (from the H100 sweep of 2026-11-22, scripts/sweep_softmax.py): 16 KB chunks held at 32 values a
+    thread (fp32: 4096 elements on 4 warps, bf16: 8192 on 8), so that several programs share an SM and
+    one's loads overlap another's wait; chunks double while a row would need more than MAX_PARTS
+    programs, and a short row is one chunk. programs: as many as the GPU keeps resident (per_sm on each
+    of sms), rounded down to whole groups (a group is `parts` programs on one row), one group per row
+    at most."""
     m, n = shape
     if BLOCK_N is None:
-        BLOCK_N = triton.next_power_of_2(triton.cdiv(n, triton.cdiv(n, CHUNK_MAX)))
+        BLOCK_N = min(triton.next_power_of_2(n), CHUNK_BYTES // element_size(dtype))
+        while triton.cdiv(n, BLOCK_N) > MAX_PARTS and BLOCK_N < CHUNK_MAX:
+            BLOCK_N *= 2
     parts = triton.cdiv(n, BLOCK_N)
     if num_warps is None:
-        num_warps = min(32, max(1, BLOCK_N // 256))
+        num_warps = min(32, max(1, BLOCK_N // (32 * VALUES_PER_THREAD)))
     if programs is None:
         programs = max(per_sm * sms, parts)
     groups = max(1, min(m, programs // parts))
@@ -129,7 +136,7 @@ def softmax_split(x: torch.Tensor, BLOCK_N: int | None = None, num_warps: int | 
     x = contiguous_2d(x)
     m, n = x.shape
     sms = sm_count(x.device)
-    c = split_config((m, n), BLOCK_N, num_warps, programs, sms)
+    c = split_config((m, n), x.dtype, BLOCK_N, num_warps, programs, sms)
     if c["parts"] > 1 and _interpreted():
         raise ValueError(f"softmax_split: {c['parts']} programs per row wait for each other, which the "
                          "Triton interpreter (one program at a time) cannot run; use BLOCK_N >= N or a GPU")
@@ -142,7 +149,7 @@ def softmax_split(x: torch.Tensor, BLOCK_N: int | None = None, num_warps: int | 
         compiled._init_handles()  # loads the binary: n_regs is known from here on
         per_sm = resident_per_sm(compiled.n_regs, c["num_warps"])
         if programs is None:
-            c = split_config((m, n), BLOCK_N, num_warps, None, sms, per_sm)
+            c = split_config((m, n), x.dtype, BLOCK_N, num_warps, None, sms, per_sm)
         if c["programs"] > per_sm * sms:
             raise ValueError(f"softmax_split: {c['programs']} programs wait for each other but only "
                              f"{per_sm * sms} fit on the GPU at once ({compiled.n_regs} registers a thread): "
@@ -154,7 +161,7 @@ def softmax_split(x: torch.Tensor, BLOCK_N: int | None = None, num_warps: int | 
 def _traffic(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> Traffic:
     p = resolve_params("softmax_split", DEFAULTS, params, _RULES)
     m, n = shape
-    c = split_config(shape, p["BLOCK_N"], p["num_warps"], p["programs"])
+    c = split_config(shape, dtype, p["BLOCK_N"], p["num_warps"], p["programs"])
     e = element_size(dtype)
     # The chunks walk each row in (1, BLOCK_N) tiles, the sectors of softmax_online's loop, read once.
     layout = sectors.row_major_tile(1, c["BLOCK_N"], n, e, c["num_warps"], rank1=True)
@@ -173,7 +180,7 @@ def _traffic(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> Traffi
 
 def _check(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> str | None:
     p = resolve_params("softmax_split", DEFAULTS, params, _RULES)
-    c = split_config(shape, p["BLOCK_N"], p["num_warps"], p["programs"])
+    c = split_config(shape, dtype, p["BLOCK_N"], p["num_warps"], p["programs"])
     if c["parts"] > MAX_PARTS:
         return (f"softmax_split: N={shape[1]} needs {c['parts']} programs per row (at most {MAX_PARTS}); "
                 "raise BLOCK_N or use softmax_online")
@@ -195,8 +202,9 @@ SOFTMAX_SPLIT = Variant(
     run=_run,
     predicted=_traffic,
     params=dict(DEFAULTS),
-    constraints=f"any MxN with N <= {MAX_PARTS} * BLOCK_N; BLOCK_N: power of two or auto (chunks of up to "
-    f"{CHUNK_MAX}); num_warps: power of two or auto; programs: grid size (whole groups, all resident) or "
-    "auto (all that fit); more than one part per row needs a GPU",
+    constraints=f"any MxN with N <= {MAX_PARTS} * BLOCK_N; BLOCK_N: power of two or auto "
+    f"({CHUNK_BYTES // 1024} KB chunks, up to {CHUNK_MAX} elements for long rows); num_warps: power of two "
+    "or auto; programs: grid size (whole groups, all resident) or auto (all that fit); more than one part "
+    "per row needs a GPU",
     check=_check,
 )

@@ -13,8 +13,8 @@ from typing import Any
 import torch
 
 _L2_FLUSH_BYTES = 256 * 2**20  # larger than any Hopper L2 (50-60 MB)
-# About 0.5 ms at 2 GHz: longer than a launcher's host overhead, even on a busy host (a sweep on the H100
-# timed 8 us kernels at 110-415 us with 100 us of sleep, right after torch.compile had run).
+# About 0.5 ms at 2 GHz: longer than a launcher's host overhead, with room for a slow host (with 100 us, a
+# sweep on the H100 once timed an 8 us kernel at 110-415 us in three configs; the cause was not isolated).
 _SLEEP_CYCLES = 1_000_000
 
 

@@ -24,6 +24,7 @@ from kernels import VARIANTS, sectors
 from kernels import softmax_column as col
 from kernels import softmax_online as loop
 from kernels import softmax_rows as rows
+from kernels import softmax_split as split
 from memtraffic.exceptions import UsageError
 from memtraffic.model import OPS, element_size
 
@@ -107,6 +108,9 @@ ROW_CASES = _cases([
     ((3001, 2), (FP32,), {"softmax_tiled": {"BLOCK_M": 128}}, "3001x2",
      ["softmax_naive", "softmax_tiled", "torch_softmax", "torch_manual"]),
     ((1823, 781), (FP32,), {}, "1823x781"),
+    # tiled's flat path: power-of-two rows under 16 elements, M a multiple of 16, partial last tile
+    ((1040, 4), ALL, {"softmax_tiled": {"BLOCK_M": 64}}, "1040x4-flat", ["softmax_tiled"]),
+    ((4096, 8), (BF16,), {}, "4096x8-flat", ["softmax_tiled"]),
     # softmax_online's other looped paths: one program per row without hints, and a persistent grid
     # with fewer programs than rows and a partial last block (the reverse write loop starts there)
     ((37, 1000), (FP32,), {"softmax_online": {"BLOCK_N": 128, "programs": 0, "evict_hints": 0}},
@@ -395,6 +399,69 @@ def test_online_auto_grid_bounds_rows_in_flight():
     assert (c["programs"], c["evict_hints"], c["single"]) == (0, 0, True)
 
 
+def test_tiled_takes_the_flat_path_for_short_power_of_two_rows_when_m_is_a_multiple_of_16():
+    flat = lambda shape, *a: rows.tiled_launch(shape, *a).constexprs["FLAT"]  # noqa: E731
+    assert flat((1048576, 2)) and flat((4096, 8)) and flat((64, 4))
+    assert not flat((1000003, 2)) and not flat((1048576, 3)) and not flat((1024, 16)) and not flat((1024, 1))
+    assert not flat((1024, 2), 1)  # one row per program: the naive tile
+    # same bytes either way: whole rows in one contiguous run per program
+    assert _pred("softmax_tiled", (1048576, 4), BF16) == (1048576 * 8, 1048576 * 8)
+
+
+def test_split_model_counts_chunks_stats_and_counters():
+    # One read and one write of MN; per row and program two 4-byte stats stores (a sector each) and two
+    # PARTS_P2-float stats loads by every warp; a fill kernel zeroes one 4-byte counter per row.
+    m, n = 1024, 131072
+    mn4 = m * n * 4
+    # 4 parts of 32768 on 32 warps: a 4-float stats vector sits in one sector
+    read, write = _pred("softmax_split", (m, n), BLOCK_N=32768, num_warps=32)
+    assert (read, write) == (mn4 + m * 4 * 2 * 32 * 32, mn4 + m * 4 * 2 * 32 + 4 * m)
+    # 16 parts of 8192: 64-byte stats vectors, two sectors per warp request
+    read, write = _pred("softmax_split", (m, n), BLOCK_N=8192, num_warps=32)
+    assert (read, write) == (mn4 + m * 16 * 2 * 32 * 2 * 32, mn4 + m * 16 * 2 * 32 + 4 * m)
+    # the grid does not change the bytes (the counters are per row)
+    assert _pred("softmax_split", (m, n), programs=64) == _pred("softmax_split", (m, n), programs=1024)
+
+
+def test_split_auto_config():
+    c = split.split_config((16384, 131072), FP32, sms=132)
+    assert (c["BLOCK_N"], c["num_warps"], c["parts"], c["PARTS_P2"]) == (4096, 4, 32, 32)
+    c = split.split_config((16384, 131072), BF16, sms=132, per_sm=4)
+    assert (c["BLOCK_N"], c["num_warps"], c["parts"], c["groups"], c["programs"]) == (8192, 8, 16, 33, 528)
+    # whole groups only, and never more groups than rows
+    assert split.split_config((3, 131072), FP32, sms=132, per_sm=4)["programs"] == 3 * 32
+    assert split.split_config((10, 100000), FP32, programs=60)["programs"] == 50  # 25 parts: 2 groups
+    # a short row is one chunk; a row needing more than MAX_PARTS 16 KB chunks gets bigger chunks
+    assert split.split_config((5, 300), FP32)["parts"] == 1
+    c = split.split_config((4, 1 << 20), FP32)
+    assert c["parts"] <= split.MAX_PARTS and c["BLOCK_N"] == (1 << 20) // split.MAX_PARTS
+
+
+def test_split_resident_programs_from_registers():
+    # the H100 refusals seen in the sweep: 80 registers x 256 threads -> 3 an SM, 88 x 512 -> 1
+    assert split.resident_per_sm(80, 8) == 3
+    assert split.resident_per_sm(88, 16) == 1
+    assert split.resident_per_sm(57, 32) == 1 and split.resident_per_sm(64, 8) == 4
+    assert split.resident_per_sm(255, 32) == 0  # would not launch at all
+
+
+def test_split_refuses_what_it_cannot_run():
+    check = VARIANTS["softmax_split"].check
+    params = VARIANTS["softmax_split"].params
+    reason = check((4, 1 << 24), FP32, params)
+    assert reason is not None and "raise BLOCK_N or use softmax_online" in reason
+    reason = check((4, 100000), FP32, {**params, "programs": 10})
+    assert reason is not None and "fewer than the 25 programs one row needs" in reason
+    assert check((4, 100000), FP32, params) is None
+
+
+def test_split_rows_need_a_gpu_in_the_interpreter(device):
+    if device != "cpu":
+        pytest.skip("the interpreter's refusal")
+    with pytest.raises(ValueError, match="Triton interpreter"):
+        VARIANTS["softmax_split"].run(torch.randn(3, 300), BLOCK_N=128)
+
+
 def test_column_models():
     mn = 4096 * 4096
     # Strided: 32 rows of one column per request, each in its own sector: 32 B per element and pass.
@@ -461,6 +528,9 @@ def _launches():
         ("tiled 3001x3 fp16", rows.tiled_launch((3001, 3)), FP16),
         ("tiled 8192x8192 bf16", rows.tiled_launch((8192, 8192)), BF16),
         ("tiled 100x1", rows.tiled_launch((100, 1)), FP32),
+        ("tiled 1048576x4 bf16 flat", rows.tiled_launch((1048576, 4)), BF16),
+        ("tiled 1000003x4 bf16 (M % 16: not flat)", rows.tiled_launch((1000003, 4)), BF16),
+        ("tiled 4096x8 BM=8 flat, copies", rows.tiled_launch((4096, 8), 8, 4), FP32),
         ("online 37x1000 BN=128", loop.online_launch((37, 1000), FP32, 128), FP32),
         ("online 4096x4096 one pass", loop.online_launch((4096, 4096), FP32), FP32),
         ("online 1048576x2 one pass", loop.online_launch((1048576, 2), BF16), BF16),
@@ -592,11 +662,11 @@ def test_gpu_tiled_sweep_values(params, seed):
     ("softmax_online", (300, 20000), {"BLOCK_N": 4096, "programs": 0, "evict_hints": 0}),
     ("softmax_online", (1000, 20000), {"BLOCK_N": 2048, "programs": 7}),  # rows % programs != 0
     # split rows: programs of a group wait for each other (the interpreter cannot run these)
-    ("softmax_split", (300, 131072), {}),  # auto: 4 parts (fp32 and bf16), one program per SM
-    ("softmax_split", (257, 40001), {}),  # 2 parts, the second mostly padding
+    ("softmax_split", (300, 131072), {}),  # auto: 32 parts of 4096 (fp32), 16 of 8192 (bf16)
+    ("softmax_split", (257, 40001), {"BLOCK_N": 32768}),  # 2 parts, the second mostly padding
     ("softmax_split", (1000, 20000), {"BLOCK_N": 2048}),  # 10 parts, 13 groups: rows % groups != 0
     ("softmax_split", (33, 100000), {"BLOCK_N": 4096, "num_warps": 4, "programs": 250}),  # 25 parts
-    ("softmax_split", (64, 65536), {"BLOCK_N": 8192, "num_warps": 8, "programs": 528}),  # 4 programs an SM
+    ("softmax_split", (64, 65536), {"BLOCK_N": 8192, "num_warps": 8, "programs": 384}),  # 3 an SM (fp32)
     ("softmax_column_coalesced", (4096, 4096), {"ROWS": 4096}),  # one chunk, one kernel
     ("softmax_column_coalesced", (4099, 1000), {}),  # auto chunks, partial last chunk and block
     ("softmax_column_coalesced", (4096, 4096), {"BLOCK_N": 8, "BLOCK_M": 256, "ROWS": 256}),  # 16 chunks
