@@ -70,8 +70,8 @@ def test_seed_run_bytes_are_the_reports(seed):
     assert (naive["l1_ld_bytes"], naive["l1_st_bytes"]) == (134_217_728, 33_554_432)
     assert (tiled["l1_ld_bytes"], tiled["l1_st_bytes"]) == (8_388_608, 8_388_608)
     assert (torch_row["l1_ld_bytes"], torch_row["l1_st_bytes"]) == (16_777_216, 16_777_216)
-    assert [r["dram_rd_bytes"] for r in seed.values()] == [8_391_680, 8_392_192, 8_394_752]
-    assert [r["time_ns"] for r in seed.values()] == [632_480, 7_680, 9_952]
+    assert [r["dram_rd_bytes"] for r in seed.values()] == [8_397_056, 8_391_936, 8_394_752]
+    assert [r["time_ns"] for r in seed.values()] == [632_672, 7_616, 10_112]
     assert [r["kernels"] for r in seed.values()] == [["_softmax_naive_kernel"], ["_softmax_tiled_kernel"],
                                                     ["softmax_warp_forward"]]
     assert {r["device"] for r in seed.values()} == {"NVIDIA H100 80GB HBM3"}
@@ -164,7 +164,7 @@ def test_range_sums_its_kernels_and_group_by_kernel_splits_them():
     assert (row["l1_ld_bytes"], row["l1_st_bytes"], row["time_ns"]) == (50_331_648, 33_554_432, 57_984)
     assert row["diagnosis"].startswith("5 kernels: loads request 6x the minimum")
     by_kernel = analyze_path(run, group_by="kernel")
-    assert len(by_kernel) == len(extract.read_report(run / "profile.ncu-rep")) == 22
+    assert len(by_kernel) == len(extract.read_report(run / "profile.ncu-rep")) == 24
     assert (by_kernel["n_kernels"] == 1).all()
     parts = by_kernel[by_kernel["range"] == manual]
     assert len(parts) == 5 and parts["l1_ld_bytes"].sum() == row["l1_ld_bytes"]
@@ -242,7 +242,7 @@ def test_cli_analyze_run_folder_prints_the_table():
     assert lines[0] == "NVIDIA H100 80GB HBM3"
     assert re.split(r"\s{2,}", lines[1].strip())[:3] == ["range", "n", "time"]
     cells = _cells(res.output, "softmax_tiled 1048576x2 fp32 BLOCK_M=128")
-    assert cells[1:5] == ["1", "7.7 us", "8.39 MB", "8.39 MB"]
+    assert cells[1:5] == ["1", "7.6 us", "8.39 MB", "8.39 MB"]
     assert cells[8:12] == ["1.00", "1.00", "1.00", "1.00"]  # eff L1 ld, L1 st, L2, DRAM rd
     naive = _cells(res.output, "softmax_naive 1048576x2 fp32 num_warps=4")
     assert naive[3:5] == ["134.22 MB", "33.55 MB"] and naive[8:10] == ["0.06", "0.25"]
@@ -264,7 +264,7 @@ def test_cli_analyze_group_by_kernel_gives_a_row_per_launch():
     res = CliRunner().invoke(app, ["analyze", str(run), "--group-by", "kernel", "--format", "json"])
     assert res.exit_code == 0, res.output
     records = json.loads(res.output)
-    assert len(records) == 22 and all(r["n_kernels"] == 1 for r in records)
+    assert len(records) == 24 and all(r["n_kernels"] == 1 for r in records)
     manual = [r["kernels"][0] for r in records if r["variant"] == "torch_manual"]
     assert manual == ["reduce_kernel", "elementwise_kernel", "vectorized_elementwise_kernel", "reduce_kernel",
                       "elementwise_kernel"]
