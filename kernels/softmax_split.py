@@ -47,7 +47,6 @@ CHUNK_BYTES = 16384  # auto chunk: 4096 fp32 or 8192 bf16 elements per program
 VALUES_PER_THREAD = 32  # auto num_warps: each thread holds this many elements of the chunk
 CHUNK_MAX = 32768  # largest auto chunk (32 warps: 32 values a thread, as softmax_online's one pass)
 MAX_PARTS = 64  # programs per row; rows longer than CHUNK_MAX * MAX_PARTS: use softmax_online
-STATS_FLOATS = 2  # per program and row: its chunk's max and sum
 
 
 @triton.jit
