@@ -62,9 +62,7 @@ def _softmax_split_kernel(out_ptr, in_ptr, stats_ptr, count_ptr, n_rows, n_cols,
     for row in range(group, n_rows, n_groups):
         row64 = tl.cast(row, tl.int64)  # a plain int in the interpreter, a tensor when compiled
         # read this program's chunk of the row once (BLOCK_N elements), kept in registers until the write
-        # in the input's dtype (16-bit values take half the registers; they are widened twice instead)
-        raw = tl.load(in_ptr + row64 * n_cols + cols, mask=mask, other=-float("inf"))
-        x = raw.to(tl.float32)
+        x = tl.load(in_ptr + row64 * n_cols + cols, mask=mask, other=-float("inf")).to(tl.float32)
         m = tl.max(x, axis=0)
         # a chunk of only -inf (or padding) has m = -inf: shift by 0 so that s = 0, not exp(nan)
         s = tl.sum(tl.exp(x - tl.where(m == float("-inf"), 0.0, m)), axis=0)
@@ -86,7 +84,7 @@ def _softmax_split_kernel(out_ptr, in_ptr, stats_ptr, count_ptr, n_rows, n_cols,
         mx = tl.max(ms, axis=0)
         total = tl.sum(ss * tl.exp(ms - tl.where(mx == float("-inf"), 0.0, mx)), axis=0)
         # write this chunk (BLOCK_N elements). A row of only -inf gives NaN, as torch.softmax.
-        y = tl.exp(raw.to(tl.float32) - mx) * (1.0 / total)
+        y = tl.exp(x - mx) * (1.0 / total)
         tl.store(out_ptr + row64 * n_cols + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 

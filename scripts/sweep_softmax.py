@@ -75,11 +75,11 @@ def _online(shape: Shape, sms: int) -> list[Config]:
     return out
 
 
-def _split(shape: Shape, sms: int) -> list[Config]:
-    # (BLOCK_N, num_warps), 32 or 16 values a thread; the auto grid fills the GPU with whole groups, so
-    # smaller programs mean several per SM, and one program's loads can overlap another's wait
-    grid = [(32768, 32), (16384, 32), (16384, 16), (8192, 16), (8192, 8), (4096, 4)]
-    return [("softmax_split", {"BLOCK_N": bn, "num_warps": nw}) for bn, nw in grid]
+# softmax_split's grid, (BLOCK_N, num_warps) at 32 or 16 values a thread: the auto grid fills the GPU with
+# whole groups, so smaller programs mean several per SM, and one program's loads can overlap another's wait
+SPLIT_GRID: list[Config] = [
+    ("softmax_split", {"BLOCK_N": bn, "num_warps": nw})
+    for bn, nw in [(32768, 32), (16384, 32), (16384, 16), (8192, 16), (8192, 8), (4096, 4)]]
 
 
 def _column(shape: Shape, dtype: torch.dtype) -> list[Config]:
@@ -127,7 +127,7 @@ def plan(sms: int, families: set[str], skip: frozenset[str] = frozenset(),
                 grid += _online(shape, sms)
             if "split" in families and shape[1] >= 32768:
                 first.append(("softmax_split", None))
-                grid += _split(shape, sms)
+                grid += SPLIT_GRID
             out.append(("softmax", shape, dtype, first, grid))
         for shape in COL_SHAPES:
             if "column" in families:
