@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from kernels import (
+from memtraffic.variants import Variant
+
+from . import (
     gelu,
     matmul,
     matmul_softmax,
@@ -12,7 +14,6 @@ from kernels import (
     softmax_split,
     torch_softmax,
 )
-from kernels.variant import Variant
 
 VARIANTS: dict[str, Variant] = {
     # softmax over rows: one row per program first (the teaching baseline), then the fixes

@@ -16,12 +16,13 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._params import params_check, power_of_two, resolve
-from kernels.compiled import static_compile
-from kernels.sectors import load_copies
-from kernels.variant import Variant
 from memtraffic.exceptions import GpuNotFoundError
 from memtraffic.model import Shape, Traffic, element_size
+from memtraffic.variants import Variant
+
+from ._params import params_check, power_of_two, resolve
+from .compiled import static_compile
+from .sectors import load_copies
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 

@@ -14,10 +14,11 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._params import int_range, params_check, power_of_two, resolve
-from kernels.sectors import load_copies
-from kernels.variant import Variant
 from memtraffic.model import Shape, Traffic, element_size
+from memtraffic.variants import Variant
+
+from ._params import int_range, params_check, power_of_two, resolve
+from .sectors import load_copies
 
 TRITON_DEFAULTS: dict[str, Any] = {
     "BLOCK_M": 128,

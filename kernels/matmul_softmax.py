@@ -22,13 +22,14 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import matmul as _mm
-from kernels import torch_softmax
-from kernels._params import int_range, optional, params_check, power_of_two, resolve, resolve_params
-from kernels.matmul import _upcast
-from kernels.sectors import load_copies
-from kernels.variant import Variant
 from memtraffic.model import Shape, Traffic, dtype_name, element_size
+from memtraffic.variants import Variant
+
+from . import matmul as _mm
+from . import torch_softmax
+from ._params import int_range, optional, params_check, power_of_two, resolve, resolve_params
+from .matmul import _upcast
+from .sectors import load_copies
 
 FUSED_DEFAULTS: dict[str, Any] = {"BLOCK_M": None, "BLOCK_K": None, "num_warps": None, "num_stages": None}
 _FUSED_RULES = {

@@ -21,11 +21,12 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import sectors
-from kernels._params import optional, power_of_two, resolve_params
-from kernels.softmax_rows import contiguous_2d
-from kernels.variant import Variant
 from memtraffic.model import Shape, Traffic, element_size
+from memtraffic.variants import Variant
+
+from . import sectors
+from ._params import optional, power_of_two, resolve_params
+from .softmax_rows import contiguous_2d
 
 
 def _read_passes(m: int) -> int:

@@ -17,10 +17,11 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import sectors
-from kernels._params import optional, power_of_two, resolve_params
-from kernels.variant import Variant
 from memtraffic.model import Shape, Traffic, element_size
+from memtraffic.variants import Variant
+
+from . import sectors
+from ._params import optional, power_of_two, resolve_params
 
 MAX_TILE = 16384  # elements of a row (or tile) held in registers; beyond this use softmax_online
 

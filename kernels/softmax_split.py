@@ -33,12 +33,13 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import sectors
-from kernels._params import int_range, optional, power_of_two, resolve_params
-from kernels.softmax_online import sm_count
-from kernels.softmax_rows import contiguous_2d
-from kernels.variant import Variant
 from memtraffic.model import Shape, Traffic, element_size
+from memtraffic.variants import Variant
+
+from . import sectors
+from ._params import int_range, optional, power_of_two, resolve_params
+from .softmax_online import sm_count
+from .softmax_rows import contiguous_2d
 
 DEFAULTS: dict[str, Any] = {"BLOCK_N": None, "num_warps": None, "programs": None}
 _RULES = {"BLOCK_N": optional(power_of_two(1, 65536)), "num_warps": optional(power_of_two(1, 32)),

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from kernels.compiled import static_compile
-from kernels.variant import Variant
 from memtraffic.model import Shape, Traffic, element_size
+from memtraffic.variants import Variant
+
+from .compiled import static_compile
 
 
 def _manual(x: torch.Tensor) -> torch.Tensor:

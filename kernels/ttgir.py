@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kernels.sectors import Layout
+from .sectors import Layout
 
 _BLOCKED = re.compile(r"^(#blocked\d*) = #ttg\.blocked<\{(.*?)\}>", re.M)
 _MEM_OP = re.compile(r"(?:= |^\s*)(tt\.load|tt\.store) .*tensor<([\dx]+)x!tt\.ptr<\w+>, (#blocked\d*)>")

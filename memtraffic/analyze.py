@@ -64,27 +64,28 @@ def _div(num: pd.Series, den: pd.Series) -> pd.Series:
 
 
 def _config_models(plan: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
-    """range -> config with minimum, predicted and FLOPs: from the current models when the variant still
-    exists (models get fixed), else as the plan stored them."""
+    """range -> config with minimum, predicted bytes and FLOPs, as the plan recorded them.
+
+    The op's minimum and FLOPs are recomputed from memtraffic.model where the op is known (they need
+    only shape and dtype name, no torch), so a corrected formula reaches old runs; a variant's predicted
+    bytes are the plan's (recomputing them would import the kernels, torch and triton).
+    """
+    from memtraffic.model import OPS
+
     if not plan:
         return {}
     out: dict[str, dict[str, Any]] = {}
     for config in plan.get("configs", []):
         entry = dict(config)
-        try:
-            from kernels import VARIANTS
-            from memtraffic.model import OPS, parse_dtype
-
-            variant = VARIANTS[config["variant"]]
-            op = OPS[variant.op]
-            shape, dtype = tuple(config["shape"]), parse_dtype(config["dtype"])
-            minimum = op.minimum(shape, dtype)
-            predicted = variant.predicted(shape, dtype, dict(config.get("params", {})))
-            entry.update(min_read_bytes=minimum.read, min_write_bytes=minimum.write,
-                         pred_read_bytes=predicted.read, pred_write_bytes=predicted.write,
-                         model_flops=op.flops(shape))
-        except Exception:  # renamed variant, changed parameters: keep what the plan recorded
-            pass
+        op = OPS.get(config.get("op", "")) if config.get("kind", "variant") == "variant" else None
+        if op is not None and config.get("dtype") and config.get("shape"):
+            try:
+                shape = tuple(config["shape"])
+                minimum = op.minimum(shape, config["dtype"])
+                entry.update(min_read_bytes=minimum.read, min_write_bytes=minimum.write,
+                             model_flops=op.flops(shape))
+            except Exception:  # a shape or dtype the model no longer takes: keep what the plan recorded
+                pass
         out[config["range"]] = entry
     return out
 
@@ -271,7 +272,7 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
 
 def analyze_path(path: str | Path, min_bytes: str | None = None, group_by: str = "range") -> pd.DataFrame:
     """`memtraffic analyze`: a run folder or any .ncu-rep -> the analyzed table."""
-    from memtraffic.collect import partial_reports_expected
+    from memtraffic.rundir import partial_reports_expected
 
     reports, plan, run, name = locate(path)
     parsed = parse_min_bytes(min_bytes) if min_bytes else None

@@ -23,6 +23,7 @@ from memtraffic.gpu import Timing, environment, time_cuda
 from memtraffic.model import OPS, Shape, dtype_name, format_shape
 from memtraffic.tables import text_table
 from memtraffic.units import fmt_rate, fmt_time
+from memtraffic.variants import Variant, get_variant, unsupported_reason
 
 # The shapes of the issue's benchmark suite, per op.
 SUITE: dict[str, list[Shape]] = {
@@ -56,12 +57,11 @@ def _check(
 
 
 def bench_config(
-    variant_name: str, shape: Shape, dtype: torch.dtype, params: dict[str, Any], budget_s: float
+    variant_name: str, shape: Shape, dtype: torch.dtype, params: dict[str, Any], budget_s: float,
+    variants: dict[str, Variant] | None = None,
 ) -> dict[str, Any]:
     """Time one variant on one shape/dtype. Failures are returned in the row, never raised."""
-    from memtraffic.suite import get_variant, unsupported_reason
-
-    variant = get_variant(variant_name)
+    variant = get_variant(variant_name, variants)
     op = OPS[variant.op]
     row: dict[str, Any] = {
         "variant": variant_name,
@@ -112,18 +112,19 @@ def run_bench(
     dtypes: Sequence[torch.dtype],
     budget_s: float = 0.3,
     progress: Callable[[str], None] = lambda s: None,
+    catalogue: dict[str, Variant] | None = None,
 ) -> dict[str, Any]:
-    """Bench every variant x shape x dtype; add copy time and ratios to the torch baselines."""
+    """Bench every variant x shape x dtype; add copy time and ratios to the torch baselines.
+
+    `catalogue` is the variants to look names up in (default: the shipped suite)."""
     if not torch.cuda.is_available():
         raise GpuNotFoundError("bench needs a CUDA GPU and none is visible: run it on a machine with one")
-    from memtraffic.suite import get_variant
-
-    ops = {get_variant(v).op for v in variants}
+    ops = {get_variant(v, catalogue).op for v in variants}
     rows: list[dict[str, Any]] = []
     copies: dict[int, list[float]] = {}
     for op_name in sorted(ops):
         op_shapes = list(shapes) if shapes else SUITE.get(op_name, [OPS[op_name].default_shape])
-        names = [v for v in variants if get_variant(v).op == op_name]
+        names = [v for v in variants if get_variant(v, catalogue).op == op_name]
         for shape in op_shapes:
             for dtype in dtypes:
                 nbytes = OPS[op_name].minimum(shape, dtype).total
@@ -135,7 +136,7 @@ def run_bench(
                 group = []
                 for name in names:
                     progress(f"bench {name} {format_shape(shape)} {dtype_name(dtype)}")
-                    group.append(bench_config(name, shape, dtype, {}, budget_s))
+                    group.append(bench_config(name, shape, dtype, {}, budget_s, catalogue))
                 if len(runs) < 2:
                     runs.append(copy_time(nbytes, budget_s).median_ns)
                 copy_ns = min(runs)

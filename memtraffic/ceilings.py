@@ -186,7 +186,7 @@ def ncu_probe_command(ncu: str, report_base: Path, python: str = sys.executable)
 
 
 def _find_ncu() -> str | None:
-    from memtraffic.collect import find_ncu
+    from memtraffic.ncu import find_ncu
 
     try:
         return str(find_ncu())

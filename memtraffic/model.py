@@ -10,35 +10,43 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import torch
+from typing import Any
 
 from memtraffic.exceptions import UsageError
 
+# No torch here: analysis of saved runs needs only shapes and dtype names. The torch parts of an op
+# (seeded inputs, float64 reference) import torch when the measuring side calls them.
+
 Shape = tuple[int, ...]
 
-DTYPES: dict[str, torch.dtype] = {
-    "fp32": torch.float32,
-    "fp16": torch.float16,
-    "bf16": torch.bfloat16,
-}
+ELEMENT_SIZE: dict[str, int] = {"fp32": 4, "fp16": 2, "bf16": 2}
 _DTYPE_ALIASES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16"}
+_TORCH_NAMES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 
-def parse_dtype(text: str) -> torch.dtype:
-    """'fp32' / 'float32' / 'bf16' ... -> torch dtype; anything else is a UsageError."""
+def parse_dtype(text: str) -> str:
+    """'fp32' / 'float32' / 'bf16' ... -> the short name ('fp32'); anything else is a UsageError."""
     key = _DTYPE_ALIASES.get(text.strip().lower(), text.strip().lower())
-    if key not in DTYPES:
-        raise UsageError(f"unsupported dtype {text!r}: use one of {', '.join(DTYPES)}")
-    return DTYPES[key]
+    if key not in ELEMENT_SIZE:
+        raise UsageError(f"unsupported dtype {text!r}: use one of {', '.join(ELEMENT_SIZE)}")
+    return key
 
 
-def dtype_name(dtype: torch.dtype) -> str:
-    """torch dtype -> the short name used in tables and file names ('fp32')."""
-    for name, value in DTYPES.items():
-        if value == dtype:
-            return name
-    raise UsageError(f"unsupported dtype {dtype}: use one of {', '.join(DTYPES)}")
+def dtype_name(dtype: Any) -> str:
+    """A torch dtype or a dtype name -> the short name used in tables and file names ('fp32')."""
+    return parse_dtype(str(dtype).removeprefix("torch."))
+
+
+def torch_dtype(dtype: Any) -> Any:
+    """A dtype name (or torch dtype) -> the torch dtype: for the measuring side, which has torch."""
+    import torch
+
+    return getattr(torch, _TORCH_NAMES[dtype_name(dtype)])
+
+
+def element_size(dtype: Any) -> int:
+    """Bytes per element of a dtype name or a torch dtype."""
+    return ELEMENT_SIZE[dtype_name(dtype)]
 
 
 def parse_shape(text: str) -> Shape:
@@ -69,10 +77,6 @@ class Traffic:
         return self.read + self.write
 
 
-def _elem(dtype: torch.dtype) -> int:
-    return torch.empty((), dtype=dtype).element_size()
-
-
 @dataclass(frozen=True)
 class Op:
     """An operation: its inputs, its float64 reference, its minimum traffic and analytic FLOPs."""
@@ -81,9 +85,9 @@ class Op:
     description: str
     dims: str  # names of the shape's extents, e.g. "MxN" or "MxNxK"
     default_shape: Shape
-    make_inputs: Callable[[Shape, torch.dtype, torch.device, torch.Generator], tuple[torch.Tensor, ...]]
-    reference: Callable[..., torch.Tensor]  # float64 result from the inputs
-    minimum: Callable[[Shape, torch.dtype], Traffic]
+    make_inputs: Callable[..., tuple[Any, ...]]  # (shape, torch dtype, device, generator) -> tensors
+    reference: Callable[..., Any]  # float64 result from the inputs
+    minimum: Callable[[Shape, Any], Traffic]  # (shape, dtype name or torch dtype)
     flops: Callable[[Shape], int]
     flops_note: str = ""
 
@@ -96,6 +100,8 @@ class Op:
 
 
 def _randn(shape, dtype, device, gen):
+    import torch
+
     return torch.randn(shape, generator=gen, dtype=torch.float32, device="cpu").to(device=device, dtype=dtype)
 
 
@@ -105,6 +111,8 @@ def _mat_inputs(shape, dtype, device, gen):
 
 
 def _matmul_inputs(shape, dtype, device, gen):
+    import torch
+
     m, n, k = shape
     # Scale by 1/sqrt(K) so outputs stay O(1) and softmax of them is not one-hot.
     a = _randn((m, k), torch.float32, "cpu", gen) / math.sqrt(k)
@@ -112,13 +120,20 @@ def _matmul_inputs(shape, dtype, device, gen):
     return a.to(device=device, dtype=dtype), b.to(device=device, dtype=dtype)
 
 
-def _gelu64(x: torch.Tensor) -> torch.Tensor:
+def _gelu64(x):
+    import torch
+
     x = x.double()
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
 
 
 def _mn(shape: Shape) -> int:
     return shape[0] * shape[1]
+
+
+def _matmul_minimum(s: Shape, dt: Any) -> Traffic:
+    """Read A (MxK) and B (KxN) once; write C (MxN) once."""
+    return Traffic((s[0] * s[2] + s[2] * s[1]) * element_size(dt), s[0] * s[1] * element_size(dt))
 
 
 OPS: dict[str, Op] = {
@@ -128,9 +143,9 @@ OPS: dict[str, Op] = {
         dims="MxN",
         default_shape=(1048576, 2),
         make_inputs=_mat_inputs,
-        reference=lambda x: torch.softmax(x.double(), dim=-1),
+        reference=lambda x: x.double().softmax(dim=-1),
         # read MN elements once; write MN elements once
-        minimum=lambda s, dt: Traffic(_mn(s) * _elem(dt), _mn(s) * _elem(dt)),
+        minimum=lambda s, dt: Traffic(_mn(s) * element_size(dt), _mn(s) * element_size(dt)),
         # per element: max-compare, subtract, exp, add, divide
         flops=lambda s: 5 * _mn(s),
         flops_note="5 per element (max, subtract, exp, sum, divide); exp counted as one",
@@ -141,8 +156,8 @@ OPS: dict[str, Op] = {
         dims="MxN",
         default_shape=(4096, 4096),
         make_inputs=_mat_inputs,
-        reference=lambda x: torch.softmax(x.double(), dim=0),
-        minimum=lambda s, dt: Traffic(_mn(s) * _elem(dt), _mn(s) * _elem(dt)),
+        reference=lambda x: x.double().softmax(dim=0),
+        minimum=lambda s, dt: Traffic(_mn(s) * element_size(dt), _mn(s) * element_size(dt)),
         flops=lambda s: 5 * _mn(s),
         flops_note="5 per element (max, subtract, exp, sum, divide); exp counted as one",
     ),
@@ -153,7 +168,7 @@ OPS: dict[str, Op] = {
         default_shape=(8192, 8192),
         make_inputs=_mat_inputs,
         reference=_gelu64,
-        minimum=lambda s, dt: Traffic(_mn(s) * _elem(dt), _mn(s) * _elem(dt)),
+        minimum=lambda s, dt: Traffic(_mn(s) * element_size(dt), _mn(s) * element_size(dt)),
         # x*x*x (2 mul), *0.044715, +x, *sqrt(2/pi), tanh, +1, *x, *0.5
         flops=lambda s: 9 * _mn(s),
         flops_note="9 per element: 6 multiplies (x*x*x is two, *0.044715, *sqrt(2/pi), *x, *0.5), "
@@ -166,7 +181,7 @@ OPS: dict[str, Op] = {
         default_shape=(4096, 4096, 4096),
         make_inputs=_matmul_inputs,
         reference=lambda a, b: a.double() @ b.double(),
-        minimum=lambda s, dt: Traffic((s[0] * s[2] + s[2] * s[1]) * _elem(dt), s[0] * s[1] * _elem(dt)),
+        minimum=_matmul_minimum,
         flops=lambda s: 2 * s[0] * s[1] * s[2],
         flops_note="2*M*N*K (one multiply and one add per term)",
     ),
@@ -176,13 +191,10 @@ OPS: dict[str, Op] = {
         dims="MxNxK",
         default_shape=(4096, 4096, 4096),
         make_inputs=_matmul_inputs,
-        reference=lambda a, b: torch.softmax(a.double() @ b.double(), dim=-1),
-        minimum=lambda s, dt: Traffic((s[0] * s[2] + s[2] * s[1]) * _elem(dt), s[0] * s[1] * _elem(dt)),
+        reference=lambda a, b: (a.double() @ b.double()).softmax(dim=-1),
+        minimum=_matmul_minimum,
         flops=lambda s: 2 * s[0] * s[1] * s[2] + 5 * s[0] * s[1],
         flops_note="2*M*N*K for the product plus 5 per output element for the softmax",
     ),
 }
 
-
-def element_size(dtype: torch.dtype) -> int:
-    return _elem(dtype)

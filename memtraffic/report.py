@@ -225,7 +225,7 @@ def write_report(run_dir: Path, out: Path | None = None, ceilings_file: Path | N
 
 def latest_run(root: Path | None = None) -> Path:
     """The newest run folder (by modification time) under reports/runs that holds results."""
-    from memtraffic.collect import DEFAULT_RUNS_ROOT
+    from memtraffic.rundir import DEFAULT_RUNS_ROOT
 
     root = Path(root) if root is not None else DEFAULT_RUNS_ROOT
     runs = [d for d in root.glob("*") if (d / "results.json").is_file()] if root.is_dir() else []

@@ -28,7 +28,8 @@ from typing import Any, TextIO
 
 import torch
 
-from memtraffic.collect import append_status, read_status
+from memtraffic.rundir import append_status, read_status
+from memtraffic.variants import Variant, load_variants
 
 EXIT_CUDA_ERROR = 3
 EXIT_INTERRUPTED = 130
@@ -78,19 +79,20 @@ def check_output(out: Any, ref: torch.Tensor, dtype: str) -> float:
     return err
 
 
-def run_config(config: dict[str, Any], device: torch.device, seed: int = 0) -> float:
+def run_config(config: dict[str, Any], device: torch.device, seed: int = 0,
+               variants: dict[str, Variant] | None = None) -> float:
     """Warm up, check, then make the measured call inside the config's NVTX range. Returns the max error."""
-    from kernels import VARIANTS
-    from memtraffic.model import OPS, parse_dtype
+    from memtraffic.model import OPS, torch_dtype
 
-    if config["variant"] not in VARIANTS:
+    variants = load_variants() if variants is None else variants
+    if config["variant"] not in variants:
         raise KeyError(f"unknown variant {config['variant']!r}")
-    variant = VARIANTS[config["variant"]]
+    variant = variants[config["variant"]]
     if variant.needs_cuda and device.type != "cuda":
         raise RuntimeError(f"{variant.name} needs CUDA and this process has none")
     op = OPS[variant.op]
     shape = tuple(config["shape"])
-    dtype = parse_dtype(config["dtype"])
+    dtype = torch_dtype(config["dtype"])
     params = dict(config.get("params", {}))
     gen = torch.Generator().manual_seed(seed)
     inputs = op.make_inputs(shape, dtype, device, gen)
@@ -129,13 +131,20 @@ def run_plan(plan: dict[str, Any], status_path: Path, device: torch.device | Non
     log = log or sys.stderr
     done = read_status(status_path)
     configs = plan["configs"]
+    try:  # the suite and the user's variant files; a file that fails to load fails its configs, not the run
+        variants = load_variants(plan.get("variant_files", []),
+                                 on_problem=lambda line: print(f"warning: {line}", file=log, flush=True))
+    except Exception as exc:
+        print(f"cannot load variants: {_one_line(exc)}; running the shipped suite's configs only",
+              file=log, flush=True)
+        variants = load_variants()
     for k, config in enumerate(configs, 1):
         if config["id"] in done:
             continue
         append_status(status_path, {"id": config["id"], "range": config["range"], "status": "start"})
         t0 = time.perf_counter()
         try:
-            err = run_config(config, device, plan.get("seed", 0))
+            err = run_config(config, device, plan.get("seed", 0), variants)
         except KeyboardInterrupt:
             append_status(status_path, {"id": config["id"], "range": config["range"], "status": "not run",
                                         "error": "interrupted"})

@@ -33,7 +33,7 @@ from IPython.display import Markdown, display
 
 from memtraffic.analyze import analyze_path
 from memtraffic.ceilings import load_ceilings_file
-from memtraffic.model import OPS, format_shape, parse_dtype
+from memtraffic.model import OPS, element_size, format_shape, parse_dtype
 from memtraffic.roofline import roofline_figure
 from memtraffic.units import fmt_bytes, fmt_rate, fmt_time
 
@@ -81,7 +81,7 @@ def softmax_minimum_by_hand(m: int, n: int, element_bytes: int) -> tuple[int, in
 
 
 shape, dtype = (1048576, 2), parse_dtype("fp32")
-by_hand = softmax_minimum_by_hand(*shape, dtype.itemsize)
+by_hand = softmax_minimum_by_hand(*shape, element_size(dtype))
 model = OPS["softmax"].minimum(shape, dtype)
 assert by_hand == (model.read, model.write)
 print(f"softmax {format_shape(shape)} fp32: read {fmt_bytes(model.read)}, write {fmt_bytes(model.write)} "

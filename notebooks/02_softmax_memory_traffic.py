@@ -39,11 +39,11 @@ import plotly.graph_objects as go
 from IPython.display import Markdown, display
 from plotly.subplots import make_subplots
 
-from kernels import VARIANTS
 from memtraffic.analyze import SECTOR_BYTES, analyze_path
 from memtraffic.ceilings import load_ceilings_file
 from memtraffic.extract import read_report
-from memtraffic.model import parse_dtype, parse_shape
+from memtraffic.kernels import VARIANTS
+from memtraffic.model import element_size, parse_shape, torch_dtype
 from memtraffic.roofline import roofline_figure, traffic_figure
 from memtraffic.units import fmt_bytes, fmt_rate, fmt_time
 
@@ -129,7 +129,7 @@ seed = rows_of(SEED, "mt|softmax_naive|1048576x2|fp32|num_warps=4",
                "mt|softmax_tiled|1048576x2|fp32|BLOCK_M=128", "mt|torch_softmax|1048576x2|fp32")
 naive, tiled, torch_row = (seed.iloc[i] for i in range(3))
 m, n = parse_shape(naive["shape"])
-elem = parse_dtype(naive["dtype"]).itemsize
+elem = element_size(naive["dtype"])
 display(Markdown(
     f"{m} rows x {n} columns x {elem} bytes: the minimum is {fmt_bytes(naive['min_read_bytes'])} read and "
     f"{fmt_bytes(naive['min_write_bytes'])} written. Measured on the {naive['device']}:"))
@@ -239,10 +239,10 @@ programs: a warp's request covers consecutive rows, {ft['sectors_per_load_reques
 pred = pd.DataFrame([{
     "variant": name(r),
     "predicted L1 loads": fmt_bytes(VARIANTS[r["variant"]].predicted(
-        parse_shape(r["shape"]), parse_dtype(r["dtype"]), dict(r["params"])).read),
+        parse_shape(r["shape"]), torch_dtype(r["dtype"]), dict(r["params"])).read),
     "measured L1 loads": fmt_bytes(r["l1_ld_bytes"]),
     "predicted / measured": VARIANTS[r["variant"]].predicted(
-        parse_shape(r["shape"]), parse_dtype(r["dtype"]), dict(r["params"])).read / r["l1_ld_bytes"],
+        parse_shape(r["shape"]), torch_dtype(r["dtype"]), dict(r["params"])).read / r["l1_ld_bytes"],
 } for r in seed.to_dict("records")])
 off = pred[(pred["predicted / measured"] - 1).abs() > 0.05]
 display(pred.style.format({"predicted / measured": "{:.2f}"}).hide(axis="index"))
@@ -326,7 +326,7 @@ fused = big.iloc[1:]
 KEY["derived"]["manual_8192_dram_over_min"] = (five["dram_rd_bytes"] + five["dram_wr_bytes"]) / (
     five["min_read_bytes"] + five["min_write_bytes"])
 KEY["derived"]["manual_8192_time_over_best_fused"] = five["time_ns"] / fused["time_ns"].min()
-manual_pred = VARIANTS["torch_manual"].predicted(parse_shape(five["shape"]), parse_dtype(five["dtype"]), {})
+manual_pred = VARIANTS["torch_manual"].predicted(parse_shape(five["shape"]), torch_dtype(five["dtype"]), {})
 pred_reads = manual_pred.read / five["min_read_bytes"]
 pred_writes = manual_pred.write / five["min_write_bytes"]
 display(Markdown(f"""
@@ -337,7 +337,7 @@ minimum at DRAM (the model: {pred_reads:.1f}x reads, {pred_writes:.1f}x writes) 
 """))
 small = manual.iloc[0]
 cache_control = json.loads((REPORTS / SUITE / "run.json").read_text())["cache_control"]
-small_pred = VARIANTS["torch_manual"].predicted(parse_shape(small["shape"]), parse_dtype(small["dtype"]), {})
+small_pred = VARIANTS["torch_manual"].predicted(parse_shape(small["shape"]), torch_dtype(small["dtype"]), {})
 KEY["derived"]["manual_1m_dram_reads_over_min"] = small["dram_rd_bytes"] / small["min_read_bytes"]
 KEY["derived"]["manual_1m_dram_writes_over_min"] = small["dram_wr_bytes"] / small["min_write_bytes"]
 display(Markdown(f"""
@@ -434,14 +434,14 @@ for r in cols.to_dict("records"):
     useful = SECTOR_BYTES * r["req_ld_bytes"] / r["l1_ld_bytes"]
     dram = (r["dram_rd_bytes"] + r["dram_wr_bytes"]) / (r["min_read_bytes"] + r["min_write_bytes"])
     KEY["derived"][f"{r['variant']}_{r['dtype']}_useful_bytes_per_sector"] = useful
-    lines.append(f"- `{r['variant']}` {r['dtype']} ({parse_dtype(r['dtype']).itemsize}-byte elements): "
+    lines.append(f"- `{r['variant']}` {r['dtype']} ({element_size(r['dtype'])}-byte elements): "
                  f"{useful:.0f} useful bytes per {SECTOR_BYTES}-byte sector, L1 loads "
                  f"{r['l1_ld_bytes'] / r['min_read_bytes']:.1f}x the minimum, DRAM reads+writes "
                  f"{dram:.2f}x, "
                  f"{fmt_time(r['time_ns'])}")
 strided, coalesced = cols.iloc[0], cols.iloc[1]
 per_sector = {(r["variant"], r["dtype"]): SECTOR_BYTES * r["req_ld_bytes"] / r["l1_ld_bytes"]
-              / parse_dtype(r["dtype"]).itemsize for r in cols.to_dict("records")}
+              / element_size(r["dtype"]) for r in cols.to_dict("records")}
 strided_counts = {v for (name_, _), v in per_sector.items() if name_ == "softmax_column_strided"}
 assert len(strided_counts) == 1, per_sector  # the sentence below assumes fp32 and bf16 agree
 strided_elems = strided_counts.pop()

@@ -24,10 +24,8 @@
 # shows the committed H100 results of the suite's kernels for the same shape instead.
 
 # %%
-import importlib.util
 import json
 import os
-import sys
 import tempfile
 from pathlib import Path
 
@@ -39,14 +37,13 @@ if not torch.cuda.is_available():  # Triton's interpreter must be chosen before 
 import pandas as pd
 from IPython.display import Markdown, display
 
-from kernels import VARIANTS
-from memtraffic.analyze import analyze_path, analyze_reports, format_table, save_results
+from memtraffic.analyze import analyze_path, format_table
 from memtraffic.exceptions import MemtrafficError
-from memtraffic.model import OPS, parse_dtype, parse_shape
+from memtraffic.model import OPS, parse_shape, torch_dtype
 from memtraffic.runner import check_output
-from memtraffic.suite import describe
 from memtraffic.tables import render
 from memtraffic.units import fmt_bytes
+from memtraffic.variants import describe, load_variants
 
 
 def find_root() -> Path:
@@ -91,7 +88,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.variant import Variant
+from memtraffic.variants import Variant
 from memtraffic.model import Traffic, element_size
 
 
@@ -157,18 +154,10 @@ MODULE = WORK / "my_variants.py"
 MODULE.write_text(VARIANT_SOURCE)
 
 
-def load_module(path: Path):
-    """Import a file as a module (what the profiled process below does too)."""
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[path.stem] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-mine = load_module(MODULE)
-VARIANTS.update(mine.VARIANTS)  # kernels.VARIANTS is a plain dict: the suite now includes it
-MY = mine.VARIANTS["softmax_pairs"]
+# The same loader as `memtraffic list|measure|bench --variants my_variants.py`: the shipped suite plus
+# the file's VARIANTS.
+VARIANTS = load_variants([MODULE])
+MY = VARIANTS["softmax_pairs"]
 print(f"registered {MY.name}: {MY.description}")
 
 # %% [markdown]
@@ -181,7 +170,7 @@ print(f"registered {MY.name}: {MY.description}")
 op = OPS[MY.op]
 for shape, dtype in [((1000, 2), "fp32"), ((4096, 2), "bf16")]:
     gen = torch.Generator().manual_seed(0)
-    (x,) = op.make_inputs(shape, parse_dtype(dtype), torch.device(device), gen)
+    (x,) = op.make_inputs(shape, torch_dtype(dtype), torch.device(device), gen)
     out = MY.run(x, BLOCK=256)
     err = check_output(out, op.reference(x), dtype)
     print(f"{MY.name} {shape[0]}x{shape[1]} {dtype}: max abs error {err:.2g} against float64 - ok")
@@ -194,7 +183,7 @@ print("refused:", MY.check((1000, 3), torch.float32, {}))
 # is each variant's predicted L1 traffic over the op's minimum.
 
 # %%
-SHAPE, DTYPE = parse_shape("1048576x2"), parse_dtype("fp32")
+SHAPE, DTYPE = parse_shape("1048576x2"), torch_dtype("fp32")
 names = ["softmax_naive", "softmax_tiled", "torch_softmax", MY.name]
 listing = [describe(VARIANTS[v], SHAPE, DTYPE) for v in names]
 print(render(listing, "table", "list"))
@@ -212,11 +201,12 @@ display(Markdown(
 # %% [markdown]
 # ## 4. Measure it
 #
-# Measuring needs a CUDA GPU and Nsight Compute. `memtraffic.collect` finds `ncu` the way
+# Measuring needs a CUDA GPU and Nsight Compute. `memtraffic.ncu` finds `ncu` the way
 # `memtraffic measure` does ($MEMTRAFFIC_NCU, then PATH, the CUDA toolkit, /opt/nvidia/nsight-compute).
 
 # %%
-from memtraffic.collect import check_gpu, find_ncu, ncu_version  # noqa: E402
+from memtraffic.ncu import find_ncu, ncu_version  # noqa: E402
+from memtraffic.rundir import check_gpu  # noqa: E402
 
 try:
     NCU = find_ncu()
@@ -228,8 +218,8 @@ except MemtrafficError as err:
 print(f"measuring with {NCU} on {GPU}" if CAN_MEASURE else f"not measuring here: {WHY_NOT}")
 
 # %% [markdown]
-# What the measurement does, step by step (it is what `memtraffic measure` does, with one difference:
-# the profiled Python first imports your module and adds its variants to the suite):
+# What the measurement does, step by step (it is `memtraffic measure ... --variants my_variants.py`:
+# the plan records your file, and the profiled runner loads it with the same loader):
 #
 # 1. a plan: every config (variant, shape, dtype, parameters) with its minimum and predicted traffic;
 # 2. ncu runs `memtraffic.runner` on the plan: each config is warmed up, checked, then run once inside
@@ -237,41 +227,13 @@ print(f"measuring with {NCU} on {GPU}" if CAN_MEASURE else f"not measuring here:
 # 3. the report is read and analyzed against the plan, exactly as `memtraffic analyze` does.
 
 # %%
-DRIVER = (
-    "import importlib.util, sys\n"
-    "spec = importlib.util.spec_from_file_location('my_variants', sys.argv[1])\n"
-    "module = importlib.util.module_from_spec(spec); sys.modules['my_variants'] = module\n"
-    "spec.loader.exec_module(module)\n"
-    "from kernels import VARIANTS\n"
-    "VARIANTS.update(module.VARIANTS)\n"
-    "from memtraffic.runner import main\n"
-    "sys.exit(main([sys.argv[2]]))\n"
-)
-
-
 def measure_with_my_variants(variants: list[str], shape: str, dtype: str) -> tuple[pd.DataFrame, Path]:
-    from memtraffic.collect import (
-        build_ncu_command,
-        build_plan,
-        new_run_dir,
-        query_metric_names,
-        resolve_metrics,
-        run_ncu,
-    )
+    """`memtraffic measure VARIANTS --variants my_variants.py --shape SHAPE --dtype DTYPE`, from Python."""
+    from memtraffic.collect import MeasureOptions, measure
 
-    plan = build_plan(variants, [shape], [dtype], [])
-    run_dir = new_run_dir(variants, root=ROOT / "reports" / "runs")
-    (run_dir / "my_variants.py").write_text(VARIANT_SOURCE)  # the run keeps the code it measured
-    (run_dir / "plan.json").write_text(json.dumps(plan, indent=2) + "\n")
-    metrics = resolve_metrics("traffic", query_metric_names(NCU))
-    report = run_dir / "profile.ncu-rep"
-    app = [sys.executable, "-c", DRIVER, str(run_dir / "my_variants.py"), str(run_dir / "plan.json")]
-    result = run_ncu(build_ncu_command(NCU, metrics, report, app), run_dir / "ncu.log")
-    if result.returncode != 0 or not report.exists():
-        raise RuntimeError(f"ncu exited with code {result.returncode}: see {run_dir / 'ncu.log'}")
-    table, _ = analyze_reports([report], plan, run_name=run_dir.name)
-    save_results(table, run_dir)
-    return table, run_dir
+    result = measure(MeasureOptions(variants=variants, shapes=[shape], dtypes=[dtype],
+                                    variant_files=[str(MODULE)], runs_root=ROOT / "reports" / "runs"))
+    return result.table, result.run_dir
 
 
 # %%
@@ -334,9 +296,10 @@ else:
 #   update `predicted`, and measure again.
 # - Try `num_warps=8` or a smaller `BLOCK`: does the model still hold? (Hint: a tile smaller than
 #   `32 * num_warps` elements wraps around, as in notebook 02.)
-# - To make a variant permanent, put the module in `kernels/`, add it to the `VARIANTS` dict in
-#   `kernels/__init__.py`, and `memtraffic measure softmax_pairs --shape 1048576x2` measures it like the
-#   others.
+# - Your file works from the command line as it is: `memtraffic list --variants my_variants.py`,
+#   `memtraffic measure softmax_pairs --variants my_variants.py --shape 1048576x2`, and `memtraffic bench`
+#   with the same option. To ship it with memtraffic, put the module in `kernels/` and add it to the
+#   `VARIANTS` dict in `kernels/__init__.py`.
 
 # %% tags=["key-numbers"]
 print(json.dumps(KEY, indent=1, sort_keys=True, default=lambda x: x.item() if hasattr(x, "item") else str(x)))

@@ -14,7 +14,7 @@ Each group is one `memtraffic measure` run (one ncu process) into its own named 
   matmul_4096x4096x4096          every matmul variant, fp32 and bf16
   matmul_softmax_4096x1024x1024  every matmul_softmax variant, fp32 and bf16
 
-Variants are taken from kernels.VARIANTS by op when the script runs. A folder that exists is left
+Variants are taken from memtraffic.kernels.VARIANTS by op when the script runs. A folder that exists is left
 alone (the script refuses before measuring anything) unless --force, which replaces it. The
 `roofline` metric set (traffic and FLOP counters) is collected, so the figures have hardware FLOPs.
 
@@ -73,8 +73,8 @@ GROUPS_BY_NAME = {g.name: g for g in GROUPS}
 
 def group_plan(group: Group) -> tuple[dict[str, Any] | None, list[str]]:
     """The group's plan from the variants registered now, and notes on what is missing."""
-    from kernels import VARIANTS
-    from memtraffic.collect import build_plan, merge_plans
+    from memtraffic.kernels import VARIANTS
+    from memtraffic.plan import build_plan, merge_plans
 
     notes: list[str] = []
     if group.variants:

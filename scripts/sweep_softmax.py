@@ -33,8 +33,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kernels import VARIANTS  # noqa: E402
 from memtraffic import bench  # noqa: E402
+from memtraffic.kernels import VARIANTS  # noqa: E402
 from memtraffic.model import OPS, Shape, dtype_name, format_shape  # noqa: E402
 
 ROW_SHAPES: list[Shape] = [(1048576, 2), (32768, 32), (4096, 4096), (8192, 8192), (8192, 32768),

@@ -12,10 +12,12 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from memtraffic import collect
+from memtraffic import collect, rundir
+from memtraffic import ncu as ncu_mod
+from memtraffic import plan as plan_mod
 from memtraffic.cli import app
-from memtraffic.collect import NcuRun
 from memtraffic.exceptions import NcuError, UsageError
+from memtraffic.ncu import NcuRun
 
 
 def fake_ncu(path: Path, body: str) -> Path:
@@ -30,7 +32,7 @@ VERSION_2025 = 'print("NVIDIA (R) Nsight Compute Command Line Profiler\\nVersion
 
 
 def test_ncu_command_is_exact():
-    argv = collect.build_ncu_command(
+    argv = ncu_mod.build_ncu_command(
         "/opt/ncu", ["gpu__time_duration.sum", "dram__bytes_read.sum"], "/r/profile.ncu-rep",
         ["/usr/bin/python3", "-m", "memtraffic.runner", "/r/plan.json"],
     )
@@ -48,11 +50,11 @@ def test_ncu_command_is_exact():
 
 
 def test_ncu_command_options_and_bad_values():
-    argv = collect.build_ncu_command("ncu", ["m"], "r", ["app"], cache_control="none", clock_control="base")
+    argv = ncu_mod.build_ncu_command("ncu", ["m"], "r", ["app"], cache_control="none", clock_control="base")
     assert argv[argv.index("--cache-control") + 1] == "none"
     assert argv[argv.index("--clock-control") + 1] == "base"
     with pytest.raises(UsageError, match="--clock-control 'fast'"):
-        collect.build_ncu_command("ncu", ["m"], "r", ["app"], clock_control="fast")
+        ncu_mod.build_ncu_command("ncu", ["m"], "r", ["app"], clock_control="fast")
 
 
 def test_find_ncu_search_order(tmp_path):
@@ -64,29 +66,29 @@ def test_find_ncu_search_order(tmp_path):
     override = fake_ncu(tmp_path / "mine" / "ncu", VERSION_2025)
     kw = {"cuda_bin": tmp_path / "cuda" / "bin", "opt_root": opt}
 
-    assert collect.find_ncu({"PATH": str(path_ncu.parent), "MEMTRAFFIC_NCU": str(override)}, **kw) == override
-    assert collect.find_ncu({"PATH": str(path_ncu.parent)}, **kw) == path_ncu
-    assert collect.find_ncu({"PATH": ""}, **kw) == cuda_ncu
+    assert ncu_mod.find_ncu({"PATH": str(path_ncu.parent), "MEMTRAFFIC_NCU": str(override)}, **kw) == override
+    assert ncu_mod.find_ncu({"PATH": str(path_ncu.parent)}, **kw) == path_ncu
+    assert ncu_mod.find_ncu({"PATH": ""}, **kw) == cuda_ncu
     cuda_ncu.unlink()
-    assert collect.find_ncu({"PATH": ""}, **kw) == opt / "2025.3.1" / "ncu"  # newest, not lexically last
+    assert ncu_mod.find_ncu({"PATH": ""}, **kw) == opt / "2025.3.1" / "ncu"  # newest, not lexically last
 
 
 def test_find_ncu_not_found_says_what_to_do(tmp_path):
     with pytest.raises(NcuError, match="not found.*MEMTRAFFIC_NCU"):
-        collect.find_ncu({"PATH": ""}, cuda_bin=tmp_path / "none", opt_root=tmp_path / "none")
+        ncu_mod.find_ncu({"PATH": ""}, cuda_bin=tmp_path / "none", opt_root=tmp_path / "none")
     with pytest.raises(NcuError, match="MEMTRAFFIC_NCU=.* is not an executable"):
-        collect.find_ncu({"MEMTRAFFIC_NCU": str(tmp_path / "missing")})
+        ncu_mod.find_ncu({"MEMTRAFFIC_NCU": str(tmp_path / "missing")})
 
 
 def test_ncu_version_new_enough_and_too_old(tmp_path):
     new = fake_ncu(tmp_path / "new" / "ncu", VERSION_2025)
-    assert collect.ncu_version(new) == (2025, 3, 1, 0)
+    assert ncu_mod.ncu_version(new) == (2025, 3, 1, 0)
     old = fake_ncu(tmp_path / "old" / "ncu", 'print("Version 2022.4.1.0 (build 3)")')
     with pytest.raises(NcuError, match="2022.4.1.0 .* too old: memtraffic needs Nsight Compute >= 2023.1"):
-        collect.ncu_version(old)
+        ncu_mod.ncu_version(old)
     mute = fake_ncu(tmp_path / "mute" / "ncu", 'print("hello")')
     with pytest.raises(NcuError, match="printed no version"):
-        collect.ncu_version(mute)
+        ncu_mod.ncu_version(mute)
 
 
 def test_counter_permission_error_is_mapped(tmp_path):
@@ -97,7 +99,7 @@ def test_counter_permission_error_is_mapped(tmp_path):
         "sys.exit(1)"
     ))
     with pytest.raises(NcuError) as err:
-        collect.run_ncu([str(ncu)], tmp_path / "ncu.log", echo=lambda line: None)
+        ncu_mod.run_ncu([str(ncu)], tmp_path / "ncu.log", echo=lambda line: None)
     assert "ERR_NVGPUCTRPERM" in str(err.value)
     assert "NVreg_RestrictProfilingToAdminUsers=0" in str(err.value) and "root" in str(err.value)
     assert "\n" not in str(err.value)
@@ -110,7 +112,7 @@ def test_run_ncu_filters_prof_lines_and_counts_passes(tmp_path):
         'print("==WARNING== something worth seeing")'
     ))
     shown: list[str] = []
-    result = collect.run_ncu([str(ncu)], tmp_path / "ncu.log", echo=shown.append)
+    result = ncu_mod.run_ncu([str(ncu)], tmp_path / "ncu.log", echo=shown.append)
     assert result.returncode == 0 and result.passes == 5
     assert shown == ["[1/1] torch_softmax 8x8 fp32: ok", "==WARNING== something worth seeing"]
     assert "5 passes" in (tmp_path / "ncu.log").read_text()  # the log keeps everything
@@ -128,16 +130,16 @@ FBSP.TriageCompute.dramc__throughput  Throughput  %          DRAMC Throughput
 
 
 def test_parse_query_metrics():
-    names = collect.parse_query_metrics(QUERY)
+    names = ncu_mod.parse_query_metrics(QUERY)
     assert names == {"dram__bytes_read", "gpu__time_duration", "dramc__throughput"}
 
 
 def test_metric_validation_lists_every_invalid_name():
-    available = collect.parse_query_metrics(QUERY)
-    names = collect.resolve_metrics("dram_rd_bytes,gpu__time_duration.max", available)
+    available = ncu_mod.parse_query_metrics(QUERY)
+    names = ncu_mod.resolve_metrics("dram_rd_bytes,gpu__time_duration.max", available)
     assert names == ["gpu__time_duration.sum", "dram__bytes_read.sum", "gpu__time_duration.max"]
     with pytest.raises(UsageError) as err:
-        collect.resolve_metrics("dram_rd_bytes,bogus,nope__x.sum,traffic", available)
+        ncu_mod.resolve_metrics("dram_rd_bytes,bogus,nope__x.sum,traffic", available)
     msg = str(err.value)
     assert msg.startswith("unknown metrics: bogus, nope__x.sum, ")
     assert "l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum" in msg  # the traffic set is not on this fake GPU
@@ -145,27 +147,27 @@ def test_metric_validation_lists_every_invalid_name():
 
 
 def test_metric_sets_resolve_without_ncu():
-    names = collect.resolve_metrics("traffic")
+    names = ncu_mod.resolve_metrics("traffic")
     assert names[0] == "gpu__time_duration.sum" and "dram__bytes_write.sum" in names
     assert len(names) == len(set(names))
 
 
 def test_run_folder_is_never_reused(tmp_path):
     now = datetime(2026, 11, 22, 12, 0, 0, tzinfo=timezone.utc)
-    a = collect.new_run_dir(["softmax_tiled", "torch_softmax"], root=tmp_path, now=now)
-    b = collect.new_run_dir(["softmax_tiled", "torch_softmax"], root=tmp_path, now=now)
+    a = rundir.new_run_dir(["softmax_tiled", "torch_softmax"], root=tmp_path, now=now)
+    b = rundir.new_run_dir(["softmax_tiled", "torch_softmax"], root=tmp_path, now=now)
     assert a.name == "20261122T120000Z_softmax_tiled+1" and b.name == a.name + "-2"
     (a / "x").write_text("x")
     with pytest.raises(UsageError, match="already exists and is not empty"):
-        collect.new_run_dir(["v"], out=a)
+        rundir.new_run_dir(["v"], out=a)
     assert (a / "x").read_text() == "x"
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert collect.new_run_dir(["v"], out=empty) == empty
+    assert rundir.new_run_dir(["v"], out=empty) == empty
 
 
 def test_plan_crosses_shapes_dtypes_and_params():
-    plan = collect.build_plan(["torch_softmax", "gelu_triton"], ["8x16"], ["fp32", "bf16"],
+    plan = plan_mod.build_plan(["torch_softmax", "gelu_triton"], ["8x16"], ["fp32", "bf16"],
                               ["BLOCK=512,1024"])
     ranges = [c["range"] for c in plan["configs"]]
     assert ranges == [
@@ -177,9 +179,9 @@ def test_plan_crosses_shapes_dtypes_and_params():
     assert (c["min_read_bytes"], c["min_write_bytes"]) == (8 * 16 * 4, 8 * 16 * 4)
     assert c["model_flops"] == 5 * 8 * 16
     with pytest.raises(UsageError, match="no selected variant takes parameter FOO"):
-        collect.build_plan(["torch_softmax"], ["8x16"], [], ["FOO=1"])
+        plan_mod.build_plan(["torch_softmax"], ["8x16"], [], ["FOO=1"])
     with pytest.raises(UsageError, match="MxNxK shape; none of 8x16"):
-        collect.build_plan(["matmul_torch"], ["8x16"], [], [])
+        plan_mod.build_plan(["matmul_torch"], ["8x16"], [], [])
 
 
 def _plan(n: int) -> dict:
@@ -195,20 +197,20 @@ def test_crashed_runner_gets_a_fresh_ncu_for_the_rest(tmp_path):
 
     def fake_run(argv, log_path, echo=None, verbose=False):
         calls.append(argv)
-        done = collect.read_status(status)
+        done = rundir.read_status(status)
         for c in plan["configs"]:
             if c["id"] in done:
                 continue
-            collect.append_status(status, {"id": c["id"], "range": c["range"], "status": "start"})
+            rundir.append_status(status, {"id": c["id"], "range": c["range"], "status": "start"})
             if c["id"] == 1:
                 return NcuRun(returncode=139, passes=5, interrupted=False, no_kernels=False, tail=[])
-            collect.append_status(status, {"id": c["id"], "range": c["range"], "status": "ok"})
+            rundir.append_status(status, {"id": c["id"], "range": c["range"], "status": "ok"})
         return NcuRun(returncode=0, passes=5, interrupted=False, no_kernels=False, tail=[])
 
     opts = collect.MeasureOptions(variants=[])
     out = collect.profile_plan(plan, tmp_path, Path("ncu"), ["m"], opts, echo=lambda s: None,
                                ncu_runner=fake_run)
-    final = collect.read_status(status)
+    final = rundir.read_status(status)
     assert [final[i]["status"] for i in range(3)] == ["ok", "failed", "ok"]
     assert "runner process died" in final[1]["error"] and "139" in final[1]["error"]
     assert len(calls) == 2 and len(out["attempts"]) == 2
@@ -232,12 +234,12 @@ def test_interrupt_keeps_what_finished(tmp_path):
     status = tmp_path / "status.jsonl"
 
     def fake_run(argv, log_path, echo=None, verbose=False):
-        collect.append_status(status, {"id": 0, "range": "r", "status": "ok"})
+        rundir.append_status(status, {"id": 0, "range": "r", "status": "ok"})
         return NcuRun(returncode=130, passes=5, interrupted=True, no_kernels=False, tail=[])
 
     opts = collect.MeasureOptions(variants=[])
     out = collect.profile_plan(plan, tmp_path, Path("ncu"), ["m"], opts, ncu_runner=fake_run)
-    final = collect.read_status(status)
+    final = rundir.read_status(status)
     assert out["interrupted"] and final[0]["status"] == "ok"
     assert final[1]["status"] == final[2]["status"] == "not run"
 
@@ -301,8 +303,8 @@ def test_measure_on_cpu_with_pass_through_ncu(tmp_path, monkeypatch):
     monkeypatch.setenv("MEMTRAFFIC_NCU", str(ncu))
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     monkeypatch.setattr(collect, "check_gpu", lambda: "Fake GPU")
-    monkeypatch.setattr(collect, "query_metric_names", lambda ncu: collect.parse_query_metrics(
-        "\n".join(collect.base_name(n) for n in collect.resolve_metrics("traffic"))))
+    monkeypatch.setattr(collect, "query_metric_names", lambda ncu, key=None: ncu_mod.parse_query_metrics(
+        "\n".join(ncu_mod.base_name(n) for n in ncu_mod.resolve_metrics("traffic"))))
     out = tmp_path / "run"
     lines: list[str] = []
     opts = collect.MeasureOptions(variants=["torch_softmax"], shapes=["4x8"], out=out)
@@ -323,7 +325,7 @@ def test_measure_on_cpu_with_pass_through_ncu(tmp_path, monkeypatch):
 def test_measure_end_to_end_on_gpu(tmp_path):
     """On the GPU machine: one ncu process, NVTX-filtered, a multi-kernel range summed, small reports."""
     try:
-        collect.find_ncu()
+        ncu_mod.find_ncu()
     except NcuError as err:
         pytest.skip(str(err))
     from memtraffic.analyze import to_records

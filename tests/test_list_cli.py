@@ -12,8 +12,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from kernels import VARIANTS
 from memtraffic.cli import app
+from memtraffic.kernels import VARIANTS
 
 MB8 = 8_388_608  # 1048576 x 2 fp32 elements, in bytes
 SOFTMAX_OPS = ("softmax", "softmax_dim0")

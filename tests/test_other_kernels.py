@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernels import VARIANTS
-from kernels._params import resolve
 from memtraffic.exceptions import UsageError
+from memtraffic.kernels import VARIANTS
+from memtraffic.kernels._params import resolve
 from memtraffic.model import OPS
 
 FP32, FP16, BF16 = torch.float32, torch.float16, torch.bfloat16
@@ -160,7 +160,7 @@ def test_matmul_softmax_fused_refuses_what_does_not_fit_registers_or_shared_memo
 
 
 def test_matmul_softmax_fused_auto_config():
-    from kernels.matmul_softmax import fused_config
+    from memtraffic.kernels.matmul_softmax import fused_config
 
     auto = {k: None for k in VARIANTS["matmul_softmax_fused"].params}
     # 4096x1024 bf16: 32 rows a program (half the B re-reads of 16), 128 programs, 64 values a thread.
@@ -176,7 +176,7 @@ def test_matmul_softmax_fused_auto_config():
 
 
 def test_fp32_dots_ask_for_ieee_not_tf32():
-    from kernels.matmul import input_precision
+    from memtraffic.kernels.matmul import input_precision
 
     assert input_precision(torch.zeros(1, dtype=FP32)) == "ieee"
     assert input_precision(torch.zeros(1, dtype=BF16)) == "tf32"  # ignored for 16-bit inputs
@@ -352,7 +352,7 @@ def test_compiled_baselines_never_fall_back_to_eager_across_a_suite():
     # Dynamo's default of 8 recompiles per function ran the bench's later shapes eagerly.
     import torch._dynamo.config as dynamo_config
 
-    from kernels.compiled import RECOMPILE_LIMIT, static_compile
+    from memtraffic.kernels.compiled import RECOMPILE_LIMIT, static_compile
 
     fn = static_compile(torch.neg)
     assert fn is static_compile(torch.neg)  # one compiled wrapper per function

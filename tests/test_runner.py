@@ -10,41 +10,48 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernels import VARIANTS
-from kernels.variant import Variant
 from memtraffic import runner
-from memtraffic.collect import build_plan, read_status
+from memtraffic.plan import build_plan
+from memtraffic.rundir import read_status
 
 REPO = Path(__file__).resolve().parent.parent
 
 
+# A user's variant file, loaded by the same loader as the suite: one variant writes zeros, one raises.
+USER_FILE = """
+import torch
+from memtraffic.model import OPS
+from memtraffic.variants import Variant
+
 def _same(shape, dtype, params):
-    from memtraffic.model import OPS
-
     return OPS["softmax"].minimum(shape, dtype)
-
 
 def _boom(x):
     raise ValueError("kernel exploded")
 
-
-WRONG = Variant(name="t_wrong", op="softmax", description="writes zeros", run=torch.zeros_like,
-                predicted=_same)
-BOOM = Variant(name="t_boom", op="softmax", description="raises", run=_boom, predicted=_same)
+VARIANTS = {
+    "t_wrong": Variant(name="t_wrong", op="softmax", description="writes zeros", run=torch.zeros_like,
+                       predicted=_same),
+    "t_boom": Variant(name="t_boom", op="softmax", description="raises", run=_boom, predicted=_same),
+}
+"""
 
 
 @pytest.fixture
-def test_variants(monkeypatch):
-    monkeypatch.setitem(VARIANTS, "t_wrong", WRONG)
-    monkeypatch.setitem(VARIANTS, "t_boom", BOOM)
+def user_file(tmp_path):
+    path = tmp_path / "my_variants.py"
+    path.write_text(USER_FILE)
+    return path
 
 
-def test_records_ok_and_failed_and_goes_on(tmp_path, test_variants, monkeypatch, capsys):
+def test_records_ok_and_failed_and_goes_on(tmp_path, user_file, monkeypatch, capsys):
     def no_nvtx(*args):
         raise AssertionError("NVTX must not be called without CUDA")
 
     monkeypatch.setattr(torch.cuda.nvtx, "range_push", no_nvtx)
-    plan = build_plan(["t_wrong", "t_boom", "torch_softmax"], ["4x8"], ["fp32"], [])
+    plan = build_plan(["t_wrong", "t_boom", "torch_softmax"], ["4x8"], ["fp32"], [],
+                      variant_files=[user_file])
+    assert plan["variant_files"] == [str(user_file.resolve())]
     status = tmp_path / "status.jsonl"
     assert runner.run_plan(plan, status, device=torch.device("cpu")) == 0
     final = read_status(status)

@@ -20,12 +20,12 @@ import zlib
 import pytest
 import torch
 
-from kernels import VARIANTS, sectors
-from kernels import softmax_column as col
-from kernels import softmax_online as loop
-from kernels import softmax_rows as rows
-from kernels import softmax_split as split
 from memtraffic.exceptions import UsageError
+from memtraffic.kernels import VARIANTS, sectors
+from memtraffic.kernels import softmax_column as col
+from memtraffic.kernels import softmax_online as loop
+from memtraffic.kernels import softmax_rows as rows
+from memtraffic.kernels import softmax_split as split
 from memtraffic.model import OPS, element_size
 
 # The interpreter computes masked-out lanes with numpy: -inf - -inf there is harmless but warns.
@@ -586,7 +586,7 @@ def _units(launch, dtype) -> list[tuple[dict, dict]]:
 @pytest.fixture(scope="module")
 def compiled_layouts() -> dict[str, list[dict]]:
     """Every launch of _launches() compiled for sm_90 in one fresh process (this one runs the interpreter)."""
-    from kernels import ttgir
+    from memtraffic.kernels import ttgir
 
     labels, specs = [], []
     for label, launch, dtype in _launches():

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernels import VARIANTS
 from memtraffic import bench
+from memtraffic.kernels import VARIANTS
 
 pytestmark = [pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning"),
               pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning"),

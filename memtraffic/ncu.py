@@ -1,0 +1,348 @@
+"""Nsight Compute itself: finding ncu, its version and metrics, building its argv, running it.
+
+Everything that knows ncu's command line lives here; `collect` (variants) and `profile` (any program)
+both build their argv with `build_ncu_command`.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from memtraffic.exceptions import NcuError, UsageError
+
+MIN_NCU_VERSION = (2023, 1)
+# Our NVTX push/pop ranges are named "mt|..."; the trailing '/' is ncu's mark for a push/pop range.
+RANGE_PREFIX = "mt|"
+NVTX_INCLUDE = r"regex:^mt\|.*/"
+CLOCK_CONTROLS = ("none", "base")
+CACHE_CONTROLS = ("all", "none")
+
+_INSTALL_HINT = (
+    "install Nsight Compute (it comes with the CUDA toolkit, or from "
+    "https://developer.nvidia.com/nsight-compute) or set MEMTRAFFIC_NCU=/path/to/ncu"
+)
+PERM_MESSAGE = (
+    "ncu may not read the GPU performance counters (ERR_NVGPUCTRPERM): run as root, or load the driver with "
+    "NVreg_RestrictProfilingToAdminUsers=0; see https://developer.nvidia.com/ERR_NVGPUCTRPERM"
+)
+
+
+# --- finding ncu --------------------------------------------------------------------------------------------
+
+
+def _version_key(path: Path) -> tuple[int, ...]:
+    """'2025.3.1' -> (2025, 3, 1); names that are not versions sort first."""
+    nums = re.findall(r"\d+", path.name)
+    return tuple(int(n) for n in nums) if nums else (-1,)
+
+
+def ncu_candidates(
+    env: Mapping[str, str] | None = None,
+    cuda_bin: Path = Path("/usr/local/cuda/bin"),
+    opt_root: Path = Path("/opt/nvidia/nsight-compute"),
+) -> list[Path]:
+    """Where ncu may be, in the order it is searched: PATH, the CUDA toolkit, /opt (newest version first)."""
+    env = os.environ if env is None else env
+    found: list[Path] = []
+    on_path = shutil.which("ncu", path=env.get("PATH", ""))
+    if on_path:
+        found.append(Path(on_path))
+    found.append(cuda_bin / "ncu")
+    if opt_root.is_dir():
+        found += [d / "ncu" for d in sorted(opt_root.iterdir(), key=_version_key, reverse=True)]
+    return found
+
+
+def find_ncu(
+    env: Mapping[str, str] | None = None,
+    cuda_bin: Path = Path("/usr/local/cuda/bin"),
+    opt_root: Path = Path("/opt/nvidia/nsight-compute"),
+) -> Path:
+    """MEMTRAFFIC_NCU if set (it must be an executable), else the first ncu of `ncu_candidates`."""
+    env = os.environ if env is None else env
+    override = env.get("MEMTRAFFIC_NCU")
+    if override:
+        path = Path(override).expanduser()
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise NcuError(f"MEMTRAFFIC_NCU={override} is not an executable file: point it at the ncu binary")
+        return path
+    for path in ncu_candidates(env, cuda_bin, opt_root):
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+    raise NcuError(f"Nsight Compute (ncu) not found on PATH, in {cuda_bin} or {opt_root}/*: {_INSTALL_HINT}")
+
+
+def parse_ncu_version(text: str) -> tuple[int, ...] | None:
+    """'... Version 2025.3.1.0 (build 36398880) ...' -> (2025, 3, 1, 0)."""
+    match = re.search(r"Version\s+(\d+(?:\.\d+)+)", text)
+    return tuple(int(p) for p in match.group(1).split(".")) if match else None
+
+
+def ncu_version(ncu: Path) -> tuple[int, ...]:
+    """The version of this ncu; NcuError when it cannot say or is older than MIN_NCU_VERSION."""
+    try:
+        proc = subprocess.run([str(ncu), "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise NcuError(f"cannot run {ncu} --version ({err}): {_INSTALL_HINT}") from None
+    version = parse_ncu_version(proc.stdout + proc.stderr)
+    if version is None:
+        raise NcuError(f"{ncu} --version printed no version (is it Nsight Compute?): {_INSTALL_HINT}")
+    if version[:2] < MIN_NCU_VERSION:
+        need = ".".join(map(str, MIN_NCU_VERSION))
+        raise NcuError(
+            f"ncu {'.'.join(map(str, version))} at {ncu} is too old: memtraffic needs Nsight Compute "
+            f">= {need}; {_INSTALL_HINT}"
+        )
+    return version
+
+
+# --- metrics ------------------------------------------------------------------------------------------------
+
+
+def parse_query_metrics(text: str) -> set[str]:
+    """Base metric names from `ncu --query-metrics` output (with or without --chip's 'Unit.Config.')."""
+    names: set[str] = set()
+    for line in text.splitlines():
+        if not line or line[0].isspace():  # wrapped description lines
+            continue
+        token = line.split()[0]
+        for part in token.split("."):
+            if "__" in part:
+                names.add(part)
+                break
+    return names
+
+
+def _metrics_cache(key: str) -> Path:
+    """Where the metric names of one ncu version on one GPU are kept ($MEMTRAFFIC_CACHE or ~/.cache)."""
+    root = os.environ.get("MEMTRAFFIC_CACHE") or str(
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "memtraffic")
+    return Path(root).expanduser() / "ncu-metrics" / (re.sub(r"[^A-Za-z0-9_.-]+", "_", key) + ".txt")
+
+
+def metrics_cache_key(ncu: Path, version: Sequence[int], gpu: str) -> str:
+    """What the offered metrics depend on: this ncu and this GPU."""
+    return f"{ncu}-{'.'.join(map(str, version))}-{gpu}"
+
+
+@functools.lru_cache(maxsize=4)
+def query_metric_names(ncu: Path, cache_key: str | None = None) -> frozenset[str]:
+    """The base metric names ncu offers on the current GPU.
+
+    `ncu --query-metrics` takes seconds, so with a cache_key (ncu version and GPU name) the names are
+    kept in a user cache file and read from there next time.
+    """
+    cache = _metrics_cache(cache_key) if cache_key else None
+    if cache is not None and cache.is_file():
+        names = {line.strip() for line in cache.read_text().splitlines() if "__" in line}
+        if names:
+            return frozenset(names)
+    try:
+        proc = subprocess.run([str(ncu), "--query-metrics"], capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise NcuError(f"cannot run {ncu} --query-metrics: {err}") from None
+    output = proc.stdout + proc.stderr
+    if "ERR_NVGPUCTRPERM" in output:
+        raise NcuError(PERM_MESSAGE)
+    names = parse_query_metrics(proc.stdout)
+    if proc.returncode != 0 or not names:
+        last = (output.strip().splitlines() or ["(no output)"])[-1]
+        raise NcuError(f"{ncu} --query-metrics failed (exit code {proc.returncode}): {last}")
+    if cache is not None:
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            cache.write_text("\n".join(sorted(names)) + "\n")
+        except OSError:  # a read-only home: the next run asks ncu again
+            pass
+    return frozenset(names)
+
+
+def base_name(metric: str) -> str:
+    """'dram__bytes_read.sum' -> 'dram__bytes_read': the part ncu's query lists."""
+    return metric.split(".", 1)[0]
+
+
+def resolve_metrics(spec: str, available: Iterable[str] | None = None) -> list[str]:
+    """'traffic' / 'traffic,fadd' / 'dram__bytes_read.sum' -> ncu metric names (time always included).
+
+    Tokens are set names, aliases of memtraffic.metrics, or raw ncu names. Every invalid token is
+    reported in one UsageError; with `available` (base names from ncu --query-metrics), raw names
+    are checked against this GPU too, because ncu itself silently ignores a bogus metric.
+    """
+    from memtraffic.metrics import METRIC_SETS, METRICS
+
+    names: list[str] = [METRICS["time"].ncu]
+    invalid: list[str] = []
+    for token in (t.strip() for t in spec.split(",")):
+        if not token:
+            continue
+        if token in METRIC_SETS:
+            resolved = [METRICS[a].ncu for a in METRIC_SETS[token]]
+        elif token in METRICS:
+            resolved = [METRICS[token].ncu]
+        elif "__" in token:
+            resolved = [token]
+        else:
+            invalid.append(token)
+            continue
+        names += [n for n in resolved if n not in names]
+    if available is not None:
+        offered = set(available)
+        invalid += [n for n in names if base_name(n) not in offered]
+    if invalid:
+        raise UsageError(
+            f"unknown metrics: {', '.join(invalid)}. Use a set ({', '.join(METRIC_SETS)}), an alias from "
+            "memtraffic/metrics.py, or a name from `ncu --query-metrics`"
+        )
+    return names
+
+
+# --- the ncu command ----------------------------------------------------------------------------------------
+
+
+TARGET_PROCESSES = ("all", "application-only")
+
+
+def build_ncu_command(
+    ncu: str | Path,
+    metrics: Sequence[str],
+    report: str | Path,
+    app: Sequence[str],
+    *,
+    cache_control: str = "all",
+    clock_control: str = "none",
+    import_sass: bool = False,
+    nvtx_include: Sequence[str] = (NVTX_INCLUDE,),
+    target_processes: str = "application-only",
+    kernel_name: str | None = None,
+    launch_skip: int | None = None,
+    launch_count: int | None = None,
+    profile_from_start: bool = True,
+    source: bool = False,
+) -> list[str]:
+    """The ncu argv that profiles `app` into `report` (a pure function: tests compare it exactly).
+
+    `measure` keeps the defaults: only kernels inside our NVTX ranges of the runner process. `profile`
+    passes the user's filters. `source` adds the per-instruction SourceCounters section with the CUDA
+    source and SASS embedded, which `memtraffic lines` reads.
+    """
+    if cache_control not in CACHE_CONTROLS:
+        raise UsageError(f"unknown --cache-control {cache_control!r}: use one of {', '.join(CACHE_CONTROLS)}")
+    if clock_control not in CLOCK_CONTROLS:
+        raise UsageError(f"unknown --clock-control {clock_control!r}: use one of {', '.join(CLOCK_CONTROLS)}")
+    if target_processes not in TARGET_PROCESSES:
+        raise UsageError(f"unknown --target-processes {target_processes!r}: use one of "
+                         f"{', '.join(TARGET_PROCESSES)}")
+    if launch_skip is not None and launch_skip < 0:
+        raise UsageError(f"--launch-skip {launch_skip}: give the number of kernel launches to skip (>= 0)")
+    if launch_count is not None and launch_count < 1:
+        raise UsageError(f"--launch-count {launch_count}: give how many kernel launches to profile (>= 1)")
+    argv = [str(ncu), "--metrics", ",".join(metrics), "--nvtx"]
+    for include in nvtx_include:
+        argv += ["--nvtx-include", include]
+    argv += [
+        "--cache-control", cache_control,
+        "--clock-control", clock_control,
+        # Without this ncu embeds every kernel's cubin: a torch kernel's report grows from ~30 KB to ~6 MB.
+        # The per-line view needs it (the SASS carries the line table), so --source turns it on.
+        "--import-sass", "yes" if import_sass or source else "no",
+        # measure: the runner is launched directly by ncu; torch.compile's worker processes launch no kernels.
+        "--target-processes", target_processes,
+    ]
+    if source:
+        argv += ["--section", "SourceCounters", "--import-source", "yes"]
+    if kernel_name:
+        argv += ["--kernel-name", kernel_name if kernel_name.startswith(("regex:", "demangled:", "mangled:"))
+                 else f"regex:{kernel_name}"]
+    if launch_skip:
+        argv += ["--launch-skip", str(launch_skip)]
+    if launch_count is not None:
+        argv += ["--launch-count", str(launch_count)]
+    if not profile_from_start:
+        argv += ["--profile-from-start", "off"]
+    return [*argv, "--export", str(report), *app]
+
+
+@dataclass
+class NcuRun:
+    returncode: int
+    passes: int | None
+    interrupted: bool
+    no_kernels: bool
+    tail: list[str]
+    kernels: int = 0  # kernels ncu profiled ('==PROF== Profiling ...' lines)
+
+
+_PROFILING = re.compile(r'==PROF== Profiling "([^"]*)"')
+_PASSES = re.compile(r"-\s+(\d+)\s+pass(?:es)?\b")
+
+
+def run_ncu(argv: Sequence[str], log_path: Path, echo: Callable[[str], None] | None = None,
+            verbose: bool = False, env: Mapping[str, str] | None = None,
+            progress_every_s: float | None = None) -> NcuRun:
+    """Run ncu, teeing its output into log_path. The program's lines go to `echo`, ==PROF== lines only if
+    verbose; with progress_every_s, a line 'ncu: N kernels profiled (last: NAME)' at most that often.
+
+    Ctrl-C: the runner stops after its current config and ncu writes the report of what it profiled;
+    we wait for that (a second Ctrl-C kills ncu) and return with interrupted=True.
+    """
+    echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
+    passes: int | None = None
+    tail: list[str] = []
+    perm = no_kernels = interrupted = False
+    kernels, last_note = 0, time.monotonic()
+    try:
+        proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                errors="replace", bufsize=1, env=None if env is None else dict(env))
+    except OSError as err:
+        raise NcuError(f"cannot start {argv[0]}: {err}") from None
+    with open(log_path, "a", encoding="utf-8") as log:
+        log.write("$ " + shlex.join(argv) + "\n")
+        while True:
+            try:
+                for line in proc.stdout:  # type: ignore[union-attr]
+                    line = line.rstrip("\n")
+                    log.write(line + "\n")
+                    tail = (tail + [line])[-20:]
+                    if "ERR_NVGPUCTRPERM" in line:
+                        perm = True
+                    if "No kernels were profiled" in line:
+                        no_kernels = True
+                    if line.startswith("==PROF=="):
+                        found = _PASSES.search(line)
+                        if found:
+                            passes = max(passes or 0, int(found.group(1)))
+                        profiling = _PROFILING.search(line)
+                        if profiling:
+                            kernels += 1
+                        if verbose:
+                            echo(line)
+                        elif profiling and progress_every_s is not None \
+                                and time.monotonic() - last_note >= progress_every_s:
+                            last_note = time.monotonic()
+                            echo(f"ncu: {kernels} kernels profiled (last: {profiling.group(1)[:80]})")
+                    else:
+                        echo(line)
+                proc.wait()
+                break
+            except KeyboardInterrupt:
+                if interrupted:  # second Ctrl-C: stop waiting for ncu
+                    proc.kill()
+                    proc.wait()
+                    break
+                interrupted = True
+                echo("interrupted: waiting for ncu to write the report of the finished configs "
+                     "(Ctrl-C again to kill it)")
+    if perm:
+        raise NcuError(PERM_MESSAGE)
+    return NcuRun(proc.returncode, passes, interrupted, no_kernels, tail, kernels)

@@ -1,0 +1,104 @@
+"""The reading side needs no torch: analyze, roofline and report of every committed run, torch blocked.
+
+A subprocess makes `import torch` and `import triton` fail, then runs the CLI. Its analysis must equal
+the results.json that `memtraffic measure` saved beside each committed report (computed back then with
+the kernels imported), and roofline/report must draw the same figures as a process that has torch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+RUNS = sorted(p.parent for p in (REPO / "reports" / "h100").rglob("results.json"))  # ncu runs, not bench
+
+BLOCK = """
+import sys
+for name in ("torch", "triton"):
+    sys.modules[name] = None  # any import of them now raises ImportError
+from memtraffic.cli import app
+try:
+    app(sys.argv[1:], prog_name="memtraffic")
+finally:
+    loaded = [m for m, v in sys.modules.items() if v is not None and m.split(".")[0] in ("torch", "triton")]
+    assert not loaded, loaded
+"""
+
+
+def _no_torch(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", BLOCK, *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=300)
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-9, abs_tol=0)
+    return a == b
+
+
+def test_the_committed_runs_are_found():
+    assert len(RUNS) >= 8
+
+
+@pytest.mark.parametrize("run", RUNS, ids=lambda p: p.name)
+def test_analysis_without_torch_equals_what_measure_saved(run):
+    proc = _no_torch("analyze", str(run.relative_to(REPO)), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    saved = json.loads((run / "results.json").read_text())
+    assert len(got) == len(saved)
+    for g, s in zip(got, saved, strict=True):
+        keys = [k for k in s if k not in ("run", "report")]  # paths depend on where it was analyzed
+        diff = {k: (g.get(k), s[k]) for k in keys if not _same(g.get(k), s[k])}
+        assert not diff, (s["range"], diff)
+
+
+def test_roofline_and_report_without_torch(tmp_path):
+    run = "reports/h100/suite_4096x4096"
+    html = tmp_path / "roof.html"
+    proc = _no_torch("roofline", run, "--out", str(html))
+    assert proc.returncode == 0, proc.stderr
+    assert html.stat().st_size > 10_000
+    page = tmp_path / "seed.html"
+    proc = _no_torch("report", "reports/h100/seed_1048576x2_fp32", "--out", str(page))
+    assert proc.returncode == 0, proc.stderr
+    assert "softmax_naive" in page.read_text()
+
+
+def test_roofline_figure_is_the_same_with_and_without_torch(tmp_path):
+    """The figure's data, drawn in a process without torch, equals the one drawn here (torch loaded)."""
+    import torch  # noqa: F401 - this process has torch, the subprocess does not
+
+    from memtraffic.analyze import analyze_path
+    from memtraffic.roofline import roofline_figure
+
+    code = ("import sys, json\nsys.modules['torch'] = sys.modules['triton'] = None\n"
+            "from memtraffic.analyze import analyze_path\nfrom memtraffic.roofline import roofline_figure\n"
+            "print(roofline_figure(analyze_path('reports/h100/suite_4096x4096')).to_json())")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    here = roofline_figure(analyze_path(REPO / "reports/h100/suite_4096x4096"))
+    assert json.loads(proc.stdout)["data"] == json.loads(here.to_json())["data"]
+
+
+def test_suite_order_matches_the_kernels_dict():
+    from memtraffic.kernels import VARIANTS
+    from memtraffic.roofline import SUITE_ORDER
+
+    assert tuple(VARIANTS) == SUITE_ORDER
+
+
+def test_reading_modules_do_not_import_the_measuring_side():
+    code = ("import sys\nimport memtraffic.analyze, memtraffic.extract, memtraffic.roofline\n"
+            "import memtraffic.report, memtraffic.model, memtraffic.cli\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'triton') "
+            "or m in ('memtraffic.kernels', 'memtraffic.variants', 'memtraffic.runner')))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
