@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from memtraffic.exceptions import MemtrafficError
+from memtraffic.exceptions import MemtrafficError, UsageError
 
 app = typer.Typer(
     rich_markup_mode="rich",
@@ -50,6 +50,18 @@ def _main(
 
 
 Fmt = Annotated[str, typer.Option("--format", "-f", help="table (for people), json or csv (for scripts).")]
+VariantFiles = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--variants",
+        help="A Python file of your own variants (VARIANTS = {'name': Variant(...)}, the interface of "
+        "memtraffic/kernels/); repeatable. They join the shipped suite.",
+    ),
+]
+
+
+def _warn_line(line: str) -> None:
+    typer.echo(f"warning: {line}", err=True)
 
 
 def _check_format(fmt: str, allowed: tuple[str, ...]) -> None:
@@ -66,18 +78,19 @@ def list_(
         str | None, typer.Option(help="Shape as MxN (or MxNxK for matmuls); default: each op's own.")
     ] = None,
     dtype: Annotated[str, typer.Option(help="fp32, fp16 or bf16.")] = "fp32",
+    variant_files: VariantFiles = None,
     fmt: Fmt = "table",
 ) -> None:
     """List the kernel variants with their minimum vs predicted traffic, FLOPs and arithmetic intensity."""
-    from kernels import VARIANTS
-    from memtraffic.model import parse_dtype, parse_shape
-    from memtraffic.suite import describe
+    from memtraffic.model import parse_dtype, parse_shape, torch_dtype
     from memtraffic.tables import render
+    from memtraffic.variants import describe, load_variants
 
     _check_format(fmt, ("table", "json", "csv"))
-    dt = parse_dtype(dtype)
+    dt = torch_dtype(parse_dtype(dtype))
     sh = parse_shape(shape) if shape else None
-    rows = [describe(v, sh, dt) for v in VARIANTS.values()]
+    variants = load_variants(variant_files or [], on_problem=_warn_line)
+    rows = [describe(v, sh, dt) for v in variants.values()]
     typer.echo(render(rows, fmt, kind="list"))
 
 
@@ -104,7 +117,10 @@ def measure(
             "combination is measured."
         ),
     ] = None,
-    all_variants: Annotated[bool, typer.Option("--all", help="Measure every registered variant.")] = False,
+    all_variants: Annotated[
+        bool, typer.Option("--all", help="Measure every variant (the suite and those of --variants).")
+    ] = False,
+    variant_files: VariantFiles = None,
     metrics: Annotated[
         str,
         typer.Option(
@@ -153,6 +169,7 @@ def measure(
       memtraffic measure softmax_tiled --param BLOCK_M=1,128 --dtype bf16
       memtraffic measure --all --shape 4096x4096 --shape 4096x4096x4096
       memtraffic measure torch_softmax --metrics traffic,flops --out runs/a
+      memtraffic measure my_kernel --variants my_kernels.py --shape 4096x4096
     """
     from memtraffic.analyze import render
     from memtraffic.collect import MeasureOptions
@@ -165,6 +182,7 @@ def measure(
         dtypes=list(dtype or []),
         params=list(param or []),
         all_variants=all_variants,
+        variant_files=[str(f) for f in variant_files or []],
         metrics=metrics,
         out=out,
         clock_control=clock_control,
@@ -183,6 +201,90 @@ def measure(
         raise typer.Exit(code=130)
     if failed:
         raise typer.Exit(code=1)
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@_errors_to_exit
+def profile(
+    ctx: typer.Context,
+    torch_ops: Annotated[
+        bool,
+        typer.Option("--torch-ops", help="Trace every aten op of a PyTorch program: each gets its NVTX range "
+                     "and its minimum (inputs read once, outputs written once) and FLOPs."),
+    ] = False,
+    metrics: Annotated[
+        str, typer.Option(help="Metric sets (traffic, flops, peaks, roofline), aliases or raw ncu names.")
+    ] = "traffic",
+    source: Annotated[
+        bool, typer.Option("--source", help="Also per-line counters and the embedded source, for "
+                           "'memtraffic lines' (larger reports).")
+    ] = False,
+    kernel_name: Annotated[
+        str | None,
+        typer.Option(help="Profile only kernels whose name matches this regex (ncu --kernel-name)."),
+    ] = None,
+    launch_skip: Annotated[
+        int | None, typer.Option(help="Skip this many matching kernel launches first (ncu --launch-skip).")
+    ] = None,
+    launch_count: Annotated[
+        int | None, typer.Option(help="Profile at most this many kernel launches (ncu --launch-count).")
+    ] = None,
+    nvtx_include: Annotated[
+        list[str] | None, typer.Option(help="Only kernels inside matching NVTX ranges (ncu --nvtx-include "
+                                       "syntax, e.g. 'step/'); repeatable.")
+    ] = None,
+    target_processes: Annotated[
+        str, typer.Option(help="all (the program and its children) or application-only.")
+    ] = "all",
+    profile_from_start: Annotated[
+        str, typer.Option(help="on, or off to profile only between cudaProfilerStart and cudaProfilerStop.")
+    ] = "on",
+    out: Annotated[
+        Path | None,
+        typer.Option(help="New or empty folder for the run. Default: reports/runs/<time>_<program>/."),
+    ] = None,
+    clock_control: Annotated[str, typer.Option(help="ncu --clock-control: none or base.")] = "none",
+    cache_control: Annotated[str, typer.Option(help="ncu --cache-control: all or none.")] = "all",
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Also show ncu's own ==PROF== lines.")
+    ] = False,
+    fmt: Fmt = "table",
+) -> None:
+    """Profile ANY program under Nsight Compute: ... profile [OPTIONS] -- CMD [ARGS]
+
+    Python, trtexec, a CUDA binary: ncu runs the command with memtraffic's
+    metrics into a new run folder (report, plan.json, run.json with the
+    exact ncu argv, ncu.log) and the analysis is printed. Minimums come
+    from the program: --torch-ops traces every aten op of a PyTorch
+    program, and memtraffic.region(...) marks any block (JAX, CuPy, ...).
+    A program that exits non-zero keeps its partial report, analyzed;
+    memtraffic then exits with the program's code.
+
+    Examples:
+      memtraffic profile --torch-ops -- python train.py --steps 2
+      memtraffic profile --kernel-name softmax --launch-count 10 -- ./my_cuda_app
+      memtraffic profile -- trtexec --onnx=model.onnx --iterations=1
+    """
+    from memtraffic.analyze import render
+    from memtraffic.profile import ProfileOptions
+    from memtraffic.profile import profile as run_profile
+
+    _check_format(fmt, ("table", "json", "csv"))
+    if profile_from_start not in ("on", "off"):
+        raise UsageError(f"unknown --profile-from-start {profile_from_start!r}: use on or off")
+    opts = ProfileOptions(
+        command=list(ctx.args), metrics=metrics, torch_ops=torch_ops, source=source, kernel_name=kernel_name,
+        launch_skip=launch_skip, launch_count=launch_count, nvtx_include=list(nvtx_include or []),
+        target_processes=target_processes, profile_from_start=profile_from_start == "on",
+        clock_control=clock_control, cache_control=cache_control, out=out, verbose=verbose)
+    result = run_profile(opts, echo=lambda line: typer.echo(line, err=True))
+    if len(result.table):
+        typer.echo(render(result.table, fmt))
+    typer.echo(f"saved in {result.run_dir}", err=True)
+    if result.returncode:
+        typer.echo(f"the program exited with code {result.returncode}: the kernels profiled before it ended "
+                   "are saved and analyzed above", err=True)
+        raise typer.Exit(code=result.returncode if 0 < result.returncode < 256 else 1)
 
 
 @app.command()
@@ -340,6 +442,7 @@ def bench(
         float, typer.Option(help="Seconds of timed repetitions per config (5 to 200 reps).")
     ] = 0.3,
     out: Annotated[Path | None, typer.Option(help="New folder for results.json and table.txt.")] = None,
+    variant_files: VariantFiles = None,
     fmt: Fmt = "table",
 ) -> None:
     """Time variants with CUDA events (L2 flushed, median) beside a same-size copy and torch's kernels.
@@ -349,19 +452,20 @@ def bench(
 
     Example: memtraffic bench softmax_tiled torch_softmax --shape 4096x4096 --dtype bf16
     """
-    from kernels import VARIANTS
     from memtraffic import bench as b
-    from memtraffic.model import parse_dtype, parse_shape
-    from memtraffic.suite import get_variant
+    from memtraffic.model import parse_dtype, parse_shape, torch_dtype
     from memtraffic.tables import dump
+    from memtraffic.variants import get_variant, load_variants
 
     _check_format(fmt, ("table", "json"))
-    names = variants or [n for n, v in VARIANTS.items() if v.op in b.SUITE]
+    catalogue = load_variants(variant_files or [], on_problem=_warn_line)
+    names = variants or [n for n, v in catalogue.items() if v.op in b.SUITE]
     for n in names:
-        get_variant(n)
+        get_variant(n, catalogue)
     shapes = [parse_shape(s) for s in shape] if shape else None
-    dtypes = [parse_dtype(d) for d in dtype] if dtype else list(b.SUITE_DTYPES)
-    result = b.run_bench(names, shapes, dtypes, budget_s=budget, progress=lambda m: typer.echo(m, err=True))
+    dtypes = [torch_dtype(parse_dtype(d)) for d in dtype] if dtype else list(b.SUITE_DTYPES)
+    result = b.run_bench(names, shapes, dtypes, budget_s=budget, progress=lambda m: typer.echo(m, err=True),
+                         catalogue=catalogue)
     if out is not None:
         b.write_result(result, out)
     typer.echo(b.bench_table(result) if fmt == "table" else dump([result], "json"))

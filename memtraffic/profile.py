@@ -1,0 +1,202 @@
+"""`memtraffic profile -- CMD`: any program under ncu with memtraffic's metrics, into a new run folder.
+
+The program is anything ncu can launch (python, trtexec, a CUDA binary). Minimums come from what the
+program itself records while it runs: with --torch-ops, every aten op's compulsory traffic (the tracer in
+memtraffic.trace, injected through PYTHONPATH); in any program, `memtraffic.region(...)` blocks. Both
+append plan configs to $MEMTRAFFIC_TRACE, which becomes the run's plan.json, so `analyze` joins each
+kernel to its op or region by NVTX range exactly as it does for `measure`'s variants.
+
+The run folder has the same layout as measure's: profile.ncu-rep, plan.json, run.json (the exact ncu
+argv, the program's exit code, environment), ncu.log, trace.jsonl, results.csv/json. Nothing is
+overwritten. A program that fails keeps its partial report, analyzed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memtraffic.exceptions import MemtrafficError, NcuError, UsageError
+from memtraffic.extract import EmptyReportError
+from memtraffic.ncu import (
+    build_ncu_command,
+    find_ncu,
+    metrics_cache_key,
+    ncu_version,
+    query_metric_names,
+    resolve_metrics,
+    run_ncu,
+)
+from memtraffic.rundir import DEFAULT_RUNS_ROOT, environment, gpu_name, new_run_dir, utc_now
+
+TRACE_FILE = "trace.jsonl"
+REPORT_FILE = "profile.ncu-rep"
+
+
+class ProgramFailed(MemtrafficError):
+    """The profiled program exited non-zero; what ncu profiled before is saved and analyzed."""
+
+    def __init__(self, message: str, returncode: int):
+        super().__init__(message)
+        self.exit_code = returncode if 0 < returncode < 256 else 1
+
+
+@dataclass
+class ProfileOptions:
+    command: list[str]
+    metrics: str = "traffic"
+    torch_ops: bool = False
+    source: bool = False
+    kernel_name: str | None = None
+    launch_skip: int | None = None
+    launch_count: int | None = None
+    nvtx_include: list[str] = field(default_factory=list)
+    target_processes: str = "all"
+    profile_from_start: bool = True
+    clock_control: str = "none"
+    cache_control: str = "all"
+    out: Path | None = None
+    runs_root: Path = DEFAULT_RUNS_ROOT
+    verbose: bool = False
+
+
+@dataclass
+class ProfileResult:
+    run_dir: Path
+    run: dict[str, Any]
+    table: Any  # the analyzed DataFrame (empty when nothing was profiled)
+
+    @property
+    def returncode(self) -> int:
+        """The program's exit code (ncu passes it through): non-zero means a partial report."""
+        return int(self.run.get("returncode") or 0)
+
+
+def resolve_program(command: Sequence[str]) -> str:
+    """The program's path, or a UsageError when there is no command or it cannot be found."""
+    if not command:
+        raise UsageError("give the program to profile after --, e.g. memtraffic profile -- python train.py")
+    first = command[0]
+    found = shutil.which(first)
+    if found is None and os.sep in first and Path(first).is_file():
+        raise UsageError(f"{first} is not executable: chmod +x it, or run it through its interpreter")
+    if found is None:
+        raise UsageError(f"command not found: {first} (check the name, or give its full path)")
+    return found
+
+
+def program_env(run_dir: Path, torch_ops: bool, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The program's environment: regions and the op tracer append their records to the run's trace."""
+    from memtraffic.trace import injection_env
+
+    env = dict(os.environ if base is None else base)
+    env["MEMTRAFFIC_TRACE"] = str(run_dir / TRACE_FILE)
+    if torch_ops:
+        env.update(injection_env(env))
+    return env
+
+
+def read_trace(path: Path) -> list[dict[str, Any]]:
+    """The records the program wrote, in order, as plan configs with ids; cut or foreign lines skipped."""
+    configs: list[dict[str, Any]] = []
+    if not path.is_file():
+        return configs
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:  # a line cut short when the program died
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("range"), str):
+            configs.append({**rec, "id": len(configs)})
+    return configs
+
+
+def _label(command: Sequence[str]) -> str:
+    """'python train.py' -> 'train.py'; 'trtexec --onnx=m.onnx' -> 'trtexec': the run folder's name."""
+    words = [Path(w).name for w in command]
+    if re.fullmatch(r"python[\d.]*", words[0]) and len(words) > 1:
+        rest = [w for w in words[1:] if not w.startswith("-")]
+        return rest[0] if rest else words[0]
+    return words[0]
+
+
+def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> ProfileResult:
+    """Check, run the program under ncu, turn its trace into the plan, analyze, save. See the module doc."""
+    from memtraffic import analyze as analysis
+
+    echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
+    program = resolve_program(opts.command)
+    build_ncu_command("ncu", [], "r", [], cache_control=opts.cache_control, clock_control=opts.clock_control,
+                      target_processes=opts.target_processes, launch_skip=opts.launch_skip,
+                      launch_count=opts.launch_count)
+    resolve_metrics(opts.metrics)  # names that are not even metric-shaped fail before we look for ncu
+    ncu = find_ncu()
+    version = ncu_version(ncu)
+    gpu = gpu_name()
+    metrics = resolve_metrics(opts.metrics, query_metric_names(ncu, metrics_cache_key(ncu, version, gpu)))
+
+    run_dir = new_run_dir([_label(opts.command)], opts.out, opts.runs_root)
+    report = run_dir / REPORT_FILE
+    argv = build_ncu_command(
+        ncu, metrics, report, [program, *opts.command[1:]], cache_control=opts.cache_control,
+        clock_control=opts.clock_control, nvtx_include=opts.nvtx_include,
+        target_processes=opts.target_processes, kernel_name=opts.kernel_name, launch_skip=opts.launch_skip,
+        launch_count=opts.launch_count, profile_from_start=opts.profile_from_start, source=opts.source)
+    echo(f"profiling {shlex.join(opts.command)} with {ncu} into {run_dir}")
+    run: dict[str, Any] = {
+        "kind": "profile",
+        "started": utc_now(),
+        "command": shlex.join(sys.argv),
+        "program": list(opts.command),
+        "environment": environment(gpu, ncu, version),
+        "metric_set": opts.metrics,
+        "metric_names": metrics,
+        "torch_ops": opts.torch_ops,
+        "source": opts.source,
+        "clock_control": opts.clock_control,
+        "cache_control": opts.cache_control,
+    }
+    t0 = time.perf_counter()
+    result = run_ncu(argv, run_dir / "ncu.log", echo=echo, verbose=opts.verbose,
+                     env=program_env(run_dir, opts.torch_ops), progress_every_s=2.0)
+    has_report = report.is_file() and report.stat().st_size > 0
+    run.update(wall_time_s=round(time.perf_counter() - t0, 3), finished=utc_now(),
+               interrupted=result.interrupted,
+               attempts=[{"argv": argv, "returncode": result.returncode, "passes": result.passes,
+                          "no_kernels_message": result.no_kernels}],
+               returncode=result.returncode, kernels_profiled=result.kernels, passes=result.passes,
+               reports=[report.name] if has_report else [])
+
+    configs = read_trace(run_dir / TRACE_FILE)
+    plan = {"version": 1, "kind": "profile", "program": list(opts.command), "configs": configs, "skipped": [],
+            "metrics": {"spec": opts.metrics, "names": metrics}}
+    (run_dir / "plan.json").write_text(json.dumps(plan, indent=2) + "\n")
+    (run_dir / "run.json").write_text(json.dumps(run, indent=2) + "\n")  # saved before analysis can fail
+    echo(f"ncu profiled {result.kernels} kernel launches; the program recorded {len(configs)} ops/regions")
+
+    failed = result.returncode != 0 and not result.interrupted
+    if not has_report or result.no_kernels or result.kernels == 0:
+        last = " | ".join(line for line in result.tail[-3:] if line.strip()) or "(no output)"
+        if failed:
+            raise ProgramFailed(f"the program exited with code {result.returncode} before ncu profiled any "
+                                f"kernel: {last} (log: {run_dir / 'ncu.log'})", result.returncode)
+        raise NcuError("ncu profiled no kernel: the program launched no CUDA kernel (does it use the GPU?), "
+                       "or --kernel-name/--nvtx-include/--launch-skip matched none "
+                       f"(log: {run_dir / 'ncu.log'})")
+    try:
+        table, _ = analysis.analyze_reports([report], plan, allow_partial=failed or result.interrupted,
+                                            run_name=run_dir.name)
+    except EmptyReportError:
+        table, _ = analysis.analyze_reports([], plan)
+    if len(table):
+        analysis.save_results(table, run_dir)
+    return ProfileResult(run_dir, run, table)
