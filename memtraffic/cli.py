@@ -232,6 +232,38 @@ def analyze(
     typer.echo(render(analyze_path(path, min_bytes=min_bytes, group_by=group_by), fmt, group_by))
 
 
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@_errors_to_exit
+def ops(
+    command: Annotated[
+        list[str] | None, typer.Argument(help="The program to run, after --: python train.py ARGS.")
+    ] = None,
+    fmt: Fmt = "table",
+) -> None:
+    """Run a PyTorch program with every aten op traced (no ncu, CPU or GPU): its compulsory traffic.
+
+    Per op call, in program order: the aten overload, shape and dtype of its
+    first input, the minimum bytes read (each distinct input once) and
+    written (each output once; in-place: read and written), model FLOPs
+    (torch.utils.flop_counter, where it knows the op) and FLOP/byte; then a
+    summary per op type, most bytes first. Regions (memtraffic.region) are
+    listed too. The program is not edited: memtraffic traces it from the
+    moment it imports torch. Its own output goes to stderr.
+
+    Examples:
+      memtraffic ops -- python train.py --steps 1
+      memtraffic ops --format json -- python infer.py > ops.json
+    """
+    from memtraffic.trace_cmd import check_run, format_ops, run_traced
+
+    _check_format(fmt, ("table", "json", "csv"))
+    cmd = list(command or [])
+    run = run_traced(cmd)
+    if run.records:
+        typer.echo(format_ops(run.records, fmt))
+    check_run(run, cmd)
+
+
 @app.command()
 @_errors_to_exit
 def roofline(
