@@ -248,8 +248,8 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
                     allow_partial: bool = False, run_name: str | None = None
                     ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(analyzed table, launch table) of the given reports. Empty tables when there are no reports."""
-    if group_by not in ("range", "kernel"):
-        raise UsageError(f"unknown --group-by {group_by!r}: use range or kernel")
+    if group_by not in ("range", "kernel", "op"):
+        raise UsageError(f"unknown --group-by {group_by!r}: use range, kernel or op")
     frames = []
     empty: list[EmptyReportError] = []
     for report in reports:
@@ -266,7 +266,12 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
             raise empty[0]
         return pd.DataFrame(columns=COLUMNS + EXTRA_COLUMNS), pd.DataFrame()
     kernels = pd.concat(frames, ignore_index=True)
-    return compute(_group(kernels, group_by), plan, min_bytes), kernels
+    table = compute(_group(kernels, "kernel" if group_by == "kernel" else "range"), plan, min_bytes)
+    if group_by == "op":  # op calls are ranges: summarized per op type
+        from memtraffic.per_op import summarize
+
+        table = summarize(table)
+    return table, kernels
 
 
 def analyze_path(path: str | Path, min_bytes: str | None = None, group_by: str = "range") -> pd.DataFrame:
@@ -371,6 +376,10 @@ def format_table(df: pd.DataFrame, group_by: str = "range") -> str:
 def render(df: pd.DataFrame, fmt: str, group_by: str = "range") -> str:
     from memtraffic.tables import dump
 
+    if group_by == "op":
+        from memtraffic import per_op
+
+        return per_op.format_table(df) if fmt == "table" else dump(per_op.to_records(df), fmt)
     if fmt == "table":
         return format_table(df, group_by)
     return dump(to_records(df), fmt)

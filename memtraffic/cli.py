@@ -198,7 +198,11 @@ def analyze(
         ),
     ] = None,
     group_by: Annotated[
-        str, typer.Option(help="range: a row per NVTX range, its kernels summed; kernel: a row per launch.")
+        str,
+        typer.Option(
+            help="range: a row per NVTX range, its kernels summed; kernel: a row per launch; op: a row "
+            "per op type of a traced program (profile --torch-ops) or region name, largest excess first."
+        ),
     ] = "range",
     fmt: Annotated[
         str,
@@ -225,6 +229,7 @@ def analyze(
       memtraffic analyze reports/h100/seed_1048576x2_fp32
       memtraffic analyze my_app.ncu-rep --min-bytes 8MiB:8MiB
       memtraffic analyze RUN --group-by kernel --format json > rows.json
+      memtraffic analyze RUN --group-by op
     """
     from memtraffic.analyze import analyze_path, render
 
