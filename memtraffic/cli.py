@@ -190,11 +190,13 @@ def measure(
 def analyze(
     path: Annotated[Path, typer.Argument(help="A run folder from 'memtraffic measure', or any .ncu-rep.")],
     min_bytes: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
             help="The minimum traffic, for reports captured by hand: TOTAL (read + write), or "
             "READ:WRITE for per-direction efficiencies. Sizes as 8388608, 8.39MB (SI) or 8MiB "
-            "(binary), e.g. 8MiB:8MiB. Overrides the op model of our own runs."
+            "(binary), e.g. 8MiB:8MiB. REGEX=READ:WRITE (or REGEX=TOTAL), repeatable: the ranges "
+            "whose name matches REGEX get that minimum (the first matching one wins), e.g. "
+            "'attn=8MiB:8MiB' for memtraffic.region('attn', ...). Overrides the op model of our own runs."
         ),
     ] = None,
     group_by: Annotated[
@@ -228,6 +230,7 @@ def analyze(
     Examples:
       memtraffic analyze reports/h100/seed_1048576x2_fp32
       memtraffic analyze my_app.ncu-rep --min-bytes 8MiB:8MiB
+      memtraffic analyze my_app.ncu-rep --min-bytes 'attn=24MiB:8MiB' --min-bytes 'mlp=64MiB:16MiB'
       memtraffic analyze RUN --group-by kernel --format json > rows.json
       memtraffic analyze RUN --group-by op
     """
