@@ -17,10 +17,17 @@ holds the compulsory traffic:
 
 Only shapes, strides, dtypes and data pointers are read: the tracer never synchronizes the device
 or copies tensor data.
+
+Not seen: ops of threads the program starts itself (a dispatch mode belongs to one thread and the
+autograd threads it starts); kernels launched outside aten ops, such as a Triton kernel called
+directly (wrap it in memtraffic.region, or register it with torch.library). torch.compile does not
+compile while a dispatch mode is active (torch 2.13: the function runs eagerly, and stays eager
+after): the trace then shows the eager ops, not the compiled kernels.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -49,7 +56,14 @@ _GATHER = {aten.embedding, aten.index_select, aten.index, aten.gather}
 
 
 def tensor_bytes(t: torch.Tensor) -> int:
-    """Bytes of the distinct elements a tensor addresses: broadcast (stride-0) dimensions count once."""
+    """Bytes of the distinct elements a tensor addresses: broadcast (stride-0) dimensions count once;
+    a sparse tensor, its stored values and indices."""
+    if t.layout == torch.sparse_coo:
+        return tensor_bytes(t._values()) + tensor_bytes(t._indices())
+    if t.layout in (torch.sparse_csr, torch.sparse_bsr):
+        return sum(tensor_bytes(x) for x in (t.values(), t.crow_indices(), t.col_indices()))
+    if t.layout in (torch.sparse_csc, torch.sparse_bsc):
+        return sum(tensor_bytes(x) for x in (t.values(), t.ccol_indices(), t.row_indices()))
     n = math.prod(size for size, stride in zip(t.shape, t.stride(), strict=True) if stride != 0)
     return 0 if t.numel() == 0 else n * t.element_size()
 
@@ -97,12 +111,12 @@ def op_record(func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[s
     reads: dict[tuple[Any, ...], int] = {}
     writes: dict[tuple[Any, ...], int] = {}
     inputs: dict[tuple[Any, ...], torch.Tensor] = {}
-    storages: set[int | None] = set()
+    storages: set[int] = set()
     for arg, value in _arguments(func, args, kwargs):
         written = arg.alias_info is not None and arg.alias_info.is_write
         for t in _tensors(value):
             key = _key(t)
-            storages.add(_storage(t))
+            storages.add(_storage(t) or 0)
             if written:
                 writes[key] = tensor_bytes(t)
             if arg.is_out:
@@ -111,7 +125,7 @@ def op_record(func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[s
             if packet not in _TEMPLATE and not (written and packet in _OVERWRITE):
                 reads[key] = tensor_bytes(t)
     outputs = _tensors(out)
-    fresh = [t for t in outputs if _storage(t) not in storages]
+    fresh = [t for t in outputs if _storage(t) is None or _storage(t) not in storages]
     if outputs and not fresh and not writes:  # a view or alias of its inputs: no data moves
         reads = {}
     if packet not in _ALLOCATE:
@@ -136,6 +150,12 @@ def _flops(func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str,
         return None
 
 
+@functools.cache
+def _composite(func: torch._ops.OpOverload) -> bool:
+    key = torch._C.DispatchKey.CompositeImplicitAutograd
+    return key in func.py_kernels or torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), key)
+
+
 class OpTracer(TorchDispatchMode):
     """Pushes an NVTX range around each aten op (with CUDA) and emits its record after it returns."""
 
@@ -148,10 +168,9 @@ class OpTracer(TorchDispatchMode):
         # CompositeImplicitAutograd ops (linear, sdpa, dropout...) reach the mode whole under
         # inference_mode, where autograd's keys are skipped; decompose them as autograd does, so the
         # same ops are traced with and without grad, and matmuls get their FLOPs.
-        with self:
-            decomposed = func.decompose(*args, **kwargs)
-        if decomposed is not NotImplemented:
-            return decomposed
+        if _composite(func):
+            with self:
+                return func.decompose(*args, **kwargs)
         seq = next_seq()
         name = f"mt|op|{seq}|{func}"
         if self._nvtx:

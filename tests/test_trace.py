@@ -176,6 +176,15 @@ def test_out_overwrite_template_broadcast_and_gather():
     assert by_op["aten.index_select.default"] == (F32 * 2 * 8 + 8 * 2, F32 * 2 * 8, None)
 
 
+def test_sparse_tensors_count_their_values_and_indices():
+    indices, values = torch.tensor([[0, 1, 3], [2, 0, 1]]), torch.randn(3)
+    sparse = torch.sparse_coo_tensor(indices, values, (4, 5), check_invariants=True).coalesce()
+    with memtraffic.ops() as records:
+        sparse.to_dense()
+    (dense,) = records
+    assert _bytes(dense) == (F32 * 3 + 8 * 2 * 3, F32 * 4 * 5, None)
+
+
 def test_inference_mode_traces_the_same_decomposed_ops_with_flops():
     """Under inference_mode aten.linear reaches the mode whole: it is decomposed as autograd would."""
     x, w, bias = torch.randn(3, 5), torch.randn(7, 5), torch.randn(7)
