@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from memtraffic.exceptions import MemtrafficError, UsageError
+from memtraffic.tables import dump, text_table
 from memtraffic.tracefile import TORCH_MARK_ENV, TORCH_OPS_ENV, TRACE_ENV, read_trace
+from memtraffic.units import fmt_bytes
 
 INJECT_DIR = Path(__file__).resolve().parent / "_inject"
 
@@ -72,9 +74,11 @@ def check_run(run: TracedRun, cmd: Sequence[str]) -> None:
     """Raise the error of a finished run, if any; the caller prints what was traced first."""
     shown = shlex.join(cmd)
     if run.returncode != 0:
-        code = run.returncode if run.returncode > 0 else 128 - run.returncode  # killed by a signal
         traced = "the ops traced before it ended are above" if run.records else "no op was traced"
-        raise CommandFailedError(f"`{shown}` exited with code {run.returncode}; {traced}", code)
+        if run.returncode < 0:  # killed by a signal: exit as a shell would
+            raise CommandFailedError(f"`{shown}` was killed by signal {-run.returncode}; {traced}",
+                                     128 - run.returncode)
+        raise CommandFailedError(f"`{shown}` exited with code {run.returncode}; {traced}", run.returncode)
     if not run.imported_torch and not run.records:
         raise MemtrafficError(f"`{shown}` never imported torch (or is not a Python program): `memtraffic "
                               "ops` traces PyTorch programs; mark other code with memtraffic.region(...)")
@@ -117,9 +121,6 @@ def _moves_nothing(r: dict[str, Any]) -> bool:
 
 def format_ops(records: Sequence[dict[str, Any]], fmt: str) -> str:
     """table: per call in program order, then per op type; json/csv: `ops_rows`."""
-    from memtraffic.tables import dump, text_table
-    from memtraffic.units import fmt_bytes
-
     if fmt != "table":
         return dump(ops_rows(records), fmt)
 

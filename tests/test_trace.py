@@ -252,6 +252,11 @@ def test_command_exiting_non_zero_keeps_what_was_traced_and_its_code(tmp_path):
         f"error: `{sys.executable} {prog}` exited with code 3; the ops traced before it ended are above")
 
 
+def test_command_killed_by_a_signal_exits_as_a_shell_would():
+    res = _ops("--", sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+    assert res.exit_code == 137 and "was killed by signal 9; no op was traced" in res.stderr
+
+
 def test_program_that_never_imports_torch(tmp_path):
     res = _ops("--", sys.executable, "-c", "print(1)")
     assert res.exit_code == 1 and res.stdout == ""
