@@ -1,8 +1,9 @@
 """Per-level efficiency (minimum / measured), amplification, bandwidth and a one-line diagnosis.
 
 Rows are NVTX ranges (a range with several kernels is summed and lists them) or kernel launches.
-The minimum comes from the op model of the run's plan for memtraffic runs, or from --min-bytes
-(total, or READ:WRITE for per-direction efficiencies) for reports captured by hand. Without a
+The minimum comes from the op model of the run's plan for memtraffic runs (or the trace of a traced
+program), or from --min-bytes (total, or READ:WRITE for per-direction efficiencies; REGEX=... for the
+ranges whose name matches) for reports captured by hand. Without a
 minimum the efficiencies are NaN and the table still shows the bytes.
 
 The columns of `COLUMNS` are a contract: roofline figures and HTML reports read them by name.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -54,6 +56,53 @@ def parse_min_bytes(text: str) -> tuple[float, float, float]:
         read, write = parse_size(read_text), parse_size(write_text)
         return float(read), float(write), float(read + write)
     return math.nan, math.nan, float(parse_size(text))
+
+
+MinRule = tuple[re.Pattern[str], tuple[float, float, float]]  # a range regex and its minimum
+
+
+def parse_min_bytes_options(texts: Sequence[str]) -> tuple[tuple[float, float, float] | None, list[MinRule]]:
+    """--min-bytes values -> (the global minimum or None, [(range regex, minimum)] in the order given).
+
+    'TOTAL' or 'READ:WRITE' is the global form (at most one); 'REGEX=TOTAL' or 'REGEX=READ:WRITE' gives
+    the ranges whose name matches REGEX (re.search) that minimum. Sizes never hold '=', so the last
+    '=' splits.
+    """
+    overall: list[str] = []
+    rules: list[MinRule] = []
+    for text in texts:
+        pattern, eq, size = text.rpartition("=")
+        if not eq:
+            overall.append(text)
+            continue
+        if not pattern or not size.strip():
+            raise UsageError(f"malformed --min-bytes {text!r}: write REGEX=READ:WRITE or REGEX=TOTAL, "
+                             "e.g. 'attention=8MiB:8MiB'")
+        try:
+            rules.append((re.compile(pattern), parse_min_bytes(size)))
+        except re.error as err:
+            raise UsageError(f"--min-bytes {text!r}: {pattern!r} is not a regular expression ({err})"
+                             ) from None
+    if len(overall) > 1:
+        given = " and ".join(map(repr, overall))
+        raise UsageError(f"--min-bytes given twice without a range ({given}): give one global TOTAL or "
+                         "READ:WRITE, and REGEX=READ:WRITE for particular ranges")
+    return (parse_min_bytes(overall[0]) if overall else None), rules
+
+
+def _apply_min_rules(df: pd.DataFrame, rules: Sequence[MinRule]) -> None:
+    """Each rule's minimum to the rows whose range matches it and no earlier rule."""
+    taken = np.zeros(len(df), dtype=bool)
+    for pattern, (read, write, total) in rules:
+        hit = np.array([bool(pattern.search(r)) for r in df["range"]], dtype=bool)
+        if not hit.any():
+            names = sorted({r for r in df["range"] if r})
+            known = (f"the ranges are {', '.join(names[:5])}{', ...' if len(names) > 5 else ''}" if names
+                     else "the report has no NVTX range: give the global TOTAL or READ:WRITE")
+            raise UsageError(f"--min-bytes {pattern.pattern!r} matches no range: {known}")
+        hit &= ~taken
+        df.loc[hit, ["min_read_bytes", "min_write_bytes", "min_bytes"]] = (read, write, total)
+        taken |= hit
 
 
 def _div(num: pd.Series, den: pd.Series) -> pd.Series:
@@ -128,7 +177,8 @@ def _group(kernels: pd.DataFrame, group_by: str) -> pd.DataFrame:
 
 
 def compute(rows: pd.DataFrame, plan: dict[str, Any] | None = None,
-            min_bytes: tuple[float, float, float] | None = None) -> pd.DataFrame:
+            min_bytes: tuple[float, float, float] | None = None,
+            min_rules: Sequence[MinRule] = ()) -> pd.DataFrame:
     """The analyzed table (COLUMNS + EXTRA_COLUMNS + other aliases) from grouped launch rows."""
     df = rows.copy()
     models = _config_models(plan)
@@ -145,6 +195,7 @@ def compute(rows: pd.DataFrame, plan: dict[str, Any] | None = None,
         df["min_bytes"] = total
     else:
         df["min_bytes"] = df["min_read_bytes"] + df["min_write_bytes"]
+    _apply_min_rules(df, min_rules)  # a named range's minimum wins over both
 
     df["time_ns"] = df["time"]
     # cp.async (LDGSTS) copies, the way pipelined kernels load: l1tex's op_ld bytes already count them (on
@@ -246,11 +297,11 @@ def diagnose(r: dict[str, Any]) -> str:
 
 def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None, *,
                     min_bytes: tuple[float, float, float] | None = None, group_by: str = "range",
-                    allow_partial: bool = False, run_name: str | None = None
-                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+                    allow_partial: bool = False, run_name: str | None = None,
+                    min_rules: Sequence[MinRule] = ()) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(analyzed table, launch table) of the given reports. Empty tables when there are no reports."""
-    if group_by not in ("range", "kernel"):
-        raise UsageError(f"unknown --group-by {group_by!r}: use range or kernel")
+    if group_by not in ("range", "kernel", "op"):
+        raise UsageError(f"unknown --group-by {group_by!r}: use range, kernel or op")
     frames = []
     empty: list[EmptyReportError] = []
     for report in reports:
@@ -267,18 +318,29 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
             raise empty[0]
         return pd.DataFrame(columns=COLUMNS + EXTRA_COLUMNS), pd.DataFrame()
     kernels = pd.concat(frames, ignore_index=True)
-    return compute(_group(kernels, group_by), plan, min_bytes), kernels
+    rows = _group(kernels, "kernel" if group_by == "kernel" else "range")
+    table = compute(rows, plan, min_bytes, min_rules)
+    if group_by == "op":  # op calls are ranges: summarized per op type
+        from memtraffic.per_op import summarize
+
+        table = summarize(table)
+    return table, kernels
 
 
-def analyze_path(path: str | Path, min_bytes: str | None = None, group_by: str = "range") -> pd.DataFrame:
-    """`memtraffic analyze`: a run folder or any .ncu-rep -> the analyzed table."""
+def analyze_path(path: str | Path, min_bytes: str | Sequence[str] | None = None,
+                 group_by: str = "range") -> pd.DataFrame:
+    """`memtraffic analyze`: a run folder or any .ncu-rep -> the analyzed table.
+
+    min_bytes: one or more --min-bytes values (see parse_min_bytes_options).
+    """
     from memtraffic.rundir import partial_reports_expected
 
+    texts = [min_bytes] if isinstance(min_bytes, str) else list(min_bytes or [])
+    overall, rules = parse_min_bytes_options(texts)
     reports, plan, run, name = locate(path)
-    parsed = parse_min_bytes(min_bytes) if min_bytes else None
     partial = partial_reports_expected(run or {})
-    table, _ = analyze_reports(reports, plan, min_bytes=parsed, group_by=group_by, allow_partial=partial,
-                               run_name=name)
+    table, _ = analyze_reports(reports, plan, min_bytes=overall, group_by=group_by, allow_partial=partial,
+                               run_name=name, min_rules=rules)
     return table
 
 
@@ -372,6 +434,10 @@ def format_table(df: pd.DataFrame, group_by: str = "range") -> str:
 def render(df: pd.DataFrame, fmt: str, group_by: str = "range") -> str:
     from memtraffic.tables import dump
 
+    if group_by == "op":
+        from memtraffic import per_op
+
+        return per_op.format_table(df) if fmt == "table" else dump(per_op.to_records(df), fmt)
     if fmt == "table":
         return format_table(df, group_by)
     return dump(to_records(df), fmt)

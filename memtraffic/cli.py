@@ -292,15 +292,21 @@ def profile(
 def analyze(
     path: Annotated[Path, typer.Argument(help="A run folder from 'memtraffic measure', or any .ncu-rep.")],
     min_bytes: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
             help="The minimum traffic, for reports captured by hand: TOTAL (read + write), or "
             "READ:WRITE for per-direction efficiencies. Sizes as 8388608, 8.39MB (SI) or 8MiB "
-            "(binary), e.g. 8MiB:8MiB. Overrides the op model of our own runs."
+            "(binary), e.g. 8MiB:8MiB. REGEX=READ:WRITE (or REGEX=TOTAL), repeatable: the ranges "
+            "whose name matches REGEX get that minimum (the first matching one wins), e.g. "
+            "'attn=8MiB:8MiB' for memtraffic.region('attn', ...). Overrides the op model of our own runs."
         ),
     ] = None,
     group_by: Annotated[
-        str, typer.Option(help="range: a row per NVTX range, its kernels summed; kernel: a row per launch.")
+        str,
+        typer.Option(
+            help="range: a row per NVTX range, its kernels summed; kernel: a row per launch; op: a row "
+            "per op type of a traced program (profile --torch-ops) or region name, largest excess first."
+        ),
     ] = "range",
     fmt: Annotated[
         str,
@@ -326,12 +332,46 @@ def analyze(
     Examples:
       memtraffic analyze reports/h100/seed_1048576x2_fp32
       memtraffic analyze my_app.ncu-rep --min-bytes 8MiB:8MiB
+      memtraffic analyze my_app.ncu-rep --min-bytes 'attn=24MiB:8MiB' --min-bytes 'mlp=64MiB:16MiB'
       memtraffic analyze RUN --group-by kernel --format json > rows.json
+      memtraffic analyze RUN --group-by op
     """
     from memtraffic.analyze import analyze_path, render
 
     _check_format(fmt, ("table", "json", "csv"))
     typer.echo(render(analyze_path(path, min_bytes=min_bytes, group_by=group_by), fmt, group_by))
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@_errors_to_exit
+def ops(
+    command: Annotated[
+        list[str] | None, typer.Argument(help="The program to run, after --: python train.py ARGS.")
+    ] = None,
+    fmt: Fmt = "table",
+) -> None:
+    """Run a PyTorch program with every aten op traced (no ncu, CPU or GPU): its compulsory traffic.
+
+    Per op call, in program order: the aten overload, shape and dtype of its
+    first input, the minimum bytes read (each distinct input once) and
+    written (each output once; in-place: read and written), model FLOPs
+    (torch.utils.flop_counter, where it knows the op) and FLOP/byte; then a
+    summary per op type, most bytes first. Regions (memtraffic.region) are
+    listed too. The program is not edited: memtraffic traces it from the
+    moment it imports torch. Its own output goes to stderr.
+
+    Examples:
+      memtraffic ops -- python train.py --steps 1
+      memtraffic ops --format json -- python infer.py > ops.json
+    """
+    from memtraffic.trace_cmd import check_run, format_ops, run_traced
+
+    _check_format(fmt, ("table", "json", "csv"))
+    cmd = list(command or [])
+    run = run_traced(cmd)
+    if run.records:
+        typer.echo(format_ops(run.records, fmt))
+    check_run(run, cmd)
 
 
 @app.command()

@@ -37,8 +37,11 @@ from memtraffic.ncu import (
     run_ncu,
 )
 from memtraffic.rundir import DEFAULT_RUNS_ROOT, environment, gpu_name, new_run_dir, utc_now
+from memtraffic.trace_cmd import tracer_env
+from memtraffic.tracefile import TRACE_ENV
 
 TRACE_FILE = "trace.jsonl"
+TORCH_MARK_FILE = "torch-imported"
 REPORT_FILE = "profile.ncu-rep"
 
 
@@ -96,28 +99,32 @@ def resolve_program(command: Sequence[str]) -> str:
 
 def program_env(run_dir: Path, torch_ops: bool, base: dict[str, str] | None = None) -> dict[str, str]:
     """The program's environment: regions and the op tracer append their records to the run's trace."""
-    from memtraffic.trace import injection_env
-
     env = dict(os.environ if base is None else base)
-    env["MEMTRAFFIC_TRACE"] = str(run_dir / TRACE_FILE)
-    if torch_ops:
-        env.update(injection_env(env))
+    if torch_ops:  # the tracer starts with the program (sitecustomize); the mark says torch was imported
+        return tracer_env(run_dir / TRACE_FILE, env, torch_mark=run_dir / TORCH_MARK_FILE)
+    env[TRACE_ENV] = str(run_dir / TRACE_FILE)
     return env
 
 
 def read_trace(path: Path) -> list[dict[str, Any]]:
-    """The records the program wrote, in order, as plan configs with ids; cut or foreign lines skipped."""
-    configs: list[dict[str, Any]] = []
+    """The program's records as plan configs with ids, in program order per process (processes in order
+    of their first record). A line cut short when the program died is skipped, not fatal: the rest of a
+    failed program's trace still explains its partial report."""
+    records: list[dict[str, Any]] = []
     if not path.is_file():
-        return configs
+        return records
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
             rec = json.loads(line)
-        except json.JSONDecodeError:  # a line cut short when the program died
+        except json.JSONDecodeError:
             continue
         if isinstance(rec, dict) and isinstance(rec.get("range"), str):
-            configs.append({**rec, "id": len(configs)})
-    return configs
+            records.append(rec)
+    first: dict[Any, int] = {}
+    for rec in records:
+        first.setdefault(rec.get("pid"), len(first))
+    records.sort(key=lambda r: (first[r.get("pid")], r.get("seq", 0)))
+    return [{**rec, "id": i} for i, rec in enumerate(records)]
 
 
 def _label(command: Sequence[str]) -> str:
@@ -182,6 +189,9 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
     (run_dir / "plan.json").write_text(json.dumps(plan, indent=2) + "\n")
     (run_dir / "run.json").write_text(json.dumps(run, indent=2) + "\n")  # saved before analysis can fail
     echo(f"ncu profiled {result.kernels} kernel launches; the program recorded {len(configs)} ops/regions")
+    if opts.torch_ops and not (run_dir / TORCH_MARK_FILE).exists():
+        echo("warning: --torch-ops traced nothing: the program never imported torch (is it a Python "
+             "program run by this Python's environment?)")
 
     failed = result.returncode != 0 and not result.interrupted
     if not has_report or result.no_kernels or result.kernels == 0:

@@ -1,0 +1,103 @@
+"""`analyze --group-by op` on a synthetic launch table of a traced program.
+
+The launch table stands in for what extract.read_report gives for a `profile --torch-ops` run: the
+numbers are made up for the arithmetic (multiples of 32-byte sectors), not measurements. The plan's
+configs are trace records (memtraffic.tracefile), so each kernel inherits the minimum of its op's range.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from memtraffic import analyze
+from memtraffic.cli import app
+from memtraffic.extract import range_label
+from memtraffic.metrics import METRICS
+from memtraffic.tracefile import make_record
+
+
+def _config(seq: int, op: str, read: int, write: int, kind: str = "op") -> dict:
+    name = f"mt|op|{seq}|{op}" if kind == "op" else f"mt|region|{op}|{seq}"
+    return make_record(kind, seq, op, name, [{"shape": [8, 8], "dtype": "fp32"}], [], read, write, None)
+
+
+CONFIGS = [
+    _config(0, "aten.mm.default", 3200, 1024),
+    _config(1, "aten._softmax.default", 1024, 1024),
+    _config(2, "aten._softmax.default", 1024, 1024),
+    _config(3, "attn", 2048, 2048, kind="region"),
+]
+
+
+def _kernel(launch: int, stack: list[str], ld: int, st: int, dram_rd: int, dram_wr: int) -> dict:
+    row = {alias: math.nan for alias in METRICS}
+    row.update(report="synthetic.ncu-rep", launch=launch, range=range_label(stack) if stack else "",
+               nvtx=" / ".join(stack), kernel=f"k{launch}", kernel_full=f"k{launch}", grid_size=1,
+               block_size=1, device="GPU", passes=5, time=1000.0, l1_ld_bytes=ld, l1_st_bytes=st,
+               req_ld_bytes=ld, req_st_bytes=st, l2_rd_sectors=ld / 32, l2_wr_sectors=st / 32,
+               dram_rd_bytes=dram_rd, dram_wr_bytes=dram_wr)
+    return row
+
+
+LAUNCHES = pd.DataFrame([
+    _kernel(0, ["mt|op|0|aten.mm.default"], 3200, 1024, 3200, 1024),             # at the minimum
+    _kernel(1, ["mt|op|1|aten._softmax.default"], 2048, 1024, 1024, 1024),       # two passes over the input
+    _kernel(2, ["mt|op|1|aten._softmax.default"], 2048, 1024, 1024, 1024),
+    _kernel(3, ["mt|op|2|aten._softmax.default"], 1024, 1024, 1024, 1024),       # one pass
+    _kernel(4, ["mt|region|attn|3"], 8192, 2048, 2048, 2048),                     # 4x loads, caches absorb
+    _kernel(5, [], 640, 640, 640, 640),                                           # no range: a stray kernel
+])
+
+
+@pytest.fixture
+def run(tmp_path, monkeypatch):
+    (tmp_path / "plan.json").write_text(json.dumps({"configs": CONFIGS}))
+    (tmp_path / "profile.ncu-rep").write_bytes(b"stands in; read_report is replaced")
+    monkeypatch.setattr(analyze, "read_report", lambda *_a, **_k: LAUNCHES.copy())
+    return tmp_path
+
+
+def test_op_types_sorted_by_excess_with_efficiency_per_level(run):
+    table = analyze.analyze_path(run, group_by="op")
+    assert list(table["op"]) == ["attn", "aten._softmax.default", "aten.mm.default",
+                                 "(outside any op or region)"]
+    attn, softmax, mm, outside = table.to_dict("records")
+    # softmax: 2 calls, 3 kernels; minimum 2 x (1024 + 1024); L1 moved 4096+1024 loads, 3072 stores
+    assert (softmax["calls"], softmax["n_kernels"], softmax["time_ns"]) == (2, 3, 3000)
+    assert (softmax["min_read_bytes"], softmax["min_write_bytes"], softmax["min_bytes"]) == (2048, 2048, 4096)
+    assert softmax["excess_l1_bytes"] == 5120 + 3072 - 4096
+    assert softmax["excess_dram_bytes"] == 3072 + 3072 - 4096
+    assert softmax["excess_bytes"] == softmax["excess_l1_bytes"] == softmax["excess_l2_bytes"]
+    assert softmax["eff_l1_ld"] == pytest.approx(2048 / 5120)
+    assert softmax["eff_l1_st"] == pytest.approx(2048 / 3072)
+    assert softmax["eff_dram"] == pytest.approx(4096 / 6144)
+    assert softmax["worst_range"] == "mt|op|1|aten._softmax.default" and "2 kernels" in softmax["diagnosis"]
+    assert attn["excess_bytes"] == 8192 + 2048 - 4096 and attn["excess_dram_bytes"] == 0
+    assert attn["eff_l1_ld"] == pytest.approx(0.25) and attn["eff_dram"] == pytest.approx(1.0)
+    assert (mm["excess_bytes"], mm["eff_l2"], mm["diagnosis"]) == (0, 1.0, "")
+    assert math.isnan(outside["min_bytes"]) and math.isnan(outside["excess_bytes"])
+    assert outside["worst_range"] == ""
+
+
+def test_cli_group_by_op_json_and_table(run):
+    res = CliRunner().invoke(app, ["analyze", str(run), "--group-by", "op", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)
+    assert [r["op"] for r in rows[:2]] == ["attn", "aten._softmax.default"]
+    assert rows[1]["excess_bytes"] == 4096 and isinstance(rows[1]["excess_bytes"], int)
+    assert rows[-1]["excess_bytes"] is None
+    res = CliRunner().invoke(app, ["analyze", str(run), "--group-by", "op"])
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert lines[3].split()[:3] == ["aten._softmax.default", "2", "3"]
+    assert "  attn: " in res.stdout and "(worst call mt|region|attn|3)" in res.stdout
+
+
+def test_unknown_group_by_is_a_usage_error(run):
+    res = CliRunner().invoke(app, ["analyze", str(run), "--group-by", "layer"])
+    assert res.exit_code == 2 and res.stderr == "error: unknown --group-by 'layer': use range, kernel or op\n"
