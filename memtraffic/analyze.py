@@ -371,10 +371,14 @@ def to_records(df: pd.DataFrame) -> list[dict[str, Any]]:
 def _label(r: dict[str, Any]) -> str:
     if r["variant"]:
         params = ",".join(f"{k}={v}" for k, v in _explicit(r).items())
-        text = " ".join(p for p in (r["variant"], r["shape"], r["dtype"], params) if p)
-    else:
-        text = r["range"] or r["kernels"][0]
-    return text
+        return " ".join(p for p in (r["variant"], r["shape"], r["dtype"], params) if p)
+    parts = (r["range"] or "").split("|")
+    if len(parts) >= 4 and parts[0] == "mt" and parts[1] in ("op", "region") and r["op"]:
+        # 'mt|op|<seq>|<overload>' / 'mt|region|<name>|<seq>': name, call number, first input
+        seq = parts[2] if parts[1] == "op" else parts[-1]
+        name = r["op"] if parts[1] == "op" else f"region {r['op']}"
+        return " ".join(p for p in (f"{name} #{seq}", r["shape"], r["dtype"]) if p)
+    return r["range"] or r["kernels"][0]
 
 
 def _explicit(r: dict[str, Any]) -> dict[str, Any]:

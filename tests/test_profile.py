@@ -107,3 +107,117 @@ def test_no_gpu_is_one_line(tmp_path, monkeypatch):
     result = CliRunner().invoke(app, ["profile", "--", sys.executable, "-c", "pass"])
     assert result.exit_code == 1
     assert result.stderr.startswith("error: no NVIDIA GPU is visible") and result.stderr.count("\n") == 1
+
+
+# --- the whole stage on a CPU, with a stand-in ncu that runs the program and profiles nothing ---------------
+
+PASS_THROUGH = """
+import os, subprocess
+argv = sys.argv[1:]
+if argv == ["--version"]:
+    print("Version 2025.3.1.0")
+    sys.exit(0)
+app = argv[argv.index("--export") + 2:]
+print("==PROF== Connected to process 1")
+code = subprocess.call(app)
+print("==WARNING== No kernels were profiled.")
+sys.exit(code)
+"""
+
+REGION_PROGRAM = """
+import sys
+import numpy as np
+import memtraffic
+x = np.zeros((64, 32), dtype=np.float32)
+with memtraffic.region("step", inputs=[x], outputs=[x]):
+    pass
+print("program ran")
+sys.exit(int(sys.argv[1]))
+"""
+
+
+@pytest.fixture
+def stand_in(tmp_path, monkeypatch):
+    ncu = fake_ncu(tmp_path / "ncu", PASS_THROUGH)
+    monkeypatch.setenv("MEMTRAFFIC_NCU", str(ncu))
+    monkeypatch.setattr(prof, "gpu_name", lambda: "Fake GPU")
+    monkeypatch.setattr(prof, "query_metric_names", lambda ncu, key=None: ncu_mod.parse_query_metrics(
+        "\n".join(ncu_mod.base_name(n) for n in ncu_mod.resolve_metrics("traffic"))))
+    program = tmp_path / "prog.py"
+    program.write_text(REGION_PROGRAM)
+    return program
+
+
+def test_a_program_that_fails_before_any_kernel_keeps_its_run_and_exit_code(tmp_path, stand_in):
+    out = tmp_path / "run"
+    lines: list[str] = []
+    with pytest.raises(prof.ProgramFailed, match="the program exited with code 3 before ncu profiled any "
+                       "kernel") as err:
+        prof.profile(prof.ProfileOptions(command=[sys.executable, str(stand_in), "3"], out=out), lines.append)
+    assert err.value.exit_code == 3
+    run = json.loads((out / "run.json").read_text())
+    assert run["returncode"] == 3 and run["kernels_profiled"] == 0 and run["environment"]["gpu"] == "Fake GPU"
+    assert run["attempts"][0]["argv"][-3:] == [sys.executable, str(stand_in), "3"]
+    # the region the program recorded before failing is the plan
+    (config,) = json.loads((out / "plan.json").read_text())["configs"]
+    assert config["kind"] == "region" and config["op"] == "step" and config["min_read_bytes"] == 64 * 32 * 4
+    assert "program ran" in lines
+
+
+def test_a_program_that_launches_no_kernel_is_one_clear_error(tmp_path, stand_in):
+    result = CliRunner().invoke(app, ["profile", "--out", str(tmp_path / "run"), "--",
+                                      sys.executable, str(stand_in), "0"])
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        "error: ncu profiled no kernel: the program launched no CUDA kernel (does it use the GPU?)")
+    assert (tmp_path / "run" / "run.json").is_file()  # nothing is lost: the run folder says what happened
+
+
+def test_torch_ops_on_a_program_without_torch_says_so(tmp_path, stand_in):
+    lines: list[str] = []
+    with pytest.raises(Exception, match="ncu profiled no kernel"):
+        prof.profile(prof.ProfileOptions(command=[sys.executable, str(stand_in), "0"], torch_ops=True,
+                                         out=tmp_path / "run"), lines.append)
+    assert any(line.startswith("warning: --torch-ops traced nothing: the program never imported torch")
+               for line in lines)
+
+
+def test_the_run_folder_is_never_overwritten(tmp_path, stand_in):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    with pytest.raises(UsageError, match="already exists and is not empty"):
+        prof.profile(prof.ProfileOptions(command=[sys.executable, str(stand_in), "0"], out=out))
+    assert (out / "keep.txt").read_text() == "mine"
+
+
+# --- on the GPU machine -------------------------------------------------------------------------------------
+
+TORCH_PROGRAM = """
+import sys, torch
+x = torch.randn(512, 256, device="cuda")
+y = torch.softmax(x, dim=-1)
+z = (y * 2).sum()
+torch.cuda.synchronize()
+sys.exit(int(sys.argv[1]))
+"""
+
+
+@pytest.mark.ncu
+def test_profile_torch_ops_end_to_end_on_gpu(tmp_path):
+    """Every kernel lands in its op's range and inherits the op's minimum; a failing program keeps it all."""
+    try:
+        ncu_mod.find_ncu()
+    except Exception as err:  # noqa: BLE001 - no ncu: nothing to test here
+        pytest.skip(str(err))
+    program = tmp_path / "prog.py"
+    program.write_text(TORCH_PROGRAM)
+    result = prof.profile(prof.ProfileOptions(command=[sys.executable, str(program), "5"], torch_ops=True,
+                                              out=tmp_path / "run"))
+    assert result.returncode == 5  # the program failed at its end: its kernels are still analyzed
+    rows = {r["op"]: r for r in result.table.to_dict("records")}
+    assert rows["aten._softmax.default"]["min_read_bytes"] == 512 * 256 * 4
+    assert rows["aten._softmax.default"]["min_write_bytes"] == 512 * 256 * 4
+    assert rows["aten._softmax.default"]["n_kernels"] == 1
+    assert rows["aten._softmax.default"]["l1_ld_bytes"] >= 512 * 256 * 4
+    assert {"aten.mul.Tensor", "aten.sum.default"} <= set(rows)
