@@ -141,14 +141,27 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None) -> 
     from memtraffic import analyze as analysis
 
     echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
+    # Where measure's own time goes (run.json "timings"): the tool's overhead over bare ncu.
+    clock, timings = time.perf_counter(), {}
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        timings[name] = round(now - clock, 3)
+        clock = now
+
     plan = opts.plan or build_plan(opts.variants, opts.shapes, opts.dtypes, opts.params, opts.all_variants,
                                    variant_files=opts.variant_files)
+    lap("plan_s")
     build_ncu_command("ncu", [], "r", [], cache_control=opts.cache_control, clock_control=opts.clock_control)
     resolve_metrics(opts.metrics)  # names that are not even metric-shaped fail before we look for ncu
     ncu = find_ncu()
     version = ncu_version(ncu)
+    lap("ncu_version_s")
     gpu = check_gpu()
+    lap("gpu_check_s")
     metrics = resolve_metrics(opts.metrics, query_metric_names(ncu, metrics_cache_key(ncu, version, gpu)))
+    lap("query_metrics_s")
 
     variants = list(dict.fromkeys(c["variant"] for c in plan["configs"]))
     run_dir = new_run_dir(variants, opts.out, opts.runs_root)
@@ -172,6 +185,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None) -> 
         "clock_control": opts.clock_control,
         "cache_control": opts.cache_control,
     }
+    lap("environment_s")
     t0 = time.perf_counter()
     try:
         outcome = profile_plan(plan, run_dir, ncu, metrics, opts, echo)
@@ -200,9 +214,12 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None) -> 
         run["passes"] = int(found.max()) if len(found) else None
     profiled = set(kernels["range"]) if len(kernels) else set()
     run["configs"] = _config_entries(plan, status, profiled)
-    (run_dir / "run.json").write_text(json.dumps(run, indent=2) + "\n")
     if len(table):
         analysis.save_results(table, run_dir)
+    lap("ncu_and_analysis_s")
+    timings["analysis_s"] = round(timings["ncu_and_analysis_s"] - run["wall_time_s"], 3)
+    run["timings"] = timings
+    (run_dir / "run.json").write_text(json.dumps(run, indent=2) + "\n")
 
     ok_ranges = [c["range"] for c in run["configs"] if c["status"] == "ok"]
     if ok_ranges and not profiled and not outcome["interrupted"]:
