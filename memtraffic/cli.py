@@ -126,6 +126,14 @@ def measure(
     cache_control: Annotated[
         str, typer.Option(help="ncu --cache-control: all (flush caches before each replay pass) or none.")
     ] = "all",
+    source: Annotated[
+        bool,
+        typer.Option(
+            "--source/--no-source",
+            help="Also collect per-instruction counters and embed the kernels' source and SASS, for "
+            "'memtraffic lines' (ncu's SourceCounters section; reports of torch kernels grow by MBs).",
+        ),
+    ] = False,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Also show ncu's own ==PROF== lines.")
     ] = False,
@@ -169,6 +177,7 @@ def measure(
         out=out,
         clock_control=clock_control,
         cache_control=cache_control,
+        source=source,
         verbose=verbose,
     )
     result = run_measure(opts, echo=lambda line: typer.echo(line, err=True))

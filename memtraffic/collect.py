@@ -213,21 +213,28 @@ def build_ncu_command(
     cache_control: str = "all",
     clock_control: str = "none",
     import_sass: bool = False,
+    source: bool = False,
     nvtx_include: str = NVTX_INCLUDE,
 ) -> list[str]:
-    """The ncu argv that profiles into `report` only the kernels launched inside our NVTX ranges of `app`."""
+    """The ncu argv that profiles into `report` only the kernels launched inside our NVTX ranges of `app`.
+
+    `source` adds the per-instruction counters (SourceCounters section) that `memtraffic lines` reads,
+    the kernels' source text, and their cubins: without the cubin ncu_report maps no PC to a line.
+    """
     if cache_control not in CACHE_CONTROLS:
         raise UsageError(f"unknown --cache-control {cache_control!r}: use one of {', '.join(CACHE_CONTROLS)}")
     if clock_control not in CLOCK_CONTROLS:
         raise UsageError(f"unknown --clock-control {clock_control!r}: use one of {', '.join(CLOCK_CONTROLS)}")
+    per_line = ["--section", "SourceCounters", "--import-source", "yes"] if source else []
     return [
         str(ncu),
         "--metrics", ",".join(metrics),
+        *per_line,
         "--nvtx", "--nvtx-include", nvtx_include,
         "--cache-control", cache_control,
         "--clock-control", clock_control,
         # Without this ncu embeds every kernel's cubin: a torch kernel's report grows from ~30 KB to ~6 MB.
-        "--import-sass", "yes" if import_sass else "no",
+        "--import-sass", "yes" if import_sass or source else "no",
         # The runner is launched directly by ncu; torch.compile's worker processes launch no kernels.
         "--target-processes", "application-only",
         "--export", str(report),
@@ -487,6 +494,7 @@ class MeasureOptions:
     out: Path | None = None
     clock_control: str = "none"
     cache_control: str = "all"
+    source: bool = False  # per-line counters and source text for `memtraffic lines`
     verbose: bool = False
     runs_root: Path = DEFAULT_RUNS_ROOT
     max_attempts: int | None = None  # fresh ncu processes after runner crashes; default: one per config
@@ -562,7 +570,8 @@ def profile_plan(plan: dict[str, Any], run_dir: Path, ncu: Path, metrics: Sequen
             break
         report = run_dir / ("profile.ncu-rep" if attempt == 1 else f"profile-{attempt}.ncu-rep")
         argv = build_ncu_command(ncu, metrics, report, runner_argv(plan_path),
-                                 cache_control=opts.cache_control, clock_control=opts.clock_control)
+                                 cache_control=opts.cache_control, clock_control=opts.clock_control,
+                                 source=opts.source)
         result = ncu_runner(argv, run_dir / "ncu.log", echo=echo, verbose=opts.verbose)
         attempts.append({"argv": argv, "returncode": result.returncode, "passes": result.passes,
                          "no_kernels_message": result.no_kernels})
@@ -626,7 +635,8 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None) -> 
     variants = list(dict.fromkeys(c["variant"] for c in plan["configs"]))
     run_dir = new_run_dir(variants, opts.out, opts.runs_root)
     plan["metrics"] = {"spec": opts.metrics, "names": metrics}
-    plan["options"] = {"clock_control": opts.clock_control, "cache_control": opts.cache_control}
+    plan["options"] = {"clock_control": opts.clock_control, "cache_control": opts.cache_control,
+                       "source": opts.source}
     (run_dir / "plan.json").write_text(json.dumps(plan, indent=2) + "\n")
     for s in plan["skipped"]:
         echo(f"skip {s['variant']} {'x'.join(map(str, s['shape']))} {s['dtype']}: {s['reason']}")
@@ -644,6 +654,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None) -> 
         "metric_names": metrics,
         "clock_control": opts.clock_control,
         "cache_control": opts.cache_control,
+        "source": opts.source,
     }
     t0 = time.perf_counter()
     try:
