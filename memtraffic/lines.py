@@ -23,6 +23,7 @@ Kernels without line info (torch's and cuBLAS's own) get one row per memory inst
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -180,6 +181,32 @@ COLUMNS = ("launch", "range", "kernel", "file", "line", "pc", "source", "operati
            "bytes_requested", "bytes_moved", "share", "min_bytes", "verdict")
 
 
+def report_lines(reports: Sequence[Path],
+                 plan: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], int]:
+    """Rows (COLUMNS) of every kernel with per-line counters in these reports, and how many kernels the
+    reports hold in all. Minimums come from the plan's config of each kernel's NVTX range."""
+    minimums = {c["range"]: (c.get("min_read_bytes"), c.get("min_write_bytes"))
+                for c in (plan or {}).get("configs", [])}
+    ncu_report = import_ncu_report()
+    rows: list[dict[str, Any]] = []
+    launch = 0
+    for report_path in reports:
+        try:
+            report = ncu_report.load_report(str(report_path))
+        except Exception as err:  # the module raises assorted types for unreadable files
+            raise ReportError(f"{report_path} cannot be read as an Nsight Compute report: {err}") from None
+        for i in range(report.num_ranges()):
+            rng = report.range_by_idx(i)
+            for j in range(rng.num_actions()):
+                action = rng.action_by_idx(j)
+                label = range_label(_range_stack(action))
+                min_read, min_write = minimums.get(label, (None, None))
+                rows += [{"launch": launch, "range": label, "kernel": action.name(), **r}
+                         for r in kernel_lines(action, min_read, min_write)]
+                launch += 1
+    return [{c: r[c] for c in COLUMNS} for r in rows], launch
+
+
 def read_lines(path: str | Path, kernel: str | None = None, top: int | None = None) -> list[dict[str, Any]]:
     """`memtraffic lines`: a run folder or .ncu-rep -> rows (COLUMNS), kernel by kernel in launch order,
     each kernel's lines by excess. `kernel` is a regex searched in the kernel name and the range."""
@@ -190,38 +217,32 @@ def read_lines(path: str | Path, kernel: str | None = None, top: int | None = No
     if top is not None and top < 1:
         raise UsageError(f"--top {top}: give a positive number of lines per kernel")
     reports, plan, _, _ = locate(path)
-    minimums = {c["range"]: (c.get("min_read_bytes"), c.get("min_write_bytes"))
-                for c in (plan or {}).get("configs", [])}
-    ncu_report = import_ncu_report()
-    rows: list[dict[str, Any]] = []
-    launch = seen = with_source = 0
-    for report_path in reports:
-        try:
-            report = ncu_report.load_report(str(report_path))
-        except Exception as err:  # the module raises assorted types for unreadable files
-            raise ReportError(f"{report_path} cannot be read as an Nsight Compute report: {err}") from None
-        for i in range(report.num_ranges()):
-            rng = report.range_by_idx(i)
-            for j in range(rng.num_actions()):
-                action = rng.action_by_idx(j)
-                name, label = action.name(), range_label(_range_stack(action))
-                launch += 1
-                seen += 1
-                if not has_source_counters(action):
-                    continue
-                with_source += 1
-                if pattern and not (pattern.search(name) or pattern.search(label)):
-                    continue
-                min_read, min_write = minimums.get(label, (None, None))
-                lines = kernel_lines(action, min_read, min_write)
-                rows += [{"launch": launch - 1, "range": label, "kernel": name, **r} for r in lines[:top]]
-    if not seen:
+    rows, kernels = report_lines(reports, plan)
+    if not kernels:
         raise ReportError(f"{path} holds no profiled kernel: is it an Nsight Compute report?")
-    if not with_source:
+    if not rows:
         raise ReportError(f"{path} has no per-line counters (ncu's SourceCounters section): {NO_SOURCE_HINT}")
-    if pattern and not rows:
-        raise UsageError(f"no kernel or range matches --kernel {kernel!r} in {path}")
-    return [{c: r[c] for c in COLUMNS} for r in rows]
+    if pattern:
+        rows = [r for r in rows if pattern.search(r["kernel"]) or pattern.search(r["range"])]
+        if not rows:
+            raise UsageError(f"no kernel or range matches --kernel {kernel!r} in {path}")
+    if top is not None:
+        by_kernel = itertools.groupby(rows, key=lambda r: r["launch"])
+        rows = [r for _, group in by_kernel for r in list(group)[:top]]
+    return rows
+
+
+def worst_line(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The line with the most excess sectors, if any line has excess."""
+    worst = max(rows, key=lambda r: r["excess_sectors"], default=None)
+    return worst if worst is not None and worst["excess_sectors"] > 0 else None
+
+
+def describe(row: dict[str, Any]) -> str:
+    """'worst line softmax_rows.py:38 (redundant, 80% of its kernel's bytes)' for analyze's diagnosis."""
+    kind = " + ".join(part.split(":")[0] for part in row["verdict"].split("; "))
+    where = f"line {_where(row)}" if row["file"] else f"instruction {row['pc']} ({_opcode(row['source'])})"
+    return f"worst {where} ({kind}, {row['share']:.0%} of its kernel's bytes)"
 
 
 def _where(r: dict[str, Any]) -> str:

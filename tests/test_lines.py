@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from memtraffic.analyze import analyze_path
 from memtraffic.cli import app
 from memtraffic.exceptions import ReportError
 from memtraffic.lines import COLUMNS, SECTOR, read_lines
@@ -177,6 +178,17 @@ def test_plain_ncu_report_without_ranges_judges_sector_waste_only():
     strided_load = next(r for r in rows if r["kernel"] == "strided_copy" and r["operation"] == "load")
     assert strided_load["verdict"].startswith("sector waste")
     assert all(r["verdict"] == "fine" for r in rows if r["kernel"] == "contiguous_copy")
+
+
+def test_analyze_diagnosis_names_the_worst_line_when_the_report_has_source(seed):
+    table = analyze_path(SEED).set_index("variant")
+    load = next(r for r in seed if r["kernel"] == "_softmax_naive_kernel")
+    where = f"{Path(load['file']).name}:{load['line']}"
+    assert table.loc["softmax_naive", "diagnosis"].endswith(
+        f"; worst line {where} (redundant, {load['share']:.0%} of its kernel's bytes)")
+    torch_worst = next(r for r in seed if r["kernel"] == "softmax_warp_forward")
+    assert f"worst instruction {torch_worst['pc']} (LDG.E)" in table.loc["torch_softmax", "diagnosis"]
+    assert table.loc["softmax_tiled", "diagnosis"] == ""  # efficient: no diagnosis, no worst line
 
 
 def test_report_without_source_counters_says_how_to_capture_one():
