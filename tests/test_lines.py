@@ -9,7 +9,9 @@ No number is typed in here: every expected value is read from those files or the
 from __future__ import annotations
 
 import csv
+import html
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +23,7 @@ from memtraffic.analyze import analyze_path
 from memtraffic.cli import app
 from memtraffic.exceptions import ReportError
 from memtraffic.lines import COLUMNS, SECTOR, read_lines
+from memtraffic.report import build_report
 
 REPO = Path(__file__).resolve().parent.parent
 H100 = REPO / "reports" / "h100"
@@ -189,6 +192,22 @@ def test_analyze_diagnosis_names_the_worst_line_when_the_report_has_source(seed)
     torch_worst = next(r for r in seed if r["kernel"] == "softmax_warp_forward")
     assert f"worst instruction {torch_worst['pc']} (LDG.E)" in table.loc["torch_softmax", "diagnosis"]
     assert table.loc["softmax_tiled", "diagnosis"] == ""  # efficient: no diagnosis, no worst line
+
+
+def test_html_report_shows_each_kernels_lines_with_traffic_bars(seed, monkeypatch, tmp_path):
+    monkeypatch.setenv("MEMTRAFFIC_CACHE", str(tmp_path))  # no stray user ceilings
+    page = build_report(SEED, next((REPO / "reports" / "ceilings").glob("*H100*.json")))
+    section = page[page.index("<h2>Source lines</h2>"):]
+    assert [h.split(" [")[0] for h in re.findall(r"<h3>([^<]*)</h3>", section)] == list(
+        dict.fromkeys(r["kernel"] for r in seed))
+    naive = [r for r in seed if r["kernel"] == "_softmax_naive_kernel"]
+    widest = max(r["bytes_moved"] for r in naive)
+    load = naive[0]
+    need = 100 * (load["bytes_moved"] - load["excess_sectors"] * SECTOR) / widest
+    excess = 100 * load["excess_sectors"] * SECTOR / widest
+    assert (f"<span class='need' style='width:{need:.1f}%'></span>"
+            f"<span class='excess' style='width:{excess:.1f}%'></span>") in section
+    assert html.escape(load["source"]) in section and html.escape(load["verdict"]) in section
 
 
 def test_report_without_source_counters_says_how_to_capture_one():
