@@ -131,7 +131,8 @@ def measure(
         typer.Option(
             "--source/--no-source",
             help="Also collect per-instruction counters and embed the kernels' source and SASS, for "
-            "'memtraffic lines' (ncu's SourceCounters section; reports of torch kernels grow by MBs).",
+            "'memtraffic lines' (ncu's SourceCounters section). Off by default: on an H100 (2026-11-23, "
+            "measure --all) it took each kernel from 6 to 8 replay passes and the report from 0.53 to 95 MB.",
         ),
     ] = False,
     verbose: Annotated[
