@@ -219,7 +219,8 @@ def build_ncu_command(
     """The ncu argv that profiles into `report` only the kernels launched inside our NVTX ranges of `app`.
 
     `source` adds the per-instruction counters (SourceCounters section) that `memtraffic lines` reads,
-    the kernels' source text, and their cubins: without the cubin ncu_report maps no PC to a line.
+    the kernels' source text, and their cubins (ncu 2025.3.1 refuses --import-source yes with --import-sass
+    no: "not compatible").
     """
     if cache_control not in CACHE_CONTROLS:
         raise UsageError(f"unknown --cache-control {cache_control!r}: use one of {', '.join(CACHE_CONTROLS)}")
