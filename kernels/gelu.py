@@ -214,7 +214,7 @@ def _cuda_module():
         cpp_sources=_CPP_DECL,
         cuda_sources=_CUDA_SOURCE,
         functions=["gelu_forward"],
-        extra_cuda_cflags=["-O3"],
+        extra_cuda_cflags=["-O3", "-lineinfo"],  # -lineinfo: PCs map to lines
         verbose=False,
     )
 

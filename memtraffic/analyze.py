@@ -319,12 +319,28 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
         return pd.DataFrame(columns=COLUMNS + EXTRA_COLUMNS), pd.DataFrame()
     kernels = pd.concat(frames, ignore_index=True)
     rows = _group(kernels, "kernel" if group_by == "kernel" else "range")
-    table = compute(rows, plan, min_bytes, min_rules)
+    table = _name_worst_lines(compute(rows, plan, min_bytes, min_rules), reports, plan)
     if group_by == "op":  # op calls are ranges: summarized per op type
         from memtraffic.per_op import summarize
 
         table = summarize(table)
     return table, kernels
+
+
+def _name_worst_lines(table: pd.DataFrame, reports: Sequence[Path],
+                      plan: dict[str, Any] | None) -> pd.DataFrame:
+    """With per-line counters (measure --source), a diagnosis ends with the row's worst source line."""
+    from memtraffic.lines import describe, report_lines, worst_line
+
+    lines, _ = report_lines(reports, plan)
+    if not lines:
+        return table
+    notes = []
+    for r in table.to_dict("records"):
+        mine = [x for x in lines if x["range"] == r["range"] and x["kernel"] in r["kernels"]]
+        worst = worst_line(mine) if r["diagnosis"] else None
+        notes.append(f"{r['diagnosis']}; {describe(worst)}" if worst else r["diagnosis"])
+    return table.assign(diagnosis=notes)
 
 
 def analyze_path(path: str | Path, min_bytes: str | Sequence[str] | None = None,

@@ -59,6 +59,7 @@ class MeasureOptions:
     out: Path | None = None
     clock_control: str = "none"
     cache_control: str = "all"
+    source: bool = False  # per-line counters and source text for `memtraffic lines`
     verbose: bool = False
     runs_root: Path = DEFAULT_RUNS_ROOT
     max_attempts: int | None = None  # fresh ncu processes after runner crashes; default: one per config
@@ -93,7 +94,8 @@ def profile_plan(plan: dict[str, Any], run_dir: Path, ncu: Path, metrics: Sequen
             break
         report = run_dir / ("profile.ncu-rep" if attempt == 1 else f"profile-{attempt}.ncu-rep")
         argv = build_ncu_command(ncu, metrics, report, runner_argv(plan_path),
-                                 cache_control=opts.cache_control, clock_control=opts.clock_control)
+                                 cache_control=opts.cache_control, clock_control=opts.clock_control,
+                                 source=opts.source)
         result = ncu_runner(argv, run_dir / "ncu.log", echo=echo, verbose=opts.verbose)
         attempts.append({"argv": argv, "returncode": result.returncode, "passes": result.passes,
                          "no_kernels_message": result.no_kernels})
@@ -166,7 +168,8 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None) -> 
     variants = list(dict.fromkeys(c["variant"] for c in plan["configs"]))
     run_dir = new_run_dir(variants, opts.out, opts.runs_root)
     plan["metrics"] = {"spec": opts.metrics, "names": metrics}
-    plan["options"] = {"clock_control": opts.clock_control, "cache_control": opts.cache_control}
+    plan["options"] = {"clock_control": opts.clock_control, "cache_control": opts.cache_control,
+                       "source": opts.source}
     (run_dir / "plan.json").write_text(json.dumps(plan, indent=2) + "\n")
     for s in plan["skipped"]:
         echo(f"skip {s['variant']} {'x'.join(map(str, s['shape']))} {s['dtype']}: {s['reason']}")
@@ -184,6 +187,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None) -> 
         "metric_names": metrics,
         "clock_control": opts.clock_control,
         "cache_control": opts.cache_control,
+        "source": opts.source,
     }
     lap("environment_s")
     t0 = time.perf_counter()

@@ -25,7 +25,8 @@
 # 3. why the caches hide the excess from DRAM but not from the clock;
 # 4. five unfused kernels against one fused kernel;
 # 5. long rows: one pass, the online softmax (two reads) and the three-pass softmax;
-# 6. softmax down columns: strided against coalesced.
+# 6. softmax down columns: strided against coalesced;
+# 7. which source line moves the bytes, naive against tiled.
 #
 # Every number is computed from `reports/h100/*/profile.ncu-rep` by `memtraffic.analyze`, the same code
 # as `memtraffic analyze`; none is typed in.
@@ -43,6 +44,7 @@ from memtraffic.analyze import SECTOR_BYTES, analyze_path
 from memtraffic.ceilings import load_ceilings_file
 from memtraffic.extract import read_report
 from memtraffic.kernels import VARIANTS
+from memtraffic.lines import read_lines
 from memtraffic.model import element_size, parse_shape, torch_dtype
 from memtraffic.roofline import roofline_figure, traffic_figure
 from memtraffic.units import fmt_bytes, fmt_rate, fmt_time
@@ -456,6 +458,51 @@ bytes of input, read in a different order.
 amplification_bars(cols, "Softmax down the columns of 4096x4096").show()
 
 # %% [markdown]
+# ## 7. Which line moves the bytes
+#
+# The counters so far are per kernel. Measured with `memtraffic measure --source` (ncu's SourceCounters
+# section), a report also holds them per instruction, and `memtraffic lines` sums them per source line.
+# ncu judges a line by its *excessive sectors*: sectors beyond those its requests' distinct bytes need.
+# That catches waste inside one request (the strided column kernel of section 6), but not warps or
+# programs asking for the same sectors again: for that, memtraffic sets the line's ideal sectors against
+# the kernel's minimum.
+
+# %%
+SOURCE = "source_seed_1048576x2_fp32"
+per_line = read_lines(REPORTS / SOURCE, kernel="naive|tiled")
+SHOWN = ["kernel", "line", "operation", "sectors", "ideal_sectors", "ncu_excessive_sectors", "excess_sectors",
+         "verdict"]
+KEY["lines"] = {SOURCE: [{k: r[k] for k in SHOWN} for r in per_line]}
+display(pd.DataFrame([{k: r[k] for k in SHOWN} | {"moved": fmt_bytes(r["bytes_moved"])} for r in per_line])
+        .style.hide(axis="index"))
+naive_load = next(r for r in per_line if r["kernel"] == "_softmax_naive_kernel" and r["operation"] == "load")
+tiled_lines = [r for r in per_line if r["kernel"] == "_softmax_tiled_kernel"]
+display(Markdown(f"""
+The naive kernel's load, line {naive_load['line']}:
+
+`{naive_load['source']}`
+
+has {naive_load['ncu_excessive_sectors']} excessive sectors by ncu's rule: every request touches only the
+sectors its own bytes need. Yet the line moves {fmt_bytes(naive_load['bytes_moved'])}, and its ideal
+sectors alone are {naive_load['ideal_sectors'] * SECTOR_BYTES / naive_load['min_bytes']:.0f}x the
+kernel's minimum read ({fmt_bytes(naive_load['min_bytes'])}): *{naive_load['verdict']}*. The tiled kernel's
+lines move {fmt_bytes(sum(r['bytes_moved'] for r in tiled_lines))} for a minimum of
+{fmt_bytes(sum(r['min_bytes'] for r in tiled_lines))}: {", ".join(r['verdict'] for r in tiled_lines)}.
+"""))
+
+fig = go.Figure()
+labels = [f"{r['kernel'].strip('_').removesuffix('_kernel')} line {r['line']} ({r['operation']})"
+          for r in per_line]
+needed = [(r["bytes_moved"] - r["excess_sectors"] * SECTOR_BYTES) / 1e6 for r in per_line]
+excess = [r["excess_sectors"] * SECTOR_BYTES / 1e6 for r in per_line]
+fig.add_trace(go.Bar(y=labels, x=needed, orientation="h", name="within the minimum", marker_color="#44aa88"))
+fig.add_trace(go.Bar(y=labels, x=excess, orientation="h", name="excess", marker_color="#dd4444"))
+fig.update_layout(barmode="stack", template="plotly_white", height=320, width=900,
+                  title="Bytes each source line moves (sectors x 32)", xaxis_title="MB",
+                  yaxis={"autorange": "reversed"})
+fig.show()
+
+# %% [markdown]
 # ## What to take away
 #
 # - Count the minimum first; then read the measured bytes at each level against it.
@@ -464,6 +511,8 @@ amplification_bars(cols, "Softmax down the columns of 4096x4096").show()
 # - DRAM is not the whole story: caches absorb redundant traffic, but the SM still pays for every
 #   request and sector in time.
 # - Fusion removes whole passes over memory; the online softmax removes one of the passes a long row needs.
+# - Per source line (`memtraffic lines`), ncu's excessive sectors name sector waste; redundancy shows only
+#   against the minimum.
 #
 # Notebook 03 shows how to add a kernel of your own with its predicted traffic, and measure it.
 

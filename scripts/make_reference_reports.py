@@ -13,6 +13,8 @@ Each group is one `memtraffic measure` run (one ncu process) into its own named 
                                  softmax_3pass: one, two and three reads of the same rows
   matmul_4096x4096x4096          every matmul variant, fp32 and bf16
   matmul_softmax_4096x1024x1024  every matmul_softmax variant, fp32 and bf16
+  source_seed_1048576x2_fp32     the seed table with --source: per-line counters for `memtraffic lines`
+  source_column_4096x4096_fp32   softmax over columns, strided and coalesced, with --source
 
 Variants are taken from memtraffic.kernels.VARIANTS by op when the script runs. A folder that exists is left
 alone (the script refuses before measuring anything) unless --force, which replaces it. The
@@ -45,6 +47,7 @@ class Group:
     # variant -> parameters, for groups that name their variants (the seed table)
     variants: dict[str, dict[str, Any]] = field(default_factory=dict)
     metrics: str | None = None  # None: the script's --metrics
+    source: bool = False  # `memtraffic measure --source`: per-line counters, source text and SASS
 
 
 GROUPS = [
@@ -67,6 +70,15 @@ GROUPS = [
           variants={"softmax_tiled": {}, "softmax_online": {"BLOCK_N": 1024}, "softmax_3pass": {}}),
     Group("matmul_4096x4096x4096", ("matmul",), ["4096x4096x4096"], ["fp32", "bf16"]),
     Group("matmul_softmax_4096x1024x1024", ("matmul_softmax",), ["4096x1024x1024"], ["fp32", "bf16"]),
+    # Per source line: the naive softmax's loads are redundant (4 warps load each row), the strided
+    # column kernel's are sector waste (4 of 32 bytes used); traffic counters only, to keep them small.
+    Group("source_seed_1048576x2_fp32", ("softmax",), ["1048576x2"], ["fp32"],
+          variants={"softmax_naive": {"num_warps": 4}, "softmax_tiled": {"BLOCK_M": 128},
+                    "torch_softmax": {}},
+          metrics="traffic", source=True),
+    Group("source_column_4096x4096_fp32", ("softmax_dim0",), ["4096x4096"], ["fp32"],
+          variants={"softmax_column_strided": {}, "softmax_column_coalesced": {}},
+          metrics="traffic", source=True),
 ]
 GROUPS_BY_NAME = {g.name: g for g in GROUPS}
 
@@ -142,8 +154,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== {name}: {len(plan['configs'])} configs -> {folder}", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
         try:
-            metrics = GROUPS_BY_NAME[name].metrics or args.metrics
-            result = measure(MeasureOptions(variants=[], plan=plan, out=folder, metrics=metrics))
+            group = GROUPS_BY_NAME[name]
+            result = measure(MeasureOptions(variants=[], plan=plan, out=folder,
+                                            metrics=group.metrics or args.metrics, source=group.source))
         except MemtrafficError as err:
             print(f"== {name}: error: {err}", file=sys.stderr)
             failures += 1

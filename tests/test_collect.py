@@ -49,6 +49,22 @@ def test_ncu_command_is_exact():
     ]
 
 
+def test_ncu_command_with_source_adds_source_counters_source_text_and_sass():
+    argv = ncu_mod.build_ncu_command("ncu", ["m"], "r", ["app"], source=True)
+    assert argv == [
+        "ncu",
+        "--metrics", "m",
+        "--nvtx", "--nvtx-include", "regex:^mt\\|.*/",
+        "--cache-control", "all",
+        "--clock-control", "none",
+        "--import-sass", "yes",
+        "--target-processes", "application-only",
+        "--section", "SourceCounters", "--import-source", "yes",
+        "--export", "r",
+        "app",
+    ]
+
+
 def test_ncu_command_options_and_bad_values():
     argv = ncu_mod.build_ncu_command("ncu", ["m"], "r", ["app"], cache_control="none", clock_control="base")
     assert argv[argv.index("--cache-control") + 1] == "none"

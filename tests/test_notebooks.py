@@ -85,6 +85,17 @@ def test_notebook_runs_and_its_report_numbers_are_the_reports(name):
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_notebook_per_line_numbers_are_memtraffic_lines(name):
+    from memtraffic.lines import read_lines
+
+    for run, shown in key_numbers(name).get("lines", {}).items():
+        lines = {(r["kernel"], r["line"]): r for r in read_lines(REPORTS / run)}
+        for r in shown:
+            want = lines[(r["kernel"], r["line"])]
+            assert {k: want[k] for k in r} == r, f"{name}: {run} line {r['line']} is not what lines says"
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_notebook_model_and_ceiling_numbers_are_the_model_and_the_measured_file(name):
     from memtraffic.model import OPS, parse_dtype, parse_shape
 
