@@ -64,4 +64,7 @@ class _WhenTorchImports(importlib.abc.MetaPathFinder):
 
 _chain()
 if os.environ.pop("MEMTRAFFIC_TORCH_OPS", None) == "1":
-    sys.meta_path.insert(0, _WhenTorchImports())
+    if "torch" in sys.modules:  # a .pth file (or the chained sitecustomize) imported it during site setup
+        _start_tracing()
+    else:
+        sys.meta_path.insert(0, _WhenTorchImports())
