@@ -9,6 +9,8 @@ README's own:
   <!-- table:suite -->  ... <!-- /table:suite -->   every variant of the 4096x4096 and 8192x8192 suite runs
   <!-- table:bench -->  ... <!-- /table:bench -->   the newest reports/bench/*/results.json; left as it is
                                                     when no benchmark run is committed
+  <!-- table:profile --> ... <!-- /table:profile --> `memtraffic analyze` output of the committed
+                                                    `memtraffic profile` runs (per op type, per region)
 
 Numbers come from the .ncu-rep files through `memtraffic.analyze` (the current op models give the
 minimum) and from the runs' run.json (device, ncu version, date). The three published RTX 3080 Ti
@@ -196,8 +198,28 @@ def bench_table(reports: Path) -> list[str] | None:
     return lines + _markdown(headers, body, right_from=3)
 
 
+PROFILE_RUNS = (  # (run, analyze --group-by, the command that made it)
+    ("h100/profile_torch_model", "op", "memtraffic profile --torch-ops -- python examples/torch_model.py"),
+    ("h100/profile_cupy_region", "range", "memtraffic profile -- python examples/cupy_region.py"),
+)
+
+
+def profile_output(reports: Path) -> list[str]:
+    """What `memtraffic analyze RUN [--group-by op]` prints for each committed profile run."""
+    from memtraffic.analyze import analyze_path, render
+
+    lines: list[str] = []
+    for run, group_by, command in PROFILE_RUNS:
+        folder = reports / run
+        table = analyze_path(folder, group_by=group_by)
+        flag = " --group-by op" if group_by == "op" else ""
+        lines += [f"`{command}`, then `memtraffic analyze reports/{run}{flag}`; measured on "
+                  f"{_source(folder, reports)}:", "", "```text", render(table, "table", group_by), "```", ""]
+    return lines[:-1]
+
+
 BLOCKS: dict[str, Callable[[Path], list[str] | None]] = {
-    "seed": seed_table, "suite": suite_table, "bench": bench_table,
+    "seed": seed_table, "suite": suite_table, "bench": bench_table, "profile": profile_output,
 }
 
 
