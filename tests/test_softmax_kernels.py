@@ -366,9 +366,12 @@ def test_looped_models_count_each_pass():
 
 
 def test_online_one_pass_where_the_row_fits_and_two_where_it_loops():
-    # One pass (L1 efficiency 1.00) wherever auto holds the row in registers, fp32 and bf16.
-    for m, n in [(32768, 32), (4096, 4096), (8192, 8192), (32768, 4096), (1823, 781), (8192, 32768)]:
-        for dtype in (FP32, BF16):
+    # One pass (L1 efficiency 1.00) wherever auto holds the row in registers, fp32 and bf16 (16-bit rows
+    # up to 16384 elements, fp32 up to 32768).
+    for m, n, dtypes in [(32768, 32, (FP32, BF16)), (4096, 4096, (FP32, BF16)), (8192, 8192, (FP32, BF16)),
+                         (32768, 4096, (FP32, BF16)), (1823, 781, (FP32, BF16)), (8192, 32768, (FP32,)),
+                         (64, 16384, (BF16, FP16))]:
+        for dtype in dtypes:
             e = element_size(dtype)
             if n * e % 32 == 0:  # whole sectors per row
                 assert _pred("softmax_online", (m, n), dtype) == (m * n * e, m * n * e), (m, n, dtype)
@@ -376,8 +379,9 @@ def test_online_one_pass_where_the_row_fits_and_two_where_it_loops():
             assert single and _pred("softmax_online", (m, n), dtype)[0] == _pred("softmax_online", (m, n),
                                                                                   dtype, BLOCK_N=65536)[0]
     # Rows longer than one block loop: the L1 model counts the second read.
-    for m, n in [(8192, 65536), (16384, 131072)]:
-        for dtype in (FP32, BF16):
+    for m, n, dtypes in [(8192, 65536, (FP32, BF16)), (16384, 131072, (FP32, BF16)),
+                         (8192, 32768, (BF16, FP16)), (64, 16400, (BF16,))]:
+        for dtype in dtypes:
             mn = m * n * element_size(dtype)
             assert not loop.online_config((m, n), dtype)["single"]
             assert _pred("softmax_online", (m, n), dtype) == (2 * mn, mn)
@@ -403,6 +407,9 @@ def test_online_auto_grid_bounds_rows_in_flight():
     # One pass: one program per row, no hints.
     c = loop.online_config((4096, 4096), FP32, sms=132)
     assert (c["programs"], c["evict_hints"], c["single"]) == (0, 0, True)
+    # 16-bit rows of 16385 to 32768 elements: 8192-element blocks on 16 warps, one program per row
+    c = loop.online_config((8192, 32768), BF16, sms=132)
+    assert (c["BLOCK_N"], c["num_warps"], c["programs"], c["evict_hints"]) == (8192, 16, 0, 1)
 
 
 def test_tiled_takes_the_flat_path_for_short_power_of_two_rows_when_m_is_a_multiple_of_16():
@@ -671,6 +678,7 @@ def test_gpu_tiled_sweep_values(params, seed):
 @pytest.mark.parametrize("name,shape,params", [
     ("softmax_online", (64, 32768), {"BLOCK_N": 32768, "num_warps": 32}),  # one pass, 32 values a thread
     ("softmax_online", (300, 131072), {}),  # auto: looped, persistent grid, eviction hints
+    ("softmax_online", (100, 30000), {}),  # auto: one pass (fp32), or a program per row looping (bf16)
     ("softmax_online", (300, 20000), {"BLOCK_N": 4096, "programs": 0, "evict_hints": 0}),
     ("softmax_online", (1000, 20000), {"BLOCK_N": 2048, "programs": 7}),  # rows % programs != 0
     # split rows: programs of a group wait for each other (the interpreter cannot run these)
