@@ -44,6 +44,16 @@ _ONLINE_RULES = {"BLOCK_N": optional(power_of_two(1, 65536)), "num_warps": optio
 # row held by 32 warps ran at copy speed, and for longer rows 16384-element blocks with 32 warps on one
 # program per SM beat 8192-element blocks with 16 warps.
 SINGLE_PASS_MAX = 32768  # rows up to this many elements are held whole in registers: one read
+# ... but only 16384 for 16-bit inputs. Registers hold fp32 either way, so a 32768-element row fills an
+# SM (one program of 32 warps) while its bf16 loads are half the bytes of fp32's: with nothing else on
+# the SM to overlap its reduce, exp and store with loads, it ran at 90% of a copy (H100, 8192x32768
+# bf16, 400 us, bench 2026-11-22-h100-r2; 400 to 402 us in the sweeps below). One program per row
+# looping 8192-element blocks on 16 warps reads the row twice at L1, but up to 4 rows share an SM and
+# the second read can come from L2 (132 x 4 x 64 KB = 33 MB in flight, under the 50 MB L2; not checked
+# with ncu): 377 and 378 us in two sweeps (reports/bench/2026-11-23-h100-r3/sweeps), 379 us (95%) in
+# that bench.
+SINGLE_PASS_MAX_16BIT = 16384
+MEDIUM_BLOCK_N = 8192  # block length for 16-bit rows too long for one pass but <= SINGLE_PASS_MAX
 LOOP_BLOCK_N = 16384  # block length when the row is longer
 L2_ROW_BUDGET = 24 * 2**20  # bytes of rows in flight a persistent grid aims for (H100 L2: 50 MB)
 MAX_PROGRAMS_PER_SM = 4
@@ -147,22 +157,25 @@ def online_config(shape: Shape, dtype: torch.dtype, BLOCK_N: int | None = None,
                   sms: int = 2) -> dict[str, Any]:
     """softmax_online's parameters with every auto (None) value filled in, plus `single` (one pass).
 
-    Auto: rows up to SINGLE_PASS_MAX elements are one block (single pass, one program per row); longer
-    rows loop over LOOP_BLOCK_N blocks on a persistent grid sized so that the rows in flight hold about
-    L2_ROW_BUDGET bytes (at least one program per SM, at most MAX_PROGRAMS_PER_SM), with eviction hints.
+    Auto: rows up to SINGLE_PASS_MAX elements (SINGLE_PASS_MAX_16BIT for 16-bit inputs) are one block
+    (single pass, one program per row); 16-bit rows up to SINGLE_PASS_MAX loop over MEDIUM_BLOCK_N
+    blocks, one program per row; longer rows loop over LOOP_BLOCK_N blocks on a persistent grid sized
+    so that the rows in flight hold about L2_ROW_BUDGET bytes (at least one program per SM, at most
+    MAX_PROGRAMS_PER_SM). Looped rows get eviction hints.
     num_warps: 8 elements per thread up to 16 warps (32 for blocks over 8192 elements), and never more
     warps than a short row fills (a warp beyond that would load copies). Only BLOCK_N and num_warps
     change L1 traffic.
     """
     m, n = shape
+    np2 = triton.next_power_of_2(n)
     if BLOCK_N is None:
-        np2 = triton.next_power_of_2(n)
-        BLOCK_N = np2 if np2 <= SINGLE_PASS_MAX else LOOP_BLOCK_N
+        one_pass = SINGLE_PASS_MAX if element_size(dtype) >= 4 else SINGLE_PASS_MAX_16BIT
+        BLOCK_N = np2 if np2 <= one_pass else MEDIUM_BLOCK_N if np2 <= SINGLE_PASS_MAX else LOOP_BLOCK_N
     single = n <= BLOCK_N
     if num_warps is None:
         num_warps = min(32 if BLOCK_N > 8192 else 16, max(1, BLOCK_N // 256))
     if programs is None:
-        if single:
+        if single or np2 <= SINGLE_PASS_MAX:  # rows this short stay in L2 with a program per row
             programs = 0
         else:
             want = L2_ROW_BUDGET // (n * element_size(dtype))

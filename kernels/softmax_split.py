@@ -6,17 +6,32 @@ at 16384x131072, reports/h100/long_rows_16384x131072). softmax_split splits each
 chunks of up to BLOCK_N elements and gives them to a group of `parts` programs that run at the same
 time. Each program:
 
-1. reads its chunk once and keeps it in registers (BLOCK_N / (32*num_warps) values a thread),
-2. publishes its chunk's max m_p and sum s_p = sum(exp(x - m_p)) (two floats) to a small stats
-   buffer, then counts itself in with a release atomic on the row's counter,
-3. spins (acquire atomic) until every program of the group has counted in for this row,
-4. reads the group's stats, combines them (M = max m_p, S = sum s_p * exp(m_p - M)) and writes its
-   chunk, exp(x - M) / S, from registers.
+1. reads its chunk once and keeps e = exp(x - m_p) in registers (BLOCK_N / (32*num_warps) values a
+   thread), m_p being the chunk's max,
+2. publishes (m_p, s_p = sum e) as one 64-bit word in its slot of the row (slots start EMPTY), then
+   counts itself in on the row's counter; both atomics are relaxed,
+3. spins on the counter until every program of the group has counted in, then reads the row's slots
+   (again if a count arrived before a word: each slot is written once, so a word read is final),
+4. combines them (M = max m_p, S = sum s_p * exp(m_p - M)) and writes its chunk, e * exp(m_p - M) / S.
 
-Groups walk rows g, g + groups, ... (a persistent grid); each row has its own counter, and the row is
-ready when it reaches `parts`. Bytes: MN read once, MN written once, plus per row and program two stats
-floats written and two stats vectors read (every warp reads them: Triton hands the same small tensor
-to each warp), and the counters' zeroing (a fill kernel writing 4 bytes a row).
+Groups walk rows g, g + groups, ... (a persistent grid). Bytes per row of N elements of E bytes: N*E
+read once and N*E written once; per program one read of the row's PARTS_P2 8-byte slots by each of its
+warps (Triton hands a small tensor to every warp: at 16384x131072 with 32 parts of 4 warps, 256 B x 4
+per program and row, 537 MB in all, from L2); and one fill kernel writing 8 * (PARTS_P2 + 1) bytes a
+row (slots and counter). A row of one chunk needs no group: no slots, no counter, no fill.
+
+Why waiting costs bandwidth: while a program waits it has no read in flight, and what it moves per
+wait is bounded by its registers, which hold fp32 values whatever the input: an SM moves half the bytes
+per wait for bf16 as for fp32. The first version (H100, bench 2026-11-22-h100-r2) counted in with a
+release atomic, and a release is a fence (SASS MEMBAR.GPU) that waits until the program's stores of
+its previous row are acknowledged; it also took two exp per element. It ran bf16 16384x131072 at 3.61
+ms (79% of a copy) and fp32 at 6.05 ms (94%). Relaxed slots, no fence, one exp, and 4096-element chunks
+on 4 warps in both dtypes: 3.09 ms (92%) and 5.91 ms (96%) (bench 2026-11-23-h100-r3; the ablations,
+same GPU and day, are in reports/bench/2026-11-23-h100-r3/sweeps). Reading the next row's chunk before
+the wait (prefetch=1) keeps a read in flight during it, but costs a second chunk of registers (bf16,
+8192 elements on 8 warps: 110 registers a thread with Triton 3.6, two programs an SM), so fewer
+programs share an SM: 3.31 ms against 3.09 without at 4096 on 4 warps (bf16), within 1% either way
+for fp32. It is off by default.
 
 Programs that wait for each other must all be resident at once: the grid is checked against the
 compiled kernel's occupancy before launch, so a grid too large for the GPU is an error, not a hang;
@@ -41,18 +56,22 @@ from ._params import int_range, optional, power_of_two, resolve_params
 from .softmax_online import sm_count
 from .softmax_rows import contiguous_2d
 
-DEFAULTS: dict[str, Any] = {"BLOCK_N": None, "num_warps": None, "programs": None}
+DEFAULTS: dict[str, Any] = {"BLOCK_N": None, "num_warps": None, "programs": None, "prefetch": None}
 _RULES = {"BLOCK_N": optional(power_of_two(1, 65536)), "num_warps": optional(power_of_two(1, 32)),
-          "programs": optional(int_range(1, 1 << 20))}
-CHUNK_BYTES = 16384  # auto chunk: 4096 fp32 or 8192 bf16 elements per program
+          "programs": optional(int_range(1, 1 << 20)), "prefetch": optional(int_range(0, 1))}
+CHUNK = 4096  # auto chunk: elements per program, whatever the dtype (registers hold them as fp32)
 VALUES_PER_THREAD = 32  # auto num_warps: each thread holds this many elements of the chunk
 CHUNK_MAX = 32768  # largest auto chunk (32 warps: 32 values a thread, as softmax_online's one pass)
 MAX_PARTS = 64  # programs per row; rows longer than CHUNK_MAX * MAX_PARTS: use softmax_online
+# A slot not yet written: both halves all ones. A published word's upper half is the sum, an arithmetic
+# result, never 0xFFFFFFFF (GPU arithmetic's NaN is 0x7FFFFFFF), so no published word equals it.
+EMPTY = tl.constexpr(-1)
 
 
 @triton.jit
-def _softmax_split_kernel(out_ptr, in_ptr, stats_ptr, count_ptr, n_rows, n_cols, parts,
-                          BLOCK_N: tl.constexpr, PARTS_P2: tl.constexpr):
+def _softmax_split_kernel(out_ptr, in_ptr, slots_ptr, count_ptr, n_rows, n_cols, parts,
+                          BLOCK_N: tl.constexpr, PARTS_P2: tl.constexpr, SYNC: tl.constexpr,
+                          PREFETCH: tl.constexpr):
     pid = tl.program_id(0)
     group = pid // parts
     part = pid % parts
@@ -60,49 +79,76 @@ def _softmax_split_kernel(out_ptr, in_ptr, stats_ptr, count_ptr, n_rows, n_cols,
     cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = cols < n_cols
     ids = tl.arange(0, PARTS_P2)
+    if PREFETCH:
+        # read this program's chunk of its first row (BLOCK_N elements); later chunks one row ahead
+        x = tl.load(in_ptr + tl.cast(group, tl.int64) * n_cols + cols, mask=mask, other=-float("inf"))
     for row in range(group, n_rows, n_groups):
         row64 = tl.cast(row, tl.int64)  # a plain int in the interpreter, a tensor when compiled
-        # read this program's chunk of the row once (BLOCK_N elements), kept in registers until the write
-        x = tl.load(in_ptr + row64 * n_cols + cols, mask=mask, other=-float("inf")).to(tl.float32)
-        m = tl.max(x, axis=0)
-        # a chunk of only -inf (or padding) has m = -inf: shift by 0 so that s = 0, not exp(nan)
-        s = tl.sum(tl.exp(x - tl.where(m == float("-inf"), 0.0, m)), axis=0)
-        # write 2 floats: stats[row] = [m_0 .. m_{P-1}, s_0 .. s_{P-1}] (PARTS_P2 slots each)
-        stats_row = stats_ptr + row64 * (2 * PARTS_P2)
-        tl.store(stats_row + part, m)
-        tl.store(stats_row + PARTS_P2 + part, s)
-        tl.debug_barrier()  # every thread's stores before the release below
-        # count this part in (release), then wait (acquire) until the row's `parts` programs all have;
-        # the wait is a compare-and-swap that never swaps (counts are >= 0): an atomic, not a load
-        arrived = tl.atomic_add(count_ptr + row64, 1, sem="acq_rel", scope="gpu") + 1
-        while arrived < parts:
-            arrived = tl.atomic_cas(count_ptr + row64, -1, -1, sem="acquire", scope="gpu")
-        # read 2 * PARTS_P2 floats (every warp: a small tensor is replicated per warp), from L2 (.cg):
-        # another program on this SM may have pulled a stale line of the stats into L1
-        live = ids < parts
-        ms = tl.load(stats_row + ids, mask=live, other=-float("inf"), cache_modifier=".cg")
-        ss = tl.load(stats_row + PARTS_P2 + ids, mask=live, other=0.0, cache_modifier=".cg")
-        mx = tl.max(ms, axis=0)
-        total = tl.sum(ss * tl.exp(ms - tl.where(mx == float("-inf"), 0.0, mx)), axis=0)
-        # write this chunk (BLOCK_N elements). A row of only -inf gives NaN, as torch.softmax.
-        y = tl.exp(x - mx) * (1.0 / total)
+        if not PREFETCH:
+            # read this program's chunk of the row (BLOCK_N elements)
+            x = tl.load(in_ptr + row64 * n_cols + cols, mask=mask, other=-float("inf"))
+        xf = x.to(tl.float32)
+        m = tl.max(xf, axis=0)
+        # a chunk of only -inf (or padding) has m = -inf: shift by 0 so that e = 0, not exp(nan)
+        shift = tl.where(m == float("-inf"), 0.0, m)
+        e = tl.exp(xf - shift)  # kept for the write: one exp per element, not two
+        s = tl.sum(e, axis=0)
+        if SYNC:
+            # publish (m, s) as one 8-byte word in this part's slot (pre-filled with EMPTY), then count
+            # in. Both atomics are relaxed: a release would be a fence (MEMBAR.GPU) waiting for this
+            # program's stores of its last row; readers find the data in the slot itself, not through
+            # the counter's ordering.
+            word = ((s.to(tl.int32, bitcast=True).to(tl.int64) << 32)
+                    | (m.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF))
+            tl.atomic_xchg(slots_ptr + row64 * PARTS_P2 + part, word, sem="relaxed", scope="gpu")
+            tl.atomic_add(count_ptr + row64, tl.full((), 1, tl.int64), sem="relaxed", scope="gpu")
+        if PREFETCH:
+            # read the next row's chunk now (BLOCK_N elements), so that it is in flight while this
+            # program waits for its group (past the last row: every lane masked, nothing read)
+            nxt = row + n_groups
+            x = tl.load(in_ptr + tl.cast(nxt, tl.int64) * n_cols + cols,
+                        mask=cols < tl.where(nxt < n_rows, n_cols, 0), other=-float("inf"))
+        if SYNC:
+            # wait until the row's `parts` programs have counted in (counters start at -1); the wait is a
+            # compare-and-swap that never swaps (counts are >= -1): an atomic, not a load
+            never = tl.full((), -2, tl.int64)
+            arrived = tl.atomic_cas(count_ptr + row64, never, never, sem="relaxed", scope="gpu")
+            while arrived < parts - 1:
+                arrived = tl.atomic_cas(count_ptr + row64, never, never, sem="relaxed", scope="gpu")
+            # read PARTS_P2 words (every warp: a small tensor is replicated per warp), volatile: from L2,
+            # never a stale L1 line. A relaxed count may be seen before a slot's word: read again then.
+            live = ids < parts
+            slots = slots_ptr + row64 * PARTS_P2 + ids
+            w = tl.load(slots, mask=live, other=0, volatile=True)
+            while tl.max((w == EMPTY).to(tl.int32), axis=0) > 0:
+                w = tl.load(slots, mask=live, other=0, volatile=True)
+            ms = tl.where(live, (w & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True), -float("inf"))
+            ss = tl.where(live, (w >> 32).to(tl.int32).to(tl.float32, bitcast=True), 0.0)
+            mx = tl.max(ms, axis=0)
+            total = tl.sum(ss * tl.exp(ms - tl.where(mx == float("-inf"), 0.0, mx)), axis=0)
+        else:
+            mx = m
+            total = s
+        # write this chunk (BLOCK_N elements): exp(x - M) / S = e * exp(shift - M) / S. A row of only
+        # -inf gives NaN (exp(0 - -inf) / 0 * 0), as torch.softmax.
+        y = e * (tl.exp(shift - mx) / total)
         tl.store(out_ptr + row64 * n_cols + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 
 def split_config(shape: Shape, dtype: torch.dtype, BLOCK_N: int | None = None,
-                 num_warps: int | None = None, programs: int | None = None, sms: int = 2,
-                 per_sm: int = 1) -> dict[str, int]:
+                 num_warps: int | None = None, programs: int | None = None, prefetch: int | None = None,
+                 sms: int = 2, per_sm: int = 1) -> dict[str, int]:
     """Every auto (None) parameter filled in, plus parts (programs per row) and groups (rows in flight).
 
-    Auto (from the H100 sweep of 2026-11-22, scripts/sweep_softmax.py): 16 KB chunks held at 32 values a
-    thread (fp32: 4096 elements on 4 warps, bf16: 8192 on 8), so that several programs share an SM and
-    one's loads overlap another's wait; chunks double while a row would need more than MAX_PARTS
-    programs, and a short row is one chunk. programs: as many as the GPU keeps resident (per_sm on each
-    of sms), rounded down to whole groups (a group is `parts` programs on one row), one group per row
-    at most."""
+    Auto (H100 sweeps of 2026-11-23, reports/bench/2026-11-23-h100-r3/sweeps): 4096-element chunks on
+    4 warps (32 values a thread) in both dtypes; at 16384x131072 bf16 they beat 2048 on 2 warps, 8192 on
+    8 and 16384 on 16 (3.09 ms against 3.32, 3.53 and 3.29). Chunks double while a row would need more
+    than MAX_PARTS programs, and a short row is one chunk. No prefetch (see the module's docstring).
+    programs: as many as the GPU keeps resident (per_sm on each of sms), rounded down to whole groups (a
+    group is `parts` programs on one row), one group per row at most."""
     m, n = shape
     if BLOCK_N is None:
-        BLOCK_N = min(triton.next_power_of_2(n), CHUNK_BYTES // element_size(dtype))
+        BLOCK_N = min(triton.next_power_of_2(n), CHUNK)
         while triton.cdiv(n, BLOCK_N) > MAX_PARTS and BLOCK_N < CHUNK_MAX:
             BLOCK_N *= 2
     parts = triton.cdiv(n, BLOCK_N)
@@ -111,8 +157,10 @@ def split_config(shape: Shape, dtype: torch.dtype, BLOCK_N: int | None = None,
     if programs is None:
         programs = max(per_sm * sms, parts)
     groups = max(1, min(m, programs // parts))
+    if prefetch is None:
+        prefetch = 0
     return {"BLOCK_N": BLOCK_N, "num_warps": num_warps, "programs": groups * parts, "parts": parts,
-            "groups": groups, "PARTS_P2": triton.next_power_of_2(parts)}
+            "groups": groups, "PARTS_P2": triton.next_power_of_2(parts), "prefetch": prefetch}
 
 
 def _interpreted() -> bool:
@@ -128,57 +176,62 @@ def resident_per_sm(n_regs: int, num_warps: int) -> int:
 
 
 def softmax_split(x: torch.Tensor, BLOCK_N: int | None = None, num_warps: int | None = None,
-                  programs: int | None = None) -> torch.Tensor:
+                  programs: int | None = None, prefetch: int | None = None) -> torch.Tensor:
     """softmax(x, dim=-1) with each row split over a group of programs that exchange (max, sum).
     None = auto for every parameter (see split_config)."""
     x = contiguous_2d(x)
     m, n = x.shape
     sms = sm_count(x.device)
-    c = split_config((m, n), x.dtype, BLOCK_N, num_warps, programs, sms)
+    c = split_config((m, n), x.dtype, BLOCK_N, num_warps, programs, prefetch, sms)
     if c["parts"] > 1 and _interpreted():
         raise ValueError(f"softmax_split: {c['parts']} programs per row wait for each other, which the "
                          "Triton interpreter (one program at a time) cannot run; use BLOCK_N >= N or a GPU")
     out = torch.empty_like(x)
-    stats = torch.empty((m, 2 * c["PARTS_P2"]), dtype=torch.float32, device=x.device)
-    count = torch.zeros(m, dtype=torch.int32, device=x.device)  # per row: programs that have counted in
-    meta = {"BLOCK_N": c["BLOCK_N"], "PARTS_P2": c["PARTS_P2"], "num_warps": c["num_warps"]}
+    sync = c["parts"] > 1  # a row of one part needs no slots, no counters and no fill kernel
+    # one fill kernel: per row PARTS_P2 slots, then per row a counter; all start at EMPTY (-1)
+    words = torch.full((m * (c["PARTS_P2"] + 1) if sync else 0,), EMPTY.value, dtype=torch.int64,
+                       device=x.device)
+    slots, count = words[:m * c["PARTS_P2"]], words[m * c["PARTS_P2"]:]
+    meta = {"BLOCK_N": c["BLOCK_N"], "PARTS_P2": c["PARTS_P2"], "SYNC": sync, "PREFETCH": c["prefetch"],
+            "num_warps": c["num_warps"]}
     if x.device.type == "cuda":
-        compiled = _softmax_split_kernel.warmup(out, x, stats, count, m, n, c["parts"], **meta, grid=(1,))
+        compiled = _softmax_split_kernel.warmup(out, x, slots, count, m, n, c["parts"], **meta, grid=(1,))
         compiled._init_handles()  # loads the binary: n_regs is known from here on
         per_sm = resident_per_sm(compiled.n_regs, c["num_warps"])
         if programs is None:
-            c = split_config((m, n), x.dtype, BLOCK_N, num_warps, None, sms, per_sm)
-        if c["programs"] > per_sm * sms:
+            c = split_config((m, n), x.dtype, BLOCK_N, num_warps, None, prefetch, sms, per_sm)
+        if sync and c["programs"] > per_sm * sms:
             raise ValueError(f"softmax_split: {c['programs']} programs wait for each other but only "
                              f"{per_sm * sms} fit on the GPU at once ({compiled.n_regs} registers a thread): "
                              "lower programs")
-    _softmax_split_kernel[(c["programs"],)](out, x, stats, count, m, n, c["parts"], **meta)
+    _softmax_split_kernel[(c["programs"],)](out, x, slots, count, m, n, c["parts"], **meta)
     return out
 
 
 def _traffic(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> Traffic:
     p = resolve_params("softmax_split", DEFAULTS, params, _RULES)
     m, n = shape
-    c = split_config(shape, dtype, p["BLOCK_N"], p["num_warps"], p["programs"])
+    c = split_config(shape, dtype, p["BLOCK_N"], p["num_warps"], p["programs"], p["prefetch"])
     e = element_size(dtype)
     # The chunks walk each row in (1, BLOCK_N) tiles, the sectors of softmax_online's loop, read once.
     layout = sectors.row_major_tile(1, c["BLOCK_N"], n, e, c["num_warps"], rank1=True)
     ld, st = sectors.grid_sectors(layout, m, n, e)
-    # Stats, per row and program: two 4-byte scalar stores (a sector each) and two PARTS_P2-float loads
-    # by every warp, each inside one aligned sector while PARTS_P2 <= 8 (a row's stats start at a
-    # multiple of 8 * PARTS_P2 bytes); longer vectors span PARTS_P2 * 4 / 32 sectors. The counters are
-    # touched by atomics only, which L1 counts apart from loads and stores.
-    vec_sectors = max(1, c["PARTS_P2"] * 4 // sectors.SECTOR)
-    stats_ld = m * c["parts"] * 2 * c["num_warps"] * vec_sectors
-    stats_st = m * c["parts"] * 2
-    # torch.zeros for the row counters: one fill kernel, 4 bytes a row in whole sectors
-    count_st = triton.cdiv(4 * m, sectors.SECTOR)
-    return Traffic(read=(ld + stats_ld) * sectors.SECTOR, write=(st + stats_st + count_st) * sectors.SECTOR)
+    if c["parts"] == 1:  # no slots, no counters, no fill kernel
+        return Traffic(read=ld * sectors.SECTOR, write=st * sectors.SECTOR)
+    # Slots, per row and program: one read of the row's PARTS_P2 8-byte words by every warp, in one
+    # aligned sector while PARTS_P2 <= 4 (a row's slots start at a multiple of 8 * PARTS_P2 bytes),
+    # else PARTS_P2 * 8 / 32 sectors; a second read happens only when a count arrives before a word,
+    # which the model leaves out. Words and counters are written by atomics only, which L1 counts apart
+    # from loads and stores.
+    slot_ld = m * c["parts"] * c["num_warps"] * max(1, c["PARTS_P2"] * 8 // sectors.SECTOR)
+    # torch.full: one fill kernel writing m * (PARTS_P2 + 1) words, in whole sectors
+    fill_st = triton.cdiv(8 * m * (c["PARTS_P2"] + 1), sectors.SECTOR)
+    return Traffic(read=(ld + slot_ld) * sectors.SECTOR, write=(st + fill_st) * sectors.SECTOR)
 
 
 def _check(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> str | None:
     p = resolve_params("softmax_split", DEFAULTS, params, _RULES)
-    c = split_config(shape, dtype, p["BLOCK_N"], p["num_warps"], p["programs"])
+    c = split_config(shape, dtype, p["BLOCK_N"], p["num_warps"], p["programs"], p["prefetch"])
     if c["parts"] > MAX_PARTS:
         return (f"softmax_split: N={shape[1]} needs {c['parts']} programs per row (at most {MAX_PARTS}); "
                 "raise BLOCK_N or use softmax_online")
@@ -196,13 +249,13 @@ SOFTMAX_SPLIT = Variant(
     name="softmax_split",
     op="softmax",
     description="Triton, each row split over a group of programs that hold their chunk in registers and "
-    "exchange (max, sum) through global memory: one read and one write of long rows",
+    "exchange (max, sum) through global memory with relaxed atomics: one read and one write of long rows",
     run=_run,
     predicted=_traffic,
     params=dict(DEFAULTS),
     constraints=f"any MxN with N <= {MAX_PARTS} * BLOCK_N; BLOCK_N: power of two or auto "
-    f"({CHUNK_BYTES // 1024} KB chunks, up to {CHUNK_MAX} elements for long rows); num_warps: power of two "
-    "or auto; programs: grid size (whole groups, all resident) or auto (all that fit); more than one part "
-    "per row needs a GPU",
+    f"({CHUNK}-element chunks, up to {CHUNK_MAX} for long rows); num_warps: power of two "
+    "or auto; programs: grid size (whole groups, all resident) or auto (all that fit); prefetch: 0/1 or "
+    "auto (0): read the next row's chunk before waiting; more than one part per row needs a GPU",
     check=_check,
 )

@@ -53,7 +53,7 @@ def _tiled(shape: Shape) -> list[Config]:
     n = shape[1]
     pairs = {2: [(512, 4), (1024, 4), (2048, 8), (4096, 8), (8192, 16)],
              32: [(128, 4), (256, 8), (512, 8)],
-             4096: [(1, 8), (2, 8), (2, 16), (4, 16)],
+             4096: [(1, 2), (1, 4), (1, 8), (1, 16), (2, 4), (2, 8), (2, 16), (4, 16)],
              8192: [(1, 16), (1, 32), (2, 16)]}.get(n, [])
     return [("softmax_tiled", {"BLOCK_M": bm, "num_warps": nw}) for bm, nw in pairs]
 
@@ -75,11 +75,20 @@ def _online(shape: Shape, sms: int) -> list[Config]:
     return out
 
 
-# softmax_split's grid, (BLOCK_N, num_warps) at 32 or 16 values a thread: the auto grid fills the GPU with
-# whole groups, so smaller programs mean several per SM, and one program's loads can overlap another's wait
-SPLIT_GRID: list[Config] = [
-    ("softmax_split", {"BLOCK_N": bn, "num_warps": nw})
-    for bn, nw in [(32768, 32), (16384, 32), (16384, 16), (8192, 16), (8192, 8), (4096, 4)]]
+def _split(shape: Shape) -> list[Config]:
+    """softmax_split's grid. Long rows: (BLOCK_N, num_warps) at 32 values a thread, reading the next row's
+    chunk before the wait (prefetch=1) or after the write (0); the auto grid fills the GPU with whole
+    groups, so smaller chunks mean more programs an SM. Rows of one chunk (4096x4096 only): one program
+    per row on 4 or 8 warps, or the persistent grid that reads its next row before writing this one."""
+    m, n = shape
+    if n >= 32768:
+        return [("softmax_split", {"BLOCK_N": bn, "num_warps": nw, "prefetch": pf})
+                for bn, nw, pf in [(2048, 2, 1), (4096, 4, 1), (8192, 8, 1), (32768, 32, 1), (4096, 4, 0),
+                                   (8192, 8, 0)]]
+    if m * n > 4096 * 4096:
+        return []
+    return [("softmax_split", {"BLOCK_N": n, "num_warps": nw, "programs": m}) for nw in (4, 8)] + [
+        ("softmax_split", {"BLOCK_N": n, "num_warps": 8, "prefetch": 1})]
 
 
 def _column(shape: Shape, dtype: torch.dtype) -> list[Config]:
@@ -125,9 +134,9 @@ def plan(sms: int, families: set[str], skip: frozenset[str] = frozenset(),
             if "online" in families and shape[1] >= 4096:
                 first.append(("softmax_online", None))
                 grid += _online(shape, sms)
-            if "split" in families and shape[1] >= 32768:
+            if "split" in families and shape[1] >= 4096:
                 first.append(("softmax_split", None))
-                grid += SPLIT_GRID
+                grid += _split(shape)
             out.append(("softmax", shape, dtype, first, grid))
         for shape in COL_SHAPES:
             if "column" in families:

@@ -119,6 +119,12 @@ ROW_CASES = _cases([
      ["softmax_online"]),
     ((37, 1000), (BF16,), {"softmax_online": {"programs": 5, "evict_hints": 1}}, "37x1000-one-pass-grid5",
      ["softmax_online"]),
+    # softmax_split with one part a row: a persistent grid, reading the next row before writing this
+    # one (prefetch) or not; 37 % 5 rows left for the last programs, whose last read is fully masked
+    ((37, 1000), ALL, {"softmax_split": {"programs": 5, "prefetch": 1}}, "37x1000-grid5-prefetch",
+     ["softmax_split"]),
+    ((37, 1000), (FP32,), {"softmax_split": {"programs": 5, "prefetch": 0}}, "37x1000-grid5",
+     ["softmax_split"]),
 ], ROW_VARIANTS)
 
 
@@ -360,9 +366,12 @@ def test_looped_models_count_each_pass():
 
 
 def test_online_one_pass_where_the_row_fits_and_two_where_it_loops():
-    # One pass (L1 efficiency 1.00) wherever auto holds the row in registers, fp32 and bf16.
-    for m, n in [(32768, 32), (4096, 4096), (8192, 8192), (32768, 4096), (1823, 781), (8192, 32768)]:
-        for dtype in (FP32, BF16):
+    # One pass (L1 efficiency 1.00) wherever auto holds the row in registers, fp32 and bf16 (16-bit rows
+    # up to 16384 elements, fp32 up to 32768).
+    for m, n, dtypes in [(32768, 32, (FP32, BF16)), (4096, 4096, (FP32, BF16)), (8192, 8192, (FP32, BF16)),
+                         (32768, 4096, (FP32, BF16)), (1823, 781, (FP32, BF16)), (8192, 32768, (FP32,)),
+                         (64, 16384, (BF16, FP16))]:
+        for dtype in dtypes:
             e = element_size(dtype)
             if n * e % 32 == 0:  # whole sectors per row
                 assert _pred("softmax_online", (m, n), dtype) == (m * n * e, m * n * e), (m, n, dtype)
@@ -370,8 +379,9 @@ def test_online_one_pass_where_the_row_fits_and_two_where_it_loops():
             assert single and _pred("softmax_online", (m, n), dtype)[0] == _pred("softmax_online", (m, n),
                                                                                   dtype, BLOCK_N=65536)[0]
     # Rows longer than one block loop: the L1 model counts the second read.
-    for m, n in [(8192, 65536), (16384, 131072)]:
-        for dtype in (FP32, BF16):
+    for m, n, dtypes in [(8192, 65536, (FP32, BF16)), (16384, 131072, (FP32, BF16)),
+                         (8192, 32768, (BF16, FP16)), (64, 16400, (BF16,))]:
+        for dtype in dtypes:
             mn = m * n * element_size(dtype)
             assert not loop.online_config((m, n), dtype)["single"]
             assert _pred("softmax_online", (m, n), dtype) == (2 * mn, mn)
@@ -397,6 +407,9 @@ def test_online_auto_grid_bounds_rows_in_flight():
     # One pass: one program per row, no hints.
     c = loop.online_config((4096, 4096), FP32, sms=132)
     assert (c["programs"], c["evict_hints"], c["single"]) == (0, 0, True)
+    # 16-bit rows of 16385 to 32768 elements: 8192-element blocks on 16 warps, one program per row
+    c = loop.online_config((8192, 32768), BF16, sms=132)
+    assert (c["BLOCK_N"], c["num_warps"], c["programs"], c["evict_hints"]) == (8192, 16, 0, 1)
 
 
 def test_tiled_takes_the_flat_path_for_short_power_of_two_rows_when_m_is_a_multiple_of_16():
@@ -408,30 +421,36 @@ def test_tiled_takes_the_flat_path_for_short_power_of_two_rows_when_m_is_a_multi
     assert _pred("softmax_tiled", (1048576, 4), BF16) == (1048576 * 8, 1048576 * 8)
 
 
-def test_split_model_counts_chunks_stats_and_counters():
-    # One read and one write of MN; per row and program two 4-byte stats stores (a sector each) and two
-    # PARTS_P2-float stats loads by every warp; a fill kernel zeroes one 4-byte counter per row.
+def test_split_model_counts_chunks_slots_and_the_fill():
+    # One read and one write of MN; per row and program one read of the row's PARTS_P2 8-byte slots by
+    # every warp (words and counters are written by atomics); a fill kernel sets m * (PARTS_P2 + 1)
+    # words to EMPTY.
     m, n = 1024, 131072
     mn4 = m * n * 4
-    # 4 parts of 32768 on 32 warps: a 4-float stats vector sits in one sector
+    # 4 parts of 32768 on 32 warps: a 4-word slot vector is one sector
     read, write = _pred("softmax_split", (m, n), BLOCK_N=32768, num_warps=32)
-    assert (read, write) == (mn4 + m * 4 * 2 * 32 * 32, mn4 + m * 4 * 2 * 32 + 4 * m)
-    # 16 parts of 8192: 64-byte stats vectors, two sectors per warp request
+    assert (read, write) == (mn4 + m * 4 * 32 * 32, mn4 + m * 5 * 8)
+    # 16 parts of 8192: 128-byte slot vectors, four sectors per warp request
     read, write = _pred("softmax_split", (m, n), BLOCK_N=8192, num_warps=32)
-    assert (read, write) == (mn4 + m * 16 * 2 * 32 * 2 * 32, mn4 + m * 16 * 2 * 32 + 4 * m)
-    # the grid does not change the bytes (the counters are per row)
+    assert (read, write) == (mn4 + m * 16 * 32 * 4 * 32, mn4 + m * 17 * 8)
+    # the grid and the prefetch do not change the bytes (slots and counters are per row)
     assert _pred("softmax_split", (m, n), programs=64) == _pred("softmax_split", (m, n), programs=1024)
+    assert _pred("softmax_split", (m, n), prefetch=0) == _pred("softmax_split", (m, n), prefetch=1)
+    # a row of one part: MN once each way, nothing else
+    assert _pred("softmax_split", (4096, 4096), BF16) == (4096 * 4096 * 2,) * 2
 
 
 def test_split_auto_config():
     c = split.split_config((16384, 131072), FP32, sms=132)
     assert (c["BLOCK_N"], c["num_warps"], c["parts"], c["PARTS_P2"]) == (4096, 4, 32, 32)
-    c = split.split_config((16384, 131072), BF16, sms=132, per_sm=4)
-    assert (c["BLOCK_N"], c["num_warps"], c["parts"], c["groups"], c["programs"]) == (8192, 8, 16, 33, 528)
+    # the same 4096-element chunks for bf16 (registers hold fp32 either way), read after the write
+    c = split.split_config((16384, 131072), BF16, sms=132, per_sm=9)
+    assert (c["BLOCK_N"], c["num_warps"], c["parts"], c["groups"], c["programs"], c["prefetch"]) == (
+        4096, 4, 32, 37, 1184, 0)
     # whole groups only, and never more groups than rows
     assert split.split_config((3, 131072), FP32, sms=132, per_sm=4)["programs"] == 3 * 32
     assert split.split_config((10, 100000), FP32, programs=60)["programs"] == 50  # 25 parts: 2 groups
-    # a short row is one chunk; a row needing more than MAX_PARTS 16 KB chunks gets bigger chunks
+    # a short row is one chunk; a row needing more than MAX_PARTS chunks of 4096 gets bigger chunks
     assert split.split_config((5, 300), FP32)["parts"] == 1
     c = split.split_config((4, 1 << 20), FP32)
     assert c["parts"] <= split.MAX_PARTS and c["BLOCK_N"] == (1 << 20) // split.MAX_PARTS
@@ -659,6 +678,7 @@ def test_gpu_tiled_sweep_values(params, seed):
 @pytest.mark.parametrize("name,shape,params", [
     ("softmax_online", (64, 32768), {"BLOCK_N": 32768, "num_warps": 32}),  # one pass, 32 values a thread
     ("softmax_online", (300, 131072), {}),  # auto: looped, persistent grid, eviction hints
+    ("softmax_online", (100, 30000), {}),  # auto: one pass (fp32), or a program per row looping (bf16)
     ("softmax_online", (300, 20000), {"BLOCK_N": 4096, "programs": 0, "evict_hints": 0}),
     ("softmax_online", (1000, 20000), {"BLOCK_N": 2048, "programs": 7}),  # rows % programs != 0
     # split rows: programs of a group wait for each other (the interpreter cannot run these)
@@ -666,7 +686,11 @@ def test_gpu_tiled_sweep_values(params, seed):
     ("softmax_split", (257, 40001), {"BLOCK_N": 32768}),  # 2 parts, the second mostly padding
     ("softmax_split", (1000, 20000), {"BLOCK_N": 2048}),  # 10 parts, 13 groups: rows % groups != 0
     ("softmax_split", (33, 100000), {"BLOCK_N": 4096, "num_warps": 4, "programs": 250}),  # 25 parts
-    ("softmax_split", (64, 65536), {"BLOCK_N": 8192, "num_warps": 8, "programs": 384}),  # 3 an SM (fp32)
+    ("softmax_split", (64, 65536), {"BLOCK_N": 8192, "num_warps": 8, "programs": 384}),  # 3 an SM
+    # both ways of reading: the next row's chunk before the wait (prefetch) or after the write
+    ("softmax_split", (301, 65536), {"BLOCK_N": 4096, "num_warps": 4, "prefetch": 1}),
+    ("softmax_split", (301, 65536), {"BLOCK_N": 4096, "num_warps": 4, "prefetch": 0}),
+    ("softmax_split", (1000, 3000), {"programs": 7}),  # one part a row, 1000 % 7 rows left over
     ("softmax_column_coalesced", (4096, 4096), {"ROWS": 4096}),  # one chunk, one kernel
     ("softmax_column_coalesced", (4099, 1000), {}),  # auto chunks, partial last chunk and block
     ("softmax_column_coalesced", (4096, 4096), {"BLOCK_N": 8, "BLOCK_M": 256, "ROWS": 256}),  # 16 chunks
