@@ -9,7 +9,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kernels import VARIANTS  # noqa: E402
+from memtraffic.kernels import VARIANTS  # noqa: E402
 
 
 def load(name: str, path: Path):
