@@ -106,6 +106,27 @@ def program_env(run_dir: Path, torch_ops: bool, base: dict[str, str] | None = No
     return env
 
 
+LAUNCHER = Path(__file__).parent / "_inject" / "launch.py"
+_PYTHON = re.compile(r"python[\d.]*")
+_PYTHON_FLAGS_WITH_VALUE = ("-W", "-X")
+
+
+def with_launcher(command: Sequence[str]) -> list[str] | None:
+    """`python [flags] train.py ...` -> `python [flags] .../launch.py train.py ...`; None if not Python.
+
+    The launcher starts the op tracer inside the interpreter itself: under ncu the PYTHONPATH route
+    (sitecustomize) did not run (H100, ncu 2025.3.1, 2026-11-23), an interpreter argument always does.
+    """
+    if not _PYTHON.fullmatch(Path(command[0]).name):
+        return None
+    i = 1
+    while i < len(command) and command[i].startswith("-") and command[i] not in ("-m", "-c", "-"):
+        i += 2 if command[i] in _PYTHON_FLAGS_WITH_VALUE else 1
+    if i >= len(command) or command[i] == "-":  # an interactive interpreter or a program on stdin
+        return None
+    return [command[0], *command[1:i], str(LAUNCHER), *command[i:]]
+
+
 def read_trace(path: Path) -> list[dict[str, Any]]:
     """The program's records as plan configs with ids, in program order per process (processes in order
     of their first record). A line cut short when the program died is skipped, not fatal: the rest of a
@@ -151,10 +172,13 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
     gpu = gpu_name()
     metrics = resolve_metrics(opts.metrics, query_metric_names(ncu, metrics_cache_key(ncu, version, gpu)))
 
+    app = [program, *opts.command[1:]]
+    if opts.torch_ops:
+        app = with_launcher(app) or app  # other programs rely on sitecustomize (see program_env)
     run_dir = new_run_dir([_label(opts.command)], opts.out, opts.runs_root)
     report = run_dir / REPORT_FILE
     argv = build_ncu_command(
-        ncu, metrics, report, [program, *opts.command[1:]], cache_control=opts.cache_control,
+        ncu, metrics, report, app, cache_control=opts.cache_control,
         clock_control=opts.clock_control, nvtx_include=opts.nvtx_include,
         target_processes=opts.target_processes, kernel_name=opts.kernel_name, launch_skip=opts.launch_skip,
         launch_count=opts.launch_count, profile_from_start=opts.profile_from_start, source=opts.source)

@@ -221,3 +221,46 @@ def test_profile_torch_ops_end_to_end_on_gpu(tmp_path):
     assert rows["aten._softmax.default"]["n_kernels"] == 1
     assert rows["aten._softmax.default"]["l1_ld_bytes"] >= 512 * 256 * 4
     assert {"aten.mul.Tensor", "aten.sum.default"} <= set(rows)
+
+
+@pytest.mark.parametrize(("command", "expected"), [
+    (["python3", "train.py", "--steps", "2"], ["python3", "LAUNCH", "train.py", "--steps", "2"]),
+    (["/usr/bin/python3.12", "-u", "-X", "dev", "-m", "pkg.main", "a"],
+     ["/usr/bin/python3.12", "-u", "-X", "dev", "LAUNCH", "-m", "pkg.main", "a"]),
+    (["python", "-c", "print(1)"], ["python", "LAUNCH", "-c", "print(1)"]),
+    (["python"], None),  # interactive
+    (["python", "-"], None),  # a program on stdin
+    (["torchrun", "train.py"], None),  # not an interpreter: sitecustomize's route
+])
+def test_python_commands_run_through_the_launcher(command, expected):
+    got = prof.with_launcher(command)
+    launch = str(prof.LAUNCHER)
+    assert got == (None if expected is None else [launch if a == "LAUNCH" else a for a in expected])
+
+
+TORCH_CPU_PROGRAM = """
+import sys
+import torch
+x = torch.ones(8, 4)
+y = torch.softmax(x, dim=-1)
+print("argv", sys.argv[1:], "path0", sys.path[0] == __file__.rsplit("/", 1)[0])
+sys.exit(int(sys.argv[1]))
+"""
+
+
+def test_profile_torch_ops_traces_through_the_launcher(tmp_path, stand_in):
+    """On a CPU with the stand-in ncu: the launcher traces the ops, keeps argv, sys.path[0], exit code."""
+    program = tmp_path / "torch_prog.py"
+    program.write_text(TORCH_CPU_PROGRAM)
+    lines: list[str] = []
+    out = tmp_path / "run"
+    with pytest.raises(prof.ProgramFailed) as err:  # no kernel profiled on a CPU, and the program exits 4
+        opts = prof.ProfileOptions(command=[sys.executable, str(program), "4"], torch_ops=True, out=out)
+        prof.profile(opts, lines.append)
+    assert err.value.exit_code == 4
+    assert "argv ['4'] path0 True" in lines
+    configs = json.loads((out / "plan.json").read_text())["configs"]
+    softmax = next(c for c in configs if c["op"] == "aten._softmax.default")
+    assert softmax["range"].startswith("mt|op|") and softmax["min_read_bytes"] == 8 * 4 * 4
+    run = json.loads((out / "run.json").read_text())
+    assert run["attempts"][0]["argv"][-3:] == [str(prof.LAUNCHER), str(program), "4"]

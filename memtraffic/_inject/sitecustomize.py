@@ -62,9 +62,15 @@ class _WhenTorchImports(importlib.abc.MetaPathFinder):
         return spec
 
 
-_chain()
-if os.environ.pop("MEMTRAFFIC_TORCH_OPS", None) == "1":
+def trace_from_now() -> None:
+    """Trace the program's aten ops from the moment torch is imported (at once if it already is)."""
     if "torch" in sys.modules:  # a .pth file (or the chained sitecustomize) imported it during site setup
         _start_tracing()
     else:
         sys.meta_path.insert(0, _WhenTorchImports())
+
+
+if __name__ == "sitecustomize":  # launch.py loads this file under another name for its functions only
+    _chain()
+    if os.environ.pop("MEMTRAFFIC_TORCH_OPS", None) == "1":
+        trace_from_now()

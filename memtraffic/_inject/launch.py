@@ -1,0 +1,48 @@
+"""`python [flags] launch.py SCRIPT|-m MODULE|-c CODE [ARGS]`: run a Python program with its aten ops traced.
+
+`memtraffic profile --torch-ops -- python train.py` runs `python .../launch.py train.py` instead: under
+ncu the sitecustomize route (PYTHONPATH) was seen not to run on the H100 machine (2026-11-23: the same
+command traced its ops without ncu and none under it), while an argument to the interpreter always
+reaches it. The program then runs as `python train.py` would: __main__, sys.argv and sys.path[0] are
+its own, and its exit code is the process's.
+"""
+
+import importlib.util
+import os
+import runpy
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _sitecustomize():
+    """This folder's sitecustomize.py as a plain module: its tracing functions, none of its start-up."""
+    spec = importlib.util.spec_from_file_location("_memtraffic_sitecustomize", os.path.join(_HERE,
+                                                                                             "sitecustomize.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    if not args:
+        sys.exit("usage: python launch.py SCRIPT|-m MODULE|-c CODE [ARGS...]")
+    os.environ.pop("MEMTRAFFIC_TORCH_OPS", None)  # processes the program starts are not traced
+    _sitecustomize().trace_from_now()
+    if args[0] == "-m":
+        sys.argv = args[1:]
+        sys.path[0] = os.getcwd()
+        runpy.run_module(args[1], run_name="__main__", alter_sys=True)
+    elif args[0] == "-c":
+        sys.argv = ["-c", *args[2:]]
+        sys.path[0] = ""
+        exec(compile(args[1], "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+    else:
+        sys.argv = args
+        sys.path[0] = os.path.dirname(os.path.abspath(args[0]))
+        runpy.run_path(args[0], run_name="__main__")
+
+
+if __name__ == "__main__":
+    main()
