@@ -1,0 +1,87 @@
+"""The committed `memtraffic profile` runs: memtraffic's numbers are the ones ncu itself prints.
+
+reports/h100/profile_* were made by scripts/make_profile_reports.sh on an H100 (ncu 2025.3.1,
+2026-11-23), which also saved `ncu --import R --page raw --csv --print-units base` beside each report.
+Every kernel's counters as memtraffic reads them equal that print, and the analysis joins each kernel
+to the op or region the program recorded, with the minimum the tracer computed from the tensors.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from memtraffic.analyze import analyze_path
+from memtraffic.extract import read_report
+from memtraffic.metrics import METRICS
+
+REPO = Path(__file__).resolve().parent.parent
+RUNS = [REPO / "reports" / "h100" / name for name in ("profile_torch_model", "profile_cupy_region")]
+# Counters memtraffic collects in every run (the traffic set), compared kernel by kernel.
+ALIASES = ["time", "l1_ld_bytes", "l1_st_bytes", "l2_rd_sectors", "l2_wr_sectors", "dram_rd_bytes",
+           "dram_wr_bytes", "req_ld_bytes", "req_st_bytes"]
+
+
+def ncu_raw(run: Path) -> list[dict[str, str]]:
+    """ncu's own rows: header, a units row, then one row per kernel launch in ID order."""
+    rows = list(csv.reader((run / "ncu_raw.csv").open()))
+    header, kernels = rows[0], rows[2:]
+    return [dict(zip(header, r, strict=True)) for r in kernels]
+
+
+def _number(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+@pytest.mark.parametrize("run", RUNS, ids=lambda p: p.name)
+def test_every_counter_equals_what_ncu_prints(run):
+    ours = read_report(run / "profile.ncu-rep").to_dict("records")
+    theirs = ncu_raw(run)
+    assert len(ours) == len(theirs) >= 8
+    for k, (o, t) in enumerate(zip(ours, theirs, strict=True)):
+        assert int(t["ID"]) == o["launch"] == k
+        assert t["Kernel Name"].startswith(("void ", o["kernel"])) and o["kernel"] in t["Kernel Name"]
+        for alias in ALIASES:
+            assert o[alias] == _number(t[METRICS[alias].ncu]), (k, alias)
+
+
+def test_torch_ops_join_each_kernel_to_its_op_with_the_tracers_minimum():
+    run = RUNS[0]
+    rows = {r["range"]: r for r in analyze_path(run).to_dict("records")}
+    trace = {c["range"]: c for c in json.loads((run / "plan.json").read_text())["configs"]}
+    # every profiled kernel ran inside a traced op's range
+    assert rows and set(rows) <= set(trace)
+    # examples/torch_model.py: x is 4096x1024 fp32; softmax reads and writes it once
+    (softmax,) = [r for r in rows.values() if r["op"] == "aten._softmax.default"]
+    assert softmax["min_read_bytes"] == softmax["min_write_bytes"] == 4096 * 1024 * 4
+    # in-place relu_ reads and writes its 1024x4096 tensor once
+    (relu,) = [r for r in rows.values() if r["op"] == "aten.relu_.default"]
+    assert relu["min_read_bytes"] == relu["min_write_bytes"] == 4096 * 1024 * 4
+    # the linear layer: addmm reads x (4096x1024), W (1024x1024) and the bias, writes 4096x1024
+    (addmm,) = [r for r in rows.values() if r["op"] == "aten.addmm.default"]
+    assert addmm["min_read_bytes"] == (4096 * 1024 + 1024 * 1024 + 1024) * 4
+    assert addmm["model_flops"] == 2 * 4096 * 1024 * 1024
+    # the measured bytes of each op's kernel are the report's (the same numbers ncu prints)
+    raw = {int(t["ID"]): t for t in ncu_raw(run)}
+    launches = read_report(run / "profile.ncu-rep")
+    softmax_launch = launches[launches["range"] == softmax["range"]].iloc[0]
+    assert softmax["l1_ld_bytes"] == _number(raw[int(softmax_launch["launch"])][METRICS["l1_ld_bytes"].ncu])
+
+
+def test_regions_carry_their_minimum_and_sum_their_kernels():
+    run = RUNS[1]
+    rows = {r["op"]: r for r in analyze_path(run).to_dict("records") if r["op"]}
+    size = 8192 * 1024 * 4  # examples/cupy_region.py: one fp32 array in, one out
+    for name in ("softmax_elementwise", "softmax_rawkernel"):
+        assert rows[name]["min_read_bytes"] == rows[name]["min_write_bytes"] == size
+    # the "copy" region was recorded with its bytes, but CuPy copies a contiguous array with
+    # cudaMemcpy, not a kernel, so ncu profiled nothing inside it and it has no row
+    plan = {c["op"]: c for c in json.loads((run / "plan.json").read_text())["configs"]}
+    assert plan["copy"]["min_read_bytes"] == plan["copy"]["min_write_bytes"] == size
+    assert "copy" not in rows
+    assert rows["softmax_rawkernel"]["n_kernels"] == 1
+    assert rows["softmax_elementwise"]["n_kernels"] > 1  # max, subtract+exp, sum, divide: several passes
+    assert rows["softmax_elementwise"]["eff_l1_ld"] < rows["softmax_rawkernel"]["eff_l1_ld"] <= 1.0
