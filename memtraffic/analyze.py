@@ -244,6 +244,13 @@ def diagnose(r: dict[str, Any]) -> str:
     return "; ".join(notes)
 
 
+def _merged_ranges(plan: dict[str, Any] | None) -> dict[tuple[str, str], str]:
+    """(report name, NVTX range) -> plan range, for a config that `memtraffic merge` found measured in
+    more than one run: its later measurements are 'RANGE|#2', ... in the reports of their own run."""
+    return {(report, c["nvtx_range"]): c["range"] for c in (plan or {}).get("configs", [])
+            if "nvtx_range" in c for report in c.get("reports", [])}
+
+
 def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None, *,
                     min_bytes: tuple[float, float, float] | None = None, group_by: str = "range",
                     allow_partial: bool = False, run_name: str | None = None
@@ -253,6 +260,7 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
         raise UsageError(f"unknown --group-by {group_by!r}: use range or kernel")
     frames = []
     empty: list[EmptyReportError] = []
+    renamed = _merged_ranges(plan)
     for report in reports:
         try:
             kernels = read_report(report, allow_partial=allow_partial)
@@ -260,6 +268,9 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
             empty.append(err)
             continue
         _check_metrics(kernels, str(report))
+        if renamed:
+            name = Path(report).name
+            kernels["range"] = [renamed.get((name, r), r) for r in kernels["range"]]
         kernels.insert(0, "run", run_name or Path(report).name.removesuffix(".ncu-rep"))
         frames.append(kernels)
     if not frames:
@@ -310,6 +321,9 @@ def _label(r: dict[str, Any]) -> str:
     if r["variant"]:
         params = ",".join(f"{k}={v}" for k, v in _explicit(r).items())
         text = " ".join(p for p in (r["variant"], r["shape"], r["dtype"], params) if p)
+        again = r["range"].rsplit("|", 1)[-1]
+        if again.startswith("#"):  # a merge's second measurement of the same config
+            text += f" {again}"
     else:
         text = r["range"] or r["kernels"][0]
     return text
