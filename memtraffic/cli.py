@@ -409,6 +409,36 @@ def analyze(
 
 @app.command()
 @_errors_to_exit
+def merge(
+    runs: Annotated[list[Path], typer.Argument(help="Run folders to combine (shards, reruns, machines).")],
+    out: Annotated[Path, typer.Option(help="New or empty folder for the merged run (never overwritten).")],
+    allow_mixed: Annotated[
+        bool, typer.Option("--allow-mixed", help="Merge runs of different GPUs or ncu versions anyway.")
+    ] = False,
+    fmt: Fmt = "table",
+) -> None:
+    """Combine run folders into one new run: reports copied, one plan, one run.json.
+
+    Configs are renumbered; each keeps its part, its reports and every
+    ncu argv of its run. Runs measured on different GPUs or ncu versions
+    are refused unless --allow-mixed. A config measured in two runs keeps
+    both rows (the second labelled #2). 'analyze', 'roofline' and
+    'report' then read the merged folder as one run.
+
+    Examples:
+      memtraffic merge runs/part1 runs/part2 runs/part3 --out runs/sweep
+      memtraffic merge runs/a runs/a-rerun --out runs/a-complete
+    """
+    from memtraffic.analyze import analyze_path, render
+    from memtraffic.merge import merge_runs
+
+    _check_format(fmt, ("table", "json", "csv"))
+    merged, _ = merge_runs(runs, out, allow_mixed, echo=lambda line: typer.echo(line, err=True))
+    typer.echo(render(analyze_path(merged), fmt))
+
+
+@app.command()
+@_errors_to_exit
 def roofline(
     runs: Annotated[
         list[Path] | None, typer.Argument(help="Run folders from 'memtraffic measure'; default: the newest.")
