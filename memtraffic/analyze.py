@@ -278,7 +278,12 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
             raise empty[0]
         return pd.DataFrame(columns=COLUMNS + EXTRA_COLUMNS), pd.DataFrame()
     kernels = pd.concat(frames, ignore_index=True)
-    return compute(_group(kernels, group_by), plan, min_bytes), kernels
+    table = compute(_group(kernels, group_by), plan, min_bytes)
+    if plan and group_by == "range":  # plan order: a run of several GPUs has a report per GPU
+        order = {c["range"]: i for i, c in enumerate(plan.get("configs", []))}
+        rank = [order.get(r, len(order)) for r in table["range"]]
+        table = table.iloc[sorted(range(len(table)), key=rank.__getitem__)].reset_index(drop=True)
+    return table, kernels
 
 
 def analyze_path(path: str | Path, min_bytes: str | None = None, group_by: str = "range") -> pd.DataFrame:
