@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -331,3 +332,51 @@ def test_gpu_index_beyond_this_machine(tmp_path):
     count = torch.cuda.device_count()
     line = _one_error_line(_invoke(["measure", "torch_softmax", "--gpus", f"0,{count}"]), 2)
     assert f"there is no GPU {count}; this machine shows {count}" in line
+
+
+# --- the committed two-GPU reference run (scripts/measure_gpus.py on the 2 x H200 host) ------------------
+
+H200X2 = Path(__file__).resolve().parents[1] / "reports" / "h200x2"
+
+
+def _comparison() -> list[dict[str, str]]:
+    with open(H200X2 / "gpus_vs_one_comparison.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_committed_two_gpu_run_reads_as_one_run():
+    from memtraffic.analyze import analyze_path
+
+    run_dir = H200X2 / "softmax_sweep_80"
+    run = json.loads((run_dir / "run.json").read_text())
+    table = analyze_path(run_dir)
+    assert len(table) == len(run["configs"]) == 80 and run["rerun"] == []
+    assert list(table["range"]) == [c["range"] for c in run["configs"]]  # plan order, not report order
+    assert run["reports"] == ["profile-gpu0.ncu-rep", "profile-gpu1.ncu-rep"]
+    gpu_of = {c["range"]: c["gpu"] for c in run["configs"]}
+    assert {gpu_of[r] for r in table["range"]} == {0, 1}
+    pairs = zip(table["range"], table["report"], strict=True)
+    assert all(Path(r).name == f"profile-gpu{gpu_of[rng]}.ncu-rep" for rng, r in pairs)
+    assert [a["cuda_visible_devices"] for a in run["attempts"]] == ["0", "1"]
+    # The script's comparison was made from this very run (all-1): same counters per config.
+    rows = {r["range"]: r for r in _comparison()}
+    for r in table.to_dict("records"):
+        assert float(rows[r["range"]]["l1_ld_bytes[all-1]"]) == r["l1_ld_bytes"]
+        assert float(rows[r["range"]]["l2_rd_bytes[all-1]"]) == r["l2_rd_bytes"]
+
+
+def test_committed_comparison_l1_counters_equal_per_config_in_every_run():
+    rows = _comparison()
+    summary = json.loads((H200X2 / "gpus_vs_one_summary.json").read_text())
+    assert len(rows) == summary["configs"] == 80
+    for counter in ("l1_ld_bytes", "l1_st_bytes", "l1_ld_sectors", "l1_st_sectors", "req_ld_bytes"):
+        assert all(len({r[f"{counter}[{n}]"] for n in summary["runs"]}) == 1 for r in rows), counter
+        assert summary["identical_in_every_run"][counter] == 80
+
+
+def test_merging_runs_of_different_gpus_is_refused():
+    res = _invoke(["merge", str(H200X2 / "softmax_sweep_80"),
+                   str(Path(__file__).resolve().parents[1] / "reports" / "h100" / "seed_1048576x2_fp32"),
+                   "--out", "/nonexistent/never-created"])
+    line = _one_error_line(res, 2)
+    assert "different GPUs" in line and "NVIDIA H200" in line and "NVIDIA H100 80GB HBM3" in line
