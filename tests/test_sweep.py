@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -293,6 +294,40 @@ def test_interrupt_on_one_gpu_stops_the_restarts_and_keeps_what_finished(tmp_pat
     for g in (0, 1):
         status = rundir.read_status(tmp_path / f"status-gpu{g}.jsonl")
         assert status[g]["status"] == "ok" and status[g + 2]["status"] == "not run"
+
+
+def test_shards_measured_apart_merge_back_into_the_whole_plan(tmp_path, monkeypatch):
+    """Three shards, each measured (fake ncu) into its own folder, merged: every config once."""
+    from memtraffic.merge import merge_runs
+
+    _fake_measure(tmp_path, monkeypatch)
+    variants, shapes = ["torch_softmax", "softmax_naive"], ["4x8", "8x8", "8x4"]
+    whole = build_plan(variants, shapes, [], [])
+    for i in (1, 2, 3):
+        opts = collect.MeasureOptions(variants=variants, shapes=shapes, out=tmp_path / f"s{i}",
+                                      shard=f"{i}/3", gpus="all")
+        with pytest.raises(NcuError, match="no kernel inside"):  # the fake ncu profiles nothing
+            collect.measure(opts, echo=lambda s: None)
+        run = json.loads((tmp_path / f"s{i}" / "run.json").read_text())
+        assert run["shard"]["index"] == i and run["shard"]["plan_configs"] == 6
+        assert len(run["configs"]) == 2
+    notes: list[str] = []
+    out, run = merge_runs([tmp_path / f"s{i}" for i in (1, 2, 3)], tmp_path / "all", echo=notes.append)
+    assert sorted(c["range"] for c in run["configs"]) == sorted(c["range"] for c in whole["configs"])
+    assert run["notes"] == [] and [p["shard"]["index"] for p in run["parts"]] == [1, 2, 3]
+    _, partial = merge_runs([tmp_path / "s1", tmp_path / "s3"], tmp_path / "some", echo=notes.append)
+    assert partial["notes"] == ["shards of 3: missing 2"]
+
+
+def test_cli_configs_given_two_ways_and_rerun_of_a_complete_run(tmp_path):
+    (tmp_path / "grid.toml").write_text('variants = ["torch_softmax"]\n')
+    line = _one_error_line(_invoke(["measure", "torch_softmax", "--sweep", str(tmp_path / "grid.toml")]), 2)
+    assert "give the configs one way" in line
+    run = tmp_path / "run"
+    shutil.copytree(H200X2 / "softmax_sweep_80", run)
+    line = _one_error_line(_invoke(["measure", "--rerun", str(run)]), 2)
+    assert "lists no config to rerun; every config finished" in line
+    assert "not a run folder" in _one_error_line(_invoke(["measure", "--rerun", str(tmp_path)]), 2)
 
 
 # --- on the GPU machine -------------------------------------------------------------------------------------
