@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import threading
@@ -225,7 +224,7 @@ def profile_gpus(plan: dict[str, Any], run_dir: Path, ncu: Path, metrics: Sequen
                 with lock:
                     for proc in procs:
                         if proc.poll() is None:
-                            proc.send_signal(signal.SIGKILL)
+                            proc.kill()
                 continue
             interrupted = True
             stop.set()
