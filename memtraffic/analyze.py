@@ -295,6 +295,13 @@ def diagnose(r: dict[str, Any]) -> str:
     return "; ".join(notes)
 
 
+def _merged_ranges(plan: dict[str, Any] | None) -> dict[tuple[str, str], str]:
+    """(report name, NVTX range) -> plan range, for a config that `memtraffic merge` found measured in
+    more than one run: its later measurements are 'RANGE|#2', ... in the reports of their own run."""
+    return {(report, c["nvtx_range"]): c["range"] for c in (plan or {}).get("configs", [])
+            if "nvtx_range" in c for report in c.get("reports", [])}
+
+
 def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None, *,
                     min_bytes: tuple[float, float, float] | None = None, group_by: str = "range",
                     allow_partial: bool = False, run_name: str | None = None,
@@ -304,6 +311,7 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
         raise UsageError(f"unknown --group-by {group_by!r}: use range, kernel or op")
     frames = []
     empty: list[EmptyReportError] = []
+    renamed = _merged_ranges(plan)
     for report in reports:
         try:
             kernels = read_report(report, allow_partial=allow_partial)
@@ -311,6 +319,9 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
             empty.append(err)
             continue
         _check_metrics(kernels, str(report))
+        if renamed:
+            name = Path(report).name
+            kernels["range"] = [renamed.get((name, r), r) for r in kernels["range"]]
         kernels.insert(0, "run", run_name or Path(report).name.removesuffix(".ncu-rep"))
         frames.append(kernels)
     if not frames:
@@ -320,6 +331,10 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
     kernels = pd.concat(frames, ignore_index=True)
     rows = _group(kernels, "kernel" if group_by == "kernel" else "range")
     table = _name_worst_lines(compute(rows, plan, min_bytes, min_rules), reports, plan)
+    if plan and group_by != "kernel":  # plan order: a run of several GPUs has a report per GPU
+        order = {c["range"]: i for i, c in enumerate(plan.get("configs", []))}
+        rank = [order.get(r, len(order)) for r in table["range"]]
+        table = table.iloc[sorted(range(len(table)), key=rank.__getitem__)].reset_index(drop=True)
     if group_by == "op":  # op calls are ranges: summarized per op type
         from memtraffic.per_op import summarize
 
@@ -387,7 +402,11 @@ def to_records(df: pd.DataFrame) -> list[dict[str, Any]]:
 def _label(r: dict[str, Any]) -> str:
     if r["variant"]:
         params = ",".join(f"{k}={v}" for k, v in _explicit(r).items())
-        return " ".join(p for p in (r["variant"], r["shape"], r["dtype"], params) if p)
+        text = " ".join(p for p in (r["variant"], r["shape"], r["dtype"], params) if p)
+        again = r["range"].rsplit("|", 1)[-1]
+        if again.startswith("#"):  # a merge's second measurement of the same config
+            text += f" {again}"
+        return text
     parts = (r["range"] or "").split("|")
     if len(parts) >= 4 and parts[0] == "mt" and parts[1] in ("op", "region") and r["op"]:
         # 'mt|op|<seq>|<overload>' / 'mt|region|<name>|<seq>': name, call number, first input

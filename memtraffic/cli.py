@@ -74,23 +74,62 @@ def _check_format(fmt: str, allowed: tuple[str, ...]) -> None:
 @app.command("list")
 @_errors_to_exit
 def list_(
-    shape: Annotated[
-        str | None, typer.Option(help="Shape as MxN (or MxNxK for matmuls); default: each op's own.")
+    variants: Annotated[
+        list[str] | None, typer.Argument(help="With --count: the variants of the grid (or --all).")
     ] = None,
-    dtype: Annotated[str, typer.Option(help="fp32, fp16 or bf16.")] = "fp32",
+    shape: Annotated[
+        list[str] | None,
+        typer.Option(help="Shape as MxN (or MxNxK for matmuls); default: each op's own. Repeatable with "
+                     "--count."),
+    ] = None,
+    dtype: Annotated[
+        list[str] | None, typer.Option(help="fp32, fp16 or bf16 (default fp32); repeatable with --count.")
+    ] = None,
+    param: Annotated[
+        list[str] | None, typer.Option(help="With --count: KEY=V1,V2 as 'measure --param' takes it.")
+    ] = None,
+    all_variants: Annotated[bool, typer.Option("--all", help="With --count: every variant.")] = False,
+    sweep: Annotated[Path | None, typer.Option(help="With --count: a TOML sweep file.")] = None,
+    count: Annotated[
+        bool,
+        typer.Option("--count", help="Instead of the table: how many configs 'measure' with the same grid "
+                     "options would profile (per variant, and those skipped), without a GPU."),
+    ] = False,
     variant_files: VariantFiles = None,
     fmt: Fmt = "table",
 ) -> None:
-    """List the kernel variants with their minimum vs predicted traffic, FLOPs and arithmetic intensity."""
+    """List the kernel variants with their minimum vs predicted traffic, FLOPs and arithmetic intensity.
+
+    With --count, the size of a grid before running it: give the options
+    you would give 'measure' (variants, --shape, --dtype, --param, --all,
+    --sweep) and it prints the number of configs per variant and in all.
+
+    Examples:
+      memtraffic list --shape 4096x4096 --dtype bf16
+      memtraffic list --count softmax_tiled --shape 4096x4096 --shape 1024x1024 --param num_warps=4,8
+      memtraffic list --count --sweep grid.toml
+    """
     from memtraffic.model import parse_dtype, parse_shape, torch_dtype
     from memtraffic.tables import render
     from memtraffic.variants import describe, load_variants
 
     _check_format(fmt, ("table", "json", "csv"))
-    dt = torch_dtype(parse_dtype(dtype))
-    sh = parse_shape(shape) if shape else None
-    variants = load_variants(variant_files or [], on_problem=_warn_line)
-    rows = [describe(v, sh, dt) for v in variants.values()]
+    if count:
+        from memtraffic.collect import MeasureOptions, plan_for
+        from memtraffic.sweep import grid_count
+
+        plan = plan_for(MeasureOptions(
+            variants=list(variants or []), shapes=list(shape or []), dtypes=list(dtype or []),
+            params=list(param or []), all_variants=all_variants, sweep=sweep,
+            variant_files=[str(f) for f in variant_files or []]))
+        typer.echo(grid_count(plan, fmt))
+        return
+    if variants or param or all_variants or sweep or len(shape or []) > 1 or len(dtype or []) > 1:
+        raise UsageError("variant names, --param, --all, --sweep and repeated --shape/--dtype go with "
+                         "--count (the table takes one --shape and one --dtype)")
+    dt = torch_dtype(parse_dtype(dtype[0] if dtype else "fp32"))
+    sh = parse_shape(shape[0]) if shape else None
+    rows = [describe(v, sh, dt) for v in load_variants(variant_files or [], on_problem=_warn_line).values()]
     typer.echo(render(rows, fmt, kind="list"))
 
 
@@ -154,6 +193,28 @@ def measure(
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Also show ncu's own ==PROF== lines.")
     ] = False,
+    gpus: Annotated[
+        str | None,
+        typer.Option(
+            help="all, or GPU indices like 0,1: the configs are split across these GPUs by predicted "
+            "cost and one ncu process per GPU runs at once; one run folder, a report per GPU."
+        ),
+    ] = None,
+    sweep: Annotated[
+        Path | None,
+        typer.Option(help="A TOML sweep file (variants, shapes, dtypes, [params], [[grid]] tables) "
+                     "instead of variant names and grid options."),
+    ] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(help="I/N: measure only shard I of N of the plan (deterministic, balanced by "
+                     "predicted cost; every config in exactly one shard). Combine with 'memtraffic merge'."),
+    ] = None,
+    rerun: Annotated[
+        Path | None,
+        typer.Option(help="A run folder: measure again the configs its run.json lists under 'rerun' "
+                     "(failed, interrupted, or on a GPU that failed)."),
+    ] = None,
     fmt: Fmt = "table",
 ) -> None:
     """Profile variants under Nsight Compute (ncu) and analyze their traffic.
@@ -173,12 +234,20 @@ def measure(
     /usr/local/cuda/bin, else the newest /opt/nvidia/nsight-compute/*/)
     with permission to read the GPU performance counters.
 
+    Grids: every variant x --shape x --dtype x --param combination, or a
+    --sweep file (see memtraffic/sweep.py); 'memtraffic list --count' with
+    the same options tells how many configs that is. --gpus splits them
+    across GPUs (a failed GPU's configs are listed for --rerun); --shard
+    I/N runs one part of them anywhere, 'memtraffic merge' joins the runs.
+
     Examples:
       memtraffic measure softmax_tiled torch_softmax --shape 1048576x2
       memtraffic measure softmax_tiled --param BLOCK_M=1,128 --dtype bf16
       memtraffic measure --all --shape 4096x4096 --shape 4096x4096x4096
       memtraffic measure torch_softmax --metrics traffic,flops --out runs/a
       memtraffic measure my_kernel --variants my_kernels.py --shape 4096x4096
+      memtraffic measure --sweep grid.toml --gpus all
+      memtraffic measure --sweep grid.toml --shard 2/8 --out runs/part2
     """
     from memtraffic.analyze import render
     from memtraffic.collect import MeasureOptions
@@ -198,6 +267,10 @@ def measure(
         cache_control=cache_control,
         source=source,
         verbose=verbose,
+        sweep=sweep,
+        rerun=rerun,
+        shard=shard,
+        gpus=gpus,
     )
     result = run_measure(opts, echo=lambda line: typer.echo(line, err=True))
     if len(result.table):
@@ -422,6 +495,36 @@ def lines(
 
     _check_format(fmt, ("table", "json", "csv"))
     typer.echo(render(read_lines(path, kernel=kernel, top=top), fmt))
+
+
+@app.command()
+@_errors_to_exit
+def merge(
+    runs: Annotated[list[Path], typer.Argument(help="Run folders to combine (shards, reruns, machines).")],
+    out: Annotated[Path, typer.Option(help="New or empty folder for the merged run (never overwritten).")],
+    allow_mixed: Annotated[
+        bool, typer.Option("--allow-mixed", help="Merge runs of different GPUs or ncu versions anyway.")
+    ] = False,
+    fmt: Fmt = "table",
+) -> None:
+    """Combine run folders into one new run: reports copied, one plan, one run.json.
+
+    Configs are renumbered; each keeps its part, its reports and every
+    ncu argv of its run. Runs measured on different GPUs or ncu versions
+    are refused unless --allow-mixed. A config measured in two runs keeps
+    both rows (the second labelled #2). 'analyze', 'roofline' and
+    'report' then read the merged folder as one run.
+
+    Examples:
+      memtraffic merge runs/part1 runs/part2 runs/part3 --out runs/sweep
+      memtraffic merge runs/a runs/a-rerun --out runs/a-complete
+    """
+    from memtraffic.analyze import analyze_path, render
+    from memtraffic.merge import merge_runs
+
+    _check_format(fmt, ("table", "json", "csv"))
+    merged, _ = merge_runs(runs, out, allow_mixed, echo=lambda line: typer.echo(line, err=True))
+    typer.echo(render(analyze_path(merged), fmt))
 
 
 @app.command()

@@ -1,23 +1,31 @@
-"""Collection for variants: `memtraffic measure` profiles a plan's configs in ONE ncu process.
+"""Collection for variants: `memtraffic measure` profiles a plan's configs in ONE ncu process per GPU.
 
 `measure()` checks the user's input, ncu and the GPU up front, writes the plan into a new run folder,
 lets ONE ncu process profile every config of the plan inside `python -m memtraffic.runner PLAN.json`,
 and starts a fresh ncu process for the configs not yet done if the runner dies. Then it analyzes the
 reports and saves run.json, results.csv and results.json.
+
+With --gpus the plan's configs are split across the GPUs by predicted cost (memtraffic.sweep) and one
+ncu process per GPU runs at the same time, each with its own CUDA_VISIBLE_DEVICES, status file, log
+and reports (profile-gpu0.ncu-rep, ...), all in the one run folder. A GPU whose ncu fails loses only
+its own configs: run.json lists them under 'rerun' (`measure --rerun RUN` measures them again).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memtraffic.exceptions import NcuError
+from memtraffic.exceptions import NcuError, UsageError
 from memtraffic.extract import EmptyReportError
 from memtraffic.ncu import (
     NVTX_INCLUDE,
@@ -35,11 +43,22 @@ from memtraffic.rundir import (
     DEFAULT_RUNS_ROOT,
     append_status,
     check_gpu,
+    cuda_device_names,
     environment,
     new_run_dir,
     partial_reports_expected,
     read_status,
     utc_now,
+)
+from memtraffic.sweep import (
+    assign_gpus,
+    parse_gpus,
+    parse_shard,
+    plan_from_grids,
+    predicted_cost,
+    read_sweep,
+    shard_plan,
+    visible_id,
 )
 
 
@@ -64,6 +83,22 @@ class MeasureOptions:
     runs_root: Path = DEFAULT_RUNS_ROOT
     max_attempts: int | None = None  # fresh ncu processes after runner crashes; default: one per config
     plan: dict[str, Any] | None = None  # a ready plan (build_plan / merge_plans) instead of the fields above
+    sweep: Path | None = None  # a TOML sweep file instead of variants/shapes/dtypes/params
+    rerun: Path | None = None  # a run folder: measure again the configs its run.json lists under 'rerun'
+    shard: str | None = None  # 'I/N': only that deterministic part of the plan
+    gpus: str | None = None  # 'all' or '0,1': one ncu process per GPU at once
+
+
+@dataclass(frozen=True)
+class GpuSlot:
+    """One GPU of `measure --gpus`: its index as this process numbers it and its CUDA_VISIBLE_DEVICES."""
+
+    index: int
+    visible: str
+
+    @property
+    def tag(self) -> str:
+        return f"gpu{self.index}"
 
 
 @dataclass
@@ -75,15 +110,28 @@ class MeasureResult:
 
 def profile_plan(plan: dict[str, Any], run_dir: Path, ncu: Path, metrics: Sequence[str], opts: MeasureOptions,
                  echo: Callable[[str], None] | None = None,
-                 ncu_runner: Callable[..., NcuRun] = run_ncu) -> dict[str, Any]:
+                 ncu_runner: Callable[..., NcuRun] = run_ncu, *, gpu: GpuSlot | None = None,
+                 stop: threading.Event | None = None,
+                 on_start: Callable[[subprocess.Popen], None] | None = None) -> dict[str, Any]:
     """Profile the plan's configs, restarting ncu for those not yet done whenever the runner dies.
 
     Returns the attempts, the reports written and whether the user interrupted. Config statuses are
     in the status file: a config that was started but never finished is recorded as failed here.
+    With `gpu`, only that GPU's configs, with files of its own (status-gpu0.jsonl, ncu-gpu0.log,
+    profile-gpu0.ncu-rep); `stop` set by another thread ends the restarts.
     """
     plan_path = run_dir / "plan.json"
-    status_path = run_dir / plan["status_file"]
-    ids = [c["id"] for c in plan["configs"]]
+    tag = f"-{gpu.tag}" if gpu else ""
+    status_path = run_dir / (f"status{tag}.jsonl" if gpu else plan["status_file"])
+    log_path = run_dir / f"ncu{tag}.log"
+    ids = [c["id"] for c in plan["configs"] if gpu is None or c.get("gpu") == gpu.index]
+    app = runner_argv(plan_path)
+    extra: dict[str, Any] = {}
+    if gpu is not None:
+        app += ["--gpu", str(gpu.index), "--status", str(status_path)]
+        extra["env"] = {**os.environ, "CUDA_VISIBLE_DEVICES": gpu.visible}
+    if on_start is not None:
+        extra["on_start"] = on_start
     max_attempts = opts.max_attempts or len(ids) + 1
     attempts: list[dict[str, Any]] = []
     reports: list[str] = []
@@ -92,13 +140,17 @@ def profile_plan(plan: dict[str, Any], run_dir: Path, ncu: Path, metrics: Sequen
         before = read_status(status_path)
         if all(i in before for i in ids):
             break
-        report = run_dir / ("profile.ncu-rep" if attempt == 1 else f"profile-{attempt}.ncu-rep")
-        argv = build_ncu_command(ncu, metrics, report, runner_argv(plan_path),
-                                 cache_control=opts.cache_control, clock_control=opts.clock_control,
-                                 source=opts.source)
-        result = ncu_runner(argv, run_dir / "ncu.log", echo=echo, verbose=opts.verbose)
+        if stop is not None and stop.is_set():
+            interrupted = True
+            break
+        report = run_dir / (f"profile{tag}.ncu-rep" if attempt == 1 else f"profile{tag}-{attempt}.ncu-rep")
+        argv = build_ncu_command(ncu, metrics, report, app, cache_control=opts.cache_control,
+                                 clock_control=opts.clock_control, source=opts.source)
+        result = ncu_runner(argv, log_path, echo=echo, verbose=opts.verbose, **extra)
         attempts.append({"argv": argv, "returncode": result.returncode, "passes": result.passes,
                          "no_kernels_message": result.no_kernels})
+        if gpu is not None:
+            attempts[-1].update(gpu=gpu.index, cuda_visible_devices=gpu.visible)
         if report.exists() and report.stat().st_size > 0:
             reports.append(report.name)
         after = read_status(status_path)
@@ -107,13 +159,13 @@ def profile_plan(plan: dict[str, Any], run_dir: Path, ncu: Path, metrics: Sequen
                 append_status(status_path, {"id": cid, "range": rec.get("range"), "status": "failed",
                                             "error": f"the runner process died while running it "
                                                      f"(ncu exit code {result.returncode})"})
-        if result.interrupted or result.returncode in (130, -2):
+        if result.interrupted or result.returncode in (130, -2) or (stop is not None and stop.is_set()):
             interrupted = True
             break
         if after == before:  # no config even started: ncu or the runner fails before measuring
             last = " | ".join(line for line in result.tail[-3:] if line.strip()) or "(no output)"
             raise NcuError(f"ncu exited with code {result.returncode} before profiling anything: {last} "
-                           f"(full log: {run_dir / 'ncu.log'})")
+                           f"(full log: {log_path})")
     final = read_status(status_path)
     for cid in ids:
         if cid not in final:
@@ -123,6 +175,76 @@ def profile_plan(plan: dict[str, Any], run_dir: Path, ncu: Path, metrics: Sequen
     return {"attempts": attempts, "reports": reports, "interrupted": interrupted}
 
 
+def profile_gpus(plan: dict[str, Any], run_dir: Path, ncu: Path, metrics: Sequence[str], opts: MeasureOptions,
+                 slots: Sequence[GpuSlot], echo: Callable[[str], None],
+                 ncu_runner: Callable[..., NcuRun] = run_ncu) -> dict[str, Any]:
+    """`profile_plan` for every GPU at once, one thread and one ncu process per GPU.
+
+    Lines are prefixed with the GPU ('[gpu1] ...'). One GPU's failure is recorded in its entry and the
+    others go on. Ctrl-C reaches the runners through the terminal (they stop after their current config
+    and ncu writes what they finished); a second Ctrl-C kills the ncu processes.
+    """
+    lock = threading.Lock()
+    stop = threading.Event()
+    procs: list[subprocess.Popen] = []
+    results: dict[int, dict[str, Any]] = {}
+
+    def say(slot: GpuSlot) -> Callable[[str], None]:
+        def line(text: str) -> None:
+            with lock:
+                echo(f"[{slot.tag}] {text}")
+        return line
+
+    def started(proc: subprocess.Popen) -> None:
+        with lock:
+            procs.append(proc)
+
+    def work(slot: GpuSlot) -> None:
+        t0 = time.perf_counter()
+        try:
+            out = profile_plan(plan, run_dir, ncu, metrics, opts, say(slot), ncu_runner, gpu=slot, stop=stop,
+                               on_start=started)
+            out["error"] = None
+        except Exception as err:  # NcuError or a bug: this GPU's configs are lost, not the others'
+            out = {"attempts": [], "reports": [], "interrupted": False,
+                   "error": str(err) if isinstance(err, NcuError) else f"{type(err).__name__}: {err}"}
+            say(slot)(f"FAILED: {out['error']}")
+        out["wall_time_s"] = round(time.perf_counter() - t0, 3)
+        results[slot.index] = out
+
+    threads = [threading.Thread(target=work, args=(slot,), name=slot.tag, daemon=True) for slot in slots]
+    for t in threads:
+        t.start()
+    interrupted = False
+    while any(t.is_alive() for t in threads):
+        try:
+            for t in threads:
+                t.join(0.2)
+        except KeyboardInterrupt:
+            if interrupted:  # second Ctrl-C: stop waiting for ncu
+                with lock:
+                    for proc in procs:
+                        if proc.poll() is None:
+                            proc.kill()
+                continue
+            interrupted = True
+            stop.set()
+            echo("interrupted: waiting for each GPU's ncu to write the report of its finished configs "
+                 "(Ctrl-C again to kill them)")
+    gpus = []
+    for slot in slots:
+        out = results[slot.index]
+        ids = [c["id"] for c in plan["configs"] if c.get("gpu") == slot.index]
+        gpus.append({"index": slot.index, "cuda_visible_devices": slot.visible, "configs": ids,
+                     "predicted_cost_s": round(sum(predicted_cost(c) for c in plan["configs"]
+                                                   if c.get("gpu") == slot.index), 3),
+                     "status_file": f"status-{slot.tag}.jsonl", **out})
+    return {"attempts": [a for g in gpus for a in g["attempts"]],
+            "reports": [r for g in gpus for r in g["reports"]],
+            "interrupted": interrupted or any(g["interrupted"] for g in gpus),
+            "gpus": gpus}
+
+
 def _config_entries(plan: Mapping[str, Any], status: Mapping[int, dict[str, Any]],
                     profiled: set[str] | None) -> list[dict[str, Any]]:
     """run.json's per-config lines: status ok/failed/not run, error text, and whether ncu profiled it."""
@@ -130,6 +252,8 @@ def _config_entries(plan: Mapping[str, Any], status: Mapping[int, dict[str, Any]
     for c in plan["configs"]:
         rec = status.get(c["id"], {})
         entry = {k: c[k] for k in ("id", "range", "variant", "op", "shape", "dtype", "params")}
+        if "gpu" in c:
+            entry["gpu"] = c["gpu"]
         entry.update(status=rec.get("status", "not run"), error=rec.get("error"), max_err=rec.get("max_err"),
                      profiled=None if profiled is None else c["range"] in profiled)
         if entry["status"] == "ok" and entry["profiled"] is False:
@@ -138,7 +262,68 @@ def _config_entries(plan: Mapping[str, Any], status: Mapping[int, dict[str, Any]
     return entries
 
 
-def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None) -> MeasureResult:
+def rerun_plan(run_dir: Path) -> dict[str, Any]:
+    """The configs a run folder lists under 'rerun' (failed, interrupted, or on a GPU that failed), as a
+    plan of their own: measure them again, then `memtraffic merge` the two runs."""
+    from memtraffic.extract import read_json
+
+    plan, run = read_json(run_dir / "plan.json"), read_json(run_dir / "run.json")
+    if plan is None or run is None:
+        raise UsageError(f"--rerun {run_dir}: not a run folder (no plan.json and run.json)")
+    wanted = set(run.get("rerun") or [])
+    if not wanted:
+        raise UsageError(f"--rerun {run_dir}: its run.json lists no config to rerun; every config finished")
+    configs = [{k: v for k, v in c.items() if k != "gpu"} for c in plan["configs"] if c["range"] in wanted]
+    for i, config in enumerate(configs):
+        config["id"] = i
+    keep = ("version", "seed", "variant_files")
+    return {**{k: plan[k] for k in keep if k in plan}, "status_file": "status.jsonl", "configs": configs,
+            "skipped": []}
+
+
+def plan_for(opts: MeasureOptions) -> dict[str, Any]:
+    """The plan of the options: a ready one, --rerun, a --sweep file or the grid options; then --shard."""
+    grid_given = bool(opts.variants or opts.shapes or opts.dtypes or opts.params or opts.all_variants)
+    if sum(bool(x) for x in (opts.plan, opts.sweep, opts.rerun, grid_given)) > 1:
+        raise UsageError("give the configs one way: variants and grid options, --sweep FILE, or --rerun RUN")
+    if opts.plan is not None:
+        plan = opts.plan
+    elif opts.rerun is not None:
+        plan = rerun_plan(opts.rerun)
+    elif opts.sweep is not None:
+        plan = plan_from_grids(read_sweep(opts.sweep))
+    else:
+        plan = build_plan(opts.variants, opts.shapes, opts.dtypes, opts.params, opts.all_variants,
+                          variant_files=opts.variant_files)
+    if opts.shard:
+        plan = shard_plan(plan, *parse_shard(opts.shard))
+    return plan
+
+
+def _gpu_slots(spec: str) -> tuple[list[GpuSlot], str]:
+    """The GPUs of --gpus, checked against those this process sees; all must be of one kind."""
+    names = cuda_device_names()
+    indices = parse_gpus(spec, len(names))
+    kinds = {names[i] for i in indices}
+    if len(kinds) > 1:
+        raise UsageError(f"--gpus {spec}: the GPUs differ ({', '.join(sorted(kinds))}); a run is measured on "
+                         "one kind of GPU: pick GPUs of one kind")
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return [GpuSlot(i, visible_id(i, env)) for i in indices], names[indices[0]]
+
+
+def _rerun_note(run: Mapping[str, Any], echo: Callable[[str], None], run_dir: Path) -> None:
+    for g in run.get("gpus", []):
+        if g.get("error"):
+            echo(f"[gpu{g['index']}] failed: {g['error']}")
+    if run.get("rerun"):
+        shown = ", ".join(run["rerun"][:6]) + (" ..." if len(run["rerun"]) > 6 else "")
+        echo(f"{len(run['rerun'])} configs to rerun ({shown}): `memtraffic measure --rerun {run_dir}` "
+             f"measures them into a new run, then `memtraffic merge {run_dir} NEW --out MERGED`")
+
+
+def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
+            ncu_runner: Callable[..., NcuRun] = run_ncu) -> MeasureResult:
     """Check everything up front, profile every config under ncu, analyze, save. See the module doc."""
     from memtraffic import analyze as analysis
 
@@ -152,15 +337,17 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None) -> 
         timings[name] = round(now - clock, 3)
         clock = now
 
-    plan = opts.plan or build_plan(opts.variants, opts.shapes, opts.dtypes, opts.params, opts.all_variants,
-                                   variant_files=opts.variant_files)
+    plan = plan_for(opts)
     lap("plan_s")
     build_ncu_command("ncu", [], "r", [], cache_control=opts.cache_control, clock_control=opts.clock_control)
     resolve_metrics(opts.metrics)  # names that are not even metric-shaped fail before we look for ncu
     ncu = find_ncu()
     version = ncu_version(ncu)
     lap("ncu_version_s")
-    gpu = check_gpu()
+    if opts.gpus:
+        slots, gpu = _gpu_slots(opts.gpus)
+    else:
+        slots, gpu = [], check_gpu()
     lap("gpu_check_s")
     metrics = resolve_metrics(opts.metrics, query_metric_names(ncu, metrics_cache_key(ncu, version, gpu)))
     lap("query_metrics_s")
@@ -170,10 +357,16 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None) -> 
     plan["metrics"] = {"spec": opts.metrics, "names": metrics}
     plan["options"] = {"clock_control": opts.clock_control, "cache_control": opts.cache_control,
                        "source": opts.source}
+    assignment = assign_gpus(plan, [s.index for s in slots]) if slots else {}
+    if slots:  # one status file per GPU: the runners never write the same file
+        plan.pop("status_file", None)
+        plan["status_files"] = {str(s.index): f"status-{s.tag}.jsonl" for s in slots}
     (run_dir / "plan.json").write_text(json.dumps(plan, indent=2) + "\n")
     for s in plan["skipped"]:
         echo(f"skip {s['variant']} {'x'.join(map(str, s['shape']))} {s['dtype']}: {s['reason']}")
-    echo(f"profiling {len(plan['configs'])} configs with {ncu} into {run_dir}")
+    where = f"{len(slots)} GPUs ({', '.join(f'{s.tag}: {len(assignment[s.index])}' for s in slots)})" \
+        if slots else "one ncu process"
+    echo(f"profiling {len(plan['configs'])} configs on {where} with {ncu} into {run_dir}")
 
     run: dict[str, Any] = {
         "started": utc_now(),
@@ -189,10 +382,19 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None) -> 
         "cache_control": opts.cache_control,
         "source": opts.source,
     }
+    if opts.sweep:
+        run["sweep"] = {"file": str(opts.sweep), "text": Path(opts.sweep).read_text(encoding="utf-8")}
+    if opts.rerun:
+        run["rerun_of"] = str(opts.rerun)
+    if "shard" in plan:
+        run["shard"] = plan["shard"]
     lap("environment_s")
     t0 = time.perf_counter()
     try:
-        outcome = profile_plan(plan, run_dir, ncu, metrics, opts, echo)
+        if slots:
+            outcome = profile_gpus(plan, run_dir, ncu, metrics, opts, slots, echo, ncu_runner)
+        else:
+            outcome = profile_plan(plan, run_dir, ncu, metrics, opts, echo, ncu_runner)
     except NcuError as err:
         run.update(wall_time_s=round(time.perf_counter() - t0, 3), error=str(err), configs=[])
         (run_dir / "run.json").write_text(json.dumps(run, indent=2) + "\n")
@@ -203,7 +405,12 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None) -> 
     passes = [a["passes"] for a in outcome["attempts"] if a["passes"]]
     run["passes"] = max(passes) if passes else None
 
-    status = read_status(run_dir / plan["status_file"])
+    status: dict[int, dict[str, Any]] = {}
+    for name in plan.get("status_files", {}).values() or [plan["status_file"]]:
+        status.update(read_status(run_dir / name))
+    for g in outcome.get("gpus", []):  # a GPU whose ncu failed: its configs say why
+        for cid in g["configs"] if g["error"] else []:
+            status.setdefault(cid, {"status": "not run", "error": f"GPU {g['index']} failed: {g['error']}"})
     run["configs"] = _config_entries(plan, status, profiled=None)
     run["skipped"] = plan["skipped"]
     (run_dir / "run.json").write_text(json.dumps(run, indent=2) + "\n")  # saved before analysis can fail
@@ -218,6 +425,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None) -> 
         run["passes"] = int(found.max()) if len(found) else None
     profiled = set(kernels["range"]) if len(kernels) else set()
     run["configs"] = _config_entries(plan, status, profiled)
+    run["rerun"] = [c["range"] for c in run["configs"] if c["status"] != "ok" or not c["profiled"]]
     if len(table):
         analysis.save_results(table, run_dir)
     lap("ncu_and_analysis_s")
@@ -230,6 +438,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None) -> 
         raise NcuError(
             f"ncu profiled no kernel inside the NVTX ranges {', '.join(ok_ranges[:4])}"
             f"{' ...' if len(ok_ranges) > 4 else ''} (filter --nvtx-include {NVTX_INCLUDE}): do these "
-            f"variants launch CUDA kernels? See {run_dir / 'ncu.log'}"
+            f"variants launch CUDA kernels? See the ncu logs in {run_dir}"
         )
+    _rerun_note(run, echo, run_dir)
     return MeasureResult(run_dir, run, table)

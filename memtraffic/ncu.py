@@ -289,9 +289,11 @@ _PASSES = re.compile(r"-\s+(\d+)\s+pass(?:es)?\b")
 
 def run_ncu(argv: Sequence[str], log_path: Path, echo: Callable[[str], None] | None = None,
             verbose: bool = False, env: Mapping[str, str] | None = None,
-            progress_every_s: float | None = None) -> NcuRun:
+            progress_every_s: float | None = None,
+            on_start: Callable[[subprocess.Popen], None] | None = None) -> NcuRun:
     """Run ncu, teeing its output into log_path. The program's lines go to `echo`, ==PROF== lines only if
     verbose; with progress_every_s, a line 'ncu: N kernels profiled (last: NAME)' at most that often.
+    `on_start` gets the ncu process (measure --gpus runs several from threads and may have to kill them).
 
     Ctrl-C: the runner stops after its current config and ncu writes the report of what it profiled;
     we wait for that (a second Ctrl-C kills ncu) and return with interrupted=True.
@@ -306,6 +308,8 @@ def run_ncu(argv: Sequence[str], log_path: Path, echo: Callable[[str], None] | N
                                 errors="replace", bufsize=1, env=None if env is None else dict(env))
     except OSError as err:
         raise NcuError(f"cannot start {argv[0]}: {err}") from None
+    if on_start is not None:
+        on_start(proc)
     with open(log_path, "a", encoding="utf-8") as log:
         log.write("$ " + shlex.join(argv) + "\n")
         while True:

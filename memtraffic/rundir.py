@@ -81,6 +81,14 @@ def check_gpu() -> str:
     return torch.cuda.get_device_name(0)
 
 
+def cuda_device_names() -> list[str]:
+    """The names of the CUDA devices this process sees (measure --gpus), or GpuNotFoundError."""
+    import torch
+
+    check_gpu()
+    return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+
+
 def gpu_name() -> str:
     """The name of GPU 0 from nvidia-smi (no torch: profile runs any program), or GpuNotFoundError."""
     try:

@@ -125,12 +125,13 @@ def _one_line(err: BaseException) -> str:
 
 
 def run_plan(plan: dict[str, Any], status_path: Path, device: torch.device | None = None,
-             log: TextIO | None = None) -> int:
-    """Run every config of the plan that has no record in the status file yet. Returns the exit code."""
+             log: TextIO | None = None, gpu: int | None = None) -> int:
+    """Run every config of the plan that has no record in the status file yet (with `gpu`, only those
+    `measure --gpus` assigned to that GPU). Returns the exit code."""
     device = device or _device()
     log = log or sys.stderr
     done = read_status(status_path)
-    configs = plan["configs"]
+    configs = [c for c in plan["configs"] if gpu is None or c.get("gpu") == gpu]
     try:  # the suite and the user's variant files; a file that fails to load fails its configs, not the run
         variants = load_variants(plan.get("variant_files", []),
                                  on_problem=lambda line: print(f"warning: {line}", file=log, flush=True))
@@ -175,13 +176,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m memtraffic.runner", description=__doc__.splitlines()[0])
     parser.add_argument("plan", type=Path, help="plan.json written by `memtraffic measure`")
     parser.add_argument("--status", type=Path, help="JSON-lines status file (default: the plan's, beside it)")
+    parser.add_argument("--gpu", type=int, help="run only the configs assigned to this GPU (measure --gpus)")
     args = parser.parse_args(argv)
     plan = json.loads(args.plan.read_text())
     status = args.status or args.plan.parent / plan.get("status_file", "status.jsonl")
     if not torch.cuda.is_available():
         # Triton's interpreter must be chosen before any @triton.jit runs, i.e. before kernels/ is imported.
         os.environ.setdefault("TRITON_INTERPRET", "1")
-    return run_plan(plan, status)
+    return run_plan(plan, status, gpu=args.gpu)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,166 @@
+"""`memtraffic merge RUN... --out R`: several run folders (shards, reruns, other machines) as one run.
+
+The new folder gets a copy of every report (renamed partN-NAME, so equal names never collide), one
+plan with the configs of all runs (ids renumbered, each config naming its part and reports), a
+status file, and a run.json that keeps every part's ncu argv, environment and origin. Runs measured
+on different GPUs or ncu versions are refused unless allow_mixed: their counters do not compare.
+
+A config measured in two of the runs keeps both measurements: the later one's range gets a '|#N'
+suffix (its Nth measurement) and the plan maps the NVTX range in that part's reports to it (config
+'nvtx_range' and 'reports'), which analysis applies, so the two never sum into one row.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from memtraffic.exceptions import UsageError
+from memtraffic.extract import REPORT_SUFFIX, read_json
+from memtraffic.rundir import append_status, new_run_dir, partial_reports_expected, utc_now
+
+# What must agree between runs for their counters to compare (environment keys).
+SAME = ("gpu", "ncu_version")
+
+
+def _load_run(path: Path) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    """plan, run.json and report names of a run folder; UsageError for anything that is not one."""
+    if not path.is_dir():
+        raise UsageError(f"{path} is not a run folder (not a folder): give folders written by "
+                         "`memtraffic measure`")
+    plan, run = read_json(path / "plan.json"), read_json(path / "run.json")
+    if plan is None or run is None or "configs" not in plan:
+        raise UsageError(f"{path} is not a run folder (no plan.json and run.json): give folders written by "
+                         "`memtraffic measure`")
+    reports = run.get("reports") or sorted(p.name for p in path.glob("*" + REPORT_SUFFIX))
+    missing = [r for r in reports if not (path / r).is_file()]
+    if missing:
+        raise UsageError(f"{path} lacks its report {missing[0]}: the run folder is incomplete")
+    return plan, run, list(reports)
+
+
+def _check_same(paths: Sequence[Path], runs: Sequence[dict[str, Any]], allow_mixed: bool) -> list[str]:
+    """Refuse runs measured on different GPUs or ncu versions (unless allowed: then notes)."""
+    notes = []
+    for key in SAME:
+        values = {str(r.get("environment", {}).get(key)) for r in runs}
+        if len(values) > 1:
+            where = "; ".join(f"{p}: {r.get('environment', {}).get(key)}" for p, r in zip(paths, runs,
+                                                                                        strict=True))
+            if not allow_mixed:
+                what = "GPUs" if key == "gpu" else "ncu versions"
+                raise UsageError(f"the runs were measured on different {what} ({where}): their counters do "
+                                 "not compare; pass --allow-mixed to merge them anyway")
+            notes.append(f"mixed {key}: {where}")
+    if len({tuple(r.get("metric_names") or []) for r in runs}) > 1:
+        notes.append("the runs collected different metrics: columns a run lacks stay empty for its rows")
+    return notes
+
+
+def _shard_note(runs: Sequence[dict[str, Any]]) -> str | None:
+    """Shards of one plan that are not all there (or there twice)."""
+    shards = [r["shard"] for r in runs if r.get("shard")]
+    if not shards:
+        return None
+    digests = {s["plan_digest"] for s in shards}
+    if len(digests) > 1:
+        return "the shards come from different plans (their grids differ)"
+    count = shards[0]["count"]
+    have = sorted(s["index"] for s in shards)
+    if have != list(range(1, count + 1)):
+        missing = sorted(set(range(1, count + 1)) - set(have))
+        twice = sorted({i for i in have if have.count(i) > 1})
+        parts = ([f"missing {', '.join(map(str, missing))}"] if missing else []) + \
+            ([f"twice {', '.join(map(str, twice))}"] if twice else [])
+        return f"shards of {count}: " + "; ".join(parts)
+    return None
+
+
+def merge_runs(sources: Sequence[Path], out: Path, allow_mixed: bool = False,
+               echo: Callable[[str], None] | None = None) -> tuple[Path, dict[str, Any]]:
+    """Merge the run folders into the new folder `out`; returns it and its run.json. See the module doc."""
+    echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
+    if len(sources) < 1:
+        raise UsageError("give the run folders to merge: memtraffic merge RUN_A RUN_B --out MERGED")
+    paths = [Path(s) for s in sources]
+    if len({p.resolve() for p in paths}) < len(paths):
+        raise UsageError("a run folder is given twice: each run can be merged once")
+    loaded = [_load_run(p) for p in paths]
+    notes = _check_same(paths, [run for _, run, _ in loaded], allow_mixed)
+    shard = _shard_note([run for _, run, _ in loaded])
+    if shard:
+        notes.append(shard)
+    if out.resolve() in {p.resolve() for p in paths}:
+        raise UsageError(f"--out {out} is one of the runs: merge into a new folder")
+    out = new_run_dir([], out)  # refuses a non-empty folder: never overwritten
+
+    first_plan, first_run, _ = loaded[0]
+    plan: dict[str, Any] = {k: first_plan[k] for k in ("version", "seed", "metrics", "options")
+                            if k in first_plan}
+    plan.update(status_file="status.jsonl", variant_files=[], configs=[], skipped=[], merged_from=[])
+    run: dict[str, Any] = {"merged": utc_now(), "command": shlex.join(sys.argv),
+                           "environment": first_run.get("environment"),
+                           "metric_set": first_run.get("metric_set"),
+                           "metric_names": first_run.get("metric_names"),
+                           "clock_control": first_run.get("clock_control"),
+                           "cache_control": first_run.get("cache_control"),
+                           "parts": [], "attempts": [], "reports": [], "configs": [], "skipped": []}
+    seen: dict[str, int] = {}  # range -> how many parts measured it so far
+    for part, (path, (src_plan, src_run, reports)) in enumerate(zip(paths, loaded, strict=True), 1):
+        names = [f"part{part}-{r}" for r in reports]
+        for report, name in zip(reports, names, strict=True):
+            shutil.copy2(path / report, out / name)
+        for log in sorted(path.glob("ncu*.log")):
+            shutil.copy2(log, out / f"part{part}-{log.name}")
+        entries = {c["id"]: c for c in src_run.get("configs", [])}
+        ids = []
+        for config in src_plan["configs"]:
+            new = {k: v for k, v in config.items() if k not in ("gpu", "nvtx_range", "reports", "part")}
+            nvtx = config.get("nvtx_range", config["range"])
+            # A merged run's config knows its own reports; else any of the run's reports may hold it.
+            held = [f"part{part}-{r}" for r in config["reports"]] if "reports" in config else names
+            new.update(id=len(plan["configs"]), part=part, reports=held)
+            seen[nvtx] = seen.get(nvtx, 0) + 1
+            if seen[nvtx] > 1:  # the Nth measurement of this config in the merge
+                new.update(range=f"{nvtx}|#{seen[nvtx]}", nvtx_range=nvtx)
+            plan["configs"].append(new)
+            ids.append(new["id"])
+            entry = dict(entries.get(config["id"], {"status": "not run", "error": "not in its run.json"}))
+            entry.update(id=new["id"], range=new["range"], part=part)
+            run["configs"].append(entry)
+            append_status(out / "status.jsonl", {k: entry.get(k) for k in ("id", "range", "status", "error")})
+        plan["skipped"] += src_plan.get("skipped", [])
+        plan["variant_files"] += [f for f in src_plan.get("variant_files", [])
+                                  if f not in plan["variant_files"]]
+        plan["merged_from"].append(str(path.resolve()))
+        run["skipped"] += src_run.get("skipped", [])
+        run["attempts"] += [{**a, "part": part} for a in src_run.get("attempts", [])]
+        run["reports"] += names
+        run["parts"].append({
+            "part": part, "source": str(path.resolve()), "run": path.name, "reports": names, "configs": ids,
+            **{k: src_run[k] for k in ("environment", "command", "started", "wall_time_s", "shard", "gpus",
+                                        "metric_set", "interrupted") if k in src_run}})
+    run["interrupted"] = any(r.get("interrupted") for _, r, _ in loaded)
+    passes = [r.get("passes") for _, r, _ in loaded if r.get("passes")]
+    run["passes"] = max(passes) if passes else None
+    run["rerun"] = [c["range"] for c in run["configs"]
+                    if c.get("status") != "ok" or c.get("profiled") is False]
+    run["notes"] = notes
+    (out / "plan.json").write_text(json.dumps(plan, indent=2) + "\n")
+    (out / "run.json").write_text(json.dumps(run, indent=2) + "\n")
+    for note in notes:
+        echo(f"note: {note}")
+
+    from memtraffic import analyze
+
+    table, _ = analyze.analyze_reports([out / r for r in run["reports"]], plan,
+                                       allow_partial=partial_reports_expected(run), run_name=out.name)
+    if len(table):
+        analyze.save_results(table, out)
+    echo(f"merged {len(plan['configs'])} configs of {len(paths)} runs into {out}")
+    return out, run

@@ -1,0 +1,144 @@
+"""One sweep measured with `measure --gpus all` and with `--gpus 0`: wall times, their ratio, and whether
+every config's L1/L2 byte counters are identical in the two runs (issue 15).
+
+    python scripts/measure_gpus.py OUT [--sweep scripts/sweeps/softmax_h200x2.toml] [--work DIR]
+
+Written for one call on a multi-GPU host. Runs alternate: one GPU, all GPUs, one GPU, all GPUs
+(--repeat pairs), so that the counters of two runs on the same GPUs show what varies from run to run
+anyway. Every run starts with an empty Triton cache of its own (TRITON_CACHE_DIR), so each compiles
+its kernels as a fresh user's would; the ncu metric list is cached before the first run, so none
+pays `ncu --query-metrics`. Wall time is that of the whole `memtraffic measure` command (start-up,
+planning, profiling, analysis); run.json's wall_time_s (profiling only) is recorded beside it.
+
+OUT gets: summary.json (devices, date, versions, wall times, ratios, per-GPU split, and per counter
+how many configs have identical values in each pair of runs), comparison.csv (one row per config:
+each counter in every run), all-1.tgz (the first --gpus all run folder) and logs.tgz (progress).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from memtraffic.analyze import analyze_path  # noqa: E402
+
+DEFAULT_SWEEP = Path(__file__).resolve().parent / "sweeps" / "softmax_h200x2.toml"
+# The counters that must not depend on which GPU or process measured a config.
+COUNTERS = ["l1_ld_bytes", "l1_st_bytes", "l2_rd_bytes", "l2_wr_bytes", "req_ld_bytes", "req_st_bytes",
+            "l1_ld_sectors", "l1_st_sectors", "l1_ld_requests", "l1_st_requests"]
+# Shown beside them, not expected to match exactly: DRAM traffic and time vary run to run.
+OTHERS = ["dram_rd_bytes", "dram_wr_bytes", "time_ns"]
+
+
+def warm_metric_cache() -> None:
+    """Ask ncu for its metric names once, into the cache that both measure runs then read."""
+    from memtraffic.ncu import find_ncu, metrics_cache_key, ncu_version, query_metric_names
+    from memtraffic.rundir import check_gpu
+
+    ncu = find_ncu()
+    query_metric_names(ncu, metrics_cache_key(ncu, ncu_version(ncu), check_gpu()))
+
+
+def measure(sweep: Path, gpus: str, out: Path, log: Path, cache: Path) -> float:
+    """Run `memtraffic measure --sweep SWEEP --gpus GPUS --out OUT`; its wall time in seconds."""
+    argv = [sys.executable, "-m", "memtraffic.cli", "measure", "--sweep", str(sweep), "--gpus", gpus,
+            "--out", str(out), "--format", "json"]
+    env = {**os.environ, "TRITON_CACHE_DIR": str(cache), "PYTHONUNBUFFERED": "1"}
+    t0 = time.perf_counter()
+    with open(log, "w") as f:
+        proc = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        f.write(proc.stderr)
+    wall = time.perf_counter() - t0
+    print(proc.stderr[-3000:], file=sys.stderr, flush=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"measure --gpus {gpus} exited with {proc.returncode}: see {log}")
+    return wall
+
+
+def compare(a, b) -> dict[str, int]:
+    """Counter -> how many configs (ranges of both tables) have exactly the same value in both."""
+    common = sorted(set(a.index) & set(b.index))
+    return {col: sum(bool(a[col][r] == b[col][r]) for r in common) for col in COUNTERS}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--sweep", type=Path, default=DEFAULT_SWEEP)
+    parser.add_argument("--repeat", type=int, default=2, help="pairs of runs (one GPU, then all GPUs)")
+    parser.add_argument("--work", type=Path, help="where the run folders go (default: a temporary folder)")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    work = args.work or Path(tempfile.mkdtemp(prefix="measure_gpus-"))
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "logs").mkdir(exist_ok=True)
+
+    warm_metric_cache()
+    names = [f"{kind}-{k}" for k in range(1, args.repeat + 1) for kind in ("one", "all")]
+    walls = {}
+    for name in names:
+        gpus = "0" if name.startswith("one") else "all"
+        walls[name] = measure(args.sweep, gpus, work / name, work / "logs" / f"{name}.log",
+                              work / f"triton-{name}")
+
+    tables = {name: analyze_path(work / name).set_index("range") for name in names}
+    infos = {name: json.loads((work / name / "run.json").read_text()) for name in names}
+    ranges = sorted(set().union(*(set(t.index) for t in tables.values())))
+    rows = []
+    for rng in ranges:
+        row = {"range": rng, "gpu_in_all-1": next((c.get("gpu") for c in infos["all-1"]["configs"]
+                                                  if c["range"] == rng), None)}
+        for col in COUNTERS + OTHERS:
+            for name in names:
+                row[f"{col}[{name}]"] = tables[name][col].get(rng) if rng in tables[name].index else None
+        rows.append(row)
+    with open(args.out / "comparison.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+    pairs = [(f"one-{k}", f"all-{k}") for k in range(1, args.repeat + 1)]
+    pairs += [(f"{kind}-1", f"{kind}-{k}") for kind in ("one", "all") for k in range(2, args.repeat + 1)]
+    same_everywhere = {col: sum(len({tables[n][col].get(r) for n in names}) == 1 for r in ranges)
+                       for col in COUNTERS}
+    env = infos["all-1"]["environment"]
+    profiled = {n: infos[n]["wall_time_s"] for n in names}
+    summary = {
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "gpu": env["gpu"], "gpus": len(infos["all-1"]["gpus"]), "driver": env["driver"],
+        "ncu_version": env["ncu_version"], "torch": env["torch"], "triton": env["triton"],
+        "sweep": args.sweep.name, "configs": len(ranges), "runs": names,
+        "configs_ok": {n: sum(c["status"] == "ok" and bool(c["profiled"]) for c in infos[n]["configs"])
+                       for n in names},
+        "wall_s": {n: round(w, 2) for n, w in walls.items()},
+        "profiling_wall_s": profiled,
+        "ratio_all_over_one": {f"{b} / {a}": round(walls[b] / walls[a], 3) for a, b in pairs[:args.repeat]},
+        "profiling_ratio_all_over_one": {f"{b} / {a}": round(profiled[b] / profiled[a], 3)
+                                         for a, b in pairs[:args.repeat]},
+        "per_gpu": {n: [{"index": g["index"], "configs": len(g["configs"]),
+                         "predicted_cost_s": g["predicted_cost_s"], "wall_time_s": g["wall_time_s"]}
+                        for g in infos[n]["gpus"]] for n in names},
+        "identical_configs_per_counter": {f"{a} vs {b}": compare(tables[a], tables[b]) for a, b in pairs},
+        "identical_in_every_run": same_everywhere,
+    }
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    with tarfile.open(args.out / "all-1.tgz", "w:gz") as tar:  # the reference run to commit
+        tar.add(work / "all-1", arcname="all-1")
+    with tarfile.open(args.out / "logs.tgz", "w:gz") as tar:
+        tar.add(work / "logs", arcname="logs")
+    print(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    main()
