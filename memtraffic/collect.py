@@ -13,9 +13,11 @@ its own configs: run.json lists them under 'rerun' (`measure --rerun RUN` measur
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import threading
@@ -27,6 +29,7 @@ from typing import Any
 
 from memtraffic.exceptions import NcuError, UsageError
 from memtraffic.extract import EmptyReportError
+from memtraffic.model import parse_dtype, parse_shape
 from memtraffic.ncu import (
     NVTX_INCLUDE,
     NcuRun,
@@ -38,13 +41,14 @@ from memtraffic.ncu import (
     resolve_metrics,
     run_ncu,
 )
-from memtraffic.plan import build_plan
+from memtraffic.plan import build_plan, check_names, parse_params
 from memtraffic.rundir import (
     DEFAULT_RUNS_ROOT,
     append_status,
     check_gpu,
     cuda_device_names,
     environment,
+    gpu_name,
     new_run_dir,
     partial_reports_expected,
     read_status,
@@ -112,19 +116,26 @@ def profile_plan(plan: dict[str, Any], run_dir: Path, ncu: Path, metrics: Sequen
                  echo: Callable[[str], None] | None = None,
                  ncu_runner: Callable[..., NcuRun] = run_ncu, *, gpu: GpuSlot | None = None,
                  stop: threading.Event | None = None,
-                 on_start: Callable[[subprocess.Popen], None] | None = None) -> dict[str, Any]:
+                 on_start: Callable[[subprocess.Popen], None] | None = None,
+                 ready: Callable[[], dict[str, Any]] | None = None) -> dict[str, Any]:
     """Profile the plan's configs, restarting ncu for those not yet done whenever the runner dies.
 
     Returns the attempts, the reports written and whether the user interrupted. Config statuses are
     in the status file: a config that was started but never finished is recorded as failed here.
     With `gpu`, only that GPU's configs, with files of its own (status-gpu0.jsonl, ncu-gpu0.log,
-    profile-gpu0.ncu-rep); `stop` set by another thread ends the restarts.
+    profile-gpu0.ncu-rep); `stop` set by another thread ends the restarts. With `ready` (plan None), the
+    first ncu starts while the plan is still being built: its runner waits for plan.json, and
+    `ready()` gives the plan (or raises why it could not be built) once that ncu has returned.
     """
     plan_path = run_dir / "plan.json"
     tag = f"-{gpu.tag}" if gpu else ""
-    status_path = run_dir / (f"status{tag}.jsonl" if gpu else plan["status_file"])
+    status_path = run_dir / (f"status{tag}.jsonl" if gpu else (plan or {}).get("status_file", "status.jsonl"))
     log_path = run_dir / f"ncu{tag}.log"
-    ids = [c["id"] for c in plan["configs"] if gpu is None or c.get("gpu") == gpu.index]
+
+    def config_ids(plan: dict[str, Any]) -> list[int]:
+        return [c["id"] for c in plan["configs"] if gpu is None or c.get("gpu") == gpu.index]
+
+    ids = config_ids(plan) if plan is not None else None
     app = runner_argv(plan_path)
     extra: dict[str, Any] = {}
     if gpu is not None:
@@ -132,21 +143,28 @@ def profile_plan(plan: dict[str, Any], run_dir: Path, ncu: Path, metrics: Sequen
         extra["env"] = {**os.environ, "CUDA_VISIBLE_DEVICES": gpu.visible}
     if on_start is not None:
         extra["on_start"] = on_start
-    max_attempts = opts.max_attempts or len(ids) + 1
+    max_attempts = opts.max_attempts or (len(ids) + 1 if ids is not None else 10**6)
     attempts: list[dict[str, Any]] = []
     reports: list[str] = []
     interrupted = False
-    for attempt in range(1, max_attempts + 1):
+    for attempt in itertools.count(1):
+        if attempt > max_attempts:
+            break
         before = read_status(status_path)
-        if all(i in before for i in ids):
+        if ids is not None and all(i in before for i in ids):
             break
         if stop is not None and stop.is_set():
             interrupted = True
             break
         report = run_dir / (f"profile{tag}.ncu-rep" if attempt == 1 else f"profile{tag}-{attempt}.ncu-rep")
-        argv = build_ncu_command(ncu, metrics, report, app, cache_control=opts.cache_control,
-                                 clock_control=opts.clock_control, source=opts.source)
+        waiting = ids is None  # the runner starts up while the plan is built, then reads it
+        argv = build_ncu_command(ncu, metrics, report, app + (["--wait-for-plan"] if waiting else []),
+                                 cache_control=opts.cache_control, clock_control=opts.clock_control,
+                                 source=opts.source)
         result = ncu_runner(argv, log_path, echo=echo, verbose=opts.verbose, **extra)
+        if waiting:
+            ids = config_ids(ready())  # raises the plan's error: its runner exited without running
+            max_attempts = opts.max_attempts or len(ids) + 1
         attempts.append({"argv": argv, "returncode": result.returncode, "passes": result.passes,
                          "no_kernels_message": result.no_kernels})
         if gpu is not None:
@@ -167,7 +185,7 @@ def profile_plan(plan: dict[str, Any], run_dir: Path, ncu: Path, metrics: Sequen
             raise NcuError(f"ncu exited with code {result.returncode} before profiling anything: {last} "
                            f"(full log: {log_path})")
     final = read_status(status_path)
-    for cid in ids:
+    for cid in ids or []:
         if cid not in final:
             why = "not run: interrupted" if interrupted else "not run: the runner kept failing before it"
             append_status(status_path, {"id": cid, "status": "failed" if not interrupted else "not run",
@@ -322,6 +340,68 @@ def _rerun_note(run: Mapping[str, Any], echo: Callable[[str], None], run_dir: Pa
              f"measures them into a new run, then `memtraffic merge {run_dir} NEW --out MERGED`")
 
 
+def precheck(opts: MeasureOptions) -> None:
+    """What plan_for would refuse, found without importing torch or the kernels (measure's first step)."""
+    grid_given = bool(opts.variants or opts.shapes or opts.dtypes or opts.params or opts.all_variants)
+    if sum(bool(x) for x in (opts.sweep, opts.rerun, grid_given)) > 1:
+        raise UsageError("give the configs one way: variants and grid options, --sweep FILE, or --rerun RUN")
+    if opts.shard:
+        parse_shard(opts.shard)
+    if opts.sweep:
+        read_sweep(opts.sweep)
+        return
+    if opts.rerun:
+        rerun_plan(opts.rerun)
+        return
+    check_names(opts.variants, opts.all_variants, opts.variant_files)
+    for shape in opts.shapes:
+        parse_shape(shape)
+    for dtype in opts.dtypes:
+        parse_dtype(dtype)
+    parse_params(opts.params)
+
+
+def _run_label(opts: MeasureOptions, plan: dict[str, Any] | None) -> list[str]:
+    """The names a run folder is named after: the plan's variants, else what the options say."""
+    if plan is not None:
+        return list(dict.fromkeys(c["variant"] for c in plan["configs"]))
+    if opts.sweep:
+        return [Path(opts.sweep).stem]
+    return list(opts.variants) or ["all"]
+
+
+def _write_json(path: Path, data: Any) -> None:
+    """Written whole or not at all: the runner may be waiting for this file to appear."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    tmp.replace(path)
+
+
+class _PlanInBackground:
+    """plan.json built in a thread while ncu starts the runner; on failure plan.abort tells it to stop."""
+
+    def __init__(self, make: Callable[[], dict[str, Any]], path: Path):
+        self._plan: dict[str, Any] | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._build, args=(make, path), daemon=True)
+        self._thread.start()
+
+    def _build(self, make: Callable[[], dict[str, Any]], path: Path) -> None:
+        try:
+            self._plan = make()
+            _write_json(path, self._plan)
+        except BaseException as err:  # re-raised in the main thread by result()
+            self._error = err
+            path.with_suffix(".abort").write_text(f"{type(err).__name__}: {err}\n")
+
+    def result(self) -> dict[str, Any]:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._plan is not None
+        return self._plan
+
+
 def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
             ncu_runner: Callable[..., NcuRun] = run_ncu) -> MeasureResult:
     """Check everything up front, profile every config under ncu, analyze, save. See the module doc."""
@@ -337,44 +417,55 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
         timings[name] = round(now - clock, 3)
         clock = now
 
-    plan = plan_for(opts)
-    lap("plan_s")
     build_ncu_command("ncu", [], "r", [], cache_control=opts.cache_control, clock_control=opts.clock_control)
     resolve_metrics(opts.metrics)  # names that are not even metric-shaped fail before we look for ncu
+    # One GPU: the plan is built (torch, triton and the kernels imported: ~6 s on the H100 machine) while
+    # ncu starts the runner, which imports the same and then waits for plan.json. Several GPUs: the
+    # plan first, since its configs are split across the GPUs before any ncu starts.
+    overlap = not opts.gpus and opts.plan is None
+    if overlap:
+        precheck(opts)
+        plan = None
+    else:
+        plan = plan_for(opts)
+    lap("plan_s")
     ncu = find_ncu()
     version = ncu_version(ncu)
     lap("ncu_version_s")
     if opts.gpus:
         slots, gpu = _gpu_slots(opts.gpus)
-    else:
-        slots, gpu = [], check_gpu()
+    else:  # nvidia-smi, not torch: the parent need not import torch (the runner checks CUDA)
+        slots, gpu = [], gpu_name() if overlap else check_gpu()
     lap("gpu_check_s")
     metrics = resolve_metrics(opts.metrics, query_metric_names(ncu, metrics_cache_key(ncu, version, gpu)))
     lap("query_metrics_s")
 
-    variants = list(dict.fromkeys(c["variant"] for c in plan["configs"]))
-    run_dir = new_run_dir(variants, opts.out, opts.runs_root)
-    plan["metrics"] = {"spec": opts.metrics, "names": metrics}
-    plan["options"] = {"clock_control": opts.clock_control, "cache_control": opts.cache_control,
-                       "source": opts.source}
-    assignment = assign_gpus(plan, [s.index for s in slots]) if slots else {}
-    if slots:  # one status file per GPU: the runners never write the same file
-        plan.pop("status_file", None)
-        plan["status_files"] = {str(s.index): f"status-{s.tag}.jsonl" for s in slots}
-    (run_dir / "plan.json").write_text(json.dumps(plan, indent=2) + "\n")
-    for s in plan["skipped"]:
-        echo(f"skip {s['variant']} {'x'.join(map(str, s['shape']))} {s['dtype']}: {s['reason']}")
-    where = f"{len(slots)} GPUs ({', '.join(f'{s.tag}: {len(assignment[s.index])}' for s in slots)})" \
-        if slots else "one ncu process"
-    echo(f"profiling {len(plan['configs'])} configs on {where} with {ncu} into {run_dir}")
+    run_dir = new_run_dir(_run_label(opts, plan), opts.out, opts.runs_root)
+    assignment: dict[int, list[int]] = {}
 
+    def finish_plan(plan: dict[str, Any]) -> dict[str, Any]:
+        plan["metrics"] = {"spec": opts.metrics, "names": metrics}
+        plan["options"] = {"clock_control": opts.clock_control, "cache_control": opts.cache_control,
+                           "source": opts.source}
+        if slots:  # one status file per GPU: the runners never write the same file
+            assignment.update(assign_gpus(plan, [s.index for s in slots]))
+            plan.pop("status_file", None)
+            plan["status_files"] = {str(s.index): f"status-{s.tag}.jsonl" for s in slots}
+        for s in plan["skipped"]:
+            echo(f"skip {s['variant']} {'x'.join(map(str, s['shape']))} {s['dtype']}: {s['reason']}")
+        where = f"{len(slots)} GPUs ({', '.join(f'{s.tag}: {len(assignment[s.index])}' for s in slots)})" \
+            if slots else "one ncu process"
+        echo(f"profiling {len(plan['configs'])} configs on {where} with {ncu} into {run_dir}")
+        return plan
+
+    pending = _PlanInBackground(lambda: finish_plan(plan_for(opts)), run_dir / "plan.json") \
+        if overlap else None
+    if plan is not None:
+        _write_json(run_dir / "plan.json", finish_plan(plan))
     run: dict[str, Any] = {
         "started": utc_now(),
         "command": shlex.join(sys.argv),
         "environment": environment(gpu, ncu, version),
-        "variants": variants,
-        "shapes": list(dict.fromkeys("x".join(map(str, c["shape"])) for c in plan["configs"])),
-        "dtypes": list(dict.fromkeys(c["dtype"] for c in plan["configs"])),
         "params": opts.params,
         "metric_set": opts.metrics,
         "metric_names": metrics,
@@ -386,19 +477,27 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
         run["sweep"] = {"file": str(opts.sweep), "text": Path(opts.sweep).read_text(encoding="utf-8")}
     if opts.rerun:
         run["rerun_of"] = str(opts.rerun)
-    if "shard" in plan:
-        run["shard"] = plan["shard"]
     lap("environment_s")
     t0 = time.perf_counter()
     try:
         if slots:
             outcome = profile_gpus(plan, run_dir, ncu, metrics, opts, slots, echo, ncu_runner)
         else:
-            outcome = profile_plan(plan, run_dir, ncu, metrics, opts, echo, ncu_runner)
+            outcome = profile_plan(plan, run_dir, ncu, metrics, opts, echo, ncu_runner,
+                                   ready=pending.result if pending else None)
+    except UsageError:  # the plan could not be built: nothing was measured, and nothing is kept
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     except NcuError as err:
         run.update(wall_time_s=round(time.perf_counter() - t0, 3), error=str(err), configs=[])
         (run_dir / "run.json").write_text(json.dumps(run, indent=2) + "\n")
         raise
+    plan = pending.result() if pending else plan
+    run.update(variants=list(dict.fromkeys(c["variant"] for c in plan["configs"])),
+               shapes=list(dict.fromkeys("x".join(map(str, c["shape"])) for c in plan["configs"])),
+               dtypes=list(dict.fromkeys(c["dtype"] for c in plan["configs"])))
+    if "shard" in plan:
+        run["shard"] = plan["shard"]
     run["wall_time_s"] = round(time.perf_counter() - t0, 3)
     run["finished"] = utc_now()
     run.update(outcome)

@@ -16,6 +16,15 @@ from typing import Any
 from memtraffic.exceptions import UsageError
 from memtraffic.ncu import RANGE_PREFIX
 
+# The shipped suite's names in its order (memtraffic/kernels/__init__.py's VARIANTS, checked by a test):
+# what measure checks names against before importing the kernels, and the order figures draw them in.
+SHIPPED_VARIANTS = (
+    "softmax_naive", "softmax_tiled", "softmax_online", "softmax_3pass", "softmax_split", "torch_softmax",
+    "torch_manual", "torch_compiled", "softmax_column_strided", "softmax_column_coalesced", "gelu_torch_ops",
+    "gelu_triton", "gelu_compiled", "gelu_cuda", "matmul_triton", "matmul_torch", "matmul_softmax_fused",
+    "matmul_softmax_unfused",
+)
+
 
 def parse_param_value(text: str) -> Any:
     """'128' -> 128, '0.5' -> 0.5, 'true' -> True, anything else stays a string."""
@@ -51,6 +60,28 @@ def range_name(variant: str, shape: Sequence[int], dtype: str, params: Mapping[s
     if params:
         parts.append(",".join(f"{k}={v}" for k, v in params.items()))
     return "|".join(parts)
+
+
+def check_names(variants: Sequence[str], all_variants: bool = False,
+                variant_files: Sequence[str | Path] = ()) -> None:
+    """What build_plan would refuse about the names, without importing the kernels (torch, triton):
+    measure says it before starting ncu. Names from users' files are checked when the plan is built."""
+    import difflib
+
+    if all_variants and variants:
+        raise UsageError("give variant names or --all, not both")
+    if not variants and not all_variants:
+        raise UsageError("name at least one variant (see `memtraffic list`) or use --all")
+    for path in variant_files:
+        if not Path(path).expanduser().is_file():
+            raise UsageError(f"--variants {Path(path).expanduser().resolve()}: no such file")
+    if variant_files:
+        return
+    for name in variants:
+        if name not in SHIPPED_VARIANTS:
+            near = difflib.get_close_matches(name, SHIPPED_VARIANTS, n=3, cutoff=0.5)
+            hint = f"did you mean {', '.join(near)}?" if near else "run 'memtraffic list' to see them"
+            raise UsageError(f"unknown variant {name!r}: {hint}")
 
 
 def build_plan(variants: Sequence[str], shapes: Sequence[str], dtypes: Sequence[str], params: Sequence[str],

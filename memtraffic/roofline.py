@@ -23,6 +23,7 @@ import pandas as pd
 
 from memtraffic.ceilings import BANDWIDTH_OF_LEVEL, KINDS, ROOFS
 from memtraffic.exceptions import ReportError, UsageError
+from memtraffic.plan import SHIPPED_VARIANTS
 from memtraffic.units import fmt_bytes, fmt_eff, fmt_rate, fmt_time
 
 if TYPE_CHECKING:  # plotly is imported inside the functions: it is slow to import
@@ -284,26 +285,16 @@ ROOFLINE_NOTE = ("Roofs: solid = measured, dashed = ncu theoretical. Hover a poi
                  "parameters, bytes, time, FLOP/s and efficiency. ")
 
 
-# The shipped suite's order (memtraffic/kernels/__init__.py's VARIANTS, checked by a test), so colours
-# and legends agree across figures without importing the kernels (torch, triton) to draw a saved run.
-SUITE_ORDER = (
-    "softmax_naive", "softmax_tiled", "softmax_online", "softmax_3pass", "softmax_split", "torch_softmax",
-    "torch_manual", "torch_compiled", "softmax_column_strided", "softmax_column_coalesced", "gelu_torch_ops",
-    "gelu_triton", "gelu_compiled", "gelu_cuda", "matmul_triton", "matmul_torch", "matmul_softmax_fused",
-    "matmul_softmax_unfused",
-)
-
-
 def variant_order(names: Iterable[str]) -> list[str]:
     """The variants among names, in the suite's order (kernels.VARIANTS), then others as they come."""
     seen = list(dict.fromkeys(names))
-    suite = SUITE_ORDER
+    suite = SHIPPED_VARIANTS
     return [v for v in suite if v in seen] + [v for v in seen if v not in suite]
 
 
 def variant_colors(names: Iterable[str]) -> dict[str, str]:
     """variant -> colour; a suite variant's colour does not depend on what else is plotted."""
-    suite = SUITE_ORDER
+    suite = SHIPPED_VARIANTS
     others = [v for v in dict.fromkeys(names) if v not in suite]
     index = {v: i for i, v in enumerate(suite)} | {v: len(suite) + i for i, v in enumerate(others)}
     return {v: VARIANT_PALETTE[index[v] % len(VARIANT_PALETTE)] for v in dict.fromkeys(names)}

@@ -33,6 +33,7 @@ from memtraffic.variants import Variant, load_variants
 
 EXIT_CUDA_ERROR = 3
 EXIT_INTERRUPTED = 130
+EXIT_NO_PLAN = 4
 
 # Allowed max |out - ref| as a fraction of max |ref| (the float64 reference). Loose enough for fp32
 # accumulation over long rows and bf16 rounding of intermediates, tight enough that a wrong or
@@ -172,17 +173,37 @@ def run_plan(plan: dict[str, Any], status_path: Path, device: torch.device | Non
     return 0
 
 
+def wait_for_plan(path: Path, timeout_s: float = 600.0) -> bool:
+    """Wait until measure has written the plan (True) or given up building it (False: plan.abort)."""
+    abort = path.with_suffix(".abort")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if path.exists():
+            return True
+        if abort.exists():
+            return False
+        time.sleep(0.02)
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m memtraffic.runner", description=__doc__.splitlines()[0])
     parser.add_argument("plan", type=Path, help="plan.json written by `memtraffic measure`")
     parser.add_argument("--status", type=Path, help="JSON-lines status file (default: the plan's, beside it)")
     parser.add_argument("--gpu", type=int, help="run only the configs assigned to this GPU (measure --gpus)")
+    parser.add_argument("--wait-for-plan", action="store_true",
+                        help="measure is still writing the plan: import torch and the kernels meanwhile")
     args = parser.parse_args(argv)
-    plan = json.loads(args.plan.read_text())
-    status = args.status or args.plan.parent / plan.get("status_file", "status.jsonl")
     if not torch.cuda.is_available():
         # Triton's interpreter must be chosen before any @triton.jit runs, i.e. before kernels/ is imported.
         os.environ.setdefault("TRITON_INTERPRET", "1")
+    if args.wait_for_plan:
+        load_variants()  # the shipped suite's imports (triton, the kernels) overlap the plan's building
+        if not wait_for_plan(args.plan):
+            print("measure gave up building the plan: nothing to run", file=sys.stderr, flush=True)
+            return EXIT_NO_PLAN
+    plan = json.loads(args.plan.read_text())
+    status = args.status or args.plan.parent / plan.get("status_file", "status.jsonl")
     return run_plan(plan, status, gpu=args.gpu)
 
 

@@ -45,7 +45,7 @@ def main(argv: list[str]) -> int:
     bare.mkdir()
     shutil.copy(measured / "plan.json", bare / "plan.json")
     ncu_argv[ncu_argv.index("--export") + 1] = str(bare / "profile.ncu-rep")
-    ncu_argv[-1] = str(bare / "plan.json")  # the runner's plan argument
+    ncu_argv[ncu_argv.index(str(measured / "plan.json"))] = str(bare / "plan.json")  # the runner's plan
     wall_bare = timed(ncu_argv, root / "bare.log")
     result = {"measure_args": args, "configs": len(run["configs"]), "measure_wall_s": round(wall_measure, 2),
               "bare_ncu_wall_s": round(wall_bare, 2), "ratio": round(wall_measure / wall_bare, 3),

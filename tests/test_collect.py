@@ -297,7 +297,7 @@ def test_cli_no_gpu(tmp_path):
     ncu = fake_ncu(tmp_path / "ncu", VERSION_2025)
     res = _invoke(["measure", "torch_softmax"], env={"MEMTRAFFIC_NCU": str(ncu)})
     assert res.exit_code == 1
-    assert res.output.startswith("error: no CUDA GPU is visible") and res.output.count("\n") == 1
+    assert res.output.startswith("error: no NVIDIA GPU is visible") and res.output.count("\n") == 1
 
 
 # A stand-in for ncu that runs the application it is given (the runner, on the CPU) but profiles
@@ -318,7 +318,7 @@ def test_measure_on_cpu_with_pass_through_ncu(tmp_path, monkeypatch):
     ncu = fake_ncu(tmp_path / "ncu", PASS_THROUGH)
     monkeypatch.setenv("MEMTRAFFIC_NCU", str(ncu))
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    monkeypatch.setattr(collect, "check_gpu", lambda: "Fake GPU")
+    monkeypatch.setattr(collect, "gpu_name", lambda: "Fake GPU")
     monkeypatch.setattr(collect, "query_metric_names", lambda ncu, key=None: ncu_mod.parse_query_metrics(
         "\n".join(ncu_mod.base_name(n) for n in ncu_mod.resolve_metrics("traffic"))))
     out = tmp_path / "run"
@@ -358,3 +358,49 @@ def test_measure_end_to_end_on_gpu(tmp_path):
     assert result.run["passes"] >= 1 and len(result.run["attempts"]) == 1
     assert (out / "profile.ncu-rep").stat().st_size < 2_000_000  # --import-sass no keeps cubins out
     assert json.loads((out / "results.json").read_text())[0]["range"].startswith("mt|")
+
+
+def _stand_in(tmp_path, monkeypatch):
+    ncu = fake_ncu(tmp_path / "ncu", PASS_THROUGH)
+    monkeypatch.setenv("MEMTRAFFIC_NCU", str(ncu))
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setattr(collect, "gpu_name", lambda: "Fake GPU")
+    monkeypatch.setattr(collect, "query_metric_names", lambda ncu, key=None: ncu_mod.parse_query_metrics(
+        "\n".join(ncu_mod.base_name(n) for n in ncu_mod.resolve_metrics("traffic"))))
+
+
+def test_a_plan_that_fails_while_ncu_starts_stops_the_runner_and_keeps_nothing(tmp_path, monkeypatch):
+    """The plan is built while ncu starts the runner; when it cannot be built, the waiting runner is told
+    to stop, the user gets the plan's one-line error, and the half-made run folder is removed."""
+    _stand_in(tmp_path, monkeypatch)
+    out = tmp_path / "run"
+    opts = collect.MeasureOptions(variants=["torch_softmax"], shapes=["4x8"], params=["BLOCK_M=4"], out=out)
+    with pytest.raises(UsageError, match="no selected variant takes parameter BLOCK_M"):
+        collect.measure(opts, echo=lambda line: None)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(("opts", "message"), [
+    ({"variants": ["softmax_tild"]}, "unknown variant 'softmax_tild': did you mean softmax_tiled"),
+    ({"variants": ["torch_softmax"], "shapes": ["4x"]}, "malformed shape '4x'"),
+    ({"variants": ["torch_softmax"], "dtypes": ["fp8"]}, "unsupported dtype 'fp8'"),
+    ({"variants": []}, "name at least one variant"),
+])
+def test_bad_requests_are_refused_before_ncu_starts(tmp_path, monkeypatch, opts, message):
+    calls = tmp_path / "calls"
+    ncu = fake_ncu(tmp_path / "ncu", f"open({str(calls)!r}, 'a').write('x')")
+    monkeypatch.setenv("MEMTRAFFIC_NCU", str(ncu))
+    out = tmp_path / "run"
+    with pytest.raises(UsageError, match=message):
+        collect.measure(collect.MeasureOptions(out=out, **opts), echo=lambda line: None)
+    assert not calls.exists() and not out.exists()
+
+
+def test_runner_waits_for_the_plan_and_stops_when_told(tmp_path):
+    from memtraffic import runner
+
+    plan = tmp_path / "plan.json"
+    plan.with_suffix(".abort").write_text("UsageError: no\n")
+    assert runner.wait_for_plan(plan, timeout_s=5) is False
+    plan.write_text("{}")
+    assert runner.wait_for_plan(plan, timeout_s=5) is True

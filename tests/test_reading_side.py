@@ -93,9 +93,9 @@ def test_roofline_figure_is_the_same_with_and_without_torch(tmp_path):
 
 def test_suite_order_matches_the_kernels_dict():
     from memtraffic.kernels import VARIANTS
-    from memtraffic.roofline import SUITE_ORDER
+    from memtraffic.plan import SHIPPED_VARIANTS
 
-    assert tuple(VARIANTS) == SUITE_ORDER
+    assert tuple(VARIANTS) == SHIPPED_VARIANTS
 
 
 def test_reading_modules_do_not_import_the_measuring_side():
