@@ -136,14 +136,20 @@ def roofline_points(df: pd.DataFrame, levels: Sequence[str] = LEVELS) -> pd.Data
         raise ReportError(f"no kernel time (time_ns) for {_bad_rows(df, labels, bad)}: the roofline needs "
                           "the 'time' metric (gpu__time_duration.sum)")
     bad = ~(flops > 0)
-    if bad.any():
+    if bad.all():
         raise ReportError(f"no analytic FLOP count (model_flops) for {_bad_rows(df, labels, bad)}: the "
                           "roofline needs the op model's FLOPs, known for memtraffic runs but not for "
                           "reports captured by hand")
+    # A traced program mixes ops with FLOP formulas (matmuls) and without (elementwise ones): the latter
+    # have no place on a roofline, and are named in the notes.
+    skipped = [f"{labels[i]}: no model FLOPs, not drawn" for i, b in enumerate(bad) if b]
+    keep = ~bad
+    df, labels, time_ns, flops = df[keep], [x for x, k in zip(labels, keep, strict=True) if k], \
+        time_ns[keep], flops[keep]
     hw = pd.to_numeric(df["hw_flops"], errors="coerce") if "hw_flops" in df else pd.Series(math.nan, df.index)
     min_bytes = df["min_read_bytes"].astype(float) + df["min_write_bytes"].astype(float)
     rows: list[dict[str, Any]] = []
-    notes: list[str] = []
+    notes: list[str] = skipped
     for level in levels:
         nbytes = level_bytes(df, level)
         eff = (pd.to_numeric(df[LEVEL_EFF_COLUMN[level]], errors="coerce").astype(float)

@@ -85,3 +85,12 @@ def test_regions_carry_their_minimum_and_sum_their_kernels():
     assert rows["softmax_rawkernel"]["n_kernels"] == 1
     assert rows["softmax_elementwise"]["n_kernels"] > 1  # max, subtract+exp, sum, divide: several passes
     assert rows["softmax_elementwise"]["eff_l1_ld"] < rows["softmax_rawkernel"]["eff_l1_ld"] <= 1.0
+
+
+def test_roofline_draws_the_traced_ops_that_have_flops_and_names_the_others():
+    from memtraffic.roofline import roofline_points
+
+    points = roofline_points(analyze_path(RUNS[0]), levels=("dram",))
+    assert set(points["op"]) == {"aten.addmm.default"}  # the only op with a FLOP formula here
+    assert points.iloc[0]["flops"] == 2 * 4096 * 1024 * 1024
+    assert any("aten._softmax.default: no model FLOPs, not drawn" in n for n in points.attrs["notes"])

@@ -235,9 +235,14 @@ def test_missing_time_or_flops_is_a_clear_error():
     with pytest.raises(ReportError, match="needs time_ns"):
         rf.roofline_figure(results().drop(columns=["time_ns"]), [CEILINGS])
     df = results()
-    df.loc[2, "model_flops"] = math.nan
-    with pytest.raises(ReportError, match=r"no analytic FLOP count \(model_flops\) for torch_matmul 64x64"):
+    df["model_flops"] = math.nan
+    with pytest.raises(ReportError, match=r"no analytic FLOP count \(model_flops\) for softmax_rows 1024x2"):
         rf.roofline_figure(df, [CEILINGS])
+    df = results()  # some rows without FLOPs (a traced program's elementwise ops): left out, named
+    df.loc[2, "model_flops"] = math.nan
+    pts = rf.roofline_points(df)
+    assert len(pts) and not pts["label"].str.startswith("torch_matmul 64x64").any()
+    assert any(n.startswith("torch_matmul 64x64") and "no model FLOPs" in n for n in pts.attrs["notes"])
     df = results()
     df.loc[0, "time_ns"] = None
     with pytest.raises(ReportError, match=r"no kernel time \(time_ns\) for softmax_rows 1024x2 fp32"):
