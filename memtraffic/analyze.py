@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -381,8 +381,8 @@ _COUNTS = ("time_ns", "fadd", "fmul", "ffma", "hw_flops", "model_flops", "n_kern
 _INT_COLUMNS = {c for c in COLUMNS + EXTRA_COLUMNS if c.endswith("_bytes") or c in _COUNTS}
 
 
-def to_records(df: pd.DataFrame) -> list[dict[str, Any]]:
-    """Plain JSON-able dicts: NaN -> None, whole counts -> int, lists and dicts kept."""
+def to_records(df: pd.DataFrame, int_columns: Collection[str] = _INT_COLUMNS) -> list[dict[str, Any]]:
+    """Plain JSON-able dicts: NaN -> None, whole counts (int_columns) -> int, lists and dicts kept."""
     records = []
     for row in df.to_dict("records"):
         out: dict[str, Any] = {}
@@ -392,7 +392,7 @@ def to_records(df: pd.DataFrame) -> list[dict[str, Any]]:
             if isinstance(value, float):
                 if not math.isfinite(value):
                     value = None
-                elif key in _INT_COLUMNS and value.is_integer():
+                elif key in int_columns and value.is_integer():
                     value = int(value)
             out[key] = value
         records.append(out)

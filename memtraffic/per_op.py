@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from memtraffic.units import fmt_bytes, fmt_eff, fmt_time
@@ -73,20 +72,9 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
 
 def to_records(df: pd.DataFrame) -> list[dict[str, Any]]:
     """Plain JSON-able dicts: NaN -> None, whole byte counts and call counts -> int."""
-    records = []
-    for row in df.to_dict("records"):
-        out = {}
-        for key, value in row.items():
-            if isinstance(value, np.generic):
-                value = value.item()
-            if isinstance(value, float):
-                if not math.isfinite(value):
-                    value = None
-                elif value.is_integer() and (key.endswith("_bytes") or key in _COUNTS):
-                    value = int(value)
-            out[key] = value
-        records.append(out)
-    return records
+    from memtraffic.analyze import to_records as plain
+
+    return plain(df, {c for c in df.columns if c.endswith("_bytes") or c in _COUNTS})
 
 
 def format_table(df: pd.DataFrame) -> str:

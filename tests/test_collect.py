@@ -315,12 +315,7 @@ sys.exit(subprocess.call(app))
 
 
 def test_measure_on_cpu_with_pass_through_ncu(tmp_path, monkeypatch):
-    ncu = fake_ncu(tmp_path / "ncu", PASS_THROUGH)
-    monkeypatch.setenv("MEMTRAFFIC_NCU", str(ncu))
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    monkeypatch.setattr(collect, "gpu_name", lambda: "Fake GPU")
-    monkeypatch.setattr(collect, "query_metric_names", lambda ncu, key=None: ncu_mod.parse_query_metrics(
-        "\n".join(ncu_mod.base_name(n) for n in ncu_mod.resolve_metrics("traffic"))))
+    _stand_in(tmp_path, monkeypatch)
     out = tmp_path / "run"
     lines: list[str] = []
     opts = collect.MeasureOptions(variants=["torch_softmax"], shapes=["4x8"], out=out)
