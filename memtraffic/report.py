@@ -160,7 +160,8 @@ def build_report(run_dir: Path, ceilings_file: Path | None = None) -> str:
     """The HTML text of the report of one run folder."""
     from memtraffic import __version__
     from memtraffic.analyze import table_rows
-    from memtraffic.roofline import FLOPS_NOTE, roofline_figure, traffic_figure
+    from memtraffic.roofline import FLOPS_NOTE, roofline_figure
+    from memtraffic.traffic import traffic_figure
 
     run_dir = Path(run_dir)
     df, metas = load_runs([run_dir])
@@ -251,7 +252,7 @@ def source_lines_section(run_dir: Path) -> list[str]:
 
 
 def _fragments(figs: list) -> list[str]:
-    from memtraffic.roofline import figures_html
+    from memtraffic.figure_files import figures_html
 
     return figures_html(figs) if figs else []
 
@@ -281,20 +282,22 @@ def plot_runs(run_dirs: Sequence[Path], levels: Sequence[str], out: Path | None 
               png: Path | None = None, ceilings_file: Path | None = None) -> tuple[list[Path], list[str]]:
     """Roofline + traffic figures of one or more runs: an offline HTML page and/or PNGs. (paths, notes)."""
     from memtraffic import roofline as rf
+    from memtraffic.figure_files import write_html, write_png
+    from memtraffic.traffic import traffic_figure
 
     df, metas = load_runs(run_dirs)
     ceilings, notes = resolve_ceilings(devices_of(df, metas), ceilings_file)
     notes += rf.roofline_points(df, levels).attrs.get("notes", [])
     roof = rf.roofline_figure(df, ceilings, levels)
-    traffic = rf.traffic_figure(df, levels)
+    traffic = traffic_figure(df, levels)
     written: list[Path] = []
     if png is not None:
-        written.append(rf.write_png(roof, Path(png)))
+        written.append(write_png(roof, Path(png)))
         traffic_png = Path(png).with_name(Path(png).stem + "-traffic.png")
-        written.append(rf.write_png(traffic, traffic_png))  # its own size: it grows with its bars
+        written.append(write_png(traffic, traffic_png))  # its own size: it grows with its bars
     if out is not None or png is None:
         out = Path(out) if out is not None else Path(run_dirs[0]) / "roofline.html"
         names = ", ".join(Path(d).name for d in run_dirs)
         page_title = f"memtraffic roofline: {names}"
-        written.insert(0, rf.write_html([roof, traffic], out, page_title, [rf.FLOPS_NOTE] + notes))
+        written.insert(0, write_html([roof, traffic], out, page_title, [rf.FLOPS_NOTE] + notes))
     return written, notes

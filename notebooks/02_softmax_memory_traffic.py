@@ -46,7 +46,8 @@ from memtraffic.extract import read_report
 from memtraffic.kernels import VARIANTS
 from memtraffic.lines import read_lines
 from memtraffic.model import element_size, parse_shape, torch_dtype
-from memtraffic.roofline import roofline_figure, traffic_figure
+from memtraffic.roofline import roofline_figure
+from memtraffic.traffic import traffic_figure
 from memtraffic.units import fmt_bytes, fmt_rate, fmt_time
 
 

@@ -37,7 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))  # run from a checkout without installing it
     from memtraffic import roofline as rf
     from memtraffic.ceilings import load_ceilings_file
+    from memtraffic.figure_files import write_html, write_png
     from memtraffic.report import load_runs
+    from memtraffic.traffic import traffic_figure
 
     ceilings = [load_ceilings_file(CEILINGS, None)]
     df, _ = load_runs([RUNS / r for r in ROOFLINE_RUNS])
@@ -49,12 +51,12 @@ def main(argv: list[str] | None = None) -> int:
     }
     for run in sorted(p.name for p in RUNS.iterdir() if (p / "results.json").is_file()):
         one, _ = load_runs([RUNS / run])
-        figs[f"traffic_h100_{run}"] = rf.traffic_figure(
+        figs[f"traffic_h100_{run}"] = traffic_figure(
             one, title=f"Measured / minimum bytes per level - {run} ({device})")
 
-    written = [rf.write_png(fig, OUT / f"{name}.png") for name, fig in figs.items()]
+    written = [write_png(fig, OUT / f"{name}.png") for name, fig in figs.items()]
     if args.html:
-        written.append(rf.write_html([figs["roofline_h100_all"], figs["roofline_h100_dram"]],
+        written.append(write_html([figs["roofline_h100_all"], figs["roofline_h100_dram"]],
                                      OUT / "roofline_h100.html", f"memtraffic roofline: {device}",
                                      [rf.FLOPS_NOTE]))
     too_big = []

@@ -11,9 +11,12 @@ import pytest
 from results_fixture import CEILINGS, results, write_ceilings, write_run
 from typer.testing import CliRunner
 
+from memtraffic import figure_files
 from memtraffic import roofline as rf
 from memtraffic.cli import app
 from memtraffic.exceptions import ReportError, UsageError
+from memtraffic.figure_files import write_html, write_png
+from memtraffic.traffic import traffic_figure
 from memtraffic.units import fmt_bytes, fmt_rate, fmt_time
 
 LEVEL_COLUMNS = {"l1": ("l1_ld_bytes", "l1_st_bytes"), "l2": ("l2_rd_bytes", "l2_wr_bytes"),
@@ -259,7 +262,7 @@ def test_level_without_bytes_is_left_out_with_a_note():
 
 def test_traffic_bars_are_amplification_on_a_log_axis():
     df = results()
-    fig = rf.traffic_figure(df)
+    fig = traffic_figure(df)
     assert [t.meta["level"] for t in fig.data] == ["l1", "l2", "dram"]
     assert fig.layout.barmode == "group" and fig.layout.yaxis.type == "log"
     minimum = df.min_read_bytes + df.min_write_bytes
@@ -291,7 +294,7 @@ def test_traffic_bars_are_amplification_on_a_log_axis():
 def test_traffic_bars_order_notes_and_size():
     df = _suite_table().assign(run=["run-b", "run-a", "run-a", "run-b"])
     df.loc[2, ["l1_ld_bytes", "l1_st_bytes"]] = 0  # e.g. TMA loads that skip the L1 counters
-    fig = rf.traffic_figure(df)
+    fig = traffic_figure(df)
     labels = list(fig.data[0].x)
     # By run as given (run-b first), then the suite's variant order.
     assert labels == ["softmax_naive 64x2 fp32", "softmax_tiled 1024x2 fp32 ROWS=1",
@@ -304,22 +307,22 @@ def test_traffic_bars_order_notes_and_size():
     assert "0 bytes (L1 of matmul_torch 64x64x64 bf16)" in notes
     df.loc[[1, 3], "dram_wr_bytes"] = df.loc[[1, 3], "min_write_bytes"]
     df.loc[2, ["l1_ld_bytes", "l1_st_bytes"]] = 1.0
-    assert not [a for a in rf.traffic_figure(df).layout.annotations if a.name == "notes"]
+    assert not [a for a in traffic_figure(df).layout.annotations if a.name == "notes"]
     runs = [a.text for a in fig.layout.annotations if (a.name or "").startswith("run:")]
     assert runs == ["run-b", "run-a"]
     assert [s.x0 for s in fig.layout.shapes if (s.name or "").startswith("run:")] == [1.5]
     many = pd.concat([df] * 10, ignore_index=True).assign(range=[f"r{i}" for i in range(40)])
-    wide = rf.traffic_figure(many)
+    wide = traffic_figure(many)
     assert wide.layout.width > fig.layout.width + 1000  # bars keep their width: the figure grows
-    only_dram = rf.traffic_figure(df, levels=("dram",))
+    only_dram = traffic_figure(df, levels=("dram",))
     assert [t.meta["level"] for t in only_dram.data] == ["dram"]
     assert only_dram.layout.showlegend and only_dram.data[0].name == "DRAM rd+wr"
 
 
 def test_html_is_self_contained(tmp_path):
     df = results()
-    figs = [rf.roofline_figure(df, [CEILINGS]), rf.traffic_figure(df)]
-    path = rf.write_html(figs, tmp_path / "r.html", "t")
+    figs = [rf.roofline_figure(df, [CEILINGS]), traffic_figure(df)]
+    path = write_html(figs, tmp_path / "r.html", "t")
     page = path.read_text()
     assert not re.search(r"<script[^>]*\bsrc\s*=\s*[\"']?(https?:)?//", page)
     assert page.count("<script") >= 3 and len(page) > 1_000_000  # plotly.js itself is inline
@@ -327,12 +330,12 @@ def test_html_is_self_contained(tmp_path):
 
 
 def test_png_export(tmp_path):
-    fig = rf.traffic_figure(results())
+    fig = traffic_figure(results())
     if shutil.which("chromium") is None:
         with pytest.raises(ReportError, match="Chromium"):
-            rf.write_png(fig, tmp_path / "t.png")
+            write_png(fig, tmp_path / "t.png")
         return
-    path = rf.write_png(fig, tmp_path / "t.png")
+    path = write_png(fig, tmp_path / "t.png")
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
     # The figure's own size, so that its legend and labels are not cut off.
@@ -340,18 +343,18 @@ def test_png_export(tmp_path):
 
 
 def test_png_export_names_what_is_missing(tmp_path, monkeypatch):
-    fig = rf.traffic_figure(results())
+    fig = traffic_figure(results())
 
     def no_chrome(*args, **kwargs):  # what kaleido 1.x raises without a browser
         raise RuntimeError("\n\nKaleido requires Google Chrome to be installed.\n")
 
     monkeypatch.setattr(type(fig), "write_image", no_chrome)
-    monkeypatch.setattr(rf.shutil, "which", lambda name: None)
+    monkeypatch.setattr(figure_files.shutil, "which", lambda name: None)
     with pytest.raises(ReportError, match=r"Chromium or Chrome browser .* none was found: install Debian's"):
-        rf.write_png(fig, tmp_path / "t.png")
+        write_png(fig, tmp_path / "t.png")
     monkeypatch.setitem(sys.modules, "kaleido", None)  # import kaleido -> ImportError
     with pytest.raises(ReportError, match=r"needs the kaleido package \(pip install 'kaleido>=1'\)"):
-        rf.write_png(fig, tmp_path / "t.png")
+        write_png(fig, tmp_path / "t.png")
 
 
 def test_cli_roofline_writes_html(tmp_path):

@@ -1,0 +1,71 @@
+"""Figures to files: one offline HTML page (plotly.js inline) or a static PNG (kaleido and a Chromium)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from memtraffic.exceptions import ReportError
+
+if TYPE_CHECKING:  # plotly is imported inside the functions: it is slow to import
+    import plotly.graph_objects as go
+
+
+def figures_html(figs: Sequence[go.Figure]) -> list[str]:
+    """HTML fragments; the first carries plotly.js inline so the page works offline.
+
+    The fixed widths that size the PNGs would cut the three-panel roofline off in a narrower window:
+    in HTML each figure takes the width of the page instead.
+    """
+    import plotly.graph_objects as go
+
+    config = {"displaylogo": False, "responsive": True}
+    return [go.Figure(f).update_layout(width=None, autosize=True)
+            .to_html(full_html=False, include_plotlyjs=(i == 0), config=config)
+            for i, f in enumerate(figs)]
+
+
+def write_html(figs: Sequence[go.Figure], path: Path, title: str, notes: Sequence[str] = ()) -> Path:
+    """A self-contained page holding the figures (no network needed to open it)."""
+    import html
+
+    body = "\n".join(f"<div class='fig'>{frag}</div>" for frag in figures_html(figs))
+    note_html = "".join(f"<li>{html.escape(n)}</li>" for n in notes)
+    page = (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(title)}</title></head>"
+            f"<body style='font-family:sans-serif;margin:1em 2em'>\n<h1>{html.escape(title)}</h1>\n{body}\n"
+            + (f"<ul>{note_html}</ul>" if notes else "") + "</body></html>\n")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(page, encoding="utf-8")
+    return path
+
+
+def write_png(fig: go.Figure, path: Path, width: int | None = None, height: int | None = None) -> Path:
+    """Static PNG through kaleido 1.x, which drives a Chromium; say which piece is missing if it fails.
+
+    The size defaults to the figure's own (the figures size themselves to their legend and bars)."""
+    width = width or fig.layout.width or 1200
+    height = height or fig.layout.height or 700
+    try:
+        import kaleido  # noqa: F401
+    except ImportError:
+        raise ReportError("PNG export needs the kaleido package (pip install 'kaleido>=1') and a Chromium "
+                          "browser (Debian: apt-get install chromium); HTML output works without them"
+                          ) from None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.write_image(str(path), width=width, height=height, scale=1)
+    except Exception as err:  # kaleido/choreographer raise plain RuntimeErrors
+        text = " ".join(str(err).split())
+        if "chrome" in text.lower() or "chromium" in text.lower() or "browser" in text.lower():
+            names = ("chromium", "chromium-browser", "google-chrome")
+            found = next((p for n in names if (p := shutil.which(n))), None)
+            raise ReportError(
+                "PNG export needs a Chromium or Chrome browser for kaleido and "
+                + (f"the one at {found} failed to start" if found else "none was found")
+                + ": install Debian's 'chromium' package (apt-get install -y chromium), or point "
+                "BROWSER_PATH at one; HTML output works without it"
+            ) from None
+        raise ReportError(f"PNG export to {path} failed: {type(err).__name__}: {text[:300]}") from None
+    return path
