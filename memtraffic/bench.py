@@ -1,10 +1,11 @@
 """Wall-clock benchmark: CUDA-event timing of each variant beside a same-size copy.
 
 Timing method (per config): warm up (JIT, autotune, torch.compile) outside the timed region, then
-for each repetition flush L2 by writing a buffer larger than it, record an event, call the variant,
-record an event. The median over repetitions is reported. The copy baseline moves the op's minimum
-bytes (read + write) with `torch.Tensor.copy_`, timed the same way, so "% of copy" is the fraction
-of this GPU's achievable bandwidth that the variant's useful traffic reaches.
+for each repetition flush L2 by reading a buffer larger than it (memtraffic.gpu.time_cuda says why
+reading, not writing), record an event, call the variant, record an event. The median over
+repetitions is reported. The copy baseline moves the op's minimum bytes (read + write) with
+`torch.Tensor.copy_`, timed the same way, so "% of copy" is the fraction of this GPU's achievable
+bandwidth that the variant's useful traffic reaches.
 """
 
 from __future__ import annotations

@@ -28,14 +28,18 @@ def time_cuda(fn: Callable[[], Any], budget_s: float = 0.5, max_reps: int = 200,
               flush_l2: bool = True) -> Timing:
     """Median CUDA-event time of fn() after two warm-up calls (JIT, autotune, clocks, allocator).
 
-    With flush_l2 a buffer larger than L2 is written before each call, outside the timed region, so
-    every call starts cold, as a kernel in a real pipeline would. Repetitions fill budget_s.
+    With flush_l2 a buffer larger than L2 is read (summed) before each call, outside the timed region,
+    so every call starts with an L2 holding none of its data and no dirty lines. Zeroing the buffer
+    instead, as this did until 2026-11-23, leaves the L2 full of dirty lines that the timed call must
+    write back to DRAM as it evicts them: on the H100 that added about 6.3 us to every call (a copy of
+    2 x 32 MB: 28.0 us zeroed, 21.8 us read; scripts/copy_spread.py, 2026-11-23). Repetitions fill
+    budget_s.
 
     Before each start event the GPU is kept busy (torch.cuda._sleep) so the host has enqueued the
     call before the GPU reaches it: otherwise a microsecond kernel behind a slow Python launcher
     would be timed with the launcher's overhead.
     """
-    flush = torch.empty(_L2_FLUSH_BYTES if flush_l2 else 0, dtype=torch.uint8, device="cuda")
+    flush = torch.ones((_L2_FLUSH_BYTES if flush_l2 else 0) // 4, dtype=torch.float32, device="cuda")
     fn()
     torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -47,7 +51,7 @@ def time_cuda(fn: Callable[[], Any], budget_s: float = 0.5, max_reps: int = 200,
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     for s, e in zip(starts, ends, strict=True):
         if flush_l2:
-            flush.zero_()
+            flush.sum()  # reads 256 MB: the L2 ends up clean, holding none of fn's data
         torch.cuda._sleep(_SLEEP_CYCLES)
         s.record()
         fn()
