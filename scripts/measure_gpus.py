@@ -50,11 +50,13 @@ def warm_metric_cache() -> None:
     query_metric_names(ncu, metrics_cache_key(ncu, ncu_version(ncu), check_gpu()))
 
 
-def measure(sweep: Path, gpus: str, out: Path, log: Path, cache: Path) -> float:
-    """Run `memtraffic measure --sweep SWEEP --gpus GPUS --out OUT`; its wall time in seconds."""
+def measure(sweep: Path, gpus: str, out: Path, log: Path, cache: Path,
+            extra_env: dict[str, str]) -> float | None:
+    """Run `memtraffic measure --sweep SWEEP --gpus GPUS --out OUT`; its wall time in seconds, None if it
+    failed (the log says why; the other runs go on)."""
     argv = [sys.executable, "-m", "memtraffic.cli", "measure", "--sweep", str(sweep), "--gpus", gpus,
             "--out", str(out), "--format", "json"]
-    env = {**os.environ, "TRITON_CACHE_DIR": str(cache), "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "TRITON_CACHE_DIR": str(cache), "PYTHONUNBUFFERED": "1", **extra_env}
     t0 = time.perf_counter()
     with open(log, "w") as f:
         proc = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -62,8 +64,18 @@ def measure(sweep: Path, gpus: str, out: Path, log: Path, cache: Path) -> float:
     wall = time.perf_counter() - t0
     print(proc.stderr[-3000:], file=sys.stderr, flush=True)
     if proc.returncode != 0:
-        raise SystemExit(f"measure --gpus {gpus} exited with {proc.returncode}: see {log}")
+        print(f"measure --gpus {gpus} exited with {proc.returncode}: see {log}", file=sys.stderr)
+        return None
     return wall
+
+
+def config_seconds(run: Path) -> dict[str, float]:
+    """Status file -> the sum of its configs' seconds (the runner's time per config, ncu passes included)."""
+    out = {}
+    for status in sorted(run.glob("status*.jsonl")):
+        rows = [json.loads(line) for line in status.read_text().splitlines() if line.strip()]
+        out[status.stem] = round(sum(r.get("seconds", 0.0) for r in rows if r.get("status") != "start"), 2)
+    return out
 
 
 def compare(a, b) -> dict[str, int]:
@@ -78,6 +90,11 @@ def main() -> None:
     parser.add_argument("--sweep", type=Path, default=DEFAULT_SWEEP)
     parser.add_argument("--repeat", type=int, default=2, help="pairs of runs (one GPU, then all GPUs)")
     parser.add_argument("--work", type=Path, help="where the run folders go (default: a temporary folder)")
+    parser.add_argument("--kinds", default="one,all",
+                        help="runs of each repeat: one (--gpus 0), all (--gpus all), priv (--gpus all, each "
+                        "ncu with a TMPDIR of its own, so not sharing ncu's lock file)")
+    parser.add_argument("--warm-triton", action="store_true",
+                        help="one Triton cache for every run, filled by a first run that is not timed")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     work = args.work or Path(tempfile.mkdtemp(prefix="measure_gpus-"))
@@ -85,20 +102,30 @@ def main() -> None:
     (work / "logs").mkdir(exist_ok=True)
 
     warm_metric_cache()
-    names = [f"{kind}-{k}" for k in range(1, args.repeat + 1) for kind in ("one", "all")]
+    kinds = args.kinds.split(",")
+    names = [f"{kind}-{k}" for k in range(1, args.repeat + 1) for kind in kinds]
+    private = {"MEMTRAFFIC_NCU_TMP_PER_GPU": "1"}
+    if args.warm_triton:
+        measure(args.sweep, "all", work / "warm-up", work / "logs" / "warm-up.log", work / "triton", {})
     walls = {}
     for name in names:
         gpus = "0" if name.startswith("one") else "all"
         walls[name] = measure(args.sweep, gpus, work / name, work / "logs" / f"{name}.log",
-                              work / f"triton-{name}")
+                              work / ("triton" if args.warm_triton else f"triton-{name}"),
+                              private if name.startswith("priv") else {})
 
+    failed = [name for name in names if walls[name] is None]
+    if "one-1" in failed or len(failed) == len(names) - 1:
+        raise SystemExit(f"nothing to compare: {', '.join(failed)} failed (logs in {work / 'logs'})")
+    names = [name for name in names if name not in failed]
+    kinds = [kind for kind in kinds if f"{kind}-1" in names]
     tables = {name: analyze_path(work / name).set_index("range") for name in names}
     infos = {name: json.loads((work / name / "run.json").read_text()) for name in names}
     ranges = sorted(set().union(*(set(t.index) for t in tables.values())))
     rows = []
     for rng in ranges:
-        row = {"range": rng, "gpu_in_all-1": next((c.get("gpu") for c in infos["all-1"]["configs"]
-                                                  if c["range"] == rng), None)}
+        row = {"range": rng, f"gpu_in_{names[1]}": next((c.get("gpu") for c in infos[names[1]]["configs"]
+                                                        if c["range"] == rng), None)}
         for col in COUNTERS + OTHERS:
             for name in names:
                 row[f"{col}[{name}]"] = tables[name][col].get(rng) if rng in tables[name].index else None
@@ -108,24 +135,30 @@ def main() -> None:
         writer.writeheader()
         writer.writerows(rows)
 
-    pairs = [(f"one-{k}", f"all-{k}") for k in range(1, args.repeat + 1)]
-    pairs += [(f"{kind}-1", f"{kind}-{k}") for kind in ("one", "all") for k in range(2, args.repeat + 1)]
+    ratios = [(f"one-{k}", f"{kind}-{k}") for k in range(1, args.repeat + 1) for kind in kinds[1:]]
+    pairs = ratios + [(f"{kind}-1", f"{kind}-{k}") for kind in kinds for k in range(2, args.repeat + 1)]
+    ratios, pairs = ([(a, b) for a, b in ps if a in names and b in names] for ps in (ratios, pairs))
     same_everywhere = {col: sum(len({tables[n][col].get(r) for n in names}) == 1 for r in ranges)
                        for col in COUNTERS}
-    env = infos["all-1"]["environment"]
+    env = infos[names[1]]["environment"]
     profiled = {n: infos[n]["wall_time_s"] for n in names}
     summary = {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "gpu": env["gpu"], "gpus": len(infos["all-1"]["gpus"]), "driver": env["driver"],
+        "gpu": env["gpu"], "gpus": len(infos[names[1]]["gpus"]), "driver": env["driver"],
         "ncu_version": env["ncu_version"], "torch": env["torch"], "triton": env["triton"],
-        "sweep": args.sweep.name, "configs": len(ranges), "runs": names,
+        "sweep": args.sweep.name, "configs": len(ranges), "runs": names, "failed_runs": failed,
+        "warm_triton": args.warm_triton,
         "configs_ok": {n: sum(c["status"] == "ok" and bool(c["profiled"]) for c in infos[n]["configs"])
                        for n in names},
         "wall_s": {n: round(w, 2) for n, w in walls.items()},
         "profiling_wall_s": profiled,
-        "ratio_all_over_one": {f"{b} / {a}": round(walls[b] / walls[a], 3) for a, b in pairs[:args.repeat]},
+        "ratio_all_over_one": {f"{b} / {a}": round(walls[b] / walls[a], 3) for a, b in ratios},
         "profiling_ratio_all_over_one": {f"{b} / {a}": round(profiled[b] / profiled[a], 3)
-                                         for a, b in pairs[:args.repeat]},
+                                         for a, b in ratios},
+        "config_seconds_per_gpu": {n: config_seconds(work / n) for n in names},
+        "private_tmp_files": {n: sorted(str(f.relative_to(work / n))
+                                        for f in (work / n).glob(".ncu-tmp-*/**/*"))
+                              for n in names if n.startswith("priv")},
         "per_gpu": {n: [{"index": g["index"], "configs": len(g["configs"]),
                          "predicted_cost_s": g["predicted_cost_s"], "wall_time_s": g["wall_time_s"]}
                         for g in infos[n]["gpus"]] for n in names},
@@ -133,8 +166,8 @@ def main() -> None:
         "identical_in_every_run": same_everywhere,
     }
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    with tarfile.open(args.out / "all-1.tgz", "w:gz") as tar:  # the reference run to commit
-        tar.add(work / "all-1", arcname="all-1")
+    with tarfile.open(args.out / f"{names[1]}.tgz", "w:gz") as tar:  # the reference run to commit
+        tar.add(work / names[1], arcname=names[1])
     with tarfile.open(args.out / "logs.tgz", "w:gz") as tar:
         tar.add(work / "logs", arcname="logs")
     print(json.dumps(summary, indent=1))
