@@ -141,10 +141,6 @@ def profile_plan(plan: dict[str, Any], run_dir: Path, ncu: Path, metrics: Sequen
     if gpu is not None:
         app += ["--gpu", str(gpu.index), "--status", str(status_path)]
         extra["env"] = {**os.environ, "CUDA_VISIBLE_DEVICES": gpu.visible}
-        if os.environ.get("MEMTRAFFIC_NCU_TMP_PER_GPU") == "1":  # probe (scripts/measure_gpus.py): ncu's lock
-            private = run_dir / f".ncu-tmp-{gpu.tag}"
-            private.mkdir(exist_ok=True)
-            extra["env"]["TMPDIR"] = str(private)
     if on_start is not None:
         extra["on_start"] = on_start
     max_attempts = opts.max_attempts or (len(ids) + 1 if ids is not None else 10**6)

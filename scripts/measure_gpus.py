@@ -50,13 +50,12 @@ def warm_metric_cache() -> None:
     query_metric_names(ncu, metrics_cache_key(ncu, ncu_version(ncu), check_gpu()))
 
 
-def measure(sweep: Path, gpus: str, out: Path, log: Path, cache: Path,
-            extra_env: dict[str, str]) -> float | None:
+def measure(sweep: Path, gpus: str, out: Path, log: Path, cache: Path) -> float | None:
     """Run `memtraffic measure --sweep SWEEP --gpus GPUS --out OUT`; its wall time in seconds, None if it
     failed (the log says why; the other runs go on)."""
     argv = [sys.executable, "-m", "memtraffic.cli", "measure", "--sweep", str(sweep), "--gpus", gpus,
             "--out", str(out), "--format", "json"]
-    env = {**os.environ, "TRITON_CACHE_DIR": str(cache), "PYTHONUNBUFFERED": "1", **extra_env}
+    env = {**os.environ, "TRITON_CACHE_DIR": str(cache), "PYTHONUNBUFFERED": "1"}
     t0 = time.perf_counter()
     with open(log, "w") as f:
         proc = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -91,8 +90,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2, help="pairs of runs (one GPU, then all GPUs)")
     parser.add_argument("--work", type=Path, help="where the run folders go (default: a temporary folder)")
     parser.add_argument("--kinds", default="one,all",
-                        help="runs of each repeat: one (--gpus 0), all (--gpus all), priv (--gpus all, each "
-                        "ncu with a TMPDIR of its own, so not sharing ncu's lock file)")
+                        help="runs of each repeat: one (--gpus 0), all (--gpus all)")
     parser.add_argument("--warm-triton", action="store_true",
                         help="one Triton cache for every run, filled by a first run that is not timed")
     args = parser.parse_args()
@@ -104,15 +102,13 @@ def main() -> None:
     warm_metric_cache()
     kinds = args.kinds.split(",")
     names = [f"{kind}-{k}" for k in range(1, args.repeat + 1) for kind in kinds]
-    private = {"MEMTRAFFIC_NCU_TMP_PER_GPU": "1"}
     if args.warm_triton:
-        measure(args.sweep, "all", work / "warm-up", work / "logs" / "warm-up.log", work / "triton", {})
+        measure(args.sweep, "all", work / "warm-up", work / "logs" / "warm-up.log", work / "triton")
     walls = {}
     for name in names:
         gpus = "0" if name.startswith("one") else "all"
         walls[name] = measure(args.sweep, gpus, work / name, work / "logs" / f"{name}.log",
-                              work / ("triton" if args.warm_triton else f"triton-{name}"),
-                              private if name.startswith("priv") else {})
+                              work / ("triton" if args.warm_triton else f"triton-{name}"))
 
     failed = [name for name in names if walls[name] is None]
     if "one-1" in failed or len(failed) == len(names) - 1:
@@ -156,9 +152,6 @@ def main() -> None:
         "profiling_ratio_all_over_one": {f"{b} / {a}": round(profiled[b] / profiled[a], 3)
                                          for a, b in ratios},
         "config_seconds_per_gpu": {n: config_seconds(work / n) for n in names},
-        "private_tmp_files": {n: sorted(str(f.relative_to(work / n))
-                                        for f in (work / n).glob(".ncu-tmp-*/**/*"))
-                              for n in names if n.startswith("priv")},
         "per_gpu": {n: [{"index": g["index"], "configs": len(g["configs"]),
                          "predicted_cost_s": g["predicted_cost_s"], "wall_time_s": g["wall_time_s"]}
                         for g in infos[n]["gpus"]] for n in names},
