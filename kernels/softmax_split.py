@@ -1,7 +1,7 @@
 """Row softmax for rows too long for one program's registers, still reading and writing each element once.
 
 softmax_online reads a long row twice (a max+sum loop, then a write loop) and hopes L2 keeps the row
-between the two reads; on the H100 a 512 KB fp32 row per SM does not stay (DRAM read efficiency 0.65
+between the two reads; on the H100 a 512 KB fp32 row per SM does not stay (DRAM read efficiency 0.66
 at 16384x131072, reports/h100/long_rows_16384x131072). softmax_split splits each row into `parts`
 chunks of up to BLOCK_N elements and gives them to a group of `parts` programs that run at the same
 time. Each program:
