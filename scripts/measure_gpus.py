@@ -6,9 +6,10 @@ every config's L1/L2 byte counters are identical in the two runs (issue 15).
 Written for one call on a multi-GPU host. Runs alternate: one GPU, all GPUs, one GPU, all GPUs
 (--repeat pairs), so that the counters of two runs on the same GPUs show what varies from run to run
 anyway. Every run starts with an empty Triton cache of its own (TRITON_CACHE_DIR), so each compiles
-its kernels as a fresh user's would; the ncu metric list is cached before the first run, so none
-pays `ncu --query-metrics`. Wall time is that of the whole `memtraffic measure` command (start-up,
-planning, profiling, analysis); run.json's wall_time_s (profiling only) is recorded beside it.
+its kernels as a fresh user's would (with --warm-triton, one cache filled by an untimed first run);
+the ncu metric list is cached before the first run, so none pays `ncu --query-metrics`. Wall time is
+that of the whole `memtraffic measure` command (start-up, planning, profiling, analysis); run.json's
+wall_time_s (profiling only) is recorded beside it. A run that fails is reported and left out.
 
 OUT gets: summary.json (devices, date, versions, wall times, ratios, per-GPU split, and per counter
 how many configs have identical values in each pair of runs), comparison.csv (one row per config:
@@ -68,15 +69,6 @@ def measure(sweep: Path, gpus: str, out: Path, log: Path, cache: Path) -> float 
     return wall
 
 
-def config_seconds(run: Path) -> dict[str, float]:
-    """Status file -> the sum of its configs' seconds (the runner's time per config, ncu passes included)."""
-    out = {}
-    for status in sorted(run.glob("status*.jsonl")):
-        rows = [json.loads(line) for line in status.read_text().splitlines() if line.strip()]
-        out[status.stem] = round(sum(r.get("seconds", 0.0) for r in rows if r.get("status") != "start"), 2)
-    return out
-
-
 def compare(a, b) -> dict[str, int]:
     """Counter -> how many configs (ranges of both tables) have exactly the same value in both."""
     common = sorted(set(a.index) & set(b.index))
@@ -89,8 +81,6 @@ def main() -> None:
     parser.add_argument("--sweep", type=Path, default=DEFAULT_SWEEP)
     parser.add_argument("--repeat", type=int, default=2, help="pairs of runs (one GPU, then all GPUs)")
     parser.add_argument("--work", type=Path, help="where the run folders go (default: a temporary folder)")
-    parser.add_argument("--kinds", default="one,all",
-                        help="runs of each repeat: one (--gpus 0), all (--gpus all)")
     parser.add_argument("--warm-triton", action="store_true",
                         help="one Triton cache for every run, filled by a first run that is not timed")
     args = parser.parse_args()
@@ -100,8 +90,8 @@ def main() -> None:
     (work / "logs").mkdir(exist_ok=True)
 
     warm_metric_cache()
-    kinds = args.kinds.split(",")
-    names = [f"{kind}-{k}" for k in range(1, args.repeat + 1) for kind in kinds]
+    kinds = ["one", "all"]
+    names = [f"{kind}-{k}" for k in range(1, args.repeat + 1) for kind in kinds]  # a failed run is dropped
     if args.warm_triton:
         measure(args.sweep, "all", work / "warm-up", work / "logs" / "warm-up.log", work / "triton")
     walls = {}
@@ -111,16 +101,15 @@ def main() -> None:
                               work / ("triton" if args.warm_triton else f"triton-{name}"))
 
     failed = [name for name in names if walls[name] is None]
-    if "one-1" in failed or len(failed) == len(names) - 1:
+    if "one-1" in failed or "all-1" in failed:
         raise SystemExit(f"nothing to compare: {', '.join(failed)} failed (logs in {work / 'logs'})")
     names = [name for name in names if name not in failed]
-    kinds = [kind for kind in kinds if f"{kind}-1" in names]
     tables = {name: analyze_path(work / name).set_index("range") for name in names}
     infos = {name: json.loads((work / name / "run.json").read_text()) for name in names}
     ranges = sorted(set().union(*(set(t.index) for t in tables.values())))
     rows = []
     for rng in ranges:
-        row = {"range": rng, f"gpu_in_{names[1]}": next((c.get("gpu") for c in infos[names[1]]["configs"]
+        row = {"range": rng, "gpu_in_all-1": next((c.get("gpu") for c in infos["all-1"]["configs"]
                                                         if c["range"] == rng), None)}
         for col in COUNTERS + OTHERS:
             for name in names:
@@ -136,22 +125,21 @@ def main() -> None:
     ratios, pairs = ([(a, b) for a, b in ps if a in names and b in names] for ps in (ratios, pairs))
     same_everywhere = {col: sum(len({tables[n][col].get(r) for n in names}) == 1 for r in ranges)
                        for col in COUNTERS}
-    env = infos[names[1]]["environment"]
+    env = infos["all-1"]["environment"]
     profiled = {n: infos[n]["wall_time_s"] for n in names}
     summary = {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "gpu": env["gpu"], "gpus": len(infos[names[1]]["gpus"]), "driver": env["driver"],
+        "gpu": env["gpu"], "gpus": len(infos["all-1"]["gpus"]), "driver": env["driver"],
         "ncu_version": env["ncu_version"], "torch": env["torch"], "triton": env["triton"],
         "sweep": args.sweep.name, "configs": len(ranges), "runs": names, "failed_runs": failed,
         "warm_triton": args.warm_triton,
         "configs_ok": {n: sum(c["status"] == "ok" and bool(c["profiled"]) for c in infos[n]["configs"])
                        for n in names},
-        "wall_s": {n: round(w, 2) for n, w in walls.items()},
+        "wall_s": {n: round(walls[n], 2) for n in names},
         "profiling_wall_s": profiled,
         "ratio_all_over_one": {f"{b} / {a}": round(walls[b] / walls[a], 3) for a, b in ratios},
         "profiling_ratio_all_over_one": {f"{b} / {a}": round(profiled[b] / profiled[a], 3)
                                          for a, b in ratios},
-        "config_seconds_per_gpu": {n: config_seconds(work / n) for n in names},
         "per_gpu": {n: [{"index": g["index"], "configs": len(g["configs"]),
                          "predicted_cost_s": g["predicted_cost_s"], "wall_time_s": g["wall_time_s"]}
                         for g in infos[n]["gpus"]] for n in names},
@@ -159,8 +147,8 @@ def main() -> None:
         "identical_in_every_run": same_everywhere,
     }
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    with tarfile.open(args.out / f"{names[1]}.tgz", "w:gz") as tar:  # the reference run to commit
-        tar.add(work / names[1], arcname=names[1])
+    with tarfile.open(args.out / "all-1.tgz", "w:gz") as tar:  # the reference run to commit
+        tar.add(work / "all-1", arcname="all-1")
     with tarfile.open(args.out / "logs.tgz", "w:gz") as tar:
         tar.add(work / "logs", arcname="logs")
     print(json.dumps(summary, indent=1))
