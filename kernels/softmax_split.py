@@ -31,7 +31,10 @@ same GPU and day, are in reports/bench/2026-11-23-h100-r3/sweeps). Reading the n
 the wait (prefetch=1) keeps a read in flight during it, but costs a second chunk of registers (bf16,
 8192 elements on 8 warps: 110 registers a thread with Triton 3.6, two programs an SM), so fewer
 programs share an SM: 3.31 ms against 3.09 without at 4096 on 4 warps (bf16), within 1% either way
-for fp32. It is off by default.
+for fp32. It is off by default. Holding a bf16 chunk as packed pairs (int32 words) and taking exp
+again at the write would halve what waits in registers, but ptxas keeps the unpacked fp32 halves
+live instead: 48 -> 72 registers a thread at 4096 on 4 warps, 102 -> 148 at 8192 (compiled for sm_90
+with Triton 3.9 on a CPU machine, 2026-11-23; not timed).
 
 Programs that wait for each other must all be resident at once: the grid is checked against the
 compiled kernel's occupancy before launch, so a grid too large for the GPU is an error, not a hang;
