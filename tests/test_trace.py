@@ -226,16 +226,19 @@ def test_cuda_backward_in_autograd_threads_is_traced():
 
 # --- the command: startup tracing, environment, errors ----------------------------------------------------
 
-def test_children_are_not_traced_and_an_existing_sitecustomize_still_runs(tmp_path, monkeypatch):
+def test_children_spawned_or_forked_are_not_traced_and_an_existing_sitecustomize_runs(tmp_path, monkeypatch):
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(f"open({str(tmp_path / 'chained')!r}, 'w').close()\n")
     monkeypatch.setenv("PYTHONPATH", str(site))
     child = "import torch; torch.ones(3).sum()"
     prog = _write(tmp_path, "parent.py", f"""
-        import subprocess, sys, torch
+        import multiprocessing, subprocess, sys, torch
         torch.ones(2, 2).neg()
         subprocess.run([sys.executable, "-c", {child!r}], check=True)
+        forked = multiprocessing.get_context("fork").Process(target=lambda: torch.zeros(4).exp())
+        forked.start()
+        forked.join()
     """)
     res = _ops("--format", "json", "--", sys.executable, str(prog))
     assert res.exit_code == 0, res.output
