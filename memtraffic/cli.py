@@ -415,7 +415,7 @@ def analyze(
     Examples:
       memtraffic analyze reports/h100/seed_1048576x2_fp32
       memtraffic analyze my_app.ncu-rep --min-bytes 8MiB:8MiB
-      memtraffic analyze my_app.ncu-rep --min-bytes 'attn=24MiB:8MiB' --min-bytes 'mlp=64MiB:16MiB'
+      memtraffic analyze my_app.ncu-rep --min-bytes attn=24MiB:8MiB --min-bytes 16MiB
       memtraffic analyze RUN --group-by kernel --format json > rows.json
       memtraffic analyze RUN --group-by op
     """

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -162,9 +163,12 @@ class OpTracer(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self._nvtx = torch.cuda.is_available()
+        self.enabled = True
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if not self.enabled:
+            return func(*args, **kwargs)
         # CompositeImplicitAutograd ops (linear, sdpa, dropout...) reach the mode whole under
         # inference_mode, where autograd's keys are skipped; decompose them as autograd does, so the
         # same ops are traced with and without grad, and matmuls get their FLOPs.
@@ -210,9 +214,16 @@ _startup: OpTracer | None = None
 def start() -> None:
     """Trace the rest of the program (the calling thread and the autograd threads it starts).
 
-    sitecustomize calls this when the program imports torch under MEMTRAFFIC_TORCH_OPS=1.
+    sitecustomize calls this when the program imports torch under MEMTRAFFIC_TORCH_OPS=1. Forked
+    children (DataLoader workers) inherit the mode but are not traced, like spawned ones.
     """
     global _startup
     if _startup is None:
         _startup = OpTracer()
         _startup.__enter__()
+        os.register_at_fork(after_in_child=_stop_startup)
+
+
+def _stop_startup() -> None:
+    if _startup is not None:
+        _startup.enabled = False

@@ -226,16 +226,19 @@ def test_cuda_backward_in_autograd_threads_is_traced():
 
 # --- the command: startup tracing, environment, errors ----------------------------------------------------
 
-def test_children_are_not_traced_and_an_existing_sitecustomize_still_runs(tmp_path, monkeypatch):
+def test_children_spawned_or_forked_are_not_traced_and_an_existing_sitecustomize_runs(tmp_path, monkeypatch):
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(f"open({str(tmp_path / 'chained')!r}, 'w').close()\n")
     monkeypatch.setenv("PYTHONPATH", str(site))
     child = "import torch; torch.ones(3).sum()"
     prog = _write(tmp_path, "parent.py", f"""
-        import subprocess, sys, torch
+        import multiprocessing, subprocess, sys, torch
         torch.ones(2, 2).neg()
         subprocess.run([sys.executable, "-c", {child!r}], check=True)
+        forked = multiprocessing.get_context("fork").Process(target=lambda: torch.zeros(4).exp())
+        forked.start()
+        forked.join()
     """)
     res = _ops("--format", "json", "--", sys.executable, str(prog))
     assert res.exit_code == 0, res.output
@@ -244,10 +247,19 @@ def test_children_are_not_traced_and_an_existing_sitecustomize_still_runs(tmp_pa
 
 
 def test_command_exiting_non_zero_keeps_what_was_traced_and_its_code(tmp_path):
-    prog = _write(tmp_path, "fail.py", "import sys, torch\ntorch.ones(3).sum()\nsys.exit(3)\n")
+    prog = _write(tmp_path, "fail.py", """
+        import sys, torch, memtraffic
+        with memtraffic.region("block", read_bytes=96, write_bytes=4):
+            torch.ones(3).sum()
+        sys.exit(3)
+    """)
     res = _ops("--", sys.executable, str(prog))
     assert res.exit_code == 3
-    assert "aten.sum.default" in res.stdout
+    calls = res.stdout.split("per op type")[0]
+    rows = calls.splitlines()[2:5]
+    assert ["[region] block" in rows[0], "aten.ones.default" in rows[1], "aten.sum.default" in rows[2]] == [
+        True, True, True]
+    assert "block" not in res.stdout.split("per op type")[1]  # regions stay out of the op summary
     assert res.stderr.strip().splitlines()[-1] == (
         f"error: `{sys.executable} {prog}` exited with code 3; the ops traced before it ended are above")
 
@@ -278,6 +290,17 @@ def test_program_that_imports_torch_but_runs_no_op():
 def test_bad_command_line_is_one_line_exit_2(args, message):
     res = _ops(*args)
     assert res.exit_code == 2 and res.stderr == message + "\n"
+
+
+def test_tracer_env_puts_the_injector_first_and_keeps_the_rest(tmp_path):
+    from memtraffic.trace_cmd import INJECT_DIR, tracer_env
+
+    trace, mark = tmp_path / "t.jsonl", tmp_path / "m"
+    env = tracer_env(trace, {"PYTHONPATH": "/mine", "HOME": "/h"}, torch_mark=mark)
+    assert env == {"PYTHONPATH": f"{INJECT_DIR}:/mine", "HOME": "/h", "MEMTRAFFIC_TORCH_OPS": "1",
+                   "MEMTRAFFIC_TRACE": str(trace), "MEMTRAFFIC_TORCH_MARK": str(mark)}
+    assert (INJECT_DIR / "sitecustomize.py").is_file()
+    assert tracer_env(trace, {})["PYTHONPATH"] == str(INJECT_DIR)
 
 
 def test_import_memtraffic_does_not_import_torch():
