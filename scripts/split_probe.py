@@ -1,0 +1,214 @@
+"""Where softmax_split loses time at 16384x131072 (issue 14): timing probes of the shipped kernel and of
+three changes to it, beside a same-size copy, several rounds of fresh buffers.
+
+    python scripts/split_probe.py OUT.json [--rounds 4] [--shapes 16384x131072,8192x32768]
+
+Subjects (each with the chunk size and warps given in CONFIGS):
+  copy       torch copy_ of the same bytes (the bench's baseline)
+  shipped    memtraffic.kernels.softmax_split as it is
+  nosync     the shipped kernel with SYNC=False: no exchange at all (wrong output; a lower bound that
+             says what the waiting costs)
+  poll       no counter: programs poll the row's slots until no slot is EMPTY (one L2 round trip after
+             the last word lands instead of two: a counter, then the slots)
+  hold16     e = exp(x - m) kept in registers as bf16 for bf16 inputs (packed pairs from cvt.rn.bf16x2),
+             so a register holds two elements: twice the elements per program for the same registers.
+             Rounds e and then y: up to one bf16 ulp more than the shipped kernel, checked against
+             float64 below.
+Prints per subject the median time over rounds and its % of the copy's median; OUT.json keeps every time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+import triton
+import triton.language as tl
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from memtraffic import gpu  # noqa: E402
+from memtraffic.gpu import environment, time_cuda  # noqa: E402
+from memtraffic.kernels import softmax_split as sp  # noqa: E402
+from memtraffic.model import parse_shape  # noqa: E402
+
+EMPTY = tl.constexpr(-1)
+
+
+@triton.jit
+def _probe_kernel(out_ptr, in_ptr, slots_ptr, count_ptr, n_rows, n_cols, parts,
+                  BLOCK_N: tl.constexpr, PARTS_P2: tl.constexpr, COUNTER: tl.constexpr,
+                  HOLD16: tl.constexpr):
+    pid = tl.program_id(0)
+    group = pid // parts
+    part = pid % parts
+    n_groups = tl.num_programs(0) // parts
+    cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = cols < n_cols
+    ids = tl.arange(0, PARTS_P2)
+    for row in range(group, n_rows, n_groups):
+        row64 = tl.cast(row, tl.int64)
+        x = tl.load(in_ptr + row64 * n_cols + cols, mask=mask, other=-float("inf"))
+        xf = x.to(tl.float32)
+        m = tl.max(xf, axis=0)
+        shift = tl.where(m == float("-inf"), 0.0, m)
+        e = tl.exp(xf - shift)
+        s = tl.sum(e, axis=0)
+        if HOLD16:
+            # hold e as bf16 pairs in int32 words, packed in asm with side effects: the compiler may
+            # neither sink the packing past the wait below nor split the words into 16-bit registers
+            lo, hi = tl.split(tl.reshape(e, (BLOCK_N // 2, 2)))
+            e = tl.inline_asm_elementwise("cvt.rn.bf16x2.f32 $0, $2, $1;", "=r,r,r", [lo, hi],
+                                          dtype=tl.int32, is_pure=False, pack=1)
+        word = ((s.to(tl.int32, bitcast=True).to(tl.int64) << 32)
+                | (m.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF))
+        tl.atomic_xchg(slots_ptr + row64 * PARTS_P2 + part, word, sem="relaxed", scope="gpu")
+        if COUNTER:
+            tl.atomic_add(count_ptr + row64, tl.full((), 1, tl.int64), sem="relaxed", scope="gpu")
+            never = tl.full((), -2, tl.int64)
+            arrived = tl.atomic_cas(count_ptr + row64, never, never, sem="relaxed", scope="gpu")
+            while arrived < parts - 1:
+                arrived = tl.atomic_cas(count_ptr + row64, never, never, sem="relaxed", scope="gpu")
+        live = ids < parts
+        slots = slots_ptr + row64 * PARTS_P2 + ids
+        w = tl.load(slots, mask=live, other=0, volatile=True)
+        while tl.max((w == EMPTY).to(tl.int32), axis=0) > 0:
+            w = tl.load(slots, mask=live, other=0, volatile=True)
+        ms = tl.where(live, (w & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True), -float("inf"))
+        ss = tl.where(live, (w >> 32).to(tl.int32).to(tl.float32, bitcast=True), 0.0)
+        mx = tl.max(ms, axis=0)
+        total = tl.sum(ss * tl.exp(ms - tl.where(mx == float("-inf"), 0.0, mx)), axis=0)
+        if HOLD16:
+            lo = (e << 16).to(tl.float32, bitcast=True)
+            hi = (e & -65536).to(tl.float32, bitcast=True)
+            e = tl.reshape(tl.join(lo, hi), (BLOCK_N,))
+        y = e * (tl.exp(shift - mx) / total)
+        tl.store(out_ptr + row64 * n_cols + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def probe(x: torch.Tensor, BLOCK_N: int, num_warps: int, counter: bool, hold16: bool) -> torch.Tensor:
+    """One call of the probe kernel with as many whole groups as are resident."""
+    m, n = x.shape
+    c = sp.split_config((m, n), x.dtype, BLOCK_N, num_warps, None, None, sp.sm_count(x.device))
+    out = torch.empty_like(x)
+    words = torch.full((m * (c["PARTS_P2"] + 1),), -1, dtype=torch.int64, device=x.device)
+    slots, count = words[:m * c["PARTS_P2"]], words[m * c["PARTS_P2"]:]
+    meta = {"BLOCK_N": BLOCK_N, "PARTS_P2": c["PARTS_P2"], "COUNTER": counter, "HOLD16": hold16,
+            "num_warps": num_warps}
+    k = _probe_kernel.warmup(out, x, slots, count, m, n, c["parts"], **meta, grid=(1,))
+    k._init_handles()
+    per_sm = sp.resident_per_sm(k.n_regs, num_warps)
+    c = sp.split_config((m, n), x.dtype, BLOCK_N, num_warps, None, None, sp.sm_count(x.device), per_sm)
+    _probe_kernel[(c["programs"],)](out, x, slots, count, m, n, c["parts"], **meta)
+    return out
+
+
+def nosync(x: torch.Tensor, BLOCK_N: int, num_warps: int) -> torch.Tensor:
+    """The shipped kernel with the exchange compiled out (SYNC=False): each chunk normalised alone."""
+    m, n = x.shape
+    c = sp.split_config((m, n), x.dtype, BLOCK_N, num_warps, None, None, sp.sm_count(x.device))
+    out = torch.empty_like(x)
+    dummy = torch.empty(1, dtype=torch.int64, device=x.device)
+    meta = {"BLOCK_N": BLOCK_N, "PARTS_P2": c["PARTS_P2"], "SYNC": False, "PREFETCH": 0,
+            "num_warps": num_warps}
+    k = sp._softmax_split_kernel.warmup(out, x, dummy, dummy, m, n, c["parts"], **meta, grid=(1,))
+    k._init_handles()
+    per_sm = sp.resident_per_sm(k.n_regs, num_warps)
+    c = sp.split_config((m, n), x.dtype, BLOCK_N, num_warps, None, None, sp.sm_count(x.device), per_sm)
+    sp._softmax_split_kernel[(c["programs"],)](out, x, dummy, dummy, m, n, c["parts"], **meta)
+    return out
+
+
+def n_regs(BLOCK_N: int, num_warps: int, counter: bool, hold16: bool, x: torch.Tensor) -> int:
+    m, n = x.shape
+    c = sp.split_config((m, n), x.dtype, BLOCK_N, num_warps, None, None, sp.sm_count(x.device))
+    out = torch.empty_like(x)
+    w = torch.empty(8, dtype=torch.int64, device=x.device)
+    k = _probe_kernel.warmup(out, x, w, w, m, n, c["parts"], BLOCK_N=BLOCK_N, PARTS_P2=c["PARTS_P2"],
+                             COUNTER=counter, HOLD16=hold16, num_warps=num_warps, grid=(1,))
+    k._init_handles()
+    return k.n_regs
+
+
+def max_rel_err(out: torch.Tensor, x: torch.Tensor, rows: int = 512) -> float:
+    """max |out - ref| / max |ref| against softmax in float64, a few rows at a time (a 16384x131072
+    float64 copy would not fit beside the inputs)."""
+    err = scale = 0.0
+    for i in range(0, x.shape[0], rows):
+        ref = torch.softmax(x[i:i + rows].double(), dim=-1)
+        err = max(err, (out[i:i + rows].double() - ref).abs().max().item())
+        scale = max(scale, ref.abs().max().item())
+    return err / scale
+
+
+# (label, BLOCK_N, num_warps, counter, hold16); hold16 only for bf16
+CONFIGS = [
+    ("shipped", None, None, None, None),
+    ("nosync-4096/4", 4096, 4, None, None),
+    ("count-4096/4", 4096, 4, True, False),
+    ("poll-4096/4", 4096, 4, False, False),
+    ("hold16-8192/4", 8192, 4, True, True),
+    ("hold16+poll-8192/4", 8192, 4, False, True),
+]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--shapes", default="16384x131072,8192x32768")
+    args = parser.parse_args()
+    results: dict[str, dict] = {}
+    for shape_s in args.shapes.split(","):
+        shape = parse_shape(shape_s)
+        for dtype in (torch.bfloat16, torch.float32):
+            key = f"{shape_s} {str(dtype).removeprefix('torch.')}"
+            times: dict[str, list[float]] = {}
+            info: dict[str, dict] = {}
+            for r in range(args.rounds):
+                x = torch.randn(shape, dtype=dtype, device="cuda")
+                src = torch.empty(x.numel() * x.element_size(), dtype=torch.uint8, device="cuda")
+                dst = torch.empty_like(src)
+                calls = {"copy": lambda dst=dst, src=src: dst.copy_(src)}
+                for label, bn, nw, counter, hold16 in CONFIGS:
+                    if hold16 and dtype != torch.bfloat16:
+                        continue
+                    if label == "shipped":
+                        calls[label] = lambda x=x: sp.softmax_split(x)
+                    elif label.startswith("nosync"):
+                        calls[label] = lambda x=x, bn=bn, nw=nw: nosync(x, bn, nw)
+                    else:
+                        calls[label] = lambda x=x, bn=bn, nw=nw, c=counter, h=hold16: probe(x, bn, nw, c, h)
+                        if r == 0:
+                            info[label] = {"n_regs": n_regs(bn, nw, counter, hold16, x)}
+                for label, fn in calls.items():
+                    if r == 0 and label != "copy" and not label.startswith("nosync"):
+                        info.setdefault(label, {})["max_rel_err"] = max_rel_err(fn(), x)
+                    try:
+                        t = time_cuda(fn, budget_s=0.3).median_ns
+                    except Exception as exc:  # one subject's failure must not lose the others
+                        info.setdefault(label, {})["error"] = str(exc)[:200]
+                        continue
+                    times.setdefault(label, []).append(t)
+                del x, src, dst
+                torch.cuda.empty_cache()
+            copy = statistics.median(times["copy"])
+            print(f"{key}: median of {args.rounds} rounds (us, % of copy's median {copy / 1e3:.1f} us)")
+            for label, t in times.items():
+                med = statistics.median(t)
+                extra = " ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                                 for k, v in info.get(label, {}).items())
+                print(f"  {label:20s} {med / 1e3:9.1f}  {100 * copy / med:6.1f}%  "
+                      f"[{min(t) / 1e3:.1f}-{max(t) / 1e3:.1f}] {extra}", flush=True)
+            results[key] = {"times_ns": times, "info": info}
+    args.out.write_text(json.dumps({"environment": environment(), "configs": CONFIGS, "results": results,
+                                    "flush_bytes": gpu._L2_FLUSH_BYTES}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
