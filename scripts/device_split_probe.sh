@@ -13,8 +13,8 @@ export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.txt" 2>&1 || cat "$out/install.txt"
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u +%FT%TZ; git rev-parse HEAD; } \
   | tee "$out/gpu.txt"
-python3 scripts/split_probe.py "$out/split_probe.json" --rounds 4 2>&1 | tee "$out/split_probe.txt"
-for dt in fp32 bf16; do
+python3 scripts/split_probe.py "$out/split_probe.json" --rounds ${ROUNDS:-4} 2>&1 | tee "$out/split_probe.txt"
+for dt in ${SPREAD_DTYPES-fp32 bf16}; do
   python3 scripts/copy_spread.py "$out/copy_spread_4096_$dt.json" --shape 4096x4096 --dtype $dt --rounds 8 \
     2>&1 | tee "$out/copy_spread_4096_$dt.txt"
 done

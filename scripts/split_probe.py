@@ -1,5 +1,5 @@
 """Where softmax_split loses time at 16384x131072 (issue 14): timing probes of the shipped kernel and of
-three changes to it, beside a same-size copy, several rounds of fresh buffers.
+changes to it, beside a same-size copy, several rounds of fresh buffers.
 
     python scripts/split_probe.py OUT.json [--rounds 4] [--shapes 16384x131072,8192x32768]
 
@@ -8,12 +8,13 @@ Subjects (each with the chunk size and warps given in CONFIGS):
   shipped    memtraffic.kernels.softmax_split as it is
   nosync     the shipped kernel with SYNC=False: no exchange at all (wrong output; a lower bound that
              says what the waiting costs)
-  poll       no counter: programs poll the row's slots until no slot is EMPTY (one L2 round trip after
-             the last word lands instead of two: a counter, then the slots)
-  hold16     e = exp(x - m) kept in registers as bf16 for bf16 inputs (packed pairs from cvt.rn.bf16x2),
-             so a register holds two elements: twice the elements per program for the same registers.
-             Rounds e and then y: up to one bf16 ulp more than the shipped kernel, checked against
-             float64 below.
+  hold       the probe kernel in the shipped kernel's way: e = exp(x - m) held in registers through the wait
+  reread     nothing held: after the wait the chunk is read again (from L2, where it was a moment ago)
+             and exp taken again, so a program needs few registers and more of them fit on an SM
+  stash      e written to the output before the wait and read back after it (from L2), one exp
+  loop       nothing held either, but each pass walks the chunk in SUB-element tiles, with NS stages of
+             Triton's software pipelining (loads in flight in shared memory, not registers); cap: at
+             most that many programs an SM, to keep the chunks between their two reads within L2
 Prints per subject the median time over rounds and its % of the copy's median; OUT.json keeps every time.
 """
 
@@ -42,7 +43,7 @@ EMPTY = tl.constexpr(-1)
 @triton.jit
 def _probe_kernel(out_ptr, in_ptr, slots_ptr, count_ptr, n_rows, n_cols, parts,
                   BLOCK_N: tl.constexpr, PARTS_P2: tl.constexpr, COUNTER: tl.constexpr,
-                  HOLD16: tl.constexpr):
+                  MODE: tl.constexpr, SUB: tl.constexpr, NS: tl.constexpr):
     pid = tl.program_id(0)
     group = pid // parts
     part = pid % parts
@@ -52,18 +53,25 @@ def _probe_kernel(out_ptr, in_ptr, slots_ptr, count_ptr, n_rows, n_cols, parts,
     ids = tl.arange(0, PARTS_P2)
     for row in range(group, n_rows, n_groups):
         row64 = tl.cast(row, tl.int64)
-        x = tl.load(in_ptr + row64 * n_cols + cols, mask=mask, other=-float("inf"))
-        xf = x.to(tl.float32)
-        m = tl.max(xf, axis=0)
-        shift = tl.where(m == float("-inf"), 0.0, m)
-        e = tl.exp(xf - shift)
-        s = tl.sum(e, axis=0)
-        if HOLD16:
-            # hold e as bf16 pairs in int32 words, packed in asm with side effects: the compiler may
-            # neither sink the packing past the wait below nor split the words into 16-bit registers
-            lo, hi = tl.split(tl.reshape(e, (BLOCK_N // 2, 2)))
-            e = tl.inline_asm_elementwise("cvt.rn.bf16x2.f32 $0, $2, $1;", "=r,r,r", [lo, hi],
-                                          dtype=tl.int32, is_pure=False, pack=1)
+        if MODE == 3:  # nothing held: loop over the chunk in SUB-element tiles (pipelined, NS stages)
+            m = tl.full((), float("-inf"), tl.float32)
+            s = tl.full((), 0.0, tl.float32)
+            for k in tl.range(0, BLOCK_N, SUB, num_stages=NS):
+                c = part * BLOCK_N + k + tl.arange(0, SUB)
+                xt = tl.load(in_ptr + row64 * n_cols + c, mask=c < n_cols, other=-float("inf")).to(tl.float32)
+                mn = tl.maximum(m, tl.max(xt, axis=0))
+                sh = tl.where(mn == float("-inf"), 0.0, mn)
+                s = s * tl.exp(m - sh) + tl.sum(tl.exp(xt - sh), axis=0)
+                m = mn
+        else:
+            x = tl.load(in_ptr + row64 * n_cols + cols, mask=mask, other=-float("inf"))
+            xf = x.to(tl.float32)
+            m = tl.max(xf, axis=0)
+            shift = tl.where(m == float("-inf"), 0.0, m)
+            e = tl.exp(xf - shift)
+            s = tl.sum(e, axis=0)
+        if MODE == 2:  # stash e in the output (L2), read it back after the wait
+            tl.store(out_ptr + row64 * n_cols + cols, e.to(out_ptr.dtype.element_ty), mask=mask)
         word = ((s.to(tl.int32, bitcast=True).to(tl.int64) << 32)
                 | (m.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF))
         tl.atomic_xchg(slots_ptr + row64 * PARTS_P2 + part, word, sem="relaxed", scope="gpu")
@@ -82,27 +90,46 @@ def _probe_kernel(out_ptr, in_ptr, slots_ptr, count_ptr, n_rows, n_cols, parts,
         ss = tl.where(live, (w >> 32).to(tl.int32).to(tl.float32, bitcast=True), 0.0)
         mx = tl.max(ms, axis=0)
         total = tl.sum(ss * tl.exp(ms - tl.where(mx == float("-inf"), 0.0, mx)), axis=0)
-        if HOLD16:
-            lo = (e << 16).to(tl.float32, bitcast=True)
-            hi = (e & -65536).to(tl.float32, bitcast=True)
-            e = tl.reshape(tl.join(lo, hi), (BLOCK_N,))
-        y = e * (tl.exp(shift - mx) / total)
-        tl.store(out_ptr + row64 * n_cols + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+        if MODE == 0:  # e held in registers through the wait (the shipped kernel)
+            y = e * (tl.exp(shift - mx) / total)
+        elif MODE == 1:  # read x again (from L2: read a moment ago) and take exp again
+            x2 = tl.load(in_ptr + row64 * n_cols + cols, mask=mask, other=-float("inf"))
+            y = tl.exp(x2.to(tl.float32) - mx) / total
+        elif MODE == 2:
+            e2 = tl.load(out_ptr + row64 * n_cols + cols, mask=mask, other=0.0)
+            y = e2.to(tl.float32) * (tl.exp(shift - mx) / total)
+        if MODE == 3:
+            for k in tl.range(0, BLOCK_N, SUB, num_stages=NS):
+                c = part * BLOCK_N + k + tl.arange(0, SUB)
+                xt = tl.load(in_ptr + row64 * n_cols + c, mask=c < n_cols, other=-float("inf")).to(tl.float32)
+                tl.store(out_ptr + row64 * n_cols + c, (tl.exp(xt - mx) / total).to(out_ptr.dtype.element_ty),
+                         mask=c < n_cols)
+        else:
+            tl.store(out_ptr + row64 * n_cols + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 
-def probe(x: torch.Tensor, BLOCK_N: int, num_warps: int, counter: bool, hold16: bool) -> torch.Tensor:
-    """One call of the probe kernel with as many whole groups as are resident."""
+def probe(x: torch.Tensor, BLOCK_N: int, num_warps: int, counter: bool, mode: int, SUB: int = 0,
+          NS: int = 1, cap: int | None = None, info: dict | None = None) -> torch.Tensor:
+    """One call of the probe kernel with as many whole groups as are resident (at most `cap` programs an
+    SM). `info` gets the compiled kernel's registers, shared memory and programs."""
     m, n = x.shape
     c = sp.split_config((m, n), x.dtype, BLOCK_N, num_warps, None, None, sp.sm_count(x.device))
     out = torch.empty_like(x)
     words = torch.full((m * (c["PARTS_P2"] + 1),), -1, dtype=torch.int64, device=x.device)
     slots, count = words[:m * c["PARTS_P2"]], words[m * c["PARTS_P2"]:]
-    meta = {"BLOCK_N": BLOCK_N, "PARTS_P2": c["PARTS_P2"], "COUNTER": counter, "HOLD16": hold16,
-            "num_warps": num_warps}
+    meta = {"BLOCK_N": BLOCK_N, "PARTS_P2": c["PARTS_P2"], "COUNTER": counter, "MODE": mode,
+            "SUB": SUB or BLOCK_N, "NS": NS, "num_warps": num_warps}
     k = _probe_kernel.warmup(out, x, slots, count, m, n, c["parts"], **meta, grid=(1,))
     k._init_handles()
     per_sm = sp.resident_per_sm(k.n_regs, num_warps)
+    smem = k.metadata.shared
+    if smem:
+        per_sm = min(per_sm, (227 * 1024) // smem)
+    if cap:
+        per_sm = min(per_sm, cap)
     c = sp.split_config((m, n), x.dtype, BLOCK_N, num_warps, None, None, sp.sm_count(x.device), per_sm)
+    if info is not None:
+        info.update({"n_regs": k.n_regs, "shared": smem, "programs": c["programs"], "parts": c["parts"]})
     _probe_kernel[(c["programs"],)](out, x, slots, count, m, n, c["parts"], **meta)
     return out
 
@@ -123,17 +150,6 @@ def nosync(x: torch.Tensor, BLOCK_N: int, num_warps: int) -> torch.Tensor:
     return out
 
 
-def n_regs(BLOCK_N: int, num_warps: int, counter: bool, hold16: bool, x: torch.Tensor) -> int:
-    m, n = x.shape
-    c = sp.split_config((m, n), x.dtype, BLOCK_N, num_warps, None, None, sp.sm_count(x.device))
-    out = torch.empty_like(x)
-    w = torch.empty(8, dtype=torch.int64, device=x.device)
-    k = _probe_kernel.warmup(out, x, w, w, m, n, c["parts"], BLOCK_N=BLOCK_N, PARTS_P2=c["PARTS_P2"],
-                             COUNTER=counter, HOLD16=hold16, num_warps=num_warps, grid=(1,))
-    k._init_handles()
-    return k.n_regs
-
-
 def max_rel_err(out: torch.Tensor, x: torch.Tensor, rows: int = 512) -> float:
     """max |out - ref| / max |ref| against softmax in float64, a few rows at a time (a 16384x131072
     float64 copy would not fit beside the inputs)."""
@@ -145,15 +161,24 @@ def max_rel_err(out: torch.Tensor, x: torch.Tensor, rows: int = 512) -> float:
     return err / scale
 
 
-# (label, BLOCK_N, num_warps, counter, hold16); hold16 only for bf16
-CONFIGS = [
-    ("shipped", None, None, None, None),
-    ("nosync-4096/4", 4096, 4, None, None),
-    ("count-4096/4", 4096, 4, True, False),
-    ("poll-4096/4", 4096, 4, False, False),
-    ("hold16-8192/4", 8192, 4, True, True),
-    ("hold16+poll-8192/4", 8192, 4, False, True),
-]
+# label: probe() arguments. Round 1 (commit bbf1a37) also had poll (no counter: 92.5% of copy at
+# 16384x131072 bf16) and hold16 (e held as bf16 pairs: 92.5%); the shipped kernel 91.6%, nosync 89.7%.
+CONFIGS: dict[str, dict] = {
+    "shipped": {},
+    "nosync-4096/4": {"BLOCK_N": 4096, "num_warps": 4},
+    "hold-4096/4": {"BLOCK_N": 4096, "num_warps": 4, "counter": True, "mode": 0},
+    "reread-4096/4": {"BLOCK_N": 4096, "num_warps": 4, "counter": True, "mode": 1},
+    "reread-8192/8": {"BLOCK_N": 8192, "num_warps": 8, "counter": True, "mode": 1},
+    "stash-4096/4": {"BLOCK_N": 4096, "num_warps": 4, "counter": True, "mode": 2},
+    "loop-8192/4-1024x1": {"BLOCK_N": 8192, "num_warps": 4, "counter": True, "mode": 3, "SUB": 1024, "NS": 1},
+    "loop-8192/4-1024x3": {"BLOCK_N": 8192, "num_warps": 4, "counter": True, "mode": 3, "SUB": 1024, "NS": 3},
+    "loop-16384/4-2048x3": {"BLOCK_N": 16384, "num_warps": 4, "counter": True, "mode": 3, "SUB": 2048,
+                            "NS": 3},
+    "loop-16384/8-2048x4-cap4": {"BLOCK_N": 16384, "num_warps": 8, "counter": True, "mode": 3, "SUB": 2048,
+                                 "NS": 4, "cap": 4},
+    "loop-32768/8-4096x3-cap2": {"BLOCK_N": 32768, "num_warps": 8, "counter": True, "mode": 3, "SUB": 4096,
+                                 "NS": 3, "cap": 2},
+}
 
 
 def main() -> int:
@@ -174,21 +199,18 @@ def main() -> int:
                 src = torch.empty(x.numel() * x.element_size(), dtype=torch.uint8, device="cuda")
                 dst = torch.empty_like(src)
                 calls = {"copy": lambda dst=dst, src=src: dst.copy_(src)}
-                for label, bn, nw, counter, hold16 in CONFIGS:
-                    if hold16 and dtype != torch.bfloat16:
-                        continue
+                for label, kw in CONFIGS.items():
                     if label == "shipped":
                         calls[label] = lambda x=x: sp.softmax_split(x)
                     elif label.startswith("nosync"):
-                        calls[label] = lambda x=x, bn=bn, nw=nw: nosync(x, bn, nw)
+                        calls[label] = lambda x=x, kw=kw: nosync(x, **kw)
                     else:
-                        calls[label] = lambda x=x, bn=bn, nw=nw, c=counter, h=hold16: probe(x, bn, nw, c, h)
-                        if r == 0:
-                            info[label] = {"n_regs": n_regs(bn, nw, counter, hold16, x)}
+                        i = info.setdefault(label, {})
+                        calls[label] = lambda x=x, kw=kw, i=i: probe(x, **kw, info=i)
                 for label, fn in calls.items():
-                    if r == 0 and label != "copy" and not label.startswith("nosync"):
-                        info.setdefault(label, {})["max_rel_err"] = max_rel_err(fn(), x)
                     try:
+                        if r == 0 and label != "copy" and not label.startswith("nosync"):
+                            info.setdefault(label, {})["max_rel_err"] = max_rel_err(fn(), x)
                         t = time_cuda(fn, budget_s=0.3).median_ns
                     except Exception as exc:  # one subject's failure must not lose the others
                         info.setdefault(label, {})["error"] = str(exc)[:200]
