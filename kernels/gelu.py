@@ -8,7 +8,6 @@ pays a full pass over memory per operator; the fused ones should sit at the mini
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any
 
@@ -20,6 +19,7 @@ from memtraffic.exceptions import GpuNotFoundError
 from memtraffic.model import Shape, Traffic, element_size
 from memtraffic.variants import Variant
 
+from . import cuda_build
 from ._params import params_check, power_of_two, resolve
 from .compiled import static_compile
 from .sectors import load_copies
@@ -192,44 +192,18 @@ torch::Tensor gelu_forward(torch::Tensor x) {
 _CPP_DECL = "torch::Tensor gelu_forward(torch::Tensor x);"
 
 
-def _cuda_unavailable() -> str | None:
-    """Why the CUDA C++ kernel cannot be built or run here, or None."""
-    if not torch.cuda.is_available():
-        return "gelu_cuda needs a CUDA GPU (it is a CUDA C++ kernel with no CPU path)"
-    from torch.utils import cpp_extension
-
-    if cpp_extension.CUDA_HOME is None:
-        return "gelu_cuda needs nvcc to build its kernel: install the CUDA toolkit or set CUDA_HOME"
-    if not cpp_extension.is_ninja_available():
-        return "gelu_cuda needs ninja to build its kernel: pip install ninja"
-    return None
-
-
-@functools.cache
-def _cuda_module():
-    from torch.utils.cpp_extension import load_inline
-
-    return load_inline(
-        name="memtraffic_gelu_cuda",
-        cpp_sources=_CPP_DECL,
-        cuda_sources=_CUDA_SOURCE,
-        functions=["gelu_forward"],
-        extra_cuda_cflags=["-O3", "-lineinfo"],  # -lineinfo: PCs map to lines
-        verbose=False,
-    )
-
-
 def _run_cuda(x: torch.Tensor, **params: Any) -> torch.Tensor:
     resolve("gelu_cuda", {}, params, {})
-    reason = _cuda_unavailable()
+    reason = cuda_build.unavailable("gelu_cuda")
     if reason is not None:
         raise GpuNotFoundError(reason)
-    return _cuda_module().gelu_forward(x)
+    module = cuda_build.build("memtraffic_gelu_cuda", _CPP_DECL, _CUDA_SOURCE, ("gelu_forward",))
+    return module.gelu_forward(x)
 
 
 def _check_cuda(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> str | None:
     resolve("gelu_cuda", {}, params, {})
-    return _cuda_unavailable()
+    return cuda_build.unavailable("gelu_cuda")
 
 
 def _cuda_traffic(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> Traffic:

@@ -12,6 +12,7 @@ Subjects (each with the chunk size and warps given in CONFIGS):
   reread     nothing held: after the wait the chunk is read again (from L2, where it was a moment ago)
              and exp taken again, so a program needs few registers and more of them fit on an SM
   stash      e written to the output before the wait and read back after it (from L2), one exp
+  cluster    memtraffic.kernels.softmax_cluster (CUDA C++): rows in the shared memory of a block cluster
   loop       nothing held either, but each pass walks the chunk in SUB-element tiles, with NS stages of
              Triton's software pipelining (loads in flight in shared memory, not registers); cap: at
              most that many programs an SM, to keep the chunks between their two reads within L2
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -35,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from memtraffic import gpu  # noqa: E402
 from memtraffic.gpu import environment, time_cuda  # noqa: E402
 from memtraffic.kernels import softmax_split as sp  # noqa: E402
+from memtraffic.kernels.softmax_cluster import softmax_cluster  # noqa: E402
 from memtraffic.model import parse_shape  # noqa: E402
 
 EMPTY = tl.constexpr(-1)
@@ -178,6 +181,13 @@ CONFIGS: dict[str, dict] = {
                                  "NS": 4, "cap": 4},
     "loop-32768/8-4096x3-cap2": {"BLOCK_N": 32768, "num_warps": 8, "counter": True, "mode": 3, "SUB": 4096,
                                  "NS": 3, "cap": 2},
+    # round 3: memtraffic.kernels.softmax_cluster (rows in the shared memory of a block cluster)
+    "cluster-auto": {},
+    "cluster-c2": {"cluster": 2},
+    "cluster-c4": {"cluster": 4},
+    "cluster-c8": {"cluster": 8},
+    "cluster-c4-t256": {"cluster": 4, "num_threads": 256},
+    "cluster-c8-t256": {"cluster": 8, "num_threads": 256},
 }
 
 
@@ -186,6 +196,7 @@ def main() -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--shapes", default="16384x131072,8192x32768")
+    parser.add_argument("--subjects", default=".", help="regex: time only the CONFIGS labels it finds")
     args = parser.parse_args()
     results: dict[str, dict] = {}
     for shape_s in args.shapes.split(","):
@@ -200,7 +211,11 @@ def main() -> int:
                 dst = torch.empty_like(src)
                 calls = {"copy": lambda dst=dst, src=src: dst.copy_(src)}
                 for label, kw in CONFIGS.items():
-                    if label == "shipped":
+                    if not re.search(args.subjects, label):
+                        continue
+                    if label.startswith("cluster"):
+                        calls[label] = lambda x=x, kw=kw: softmax_cluster(x, **kw)
+                    elif label == "shipped":
                         calls[label] = lambda x=x: sp.softmax_split(x)
                     elif label.startswith("nosync"):
                         calls[label] = lambda x=x, kw=kw: nosync(x, **kw)

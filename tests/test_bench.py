@@ -62,6 +62,21 @@ def test_cli_unknown_variant_suggests():
     assert "unknown variant 'torch_softmx': did you mean torch_softmax" in res.output
 
 
+def test_copy_baseline_is_the_median_of_fresh_copies(monkeypatch):
+    # one fast copy must not set the ratio (it did when the faster of two was kept), nor one slow one
+    copies = iter([40.0, 44.0, 43.0, 90.0, 43.5, 1.0, 1.0])
+    made = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(bench, "environment", lambda: ENV)
+    monkeypatch.setattr(bench, "copy_time", lambda n, b: made.append(n) or bench.Timing(next(copies), 5))
+    monkeypatch.setattr(bench, "bench_config", lambda name, shape, dtype, params, budget, cat: {
+        "variant": name, "shape": "x", "dtype": "fp32", "status": "ok", "time_ns": 43.0})
+    rows = bench.run_bench(["softmax_tiled", "softmax_naive"], [(64, 64), (32, 128)], [torch.float32])["rows"]
+    assert made == [64 * 64 * 8] * bench.COPY_RUNS  # same bytes for both shapes: one set of copies
+    assert [r["copy_runs_ns"] for r in rows] == [[40.0, 44.0, 43.0, 90.0, 43.5]] * 4
+    assert all(r["copy_ns"] == 43.5 and r["frac_of_copy"] == 43.5 / 43.0 for r in rows)
+
+
 @pytest.mark.gpu
 def test_bench_copy_and_softmax_on_gpu():
     result = bench.run_bench(["torch_softmax"], [(4096, 4096)], [torch.float32], budget_s=0.05)
