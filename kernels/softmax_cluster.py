@@ -66,6 +66,18 @@ namespace cg = cooperative_groups;
 template <typename T>
 struct alignas(16) Pack { T v[16 / sizeof(T)]; };  // 16 bytes: one cp.async, one vector store
 
+// Conversions by intrinsic: torch builds extensions with __CUDA_NO_HALF_CONVERSIONS__ and
+// __CUDA_NO_BFLOAT16_CONVERSIONS__, which remove the implicit ones.
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T> __device__ __forceinline__ T from_float(float v);
+template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
 // Max (is_max) or sum of v over the block; every thread gets the result. red: one float per warp.
 __device__ __forceinline__ float block_reduce(float v, float* red, bool is_max) {
   for (int o = 16; o > 0; o >>= 1) {
@@ -123,10 +135,10 @@ __global__ void __launch_bounds__(512) softmax_cluster_kernel(T* __restrict__ ou
     for (int64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
       const Pack<T> p = bv[i];
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) m = fmaxf(m, static_cast<float>(p.v[j]));
+      for (int j = 0; j < VEC; ++j) m = fmaxf(m, to_float(p.v[j]));
     }
   } else {
-    for (int64_t i = threadIdx.x; i < count; i += blockDim.x) m = fmaxf(m, static_cast<float>(buf[i]));
+    for (int64_t i = threadIdx.x; i < count; i += blockDim.x) m = fmaxf(m, to_float(buf[i]));
   }
   m = block_reduce(m, red, true);
   const float shift = m == -INFINITY ? 0.0f : m;
@@ -135,10 +147,10 @@ __global__ void __launch_bounds__(512) softmax_cluster_kernel(T* __restrict__ ou
     for (int64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
       const Pack<T> p = bv[i];
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) s += __expf(static_cast<float>(p.v[j]) - shift);
+      for (int j = 0; j < VEC; ++j) s += __expf(to_float(p.v[j]) - shift);
     }
   } else {
-    for (int64_t i = threadIdx.x; i < count; i += blockDim.x) s += __expf(static_cast<float>(buf[i]) - shift);
+    for (int64_t i = threadIdx.x; i < count; i += blockDim.x) s += __expf(to_float(buf[i]) - shift);
   }
   s = block_reduce(s, red, false);
 
@@ -170,12 +182,12 @@ __global__ void __launch_bounds__(512) softmax_cluster_kernel(T* __restrict__ ou
       const Pack<T> p = bv[i];
       Pack<T> q;
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) q.v[j] = static_cast<T>(__expf(static_cast<float>(p.v[j]) - M) * inv);
+      for (int j = 0; j < VEC; ++j) q.v[j] = from_float<T>(__expf(to_float(p.v[j]) - M) * inv);
       ov[i] = q;
     }
   } else {
     for (int64_t i = threadIdx.x; i < count; i += blockDim.x)
-      dst[i] = static_cast<T>(__expf(static_cast<float>(buf[i]) - M) * inv);
+      dst[i] = from_float<T>(__expf(to_float(buf[i]) - M) * inv);
   }
   if (blocks > 1) asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
@@ -185,7 +197,8 @@ void launch(torch::Tensor& y, const torch::Tensor& x, int64_t cluster, int64_t s
   const int64_t m = x.size(0), n = x.size(1);
   const size_t smem = (size_t)slice * sizeof(T);
   auto kernel = softmax_cluster_kernel<T>;
-  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  C10_CUDA_CHECK(
+      cudaFuncSetAttribute((const void*)kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   const bool vec16 = (n * (int64_t)sizeof(T)) % 16 == 0 &&
                      reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0 &&
                      reinterpret_cast<uintptr_t>(y.data_ptr()) % 16 == 0;
@@ -201,8 +214,8 @@ void launch(torch::Tensor& y, const torch::Tensor& x, int64_t cluster, int64_t s
   attr[0].val.clusterDim.z = 1;
   config.attrs = attr;
   config.numAttrs = 1;
-  C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, y.data_ptr<T>(), (const T*)x.data_ptr<T>(), n, slice,
-                                    vec16));
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, reinterpret_cast<T*>(y.data_ptr()),
+                                    reinterpret_cast<const T*>(x.data_ptr()), n, slice, vec16));
 }
 
 torch::Tensor softmax_cluster_forward(torch::Tensor x, int64_t cluster, int64_t slice, int64_t threads) {

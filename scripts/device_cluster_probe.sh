@@ -12,8 +12,9 @@ export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.txt" 2>&1 || cat "$out/install.txt"
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u +%FT%TZ; } | tee "$out/gpu.txt"
 python3 -m pytest -q -m gpu -k "cluster or gelu_cuda" tests/test_softmax_kernels.py tests/test_other_kernels.py \
-  2>&1 | tail -30 | tee "$out/tests.txt"
+  >"$out/tests.txt" 2>&1
+grep -E "^(FAILED|ERROR)|passed|failed|error:" "$out/tests.txt" | tail -40
 python3 scripts/split_probe.py "$out/split_probe.json" --rounds 3 --subjects "${SUBJECTS:-^(shipped|cluster)}" \
   2>&1 | grep -v Warning | tee "$out/split_probe.txt"
-memtraffic bench softmax_cluster softmax_split --out "$out/bench" 2>&1 | tail -40 | tee "$out/bench.txt"
+[ -n "${BENCH-1}" ] && memtraffic bench softmax_cluster softmax_split --out "$out/bench" 2>&1 | tail -40 | tee "$out/bench.txt"
 tar -C "$(dirname "$out")" -czf "${OUT:?set OUT}/cluster_probe.tgz" cluster_probe
