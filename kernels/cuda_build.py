@@ -8,8 +8,10 @@ from types import ModuleType
 import torch
 
 
+@functools.cache
 def unavailable(variant: str) -> str | None:
-    """Why a CUDA C++ variant cannot be built or run here (one line naming the fix), or None."""
+    """Why a CUDA C++ variant cannot be built or run here (one line naming the fix), or None. Cached: it
+    runs `ninja --version`, which would add milliseconds to every call of the kernel it guards."""
     if not torch.cuda.is_available():
         return f"{variant} needs a CUDA GPU (it is a CUDA C++ kernel with no CPU path)"
     from torch.utils import cpp_extension

@@ -10,12 +10,13 @@ Shared memory holds the input's own bytes (2 a bf16 element, not 4), is filled b
 passing through registers, and on Hopper the blocks of a cluster can read each other's (distributed
 shared memory): Triton exposes neither.
 
-Each row goes to a cluster of C blocks (C = 1, 2, 4 or 8, the smallest whose slices fit SLICE_BYTES of
-shared memory each; a row of one slice needs no cluster). Block r of the cluster:
+A persistent grid of clusters (as many as are resident at once) walks the rows; each row goes to one
+cluster of C blocks (C = 1, 2, 4 or 8, the smallest whose slices fit SLICE_BYTES; a row of one slice
+needs no cluster). For each row, block r of the cluster:
 
-1. copies elements [r*S, (r+1)*S) of the row into shared memory (S = the slice, a multiple of 512 bytes):
-   16-byte cp.async per thread when rows are 16-byte aligned, else one element per thread; each
-   element is read from global memory once,
+1. has elements [r*S, (r+1)*S) of the row in shared memory (S = the slice, a multiple of 512 bytes),
+   copied by 16-byte cp.async while it worked on the previous row (two buffers), when rows are 16-byte
+   aligned; else copied one element a thread, not overlapped. Each element is read once,
 2. takes the slice's max m_r and s_r = sum exp(x - m_r) from shared memory and puts (m_r, s_r) in its
    shared memory,
 3. waits at the cluster barrier, reads the C pairs from its peers' shared memory (DSMEM, no global
@@ -23,8 +24,8 @@ shared memory each; a row of one slice needs no cluster). Block r of the cluster
 4. writes exp(x - M) / S from shared memory: each element written once.
 
 So per row of N elements of E bytes: N*E read, N*E written, in 16-byte accesses when N*E is a multiple of
-16. With 64 KB slices three blocks share an SM, so while one exchanges or writes the others' copies are in
-flight. A row of only -inf gives NaN, as torch.softmax; -inf entries elsewhere are exact.
+16, and the next row's bytes are in flight while this row is reduced, exchanged and written. A row of
+only -inf gives NaN, as torch.softmax; -inf entries elsewhere are exact.
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ from .softmax_rows import contiguous_2d
 
 DEFAULTS: dict[str, Any] = {"cluster": None, "num_threads": None}
 _RULES = {"cluster": optional(power_of_two(1, 8)), "num_threads": optional(power_of_two(32, 512))}
-SLICE_BYTES = 64 * 1024  # auto: three blocks an SM (228 KB of shared memory on the H100)
-MAX_SLICE_BYTES = 200 * 1024  # a block may have 227 KB; leave room for the static arrays
+SLICE_BYTES = 32 * 1024  # auto: two buffers of 32 KB, three blocks an SM (228 KB on the H100)
+MAX_SLICE_BYTES = 100 * 1024  # two buffers in the 227 KB a block may have, with room to spare
 ALIGN_BYTES = 512  # slices start at multiples of this: one warp's 32 x 16-byte accesses
 MAX_THREADS = 512
 _NEEDS_SM90 = "softmax_cluster needs thread-block clusters: a GPU of compute capability 9.0 (Hopper) or newer"
@@ -59,6 +60,7 @@ _CUDA_SOURCE = r"""
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <algorithm>
 #include <cstdint>
 
 namespace cg = cooperative_groups;
@@ -96,106 +98,126 @@ __device__ __forceinline__ float block_reduce(float v, float* red, bool is_max) 
   return v;
 }
 
-// One row per cluster; block r of the cluster holds the row's slice [r*slice, (r+1)*slice).
+// cp.async of a slice (nvec 16-byte packs) into shared memory, as one commit group
+template <typename T>
+__device__ __forceinline__ void copy_in(T* buf, const T* src, int64_t nvec) {
+  constexpr int VEC = 16 / sizeof(T);
+  for (int64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(buf + i * VEC);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src + i * VEC) : "memory");
+  }
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+// A persistent grid of clusters; cluster g takes rows g, g + clusters, ... and block r of it holds the
+// slice [r*slice, (r+1)*slice) of each. Two buffers: the next row's slice is copied in (cp.async, in
+// flight without registers) while this row's is reduced, exchanged and written.
 template <typename T>
 __global__ void __launch_bounds__(512) softmax_cluster_kernel(T* __restrict__ out, const T* __restrict__ in,
-                                                              int64_t n_cols, int64_t slice, bool vec16) {
+                                                              int64_t n_rows, int64_t n_cols, int64_t slice,
+                                                              bool vec16) {
   extern __shared__ __align__(16) unsigned char smem[];
-  T* buf = reinterpret_cast<T*>(smem);
   __shared__ float red[32];
-  __shared__ float2 stats;  // (max, sum) of this block's slice, read by the cluster's other blocks
+  __shared__ float2 stats[2];  // (shift, sum) of this block's slice per buffer, read by the cluster
   cg::cluster_group cluster = cg::this_cluster();
   const int blocks = (int)cluster.num_blocks();
   const int rank = (int)cluster.block_rank();
-  const int64_t row = blockIdx.x / blocks;
+  const int64_t clusters = gridDim.x / blocks;
+  const int64_t first = blockIdx.x / blocks;
   const int64_t start = rank * slice;
   const int64_t left = n_cols - start;  // the last blocks of a cluster may get a short or empty slice
   const int64_t count = left < 0 ? 0 : (left < slice ? left : slice);
-  const T* src = in + row * n_cols + start;
-  T* dst = out + row * n_cols + start;
   constexpr int VEC = 16 / sizeof(T);
   const int64_t nvec = vec16 ? count / VEC : 0;  // with vec16, count is a multiple of VEC
+  T* const base = reinterpret_cast<T*>(smem);  // buffer b at base + b * slice
 
-  // 1. the slice into shared memory: count * sizeof(T) bytes read once
-  if (vec16) {
-    for (int64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
-      const unsigned s = (unsigned)__cvta_generic_to_shared(buf + i * VEC);
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src + i * VEC) : "memory");
+  if (vec16 && first < n_rows) copy_in(base, in + first * n_cols + start, nvec);
+  int b = 0;
+  for (int64_t row = first; row < n_rows; row += clusters, b ^= 1) {
+    T* buf = base + b * slice;
+    const T* src = in + row * n_cols + start;
+    T* dst = out + row * n_cols + start;
+    // 1. the slice in shared memory: count * sizeof(T) bytes read once; the next row's copy starts now
+    if (vec16) {
+      const int64_t next = row + clusters;
+      if (next < n_rows) copy_in(base + (b ^ 1) * slice, in + next * n_cols + start, nvec);
+      else asm volatile("cp.async.commit_group;\n" ::: "memory");  // an empty group: wait_group 1 below
+      asm volatile("cp.async.wait_group 1;\n" ::: "memory");  // this row's group is done
+    } else {
+      for (int64_t i = threadIdx.x; i < count; i += blockDim.x) buf[i] = src[i];
     }
-    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
-  } else {
-    for (int64_t i = threadIdx.x; i < count; i += blockDim.x) buf[i] = src[i];
-  }
-  __syncthreads();
+    __syncthreads();
 
-  // 2. the slice's max m, then s = sum exp(x - m) (shift 0 when the slice is all -inf: exp(-inf) = 0)
-  const Pack<T>* bv = reinterpret_cast<const Pack<T>*>(buf);
-  float m = -INFINITY;
-  if (vec16) {
-    for (int64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
-      const Pack<T> p = bv[i];
+    // 2. the slice's max m, then s = sum exp(x - m) (shift 0 when the slice is all -inf: exp(-inf) = 0)
+    const Pack<T>* bv = reinterpret_cast<const Pack<T>*>(buf);
+    float m = -INFINITY;
+    if (vec16) {
+      for (int64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
+        const Pack<T> p = bv[i];
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) m = fmaxf(m, to_float(p.v[j]));
+        for (int j = 0; j < VEC; ++j) m = fmaxf(m, to_float(p.v[j]));
+      }
+    } else {
+      for (int64_t i = threadIdx.x; i < count; i += blockDim.x) m = fmaxf(m, to_float(buf[i]));
     }
-  } else {
-    for (int64_t i = threadIdx.x; i < count; i += blockDim.x) m = fmaxf(m, to_float(buf[i]));
-  }
-  m = block_reduce(m, red, true);
-  const float shift = m == -INFINITY ? 0.0f : m;
-  float s = 0.0f;
-  if (vec16) {
-    for (int64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
-      const Pack<T> p = bv[i];
+    m = block_reduce(m, red, true);
+    const float shift = m == -INFINITY ? 0.0f : m;
+    float s = 0.0f;
+    if (vec16) {
+      for (int64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
+        const Pack<T> p = bv[i];
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) s += __expf(to_float(p.v[j]) - shift);
+        for (int j = 0; j < VEC; ++j) s += __expf(to_float(p.v[j]) - shift);
+      }
+    } else {
+      for (int64_t i = threadIdx.x; i < count; i += blockDim.x) s += __expf(to_float(buf[i]) - shift);
     }
-  } else {
-    for (int64_t i = threadIdx.x; i < count; i += blockDim.x) s += __expf(to_float(buf[i]) - shift);
-  }
-  s = block_reduce(s, red, false);
+    s = block_reduce(s, red, false);
 
-  // 3. the row's max M and sum S from every block's (max, sum), read from their shared memory
-  float M = m, S = s;
-  if (blocks > 1) {
-    if (threadIdx.x == 0) stats = make_float2(shift, s);
-    cluster.sync();  // every block's stats written and visible to the cluster
-    M = -INFINITY;
-    float2 peer[8];  // unrolled with constant indices: registers, not a local array
+    // 3. the row's max M and sum S from every block's (shift, sum), read from their shared memory. One
+    // cluster barrier a row: stats[b] is written again two rows on, after the next row's barrier, which
+    // no block passes before it has read this row's stats.
+    float M = m, S = s;
+    if (blocks > 1) {
+      if (threadIdx.x == 0) stats[b] = make_float2(shift, s);
+      cluster.sync();  // every block's stats written and visible to the cluster
+      M = -INFINITY;
+      float2 peer[8];  // unrolled with constant indices: registers, not a local array
 #pragma unroll
-    for (int r = 0; r < 8; ++r) {
-      peer[r] = r < blocks ? *cluster.map_shared_rank(&stats, r) : make_float2(0.0f, 0.0f);
-      M = fmaxf(M, peer[r].y > 0.0f ? peer[r].x : -INFINITY);  // an all -inf or empty slice has s = 0
+      for (int r = 0; r < 8; ++r) {
+        peer[r] = r < blocks ? *cluster.map_shared_rank(&stats[b], r) : make_float2(0.0f, 0.0f);
+        M = fmaxf(M, peer[r].y > 0.0f ? peer[r].x : -INFINITY);  // an all -inf or empty slice has s = 0
+      }
+      const float Ms = M == -INFINITY ? 0.0f : M;
+      S = 0.0f;
+#pragma unroll
+      for (int r = 0; r < 8; ++r) S += peer[r].y * __expf(peer[r].x - Ms);
     }
-    const float Ms = M == -INFINITY ? 0.0f : M;
-    S = 0.0f;
-#pragma unroll
-    for (int r = 0; r < 8; ++r) S += peer[r].y * __expf(peer[r].x - Ms);
-    // this block is done reading its peers; it may not exit before they are done reading it (step 4 end)
-    asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
-  }
 
-  // 4. write exp(x - M) / S; an all -inf row has M = -inf and gives NaN, as torch.softmax
-  const float inv = 1.0f / S;
-  if (vec16) {
-    Pack<T>* ov = reinterpret_cast<Pack<T>*>(dst);
-    for (int64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
-      const Pack<T> p = bv[i];
-      Pack<T> q;
+    // 4. write exp(x - M) / S; an all -inf row has M = -inf and gives NaN, as torch.softmax
+    const float inv = 1.0f / S;
+    if (vec16) {
+      Pack<T>* ov = reinterpret_cast<Pack<T>*>(dst);
+      for (int64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
+        const Pack<T> p = bv[i];
+        Pack<T> q;
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) q.v[j] = from_float<T>(__expf(to_float(p.v[j]) - M) * inv);
-      ov[i] = q;
+        for (int j = 0; j < VEC; ++j) q.v[j] = from_float<T>(__expf(to_float(p.v[j]) - M) * inv);
+        ov[i] = q;
+      }
+    } else {
+      for (int64_t i = threadIdx.x; i < count; i += blockDim.x)
+        dst[i] = from_float<T>(__expf(to_float(buf[i]) - M) * inv);
     }
-  } else {
-    for (int64_t i = threadIdx.x; i < count; i += blockDim.x)
-      dst[i] = from_float<T>(__expf(to_float(buf[i]) - M) * inv);
+    __syncthreads();  // buf is refilled (two rows on) only after every thread has written from it
   }
-  if (blocks > 1) asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+  if (blocks > 1) cluster.sync();  // no block exits while another may still read its stats
 }
 
 template <typename T>
 void launch(torch::Tensor& y, const torch::Tensor& x, int64_t cluster, int64_t slice, int64_t threads) {
   const int64_t m = x.size(0), n = x.size(1);
-  const size_t smem = (size_t)slice * sizeof(T);
+  const size_t smem = 2 * (size_t)slice * sizeof(T);  // two buffers
   auto kernel = softmax_cluster_kernel<T>;
   C10_CUDA_CHECK(
       cudaFuncSetAttribute((const void*)kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
@@ -203,7 +225,6 @@ void launch(torch::Tensor& y, const torch::Tensor& x, int64_t cluster, int64_t s
                      reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0 &&
                      reinterpret_cast<uintptr_t>(y.data_ptr()) % 16 == 0;
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3((unsigned)(m * cluster));
   config.blockDim = dim3((unsigned)threads);
   config.dynamicSmemBytes = smem;
   config.stream = c10::cuda::getCurrentCUDAStream();
@@ -214,8 +235,15 @@ void launch(torch::Tensor& y, const torch::Tensor& x, int64_t cluster, int64_t s
   attr[0].val.clusterDim.z = 1;
   config.attrs = attr;
   config.numAttrs = 1;
+  // as many clusters as are resident at once (the grid is persistent), at most one a row
+  config.gridDim = dim3((unsigned)cluster);
+  int resident = 0;
+  C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&resident, (const void*)kernel, &config));
+  TORCH_CHECK(resident > 0, "softmax_cluster: a cluster of ", cluster, " blocks with ", smem,
+              " bytes of shared memory each does not fit on this GPU: lower the slice (raise cluster)");
+  config.gridDim = dim3((unsigned)(std::min<int64_t>(m, resident) * cluster));
   C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, reinterpret_cast<T*>(y.data_ptr()),
-                                    reinterpret_cast<const T*>(x.data_ptr()), n, slice, vec16));
+                                    reinterpret_cast<const T*>(x.data_ptr()), m, n, slice, vec16));
 }
 
 torch::Tensor softmax_cluster_forward(torch::Tensor x, int64_t cluster, int64_t slice, int64_t threads) {

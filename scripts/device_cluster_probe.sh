@@ -14,7 +14,7 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.txt
 python3 -m pytest -q -m gpu -k "cluster or gelu_cuda" tests/test_softmax_kernels.py tests/test_other_kernels.py \
   >"$out/tests.txt" 2>&1
 grep -E "^(FAILED|ERROR)|passed|failed|error:" "$out/tests.txt" | tail -40
-python3 scripts/split_probe.py "$out/split_probe.json" --rounds 3 --subjects "${SUBJECTS:-^(shipped|cluster)}" \
+python3 scripts/split_probe.py "$out/split_probe.json" --rounds 3 --subjects "${SUBJECTS:-^(shipped|cluster)}" --shapes "${SHAPES:-16384x131072,8192x32768}" \
   2>&1 | grep -v Warning | tee "$out/split_probe.txt"
 [ -n "${BENCH-1}" ] && memtraffic bench softmax_cluster softmax_split --out "$out/bench" 2>&1 | tail -40 | tee "$out/bench.txt"
 tar -C "$(dirname "$out")" -czf "${OUT:?set OUT}/cluster_probe.tgz" cluster_probe

@@ -494,10 +494,10 @@ def test_cluster_model_counts_every_request(shape, dtype, params):
 
 
 def test_cluster_auto_config():
-    # 64 KB slices: the smallest cluster whose slices fit, slices a multiple of 512 bytes
-    assert cluster.cluster_config((16384, 131072), BF16) == {"cluster": 4, "slice": 32768, "num_threads": 512}
+    # 32 KB slices: the smallest cluster whose slices fit (8 at most), slices a multiple of 512 bytes
+    assert cluster.cluster_config((16384, 131072), BF16) == {"cluster": 8, "slice": 16384, "num_threads": 512}
     assert cluster.cluster_config((16384, 131072), FP32) == {"cluster": 8, "slice": 16384, "num_threads": 512}
-    assert cluster.cluster_config((8192, 32768), BF16) == {"cluster": 1, "slice": 32768, "num_threads": 512}
+    assert cluster.cluster_config((8192, 32768), BF16) == {"cluster": 2, "slice": 16384, "num_threads": 512}
     assert cluster.cluster_config((4096, 4096), FP32)["cluster"] == 1
     assert cluster.cluster_config((10, 5000), FP32, cluster=8)["slice"] == 640
     assert cluster.cluster_config((1048576, 2), FP32) == {"cluster": 1, "slice": 128, "num_threads": 32}
@@ -506,7 +506,7 @@ def test_cluster_auto_config():
 def test_cluster_refuses_what_it_cannot_run():
     check = VARIANTS["softmax_cluster"].check
     params = VARIANTS["softmax_cluster"].params
-    too_long = check((4, 600000), FP32, dict(params))  # 8 slices of 300 KB
+    too_long = check((4, 600000), FP32, dict(params))  # 8 slices of 300 KB, two buffers each
     assert too_long is not None and "shared memory" in too_long and "softmax_split" in too_long
     with pytest.raises(UsageError, match="cluster"):
         check((4, 4096), FP32, {**params, "cluster": 3})
@@ -745,7 +745,7 @@ def test_gpu_tiled_sweep_values(params, seed):
     ("softmax_split", (1000, 3000), {"programs": 7}),  # one part a row, 1000 % 7 rows left over
     # cluster rows: 1, 2, 4 and 8 blocks a row; 16-byte copies (N*E % 16 == 0, rows 16- but not always
     # 32-byte aligned at N=1000 fp16) or one element a thread (odd N)
-    ("softmax_cluster", (300, 131072), {}),  # auto: 8 blocks of 64 KB (fp32), 4 (bf16)
+    ("softmax_cluster", (300, 131072), {}),  # auto: 8 blocks of 64 KB (fp32) or 32 KB (bf16)
     ("softmax_cluster", (1000, 3000), {}),  # one block a row
     ("softmax_cluster", (257, 40001), {"cluster": 2}),  # odd N: element copies, last slice shorter
     ("softmax_cluster", (511, 1000), {"cluster": 4, "num_threads": 64}),
