@@ -36,6 +36,14 @@ again at the write would halve what waits in registers, but ptxas keeps the unpa
 live instead: 48 -> 72 registers a thread at 4096 on 4 warps, 102 -> 148 at 8192 (compiled for sm_90
 with Triton 3.9 on a CPU machine, 2026-11-23; not timed).
 
+Where the remaining 8% (bf16, 16384x131072) goes, measured 2026-11-23 on the H100 with
+scripts/split_probe.py (reports/bench/2026-11-23-h100-split-probe): not the exchange (compiled out, the
+kernel ran 89.7% of a copy, slower than with it; polling the slots instead of a counter 92.5%), and not
+anything L2 could hold for us: every version that keeps nothing in registers through the wait and
+reads the chunk again after it ran 63-84% (the re-read comes from DRAM), and a CUDA C++ kernel holding
+rows in the shared memory of thread-block clusters ran 72-84%. What is left is what registers can keep
+in flight per SM.
+
 Programs that wait for each other must all be resident at once: the grid is checked against the
 compiled kernel's occupancy before launch, so a grid too large for the GPU is an error, not a hang;
 the auto grid is as many whole groups as fit.

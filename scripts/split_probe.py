@@ -1,7 +1,10 @@
 """Where softmax_split loses time at 16384x131072 (issue 14): timing probes of the shipped kernel and of
 changes to it, beside a same-size copy, several rounds of fresh buffers.
 
-    python scripts/split_probe.py OUT.json [--rounds 4] [--shapes 16384x131072,8192x32768]
+    python scripts/split_probe.py OUT.json [--rounds 4] [--shapes 16384x131072,8192x32768] [--subjects RE]
+
+Results and what they say: reports/bench/2026-11-23-h100-split-probe (rounds 3-4 timed a CUDA C++
+cluster kernel, softmax_cluster, with this script at commits 27c7b99 and 8f42a88; it was not kept).
 
 Subjects (each with the chunk size and warps given in CONFIGS):
   copy       torch copy_ of the same bytes (the bench's baseline)
@@ -12,7 +15,6 @@ Subjects (each with the chunk size and warps given in CONFIGS):
   reread     nothing held: after the wait the chunk is read again (from L2, where it was a moment ago)
              and exp taken again, so a program needs few registers and more of them fit on an SM
   stash      e written to the output before the wait and read back after it (from L2), one exp
-  cluster    memtraffic.kernels.softmax_cluster (CUDA C++): rows in the shared memory of a block cluster
   loop       nothing held either, but each pass walks the chunk in SUB-element tiles, with NS stages of
              Triton's software pipelining (loads in flight in shared memory, not registers); cap: at
              most that many programs an SM, to keep the chunks between their two reads within L2
@@ -37,7 +39,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from memtraffic import gpu  # noqa: E402
 from memtraffic.gpu import environment, time_cuda  # noqa: E402
 from memtraffic.kernels import softmax_split as sp  # noqa: E402
-from memtraffic.kernels.softmax_cluster import softmax_cluster  # noqa: E402
 from memtraffic.model import parse_shape  # noqa: E402
 
 EMPTY = tl.constexpr(-1)
@@ -181,13 +182,6 @@ CONFIGS: dict[str, dict] = {
                                  "NS": 4, "cap": 4},
     "loop-32768/8-4096x3-cap2": {"BLOCK_N": 32768, "num_warps": 8, "counter": True, "mode": 3, "SUB": 4096,
                                  "NS": 3, "cap": 2},
-    # round 3: memtraffic.kernels.softmax_cluster (rows in the shared memory of a block cluster)
-    "cluster-auto": {},
-    "cluster-c2": {"cluster": 2},
-    "cluster-c4": {"cluster": 4},
-    "cluster-c8": {"cluster": 8},
-    "cluster-c4-t256": {"cluster": 4, "num_threads": 256},
-    "cluster-c8-t256": {"cluster": 8, "num_threads": 256},
 }
 
 
@@ -213,9 +207,7 @@ def main() -> int:
                 for label, kw in CONFIGS.items():
                     if not re.search(args.subjects, label):
                         continue
-                    if label.startswith("cluster"):
-                        calls[label] = lambda x=x, kw=kw: softmax_cluster(x, **kw)
-                    elif label == "shipped":
+                    if label == "shipped":
                         calls[label] = lambda x=x: sp.softmax_split(x)
                     elif label.startswith("nosync"):
                         calls[label] = lambda x=x, kw=kw: nosync(x, **kw)

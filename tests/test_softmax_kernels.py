@@ -20,9 +20,8 @@ import zlib
 import pytest
 import torch
 
-from memtraffic.exceptions import GpuNotFoundError, UsageError
+from memtraffic.exceptions import UsageError
 from memtraffic.kernels import VARIANTS, sectors
-from memtraffic.kernels import softmax_cluster as cluster
 from memtraffic.kernels import softmax_column as col
 from memtraffic.kernels import softmax_online as loop
 from memtraffic.kernels import softmax_rows as rows
@@ -465,57 +464,6 @@ def test_split_resident_programs_from_registers():
     assert split.resident_per_sm(255, 32) == 0  # would not launch at all
 
 
-def _cluster_sectors_by_request(m: int, n: int, e: int, c: dict) -> int:
-    """Every warp instruction of one pass, its sectors counted one by one: what the closed form must give."""
-    vec = 16 // e if (n * e) % 16 == 0 else 1
-    total = 0
-    for row in range(m):
-        for rank in range(c["cluster"]):
-            start = rank * c["slice"]
-            count = max(0, min(c["slice"], n - start))
-            first = (row * n + start) * e
-            for i in range(0, count, 32 * vec):  # 32 threads, vec elements each
-                last = first + (min(i + 32 * vec, count)) * e - 1
-                total += last // 32 - (first + i * e) // 32 + 1
-    return total
-
-
-@pytest.mark.parametrize("shape,dtype,params", [
-    ((5, 4096), FP32, {}), ((7, 1000), FP16, {"cluster": 4}), ((9, 1001), BF16, {"cluster": 2}),
-    ((33, 700), FP32, {"cluster": 8}), ((17, 131072), BF16, {}), ((3, 77777), FP32, {}),
-    ((40, 24), FP16, {}), ((6, 5000), FP32, {"cluster": 8, "num_threads": 64}),
-], ids=str)
-def test_cluster_model_counts_every_request(shape, dtype, params):
-    c = cluster.cluster_config(shape, dtype, params.get("cluster"), params.get("num_threads"))
-    want = _cluster_sectors_by_request(*shape, element_size(dtype), c) * sectors.SECTOR
-    assert _pred("softmax_cluster", shape, dtype, **params) == (want, want)
-    # whole aligned rows move exactly the minimum
-    assert _pred("softmax_cluster", (16384, 131072), BF16) == (16384 * 131072 * 2,) * 2
-
-
-def test_cluster_auto_config():
-    # 32 KB slices: the smallest cluster whose slices fit (8 at most), slices a multiple of 512 bytes
-    assert cluster.cluster_config((16384, 131072), BF16) == {"cluster": 8, "slice": 16384, "num_threads": 512}
-    assert cluster.cluster_config((16384, 131072), FP32) == {"cluster": 8, "slice": 16384, "num_threads": 512}
-    assert cluster.cluster_config((8192, 32768), BF16) == {"cluster": 2, "slice": 16384, "num_threads": 512}
-    assert cluster.cluster_config((4096, 4096), FP32)["cluster"] == 1
-    assert cluster.cluster_config((10, 5000), FP32, cluster=8)["slice"] == 640
-    assert cluster.cluster_config((1048576, 2), FP32) == {"cluster": 1, "slice": 128, "num_threads": 32}
-
-
-def test_cluster_refuses_what_it_cannot_run():
-    check = VARIANTS["softmax_cluster"].check
-    params = VARIANTS["softmax_cluster"].params
-    too_long = check((4, 600000), FP32, dict(params))  # 8 slices of 300 KB, two buffers each
-    assert too_long is not None and "shared memory" in too_long and "softmax_split" in too_long
-    with pytest.raises(UsageError, match="cluster"):
-        check((4, 4096), FP32, {**params, "cluster": 3})
-    if not torch.cuda.is_available():
-        assert "needs a CUDA GPU" in check((4, 4096), FP32, dict(params))
-        with pytest.raises(GpuNotFoundError, match="needs a CUDA GPU"):
-            VARIANTS["softmax_cluster"].run(torch.randn(4, 4096))
-
-
 def test_split_refuses_what_it_cannot_run():
     check = VARIANTS["softmax_split"].check
     params = VARIANTS["softmax_split"].params
@@ -699,7 +647,7 @@ GPU_SHAPES = [(1048576, 2), (4096, 4096), (8192, 8192), (1823, 781), (64, 100000
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [FP32, BF16])
 @pytest.mark.parametrize("shape", GPU_SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
-@pytest.mark.parametrize("name", ROW_VARIANTS + ["softmax_cluster", "torch_compiled"] + COL_VARIANTS)
+@pytest.mark.parametrize("name", ROW_VARIANTS + ["torch_compiled"] + COL_VARIANTS)
 def test_gpu_results_match_float64(name, shape, dtype, seed):
     variant = VARIANTS[name]
     if variant.check(shape, dtype, dict(variant.params)) is not None:
@@ -709,7 +657,7 @@ def test_gpu_results_match_float64(name, shape, dtype, seed):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ALL)
-@pytest.mark.parametrize("name", ROW_VARIANTS + ["softmax_cluster"] + COL_VARIANTS)
+@pytest.mark.parametrize("name", ROW_VARIANTS + COL_VARIANTS)
 def test_gpu_infinities_and_huge_values(name, dtype):
     variant = VARIANTS[name]
     x = _along(_hard_rows(dtype, 5000), variant.op).cuda()
@@ -743,14 +691,6 @@ def test_gpu_tiled_sweep_values(params, seed):
     ("softmax_split", (301, 65536), {"BLOCK_N": 4096, "num_warps": 4, "prefetch": 1}),
     ("softmax_split", (301, 65536), {"BLOCK_N": 4096, "num_warps": 4, "prefetch": 0}),
     ("softmax_split", (1000, 3000), {"programs": 7}),  # one part a row, 1000 % 7 rows left over
-    # cluster rows: 1, 2, 4 and 8 blocks a row; 16-byte copies (N*E % 16 == 0, rows 16- but not always
-    # 32-byte aligned at N=1000 fp16) or one element a thread (odd N)
-    ("softmax_cluster", (300, 131072), {}),  # auto: 8 blocks of 64 KB (fp32) or 32 KB (bf16)
-    ("softmax_cluster", (1000, 3000), {}),  # one block a row
-    ("softmax_cluster", (257, 40001), {"cluster": 2}),  # odd N: element copies, last slice shorter
-    ("softmax_cluster", (511, 1000), {"cluster": 4, "num_threads": 64}),
-    ("softmax_cluster", (33, 100000), {"cluster": 8, "num_threads": 512}),
-    ("softmax_cluster", (64, 700), {"cluster": 8}),  # slices of 512 bytes: the last blocks get nothing
     ("softmax_column_coalesced", (4096, 4096), {"ROWS": 4096}),  # one chunk, one kernel
     ("softmax_column_coalesced", (4099, 1000), {}),  # auto chunks, partial last chunk and block
     ("softmax_column_coalesced", (4096, 4096), {"BLOCK_N": 8, "BLOCK_M": 256, "ROWS": 256}),  # 16 chunks
@@ -770,26 +710,6 @@ def test_gpu_split_rows_with_infinities(dtype):
     torch.testing.assert_close(out.double().cpu(), OPS["softmax"].reference(x).cpu(), atol=atol, rtol=rtol)
     x = torch.full((3, 5000), -float("inf"), dtype=dtype, device="cuda")
     assert VARIANTS["softmax_split"].run(x, BLOCK_N=1024, num_warps=4).isnan().all()
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("dtype", ALL)
-def test_gpu_cluster_rows_with_infinities_and_unaligned_inputs(dtype):
-    # 8 slices of 640 (fp32): whole slices of -inf, the only finite value in the last slice, huge values
-    x = _hard_rows(dtype, 5000).cuda()
-    atol, rtol = _tol("softmax_cluster", dtype)
-    ref = OPS["softmax"].reference(x).cpu()
-    for params in ({"cluster": 8}, {"cluster": 2}, {"cluster": 1}):
-        out = VARIANTS["softmax_cluster"].run(x, **params)
-        assert not out.isnan().any(), params
-        torch.testing.assert_close(out.double().cpu(), ref, atol=atol, rtol=rtol)
-    inf = torch.full((3, 5000), -float("inf"), dtype=dtype, device="cuda")
-    assert VARIANTS["softmax_cluster"].run(inf, cluster=4).isnan().all()  # as torch.softmax
-    # a base address 2 elements past a 16-byte boundary: element copies even though N*E % 16 == 0
-    buf = torch.randn(37 * 4096 + 2, device="cuda").to(dtype)
-    x = buf[2:].view(37, 4096)
-    out = VARIANTS["softmax_cluster"].run(x, cluster=2)
-    torch.testing.assert_close(out.double().cpu(), OPS["softmax"].reference(x).cpu(), atol=atol, rtol=rtol)
 
 
 @pytest.mark.gpu
