@@ -5,11 +5,11 @@ for each repetition flush L2 by reading a buffer larger than it (memtraffic.gpu.
 reading, not writing), record an event, call the variant, record an event. The median over
 repetitions is reported. The copy baseline moves the op's minimum bytes (read + write) with
 `torch.Tensor.copy_`, timed the same way, so "% of copy" is the fraction of this GPU's achievable
-bandwidth that the variant's useful traffic reaches. The copy's time is the median over COPY_RUNS
-timings, each on freshly allocated buffers: one copy's time moves by up to 8% with where its buffers
-land (H100, 4096x4096 fp32: 40.3 and 43.7 us in one bench, 43.6-43.7 us over 8 fresh allocations in
-reports/bench/2026-11-23-h100-split-probe), so one fast copy must not set every ratio, nor one slow copy
-flatter them.
+bandwidth that the variant's useful traffic reaches. The copy's time is the median of COPY_RUNS
+timings (each allocates its buffers anew, though the caching allocator may hand back the same memory):
+two timings of one copy once differed by 8% (H100, 4096x4096 fp32: 40.3 and 43.7 us in bench r4; 8
+later rounds all took 43.6-43.7 us, reports/bench/2026-11-23-h100-split-probe; cause not found), and
+one fast or slow copy must not set every ratio of its size.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ SUITE: dict[str, list[Shape]] = {
 }
 SUITE_DTYPES = (torch.float32, torch.bfloat16)
 BASELINES = {"softmax": ("torch_softmax", "torch_compiled")}
-COPY_RUNS = 5  # copy timings per size, each on fresh buffers; the median is the baseline
+COPY_RUNS = 5  # copy timings per size; their median is the baseline
 
 _TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
 
@@ -136,7 +136,7 @@ def run_bench(
             for dtype in dtypes:
                 nbytes = OPS[op_name].minimum(shape, dtype).total
                 runs = copies.setdefault(nbytes, [])
-                while len(runs) < COPY_RUNS:  # the median of several copies on fresh buffers
+                while len(runs) < COPY_RUNS:
                     runs.append(copy_time(nbytes, budget_s).median_ns)
                 group = []
                 for name in names:

@@ -1,5 +1,5 @@
 """Where softmax_split loses time at 16384x131072 (issue 14): timing probes of the shipped kernel and of
-changes to it, beside a same-size copy, several rounds of fresh buffers.
+changes to it, beside a same-size copy, several rounds (buffers allocated anew in each).
 
     python scripts/split_probe.py OUT.json [--rounds 4] [--shapes 16384x131072,8192x32768] [--subjects RE]
 

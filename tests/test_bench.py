@@ -62,7 +62,7 @@ def test_cli_unknown_variant_suggests():
     assert "unknown variant 'torch_softmx': did you mean torch_softmax" in res.output
 
 
-def test_copy_baseline_is_the_median_of_fresh_copies(monkeypatch):
+def test_copy_baseline_is_the_median_of_five_copies(monkeypatch):
     # one fast copy must not set the ratio (it did when the faster of two was kept), nor one slow one
     copies = iter([40.0, 44.0, 43.0, 90.0, 43.5, 1.0, 1.0])
     made = []
