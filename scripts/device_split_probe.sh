@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One H100 call for issue 14, results packed into $OUT/split_probe.tgz (the device returns few files):
-#  1. scripts/split_probe.py: softmax_split at 16384x131072 and 8192x32768 against its exchange compiled
-#     out (nosync), a counter-less wait (poll) and bf16 pairs held in registers (hold16);
+#  1. scripts/split_probe.py: softmax_split at 16384x131072 and 8192x32768 against the probe kernels its
+#     CONFIGS name (round 1, commit bbf1a37: nosync, poll, hold16; round 2, 3a3b577: reread, stash, loop);
 #  2. scripts/copy_spread.py at 4096x4096 fp32 and bf16: how much the copy and the kernels move between
 #     fresh buffers (the bench's "% of copy" there sits at 94-95%).
 # Usage (on the device, from the repository root): OUT=... bash scripts/device_split_probe.sh
