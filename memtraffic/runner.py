@@ -81,8 +81,10 @@ def check_output(out: Any, ref: torch.Tensor, dtype: str) -> float:
 
 
 def run_config(config: dict[str, Any], device: torch.device, seed: int = 0,
-               variants: dict[str, Variant] | None = None) -> float:
-    """Warm up, check, then make the measured call inside the config's NVTX range. Returns the max error."""
+               variants: dict[str, Variant] | None = None) -> tuple[float, dict[str, float]]:
+    """Warm up, check, then make the measured call inside the config's NVTX range. Returns the max error
+    and the seconds each phase took (inputs, warm-up, check, measured: under ncu the last holds its replay
+    passes), which tell a slow sweep's own work from ncu's."""
     from memtraffic.model import OPS, torch_dtype
 
     variants = load_variants() if variants is None else variants
@@ -95,19 +97,29 @@ def run_config(config: dict[str, Any], device: torch.device, seed: int = 0,
     shape = tuple(config["shape"])
     dtype = torch_dtype(config["dtype"])
     params = dict(config.get("params", {}))
+    phases: dict[str, float] = {}
+    t0 = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal t0
+        _sync(device)
+        now = time.perf_counter()
+        phases[name] = round(now - t0, 4)
+        t0 = now
+
     gen = torch.Generator().manual_seed(seed)
     inputs = op.make_inputs(shape, dtype, device, gen)
-
+    lap("inputs")
     out = variant.run(*inputs, **params)  # warm-up: JIT, autotune, compile - outside the profiled range
-    _sync(device)
+    lap("warmup")
     err = check_output(out, op.reference(*inputs), config["dtype"])
     del out
-    _sync(device)
+    lap("check")
     with nvtx_range(config["range"], enabled=device.type == "cuda"):
         out = variant.run(*inputs, **params)
-    _sync(device)
+    lap("measured")
     del out, inputs
-    return err
+    return err, phases
 
 
 def _is_cuda_error(err: BaseException) -> bool:
@@ -146,7 +158,7 @@ def run_plan(plan: dict[str, Any], status_path: Path, device: torch.device | Non
         append_status(status_path, {"id": config["id"], "range": config["range"], "status": "start"})
         t0 = time.perf_counter()
         try:
-            err = run_config(config, device, plan.get("seed", 0), variants)
+            err, phases = run_config(config, device, plan.get("seed", 0), variants)
         except KeyboardInterrupt:
             append_status(status_path, {"id": config["id"], "range": config["range"], "status": "not run",
                                         "error": "interrupted"})
@@ -165,7 +177,7 @@ def run_plan(plan: dict[str, Any], status_path: Path, device: torch.device | Non
             continue
         seconds = time.perf_counter() - t0
         append_status(status_path, {"id": config["id"], "range": config["range"], "status": "ok",
-                                    "max_err": err, "seconds": round(seconds, 3)})
+                                    "max_err": err, "seconds": round(seconds, 3), "phases": phases})
         print(f"[{k}/{len(configs)}] {_label(config)}: ok (max err {err:.2g}, {seconds:.1f} s) "
               f"in range {config['range']}", file=log, flush=True)
         if device.type == "cuda":

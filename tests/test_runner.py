@@ -59,6 +59,10 @@ def test_records_ok_and_failed_and_goes_on(tmp_path, user_file, monkeypatch, cap
     assert final[0]["error"].startswith("CheckFailed: wrong result: max abs error")
     assert final[1]["error"] == "ValueError: kernel exploded"
     assert final[2]["range"] == "mt|torch_softmax|4x8|fp32" and final[2]["max_err"] < 1e-6
+    # where the config's seconds went: the four phases in order, together no more than the whole
+    phases = final[2]["phases"]
+    assert list(phases) == ["inputs", "warmup", "check", "measured"]
+    assert all(v >= 0 for v in phases.values()) and sum(phases.values()) <= final[2]["seconds"] + 4e-4
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith("[1/3] t_wrong 4x8 fp32: FAILED CheckFailed")
     assert err[2].startswith("[3/3] torch_softmax 4x8 fp32: ok") and "mt|torch_softmax|4x8|fp32" in err[2]
