@@ -1,15 +1,15 @@
 """Does one ncu process slow another down when each profiles its own GPU? (issue 15)
 
-    python scripts/ncu_pair_probe.py OUT [--launches 40] [--elements 16777216]
+    python scripts/ncu_pair_probe.py OUT [--round 1|2] [--launches 40]
 
 Runs a bare program (no memtraffic runner: per launch, inputs made on the CPU and copied as the runner
 does, timed apart, then one softmax in its NVTX range) under ncu with measure's argv (the 'traffic'
-metrics, --cache-control all) in several scenarios, one after the other: on GPU 0 alone, on GPUs 0 and 1
-at once, the pair with each process pinned to the CPUs `nvidia-smi topo` names for its GPU, the pair
-with --cache-control none, and both without ncu. Each program records the seconds of every ranged
-launch (launch + sync: ncu's replay passes included) and its own start-up; OUT/pair_probe.json keeps
-them and a table is printed. If the pair's launches take longer than the lone one's, the contention is
-in ncu or the driver, not in memtraffic's runner.
+metrics, --cache-control all) in the scenarios of one round (ROUNDS below), one after the other: on
+GPU 0 alone, on GPUs 0 and 1 at once, pinned to CPUs, without cache control, without ncu, with other
+kernel sizes or one metric. Each program records the seconds of every ranged launch (launch + sync:
+ncu's replay passes included) and its own start-up; OUT/pair_probe_roundR.json keeps them and a table
+is printed. If the pair's launches take longer than the lone one's, the contention is in ncu or the
+driver, not in memtraffic's runner.
 
 `child` is the program itself: `python scripts/ncu_pair_probe.py child N ELEMENTS RESULT.json`.
 """
@@ -102,49 +102,77 @@ def scenario(name: str, gpus: list[int], argv_for, work: Path, pin: dict[int, st
     return out
 
 
+# The scenarios of each round, run one after the other; unnamed keys take DEFAULTS. Round 1: does a second
+# ncu process slow the first, and is it the lock, the CPUs, the cache flushes or the inputs? Round 2: does
+# the slowdown grow with the bytes a kernel touches (1M, 16M, 64M fp32 elements) or with ncu's passes
+# (the 'traffic' set's 6 against one metric's 1) or with the SASS-patched metrics (smsp__sass_*: ncu
+# instruments the kernel's code for them), and does it go with each process on its own CPUs?
+DEFAULTS = {"tool": "ncu", "metrics": "traffic", "elements": 1 << 24, "cache": "all", "pin": None}
+ONE_METRIC = ["l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum"]
+ROUNDS = {
+    "1": [{"name": "ncu-one", "gpus": [0]}, {"name": "ncu-pair", "gpus": [0, 1]},
+          {"name": "ncu-one-again", "gpus": [0]}, {"name": "ncu-pair-pinned", "gpus": [0, 1], "pin": "topo"},
+          {"name": "ncu-one-nocache", "gpus": [0], "cache": "none"},
+          {"name": "ncu-pair-nocache", "gpus": [0, 1], "cache": "none"},
+          {"name": "bare-one", "gpus": [0], "tool": "bare"},
+          {"name": "bare-pair", "gpus": [0, 1], "tool": "bare"}],
+    "2": [{"name": "ncu-1M-one", "gpus": [0], "elements": 1 << 20},
+          {"name": "ncu-1M-pair", "gpus": [0, 1], "elements": 1 << 20},
+          {"name": "ncu-64M-one", "gpus": [0], "elements": 1 << 26},
+          {"name": "ncu-64M-pair", "gpus": [0, 1], "elements": 1 << 26},
+          {"name": "ncu-1metric-one", "gpus": [0], "metrics": "one"},
+          {"name": "ncu-1metric-pair", "gpus": [0, 1], "metrics": "one"},
+          {"name": "ncu-nosass-one", "gpus": [0], "metrics": "nosass"},
+          {"name": "ncu-nosass-pair", "gpus": [0, 1], "metrics": "nosass"},
+          {"name": "ncu-sass-one", "gpus": [0], "metrics": "sass"},
+          {"name": "ncu-sass-pair", "gpus": [0, 1], "metrics": "sass"},
+          {"name": "ncu-pair-halves", "gpus": [0, 1], "pin": "halves"}],
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
+    parser.add_argument("--round", choices=sorted(ROUNDS), default="1")
     parser.add_argument("--launches", type=int, default=40)
-    parser.add_argument("--elements", type=int, default=1 << 24)
     args = parser.parse_args()
-    from memtraffic.metrics import resolve_metrics
-    from memtraffic.ncu import build_ncu_command, find_ncu
+    from memtraffic.ncu import build_ncu_command, find_ncu, resolve_metrics
 
     ncu = find_ncu()
-    metrics = resolve_metrics("traffic")
+    traffic = resolve_metrics("traffic")
+    metric_sets = {"traffic": traffic, "one": ONE_METRIC,
+                   "sass": [m for m in traffic if m.startswith("smsp__sass")],
+                   "nosass": [m for m in traffic if not m.startswith("smsp__sass")]}
     work = Path(tempfile.mkdtemp(prefix="pair_probe-"))
-    me = [sys.executable, str(Path(__file__).resolve()), "child", str(args.launches), str(args.elements)]
+    cpus = os.cpu_count() or 2
+    pins = {"topo": gpu_cpus(), "halves": {0: f"0-{cpus // 2 - 1}", 1: f"{cpus // 2}-{cpus - 1}"}}
 
-    def under_ncu(cache: str):
-        return lambda gpu, result: build_ncu_command(ncu, metrics, work / f"{result.stem}.ncu-rep",
-                                                     [*me, str(result)], cache_control=cache)
+    def argv_for(spec: dict):
+        me = [sys.executable, str(Path(__file__).resolve()), "child", str(args.launches),
+              str(spec["elements"])]
+        if spec["tool"] == "bare":
+            return lambda gpu, result: [*me, str(result)]
+        return lambda gpu, result: build_ncu_command(ncu, metric_sets[spec["metrics"]],
+                                                     work / f"{result.stem}.ncu-rep", [*me, str(result)],
+                                                     cache_control=spec["cache"])
 
-    def bare(gpu, result):
-        return [*me, str(result)]
-
-    pin = gpu_cpus()
-    runs = [("ncu-one", [0], under_ncu("all"), None), ("ncu-pair", [0, 1], under_ncu("all"), None),
-            ("ncu-one-again", [0], under_ncu("all"), None),
-            ("ncu-pair-pinned", [0, 1], under_ncu("all"), pin),
-            ("ncu-one-nocache", [0], under_ncu("none"), None),
-            ("ncu-pair-nocache", [0, 1], under_ncu("none"), None),
-            ("bare-one", [0], bare, None), ("bare-pair", [0, 1], bare, None)]
     results = []
-    print(f"CPU affinity per GPU: {pin or 'none reported'}", flush=True)
+    print(f"CPU affinity per GPU (nvidia-smi topo): {pins['topo'] or 'none reported'}", flush=True)
     print(f"{'scenario':18s} gpu  rc  wall s  import s  input median s  launch median s  launches s",
           flush=True)
-    for name, gpus, argv_for, pinning in runs:
-        res = scenario(name, gpus, argv_for, work, pinning)
-        results.append(res)
+    for spec in ROUNDS[args.round]:
+        spec = {**DEFAULTS, **spec}
+        pin = pins[spec["pin"]] if spec["pin"] else None
+        res = scenario(spec["name"], spec["gpus"], argv_for(spec), work, pin)
+        results.append({**spec, **res})
         for p in res["processes"]:
-            print(f"{name:18s} {p['gpu']:3d} {p['rc']:3d} {p['wall_s']:7.2f} {p['import_s']:9.2f} "
+            print(f"{spec['name']:18s} {p['gpu']:3d} {p['rc']:3d} {p['wall_s']:7.2f} {p['import_s']:9.2f} "
                   f"{p['input_median_s'] or float('nan'):15.4f} {p['launch_median_s'] or float('nan'):16.4f} "
                   f"{p['launch_sum_s']:11.2f}", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "pair_probe.json").write_text(json.dumps(
-        {"cpu_affinity": pin, "launches": args.launches, "elements": args.elements,
-         "ncu_argv_example": under_ncu("all")(0, work / "example.json"), "scenarios": results}, indent=1))
+    (args.out / f"pair_probe_round{args.round}.json").write_text(json.dumps(
+        {"round": args.round, "cpu_affinity": pins, "launches": args.launches,
+         "ncu_argv_example": argv_for(DEFAULTS)(0, work / "example.json"), "scenarios": results}, indent=1))
 
 
 if __name__ == "__main__":
