@@ -163,9 +163,11 @@ def measure(
     metrics: Annotated[
         str,
         typer.Option(
-            help="Comma-separated metric sets (traffic, flops, peaks, roofline), aliases from "
+            help="Comma-separated metric sets (traffic, bytes, flops, peaks, roofline), aliases from "
             "memtraffic/metrics.py, or raw ncu names; checked against this GPU's "
-            "'ncu --query-metrics'. The kernel time is always collected."
+            "'ncu --query-metrics'. The kernel time is always collected. 'bytes' (L1, L2 and DRAM "
+            "bytes only, no request counters) takes ncu one replay pass per kernel where 'traffic' "
+            "takes six: for large sweeps and --gpus."
         ),
     ] = "traffic",
     out: Annotated[
@@ -296,7 +298,8 @@ def profile(
                      "and its minimum (inputs read once, outputs written once) and FLOPs."),
     ] = False,
     metrics: Annotated[
-        str, typer.Option(help="Metric sets (traffic, flops, peaks, roofline), aliases or raw ncu names.")
+        str, typer.Option(help="Metric sets (traffic, bytes, flops, peaks, roofline), aliases or raw ncu "
+                          "names; bytes (no request counters) costs one replay pass per kernel, traffic six.")
     ] = "traffic",
     source: Annotated[
         bool, typer.Option("--source", help="Also per-line counters and the embedded source, for "

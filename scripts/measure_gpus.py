@@ -51,11 +51,11 @@ def warm_metric_cache() -> None:
     query_metric_names(ncu, metrics_cache_key(ncu, ncu_version(ncu), check_gpu()))
 
 
-def measure(sweep: Path, gpus: str, out: Path, log: Path, cache: Path) -> float | None:
-    """Run `memtraffic measure --sweep SWEEP --gpus GPUS --out OUT`; its wall time in seconds, None if it
-    failed (the log says why; the other runs go on)."""
+def measure(sweep: Path, gpus: str, out: Path, log: Path, cache: Path, metrics: str) -> float | None:
+    """Run `memtraffic measure --sweep SWEEP --gpus GPUS --metrics METRICS --out OUT`; its wall time in
+    seconds, None if it failed (the log says why; the other runs go on)."""
     argv = [sys.executable, "-m", "memtraffic.cli", "measure", "--sweep", str(sweep), "--gpus", gpus,
-            "--out", str(out), "--format", "json"]
+            "--metrics", metrics, "--out", str(out), "--format", "json"]
     env = {**os.environ, "TRITON_CACHE_DIR": str(cache), "PYTHONUNBUFFERED": "1"}
     t0 = time.perf_counter()
     with open(log, "w") as f:
@@ -69,10 +69,15 @@ def measure(sweep: Path, gpus: str, out: Path, log: Path, cache: Path) -> float 
     return wall
 
 
+def collected(tables) -> list[str]:
+    """The COUNTERS the runs collected (the 'bytes' metric set has no sector or request counters)."""
+    return [col for col in COUNTERS if all(t[col].notna().any() for t in tables)]
+
+
 def compare(a, b) -> dict[str, int]:
     """Counter -> how many configs (ranges of both tables) have exactly the same value in both."""
     common = sorted(set(a.index) & set(b.index))
-    return {col: sum(bool(a[col][r] == b[col][r]) for r in common) for col in COUNTERS}
+    return {col: sum(bool(a[col][r] == b[col][r]) for r in common) for col in collected([a, b])}
 
 
 def main() -> None:
@@ -81,6 +86,7 @@ def main() -> None:
     parser.add_argument("--sweep", type=Path, default=DEFAULT_SWEEP)
     parser.add_argument("--repeat", type=int, default=2, help="pairs of runs (one GPU, then all GPUs)")
     parser.add_argument("--work", type=Path, help="where the run folders go (default: a temporary folder)")
+    parser.add_argument("--metrics", default="traffic", help="measure's --metrics (default traffic)")
     parser.add_argument("--warm-triton", action="store_true",
                         help="one Triton cache for every run, filled by a first run that is not timed")
     args = parser.parse_args()
@@ -93,12 +99,13 @@ def main() -> None:
     kinds = ["one", "all"]
     names = [f"{kind}-{k}" for k in range(1, args.repeat + 1) for kind in kinds]  # a failed run is dropped
     if args.warm_triton:
-        measure(args.sweep, "all", work / "warm-up", work / "logs" / "warm-up.log", work / "triton")
+        measure(args.sweep, "all", work / "warm-up", work / "logs" / "warm-up.log", work / "triton",
+                args.metrics)
     walls = {}
     for name in names:
         gpus = "0" if name.startswith("one") else "all"
         walls[name] = measure(args.sweep, gpus, work / name, work / "logs" / f"{name}.log",
-                              work / ("triton" if args.warm_triton else f"triton-{name}"))
+                              work / ("triton" if args.warm_triton else f"triton-{name}"), args.metrics)
 
     failed = [name for name in names if walls[name] is None]
     if "one-1" in failed or "all-1" in failed:
@@ -124,14 +131,15 @@ def main() -> None:
     pairs = ratios + [(f"{kind}-1", f"{kind}-{k}") for kind in kinds for k in range(2, args.repeat + 1)]
     ratios, pairs = ([(a, b) for a, b in ps if a in names and b in names] for ps in (ratios, pairs))
     same_everywhere = {col: sum(len({tables[n][col].get(r) for n in names}) == 1 for r in ranges)
-                       for col in COUNTERS}
+                       for col in collected(tables.values())}
     env = infos["all-1"]["environment"]
     profiled = {n: infos[n]["wall_time_s"] for n in names}
     summary = {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "gpu": env["gpu"], "gpus": len(infos["all-1"]["gpus"]), "driver": env["driver"],
         "ncu_version": env["ncu_version"], "torch": env["torch"], "triton": env["triton"],
-        "sweep": args.sweep.name, "configs": len(ranges), "runs": names, "failed_runs": failed,
+        "sweep": args.sweep.name, "metrics": args.metrics, "passes": infos["all-1"].get("passes"),
+        "configs": len(ranges), "runs": names, "failed_runs": failed,
         "warm_triton": args.warm_triton,
         "configs_ok": {n: sum(c["status"] == "ok" and bool(c["profiled"]) for c in infos[n]["configs"])
                        for n in names},

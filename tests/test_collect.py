@@ -168,6 +168,15 @@ def test_metric_sets_resolve_without_ncu():
     assert len(names) == len(set(names))
 
 
+def test_bytes_set_is_the_levels_bytes_without_request_counters():
+    names = ncu_mod.resolve_metrics("bytes")
+    assert names == ["gpu__time_duration.sum", "l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum",
+                     "l1tex__t_bytes_pipe_lsu_mem_global_op_st.sum", "lts__t_sectors_srcunit_tex_op_read.sum",
+                     "lts__t_sectors_srcunit_tex_op_write.sum", "dram__bytes_read.sum",
+                     "dram__bytes_write.sum"]
+    assert set(names) < set(ncu_mod.resolve_metrics("traffic"))
+
+
 def test_run_folder_is_never_reused(tmp_path):
     now = datetime(2026, 11, 22, 12, 0, 0, tzinfo=timezone.utc)
     a = rundir.new_run_dir(["softmax_tiled", "torch_softmax"], root=tmp_path, now=now)
