@@ -15,6 +15,9 @@ Subjects (each with the chunk size and warps given in CONFIGS):
   reread     nothing held: after the wait the chunk is read again (from L2, where it was a moment ago)
              and exp taken again, so a program needs few registers and more of them fit on an SM
   stash      e written to the output before the wait and read back after it (from L2), one exp
+  flatnosync one program per chunk of every row (no persistent loop), no exchange (wrong output)
+  ticket     one program per chunk, exchanging (max, sum) like the shipped kernel; programs take tickets
+             (an atomic counter) for their chunk so that none waits for a program that cannot start
   loop       nothing held either, but each pass walks the chunk in SUB-element tiles, with NS stages of
              Triton's software pipelining (loads in flight in shared memory, not registers); cap: at
              most that many programs an SM, to keep the chunks between their two reads within L2
@@ -112,6 +115,73 @@ def _probe_kernel(out_ptr, in_ptr, slots_ptr, count_ptr, n_rows, n_cols, parts,
             tl.store(out_ptr + row64 * n_cols + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def _flat_kernel(out_ptr, in_ptr, slots_ptr, count_ptr, ticket_ptr, n_cols, parts,
+                 BLOCK_N: tl.constexpr, PARTS_P2: tl.constexpr, SYNC: tl.constexpr):
+    # One program per (row, part), no persistent loop: the hardware starts a new program whenever one
+    # ends. Programs wait for their row's group, so a program must not wait for one that cannot start:
+    # each takes a ticket (an atomic counter, from -1) and works on chunk `ticket` of the rows in order.
+    # Every program of a lower ticket is running or done, and those of the same row with higher tickets
+    # start as soon as a program ends; with at least `parts` programs resident, some row always completes.
+    if SYNC:
+        t = tl.atomic_add(ticket_ptr, 1, sem="relaxed", scope="gpu") + 1
+    else:
+        t = tl.program_id(0).to(tl.int64)
+    row64 = t // parts
+    part = t % parts
+    cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = cols < n_cols
+    x = tl.load(in_ptr + row64 * n_cols + cols, mask=mask, other=-float("inf"))
+    xf = x.to(tl.float32)
+    m = tl.max(xf, axis=0)
+    shift = tl.where(m == float("-inf"), 0.0, m)
+    e = tl.exp(xf - shift)
+    s = tl.sum(e, axis=0)
+    if SYNC:
+        word = ((s.to(tl.int32, bitcast=True).to(tl.int64) << 32)
+                | (m.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF))
+        tl.atomic_xchg(slots_ptr + row64 * PARTS_P2 + part, word, sem="relaxed", scope="gpu")
+        tl.atomic_add(count_ptr + row64, tl.full((), 1, tl.int64), sem="relaxed", scope="gpu")
+        never = tl.full((), -2, tl.int64)
+        arrived = tl.atomic_cas(count_ptr + row64, never, never, sem="relaxed", scope="gpu")
+        while arrived < parts - 1:
+            arrived = tl.atomic_cas(count_ptr + row64, never, never, sem="relaxed", scope="gpu")
+        ids = tl.arange(0, PARTS_P2)
+        live = ids < parts
+        slots = slots_ptr + row64 * PARTS_P2 + ids
+        w = tl.load(slots, mask=live, other=0, volatile=True)
+        while tl.max((w == EMPTY).to(tl.int32), axis=0) > 0:
+            w = tl.load(slots, mask=live, other=0, volatile=True)
+        ms = tl.where(live, (w & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True), -float("inf"))
+        ss = tl.where(live, (w >> 32).to(tl.int32).to(tl.float32, bitcast=True), 0.0)
+        mx = tl.max(ms, axis=0)
+        total = tl.sum(ss * tl.exp(ms - tl.where(mx == float("-inf"), 0.0, mx)), axis=0)
+    else:
+        mx = m
+        total = s
+    y = e * (tl.exp(shift - mx) / total)
+    tl.store(out_ptr + row64 * n_cols + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def flat(x: torch.Tensor, BLOCK_N: int, num_warps: int, sync: bool, info: dict | None = None) -> torch.Tensor:
+    """One program per chunk of every row (m * parts programs), ticketed when they exchange (max, sum)."""
+    m, n = x.shape
+    c = sp.split_config((m, n), x.dtype, BLOCK_N, num_warps, None, None, sp.sm_count(x.device))
+    out = torch.empty_like(x)
+    words = torch.full((m * (c["PARTS_P2"] + 1) + 1,), -1, dtype=torch.int64, device=x.device)
+    slots, count, ticket = words[:m * c["PARTS_P2"]], words[m * c["PARTS_P2"]:-1], words[-1:]
+    meta = {"BLOCK_N": BLOCK_N, "PARTS_P2": c["PARTS_P2"], "SYNC": sync, "num_warps": num_warps}
+    if info is not None and "n_regs" not in info:
+        k = _flat_kernel.warmup(out, x, slots, count, ticket, n, c["parts"], **meta, grid=(1,))
+        k._init_handles()
+        per_sm = sp.resident_per_sm(k.n_regs, num_warps)
+        if sync and per_sm * sp.sm_count(x.device) < c["parts"]:
+            raise ValueError(f"only {per_sm} programs an SM: a row's {c['parts']} would not all be resident")
+        info.update({"n_regs": k.n_regs, "per_sm": per_sm, "programs": m * c["parts"], "parts": c["parts"]})
+    _flat_kernel[(m * c["parts"],)](out, x, slots, count, ticket, n, c["parts"], **meta)
+    return out
+
+
 def probe(x: torch.Tensor, BLOCK_N: int, num_warps: int, counter: bool, mode: int, SUB: int = 0,
           NS: int = 1, cap: int | None = None, info: dict | None = None) -> torch.Tensor:
     """One call of the probe kernel with as many whole groups as are resident (at most `cap` programs an
@@ -180,6 +250,13 @@ CONFIGS: dict[str, dict] = {
                             "NS": 3},
     "loop-16384/8-2048x4-cap4": {"BLOCK_N": 16384, "num_warps": 8, "counter": True, "mode": 3, "SUB": 2048,
                                  "NS": 4, "cap": 4},
+    # round 5: one program per chunk, no persistent loop (flat), with the exchange (ticketed) or without
+    "flatnosync-4096/4": {"BLOCK_N": 4096, "num_warps": 4, "sync": False},
+    "ticket-4096/4": {"BLOCK_N": 4096, "num_warps": 4, "sync": True},
+    "flatnosync-8192/8": {"BLOCK_N": 8192, "num_warps": 8, "sync": False},
+    "ticket-8192/8": {"BLOCK_N": 8192, "num_warps": 8, "sync": True},
+    "ticket-2048/2": {"BLOCK_N": 2048, "num_warps": 2, "sync": True},
+    "ticket-8192/4": {"BLOCK_N": 8192, "num_warps": 4, "sync": True},
     "loop-32768/8-4096x3-cap2": {"BLOCK_N": 32768, "num_warps": 8, "counter": True, "mode": 3, "SUB": 4096,
                                  "NS": 3, "cap": 2},
 }
@@ -211,12 +288,15 @@ def main() -> int:
                         calls[label] = lambda x=x: sp.softmax_split(x)
                     elif label.startswith("nosync"):
                         calls[label] = lambda x=x, kw=kw: nosync(x, **kw)
+                    elif label.startswith(("flat", "ticket")):
+                        i = info.setdefault(label, {})
+                        calls[label] = lambda x=x, kw=kw, i=i: flat(x, **kw, info=i)
                     else:
                         i = info.setdefault(label, {})
                         calls[label] = lambda x=x, kw=kw, i=i: probe(x, **kw, info=i)
                 for label, fn in calls.items():
                     try:
-                        if r == 0 and label != "copy" and not label.startswith("nosync"):
+                        if r == 0 and label != "copy" and not label.startswith(("nosync", "flatnosync")):
                             info.setdefault(label, {})["max_rel_err"] = max_rel_err(fn(), x)
                         t = time_cuda(fn, budget_s=0.3).median_ns
                     except Exception as exc:  # one subject's failure must not lose the others
