@@ -18,10 +18,10 @@ export TRITON_CACHE_DIR=$work/triton
 memtraffic measure --sweep $sweep --gpus 0 --metrics bytes --out "$work/warm-up" >"$res/warm-up.log" 2>&1
 for metrics in bytes traffic bytes traffic; do
   n=1; [ -e "$work/$metrics-1" ] && n=2
-  start=$(date +%s.%N)
+  start=$(date +%s%N)
   memtraffic measure --sweep $sweep --gpus 0 --metrics $metrics --out "$work/$metrics-$n" \
     >"$res/$metrics-$n.log" 2>&1
-  echo "$metrics-$n wall_s $(echo "$(date +%s.%N) - $start" | bc)" | tee -a "$res/walls.txt"
+  echo "$metrics-$n wall_ms $(( ($(date +%s%N) - start) / 1000000 ))" | tee -a "$res/walls.txt"
 done
 python3 scripts/config_seconds.py "$work"/bytes-1 "$work"/traffic-1 "$work"/bytes-2 "$work"/traffic-2 \
   | tee "$res/table.txt"
