@@ -18,6 +18,7 @@ Subjects (each with the chunk size and warps given in CONFIGS):
   flatnosync one program per chunk of every row (no persistent loop), no exchange (wrong output)
   ticket     one program per chunk, exchanging (max, sum) like the shipped kernel; programs take tickets
              (an atomic counter) for their chunk so that none waits for a program that cannot start
+  dyn        the shipped kernel with rows taken from a counter per part, not dealt out in a fixed stride
   loop       nothing held either, but each pass walks the chunk in SUB-element tiles, with NS stages of
              Triton's software pipelining (loads in flight in shared memory, not registers); cap: at
              most that many programs an SM, to keep the chunks between their two reads within L2
@@ -163,6 +164,69 @@ def _flat_kernel(out_ptr, in_ptr, slots_ptr, count_ptr, ticket_ptr, n_cols, part
     tl.store(out_ptr + row64 * n_cols + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def _dyn_kernel(out_ptr, in_ptr, slots_ptr, count_ptr, next_ptr, n_rows, n_cols, parts,
+                BLOCK_N: tl.constexpr, PARTS_P2: tl.constexpr):
+    # The shipped persistent kernel, but rows are not dealt out in a fixed stride: each part has a
+    # counter (from -1) and a program takes its part's next row when it is done with one, so a program
+    # on a busier SM takes fewer rows. A row's part p is held by whichever program of part p took it;
+    # all programs are resident and every part's programs take rows in order, so the lowest row held
+    # always completes.
+    pid = tl.program_id(0)
+    part = pid % parts
+    cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = cols < n_cols
+    ids = tl.arange(0, PARTS_P2)
+    live = ids < parts
+    row64 = tl.atomic_add(next_ptr + part, 1, sem="relaxed", scope="gpu") + 1
+    while row64 < n_rows:
+        x = tl.load(in_ptr + row64 * n_cols + cols, mask=mask, other=-float("inf"))
+        xf = x.to(tl.float32)
+        m = tl.max(xf, axis=0)
+        shift = tl.where(m == float("-inf"), 0.0, m)
+        e = tl.exp(xf - shift)
+        s = tl.sum(e, axis=0)
+        word = ((s.to(tl.int32, bitcast=True).to(tl.int64) << 32)
+                | (m.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF))
+        tl.atomic_xchg(slots_ptr + row64 * PARTS_P2 + part, word, sem="relaxed", scope="gpu")
+        tl.atomic_add(count_ptr + row64, tl.full((), 1, tl.int64), sem="relaxed", scope="gpu")
+        never = tl.full((), -2, tl.int64)
+        arrived = tl.atomic_cas(count_ptr + row64, never, never, sem="relaxed", scope="gpu")
+        while arrived < parts - 1:
+            arrived = tl.atomic_cas(count_ptr + row64, never, never, sem="relaxed", scope="gpu")
+        slots = slots_ptr + row64 * PARTS_P2 + ids
+        w = tl.load(slots, mask=live, other=0, volatile=True)
+        while tl.max((w == EMPTY).to(tl.int32), axis=0) > 0:
+            w = tl.load(slots, mask=live, other=0, volatile=True)
+        ms = tl.where(live, (w & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True), -float("inf"))
+        ss = tl.where(live, (w >> 32).to(tl.int32).to(tl.float32, bitcast=True), 0.0)
+        mx = tl.max(ms, axis=0)
+        total = tl.sum(ss * tl.exp(ms - tl.where(mx == float("-inf"), 0.0, mx)), axis=0)
+        y = e * (tl.exp(shift - mx) / total)
+        tl.store(out_ptr + row64 * n_cols + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+        row64 = tl.atomic_add(next_ptr + part, 1, sem="relaxed", scope="gpu") + 1
+
+
+def dyn(x: torch.Tensor, BLOCK_N: int, num_warps: int, info: dict | None = None) -> torch.Tensor:
+    """The persistent kernel with rows taken from a counter per part (as many whole groups as fit)."""
+    m, n = x.shape
+    c = sp.split_config((m, n), x.dtype, BLOCK_N, num_warps, None, None, sp.sm_count(x.device))
+    out = torch.empty_like(x)
+    words = torch.full((m * (c["PARTS_P2"] + 1) + c["parts"],), -1, dtype=torch.int64, device=x.device)
+    slots = words[:m * c["PARTS_P2"]]
+    count = words[m * c["PARTS_P2"]:m * (c["PARTS_P2"] + 1)]
+    nxt = words[m * (c["PARTS_P2"] + 1):]
+    meta = {"BLOCK_N": BLOCK_N, "PARTS_P2": c["PARTS_P2"], "num_warps": num_warps}
+    k = _dyn_kernel.warmup(out, x, slots, count, nxt, m, n, c["parts"], **meta, grid=(1,))
+    k._init_handles()
+    per_sm = sp.resident_per_sm(k.n_regs, num_warps)
+    c = sp.split_config((m, n), x.dtype, BLOCK_N, num_warps, None, None, sp.sm_count(x.device), per_sm)
+    if info is not None:
+        info.update({"n_regs": k.n_regs, "per_sm": per_sm, "programs": c["programs"], "parts": c["parts"]})
+    _dyn_kernel[(c["programs"],)](out, x, slots, count, nxt, m, n, c["parts"], **meta)
+    return out
+
+
 def flat(x: torch.Tensor, BLOCK_N: int, num_warps: int, sync: bool, info: dict | None = None) -> torch.Tensor:
     """One program per chunk of every row (m * parts programs), ticketed when they exchange (max, sum)."""
     m, n = x.shape
@@ -257,6 +321,10 @@ CONFIGS: dict[str, dict] = {
     "ticket-8192/8": {"BLOCK_N": 8192, "num_warps": 8, "sync": True},
     "ticket-2048/2": {"BLOCK_N": 2048, "num_warps": 2, "sync": True},
     "ticket-8192/4": {"BLOCK_N": 8192, "num_warps": 4, "sync": True},
+    # round 6: rows taken from a counter per part; the shipped kernel on 8 programs an SM exactly
+    "dyn-4096/4": {"BLOCK_N": 4096, "num_warps": 4},
+    "dyn-8192/8": {"BLOCK_N": 8192, "num_warps": 8},
+    "shipped-p1056": {"programs": 1056},
     "loop-32768/8-4096x3-cap2": {"BLOCK_N": 32768, "num_warps": 8, "counter": True, "mode": 3, "SUB": 4096,
                                  "NS": 3, "cap": 2},
 }
@@ -284,8 +352,11 @@ def main() -> int:
                 for label, kw in CONFIGS.items():
                     if not re.search(args.subjects, label):
                         continue
-                    if label == "shipped":
-                        calls[label] = lambda x=x: sp.softmax_split(x)
+                    if label.startswith("shipped"):
+                        calls[label] = lambda x=x, kw=kw: sp.softmax_split(x, **kw)
+                    elif label.startswith("dyn"):
+                        i = info.setdefault(label, {})
+                        calls[label] = lambda x=x, kw=kw, i=i: dyn(x, **kw, info=i)
                     elif label.startswith("nosync"):
                         calls[label] = lambda x=x, kw=kw: nosync(x, **kw)
                     elif label.startswith(("flat", "ticket")):
