@@ -118,21 +118,32 @@ def _probe_kernel(out_ptr, in_ptr, slots_ptr, count_ptr, n_rows, n_cols, parts,
 
 @triton.jit
 def _flat_kernel(out_ptr, in_ptr, slots_ptr, count_ptr, ticket_ptr, n_cols, parts,
-                 BLOCK_N: tl.constexpr, PARTS_P2: tl.constexpr, SYNC: tl.constexpr):
+                 BLOCK_N: tl.constexpr, PARTS_P2: tl.constexpr, SYNC: tl.constexpr, SPEC: tl.constexpr):
     # One program per (row, part), no persistent loop: the hardware starts a new program whenever one
     # ends. Programs wait for their row's group, so a program must not wait for one that cannot start:
     # each takes a ticket (an atomic counter, from -1) and works on chunk `ticket` of the rows in order.
     # Every program of a lower ticket is running or done, and those of the same row with higher tickets
     # start as soon as a program ends; with at least `parts` programs resident, some row always completes.
-    if SYNC:
+    # SPEC: the ticket's round trip (an atomic on one word) would delay every program's first load, so
+    # the chunk of the program's own index is read at the same time, and read again only when the
+    # ticket differs (programs mostly start in index order).
+    pid = tl.program_id(0).to(tl.int64)
+    if SYNC:  # noqa: SIM108 (a constexpr branch: the atomic is compiled in or out)
         t = tl.atomic_add(ticket_ptr, 1, sem="relaxed", scope="gpu") + 1
     else:
-        t = tl.program_id(0).to(tl.int64)
+        t = pid
+    if SPEC:
+        cols = (pid % parts) * BLOCK_N + tl.arange(0, BLOCK_N)
+        x = tl.load(in_ptr + (pid // parts) * n_cols + cols, mask=cols < n_cols, other=-float("inf"))
     row64 = t // parts
     part = t % parts
     cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = cols < n_cols
-    x = tl.load(in_ptr + row64 * n_cols + cols, mask=mask, other=-float("inf"))
+    if SPEC:
+        if t != pid:
+            x = tl.load(in_ptr + row64 * n_cols + cols, mask=mask, other=-float("inf"))
+    else:
+        x = tl.load(in_ptr + row64 * n_cols + cols, mask=mask, other=-float("inf"))
     xf = x.to(tl.float32)
     m = tl.max(xf, axis=0)
     shift = tl.where(m == float("-inf"), 0.0, m)
@@ -227,14 +238,18 @@ def dyn(x: torch.Tensor, BLOCK_N: int, num_warps: int, info: dict | None = None)
     return out
 
 
-def flat(x: torch.Tensor, BLOCK_N: int, num_warps: int, sync: bool, info: dict | None = None) -> torch.Tensor:
-    """One program per chunk of every row (m * parts programs), ticketed when they exchange (max, sum)."""
+def flat(x: torch.Tensor, BLOCK_N: int, num_warps: int, sync: bool, spec: bool = False, maxnreg: int = 0,
+         info: dict | None = None) -> torch.Tensor:
+    """One program per chunk of every row (m * parts programs), ticketed when they exchange (max, sum);
+    spec: read the chunk of the program's own index while the ticket comes; maxnreg: cap registers."""
     m, n = x.shape
     c = sp.split_config((m, n), x.dtype, BLOCK_N, num_warps, None, None, sp.sm_count(x.device))
     out = torch.empty_like(x)
     words = torch.full((m * (c["PARTS_P2"] + 1) + 1,), -1, dtype=torch.int64, device=x.device)
     slots, count, ticket = words[:m * c["PARTS_P2"]], words[m * c["PARTS_P2"]:-1], words[-1:]
-    meta = {"BLOCK_N": BLOCK_N, "PARTS_P2": c["PARTS_P2"], "SYNC": sync, "num_warps": num_warps}
+    meta = {"BLOCK_N": BLOCK_N, "PARTS_P2": c["PARTS_P2"], "SYNC": sync, "SPEC": spec, "num_warps": num_warps}
+    if maxnreg:
+        meta["maxnreg"] = maxnreg
     if info is not None and "n_regs" not in info:
         k = _flat_kernel.warmup(out, x, slots, count, ticket, n, c["parts"], **meta, grid=(1,))
         k._init_handles()
@@ -325,6 +340,11 @@ CONFIGS: dict[str, dict] = {
     "dyn-4096/4": {"BLOCK_N": 4096, "num_warps": 4},
     "dyn-8192/8": {"BLOCK_N": 8192, "num_warps": 8},
     "shipped-p1056": {"programs": 1056},
+    # round 7: the ticket's latency hidden (spec), registers capped (r: maxnreg)
+    "ticketspec-4096/4": {"BLOCK_N": 4096, "num_warps": 4, "sync": True, "spec": True},
+    "ticketspec-4096/4-r48": {"BLOCK_N": 4096, "num_warps": 4, "sync": True, "spec": True, "maxnreg": 48},
+    "ticket-4096/4-r48": {"BLOCK_N": 4096, "num_warps": 4, "sync": True, "maxnreg": 48},
+    "ticketspec-8192/8-r48": {"BLOCK_N": 8192, "num_warps": 8, "sync": True, "spec": True, "maxnreg": 48},
     "loop-32768/8-4096x3-cap2": {"BLOCK_N": 32768, "num_warps": 8, "counter": True, "mode": 3, "SUB": 4096,
                                  "NS": 3, "cap": 2},
 }
