@@ -42,7 +42,11 @@ kernel ran 89.7% of a copy, slower than with it; polling the slots instead of a 
 anything L2 could hold for us: every version that keeps nothing in registers through the wait and
 reads the chunk again after it ran 63-84% (the re-read comes from DRAM), and a CUDA C++ kernel holding
 rows in the shared memory of thread-block clusters ran 72-84%. What is left is what registers can keep
-in flight per SM.
+in flight per SM. Rounds 5-7 (same folder) narrow it: without the exchange the same chunks stream at
+99.7% of a copy as one program per chunk but 89.6% as this persistent grid, so the persistent loop
+costs the 10%; yet one program per chunk with the exchange (ticketed, so none waits for a program that
+cannot start) runs 62-87% bf16, and rows taken dynamically in the persistent grid 77-82%: programs of
+a row that start apart wait longer than the fixed groups here do.
 
 Programs that wait for each other must all be resident at once: the grid is checked against the
 compiled kernel's occupancy before launch, so a grid too large for the GPU is an error, not a hang;
