@@ -92,9 +92,10 @@ METRIC_SETS: dict[str, list[str]] = {
         "dram_rd_bytes", "dram_wr_bytes",
     ],
     # The bytes of each level and nothing else: ncu collects them in one replay pass where 'traffic' takes
-    # six (H100, ncu 2025.3.1, 2026-11-23: reports/h100/metric_passes; the L1 request counters cost two
-    # passes, LDGSTS one). A sweep runs ~3x faster per config and, across GPUs, does not slow down: two ncu
-    # processes serialise each other's passes after the first (reports/h200x2/pair_probe).
+    # six (H100, ncu 2025.3.1, 2026-11-23: reports/h100/metric_passes; within 'traffic' the L1 request
+    # counters cost two passes, LDGSTS one), so ncu's part of a config is ~4x shorter
+    # (reports/h100/bytes_vs_traffic). Two ncu processes on two GPUs take turns only in the passes after
+    # the first (reports/h200x2/pair_probe: one metric, one pass, no slowdown).
     "bytes": ["time", "l1_ld_bytes", "l1_st_bytes", "l2_rd_sectors", "l2_wr_sectors", "dram_rd_bytes",
               "dram_wr_bytes"],
     "flops": [
