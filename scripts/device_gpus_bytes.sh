@@ -5,6 +5,7 @@
 # Each case is scripts/measure_gpus.py --repeat 1 --warm-triton (an untimed --gpus all run fills the
 # Triton cache first); summary.json, comparison.csv and scripts/config_seconds.py's table per case, the
 # bytes-160 reference run (all-1.tgz) and the logs, packed into $OUT/gpus_bytes.tgz.
+# Not run yet: on 2026-11-23 the two-GPU machine was no longer lent when it was ready.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 res=/tmp/gpus_bytes; work=/tmp/gpus_bytes_work
