@@ -49,6 +49,31 @@ EMPTY = tl.constexpr(-1)
 
 
 @triton.jit
+def _exchange(slots_ptr, count_ptr, row64, part, parts, m, s, PARTS_P2: tl.constexpr, COUNTER: tl.constexpr):
+    """The shipped kernel's exchange: publish (m, s) in this part's slot, count in (COUNTER) or poll the
+    slots alone, wait for the row's `parts` programs, and return the row's (max, sum)."""
+    word = ((s.to(tl.int32, bitcast=True).to(tl.int64) << 32)
+            | (m.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF))
+    tl.atomic_xchg(slots_ptr + row64 * PARTS_P2 + part, word, sem="relaxed", scope="gpu")
+    if COUNTER:
+        tl.atomic_add(count_ptr + row64, tl.full((), 1, tl.int64), sem="relaxed", scope="gpu")
+        never = tl.full((), -2, tl.int64)
+        arrived = tl.atomic_cas(count_ptr + row64, never, never, sem="relaxed", scope="gpu")
+        while arrived < parts - 1:
+            arrived = tl.atomic_cas(count_ptr + row64, never, never, sem="relaxed", scope="gpu")
+    ids = tl.arange(0, PARTS_P2)
+    live = ids < parts
+    slots = slots_ptr + row64 * PARTS_P2 + ids
+    w = tl.load(slots, mask=live, other=0, volatile=True)
+    while tl.max((w == EMPTY).to(tl.int32), axis=0) > 0:
+        w = tl.load(slots, mask=live, other=0, volatile=True)
+    ms = tl.where(live, (w & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True), -float("inf"))
+    ss = tl.where(live, (w >> 32).to(tl.int32).to(tl.float32, bitcast=True), 0.0)
+    mx = tl.max(ms, axis=0)
+    return mx, tl.sum(ss * tl.exp(ms - tl.where(mx == float("-inf"), 0.0, mx)), axis=0)
+
+
+@triton.jit
 def _probe_kernel(out_ptr, in_ptr, slots_ptr, count_ptr, n_rows, n_cols, parts,
                   BLOCK_N: tl.constexpr, PARTS_P2: tl.constexpr, COUNTER: tl.constexpr,
                   MODE: tl.constexpr, SUB: tl.constexpr, NS: tl.constexpr):
@@ -58,7 +83,6 @@ def _probe_kernel(out_ptr, in_ptr, slots_ptr, count_ptr, n_rows, n_cols, parts,
     n_groups = tl.num_programs(0) // parts
     cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = cols < n_cols
-    ids = tl.arange(0, PARTS_P2)
     for row in range(group, n_rows, n_groups):
         row64 = tl.cast(row, tl.int64)
         if MODE == 3:  # nothing held: loop over the chunk in SUB-element tiles (pipelined, NS stages)
@@ -80,24 +104,7 @@ def _probe_kernel(out_ptr, in_ptr, slots_ptr, count_ptr, n_rows, n_cols, parts,
             s = tl.sum(e, axis=0)
         if MODE == 2:  # stash e in the output (L2), read it back after the wait
             tl.store(out_ptr + row64 * n_cols + cols, e.to(out_ptr.dtype.element_ty), mask=mask)
-        word = ((s.to(tl.int32, bitcast=True).to(tl.int64) << 32)
-                | (m.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF))
-        tl.atomic_xchg(slots_ptr + row64 * PARTS_P2 + part, word, sem="relaxed", scope="gpu")
-        if COUNTER:
-            tl.atomic_add(count_ptr + row64, tl.full((), 1, tl.int64), sem="relaxed", scope="gpu")
-            never = tl.full((), -2, tl.int64)
-            arrived = tl.atomic_cas(count_ptr + row64, never, never, sem="relaxed", scope="gpu")
-            while arrived < parts - 1:
-                arrived = tl.atomic_cas(count_ptr + row64, never, never, sem="relaxed", scope="gpu")
-        live = ids < parts
-        slots = slots_ptr + row64 * PARTS_P2 + ids
-        w = tl.load(slots, mask=live, other=0, volatile=True)
-        while tl.max((w == EMPTY).to(tl.int32), axis=0) > 0:
-            w = tl.load(slots, mask=live, other=0, volatile=True)
-        ms = tl.where(live, (w & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True), -float("inf"))
-        ss = tl.where(live, (w >> 32).to(tl.int32).to(tl.float32, bitcast=True), 0.0)
-        mx = tl.max(ms, axis=0)
-        total = tl.sum(ss * tl.exp(ms - tl.where(mx == float("-inf"), 0.0, mx)), axis=0)
+        mx, total = _exchange(slots_ptr, count_ptr, row64, part, parts, m, s, PARTS_P2, COUNTER)
         if MODE == 0:  # e held in registers through the wait (the shipped kernel)
             y = e * (tl.exp(shift - mx) / total)
         elif MODE == 1:  # read x again (from L2: read a moment ago) and take exp again
@@ -150,24 +157,7 @@ def _flat_kernel(out_ptr, in_ptr, slots_ptr, count_ptr, ticket_ptr, n_cols, part
     e = tl.exp(xf - shift)
     s = tl.sum(e, axis=0)
     if SYNC:
-        word = ((s.to(tl.int32, bitcast=True).to(tl.int64) << 32)
-                | (m.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF))
-        tl.atomic_xchg(slots_ptr + row64 * PARTS_P2 + part, word, sem="relaxed", scope="gpu")
-        tl.atomic_add(count_ptr + row64, tl.full((), 1, tl.int64), sem="relaxed", scope="gpu")
-        never = tl.full((), -2, tl.int64)
-        arrived = tl.atomic_cas(count_ptr + row64, never, never, sem="relaxed", scope="gpu")
-        while arrived < parts - 1:
-            arrived = tl.atomic_cas(count_ptr + row64, never, never, sem="relaxed", scope="gpu")
-        ids = tl.arange(0, PARTS_P2)
-        live = ids < parts
-        slots = slots_ptr + row64 * PARTS_P2 + ids
-        w = tl.load(slots, mask=live, other=0, volatile=True)
-        while tl.max((w == EMPTY).to(tl.int32), axis=0) > 0:
-            w = tl.load(slots, mask=live, other=0, volatile=True)
-        ms = tl.where(live, (w & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True), -float("inf"))
-        ss = tl.where(live, (w >> 32).to(tl.int32).to(tl.float32, bitcast=True), 0.0)
-        mx = tl.max(ms, axis=0)
-        total = tl.sum(ss * tl.exp(ms - tl.where(mx == float("-inf"), 0.0, mx)), axis=0)
+        mx, total = _exchange(slots_ptr, count_ptr, row64, part, parts, m, s, PARTS_P2, True)
     else:
         mx = m
         total = s
@@ -187,8 +177,6 @@ def _dyn_kernel(out_ptr, in_ptr, slots_ptr, count_ptr, next_ptr, n_rows, n_cols,
     part = pid % parts
     cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = cols < n_cols
-    ids = tl.arange(0, PARTS_P2)
-    live = ids < parts
     row64 = tl.atomic_add(next_ptr + part, 1, sem="relaxed", scope="gpu") + 1
     while row64 < n_rows:
         x = tl.load(in_ptr + row64 * n_cols + cols, mask=mask, other=-float("inf"))
@@ -197,22 +185,7 @@ def _dyn_kernel(out_ptr, in_ptr, slots_ptr, count_ptr, next_ptr, n_rows, n_cols,
         shift = tl.where(m == float("-inf"), 0.0, m)
         e = tl.exp(xf - shift)
         s = tl.sum(e, axis=0)
-        word = ((s.to(tl.int32, bitcast=True).to(tl.int64) << 32)
-                | (m.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF))
-        tl.atomic_xchg(slots_ptr + row64 * PARTS_P2 + part, word, sem="relaxed", scope="gpu")
-        tl.atomic_add(count_ptr + row64, tl.full((), 1, tl.int64), sem="relaxed", scope="gpu")
-        never = tl.full((), -2, tl.int64)
-        arrived = tl.atomic_cas(count_ptr + row64, never, never, sem="relaxed", scope="gpu")
-        while arrived < parts - 1:
-            arrived = tl.atomic_cas(count_ptr + row64, never, never, sem="relaxed", scope="gpu")
-        slots = slots_ptr + row64 * PARTS_P2 + ids
-        w = tl.load(slots, mask=live, other=0, volatile=True)
-        while tl.max((w == EMPTY).to(tl.int32), axis=0) > 0:
-            w = tl.load(slots, mask=live, other=0, volatile=True)
-        ms = tl.where(live, (w & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True), -float("inf"))
-        ss = tl.where(live, (w >> 32).to(tl.int32).to(tl.float32, bitcast=True), 0.0)
-        mx = tl.max(ms, axis=0)
-        total = tl.sum(ss * tl.exp(ms - tl.where(mx == float("-inf"), 0.0, mx)), axis=0)
+        mx, total = _exchange(slots_ptr, count_ptr, row64, part, parts, m, s, PARTS_P2, True)
         y = e * (tl.exp(shift - mx) / total)
         tl.store(out_ptr + row64 * n_cols + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
         row64 = tl.atomic_add(next_ptr + part, 1, sem="relaxed", scope="gpu") + 1
