@@ -1,0 +1,232 @@
+"""Why softmax_split's persistent grid runs long bf16 rows at ~90% of a copy while one program per chunk
+streams at ~99.7% (issue 14, split probe rounds 5-7): do some SMs finish their fixed share of chunks
+early and idle? Traced timing probes on the GPU.
+
+    python scripts/balance_probe.py OUT.json [--rounds 3] [--shapes 16384x131072] [--subjects RE]
+
+Every subject is one persistent kernel (as many programs as are resident, whole groups) that walks
+chunks of BLOCK_N elements, chunk t = (row t // parts, part t % parts):
+  static   chunk pid, pid + programs, ...: the shipped kernel's fixed share (same rows, same groups)
+  dyn      each program takes its next chunk from one global counter (an atomic ticket) when done with
+           one, so a program on a faster SM takes more chunks
+and either normalises each chunk alone (nosync: wrong output, a bound) or exchanges (max, sum) with
+the row's other programs as the shipped kernel does (sync). `dyn` with sync cannot deadlock: tickets
+are handed out in order to resident programs, so the lowest unfinished row's chunks are all held by
+programs that wait only for each other or are taken next by programs that are free.
+
+Each program records its SM (%smid), its start and end (%globaltimer), its chunks, and with sync the
+time it spent waiting for its group. Printed per subject: median time and % of a same-size copy; the
+spread of the programs' end times; chunks per SM (min, median, max); with sync the mean wait a chunk.
+OUT.json keeps every time and the raw traces of the last round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+import triton
+import triton.language as tl
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from memtraffic.gpu import environment, time_cuda  # noqa: E402
+from memtraffic.kernels import softmax_split as sp  # noqa: E402
+from memtraffic.model import parse_shape  # noqa: E402
+
+EMPTY = tl.constexpr(-1)
+
+
+@triton.jit
+def _smid(dep):
+    return tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r,r", [dep], dtype=tl.int32, is_pure=False,
+                                     pack=1)
+
+
+@triton.jit
+def _now(dep):
+    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [dep], dtype=tl.int64,
+                                     is_pure=False, pack=1)
+
+
+@triton.jit
+def _stream_kernel(out_ptr, in_ptr, slots_ptr, count_ptr, ticket_ptr, trace_ptr, n_rows, n_cols, parts,
+                   BLOCK_N: tl.constexpr, PARTS_P2: tl.constexpr, SYNC: tl.constexpr, DYN: tl.constexpr):
+    pid = tl.program_id(0)
+    t_start = _now(pid)
+    n_prog = tl.num_programs(0)
+    chunks = tl.cast(n_rows, tl.int64) * parts
+    if DYN:  # noqa: SIM108 (constexpr branch)
+        t = tl.atomic_add(ticket_ptr, 1, sem="relaxed", scope="gpu") + 1  # tickets start at -1
+    else:
+        t = tl.cast(pid, tl.int64)
+    done = tl.cast(pid, tl.int64) * 0
+    waited = tl.cast(pid, tl.int64) * 0
+    ids = tl.arange(0, PARTS_P2)
+    while t < chunks:
+        row64 = t // parts
+        part = t % parts
+        cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
+        mask = cols < n_cols
+        x = tl.load(in_ptr + row64 * n_cols + cols, mask=mask, other=-float("inf"))
+        xf = x.to(tl.float32)
+        m = tl.max(xf, axis=0)
+        shift = tl.where(m == float("-inf"), 0.0, m)
+        e = tl.exp(xf - shift)
+        s = tl.sum(e, axis=0)
+        if SYNC:  # the shipped kernel's exchange, timed
+            w0 = _now(pid)
+            word = ((s.to(tl.int32, bitcast=True).to(tl.int64) << 32)
+                    | (m.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF))
+            tl.atomic_xchg(slots_ptr + row64 * PARTS_P2 + part, word, sem="relaxed", scope="gpu")
+            tl.atomic_add(count_ptr + row64, tl.full((), 1, tl.int64), sem="relaxed", scope="gpu")
+            never = tl.full((), -2, tl.int64)
+            arrived = tl.atomic_cas(count_ptr + row64, never, never, sem="relaxed", scope="gpu")
+            while arrived < parts - 1:
+                arrived = tl.atomic_cas(count_ptr + row64, never, never, sem="relaxed", scope="gpu")
+            live = ids < parts
+            slots = slots_ptr + row64 * PARTS_P2 + ids
+            w = tl.load(slots, mask=live, other=0, volatile=True)
+            while tl.max((w == EMPTY).to(tl.int32), axis=0) > 0:
+                w = tl.load(slots, mask=live, other=0, volatile=True)
+            ms = tl.where(live, (w & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True), -float("inf"))
+            ss = tl.where(live, (w >> 32).to(tl.int32).to(tl.float32, bitcast=True), 0.0)
+            mx = tl.max(ms, axis=0)
+            total = tl.sum(ss * tl.exp(ms - tl.where(mx == float("-inf"), 0.0, mx)), axis=0)
+            waited += _now(pid) - w0
+        else:
+            mx = m
+            total = s
+        y = e * (tl.exp(shift - mx) / total)
+        tl.store(out_ptr + row64 * n_cols + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+        done += 1
+        if DYN:
+            t = tl.atomic_add(ticket_ptr, 1, sem="relaxed", scope="gpu") + 1
+        else:
+            t += n_prog
+    rec = trace_ptr + pid * 5
+    tl.store(rec, _smid(pid).to(tl.int64))
+    tl.store(rec + 1, t_start)
+    tl.store(rec + 2, _now(pid))
+    tl.store(rec + 3, done)
+    tl.store(rec + 4, waited)
+
+
+def stream(x: torch.Tensor, BLOCK_N: int, num_warps: int, sync: bool, dyn: bool, trace: torch.Tensor | None,
+           info: dict) -> torch.Tensor:
+    m, n = x.shape
+    sms = sp.sm_count(x.device)
+    c = sp.split_config((m, n), x.dtype, BLOCK_N, num_warps, None, None, sms)
+    out = torch.empty_like(x)
+    words = torch.full((m * (c["PARTS_P2"] + 1) + 1,), -1, dtype=torch.int64, device=x.device)
+    slots, count, ticket = words[:m * c["PARTS_P2"]], words[m * c["PARTS_P2"]:-1], words[-1:]
+    meta = {"BLOCK_N": BLOCK_N, "PARTS_P2": c["PARTS_P2"], "SYNC": sync, "DYN": dyn, "num_warps": num_warps}
+    if "programs" not in info:
+        dummy = torch.empty(5, dtype=torch.int64, device=x.device)
+        k = _stream_kernel.warmup(out, x, slots, count, ticket, dummy, m, n, c["parts"], **meta, grid=(1,))
+        k._init_handles()
+        per_sm = sp.resident_per_sm(k.n_regs, num_warps)
+        c = sp.split_config((m, n), x.dtype, BLOCK_N, num_warps, None, None, sms, per_sm)
+        info.update({"n_regs": k.n_regs, "per_sm": per_sm, "programs": c["programs"], "parts": c["parts"]})
+    if trace is None:
+        trace = torch.empty(info["programs"] * 5, dtype=torch.int64, device=x.device)
+    _stream_kernel[(info["programs"],)](out, x, slots, count, ticket, trace, m, n, c["parts"], **meta)
+    return out
+
+
+def summarise(trace: list[list[int]]) -> dict:
+    """End-time spread of the programs (us after the first start), chunks per SM, mean wait a chunk."""
+    t0 = min(r[1] for r in trace)
+    ends = sorted((r[2] - t0) / 1e3 for r in trace)
+    per_sm: dict[int, int] = {}
+    for r in trace:
+        per_sm[r[0]] = per_sm.get(r[0], 0) + r[3]
+    counts = sorted(per_sm.values())
+    chunks = sum(r[3] for r in trace)
+    return {"end_us_min": ends[0], "end_us_med": statistics.median(ends), "end_us_max": ends[-1],
+            "sms": len(per_sm), "sm_chunks_min": counts[0], "sm_chunks_med": statistics.median(counts),
+            "sm_chunks_max": counts[-1], "wait_ns_per_chunk": sum(r[4] for r in trace) / max(1, chunks)}
+
+
+CONFIGS: dict[str, dict] = {
+    "static-nosync": {"sync": False, "dyn": False},
+    "dyn-nosync": {"sync": False, "dyn": True},
+    "static-sync": {"sync": True, "dyn": False},
+    "dyn-sync": {"sync": True, "dyn": True},
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--shapes", default="16384x131072")
+    parser.add_argument("--chunks", default="4096/4", help="BLOCK_N/num_warps, comma-separated")
+    parser.add_argument("--subjects", default=".", help="regex over CONFIGS labels")
+    args = parser.parse_args()
+    results: dict[str, dict] = {}
+    for shape_s in args.shapes.split(","):
+        shape = parse_shape(shape_s)
+        for dtype in (torch.bfloat16, torch.float32):
+            key = f"{shape_s} {str(dtype).removeprefix('torch.')}"
+            times: dict[str, list[float]] = {}
+            info: dict[str, dict] = {}
+            traces: dict[str, list] = {}
+            for r in range(args.rounds):
+                x = torch.randn(shape, dtype=dtype, device="cuda")
+                src = torch.empty(x.numel() * x.element_size(), dtype=torch.uint8, device="cuda")
+                dst = torch.empty_like(src)
+                calls = {"copy": lambda dst=dst, src=src: dst.copy_(src),
+                         "shipped": lambda x=x: sp.softmax_split(x)}
+                for chunk in args.chunks.split(","):
+                    bn, nw = (int(v) for v in chunk.split("/"))
+                    for label, kw in CONFIGS.items():
+                        if re.search(args.subjects, label):
+                            i = info.setdefault(f"{label}-{chunk}", {})
+                            calls[f"{label}-{chunk}"] = (lambda x=x, kw=kw, i=i, bn=bn, nw=nw:
+                                                         stream(x, bn, nw, kw["sync"], kw["dyn"], None, i))
+                for label, fn in calls.items():
+                    try:
+                        t = time_cuda(fn, budget_s=0.3).median_ns
+                        if label not in ("copy", "shipped") and r == args.rounds - 1:
+                            tr = torch.zeros(info[label]["programs"] * 5, dtype=torch.int64, device="cuda")
+                            name, chunk = label.rsplit("-", 1)
+                            kw = CONFIGS[name]
+                            bn, nw = (int(v) for v in chunk.split("/"))
+                            out = stream(x, bn, nw, kw["sync"], kw["dyn"], tr, info[label])
+                            torch.cuda.synchronize()
+                            if kw["sync"]:
+                                ref = torch.softmax(x[:64].double(), dim=-1)
+                                info[label]["max_abs_err"] = (out[:64].double() - ref).abs().max().item()
+                            traces[label] = tr.view(-1, 5).tolist()
+                            info[label].update(summarise(traces[label]))
+                    except Exception as exc:  # one subject's failure must not lose the others
+                        info.setdefault(label, {})["error"] = str(exc)[:300]
+                        continue
+                    times.setdefault(label, []).append(t)
+                del x, src, dst
+                torch.cuda.empty_cache()
+            copy = statistics.median(times["copy"])
+            print(f"{key}: median of {args.rounds} rounds (us, % of copy's median {copy / 1e3:.1f} us)")
+            for label, t in times.items():
+                med = statistics.median(t)
+                extra = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                 for k, v in info.get(label, {}).items())
+                print(f"  {label:22s} {med / 1e3:9.1f}  {100 * copy / med:6.1f}%  "
+                      f"[{min(t) / 1e3:.1f}-{max(t) / 1e3:.1f}] {extra}", flush=True)
+            for label, i in info.items():
+                if "error" in i:
+                    print(f"  {label}: error {i['error']}")
+            results[key] = {"times_ns": times, "info": info, "traces": traces}
+    args.out.write_text(json.dumps({"environment": environment(), "configs": CONFIGS,
+                                    "results": results}) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
