@@ -140,150 +140,93 @@ def stream(x: torch.Tensor, BLOCK_N: int, num_warps: int, sync: bool, dyn: bool,
 
 
 @triton.jit
-def _fresh(v):
-    """v, through an instruction the compiler cannot move out of a loop."""
-    return tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [v], dtype=tl.int32, is_pure=False, pack=1)
-
-
-@triton.jit
 def _take(ticket_ptr, t, part, n_prog, parts, TICKET: tl.constexpr):
-    """The chunk after chunk t for this program (counters start at -1)."""
+    """The chunk after chunk t for this program (counters start at -1; chunks numbered in int32)."""
     if TICKET == 0:
         nxt = t + n_prog
     elif TICKET == 1:
-        nxt = tl.atomic_add(ticket_ptr, 1, sem="relaxed", scope="gpu") + 1
+        nxt = (tl.atomic_add(ticket_ptr, 1, sem="relaxed", scope="gpu") + 1).to(tl.int32)
     else:
-        nxt = (tl.atomic_add(ticket_ptr + part, 1, sem="relaxed", scope="gpu") + 1) * parts + part
+        nxt = ((tl.atomic_add(ticket_ptr + part, 1, sem="relaxed", scope="gpu") + 1).to(tl.int32) * parts
+               + part)
     return nxt
 
 
 @triton.jit
-def _lag_kernel(out_ptr, in_ptr, slots_ptr, ticket_ptr, trace_ptr, n_rows, n_cols, parts,
-                BLOCK_N: tl.constexpr, PARTS_P2: tl.constexpr, TICKET: tl.constexpr, SAFE: tl.constexpr,
-                SUB: tl.constexpr = 256):
+def _word(m, s):
+    """(m, s) as one 64-bit slot word: s in the upper half, m in the lower."""
+    return ((s.to(tl.int32, bitcast=True).to(tl.int64) << 32)
+            | (m.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF))
+
+
+@triton.jit
+def _lag_kernel(out_ptr, in_ptr, slots_ptr, ticket_ptr, n_rows, n_cols, parts,
+                BLOCK_N: tl.constexpr, PARTS_P2: tl.constexpr, TICKET: tl.constexpr):
     # One chunk behind: a program publishes (m, s) of the chunk it just read, then reads the next chunk
     # and only then waits for the previous chunk's row, whose other programs published a chunk ago.
-    # TICKET: 0 chunks pid, pid + programs, ... (fixed); 1 one global counter of chunks; 2 a counter of
-    # rows per part (a program keeps its part, pid % parts, and takes that part's next row).
-    # No deadlock (all programs resident, at least `parts` of them, tickets handed out in order): a
-    # program waits only for its previous chunk's row R, and the chunk it holds unpublished then is of
-    # a later row, so a cycle of waits would need rows that each precede the next; and the lowest
-    # unfinished row's chunks are all taken, since programs waiting on it each hold one of them. With
-    # TICKET 1 a program can get two chunks of one row: SAFE publishes the second's (m, s) before the
-    # wait (read again in SUB-element tiles); without SAFE the probe can hang (timing only).
-    # Only e (the held chunk, fp32) is carried from one chunk to the next as a tensor: offsets are
-    # rebuilt from scalars, so that they do not take registers through the wait. (Holding the input as
-    # read instead and taking exp again at the write took more registers, 95 against 76 at bf16
-    # 4096/4, compiled for sm_90 with Triton 3.9.)
+    # TICKET: 0 chunks pid, pid + programs, ... (fixed); 1 one global counter of chunks (a program can
+    # get two chunks of one row and then wait for itself: a probe of timing only); 2 a counter of rows
+    # per part (a program keeps its part, pid % parts, and takes that part's next row: never two
+    # chunks of one row). Rows are whole chunks (n_cols a multiple of BLOCK_N): no masks. A ticket
+    # past the last chunk reads the last chunk again (once a program) and writes nothing.
+    # (Written up from small kernels that Triton 3.6 compiles: an earlier form, with tl.where on the
+    # ticket and the publish under `if`, crashed its RemoveLayoutConversions pass.)
     pid = tl.program_id(0)
-    t_start = _now(pid)
     n_prog = tl.num_programs(0)
-    chunks = tl.cast(n_rows, tl.int64) * parts
+    part = pid % parts
+    chunks = n_rows * parts  # < 2**31 (checked on the host)
+    lanes = tl.arange(0, BLOCK_N)
     ids = tl.arange(0, PARTS_P2)
     live = ids < parts
-    lanes = tl.arange(0, BLOCK_N)
-    done = tl.cast(pid, tl.int64) * 0
-    waited = tl.cast(pid, tl.int64) * 0
-    t = _take(ticket_ptr, tl.cast(pid, tl.int64) - n_prog, pid % parts, n_prog, parts, TICKET)
-    # prologue: the first chunk read, its (m, s) published
-    row64 = t // parts
-    first = (t % parts) * BLOCK_N
-    width = tl.where(t < chunks, n_cols - first, 0)  # lanes < width are in the row
-    x = tl.load(in_ptr + row64 * n_cols + first + lanes, mask=lanes < width, other=-float("inf"))
-    xf = x.to(tl.float32)
-    m = tl.max(xf, axis=0)
-    shift = tl.where(m == float("-inf"), 0.0, m)
+    t = _take(ticket_ptr, pid - n_prog, part, n_prog, parts, TICKET)
+    tc = tl.minimum(t, chunks - 1)
+    off = (tc // parts).to(tl.int64) * n_cols + (tc % parts) * BLOCK_N
+    xf = tl.load(in_ptr + off + lanes).to(tl.float32)
+    shift = tl.max(xf, axis=0)
     e = tl.exp(xf - shift)
     s = tl.sum(e, axis=0)
-    if t < chunks:
-        word = ((s.to(tl.int32, bitcast=True).to(tl.int64) << 32)
-                | (m.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF))
-        tl.atomic_xchg(slots_ptr + row64 * PARTS_P2 + t % parts, word, sem="relaxed", scope="gpu")
+    tl.atomic_xchg(slots_ptr + (tc // parts).to(tl.int64) * PARTS_P2 + tc % parts, _word(shift, s),
+                   mask=t < chunks, sem="relaxed", scope="gpu")
     while t < chunks:
-        # next chunk: ticket, read (in flight while this program waits for the previous row)
-        t_next = _take(ticket_ptr, t, pid % parts, n_prog, parts, TICKET)
-        row_n = t_next // parts
-        # _fresh: with a fixed part the compiler would hoist the chunk's column offsets and mask out of
-        # the loop, 32 more registers a thread held through the wait (105 against 76 at bf16 4096/4)
-        first_n = _fresh((t_next % parts).to(tl.int32)).to(tl.int64) * BLOCK_N
-        width_n = tl.where(t_next < chunks, n_cols - first_n, 0)
-        x = tl.load(in_ptr + row_n * n_cols + first_n + lanes, mask=lanes < width_n, other=-float("inf"))
-        early = False
-        if SAFE:
-            early = (row_n == row64) & (t_next < chunks)
-            if early:
-                # the next chunk is of the row this program is about to wait for: publish its (m, s) first,
-                # read again in SUB-element tiles (online max and sum) so that this rare path holds no chunk
-                me = tl.full((), float("-inf"), tl.float32)
-                se = tl.full((), 0.0, tl.float32)
-                for k in tl.range(0, BLOCK_N, SUB, loop_unroll_factor=1):
-                    sub = k + tl.arange(0, SUB)
-                    xt = tl.load(in_ptr + row_n * n_cols + first_n + sub, mask=sub < width_n,
-                                 other=-float("inf")).to(tl.float32)
-                    mn = tl.maximum(me, tl.max(xt, axis=0))
-                    sh = tl.where(mn == float("-inf"), 0.0, mn)
-                    se = se * tl.exp(me - sh) + tl.sum(tl.exp(xt - sh), axis=0)
-                    me = mn
-                word = ((se.to(tl.int32, bitcast=True).to(tl.int64) << 32)
-                        | (me.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF))
-                tl.atomic_xchg(slots_ptr + row_n * PARTS_P2 + t_next % parts, word, sem="relaxed",
-                               scope="gpu")
-        # previous row: poll its slots until every part has published
-        w0 = _now(pid)
-        slots = slots_ptr + row64 * PARTS_P2 + ids
+        tn = _take(ticket_ptr, t, part, n_prog, parts, TICKET)
+        tnc = tl.minimum(tn, chunks - 1)
+        off_n = (tnc // parts).to(tl.int64) * n_cols + (tnc % parts) * BLOCK_N
+        x = tl.load(in_ptr + off_n + lanes)  # in flight while this program waits
+        slots = slots_ptr + (t // parts).to(tl.int64) * PARTS_P2 + ids
         w = tl.load(slots, mask=live, other=0, volatile=True)
         while tl.max((w == EMPTY).to(tl.int32), axis=0) > 0:
             w = tl.load(slots, mask=live, other=0, volatile=True)
-        waited += _now(pid) - w0
         ms = tl.where(live, (w & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True), -float("inf"))
         ss = tl.where(live, (w >> 32).to(tl.int32).to(tl.float32, bitcast=True), 0.0)
         mx = tl.max(ms, axis=0)
-        total = tl.sum(ss * tl.exp(ms - tl.where(mx == float("-inf"), 0.0, mx)), axis=0)
-        y = e * (tl.exp(shift - mx) / total)
-        tl.store(out_ptr + row64 * n_cols + first + lanes, y.to(out_ptr.dtype.element_ty), mask=lanes < width)
-        done += 1
-        # the next chunk becomes this one: (m, s) published before any wait
-        t = t_next
-        row64 = row_n
-        first = first_n
-        width = width_n
+        total = tl.sum(ss * tl.exp(ms - mx), axis=0)
+        tl.store(out_ptr + off + lanes, (e * (tl.exp(shift - mx) / total)).to(out_ptr.dtype.element_ty))
+        t = tn
+        off = off_n
         xf = x.to(tl.float32)
-        m = tl.max(xf, axis=0)
-        shift = tl.where(m == float("-inf"), 0.0, m)
+        shift = tl.max(xf, axis=0)
         e = tl.exp(xf - shift)
         s = tl.sum(e, axis=0)
-        if (t < chunks) & (not early):
-            word = ((s.to(tl.int32, bitcast=True).to(tl.int64) << 32)
-                    | (m.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF))
-            tl.atomic_xchg(slots_ptr + row64 * PARTS_P2 + t % parts, word, sem="relaxed", scope="gpu")
-    rec = trace_ptr + pid * 5
-    tl.store(rec, _smid(pid).to(tl.int64))
-    tl.store(rec + 1, t_start)
-    tl.store(rec + 2, _now(pid))
-    tl.store(rec + 3, done)
-    tl.store(rec + 4, waited)
+        tl.atomic_xchg(slots_ptr + (tnc // parts).to(tl.int64) * PARTS_P2 + tnc % parts, _word(shift, s),
+                       mask=tn < chunks, sem="relaxed", scope="gpu")
 
 
-def lag(x: torch.Tensor, BLOCK_N: int, num_warps: int, ticket: int, safe: bool, trace: torch.Tensor | None,
-        info: dict) -> torch.Tensor:
+def lag(x: torch.Tensor, BLOCK_N: int, num_warps: int, ticket: int, info: dict) -> torch.Tensor:
     m, n = x.shape
+    assert n % BLOCK_N == 0 and m * (n // BLOCK_N) < 2**31, "the lag probe takes whole chunks, int32 tickets"
     sms = sp.sm_count(x.device)
     c = sp.split_config((m, n), x.dtype, BLOCK_N, num_warps, None, None, sms)
     out = torch.empty_like(x)
     words = torch.full((m * c["PARTS_P2"] + c["parts"],), -1, dtype=torch.int64, device=x.device)
     slots, counters = words[:m * c["PARTS_P2"]], words[m * c["PARTS_P2"]:]
-    meta = {"BLOCK_N": BLOCK_N, "PARTS_P2": c["PARTS_P2"], "TICKET": ticket, "SAFE": safe,
-            "num_warps": num_warps}
+    meta = {"BLOCK_N": BLOCK_N, "PARTS_P2": c["PARTS_P2"], "TICKET": ticket, "num_warps": num_warps}
     if "programs" not in info:
-        dummy = torch.empty(5, dtype=torch.int64, device=x.device)
-        k = _lag_kernel.warmup(out, x, slots, counters, dummy, m, n, c["parts"], **meta, grid=(1,))
+        k = _lag_kernel.warmup(out, x, slots, counters, m, n, c["parts"], **meta, grid=(1,))
         k._init_handles()
         per_sm = sp.resident_per_sm(k.n_regs, num_warps)
         c = sp.split_config((m, n), x.dtype, BLOCK_N, num_warps, None, None, sms, per_sm)
         info.update({"n_regs": k.n_regs, "per_sm": per_sm, "programs": c["programs"], "parts": c["parts"]})
-    if trace is None:
-        trace = torch.empty(info["programs"] * 5, dtype=torch.int64, device=x.device)
-    _lag_kernel[(info["programs"],)](out, x, slots, counters, trace, m, n, c["parts"], **meta)
+    _lag_kernel[(info["programs"],)](out, x, slots, counters, m, n, c["parts"], **meta)
     return out
 
 
@@ -308,8 +251,7 @@ CONFIGS: dict[str, dict] = {
     "dyn-sync": {"sync": True, "dyn": True},
     # round 2: one chunk behind (publish, read the next chunk, then wait for the previous row)
     "static-lag": {"ticket": 0},
-    "dyn-lag": {"ticket": 1, "safe": False},
-    "dyn-lag-safe": {"ticket": 1, "safe": True},
+    "dyn-lag": {"ticket": 1},
     "part-lag": {"ticket": 2},
 }
 
@@ -318,7 +260,7 @@ def call(label: str, x: torch.Tensor, chunk: str, trace: torch.Tensor | None, in
     kw = CONFIGS[label]
     bn, nw = (int(v) for v in chunk.split("/"))
     if "ticket" in kw:
-        return lag(x, bn, nw, kw["ticket"], kw.get("safe", False), trace, info)
+        return lag(x, bn, nw, kw["ticket"], info)
     return stream(x, bn, nw, kw["sync"], kw["dyn"], trace, info)
 
 
@@ -361,8 +303,9 @@ def main() -> int:
                             if CONFIGS[name].get("sync", True):
                                 ref = torch.softmax(x[:64].double(), dim=-1)
                                 info[label]["max_abs_err"] = (out[:64].double() - ref).abs().max().item()
-                            traces[label] = tr.view(-1, 5).tolist()
-                            info[label].update(summarise(traces[label]))
+                            if "ticket" not in CONFIGS[name]:  # the lag kernel is not traced
+                                traces[label] = tr.view(-1, 5).tolist()
+                                info[label].update(summarise(traces[label]))
                     except Exception as exc:  # one subject's failure must not lose the others
                         info.setdefault(label, {})["error"] = str(exc)[:300]
                         continue
