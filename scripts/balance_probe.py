@@ -160,8 +160,19 @@ def _word(m, s):
 
 
 @triton.jit
+def _hold(e, xf, in_ptr, HOLD: tl.constexpr):
+    if HOLD == 0:
+        h = e
+    elif HOLD == 1:
+        h = e.to(in_ptr.dtype.element_ty)
+    else:
+        h = xf.to(in_ptr.dtype.element_ty)
+    return h
+
+
+@triton.jit
 def _lag_kernel(out_ptr, in_ptr, slots_ptr, ticket_ptr, n_rows, n_cols, parts,
-                BLOCK_N: tl.constexpr, PARTS_P2: tl.constexpr, TICKET: tl.constexpr):
+                BLOCK_N: tl.constexpr, PARTS_P2: tl.constexpr, TICKET: tl.constexpr, HOLD: tl.constexpr = 0):
     # One chunk behind: a program publishes (m, s) of the chunk it just read, then reads the next chunk
     # and only then waits for the previous chunk's row, whose other programs published a chunk ago.
     # TICKET: 0 chunks pid, pid + programs, ... (fixed); 1 one global counter of chunks (a program can
@@ -169,6 +180,8 @@ def _lag_kernel(out_ptr, in_ptr, slots_ptr, ticket_ptr, n_rows, n_cols, parts,
     # per part (a program keeps its part, pid % parts, and takes that part's next row: never two
     # chunks of one row). Rows are whole chunks (n_cols a multiple of BLOCK_N): no masks. A ticket
     # past the last chunk reads the last chunk again (once a program) and writes nothing.
+    # HOLD: what is held through the wait: 0 e in fp32; 1 e rounded to the input's dtype (half the
+    # registers for bf16, one more rounding); 2 the input as read, exp taken again at the write.
     # (Written up from small kernels that Triton 3.6 compiles: an earlier form, with tl.where on the
     # ticket and the publish under `if`, crashed its RemoveLayoutConversions pass.)
     pid = tl.program_id(0)
@@ -185,6 +198,7 @@ def _lag_kernel(out_ptr, in_ptr, slots_ptr, ticket_ptr, n_rows, n_cols, parts,
     shift = tl.max(xf, axis=0)
     e = tl.exp(xf - shift)
     s = tl.sum(e, axis=0)
+    h = _hold(e, xf, in_ptr, HOLD)
     tl.atomic_xchg(slots_ptr + (tc // parts).to(tl.int64) * PARTS_P2 + tc % parts, _word(shift, s),
                    mask=t < chunks, sem="relaxed", scope="gpu")
     while t < chunks:
@@ -200,18 +214,24 @@ def _lag_kernel(out_ptr, in_ptr, slots_ptr, ticket_ptr, n_rows, n_cols, parts,
         ss = tl.where(live, (w >> 32).to(tl.int32).to(tl.float32, bitcast=True), 0.0)
         mx = tl.max(ms, axis=0)
         total = tl.sum(ss * tl.exp(ms - mx), axis=0)
-        tl.store(out_ptr + off + lanes, (e * (tl.exp(shift - mx) / total)).to(out_ptr.dtype.element_ty))
+        if HOLD == 2:
+            y = tl.exp(h.to(tl.float32) - mx) / total
+        else:
+            y = h.to(tl.float32) * (tl.exp(shift - mx) / total)
+        tl.store(out_ptr + off + lanes, y.to(out_ptr.dtype.element_ty))
         t = tn
         off = off_n
         xf = x.to(tl.float32)
         shift = tl.max(xf, axis=0)
         e = tl.exp(xf - shift)
         s = tl.sum(e, axis=0)
+        h = _hold(e, xf, in_ptr, HOLD)
         tl.atomic_xchg(slots_ptr + (tnc // parts).to(tl.int64) * PARTS_P2 + tnc % parts, _word(shift, s),
                        mask=tn < chunks, sem="relaxed", scope="gpu")
 
 
-def lag(x: torch.Tensor, BLOCK_N: int, num_warps: int, ticket: int, info: dict) -> torch.Tensor:
+def lag(x: torch.Tensor, BLOCK_N: int, num_warps: int, ticket: int, info: dict,
+        hold: int = 0) -> torch.Tensor:
     m, n = x.shape
     assert n % BLOCK_N == 0 and m * (n // BLOCK_N) < 2**31, "the lag probe takes whole chunks, int32 tickets"
     sms = sp.sm_count(x.device)
@@ -219,7 +239,8 @@ def lag(x: torch.Tensor, BLOCK_N: int, num_warps: int, ticket: int, info: dict) 
     out = torch.empty_like(x)
     words = torch.full((m * c["PARTS_P2"] + c["parts"],), -1, dtype=torch.int64, device=x.device)
     slots, counters = words[:m * c["PARTS_P2"]], words[m * c["PARTS_P2"]:]
-    meta = {"BLOCK_N": BLOCK_N, "PARTS_P2": c["PARTS_P2"], "TICKET": ticket, "num_warps": num_warps}
+    meta = {"BLOCK_N": BLOCK_N, "PARTS_P2": c["PARTS_P2"], "TICKET": ticket, "HOLD": hold,
+            "num_warps": num_warps}
     if "programs" not in info:
         k = _lag_kernel.warmup(out, x, slots, counters, m, n, c["parts"], **meta, grid=(1,))
         k._init_handles()
@@ -253,6 +274,9 @@ CONFIGS: dict[str, dict] = {
     "static-lag": {"ticket": 0},
     "dyn-lag": {"ticket": 1},
     "part-lag": {"ticket": 2},
+    # round 3: what part-lag holds through the wait (HOLD 1: e in the input's dtype, 2: the input)
+    "part-lag-h1": {"ticket": 2, "hold": 1},
+    "part-lag-h2": {"ticket": 2, "hold": 2},
 }
 
 
@@ -260,7 +284,7 @@ def call(label: str, x: torch.Tensor, chunk: str, trace: torch.Tensor | None, in
     kw = CONFIGS[label]
     bn, nw = (int(v) for v in chunk.split("/"))
     if "ticket" in kw:
-        return lag(x, bn, nw, kw["ticket"], info)
+        return lag(x, bn, nw, kw["ticket"], info, kw.get("hold", 0))
     return stream(x, bn, nw, kw["sync"], kw["dyn"], trace, info)
 
 
