@@ -48,6 +48,17 @@ costs the 10%; yet one program per chunk with the exchange (ticketed, so none wa
 cannot start) runs 62-87% bf16, and rows taken dynamically in the persistent grid 77-82%: programs of
 a row that start apart wait longer than the fixed groups here do.
 
+Why the persistent loop costs it (scripts/balance_probe.py, reports/bench/2026-11-23-h100-balance-probe,
+H100, 2026-11-23): the SMs are not equally fast (12 of the 132 took 5085-5194 chunks each when chunks
+were handed out by an atomic counter, the others 3660-3999), so a fixed share of rows runs at the pace
+of the slower ones: taking chunks from a counter instead lifts the no-exchange bound from 93.6% to
+100.1% (bf16). And a program waits 2.8 us a chunk for its group, of about 6.3 us a chunk in all, with
+nothing in flight. A probe kernel that takes rows from a counter per part and waits one chunk late
+(it publishes, reads its next chunk, then waits for the previous row) runs fp32 16384x131072 at 99.9%
+of a copy, but bf16 at 87-89%: holding a chunk while reading the next takes 80-96 registers a thread
+(5-6 programs an SM, 8 KB each in flight). Not shipped: it is slower for bf16, and fp32 already
+passes.
+
 Programs that wait for each other must all be resident at once: the grid is checked against the
 compiled kernel's occupancy before launch, so a grid too large for the GPU is an error, not a hang;
 the auto grid is as many whole groups as fit.

@@ -2,7 +2,10 @@
 streams at ~99.7% (issue 14, split probe rounds 5-7): do some SMs finish their fixed share of chunks
 early and idle? Traced timing probes on the GPU.
 
-    python scripts/balance_probe.py OUT.json [--rounds 3] [--shapes 16384x131072] [--subjects RE]
+    python scripts/balance_probe.py OUT.json [--rounds 3] [--shapes 16384x131072] [--chunks 4096/4]
+        [--subjects RE]
+
+Results and what they say: reports/bench/2026-11-23-h100-balance-probe (scripts/device_balance_probe.sh).
 
 Every subject is one persistent kernel (as many programs as are resident, whole groups) that walks
 chunks of BLOCK_N elements, chunk t = (row t // parts, part t % parts):
@@ -14,8 +17,10 @@ the row's other programs as the shipped kernel does (sync). `dyn` with sync cann
 are handed out in order to resident programs, so the lowest unfinished row's chunks are all held by
 programs that wait only for each other or are taken next by programs that are free.
 
-Each program records its SM (%smid), its start and end (%globaltimer), its chunks, and with sync the
-time it spent waiting for its group. Printed per subject: median time and % of a same-size copy; the
+The `*-lag` subjects (round 2; `*-lag-h*` round 3) are _lag_kernel: one chunk behind, with fixed,
+global or per-part tickets (see the kernel's comments); they are not traced. Each stream-kernel program
+records its SM (%smid), its start and end (%globaltimer), its chunks, and with sync the time it spent
+waiting for its group. Printed per subject: median time and % of a same-size copy; the
 spread of the programs' end times; chunks per SM (min, median, max); with sync the mean wait a chunk.
 OUT.json keeps every time and the raw traces of the last round.
 """
