@@ -187,6 +187,7 @@ def _lag_kernel(out_ptr, in_ptr, slots_ptr, ticket_ptr, n_rows, n_cols, parts,
     # past the last chunk reads the last chunk again (once a program) and writes nothing.
     # HOLD: what is held through the wait: 0 e in fp32; 1 e rounded to the input's dtype (half the
     # registers for bf16, one more rounding); 2 the input as read, exp taken again at the write.
+    # A timing probe: rows of -inf are not handled (the shipped kernel's shifts are left out).
     # (Written up from small kernels that Triton 3.6 compiles: an earlier form, with tl.where on the
     # ticket and the publish under `if`, crashed its RemoveLayoutConversions pass.)
     pid = tl.program_id(0)
