@@ -40,6 +40,8 @@ import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from split_probe import _exchange  # noqa: E402 (scripts/ is sys.path[0] when run as a script)
+
 from memtraffic.gpu import environment, time_cuda  # noqa: E402
 from memtraffic.kernels import softmax_split as sp  # noqa: E402
 from memtraffic.model import parse_shape  # noqa: E402
@@ -72,7 +74,6 @@ def _stream_kernel(out_ptr, in_ptr, slots_ptr, count_ptr, ticket_ptr, trace_ptr,
         t = tl.cast(pid, tl.int64)
     done = tl.cast(pid, tl.int64) * 0
     waited = tl.cast(pid, tl.int64) * 0
-    ids = tl.arange(0, PARTS_P2)
     while t < chunks:
         row64 = t // parts
         part = t % parts
@@ -84,25 +85,9 @@ def _stream_kernel(out_ptr, in_ptr, slots_ptr, count_ptr, ticket_ptr, trace_ptr,
         shift = tl.where(m == float("-inf"), 0.0, m)
         e = tl.exp(xf - shift)
         s = tl.sum(e, axis=0)
-        if SYNC:  # the shipped kernel's exchange, timed
+        if SYNC:  # the shipped kernel's exchange (split_probe's copy of it), timed
             w0 = _now(pid)
-            word = ((s.to(tl.int32, bitcast=True).to(tl.int64) << 32)
-                    | (m.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF))
-            tl.atomic_xchg(slots_ptr + row64 * PARTS_P2 + part, word, sem="relaxed", scope="gpu")
-            tl.atomic_add(count_ptr + row64, tl.full((), 1, tl.int64), sem="relaxed", scope="gpu")
-            never = tl.full((), -2, tl.int64)
-            arrived = tl.atomic_cas(count_ptr + row64, never, never, sem="relaxed", scope="gpu")
-            while arrived < parts - 1:
-                arrived = tl.atomic_cas(count_ptr + row64, never, never, sem="relaxed", scope="gpu")
-            live = ids < parts
-            slots = slots_ptr + row64 * PARTS_P2 + ids
-            w = tl.load(slots, mask=live, other=0, volatile=True)
-            while tl.max((w == EMPTY).to(tl.int32), axis=0) > 0:
-                w = tl.load(slots, mask=live, other=0, volatile=True)
-            ms = tl.where(live, (w & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True), -float("inf"))
-            ss = tl.where(live, (w >> 32).to(tl.int32).to(tl.float32, bitcast=True), 0.0)
-            mx = tl.max(ms, axis=0)
-            total = tl.sum(ss * tl.exp(ms - tl.where(mx == float("-inf"), 0.0, mx)), axis=0)
+            mx, total = _exchange(slots_ptr, count_ptr, row64, part, parts, m, s, PARTS_P2, True)
             waited += _now(pid) - w0
         else:
             mx = m
