@@ -32,8 +32,8 @@ the wait (prefetch=1) keeps a read in flight during it, but costs a second chunk
 8192 elements on 8 warps: 110 registers a thread with Triton 3.6, two programs an SM), so fewer
 programs share an SM: 3.31 ms against 3.09 without at 4096 on 4 warps (bf16), within 1% either way
 for fp32. It is off by default. Holding a bf16 chunk as packed pairs (int32 words) and taking exp
-again at the write would halve what waits in registers, but ptxas keeps the unpacked fp32 halves
-live instead: 48 -> 72 registers a thread at 4096 on 4 warps, 102 -> 148 at 8192 (compiled for sm_90
+again at the write would halve what waits in registers, but the compiler keeps the unpacked fp32
+values live instead (it moves the packing past the wait; see below): 48 -> 72 registers a thread at 4096 on 4 warps, 102 -> 148 at 8192 (compiled for sm_90
 with Triton 3.9 on a CPU machine, 2026-11-23; not timed).
 
 Where the remaining 8% (bf16, 16384x131072) goes, measured 2026-11-23 on the H100 with
@@ -56,8 +56,17 @@ of the slower ones: taking chunks from a counter instead lifts the no-exchange b
 nothing in flight. A probe kernel that takes rows from a counter per part and waits one chunk late
 (it publishes, reads its next chunk, then waits for the previous row) runs fp32 16384x131072 at 99.9%
 of a copy, but bf16 at 87-89%: holding a chunk while reading the next takes 80-96 registers a thread
-(5-6 programs an SM, 8 KB each in flight). Not shipped: it is slower for bf16, and fp32 already
-passes.
+(5-6 programs an SM, 8 KB each in flight).
+
+Why so many registers, found from the SASS of kernels compiled for sm_90 on a CPU machine
+(scripts/kernel_registers.py, reports/compile/2026-11-23-sm90-registers): the compiler sinks the
+rounding of e to bf16 past the wait, to where e is used, so through the wait a thread holds 32 fp32
+values, not 16 packed words. The lag kernel here (lag=1) packs e with an asm statement that has side
+effects, which the compiler may not move, and rounds once more (within an ulp): with Triton 3.6 it
+takes 56 registers a thread for bf16 and fp16 chunks of 4096 on 4 warps (9 programs an SM, the groups
+kernel's count, each with its next chunk in flight through the wait) and 96 for fp32 (5 an SM). It
+takes rows from a counter per part. It has not been timed yet (no GPU was lent to the session that
+wrote it): lag stays 0 by default until a bench shows it faster.
 
 Programs that wait for each other must all be resident at once: the grid is checked against the
 compiled kernel's occupancy before launch, so a grid too large for the GPU is an error, not a hang;
@@ -82,9 +91,11 @@ from ._params import int_range, optional, power_of_two, resolve_params
 from .softmax_online import sm_count
 from .softmax_rows import contiguous_2d
 
-DEFAULTS: dict[str, Any] = {"BLOCK_N": None, "num_warps": None, "programs": None, "prefetch": None}
+DEFAULTS: dict[str, Any] = {"BLOCK_N": None, "num_warps": None, "programs": None, "prefetch": None,
+                            "lag": None}
 _RULES = {"BLOCK_N": optional(power_of_two(1, 65536)), "num_warps": optional(power_of_two(1, 32)),
-          "programs": optional(int_range(1, 1 << 20)), "prefetch": optional(int_range(0, 1))}
+          "programs": optional(int_range(1, 1 << 20)), "prefetch": optional(int_range(0, 1)),
+          "lag": optional(int_range(0, 1))}
 CHUNK = 4096  # auto chunk: elements per program, whatever the dtype (registers hold them as fp32)
 VALUES_PER_THREAD = 32  # auto num_warps: each thread holds this many elements of the chunk
 CHUNK_MAX = 32768  # largest auto chunk (32 warps: 32 values a thread, as softmax_online's one pass)
@@ -92,6 +103,52 @@ MAX_PARTS = 64  # programs per row; rows longer than CHUNK_MAX * MAX_PARTS: use 
 # A slot not yet written: both halves all ones. A published word's upper half is the sum, an arithmetic
 # result, never 0xFFFFFFFF (GPU arithmetic's NaN is 0x7FFFFFFF), so no published word equals it.
 EMPTY = tl.constexpr(-1)
+
+
+@triton.jit
+def _chunk_stats(x):
+    """(m, shift, e, s) of one chunk: its max, the shift used (0 for a chunk of only -inf or padding, so
+    that e = 0, not exp(nan)), e = exp(x - shift) and s = sum e."""
+    xf = x.to(tl.float32)
+    m = tl.max(xf, axis=0)
+    shift = tl.where(m == float("-inf"), 0.0, m)
+    e = tl.exp(xf - shift)
+    return m, shift, e, tl.sum(e, axis=0)
+
+
+@triton.jit
+def _publish(slots_ptr, count_ptr, row64, part, m, s, valid, PARTS_P2: tl.constexpr):
+    """Publish (m, s) as one 8-byte word in this part's slot of the row (pre-filled with EMPTY), then
+    count in. Both atomics are relaxed: a release would be a fence (MEMBAR.GPU) waiting for this
+    program's stores of its last row; readers find the data in the slot itself, not through the
+    counter's ordering. valid: None, or False to publish nothing (a ticket past the last row)."""
+    word = ((s.to(tl.int32, bitcast=True).to(tl.int64) << 32)
+            | (m.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF))
+    tl.atomic_xchg(slots_ptr + row64 * PARTS_P2 + part, word, mask=valid, sem="relaxed", scope="gpu")
+    tl.atomic_add(count_ptr + row64, tl.full((), 1, tl.int64), mask=valid, sem="relaxed", scope="gpu")
+
+
+@triton.jit
+def _row_max_sum(slots_ptr, count_ptr, row64, parts, PARTS_P2: tl.constexpr):
+    """Wait until the row's `parts` programs have published, then return the row's (M, S)."""
+    # the wait is a compare-and-swap that never swaps (counts start at -1, are >= -1): an atomic, not a
+    # load, so that it moves no load bytes however long it spins
+    never = tl.full((), -2, tl.int64)
+    arrived = tl.atomic_cas(count_ptr + row64, never, never, sem="relaxed", scope="gpu")
+    while arrived < parts - 1:
+        arrived = tl.atomic_cas(count_ptr + row64, never, never, sem="relaxed", scope="gpu")
+    # read PARTS_P2 words (every warp: a small tensor is replicated per warp), volatile: from L2, never a
+    # stale L1 line. A relaxed count may be seen before a slot's word: read again then.
+    ids = tl.arange(0, PARTS_P2)
+    live = ids < parts
+    slots = slots_ptr + row64 * PARTS_P2 + ids
+    w = tl.load(slots, mask=live, other=0, volatile=True)
+    while tl.max((w == EMPTY).to(tl.int32), axis=0) > 0:
+        w = tl.load(slots, mask=live, other=0, volatile=True)
+    ms = tl.where(live, (w & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True), -float("inf"))
+    ss = tl.where(live, (w >> 32).to(tl.int32).to(tl.float32, bitcast=True), 0.0)
+    mx = tl.max(ms, axis=0)
+    return mx, tl.sum(ss * tl.exp(ms - tl.where(mx == float("-inf"), 0.0, mx)), axis=0)
 
 
 @triton.jit
@@ -104,7 +161,6 @@ def _softmax_split_kernel(out_ptr, in_ptr, slots_ptr, count_ptr, n_rows, n_cols,
     n_groups = tl.num_programs(0) // parts
     cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = cols < n_cols
-    ids = tl.arange(0, PARTS_P2)
     if PREFETCH:
         # read this program's chunk of its first row (BLOCK_N elements); later chunks one row ahead
         x = tl.load(in_ptr + tl.cast(group, tl.int64) * n_cols + cols, mask=mask, other=-float("inf"))
@@ -113,21 +169,9 @@ def _softmax_split_kernel(out_ptr, in_ptr, slots_ptr, count_ptr, n_rows, n_cols,
         if not PREFETCH:
             # read this program's chunk of the row (BLOCK_N elements)
             x = tl.load(in_ptr + row64 * n_cols + cols, mask=mask, other=-float("inf"))
-        xf = x.to(tl.float32)
-        m = tl.max(xf, axis=0)
-        # a chunk of only -inf (or padding) has m = -inf: shift by 0 so that e = 0, not exp(nan)
-        shift = tl.where(m == float("-inf"), 0.0, m)
-        e = tl.exp(xf - shift)  # kept for the write: one exp per element, not two
-        s = tl.sum(e, axis=0)
+        m, shift, e, s = _chunk_stats(x)  # e kept for the write: one exp per element, not two
         if SYNC:
-            # publish (m, s) as one 8-byte word in this part's slot (pre-filled with EMPTY), then count
-            # in. Both atomics are relaxed: a release would be a fence (MEMBAR.GPU) waiting for this
-            # program's stores of its last row; readers find the data in the slot itself, not through
-            # the counter's ordering.
-            word = ((s.to(tl.int32, bitcast=True).to(tl.int64) << 32)
-                    | (m.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF))
-            tl.atomic_xchg(slots_ptr + row64 * PARTS_P2 + part, word, sem="relaxed", scope="gpu")
-            tl.atomic_add(count_ptr + row64, tl.full((), 1, tl.int64), sem="relaxed", scope="gpu")
+            _publish(slots_ptr, count_ptr, row64, part, m, s, None, PARTS_P2)
         if PREFETCH:
             # read the next row's chunk now (BLOCK_N elements), so that it is in flight while this
             # program waits for its group (past the last row: every lane masked, nothing read)
@@ -135,23 +179,7 @@ def _softmax_split_kernel(out_ptr, in_ptr, slots_ptr, count_ptr, n_rows, n_cols,
             x = tl.load(in_ptr + tl.cast(nxt, tl.int64) * n_cols + cols,
                         mask=cols < tl.where(nxt < n_rows, n_cols, 0), other=-float("inf"))
         if SYNC:
-            # wait until the row's `parts` programs have counted in (counters start at -1); the wait is a
-            # compare-and-swap that never swaps (counts are >= -1): an atomic, not a load
-            never = tl.full((), -2, tl.int64)
-            arrived = tl.atomic_cas(count_ptr + row64, never, never, sem="relaxed", scope="gpu")
-            while arrived < parts - 1:
-                arrived = tl.atomic_cas(count_ptr + row64, never, never, sem="relaxed", scope="gpu")
-            # read PARTS_P2 words (every warp: a small tensor is replicated per warp), volatile: from L2,
-            # never a stale L1 line. A relaxed count may be seen before a slot's word: read again then.
-            live = ids < parts
-            slots = slots_ptr + row64 * PARTS_P2 + ids
-            w = tl.load(slots, mask=live, other=0, volatile=True)
-            while tl.max((w == EMPTY).to(tl.int32), axis=0) > 0:
-                w = tl.load(slots, mask=live, other=0, volatile=True)
-            ms = tl.where(live, (w & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True), -float("inf"))
-            ss = tl.where(live, (w >> 32).to(tl.int32).to(tl.float32, bitcast=True), 0.0)
-            mx = tl.max(ms, axis=0)
-            total = tl.sum(ss * tl.exp(ms - tl.where(mx == float("-inf"), 0.0, mx)), axis=0)
+            mx, total = _row_max_sum(slots_ptr, count_ptr, row64, parts, PARTS_P2)
         else:
             mx = m
             total = s
@@ -161,9 +189,69 @@ def _softmax_split_kernel(out_ptr, in_ptr, slots_ptr, count_ptr, n_rows, n_cols,
         tl.store(out_ptr + row64 * n_cols + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def _held(e, dtype: tl.constexpr, ASM: tl.constexpr):
+    """e rounded to the input's dtype, to be held through a wait. For 16-bit dtypes with ASM, pairs are
+    packed by an asm statement with side effects: the compiler may not sink it past the wait (a plain
+    .to(), it did: the pack moved to the write and the wait held 32 fp32 registers, not 16 words)."""
+    if ASM and dtype == tl.bfloat16:
+        h = tl.inline_asm_elementwise("cvt.rn.bf16x2.f32 $0, $2, $1;", "=r,r,r", [e], dtype=tl.bfloat16,
+                                      is_pure=False, pack=2)
+    elif ASM and dtype == tl.float16:
+        h = tl.inline_asm_elementwise("cvt.rn.f16x2.f32 $0, $2, $1;", "=r,r,r", [e], dtype=tl.float16,
+                                      is_pure=False, pack=2)
+    else:
+        h = e.to(dtype)
+    return h
+
+
+@triton.jit
+def _softmax_lag_kernel(out_ptr, in_ptr, slots_ptr, count_ptr, taken_ptr, n_rows, n_cols, parts,
+                        BLOCK_N: tl.constexpr, PARTS_P2: tl.constexpr, ASM: tl.constexpr):
+    # One chunk behind, rows from a counter per part (lag=1). A program keeps its part, pid % parts,
+    # and takes that part's next row from taken_ptr[part] (counters start at -1) whenever it is done
+    # with one, so faster SMs take more rows. It publishes (m, s) of the chunk it holds, reads the
+    # chunk of its next row, and only then waits for the held chunk's row: the read is in flight
+    # through the wait, and the row's other programs published a chunk ago. No cycle of waits: a
+    # program never holds two chunks of one row, and the lowest row not yet published is held only by
+    # programs that wait for lower rows, which are published (all programs resident: the host checks).
+    # A ticket past the last row reads nothing (every lane masked) and publishes nothing.
+    # (Shaped so that Triton 3.6 compiles it: slot addresses of clamped rows, rows carried as int32;
+    # other forms crashed its RemoveLayoutConversions pass.)
+    pid = tl.program_id(0)
+    part = pid % parts
+    cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
+    row = (tl.atomic_add(taken_ptr + part, 1, sem="relaxed", scope="gpu") + 1).to(tl.int32)
+    # read this program's chunk of its first row (BLOCK_N elements)
+    x = tl.load(in_ptr + row.to(tl.int64) * n_cols + cols, mask=cols < tl.where(row < n_rows, n_cols, 0),
+                other=-float("inf"))
+    m, shift, e, s = _chunk_stats(x)
+    # held through the wait in the input's dtype: 16-bit values pack two to a register, so a thread
+    # holds 16 words, not 32 fp32 (one more rounding, within an ulp) and more programs, and more
+    # reads in flight, fit on an SM
+    h = _held(e, in_ptr.dtype.element_ty, ASM)
+    _publish(slots_ptr, count_ptr, tl.minimum(row, n_rows - 1).to(tl.int64), part, m, s, row < n_rows,
+             PARTS_P2)
+    while row < n_rows:
+        nxt = (tl.atomic_add(taken_ptr + part, 1, sem="relaxed", scope="gpu") + 1).to(tl.int32)
+        # read the next row's chunk (BLOCK_N elements): in flight while this program waits
+        x = tl.load(in_ptr + nxt.to(tl.int64) * n_cols + cols,
+                    mask=cols < tl.where(nxt < n_rows, n_cols, 0), other=-float("inf"))
+        mx, total = _row_max_sum(slots_ptr, count_ptr, row.to(tl.int64), parts, PARTS_P2)
+        # write the held chunk (BLOCK_N elements), as the groups kernel does
+        y = h.to(tl.float32) * (tl.exp(shift - mx) / total)
+        tl.store(out_ptr + row.to(tl.int64) * n_cols + cols, y.to(out_ptr.dtype.element_ty),
+                 mask=cols < n_cols)
+        row = nxt
+        m, shift, e, s = _chunk_stats(x)
+        h = _held(e, in_ptr.dtype.element_ty, ASM)
+        _publish(slots_ptr, count_ptr, tl.minimum(row, n_rows - 1).to(tl.int64), part, m, s,
+                 row < n_rows, PARTS_P2)
+
+
 def split_config(shape: Shape, dtype: torch.dtype, BLOCK_N: int | None = None,
                  num_warps: int | None = None, programs: int | None = None, prefetch: int | None = None,
-                 sms: int = 2, per_sm: int = 1) -> dict[str, int]:
+                 sms: int = 2, per_sm: int = 1, lag: int | None = None) -> dict[str, int]:
     """Every auto (None) parameter filled in, plus parts (programs per row) and groups (rows in flight).
 
     Auto (H100 sweeps of 2026-11-23, reports/bench/2026-11-23-h100-r3/sweeps): 4096-element chunks on
@@ -171,7 +259,8 @@ def split_config(shape: Shape, dtype: torch.dtype, BLOCK_N: int | None = None,
     8 and 16384 on 16 (3.09 ms against 3.32, 3.53 and 3.29). Chunks double while a row would need more
     than MAX_PARTS programs, and a short row is one chunk. No prefetch (see the module's docstring).
     programs: as many as the GPU keeps resident (per_sm on each of sms), rounded down to whole groups (a
-    group is `parts` programs on one row), one group per row at most."""
+    group is `parts` programs on one row), one group per row at most. lag: auto 0 (the groups kernel):
+    the lag kernel has not been timed on a GPU yet (see the module's docstring)."""
     m, n = shape
     if BLOCK_N is None:
         BLOCK_N = min(triton.next_power_of_2(n), CHUNK)
@@ -185,8 +274,10 @@ def split_config(shape: Shape, dtype: torch.dtype, BLOCK_N: int | None = None,
     groups = max(1, min(m, programs // parts))
     if prefetch is None:
         prefetch = 0
+    if lag is None:
+        lag = 0
     return {"BLOCK_N": BLOCK_N, "num_warps": num_warps, "programs": groups * parts, "parts": parts,
-            "groups": groups, "PARTS_P2": triton.next_power_of_2(parts), "prefetch": prefetch}
+            "groups": groups, "PARTS_P2": triton.next_power_of_2(parts), "prefetch": prefetch, "lag": lag}
 
 
 def _interpreted() -> bool:
@@ -202,42 +293,59 @@ def resident_per_sm(n_regs: int, num_warps: int) -> int:
 
 
 def softmax_split(x: torch.Tensor, BLOCK_N: int | None = None, num_warps: int | None = None,
-                  programs: int | None = None, prefetch: int | None = None) -> torch.Tensor:
+                  programs: int | None = None, prefetch: int | None = None,
+                  lag: int | None = None) -> torch.Tensor:
     """softmax(x, dim=-1) with each row split over a group of programs that exchange (max, sum).
     None = auto for every parameter (see split_config)."""
     x = contiguous_2d(x)
     m, n = x.shape
-    sms = sm_count(x.device)
-    c = split_config((m, n), x.dtype, BLOCK_N, num_warps, programs, prefetch, sms)
+    c = split_config((m, n), x.dtype, BLOCK_N, num_warps, programs, prefetch, sm_count(x.device), lag=lag)
     if c["parts"] > 1 and _interpreted():
         raise ValueError(f"softmax_split: {c['parts']} programs per row wait for each other, which the "
                          "Triton interpreter (one program at a time) cannot run; use BLOCK_N >= N or a GPU")
+    return _launch(x, c, lag=c["lag"] == 1 and c["parts"] > 1, auto_grid=programs is None)
+
+
+def _launch(x: torch.Tensor, c: dict[str, int], lag: bool, auto_grid: bool) -> torch.Tensor:
+    """Run the groups kernel (lag False) or the lag kernel on x with split_config's c; on a GPU an auto
+    grid becomes as many whole groups as the compiled kernel keeps resident."""
+    m, n = x.shape
     out = torch.empty_like(x)
-    sync = c["parts"] > 1  # a row of one part needs no slots, no counters and no fill kernel
-    # one fill kernel: per row PARTS_P2 slots, then per row a counter; all start at EMPTY (-1)
-    words = torch.full((m * (c["PARTS_P2"] + 1) if sync else 0,), EMPTY.value, dtype=torch.int64,
-                       device=x.device)
-    slots, count = words[:m * c["PARTS_P2"]], words[m * c["PARTS_P2"]:]
-    meta = {"BLOCK_N": c["BLOCK_N"], "PARTS_P2": c["PARTS_P2"], "SYNC": sync, "PREFETCH": c["prefetch"],
-            "num_warps": c["num_warps"]}
+    sync = lag or c["parts"] > 1  # a groups row of one part needs no slots, no counters, no fill kernel
+    # one fill kernel: per row PARTS_P2 slots, then per row a counter, then (lag) per part the last row
+    # taken; all start at EMPTY (-1)
+    words = torch.full((m * (c["PARTS_P2"] + 1) + c["parts"] * lag if sync else 0,), EMPTY.value,
+                       dtype=torch.int64, device=x.device)
+    slots, count = words[:m * c["PARTS_P2"]], words[m * c["PARTS_P2"]:m * (c["PARTS_P2"] + 1)]
+    if lag:
+        kernel = _softmax_lag_kernel
+        args = (out, x, slots, count, words[m * (c["PARTS_P2"] + 1):], m, n, c["parts"])
+        meta = {"BLOCK_N": c["BLOCK_N"], "PARTS_P2": c["PARTS_P2"], "ASM": not _interpreted()}
+    else:
+        kernel = _softmax_split_kernel
+        args = (out, x, slots, count, m, n, c["parts"])
+        meta = {"BLOCK_N": c["BLOCK_N"], "PARTS_P2": c["PARTS_P2"], "SYNC": sync, "PREFETCH": c["prefetch"]}
+    meta["num_warps"] = c["num_warps"]
     if x.device.type == "cuda":
-        compiled = _softmax_split_kernel.warmup(out, x, slots, count, m, n, c["parts"], **meta, grid=(1,))
+        compiled = kernel.warmup(*args, **meta, grid=(1,))
         compiled._init_handles()  # loads the binary: n_regs is known from here on
+        sms = sm_count(x.device)
         per_sm = resident_per_sm(compiled.n_regs, c["num_warps"])
-        if programs is None:
-            c = split_config((m, n), x.dtype, BLOCK_N, num_warps, None, prefetch, sms, per_sm)
+        if auto_grid:
+            c = {**c, **split_config((m, n), x.dtype, c["BLOCK_N"], c["num_warps"], None, c["prefetch"], sms,
+                                     per_sm, c["lag"])}
         if sync and c["programs"] > per_sm * sms:
             raise ValueError(f"softmax_split: {c['programs']} programs wait for each other but only "
                              f"{per_sm * sms} fit on the GPU at once ({compiled.n_regs} registers a thread): "
                              "lower programs")
-    _softmax_split_kernel[(c["programs"],)](out, x, slots, count, m, n, c["parts"], **meta)
+    kernel[(c["programs"],)](*args, **meta)
     return out
 
 
 def _traffic(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> Traffic:
     p = resolve_params("softmax_split", DEFAULTS, params, _RULES)
     m, n = shape
-    c = split_config(shape, dtype, p["BLOCK_N"], p["num_warps"], p["programs"], p["prefetch"])
+    c = split_config(shape, dtype, p["BLOCK_N"], p["num_warps"], p["programs"], p["prefetch"], lag=p["lag"])
     e = element_size(dtype)
     # The chunks walk each row in (1, BLOCK_N) tiles, the sectors of softmax_online's loop, read once.
     layout = sectors.row_major_tile(1, c["BLOCK_N"], n, e, c["num_warps"], rank1=True)
@@ -248,22 +356,25 @@ def _traffic(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> Traffi
     # aligned sector while PARTS_P2 <= 4 (a row's slots start at a multiple of 8 * PARTS_P2 bytes),
     # else PARTS_P2 * 8 / 32 sectors; a second read happens only when a count arrives before a word,
     # which the model leaves out. Words and counters are written by atomics only, which L1 counts apart
-    # from loads and stores.
+    # from loads and stores. The lag kernel reads the same, once per chunk it writes; its tickets past the
+    # last row read nothing (every lane masked).
     slot_ld = m * c["parts"] * c["num_warps"] * max(1, c["PARTS_P2"] * 8 // sectors.SECTOR)
-    # torch.full: one fill kernel writing m * (PARTS_P2 + 1) words, in whole sectors
-    fill_st = triton.cdiv(8 * m * (c["PARTS_P2"] + 1), sectors.SECTOR)
+    # torch.full: one fill kernel writing m * (PARTS_P2 + 1) words (lag: and one a part), in whole sectors
+    fill_st = triton.cdiv(8 * (m * (c["PARTS_P2"] + 1) + c["parts"] * c["lag"]), sectors.SECTOR)
     return Traffic(read=(ld + slot_ld) * sectors.SECTOR, write=(st + fill_st) * sectors.SECTOR)
 
 
 def _check(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> str | None:
     p = resolve_params("softmax_split", DEFAULTS, params, _RULES)
-    c = split_config(shape, dtype, p["BLOCK_N"], p["num_warps"], p["programs"], p["prefetch"])
+    c = split_config(shape, dtype, p["BLOCK_N"], p["num_warps"], p["programs"], p["prefetch"], lag=p["lag"])
     if c["parts"] > MAX_PARTS:
         return (f"softmax_split: N={shape[1]} needs {c['parts']} programs per row (at most {MAX_PARTS}); "
                 "raise BLOCK_N or use softmax_online")
     if p["programs"] is not None and p["programs"] < c["parts"]:
         return (f"softmax_split: programs={p['programs']} is fewer than the {c['parts']} programs one row "
                 "needs")
+    if c["lag"] and c["prefetch"]:
+        return "softmax_split: prefetch=1 is the groups kernel's (lag=0); the lag kernel always reads ahead"
     return None
 
 
@@ -282,6 +393,8 @@ SOFTMAX_SPLIT = Variant(
     constraints=f"any MxN with N <= {MAX_PARTS} * BLOCK_N; BLOCK_N: power of two or auto "
     f"({CHUNK}-element chunks, up to {CHUNK_MAX} for long rows); num_warps: power of two "
     "or auto; programs: grid size (whole groups, all resident) or auto (all that fit); prefetch: 0/1 or "
-    "auto (0): read the next row's chunk before waiting; more than one part per row needs a GPU",
+    "auto (0): read the next row's chunk before waiting; lag: 0/1 or auto (0): 1 runs the lag kernel "
+    "(rows from a counter per part, one chunk behind; rows of more than one part); more than one part per "
+    "row needs a GPU",
     check=_check,
 )

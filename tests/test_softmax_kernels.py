@@ -19,6 +19,7 @@ import zlib
 
 import pytest
 import torch
+import triton
 
 from memtraffic.exceptions import UsageError
 from memtraffic.kernels import VARIANTS, sectors
@@ -438,6 +439,34 @@ def test_split_model_counts_chunks_slots_and_the_fill():
     assert _pred("softmax_split", (m, n), prefetch=0) == _pred("softmax_split", (m, n), prefetch=1)
     # a row of one part: MN once each way, nothing else
     assert _pred("softmax_split", (4096, 4096), BF16) == (4096 * 4096 * 2,) * 2
+    # the lag kernel: the same chunks and slot reads, and one more word a part in the fill (the last row
+    # each part took); one part a row is the groups kernel whatever lag says
+    read, write = _pred("softmax_split", (m, n), BLOCK_N=8192, num_warps=32, lag=1)
+    assert (read, write) == (mn4 + m * 16 * 32 * 4 * 32, mn4 + 32 * -(-(8 * (m * 17 + 16)) // 32))
+    assert _pred("softmax_split", (4096, 4096), BF16, lag=1) == (4096 * 4096 * 2,) * 2
+
+
+@pytest.mark.parametrize("dtype", ALL)
+@pytest.mark.parametrize("shape,programs", [((37, 1000), 5), ((4, 300), 9), ((1, 1), 1)],
+                         ids=["37x1000-grid5", "4x300-grid9", "1x1"])
+def test_split_lag_kernel_one_part_a_row(shape, programs, dtype, device, seed):
+    # The lag kernel's tickets, masks and lag, where the interpreter can run it: one part a row, so each
+    # program waits only for itself (rows of several parts: the gpu tests). 37 rows on 5 programs; 9
+    # programs for 4 rows (tickets past the last row read and write nothing); a row of only -inf gives
+    # NaN, as torch.softmax.
+    case = _case_seed(seed, "lag", shape, dtype)
+    x = _inputs("softmax", shape, dtype, device, case)
+    if shape[0] > 1:
+        x[0] = float("-inf")
+        x[1, ::3] = float("-inf")
+    c = split.split_config(shape, dtype, triton.next_power_of_2(shape[1]), 4, programs, lag=1)
+    assert (c["parts"], c["programs"]) == (1, min(programs, shape[0]))
+    out = split._launch(x, c, lag=True, auto_grid=False)
+    atol, rtol = _tol("softmax_split", dtype)
+    torch.testing.assert_close(out.double().cpu(), OPS["softmax"].reference(x).cpu(), atol=atol, rtol=rtol,
+                               equal_nan=True, msg=lambda m: f"seed={case}: {m}")
+    if shape[0] > 1:
+        assert out[0].isnan().all() and not out[1:].isnan().any()
 
 
 def test_split_auto_config():
@@ -472,6 +501,11 @@ def test_split_refuses_what_it_cannot_run():
     reason = check((4, 100000), FP32, {**params, "programs": 10})
     assert reason is not None and "fewer than the 25 programs one row needs" in reason
     assert check((4, 100000), FP32, params) is None
+    reason = check((4, 100000), FP32, {**params, "lag": 1, "prefetch": 1})
+    assert reason is not None and "the lag kernel always reads ahead" in reason
+    assert check((4, 100000), FP32, {**params, "lag": 1}) is None
+    with pytest.raises(UsageError, match="lag=2 is invalid: it must be an integer from 0 to 1"):
+        check((4, 100000), FP32, {**params, "lag": 2})
 
 
 def test_split_rows_need_a_gpu_in_the_interpreter(device):
@@ -691,6 +725,14 @@ def test_gpu_tiled_sweep_values(params, seed):
     ("softmax_split", (301, 65536), {"BLOCK_N": 4096, "num_warps": 4, "prefetch": 1}),
     ("softmax_split", (301, 65536), {"BLOCK_N": 4096, "num_warps": 4, "prefetch": 0}),
     ("softmax_split", (1000, 3000), {"programs": 7}),  # one part a row, 1000 % 7 rows left over
+    # the lag kernel (rows from a counter per part, one chunk behind), on the groups kernel's shapes
+    ("softmax_split", (300, 131072), {"lag": 1}),
+    ("softmax_split", (16384, 4096), {"BLOCK_N": 1024, "lag": 1}),  # 4 parts, many rows a program
+    ("softmax_split", (257, 40001), {"BLOCK_N": 32768, "lag": 1}),
+    ("softmax_split", (1000, 20000), {"BLOCK_N": 2048, "lag": 1}),
+    ("softmax_split", (33, 100000), {"BLOCK_N": 4096, "num_warps": 4, "programs": 250, "lag": 1}),
+    ("softmax_split", (64, 65536), {"BLOCK_N": 8192, "num_warps": 8, "programs": 384, "lag": 1}),
+    ("softmax_split", (7, 65536), {"BLOCK_N": 4096, "programs": 16, "lag": 1}),  # one program a part
     ("softmax_column_coalesced", (4096, 4096), {"ROWS": 4096}),  # one chunk, one kernel
     ("softmax_column_coalesced", (4099, 1000), {}),  # auto chunks, partial last chunk and block
     ("softmax_column_coalesced", (4096, 4096), {"BLOCK_N": 8, "BLOCK_M": 256, "ROWS": 256}),  # 16 chunks
@@ -710,6 +752,11 @@ def test_gpu_split_rows_with_infinities(dtype):
     torch.testing.assert_close(out.double().cpu(), OPS["softmax"].reference(x).cpu(), atol=atol, rtol=rtol)
     x = torch.full((3, 5000), -float("inf"), dtype=dtype, device="cuda")
     assert VARIANTS["softmax_split"].run(x, BLOCK_N=1024, num_warps=4).isnan().all()
+    # the lag kernel: the same rows
+    x = _hard_rows(dtype, 5000).cuda()
+    out = VARIANTS["softmax_split"].run(x, BLOCK_N=1024, num_warps=4, lag=1)
+    assert not out.isnan().any()
+    torch.testing.assert_close(out.double().cpu(), OPS["softmax"].reference(x).cpu(), atol=atol, rtol=rtol)
 
 
 @pytest.mark.gpu
