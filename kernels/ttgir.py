@@ -1,5 +1,6 @@
 """Compile a Triton kernel for sm_90 on any machine (no GPU) and read the layouts of its global loads
-and stores from the TTGIR, to check the traffic model's layout assumptions against the real compiler.
+and stores from the TTGIR, to check the traffic model's layout assumptions against the real compiler
+(scripts/kernel_registers.py reads registers and spills from the same compile).
 
 The arguments are specialised as the JIT would specialise them at launch (integers equal to 1 become
 constants, integers divisible by 16 get `tt.divisibility=16`, pointers are assumed 16-byte aligned),
@@ -18,8 +19,10 @@ _BLOCKED = re.compile(r"^(#blocked\d*) = #ttg\.blocked<\{(.*?)\}>", re.M)
 _MEM_OP = re.compile(r"(?:= |^\s*)(tt\.load|tt\.store) .*tensor<([\dx]+)x!tt\.ptr<\w+>, (#blocked\d*)>")
 
 
-def compile_ttgir(kernel: Any, args: dict[str, Any], constexprs: dict[str, Any], num_warps: int) -> str:
-    """TTGIR text of `kernel` compiled for sm_90. args: name -> int value, or a pointer type like '*fp32'."""
+def compile_sm90(kernel: Any, args: dict[str, Any], constexprs: dict[str, Any], num_warps: int,
+                 **options: Any) -> Any:
+    """`kernel` compiled for sm_90 (Triton's CompiledKernel: .asm holds 'ttgir', 'ptx', 'cubin'). args:
+    name -> int value, or a pointer type like '*fp32'; options: more compile options (maxnreg=...)."""
     import triton
     from triton._C.libtriton import native_specialize_impl
     from triton.backends.compiler import BaseBackend, GPUTarget
@@ -44,9 +47,14 @@ def compile_ttgir(kernel: Any, args: dict[str, Any], constexprs: dict[str, Any],
         if spec == "D":
             attrs[(index,)] = [["tt.divisibility", 16]]
     target = GPUTarget("cuda", 90, 32)
-    options = make_backend(target).parse_options({"num_warps": num_warps})
+    parsed = make_backend(target).parse_options({"num_warps": num_warps, **options})
     src = ASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs)
-    return triton.compile(src, target=target, options=options.__dict__).asm["ttgir"]
+    return triton.compile(src, target=target, options=parsed.__dict__)
+
+
+def compile_ttgir(kernel: Any, args: dict[str, Any], constexprs: dict[str, Any], num_warps: int) -> str:
+    """TTGIR text of `kernel` compiled for sm_90 (see compile_sm90)."""
+    return compile_sm90(kernel, args, constexprs, num_warps).asm["ttgir"]
 
 
 def memory_layouts(ttgir: str, rank1_dim: int = 1) -> dict[str, list[Layout]]:
