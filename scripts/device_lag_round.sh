@@ -12,13 +12,16 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 res=/tmp/lag_round
 rm -rf "$res"; mkdir -p "$res"
+pack() { tar czf "${OUT:-/tmp}/lag_round.tgz" -C /tmp lag_round; }  # after every step: a timeout keeps the rest
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . >"$res/install.txt" 2>&1 || cat "$res/install.txt"
 { date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader; } \
   | tee "$res/machine.txt"
-python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_softmax_kernels.py -k split 2>&1 \
+# a kernel whose programs wait for each other could hang: every step has a time limit
+timeout -k 10 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_softmax_kernels.py -k split 2>&1 \
   | tail -30 | tee "$res/gpu_tests.txt"
-python3 - <<'PY' 2>&1 | tee "$res/n_regs.txt"
+pack
+timeout -k 10 60 python3 - <<'PY' 2>&1 | tee "$res/n_regs.txt"
 import torch
 from memtraffic.kernels import softmax_split as sp
 m, n = 16384, 131072
@@ -34,8 +37,9 @@ for dtype in (torch.bfloat16, torch.float16, torch.float32):
         print(f"{label:6s} {str(dtype):15s} 4096/4 n_regs={k.n_regs} n_spills={k.n_spills} "
               f"per_sm={sp.resident_per_sm(k.n_regs, 4)}")
 PY
+pack
 for r in 1 2 3; do
-  memtraffic bench softmax_split softmax_split_lag --variants scripts/variants_split_lag.py \
+  timeout -k 10 100 memtraffic bench softmax_split softmax_split_lag --variants scripts/variants_split_lag.py \
     --shape 8192x8192 --shape 8192x32768 --shape 16384x131072 --out "$res/bench-$r" 2>&1 | tee "$res/bench-$r.txt"
+  pack
 done
-tar czf "${OUT:-/tmp}/lag_round.tgz" -C /tmp lag_round
