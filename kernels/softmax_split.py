@@ -33,8 +33,9 @@ the wait (prefetch=1) keeps a read in flight during it, but costs a second chunk
 programs share an SM: 3.31 ms against 3.09 without at 4096 on 4 warps (bf16), within 1% either way
 for fp32. It is off by default. Holding a bf16 chunk as packed pairs (int32 words) and taking exp
 again at the write would halve what waits in registers, but the compiler keeps the unpacked fp32
-values live instead (it moves the packing past the wait; see below): 48 -> 72 registers a thread at 4096 on 4 warps, 102 -> 148 at 8192 (compiled for sm_90
-with Triton 3.9 on a CPU machine, 2026-11-23; not timed).
+values live instead (it moves the packing past the wait; see below): 48 -> 72 registers a thread
+at 4096 on 4 warps, 102 -> 148 at 8192 (compiled for sm_90 with Triton 3.9 on a CPU machine,
+2026-11-23; not timed).
 
 Where the remaining 8% (bf16, 16384x131072) goes, measured 2026-11-23 on the H100 with
 scripts/split_probe.py (reports/bench/2026-11-23-h100-split-probe): not the exchange (compiled out, the
