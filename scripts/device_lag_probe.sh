@@ -16,3 +16,11 @@ timeout -k 10 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_sof
 pack
 timeout -k 10 360 python3 scripts/lag_probe.py "$res/lag_probe.json" "$@" 2>&1 | tee "$res/lag_probe.txt"
 pack
+# L1 and L2 bytes of the probe's waits under ncu (NCU_ONCE: subjects, two launches each; first shape/dtype)
+if [ -n "${NCU_ONCE:-}" ]; then
+  ncu=$(command -v ncu || echo /opt/nvidia/nsight-compute/2025.3.1/ncu)
+  timeout -k 10 150 "$ncu" --kernel-name regex:_lag_probe_kernel --csv --metrics \
+    l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum,l1tex__t_bytes_pipe_lsu_mem_global_op_st.sum,lts__t_bytes.sum,dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum \
+    python3 scripts/lag_probe.py "$res/once.json" --once "$NCU_ONCE" "$@" >"$res/ncu_once.csv" 2>"$res/ncu_once.err"
+  tail -3 "$res/ncu_once.err"; pack
+fi

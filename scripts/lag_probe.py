@@ -3,7 +3,7 @@
 kernel with one thing changed at a time, beside the groups kernel and a same-size copy.
 
     python scripts/lag_probe.py OUT.json [--rounds 3] [--shapes 16384x131072,8192x32768] [--dtypes bf16,fp32]
-        [--subjects RE]
+        [--subjects RE] [--once SUBJECT,...]
 
 Subjects (lag kernel: 4096-element chunks on 4 warps, as softmax_split's auto):
   groups       softmax_split as shipped (lag=0)
@@ -12,6 +12,7 @@ Subjects (lag kernel: 4096-element chunks on 4 warps, as softmax_split's auto):
   poll         waits by reading the row's slots until none is EMPTY (no counter: no count-in atomic, no
                compare-and-swap spin; the slot reads then vary with the wait, so bytes are not exact)
   sleep        spins on the counter with a 256 ns nanosleep between tries (less atomic traffic at L2)
+  cpoll        polls the counter with volatile loads (one 8-byte word a warp a try, not an atomic)
   static       rows dealt out in a fixed stride (row g, g + groups, ...: no ticket atomic; the next
                row's address is known before the wait, so its read does not wait for an atomic first)
 Prints per subject the median time over rounds and its % of the copy's median; OUT.json keeps every time.
@@ -48,8 +49,13 @@ def _sleep(dep):
 
 @triton.jit
 def _wait(slots_ptr, count_ptr, row64, parts, PARTS_P2: tl.constexpr, WAIT: tl.constexpr):
-    """The row's (M, S): WAIT 0 as shipped (counter spin), 1 poll the slots, 2 counter spin with sleeps."""
-    if WAIT != 1:
+    """The row's (M, S): WAIT 0 as shipped (counter spin), 1 poll the slots, 2 counter spin with sleeps,
+    3 poll the counter with volatile loads."""
+    if WAIT == 3:
+        arrived = tl.load(count_ptr + row64, volatile=True)
+        while arrived < parts - 1:
+            arrived = tl.load(count_ptr + row64, volatile=True)
+    elif WAIT != 1:
         never = tl.full((), -2, tl.int64)
         arrived = tl.atomic_cas(count_ptr + row64, never, never, sem="relaxed", scope="gpu")
         while arrived < parts - 1:
@@ -136,6 +142,7 @@ SUBJECTS = {
     "probe": {"wait": 0, "static": False, "per_sm": None},  # the same as lag: checks the probe's build
     "poll": {"wait": 1, "static": False, "per_sm": None},
     "sleep": {"wait": 2, "static": False, "per_sm": None},
+    "cpoll": {"wait": 3, "static": False, "per_sm": None},
     "static": {"wait": 0, "static": True, "per_sm": None},
     "static-poll": {"wait": 1, "static": True, "per_sm": None},
 }
@@ -148,7 +155,18 @@ def main() -> int:
     parser.add_argument("--shapes", default="16384x131072,8192x32768")
     parser.add_argument("--dtypes", default="bf16,fp32")
     parser.add_argument("--subjects", default=".", help="regex over subject labels")
+    parser.add_argument("--once", help="comma-separated subjects: run each twice at the first shape and "
+                        "dtype, untimed (for ncu's byte counters), then stop")
     args = parser.parse_args()
+    if args.once:
+        x = torch.randn(parse_shape(args.shapes.split(",")[0]), dtype=DTYPES[args.dtypes.split(",")[0]],
+                        device="cuda")
+        for label in args.once.split(","):
+            for _ in range(2):
+                lag_probe(x, info={}, **SUBJECTS[label])
+            torch.cuda.synchronize()
+            print(f"{label}: ran twice", flush=True)
+        return 0
     results: dict[str, dict] = {}
     for shape_s in args.shapes.split(","):
         shape = parse_shape(shape_s)
