@@ -120,26 +120,30 @@ def _chunk_stats(x):
 @triton.jit
 def _publish(slots_ptr, count_ptr, row64, part, m, s, valid, PARTS_P2: tl.constexpr):
     """Publish (m, s) as one 8-byte word in this part's slot of the row (pre-filled with EMPTY), then
-    count in. Both atomics are relaxed: a release would be a fence (MEMBAR.GPU) waiting for this
-    program's stores of its last row; readers find the data in the slot itself, not through the
-    counter's ordering. valid: None, or False to publish nothing (a ticket past the last row)."""
+    count in on the row's counter (count_ptr None: no counter). Both atomics are relaxed: a release
+    would be a fence (MEMBAR.GPU) waiting for this program's stores of its last row; readers find the
+    data in the slot itself, not through the counter's ordering. valid: None, or False to publish
+    nothing (a ticket past the last row)."""
     word = ((s.to(tl.int32, bitcast=True).to(tl.int64) << 32)
             | (m.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF))
     tl.atomic_xchg(slots_ptr + row64 * PARTS_P2 + part, word, mask=valid, sem="relaxed", scope="gpu")
-    tl.atomic_add(count_ptr + row64, tl.full((), 1, tl.int64), mask=valid, sem="relaxed", scope="gpu")
+    if count_ptr is not None:
+        tl.atomic_add(count_ptr + row64, tl.full((), 1, tl.int64), mask=valid, sem="relaxed", scope="gpu")
 
 
 @triton.jit
 def _row_max_sum(slots_ptr, count_ptr, row64, parts, PARTS_P2: tl.constexpr):
-    """Wait until the row's `parts` programs have published, then return the row's (M, S)."""
-    # the wait is a compare-and-swap that never swaps (counts start at -1, are >= -1): an atomic, not a
-    # load, so that it moves no load bytes however long it spins
-    never = tl.full((), -2, tl.int64)
-    arrived = tl.atomic_cas(count_ptr + row64, never, never, sem="relaxed", scope="gpu")
-    while arrived < parts - 1:
+    """Wait until the row's `parts` programs have published, then return the row's (M, S). With a
+    counter, spin on it first; without (count_ptr None), read the slots until none is EMPTY."""
+    if count_ptr is not None:
+        # a compare-and-swap that never swaps (counts start at -1, are >= -1): an atomic, not a load, so
+        # that it moves no load bytes however long it spins
+        never = tl.full((), -2, tl.int64)
         arrived = tl.atomic_cas(count_ptr + row64, never, never, sem="relaxed", scope="gpu")
+        while arrived < parts - 1:
+            arrived = tl.atomic_cas(count_ptr + row64, never, never, sem="relaxed", scope="gpu")
     # read PARTS_P2 words (every warp: a small tensor is replicated per warp), volatile: from L2, never a
-    # stale L1 line. A relaxed count may be seen before a slot's word: read again then.
+    # stale L1 line; again while a word is EMPTY (with a counter: a relaxed count seen before a word)
     ids = tl.arange(0, PARTS_P2)
     live = ids < parts
     slots = slots_ptr + row64 * PARTS_P2 + ids
@@ -207,7 +211,7 @@ def _held(e, dtype: tl.constexpr, ASM: tl.constexpr):
 
 
 @triton.jit
-def _softmax_lag_kernel(out_ptr, in_ptr, slots_ptr, count_ptr, taken_ptr, n_rows, n_cols, parts,
+def _softmax_lag_kernel(out_ptr, in_ptr, slots_ptr, taken_ptr, n_rows, n_cols, parts,
                         BLOCK_N: tl.constexpr, PARTS_P2: tl.constexpr, ASM: tl.constexpr):
     # One chunk behind, rows from a counter per part (lag=1). A program keeps its part, pid % parts,
     # and takes that part's next row from taken_ptr[part] (counters start at -1) whenever it is done
@@ -216,7 +220,10 @@ def _softmax_lag_kernel(out_ptr, in_ptr, slots_ptr, count_ptr, taken_ptr, n_rows
     # through the wait, and the row's other programs published a chunk ago. No cycle of waits: a
     # program never holds two chunks of one row, and the lowest row not yet published is held only by
     # programs that wait for lower rows, which are published (all programs resident: the host checks).
-    # A ticket past the last row reads nothing (every lane masked) and publishes nothing.
+    # A ticket past the last row reads nothing (every lane masked) and publishes nothing. The wait
+    # reads the row's slots until none is EMPTY, with no counter: spinning on a counter with
+    # compare-and-swap, as the groups kernel does, ran 16384x131072 bf16 at 69% of a copy, polling at
+    # 97% (H100, scripts/lag_probe.py); the polls' extra reads come from L2 and vary with the wait.
     # (Shaped so that Triton 3.6 compiles it: slot addresses of clamped rows, rows carried as int32;
     # other forms crashed its RemoveLayoutConversions pass.)
     pid = tl.program_id(0)
@@ -231,14 +238,13 @@ def _softmax_lag_kernel(out_ptr, in_ptr, slots_ptr, count_ptr, taken_ptr, n_rows
     # holds 16 words, not 32 fp32 (one more rounding, within an ulp) and more programs, and more
     # reads in flight, fit on an SM
     h = _held(e, in_ptr.dtype.element_ty, ASM)
-    _publish(slots_ptr, count_ptr, tl.minimum(row, n_rows - 1).to(tl.int64), part, m, s, row < n_rows,
-             PARTS_P2)
+    _publish(slots_ptr, None, tl.minimum(row, n_rows - 1).to(tl.int64), part, m, s, row < n_rows, PARTS_P2)
     while row < n_rows:
         nxt = (tl.atomic_add(taken_ptr + part, 1, sem="relaxed", scope="gpu") + 1).to(tl.int32)
         # read the next row's chunk (BLOCK_N elements): in flight while this program waits
         x = tl.load(in_ptr + nxt.to(tl.int64) * n_cols + cols,
                     mask=cols < tl.where(nxt < n_rows, n_cols, 0), other=-float("inf"))
-        mx, total = _row_max_sum(slots_ptr, count_ptr, row.to(tl.int64), parts, PARTS_P2)
+        mx, total = _row_max_sum(slots_ptr, None, row.to(tl.int64), parts, PARTS_P2)
         # write the held chunk (BLOCK_N elements), as the groups kernel does
         y = h.to(tl.float32) * (tl.exp(shift - mx) / total)
         tl.store(out_ptr + row.to(tl.int64) * n_cols + cols, y.to(out_ptr.dtype.element_ty),
@@ -246,8 +252,8 @@ def _softmax_lag_kernel(out_ptr, in_ptr, slots_ptr, count_ptr, taken_ptr, n_rows
         row = nxt
         m, shift, e, s = _chunk_stats(x)
         h = _held(e, in_ptr.dtype.element_ty, ASM)
-        _publish(slots_ptr, count_ptr, tl.minimum(row, n_rows - 1).to(tl.int64), part, m, s,
-                 row < n_rows, PARTS_P2)
+        _publish(slots_ptr, None, tl.minimum(row, n_rows - 1).to(tl.int64), part, m, s, row < n_rows,
+                 PARTS_P2)
 
 
 def split_config(shape: Shape, dtype: torch.dtype, BLOCK_N: int | None = None,
@@ -260,8 +266,8 @@ def split_config(shape: Shape, dtype: torch.dtype, BLOCK_N: int | None = None,
     8 and 16384 on 16 (3.09 ms against 3.32, 3.53 and 3.29). Chunks double while a row would need more
     than MAX_PARTS programs, and a short row is one chunk. No prefetch (see the module's docstring).
     programs: as many as the GPU keeps resident (per_sm on each of sms), rounded down to whole groups (a
-    group is `parts` programs on one row), one group per row at most. lag: auto 0 (the groups kernel):
-    the lag kernel has not been timed on a GPU yet (see the module's docstring)."""
+    group is `parts` programs on one row), one group per row at most. lag: auto 1 (the lag kernel for
+    rows of several parts), or 0 (the groups kernel) when prefetch=1 is asked for."""
     m, n = shape
     if BLOCK_N is None:
         BLOCK_N = min(triton.next_power_of_2(n), CHUNK)
@@ -273,10 +279,10 @@ def split_config(shape: Shape, dtype: torch.dtype, BLOCK_N: int | None = None,
     if programs is None:
         programs = max(per_sm * sms, parts)
     groups = max(1, min(m, programs // parts))
+    if lag is None:
+        lag = 0 if prefetch == 1 else 1  # prefetch=1 asks for the groups kernel
     if prefetch is None:
         prefetch = 0
-    if lag is None:
-        lag = 0
     return {"BLOCK_N": BLOCK_N, "num_warps": num_warps, "programs": groups * parts, "parts": parts,
             "groups": groups, "PARTS_P2": triton.next_power_of_2(parts), "prefetch": prefetch, "lag": lag}
 
@@ -307,24 +313,30 @@ def softmax_split(x: torch.Tensor, BLOCK_N: int | None = None, num_warps: int | 
     return _launch(x, c, lag=c["lag"] == 1 and c["parts"] > 1, auto_grid=programs is None)
 
 
+def _fill_words(m: int, c: dict[str, int], lag: bool) -> int:
+    """8-byte words a launch of rows of several parts fills with EMPTY: m * PARTS_P2 slots, then m
+    counters (groups kernel) or one counter a part (lag kernel)."""
+    return m * c["PARTS_P2"] + (c["parts"] if lag else m)
+
+
 def _launch(x: torch.Tensor, c: dict[str, int], lag: bool, auto_grid: bool) -> torch.Tensor:
     """Run the groups kernel (lag False) or the lag kernel on x with split_config's c; on a GPU an auto
     grid becomes as many whole groups as the compiled kernel keeps resident."""
     m, n = x.shape
     out = torch.empty_like(x)
     sync = lag or c["parts"] > 1  # a groups row of one part needs no slots, no counters, no fill kernel
-    # one fill kernel: per row PARTS_P2 slots, then per row a counter, then (lag) per part the last row
-    # taken; all start at EMPTY (-1)
-    words = torch.full((m * (c["PARTS_P2"] + 1) + c["parts"] * lag if sync else 0,), EMPTY.value,
-                       dtype=torch.int64, device=x.device)
-    slots, count = words[:m * c["PARTS_P2"]], words[m * c["PARTS_P2"]:m * (c["PARTS_P2"] + 1)]
+    # one fill kernel: per row PARTS_P2 slots, then per row a counter (groups) or per part the last row
+    # taken (lag); all start at EMPTY (-1)
+    words = torch.full((_fill_words(m, c, lag) if sync else 0,), EMPTY.value, dtype=torch.int64,
+                       device=x.device)
+    slots, rest = words[:m * c["PARTS_P2"]], words[m * c["PARTS_P2"]:]
     if lag:
         kernel = _softmax_lag_kernel
-        args = (out, x, slots, count, words[m * (c["PARTS_P2"] + 1):], m, n, c["parts"])
+        args = (out, x, slots, rest, m, n, c["parts"])
         meta = {"BLOCK_N": c["BLOCK_N"], "PARTS_P2": c["PARTS_P2"], "ASM": not _interpreted()}
     else:
         kernel = _softmax_split_kernel
-        args = (out, x, slots, count, m, n, c["parts"])
+        args = (out, x, slots, rest, m, n, c["parts"])
         meta = {"BLOCK_N": c["BLOCK_N"], "PARTS_P2": c["PARTS_P2"], "SYNC": sync, "PREFETCH": c["prefetch"]}
     meta["num_warps"] = c["num_warps"]
     if x.device.type == "cuda":
@@ -357,11 +369,13 @@ def _traffic(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> Traffi
     # aligned sector while PARTS_P2 <= 4 (a row's slots start at a multiple of 8 * PARTS_P2 bytes),
     # else PARTS_P2 * 8 / 32 sectors; a second read happens only when a count arrives before a word,
     # which the model leaves out. Words and counters are written by atomics only, which L1 counts apart
-    # from loads and stores. The lag kernel reads the same, once per chunk it writes; its tickets past the
-    # last row read nothing (every lane masked).
+    # from loads and stores. The lag kernel reads its slots again until none is EMPTY (it has no counter):
+    # the model counts one read, a lower bound, the polls vary with the wait (16384x131072 bf16: 0.91-0.94
+    # GB more than the 4.83 GB modelled, ncu on the H100, 2026-11-23); its tickets past the last row read
+    # nothing (every lane masked).
     slot_ld = m * c["parts"] * c["num_warps"] * max(1, c["PARTS_P2"] * 8 // sectors.SECTOR)
-    # torch.full: one fill kernel writing m * (PARTS_P2 + 1) words (lag: and one a part), in whole sectors
-    fill_st = triton.cdiv(8 * (m * (c["PARTS_P2"] + 1) + c["parts"] * c["lag"]), sectors.SECTOR)
+    # torch.full: one fill kernel writing the slots and counters (_fill_words), in whole sectors
+    fill_st = triton.cdiv(8 * _fill_words(m, c, c["lag"] == 1), sectors.SECTOR)
     return Traffic(read=(ld + slot_ld) * sectors.SECTOR, write=(st + fill_st) * sectors.SECTOR)
 
 
@@ -394,8 +408,8 @@ SOFTMAX_SPLIT = Variant(
     constraints=f"any MxN with N <= {MAX_PARTS} * BLOCK_N; BLOCK_N: power of two or auto "
     f"({CHUNK}-element chunks, up to {CHUNK_MAX} for long rows); num_warps: power of two "
     "or auto; programs: grid size (whole groups, all resident) or auto (all that fit); prefetch: 0/1 or "
-    "auto (0): read the next row's chunk before waiting; lag: 0/1 or auto (0): 1 runs the lag kernel "
-    "(rows from a counter per part, one chunk behind; rows of more than one part); more than one part per "
-    "row needs a GPU",
+    "auto (0): the groups kernel reads the next row's chunk before waiting; lag: 0/1 or auto (1): for rows "
+    "of more than one part, 1 runs the lag kernel (rows from a counter per part, one chunk behind), 0 the "
+    "groups kernel; more than one part per row needs a GPU",
     check=_check,
 )

@@ -31,7 +31,7 @@ for dtype in (torch.bfloat16, torch.float16, torch.float32):
     for label, kernel, args, meta in [
         ("groups", sp._softmax_split_kernel, (x, x, words, words, m, n, 32),
          {"SYNC": True, "PREFETCH": 0}),
-        ("lag", sp._softmax_lag_kernel, (x, x, words, words, words, m, n, 32), {"ASM": True})]:
+        ("lag", sp._softmax_lag_kernel, (x, x, words, words, m, n, 32), {"ASM": True})]:
         k = kernel.warmup(*args, BLOCK_N=4096, PARTS_P2=32, **meta, num_warps=4, grid=(1,))
         k._init_handles()
         print(f"{label:6s} {str(dtype):15s} 4096/4 n_regs={k.n_regs} n_spills={k.n_spills} "

@@ -70,7 +70,8 @@ def kernels(shape: tuple[int, int], dtype: str, block_n: int) -> list[tuple[str,
               "n_rows": m, "n_cols": n, "parts": parts}
     out = [(f"groups prefetch={pf}", sp._softmax_split_kernel, common,
             {"BLOCK_N": block_n, "PARTS_P2": p2, "SYNC": True, "PREFETCH": pf}) for pf in (0, 1)]
-    out.append(("lag", sp._softmax_lag_kernel, {**common, "taken_ptr": "*i64"},
+    lag_args = {k: v for k, v in common.items() if k != "count_ptr"}
+    out.append(("lag", sp._softmax_lag_kernel, {**lag_args, "taken_ptr": "*i64"},
                 {"BLOCK_N": block_n, "PARTS_P2": p2, "ASM": True}))
     return out
 

@@ -424,26 +424,25 @@ def test_tiled_takes_the_flat_path_for_short_power_of_two_rows_when_m_is_a_multi
 
 def test_split_model_counts_chunks_slots_and_the_fill():
     # One read and one write of MN; per row and program one read of the row's PARTS_P2 8-byte slots by
-    # every warp (words and counters are written by atomics); a fill kernel sets m * (PARTS_P2 + 1)
-    # words to EMPTY.
+    # every warp (words and counters are written by atomics); a fill kernel sets the slots and the
+    # counters to EMPTY: m * PARTS_P2 slots, then one counter a part (lag kernel, the auto) or a row
+    # (groups kernel, lag=0).
     m, n = 1024, 131072
     mn4 = m * n * 4
     # 4 parts of 32768 on 32 warps: a 4-word slot vector is one sector
     read, write = _pred("softmax_split", (m, n), BLOCK_N=32768, num_warps=32)
-    assert (read, write) == (mn4 + m * 4 * 32 * 32, mn4 + m * 5 * 8)
-    # 16 parts of 8192: 128-byte slot vectors, four sectors per warp request
+    assert (read, write) == (mn4 + m * 4 * 32 * 32, mn4 + (m * 4 + 4) * 8)
+    assert _pred("softmax_split", (m, n), BLOCK_N=32768, num_warps=32, lag=0) == (read, mn4 + m * 5 * 8)
+    # 16 parts of 8192: 128-byte slot vectors, four sectors per warp request; the fill in whole sectors
     read, write = _pred("softmax_split", (m, n), BLOCK_N=8192, num_warps=32)
-    assert (read, write) == (mn4 + m * 16 * 32 * 4 * 32, mn4 + m * 17 * 8)
-    # the grid and the prefetch do not change the bytes (slots and counters are per row)
+    assert (read, write) == (mn4 + m * 16 * 32 * 4 * 32, mn4 + 32 * -(-(8 * (m * 16 + 16)) // 32))
+    assert _pred("softmax_split", (m, n), BLOCK_N=8192, num_warps=32, lag=0) == (read, mn4 + m * 17 * 8)
+    # the grid does not change the bytes (slots are per row); prefetch=1 asks for the groups kernel
     assert _pred("softmax_split", (m, n), programs=64) == _pred("softmax_split", (m, n), programs=1024)
-    assert _pred("softmax_split", (m, n), prefetch=0) == _pred("softmax_split", (m, n), prefetch=1)
-    # a row of one part: MN once each way, nothing else
+    assert _pred("softmax_split", (m, n), prefetch=1) == _pred("softmax_split", (m, n), lag=0)
+    # a row of one part: MN once each way, nothing else, whatever lag says
     assert _pred("softmax_split", (4096, 4096), BF16) == (4096 * 4096 * 2,) * 2
-    # the lag kernel: the same chunks and slot reads, and one more word a part in the fill (the last row
-    # each part took); one part a row is the groups kernel whatever lag says
-    read, write = _pred("softmax_split", (m, n), BLOCK_N=8192, num_warps=32, lag=1)
-    assert (read, write) == (mn4 + m * 16 * 32 * 4 * 32, mn4 + 32 * -(-(8 * (m * 17 + 16)) // 32))
-    assert _pred("softmax_split", (4096, 4096), BF16, lag=1) == (4096 * 4096 * 2,) * 2
+    assert _pred("softmax_split", (4096, 4096), BF16, lag=0) == (4096 * 4096 * 2,) * 2
 
 
 @pytest.mark.parametrize("dtype", ALL)
@@ -472,10 +471,11 @@ def test_split_lag_kernel_one_part_a_row(shape, programs, dtype, device, seed):
 def test_split_auto_config():
     c = split.split_config((16384, 131072), FP32, sms=132)
     assert (c["BLOCK_N"], c["num_warps"], c["parts"], c["PARTS_P2"]) == (4096, 4, 32, 32)
-    # the same 4096-element chunks for bf16 (registers hold fp32 either way), read after the write
+    # the same 4096-element chunks for bf16, the lag kernel (no prefetch: it always reads ahead)
     c = split.split_config((16384, 131072), BF16, sms=132, per_sm=9)
-    assert (c["BLOCK_N"], c["num_warps"], c["parts"], c["groups"], c["programs"], c["prefetch"]) == (
-        4096, 4, 32, 37, 1184, 0)
+    keys = ("BLOCK_N", "num_warps", "parts", "groups", "programs", "prefetch", "lag")
+    assert tuple(c[k] for k in keys) == (4096, 4, 32, 37, 1184, 0, 1)
+    assert split.split_config((16384, 131072), BF16, prefetch=1)["lag"] == 0  # the groups kernel's option
     # whole groups only, and never more groups than rows
     assert split.split_config((3, 131072), FP32, sms=132, per_sm=4)["programs"] == 3 * 32
     assert split.split_config((10, 100000), FP32, programs=60)["programs"] == 50  # 25 parts: 2 groups
@@ -720,19 +720,20 @@ def test_gpu_tiled_sweep_values(params, seed):
     ("softmax_split", (257, 40001), {"BLOCK_N": 32768}),  # 2 parts, the second mostly padding
     ("softmax_split", (1000, 20000), {"BLOCK_N": 2048}),  # 10 parts, 13 groups: rows % groups != 0
     ("softmax_split", (33, 100000), {"BLOCK_N": 4096, "num_warps": 4, "programs": 250}),  # 25 parts
-    ("softmax_split", (64, 65536), {"BLOCK_N": 8192, "num_warps": 8, "programs": 384}),  # 3 an SM
+    ("softmax_split", (64, 65536), {"BLOCK_N": 8192, "num_warps": 8, "programs": 256}),  # 2 an SM
     # both ways of reading: the next row's chunk before the wait (prefetch) or after the write
     ("softmax_split", (301, 65536), {"BLOCK_N": 4096, "num_warps": 4, "prefetch": 1}),
-    ("softmax_split", (301, 65536), {"BLOCK_N": 4096, "num_warps": 4, "prefetch": 0}),
+    ("softmax_split", (301, 65536), {"BLOCK_N": 4096, "num_warps": 4, "prefetch": 0, "lag": 0}),
     ("softmax_split", (1000, 3000), {"programs": 7}),  # one part a row, 1000 % 7 rows left over
-    # the lag kernel (rows from a counter per part, one chunk behind), on the groups kernel's shapes
-    ("softmax_split", (300, 131072), {"lag": 1}),
-    ("softmax_split", (16384, 4096), {"BLOCK_N": 1024, "lag": 1}),  # 4 parts, many rows a program
-    ("softmax_split", (257, 40001), {"BLOCK_N": 32768, "lag": 1}),
-    ("softmax_split", (1000, 20000), {"BLOCK_N": 2048, "lag": 1}),
-    ("softmax_split", (33, 100000), {"BLOCK_N": 4096, "num_warps": 4, "programs": 250, "lag": 1}),
-    ("softmax_split", (64, 65536), {"BLOCK_N": 8192, "num_warps": 8, "programs": 256, "lag": 1}),  # 2 an SM
-    ("softmax_split", (7, 65536), {"BLOCK_N": 4096, "programs": 16, "lag": 1}),  # one program a part
+    # the groups kernel (lag=0), on the lag kernel's shapes
+    ("softmax_split", (300, 131072), {"lag": 0}),
+    ("softmax_split", (16384, 4096), {"BLOCK_N": 1024, "lag": 0}),  # 4 parts, many rows a program
+    ("softmax_split", (257, 40001), {"BLOCK_N": 32768, "lag": 0}),
+    ("softmax_split", (1000, 20000), {"BLOCK_N": 2048, "lag": 0}),
+    ("softmax_split", (33, 100000), {"BLOCK_N": 4096, "num_warps": 4, "programs": 250, "lag": 0}),
+    ("softmax_split", (64, 65536), {"BLOCK_N": 8192, "num_warps": 8, "programs": 384, "lag": 0}),  # 3 an SM
+    ("softmax_split", (16384, 4096), {"BLOCK_N": 1024}),  # lag: 4 parts, many rows a program
+    ("softmax_split", (7, 65536), {"BLOCK_N": 4096, "programs": 16}),  # lag: one program a part
     ("softmax_column_coalesced", (4096, 4096), {"ROWS": 4096}),  # one chunk, one kernel
     ("softmax_column_coalesced", (4099, 1000), {}),  # auto chunks, partial last chunk and block
     ("softmax_column_coalesced", (4096, 4096), {"BLOCK_N": 8, "BLOCK_M": 256, "ROWS": 256}),  # 16 chunks
@@ -752,9 +753,9 @@ def test_gpu_split_rows_with_infinities(dtype):
     torch.testing.assert_close(out.double().cpu(), OPS["softmax"].reference(x).cpu(), atol=atol, rtol=rtol)
     x = torch.full((3, 5000), -float("inf"), dtype=dtype, device="cuda")
     assert VARIANTS["softmax_split"].run(x, BLOCK_N=1024, num_warps=4).isnan().all()
-    # the lag kernel: the same rows
+    # the groups kernel: the same rows
     x = _hard_rows(dtype, 5000).cuda()
-    out = VARIANTS["softmax_split"].run(x, BLOCK_N=1024, num_warps=4, lag=1)
+    out = VARIANTS["softmax_split"].run(x, BLOCK_N=1024, num_warps=4, lag=0)
     assert not out.isnan().any()
     torch.testing.assert_close(out.double().cpu(), OPS["softmax"].reference(x).cpu(), atol=atol, rtol=rtol)
 
