@@ -6,9 +6,12 @@ kernel with one thing changed at a time, beside the groups kernel and a same-siz
         [--subjects RE] [--once SUBJECT,...]
 
 Subjects (lag kernel: 4096-element chunks on 4 warps, as softmax_split's auto):
-  groups       softmax_split as shipped (lag=0)
-  lag          softmax_split(lag=1): rows from a counter per part, waits by spinning on the row's counter
-  lag-pN       the same with N programs an SM (fewer programs a part share the part's counter and rows)
+  groups       softmax_split(lag=0), the groups kernel
+  lag          softmax_split(lag=1) as it is (calls 2-3 in reports/bench/2026-11-23-h100-lag-probe ran it
+               as first written: waiting by spinning on the row's counter, like `probe`; since 79d82fe it
+               polls its slots, like `poll`)
+  probe        this script's kernel waiting by compare-and-swap on the row's counter
+  lag-pN       `probe` with N programs an SM (fewer programs a part share the part's counter and rows)
   poll         waits by reading the row's slots until none is EMPTY (no counter: no count-in atomic, no
                compare-and-swap spin; the slot reads then vary with the wait, so bytes are not exact)
   sleep        spins on the counter with a 256 ns nanosleep between tries (less atomic traffic at L2)
@@ -179,7 +182,7 @@ def main() -> int:
                 src = torch.empty(x.numel() * x.element_size(), dtype=torch.uint8, device="cuda")
                 dst = torch.empty_like(src)
                 calls = {"copy": lambda dst=dst, src=src: dst.copy_(src),
-                         "groups": lambda x=x: sp.softmax_split(x),
+                         "groups": lambda x=x: sp.softmax_split(x, lag=0),
                          "lag": lambda x=x: sp.softmax_split(x, lag=1)}
                 for label, kw in SUBJECTS.items():
                     i = info.setdefault(label, {})
