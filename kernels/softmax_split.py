@@ -3,7 +3,10 @@
 softmax_online reads a long row twice (a max+sum loop, then a write loop) and hopes L2 keeps the row
 between the two reads; on the H100 a 512 KB fp32 row per SM does not stay (DRAM read efficiency 0.66
 at 16384x131072, reports/h100/long_rows_16384x131072). softmax_split splits each row into `parts`
-chunks of up to BLOCK_N elements and gives them to a group of `parts` programs that run at the same
+chunks of up to BLOCK_N elements, each held by one program in registers, and the programs of a row
+exchange (max, sum) through global memory. Two kernels do it. The lag kernel (lag=1, the auto) is
+the fast one: see "The lag kernel" below. The groups kernel (lag=0) came first, and what was learnt
+on the way is recorded here. It gives each row to a group of `parts` programs that run at the same
 time. Each program:
 
 1. reads its chunk once and keeps e = exp(x - m_p) in registers (BLOCK_N / (32*num_warps) values a
@@ -62,12 +65,22 @@ of a copy, but bf16 at 87-89%: holding a chunk while reading the next takes 80-9
 Why so many registers, found from the SASS of kernels compiled for sm_90 on a CPU machine
 (scripts/kernel_registers.py, reports/compile/2026-11-23-sm90-registers): the compiler sinks the
 rounding of e to bf16 past the wait, to where e is used, so through the wait a thread holds 32 fp32
-values, not 16 packed words. The lag kernel here (lag=1) packs e with an asm statement that has side
-effects, which the compiler may not move, and rounds once more (within an ulp): with Triton 3.6 it
-takes 56 registers a thread for bf16 and fp16 chunks of 4096 on 4 warps (9 programs an SM, the groups
-kernel's count, each with its next chunk in flight through the wait) and 96 for fp32 (5 an SM). It
-takes rows from a counter per part. It has not been timed yet (no GPU was lent to the session that
-wrote it): lag stays 0 by default until a bench shows it faster.
+values, not 16 packed words.
+
+The lag kernel (lag=1) puts the three findings together. Each program keeps its part, takes its
+part's next row from a counter per part, publishes (m, s) of the chunk it holds, reads the chunk of
+its next row, and only then waits for the held chunk's row and writes it. It packs e with an asm
+statement that has side effects, which the compiler may not move, and so rounds once more (within an
+ulp): with Triton 3.6 it takes 56 registers a thread for bf16 and fp16 chunks of 4096 on 4 warps (9
+programs an SM, as many as the groups kernel, each with its next chunk in flight through the wait)
+and 96 for fp32 (5 an SM). It waits by reading the row's slots until none is EMPTY: spinning on a
+counter with compare-and-swap, as the groups kernel does, ran 16384x131072 bf16 at 69% of a copy,
+polling the slots at 97%, polling the counter with volatile loads at 21% (scripts/lag_probe.py,
+reports/bench/2026-11-23-h100-lag-probe, H100, 2026-11-23). In bench 2026-11-23-h100-r6: 16384x131072
+at 2.89 ms in bf16 (98% of a copy; the groups kernel in r5: 3.08 ms, 92%) and 5.77 ms in fp32 (99%;
+5.90 ms, 96%), 8192x32768 bf16 at 97% (91%). The price is bytes no model can count: every poll
+reads the slots again, so at 16384x131072 bf16 the L1 loads are 5.51 GB against the 4.83 GB
+modelled (ncu, reports/h100/split_lag_16384x131072), while DRAM reads stay at the minimum.
 
 Programs that wait for each other must all be resident at once: the grid is checked against the
 compiled kernel's occupancy before launch, so a grid too large for the GPU is an error, not a hang;
@@ -97,7 +110,7 @@ DEFAULTS: dict[str, Any] = {"BLOCK_N": None, "num_warps": None, "programs": None
 _RULES = {"BLOCK_N": optional(power_of_two(1, 65536)), "num_warps": optional(power_of_two(1, 32)),
           "programs": optional(int_range(1, 1 << 20)), "prefetch": optional(int_range(0, 1)),
           "lag": optional(int_range(0, 1))}
-CHUNK = 4096  # auto chunk: elements per program, whatever the dtype (registers hold them as fp32)
+CHUNK = 4096  # auto chunk: elements per program, whatever the dtype
 VALUES_PER_THREAD = 32  # auto num_warps: each thread holds this many elements of the chunk
 CHUNK_MAX = 32768  # largest auto chunk (32 warps: 32 values a thread, as softmax_online's one pass)
 MAX_PARTS = 64  # programs per row; rows longer than CHUNK_MAX * MAX_PARTS: use softmax_online
@@ -370,9 +383,9 @@ def _traffic(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> Traffi
     # else PARTS_P2 * 8 / 32 sectors; a second read happens only when a count arrives before a word,
     # which the model leaves out. Words and counters are written by atomics only, which L1 counts apart
     # from loads and stores. The lag kernel reads its slots again until none is EMPTY (it has no counter):
-    # the model counts one read, a lower bound, the polls vary with the wait (16384x131072 bf16: 0.91-0.94
-    # GB more than the 4.83 GB modelled, ncu on the H100, 2026-11-23); its tickets past the last row read
-    # nothing (every lane masked).
+    # the model counts one read, a lower bound, the polls vary with the wait (16384x131072 bf16: 5.51 GB
+    # of L1 loads against 4.83 GB modelled, ncu on the H100, 2026-11-23); its tickets past the last row
+    # read nothing (every lane masked).
     slot_ld = m * c["parts"] * c["num_warps"] * max(1, c["PARTS_P2"] * 8 // sectors.SECTOR)
     # torch.full: one fill kernel writing the slots and counters (_fill_words), in whole sectors
     fill_st = triton.cdiv(8 * _fill_words(m, c, c["lag"] == 1), sectors.SECTOR)
