@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# One H100 call (issue 14): is softmax_split's lag kernel (lag=1) right on the GPU, and faster than the
-# groups kernel where rows take several parts (8192x8192, 8192x32768, 16384x131072)?
+# One H100 call (issue 14): is softmax_split's lag kernel (lag=1, the default since 79d82fe) right on the
+# GPU, and faster than the groups kernel (lag=0) where rows take several parts (8192x8192, 8192x32768,
+# 16384x131072)? (reports/bench/2026-11-23-h100-lag-probe/call1-lag-round: this script at 9ff2462.)
 #   OUT=... bash scripts/device_lag_round.sh
 # 1. softmax_split's gpu tests (the lag kernel's rows of several parts run only on a GPU);
 # 2. the registers, spills and programs an SM of the kernels as the device compiles them;
-# 3. three rounds of `memtraffic bench` of softmax_split and softmax_split_lag (scripts/
-#    variants_split_lag.py) beside the copy, fresh buffers each round.
-# Everything is packed into $OUT/lag_round.tgz. If the lag kernel wins: make lag=1 the default in
-# split_config, then run gpu_session.sh's tests and bench steps for the committed bench.
+# 3. three rounds of `memtraffic bench` of softmax_split and softmax_split_groups (scripts/
+#    variants_split_groups.py) beside the copy, fresh buffers each round.
+# Everything is packed into $OUT/lag_round.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 res=/tmp/lag_round
@@ -39,7 +39,7 @@ for dtype in (torch.bfloat16, torch.float16, torch.float32):
 PY
 pack
 for r in 1 2 3; do
-  timeout -k 10 100 memtraffic bench softmax_split softmax_split_lag --variants scripts/variants_split_lag.py \
+  timeout -k 10 100 memtraffic bench softmax_split softmax_split_groups --variants scripts/variants_split_groups.py \
     --shape 8192x8192 --shape 8192x32768 --shape 16384x131072 --out "$res/bench-$r" 2>&1 | tee "$res/bench-$r.txt"
   pack
 done

@@ -11,6 +11,8 @@ between Triton versions: to get the device's, install its Triton beside a CPU to
 3.6.0 gave the H100's own n_regs for every kernel compared on 2026-11-23), then run this with
 /tmp/t36/bin/python from the repository root.
 
+Kernels: the groups kernel with and without prefetch, and the lag kernel with e packed by its asm
+statement and, for comparison, by a plain .to(), which the compiler moves past the wait.
 Per kernel and chunk (BLOCK_N/num_warps) it prints: registers a thread, spill stores and loads (bytes),
 programs an SM holds (softmax_split.resident_per_sm) and the bytes those programs read at once (one
 chunk each; the groups kernel with prefetch=0 has no read in flight while it waits).
@@ -71,8 +73,9 @@ def kernels(shape: tuple[int, int], dtype: str, block_n: int) -> list[tuple[str,
     out = [(f"groups prefetch={pf}", sp._softmax_split_kernel, common,
             {"BLOCK_N": block_n, "PARTS_P2": p2, "SYNC": True, "PREFETCH": pf}) for pf in (0, 1)]
     lag_args = {k: v for k, v in common.items() if k != "count_ptr"}
-    out.append(("lag", sp._softmax_lag_kernel, {**lag_args, "taken_ptr": "*i64"},
-                {"BLOCK_N": block_n, "PARTS_P2": p2, "ASM": True}))
+    for asm, label in ((True, "lag"), (False, "lag, plain .to()")):  # the pack by asm, or not (see _held)
+        out.append((label, sp._softmax_lag_kernel, {**lag_args, "taken_ptr": "*i64"},
+                    {"BLOCK_N": block_n, "PARTS_P2": p2, "ASM": asm}))
     return out
 
 
