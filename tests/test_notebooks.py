@@ -144,6 +144,9 @@ def _seed_factors(variant: str) -> dict:
 
 def _expected_derived() -> dict:
     """Every derived number a notebook shows, recomputed here from the reports and the ceilings."""
+    from memtraffic.kernels import VARIANTS
+    from memtraffic.model import parse_shape, torch_dtype
+
     seed = "seed_1048576x2_fp32"
     s1, s8, s4 = "suite_1048576x2_fp32", "suite_8192x8192", "suite_4096x4096"
     naive, tiled = row(seed, "mt|softmax_naive|1048576x2|fp32|num_warps=4"), row(
@@ -181,6 +184,12 @@ def _expected_derived() -> dict:
         r = row(s8, f"mt|{v}|8192x8192|fp32")
         out[f"{v}_8192_l1_reads"] = r["l1_ld_bytes"] / r["min_read_bytes"]
         out[f"{v}_8192_dram_reads"] = r["dram_rd_bytes"] / r["min_read_bytes"]
+    for dt in ("bf16", "fp32"):
+        r = row("split_lag_16384x131072", f"mt|softmax_split|16384x131072|{dt}")
+        model = VARIANTS["softmax_split"].predicted(parse_shape("16384x131072"), torch_dtype(dt), {}).read
+        out[f"split_{dt}_l1_reads"] = r["l1_ld_bytes"] / r["min_read_bytes"]
+        out[f"split_{dt}_model_reads"] = model / r["min_read_bytes"]
+        out[f"split_{dt}_dram_reads"] = r["dram_rd_bytes"] / r["min_read_bytes"]
     for v in ("softmax_column_strided", "softmax_column_coalesced"):
         for dt in ("fp32", "bf16"):
             r = row(s4, f"mt|{v}|4096x4096|{dt}")
