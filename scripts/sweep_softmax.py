@@ -76,9 +76,10 @@ def _online(shape: Shape, sms: int) -> list[Config]:
 
 
 def _split(shape: Shape) -> list[Config]:
-    """softmax_split's grid. Long rows: (BLOCK_N, num_warps) at 32 values a thread, reading the next row's
-    chunk before the wait (prefetch=1) or after the write (0); the auto grid fills the GPU with whole
-    groups, so smaller chunks mean more programs an SM. Rows of one chunk (4096x4096 only): one program
+    """softmax_split's grid. Long rows: (BLOCK_N, num_warps) at 32 values a thread, with the groups kernel
+    reading the next row's chunk before the wait (prefetch=1) or the lag kernel (prefetch=0, lag auto:
+    until 79d82fe this was the groups kernel reading after the write); the auto grid fills the GPU with
+    whole groups, so smaller chunks mean more programs an SM. Rows of one chunk (4096x4096 only): one program
     per row on 4 or 8 warps, or the persistent grid that reads its next row before writing this one."""
     m, n = shape
     if n >= 32768:
