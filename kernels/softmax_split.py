@@ -236,7 +236,7 @@ def _softmax_lag_kernel(out_ptr, in_ptr, slots_ptr, taken_ptr, n_rows, n_cols, p
     # A ticket past the last row reads nothing (every lane masked) and publishes nothing. The wait
     # reads the row's slots until none is EMPTY, with no counter: spinning on a counter with
     # compare-and-swap, as the groups kernel does, ran 16384x131072 bf16 at 69% of a copy, polling at
-    # 97% (H100, scripts/lag_probe.py); the polls' extra reads come from L2 and vary with the wait.
+    # 97% (H100, scripts/lag_probe.py); the polls' extra reads stay in L1/L2 and vary with the wait.
     # (Shaped so that Triton 3.6 compiles it: slot addresses of clamped rows, rows carried as int32;
     # other forms crashed its RemoveLayoutConversions pass.)
     pid = tl.program_id(0)
@@ -413,8 +413,9 @@ def _run(x: torch.Tensor, **params: Any) -> torch.Tensor:
 SOFTMAX_SPLIT = Variant(
     name="softmax_split",
     op="softmax",
-    description="Triton, each row split over a group of programs that hold their chunk in registers and "
-    "exchange (max, sum) through global memory with relaxed atomics: one read and one write of long rows",
+    description="Triton, each row split over programs that hold their chunk in registers and exchange "
+    "(max, sum) through global memory with relaxed atomics, taking rows from a counter per part one chunk "
+    "behind: one read and one write of long rows",
     run=_run,
     predicted=_traffic,
     params=dict(DEFAULTS),
