@@ -9,6 +9,7 @@ Each group is one `memtraffic measure` run (one ncu process) into its own named 
   suite_8192x8192                every softmax and gelu variant, fp32 and bf16
   long_rows_16384x131072         softmax_online, softmax_split, softmax_3pass, torch_softmax,
                                  torch_compiled on 512 KB (fp32) rows, fp32 and bf16
+  split_lag_16384x131072         softmax_split (its lag kernel) on the long rows, traffic counters
   passes_4096x4096               softmax_tiled, softmax_online forced to loop (BLOCK_N=1024) and
                                  softmax_3pass: one, two and three reads of the same rows
   matmul_4096x4096x4096          every matmul variant, fp32 and bf16
@@ -65,6 +66,10 @@ GROUPS = [
           variants={"softmax_online": {}, "softmax_split": {}, "softmax_3pass": {}, "torch_softmax": {},
                     "torch_compiled": {}},
           metrics="time,dram_rd_bytes,dram_wr_bytes"),
+    # softmax_split's lag kernel at L1, L2 and DRAM: its slot polls are loads the model cannot count.
+    # Traffic counters (six passes: about 1.5 minutes a dtype on the H100, memory backed up each pass).
+    Group("split_lag_16384x131072", ("softmax",), ["16384x131072"], ["bf16", "fp32"],
+          variants={"softmax_split": {}}, metrics="traffic"),
     # The same passes at a size whose rows do fit: softmax_online forced to loop (BLOCK_N=1024).
     Group("passes_4096x4096", ("softmax",), ["4096x4096"], ["fp32", "bf16"],
           variants={"softmax_tiled": {}, "softmax_online": {"BLOCK_N": 1024}, "softmax_3pass": {}}),
