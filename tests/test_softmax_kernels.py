@@ -715,7 +715,8 @@ def test_gpu_tiled_sweep_values(params, seed):
     ("softmax_online", (100, 30000), {}),  # auto: one pass (fp32), or a program per row looping (bf16)
     ("softmax_online", (300, 20000), {"BLOCK_N": 4096, "programs": 0, "evict_hints": 0}),
     ("softmax_online", (1000, 20000), {"BLOCK_N": 2048, "programs": 7}),  # rows % programs != 0
-    # split rows: programs of a group wait for each other (the interpreter cannot run these)
+    # split rows: programs of a row wait for each other (the interpreter cannot run these); the auto
+    # for rows of several parts is the lag kernel
     ("softmax_split", (300, 131072), {}),  # auto: 32 parts of 4096 (fp32), 16 of 8192 (bf16)
     ("softmax_split", (257, 40001), {"BLOCK_N": 32768}),  # 2 parts, the second mostly padding
     ("softmax_split", (1000, 20000), {"BLOCK_N": 2048}),  # 10 parts, 13 groups: rows % groups != 0
@@ -725,7 +726,7 @@ def test_gpu_tiled_sweep_values(params, seed):
     ("softmax_split", (301, 65536), {"BLOCK_N": 4096, "num_warps": 4, "prefetch": 1}),
     ("softmax_split", (301, 65536), {"BLOCK_N": 4096, "num_warps": 4, "prefetch": 0, "lag": 0}),
     ("softmax_split", (1000, 3000), {"programs": 7}),  # one part a row, 1000 % 7 rows left over
-    # the groups kernel (lag=0), on the lag kernel's shapes
+    # the groups kernel (lag=0) on the same shapes, and two more for the lag kernel
     ("softmax_split", (300, 131072), {"lag": 0}),
     ("softmax_split", (16384, 4096), {"BLOCK_N": 1024, "lag": 0}),  # 4 parts, many rows a program
     ("softmax_split", (257, 40001), {"BLOCK_N": 32768, "lag": 0}),
