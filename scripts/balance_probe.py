@@ -40,7 +40,7 @@ import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from split_probe import _exchange  # noqa: E402 (scripts/ is sys.path[0] when run as a script)
+from split_probe import _exchange, print_rounds  # noqa: E402 (scripts/ is sys.path[0] when run as a script)
 
 from memtraffic.gpu import environment, time_cuda  # noqa: E402
 from memtraffic.kernels import softmax_split as sp  # noqa: E402
@@ -327,17 +327,7 @@ def main() -> int:
                     times.setdefault(label, []).append(t)
                 del x, src, dst
                 torch.cuda.empty_cache()
-            copy = statistics.median(times["copy"])
-            print(f"{key}: median of {args.rounds} rounds (us, % of copy's median {copy / 1e3:.1f} us)")
-            for label, t in times.items():
-                med = statistics.median(t)
-                extra = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                                 for k, v in info.get(label, {}).items())
-                print(f"  {label:22s} {med / 1e3:9.1f}  {100 * copy / med:6.1f}%  "
-                      f"[{min(t) / 1e3:.1f}-{max(t) / 1e3:.1f}] {extra}", flush=True)
-            for label, i in info.items():
-                if "error" in i:
-                    print(f"  {label}: error {i['error']}")
+            print_rounds(key, args.rounds, times, info)
             results[key] = {"times_ns": times, "info": info, "traces": traces}
     args.out.write_text(json.dumps({"environment": environment(), "configs": CONFIGS,
                                     "results": results}) + "\n")

@@ -12,7 +12,7 @@ Subjects (lag kernel: 4096-element chunks on 4 warps, as softmax_split's auto):
                polls its slots, like `poll`)
   probe        this script's kernel waiting by compare-and-swap on the row's counter
   lag-pN       `probe` with N programs an SM (fewer programs a part share the part's counter and rows)
-  poll         waits by reading the row's slots until none is EMPTY (no counter: no count-in atomic, no
+  poll         waits by reading the row's slots until none is EMPTY (programs still count in, but no
                compare-and-swap spin; the slot reads then vary with the wait, so bytes are not exact)
   sleep        spins on the counter with a 256 ns nanosleep between tries (less atomic traffic at L2)
   cpoll        polls the counter with volatile loads (one 8-byte word a warp a try, not an atomic)
@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import statistics
 import sys
 from pathlib import Path
 
@@ -36,11 +35,12 @@ import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from split_probe import print_rounds  # noqa: E402 (scripts/ is sys.path[0] when run as a script)
+
 from memtraffic.gpu import environment, time_cuda  # noqa: E402
 from memtraffic.kernels import softmax_split as sp  # noqa: E402
 from memtraffic.model import parse_shape  # noqa: E402
 
-EMPTY = tl.constexpr(-1)
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
@@ -52,29 +52,23 @@ def _sleep(dep):
 
 @triton.jit
 def _wait(slots_ptr, count_ptr, row64, parts, PARTS_P2: tl.constexpr, WAIT: tl.constexpr):
-    """The row's (M, S): WAIT 0 as shipped (counter spin), 1 poll the slots, 2 counter spin with sleeps,
-    3 poll the counter with volatile loads."""
-    if WAIT == 3:
-        arrived = tl.load(count_ptr + row64, volatile=True)
-        while arrived < parts - 1:
-            arrived = tl.load(count_ptr + row64, volatile=True)
-    elif WAIT != 1:
+    """The row's (M, S): WAIT 0 as the groups kernel (counter spin), 1 poll the slots, 2 counter spin with
+    sleeps, 3 poll the counter with volatile loads; then softmax_split's read of the slots."""
+    if WAIT == 2:
         never = tl.full((), -2, tl.int64)
         arrived = tl.atomic_cas(count_ptr + row64, never, never, sem="relaxed", scope="gpu")
         while arrived < parts - 1:
-            if WAIT == 2:
-                arrived = arrived + _sleep(arrived.to(tl.int32)).to(tl.int64) * 0
+            arrived = arrived + _sleep(arrived.to(tl.int32)).to(tl.int64) * 0
             arrived = tl.atomic_cas(count_ptr + row64, never, never, sem="relaxed", scope="gpu")
-    ids = tl.arange(0, PARTS_P2)
-    live = ids < parts
-    slots = slots_ptr + row64 * PARTS_P2 + ids
-    w = tl.load(slots, mask=live, other=0, volatile=True)
-    while tl.max((w == EMPTY).to(tl.int32), axis=0) > 0:
-        w = tl.load(slots, mask=live, other=0, volatile=True)
-    ms = tl.where(live, (w & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True), -float("inf"))
-    ss = tl.where(live, (w >> 32).to(tl.int32).to(tl.float32, bitcast=True), 0.0)
-    mx = tl.max(ms, axis=0)
-    return mx, tl.sum(ss * tl.exp(ms - tl.where(mx == float("-inf"), 0.0, mx)), axis=0)
+    elif WAIT == 3:
+        arrived = tl.load(count_ptr + row64, volatile=True)
+        while arrived < parts - 1:
+            arrived = tl.load(count_ptr + row64, volatile=True)
+    if WAIT == 0:
+        mx, total = sp._row_max_sum(slots_ptr, count_ptr, row64, parts, PARTS_P2)
+    else:
+        mx, total = sp._row_max_sum(slots_ptr, None, row64, parts, PARTS_P2)
+    return mx, total
 
 
 @triton.jit
@@ -199,14 +193,7 @@ def main() -> int:
                         info.setdefault(label, {})["error"] = str(exc)[:300]
                 del x, src, dst
                 torch.cuda.empty_cache()
-            copy = statistics.median(times["copy"])
-            print(f"{key}: median of {args.rounds} rounds (us, % of copy's median {copy / 1e3:.1f} us)")
-            for label, t in times.items():
-                med = statistics.median(t)
-                extra = " ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
-                                 for k, v in info.get(label, {}).items())
-                print(f"  {label:12s} {med / 1e3:9.1f}  {100 * copy / med:6.1f}%  "
-                      f"[{min(t) / 1e3:.1f}-{max(t) / 1e3:.1f}] {extra}", flush=True)
+            print_rounds(key, args.rounds, times, info)
             results[key] = {"times_ns": times, "info": info}
     args.out.write_text(json.dumps({"environment": environment(), "subjects": SUBJECTS,
                                     "results": results}) + "\n")

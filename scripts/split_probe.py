@@ -45,32 +45,18 @@ from memtraffic.gpu import environment, time_cuda  # noqa: E402
 from memtraffic.kernels import softmax_split as sp  # noqa: E402
 from memtraffic.model import parse_shape  # noqa: E402
 
-EMPTY = tl.constexpr(-1)
-
 
 @triton.jit
 def _exchange(slots_ptr, count_ptr, row64, part, parts, m, s, PARTS_P2: tl.constexpr, COUNTER: tl.constexpr):
-    """The shipped kernel's exchange: publish (m, s) in this part's slot, count in (COUNTER) or poll the
-    slots alone, wait for the row's `parts` programs, and return the row's (max, sum)."""
-    word = ((s.to(tl.int32, bitcast=True).to(tl.int64) << 32)
-            | (m.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF))
-    tl.atomic_xchg(slots_ptr + row64 * PARTS_P2 + part, word, sem="relaxed", scope="gpu")
+    """The shipped groups kernel's exchange: publish (m, s) in this part's slot, count in and wait on the
+    counter (COUNTER) or poll the slots alone, and return the row's (max, sum)."""
     if COUNTER:
-        tl.atomic_add(count_ptr + row64, tl.full((), 1, tl.int64), sem="relaxed", scope="gpu")
-        never = tl.full((), -2, tl.int64)
-        arrived = tl.atomic_cas(count_ptr + row64, never, never, sem="relaxed", scope="gpu")
-        while arrived < parts - 1:
-            arrived = tl.atomic_cas(count_ptr + row64, never, never, sem="relaxed", scope="gpu")
-    ids = tl.arange(0, PARTS_P2)
-    live = ids < parts
-    slots = slots_ptr + row64 * PARTS_P2 + ids
-    w = tl.load(slots, mask=live, other=0, volatile=True)
-    while tl.max((w == EMPTY).to(tl.int32), axis=0) > 0:
-        w = tl.load(slots, mask=live, other=0, volatile=True)
-    ms = tl.where(live, (w & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True), -float("inf"))
-    ss = tl.where(live, (w >> 32).to(tl.int32).to(tl.float32, bitcast=True), 0.0)
-    mx = tl.max(ms, axis=0)
-    return mx, tl.sum(ss * tl.exp(ms - tl.where(mx == float("-inf"), 0.0, mx)), axis=0)
+        sp._publish(slots_ptr, count_ptr, row64, part, m, s, None, PARTS_P2)
+        mx, total = sp._row_max_sum(slots_ptr, count_ptr, row64, parts, PARTS_P2)
+    else:
+        sp._publish(slots_ptr, None, row64, part, m, s, None, PARTS_P2)
+        mx, total = sp._row_max_sum(slots_ptr, None, row64, parts, PARTS_P2)
+    return mx, total
 
 
 @triton.jit
@@ -323,6 +309,22 @@ CONFIGS: dict[str, dict] = {
 }
 
 
+def print_rounds(key: str, rounds: int, times: dict[str, list[float]], info: dict[str, dict]) -> None:
+    """Per subject: the median time over rounds, its % of the copy's median, the range, what info holds
+    (n_regs, errors, ...); then each subject that failed in a round, with its error."""
+    copy = statistics.median(times["copy"])
+    print(f"{key}: median of {rounds} rounds (us, % of copy's median {copy / 1e3:.1f} us)")
+    for label, t in times.items():
+        med = statistics.median(t)
+        extra = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                         for k, v in info.get(label, {}).items())
+        print(f"  {label:22s} {med / 1e3:9.1f}  {100 * copy / med:6.1f}%  "
+              f"[{min(t) / 1e3:.1f}-{max(t) / 1e3:.1f}] {extra}", flush=True)
+    for label, i in info.items():
+        if "error" in i:
+            print(f"  {label}: error {i['error']}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
@@ -369,14 +371,7 @@ def main() -> int:
                     times.setdefault(label, []).append(t)
                 del x, src, dst
                 torch.cuda.empty_cache()
-            copy = statistics.median(times["copy"])
-            print(f"{key}: median of {args.rounds} rounds (us, % of copy's median {copy / 1e3:.1f} us)")
-            for label, t in times.items():
-                med = statistics.median(t)
-                extra = " ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
-                                 for k, v in info.get(label, {}).items())
-                print(f"  {label:20s} {med / 1e3:9.1f}  {100 * copy / med:6.1f}%  "
-                      f"[{min(t) / 1e3:.1f}-{max(t) / 1e3:.1f}] {extra}", flush=True)
+            print_rounds(key, args.rounds, times, info)
             results[key] = {"times_ns": times, "info": info}
     args.out.write_text(json.dumps({"environment": environment(), "configs": CONFIGS, "results": results,
                                     "flush_bytes": gpu._L2_FLUSH_BYTES}, indent=1) + "\n")
