@@ -11,8 +11,8 @@ import torch
 import triton
 import triton.language as tl
 
-from memtraffic.model import Traffic, element_size
-from memtraffic.variants import Variant
+from memtraffic.core.ops import Traffic, element_size
+from memtraffic.measure.variants import Variant
 
 
 @triton.jit

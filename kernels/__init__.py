@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memtraffic.variants import Variant
+from memtraffic.measure.variants import Variant
 
 from . import (
     gelu,

@@ -15,9 +15,9 @@ import torch
 import triton
 import triton.language as tl
 
-from memtraffic.exceptions import GpuNotFoundError
-from memtraffic.model import Shape, Traffic, element_size
-from memtraffic.variants import Variant
+from memtraffic.core.errors import GpuNotFoundError
+from memtraffic.core.ops import Shape, Traffic, element_size
+from memtraffic.measure.variants import Variant
 
 from . import cuda_build
 from ._params import params_check, power_of_two, resolve

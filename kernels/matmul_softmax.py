@@ -22,8 +22,8 @@ import torch
 import triton
 import triton.language as tl
 
-from memtraffic.model import Shape, Traffic, dtype_name, element_size
-from memtraffic.variants import Variant
+from memtraffic.core.ops import Shape, Traffic, dtype_name, element_size
+from memtraffic.measure.variants import Variant
 
 from . import matmul as _mm
 from . import torch_softmax

@@ -17,8 +17,8 @@ import torch
 import triton
 import triton.language as tl
 
-from memtraffic.model import Shape, Traffic, element_size
-from memtraffic.variants import Variant
+from memtraffic.core.ops import Shape, Traffic, element_size
+from memtraffic.measure.variants import Variant
 
 from . import sectors
 from ._params import optional, power_of_two, resolve_params

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from memtraffic.model import Shape, Traffic, element_size
-from memtraffic.variants import Variant
+from memtraffic.core.ops import Shape, Traffic, element_size
+from memtraffic.measure.variants import Variant
 
 from .compiled import static_compile
 

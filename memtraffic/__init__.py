@@ -1,7 +1,8 @@
 """memtraffic: where did my bytes go, and how far am I from the minimum?
 
-`memtraffic.ops()` (memtraffic.trace, imports torch) and `memtraffic.region()` (memtraffic.regions,
-torch-free) load on first use, so `import memtraffic` imports neither torch nor any other framework.
+`memtraffic.ops()` (memtraffic.measure.tracer, imports torch) and `memtraffic.region()`
+(memtraffic.measure.regions, torch-free) load on first use, so `import memtraffic` imports neither
+torch nor any other framework.
 """
 
 from typing import Any
@@ -10,7 +11,7 @@ __version__ = "0.1.0"
 
 # The region module is not region.py: importing a submodule named `region` would rebind
 # memtraffic.region from the function to the module.
-_LAZY = {"ops": "memtraffic.trace", "region": "memtraffic.regions"}
+_LAZY = {"ops": "memtraffic.measure.tracer", "region": "memtraffic.measure.regions"}
 
 
 def __getattr__(name: str) -> Any:

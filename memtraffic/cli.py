@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from memtraffic.exceptions import MemtrafficError, UsageError
+from memtraffic.core.errors import MemtrafficError, UsageError
 
 app = typer.Typer(
     rich_markup_mode="rich",
@@ -66,7 +66,7 @@ def _warn_line(line: str) -> None:
 
 def _check_format(fmt: str, allowed: tuple[str, ...]) -> None:
     if fmt not in allowed:
-        from memtraffic.exceptions import UsageError
+        from memtraffic.core.errors import UsageError
 
         raise UsageError(f"unknown format {fmt!r}: use one of {', '.join(allowed)}")
 
@@ -109,14 +109,14 @@ def list_(
       memtraffic list --count softmax_tiled --shape 4096x4096 --shape 1024x1024 --param num_warps=4,8
       memtraffic list --count --sweep grid.toml
     """
-    from memtraffic.model import parse_dtype, parse_shape, torch_dtype
-    from memtraffic.tables import render
-    from memtraffic.variants import describe, load_variants
+    from memtraffic.core.ops import parse_dtype, parse_shape, torch_dtype
+    from memtraffic.measure.variants import describe, load_variants
+    from memtraffic.views.tables import render
 
     _check_format(fmt, ("table", "json", "csv"))
     if count:
-        from memtraffic.collect import MeasureOptions, plan_for
-        from memtraffic.sweep import grid_count
+        from memtraffic.measure.measure import MeasureOptions, plan_for
+        from memtraffic.measure.sweep import grid_count
 
         plan = plan_for(MeasureOptions(
             variants=list(variants or []), shapes=list(shape or []), dtypes=list(dtype or []),
@@ -222,7 +222,7 @@ def measure(
     """Profile variants under Nsight Compute (ncu) and analyze their traffic.
 
     ONE ncu process profiles every variant x shape x dtype x parameter
-    combination, run by 'python -m memtraffic.runner': inputs are seeded,
+    combination, run by 'python -m memtraffic.measure.runner': inputs are seeded,
     each result is checked against a float64 reference, JIT, autotuning and
     torch.compile happen outside the profiled region, and only the kernels
     inside each measured call's NVTX range 'mt|...' are profiled. A variant
@@ -251,9 +251,9 @@ def measure(
       memtraffic measure --sweep grid.toml --gpus all
       memtraffic measure --sweep grid.toml --shard 2/8 --out runs/part2
     """
-    from memtraffic.analyze import render
-    from memtraffic.collect import MeasureOptions
-    from memtraffic.collect import measure as run_measure
+    from memtraffic.analysis.analyze import render
+    from memtraffic.measure.measure import MeasureOptions
+    from memtraffic.measure.measure import measure as run_measure
 
     _check_format(fmt, ("table", "json", "csv"))
     opts = MeasureOptions(
@@ -351,9 +351,9 @@ def profile(
       memtraffic profile --kernel-name softmax --launch-count 10 -- ./my_cuda_app
       memtraffic profile -- trtexec --onnx=model.onnx --iterations=1
     """
-    from memtraffic.analyze import render
-    from memtraffic.profile import ProfileOptions
-    from memtraffic.profile import profile as run_profile
+    from memtraffic.analysis.analyze import render
+    from memtraffic.measure.profile import ProfileOptions
+    from memtraffic.measure.profile import profile as run_profile
 
     _check_format(fmt, ("table", "json", "csv"))
     if profile_from_start not in ("on", "off"):
@@ -422,7 +422,7 @@ def analyze(
       memtraffic analyze RUN --group-by kernel --format json > rows.json
       memtraffic analyze RUN --group-by op
     """
-    from memtraffic.analyze import analyze_path, render
+    from memtraffic.analysis.analyze import analyze_path, render
 
     _check_format(fmt, ("table", "json", "csv"))
     typer.echo(render(analyze_path(path, min_bytes=min_bytes, group_by=group_by), fmt, group_by))
@@ -450,7 +450,7 @@ def ops(
       memtraffic ops -- python train.py --steps 1
       memtraffic ops --format json -- python infer.py > ops.json
     """
-    from memtraffic.trace_cmd import check_run, format_ops, run_traced
+    from memtraffic.measure.ops import check_run, format_ops, run_traced
 
     _check_format(fmt, ("table", "json", "csv"))
     cmd = list(command or [])
@@ -494,7 +494,7 @@ def lines(
       memtraffic lines RUN --kernel naive --top 3
       memtraffic lines my_app.ncu-rep --format json > lines.json
     """
-    from memtraffic.lines import read_lines, render
+    from memtraffic.analysis.lines import read_lines, render
 
     _check_format(fmt, ("table", "json", "csv"))
     typer.echo(render(read_lines(path, kernel=kernel, top=top), fmt))
@@ -522,8 +522,8 @@ def merge(
       memtraffic merge runs/part1 runs/part2 runs/part3 --out runs/sweep
       memtraffic merge runs/a runs/a-rerun --out runs/a-complete
     """
-    from memtraffic.analyze import analyze_path, render
-    from memtraffic.merge import merge_runs
+    from memtraffic.analysis.analyze import analyze_path, render
+    from memtraffic.analysis.merge import merge_runs
 
     _check_format(fmt, ("table", "json", "csv"))
     merged, _ = merge_runs(runs, out, allow_mixed, echo=lambda line: typer.echo(line, err=True))
@@ -554,8 +554,8 @@ def roofline(
       memtraffic roofline RUN_A RUN_B --level dram --out cmp.html
       memtraffic roofline RUN --png roof.png   # and roof-traffic.png
     """
-    from memtraffic.report import latest_run, plot_runs
-    from memtraffic.roofline import parse_levels
+    from memtraffic.views.html_report import latest_run, plot_runs
+    from memtraffic.views.roofline import parse_levels
 
     levels = parse_levels(level)
     run_dirs = list(runs) if runs else [latest_run()]
@@ -584,7 +584,7 @@ def report(
       memtraffic report reports/runs/RUN
       memtraffic report RUN --out softmax.html
     """
-    from memtraffic.report import write_report
+    from memtraffic.views.html_report import write_report
 
     typer.echo(f"wrote {write_report(run, out, ceilings_file)}")
 
@@ -611,7 +611,7 @@ def ceilings(
       memtraffic ceilings --refresh --save-reference   # commit reports/ceilings/
       memtraffic ceilings --format json
     """
-    from memtraffic import ceilings as c
+    from memtraffic.measure import ceilings as c
 
     _check_format(fmt, ("table", "json"))
     entry, cached = c.get_ceilings(refresh=refresh, with_ncu=ncu, progress=lambda m: typer.echo(m, err=True))
@@ -648,10 +648,10 @@ def bench(
 
     Example: memtraffic bench softmax_tiled torch_softmax --shape 4096x4096 --dtype bf16
     """
-    from memtraffic import bench as b
-    from memtraffic.model import parse_dtype, parse_shape, torch_dtype
-    from memtraffic.tables import dump
-    from memtraffic.variants import get_variant, load_variants
+    from memtraffic.core.ops import parse_dtype, parse_shape, torch_dtype
+    from memtraffic.measure import bench as b
+    from memtraffic.measure.variants import get_variant, load_variants
+    from memtraffic.views.tables import dump
 
     _check_format(fmt, ("table", "json"))
     catalogue = load_variants(variant_files or [], on_problem=_warn_line)

@@ -6,6 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -22,7 +23,7 @@
 #
 # It needs no GPU: every number below is read from the committed Nsight Compute reports
 # (`profile.ncu-rep`) and from the ceilings measured on the same H100 (`reports/ceilings/`), or
-# computed by `memtraffic.model`. None is typed in.
+# computed by `memtraffic.core.ops`. None is typed in.
 
 # %%
 import json
@@ -31,11 +32,11 @@ from pathlib import Path
 import pandas as pd
 from IPython.display import Markdown, display
 
-from memtraffic.analyze import analyze_path
-from memtraffic.ceilings import load_ceilings_file
-from memtraffic.model import OPS, element_size, format_shape, parse_dtype
-from memtraffic.roofline import roofline_figure
-from memtraffic.units import fmt_bytes, fmt_rate, fmt_time
+from memtraffic.analysis.analyze import analyze_path
+from memtraffic.core.ops import OPS, element_size, format_shape, parse_dtype
+from memtraffic.core.units import fmt_bytes, fmt_rate, fmt_time
+from memtraffic.measure.ceilings import load_ceilings_file
+from memtraffic.views.roofline import roofline_figure
 
 
 def find_root() -> Path:
@@ -70,7 +71,7 @@ print(f"reports from {REPORTS.relative_to(ROOT)}; ceilings of the {DEVICE}, meas
 # | softmax over each row of an MxN matrix | MN | MN | a handful per element |
 # | matmul C = A @ B, A is MxK, B is KxN | MK + KN | MN | 2MNK (a multiply and an add per term) |
 #
-# `memtraffic.model.OPS` holds these counts. Here is the softmax minimum counted by hand, then checked
+# `memtraffic.core.ops.OPS` holds these counts. Here is the softmax minimum counted by hand, then checked
 # against the model:
 
 # %%
@@ -261,7 +262,7 @@ if len(above):
 # %% [markdown]
 # ## Exercises
 #
-# Work each one out by hand first, then run the answer cell: the answers come from `memtraffic.model`
+# Work each one out by hand first, then run the answer cell: the answers come from `memtraffic.core.ops`
 # and from the measured ceilings.
 #
 # **1.** Softmax over the rows of a 1048576x2 fp32 matrix. How many bytes must any implementation read

@@ -29,8 +29,8 @@
 # 6. softmax down columns: strided against coalesced;
 # 7. which source line moves the bytes, naive against tiled.
 #
-# Every number is computed from `reports/h100/*/profile.ncu-rep` by `memtraffic.analyze`, the same code
-# as `memtraffic analyze`; none is typed in.
+# Every number is computed from `reports/h100/*/profile.ncu-rep` by `memtraffic.analysis.analyze`, the same
+# code as `memtraffic analyze`; none is typed in.
 
 # %%
 import json
@@ -41,15 +41,15 @@ import plotly.graph_objects as go
 from IPython.display import Markdown, display
 from plotly.subplots import make_subplots
 
-from memtraffic.analyze import SECTOR_BYTES, analyze_path
-from memtraffic.ceilings import load_ceilings_file
-from memtraffic.extract import read_report
+from memtraffic.analysis.analyze import SECTOR_BYTES, analyze_path
+from memtraffic.analysis.lines import read_lines
+from memtraffic.core.ops import element_size, parse_shape, torch_dtype
+from memtraffic.core.units import fmt_bytes, fmt_rate, fmt_time
 from memtraffic.kernels import VARIANTS
-from memtraffic.lines import read_lines
-from memtraffic.model import element_size, parse_shape, torch_dtype
-from memtraffic.roofline import roofline_figure
-from memtraffic.traffic import traffic_figure
-from memtraffic.units import fmt_bytes, fmt_rate, fmt_time
+from memtraffic.measure.ceilings import load_ceilings_file
+from memtraffic.ncu.report import read_report
+from memtraffic.views.roofline import roofline_figure
+from memtraffic.views.traffic_chart import traffic_figure
 
 
 def find_root() -> Path:

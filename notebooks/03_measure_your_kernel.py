@@ -6,6 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -37,13 +38,13 @@ if not torch.cuda.is_available():  # Triton's interpreter must be chosen before 
 import pandas as pd
 from IPython.display import Markdown, display
 
-from memtraffic.analyze import analyze_path, format_table
-from memtraffic.exceptions import MemtrafficError
-from memtraffic.model import OPS, parse_shape, torch_dtype
-from memtraffic.runner import check_output
-from memtraffic.tables import render
-from memtraffic.units import fmt_bytes
-from memtraffic.variants import describe, load_variants
+from memtraffic.analysis.analyze import analyze_path, format_table
+from memtraffic.core.errors import MemtrafficError
+from memtraffic.core.ops import OPS, parse_shape, torch_dtype
+from memtraffic.core.units import fmt_bytes
+from memtraffic.measure.runner import check_output
+from memtraffic.measure.variants import describe, load_variants
+from memtraffic.views.tables import render
 
 
 def find_root() -> Path:
@@ -88,8 +89,8 @@ import torch
 import triton
 import triton.language as tl
 
-from memtraffic.variants import Variant
-from memtraffic.model import Traffic, element_size
+from memtraffic.measure.variants import Variant
+from memtraffic.core.ops import Traffic, element_size
 
 
 @triton.jit
@@ -163,7 +164,7 @@ print(f"registered {MY.name}: {MY.description}")
 # %% [markdown]
 # ## 2. Check it on the CPU
 #
-# The same check the measuring process applies (`memtraffic.runner.check_output`: the variant's output
+# The same check the measuring process applies (`memtraffic.measure.runner.check_output`: the variant's output
 # against the op's float64 reference), on a small shape that the Triton interpreter runs quickly.
 
 # %%
@@ -201,12 +202,12 @@ display(Markdown(
 # %% [markdown]
 # ## 4. Measure it
 #
-# Measuring needs a CUDA GPU and Nsight Compute. `memtraffic.ncu` finds `ncu` the way
+# Measuring needs a CUDA GPU and Nsight Compute. `memtraffic.ncu.command` finds `ncu` the way
 # `memtraffic measure` does ($MEMTRAFFIC_NCU, then PATH, the CUDA toolkit, /opt/nvidia/nsight-compute).
 
 # %%
-from memtraffic.ncu import find_ncu, ncu_version  # noqa: E402
-from memtraffic.rundir import check_gpu  # noqa: E402
+from memtraffic.core.rundir import check_gpu  # noqa: E402
+from memtraffic.ncu.command import find_ncu, ncu_version  # noqa: E402
 
 try:
     NCU = find_ncu()
@@ -222,14 +223,14 @@ print(f"measuring with {NCU} on {GPU}" if CAN_MEASURE else f"not measuring here:
 # the plan records your file, and the profiled runner loads it with the same loader):
 #
 # 1. a plan: every config (variant, shape, dtype, parameters) with its minimum and predicted traffic;
-# 2. ncu runs `memtraffic.runner` on the plan: each config is warmed up, checked, then run once inside
+# 2. ncu runs `memtraffic.measure.runner` on the plan: each config is warmed up, checked, then run once inside
 #    its own NVTX range, which is all ncu profiles;
 # 3. the report is read and analyzed against the plan, exactly as `memtraffic analyze` does.
 
 # %%
 def measure_with_my_variants(variants: list[str], shape: str, dtype: str) -> tuple[pd.DataFrame, Path]:
     """`memtraffic measure VARIANTS --variants my_variants.py --shape SHAPE --dtype DTYPE`, from Python."""
-    from memtraffic.collect import MeasureOptions, measure
+    from memtraffic.measure.measure import MeasureOptions, measure
 
     result = measure(MeasureOptions(variants=variants, shapes=[shape], dtypes=[dtype],
                                     variant_files=[str(MODULE)], runs_root=ROOT / "reports" / "runs"))

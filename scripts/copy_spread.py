@@ -6,7 +6,7 @@ stayed at 27.5-28.0 us.
     python scripts/copy_spread.py OUT.json [--shape 4096x4096] [--dtype bf16] [--rounds 8]
 
 Each round allocates fresh buffers (the copy's source and destination, the softmax input) and times
-every subject (median of 200 calls, as memtraffic.gpu.time_cuda) twice: with a 256 MB buffer zeroed
+every subject (median of 200 calls, as memtraffic.measure.gpu.time_cuda) twice: with a 256 MB buffer zeroed
 before each call (the bench's flush until 2026-11-23: it leaves the L2 full of dirty lines, which the
 timed call then writes back to DRAM as it evicts them) and with the same buffer summed (a read flush,
 the bench's since: it leaves clean lines). Prints per subject and flush the median, min and max over
@@ -25,10 +25,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from memtraffic import gpu  # noqa: E402
-from memtraffic.gpu import environment  # noqa: E402
+from memtraffic.core.ops import parse_dtype, parse_shape, torch_dtype  # noqa: E402
 from memtraffic.kernels import VARIANTS  # noqa: E402
-from memtraffic.model import parse_dtype, parse_shape, torch_dtype  # noqa: E402
+from memtraffic.measure import gpu  # noqa: E402
+from memtraffic.measure.gpu import environment  # noqa: E402
 
 SUBJECTS = ["copy", "softmax_tiled", "softmax_split", "softmax_naive"]
 

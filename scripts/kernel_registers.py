@@ -33,9 +33,9 @@ import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from memtraffic.core.ops import parse_shape  # noqa: E402
 from memtraffic.kernels import softmax_split as sp  # noqa: E402
 from memtraffic.kernels.ttgir import compile_sm90  # noqa: E402
-from memtraffic.model import parse_shape  # noqa: E402
 
 PTR = {"bf16": "*bf16", "fp16": "*fp16", "fp32": "*fp32"}
 BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}

@@ -37,9 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from split_probe import print_rounds  # noqa: E402 (scripts/ is sys.path[0] when run as a script)
 
-from memtraffic.gpu import environment, time_cuda  # noqa: E402
+from memtraffic.core.ops import parse_shape  # noqa: E402
 from memtraffic.kernels import softmax_split as sp  # noqa: E402
-from memtraffic.model import parse_shape  # noqa: E402
+from memtraffic.measure.gpu import environment, time_cuda  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 

@@ -90,8 +90,8 @@ GROUPS_BY_NAME = {g.name: g for g in GROUPS}
 
 def group_plan(group: Group) -> tuple[dict[str, Any] | None, list[str]]:
     """The group's plan from the variants registered now, and notes on what is missing."""
+    from memtraffic.core.plan import build_plan, merge_plans
     from memtraffic.kernels import VARIANTS
-    from memtraffic.plan import build_plan, merge_plans
 
     notes: list[str] = []
     if group.variants:
@@ -122,8 +122,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="metric sets or names as for `memtraffic measure` (default: roofline)")
     args = parser.parse_args(argv)
 
-    from memtraffic.collect import MeasureOptions, measure
-    from memtraffic.exceptions import MemtrafficError
+    from memtraffic.core.errors import MemtrafficError
+    from memtraffic.measure.measure import MeasureOptions, measure
 
     unknown = [n for n in args.only or [] if n not in GROUPS_BY_NAME]
     if unknown:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from memtraffic.analyze import analyze_path  # noqa: E402
+from memtraffic.analysis.analyze import analyze_path  # noqa: E402
 
 DEFAULT_SWEEP = Path(__file__).resolve().parent / "sweeps" / "softmax_h200x2.toml"
 # The counters that must not depend on which GPU or process measured a config.
@@ -44,8 +44,8 @@ OTHERS = ["dram_rd_bytes", "dram_wr_bytes", "time_ns"]
 
 def warm_metric_cache() -> None:
     """Ask ncu for its metric names once, into the cache that both measure runs then read."""
-    from memtraffic.ncu import find_ncu, metrics_cache_key, ncu_version, query_metric_names
-    from memtraffic.rundir import check_gpu
+    from memtraffic.core.rundir import check_gpu
+    from memtraffic.ncu.command import find_ncu, metrics_cache_key, ncu_version, query_metric_names
 
     ncu = find_ncu()
     query_metric_names(ncu, metrics_cache_key(ncu, ncu_version(ncu), check_gpu()))

@@ -81,7 +81,7 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--launches", type=int, default=10)
     args = parser.parse_args()
-    from memtraffic.ncu import build_ncu_command, find_ncu, resolve_metrics
+    from memtraffic.ncu.command import build_ncu_command, find_ncu, resolve_metrics
 
     work = Path(tempfile.mkdtemp(prefix="metric_passes-"))
     (work / "copy.cu").write_text(PROGRAM)

@@ -136,7 +136,7 @@ def main() -> None:
     parser.add_argument("--round", choices=sorted(ROUNDS), default="1")
     parser.add_argument("--launches", type=int, default=40)
     args = parser.parse_args()
-    from memtraffic.ncu import build_ncu_command, find_ncu, resolve_metrics
+    from memtraffic.ncu.command import build_ncu_command, find_ncu, resolve_metrics
 
     ncu = find_ncu()
     traffic = resolve_metrics("traffic")

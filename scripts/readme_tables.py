@@ -12,7 +12,7 @@ README's own:
   <!-- table:profile --> ... <!-- /table:profile --> `memtraffic analyze` output of the committed
                                                     `memtraffic profile` runs (per op type, per region)
 
-Numbers come from the .ncu-rep files through `memtraffic.analyze` (the current op models give the
+Numbers come from the .ncu-rep files through `memtraffic.analysis.analyze` (the current op models give the
 minimum) and from the runs' run.json (device, ncu version, date). The three published RTX 3080 Ti
 figures in PUBLISHED are the only numbers written here, and the table labels them as quoted.
 Blocks whose markers are missing are appended under "## Measured on the H100".
@@ -91,7 +91,7 @@ def _source(folder: Path, reports: Path) -> str:
 
 
 def _analyze(folder: Path) -> list[dict[str, Any]]:
-    from memtraffic.analyze import analyze_path
+    from memtraffic.analysis.analyze import analyze_path
 
     if not folder.is_dir():
         raise SystemExit(f"error: {folder} is missing: the tables need the committed reference runs")
@@ -105,7 +105,7 @@ def _explicit(r: dict[str, Any]) -> str:
 
 
 def seed_table(reports: Path) -> list[str]:
-    from memtraffic.units import fmt_time
+    from memtraffic.core.units import fmt_time
 
     folder = reports / SEED_RUN
     rows = {r["variant"]: r for r in _analyze(folder)}
@@ -140,7 +140,7 @@ def _seed_cells(name: str, r: dict[str, Any] | None, published: str, fmt_time: C
 
 
 def suite_table(reports: Path) -> list[str]:
-    from memtraffic.units import fmt_rate, fmt_time
+    from memtraffic.core.units import fmt_rate, fmt_time
 
     lines = ["Efficiency is minimum bytes / bytes moved (1.00 is ideal). DRAM counts reads only: written "
              "output can still sit in L2 when a kernel ends. Bandwidth is minimum bytes / ncu time."]
@@ -173,7 +173,7 @@ def newest_bench(reports: Path) -> Path | None:
 
 
 def bench_table(reports: Path) -> list[str] | None:
-    from memtraffic.units import fmt_rate, fmt_time
+    from memtraffic.core.units import fmt_rate, fmt_time
 
     path = newest_bench(reports)
     if path is None:
@@ -206,7 +206,7 @@ PROFILE_RUNS = (  # (run, analyze --group-by, the command that made it)
 
 def profile_output(reports: Path) -> list[str]:
     """What `memtraffic analyze RUN [--group-by op]` prints for each committed profile run."""
-    from memtraffic.analyze import analyze_path, render
+    from memtraffic.analysis.analyze import analyze_path, render
 
     lines: list[str] = []
     for run, group_by, command in PROFILE_RUNS:

@@ -17,9 +17,9 @@ cp "$W/make_source.log" "$W/env.txt" "$W/ref/"
 tar czf "$OUT/source_ref.tgz" -C "$W/ref" .
 
 mkdir -p "$W/warm"
-python3 -c "import json, sys; from memtraffic.collect import build_plan
+python3 -c "import json, sys; from memtraffic.measure.measure import build_plan
 json.dump(build_plan([], [], [], [], all_variants=True), open(sys.argv[1], 'w'))" "$W/warm/plan.json"
-timeout 150 python3 -m memtraffic.runner "$W/warm/plan.json" > "$W/warm.log" 2>&1
+timeout 150 python3 -m memtraffic.measure.runner "$W/warm/plan.json" > "$W/warm.log" 2>&1
 echo "exit code $?" >> "$W/warm.log"
 for mode in no-source source; do
   timeout 110 python3 -m memtraffic.cli measure --all --"$mode" --out "$W/all_$mode" > "$W/all_$mode.log" 2>&1

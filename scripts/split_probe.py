@@ -40,10 +40,10 @@ import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from memtraffic import gpu  # noqa: E402
-from memtraffic.gpu import environment, time_cuda  # noqa: E402
+from memtraffic.core.ops import parse_shape  # noqa: E402
 from memtraffic.kernels import softmax_split as sp  # noqa: E402
-from memtraffic.model import parse_shape  # noqa: E402
+from memtraffic.measure import gpu  # noqa: E402
+from memtraffic.measure.gpu import environment, time_cuda  # noqa: E402
 
 
 @triton.jit

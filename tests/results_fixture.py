@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from memtraffic.analyze import COLUMNS, EXTRA_COLUMNS, to_records
+from memtraffic.analysis.analyze import COLUMNS, EXTRA_COLUMNS, to_records
 
 DEVICE = "Test GPU 1000"
 

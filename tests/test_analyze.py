@@ -18,8 +18,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from memtraffic import extract
-from memtraffic.analyze import (
+from memtraffic.analysis.analyze import (
     COLUMNS,
     EXTRA_COLUMNS,
     _check_metrics,
@@ -30,8 +29,9 @@ from memtraffic.analyze import (
     to_records,
 )
 from memtraffic.cli import app
-from memtraffic.exceptions import ReportError, UsageError
-from memtraffic.units import parse_size
+from memtraffic.core.errors import ReportError, UsageError
+from memtraffic.core.units import parse_size
+from memtraffic.ncu import report as extract
 
 REPO = Path(__file__).resolve().parent.parent
 H100 = REPO / "reports" / "h100"

@@ -6,9 +6,9 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from memtraffic import bench
 from memtraffic.cli import app
-from memtraffic.exceptions import UsageError
+from memtraffic.core.errors import UsageError
+from memtraffic.measure import bench
 
 ENV = {"device": "TestGPU", "torch": "t", "triton": "tr", "date": "2026-01-01"}
 

@@ -10,10 +10,10 @@ import torch
 from results_fixture import CEILINGS, DEVICE, write_run
 from typer.testing import CliRunner
 
-from memtraffic import ceilings as c
 from memtraffic.cli import app
-from memtraffic.exceptions import ReportError, UsageError
-from memtraffic.metrics import METRIC_SETS, METRICS
+from memtraffic.core.errors import ReportError, UsageError
+from memtraffic.measure import ceilings as c
+from memtraffic.ncu.metrics import METRIC_SETS, METRICS
 
 
 @pytest.fixture
@@ -191,7 +191,7 @@ torch.cuda.nvtx.range_push("mm"); a @ b; torch.cuda.synchronize(); torch.cuda.nv
 @pytest.mark.parametrize("dt,alias", [("bfloat16", "tc_ops_bf16"), ("float16", "tc_ops_fp16")])
 def test_tensor_ops_per_matmul_flop(tmp_path, dt, alias):
     """Calibrates the tensor-core counters: ops counted over 2*M*N*K FLOPs, printed (pytest -s)."""
-    from memtraffic.extract import import_ncu_report
+    from memtraffic.ncu.report import import_ncu_report
 
     ncu = c._find_ncu()
     base = tmp_path / "mm"

@@ -12,12 +12,13 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from memtraffic import collect, rundir
-from memtraffic import ncu as ncu_mod
-from memtraffic import plan as plan_mod
 from memtraffic.cli import app
-from memtraffic.exceptions import NcuError, UsageError
-from memtraffic.ncu import NcuRun
+from memtraffic.core import plan as plan_mod
+from memtraffic.core import rundir
+from memtraffic.core.errors import NcuError, UsageError
+from memtraffic.measure import measure as collect
+from memtraffic.ncu import command as ncu_mod
+from memtraffic.ncu.command import NcuRun
 
 
 def fake_ncu(path: Path, body: str) -> Path:
@@ -34,7 +35,7 @@ VERSION_2025 = 'print("NVIDIA (R) Nsight Compute Command Line Profiler\\nVersion
 def test_ncu_command_is_exact():
     argv = ncu_mod.build_ncu_command(
         "/opt/ncu", ["gpu__time_duration.sum", "dram__bytes_read.sum"], "/r/profile.ncu-rep",
-        ["/usr/bin/python3", "-m", "memtraffic.runner", "/r/plan.json"],
+        ["/usr/bin/python3", "-m", "memtraffic.measure.runner", "/r/plan.json"],
     )
     assert argv == [
         "/opt/ncu",
@@ -45,7 +46,7 @@ def test_ncu_command_is_exact():
         "--import-sass", "no",
         "--target-processes", "application-only",
         "--export", "/r/profile.ncu-rep",
-        "/usr/bin/python3", "-m", "memtraffic.runner", "/r/plan.json",
+        "/usr/bin/python3", "-m", "memtraffic.measure.runner", "/r/plan.json",
     ]
 
 
@@ -348,7 +349,7 @@ def test_measure_end_to_end_on_gpu(tmp_path):
         ncu_mod.find_ncu()
     except NcuError as err:
         pytest.skip(str(err))
-    from memtraffic.analyze import to_records
+    from memtraffic.analysis.analyze import to_records
 
     out = tmp_path / "run"
     result = collect.measure(collect.MeasureOptions(variants=["torch_softmax", "torch_manual"],
@@ -401,7 +402,7 @@ def test_bad_requests_are_refused_before_ncu_starts(tmp_path, monkeypatch, opts,
 
 
 def test_runner_waits_for_the_plan_and_stops_when_told(tmp_path):
-    from memtraffic import runner
+    from memtraffic.measure import runner
 
     plan = tmp_path / "plan.json"
     plan.with_suffix(".abort").write_text("UsageError: no\n")

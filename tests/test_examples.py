@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from memtraffic import runner
-from memtraffic.plan import build_plan
-from memtraffic.rundir import read_status
+from memtraffic.core.plan import build_plan
+from memtraffic.core.rundir import read_status
+from memtraffic.measure import runner
 
 REPO = Path(__file__).resolve().parent.parent
 VARIANT_FILE = REPO / "examples" / "my_variants.py"

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from memtraffic.analyze import analyze_path
+from memtraffic.analysis.analyze import analyze_path
+from memtraffic.analysis.lines import COLUMNS, SECTOR, read_lines
 from memtraffic.cli import app
-from memtraffic.exceptions import ReportError
-from memtraffic.lines import COLUMNS, SECTOR, read_lines
-from memtraffic.report import build_report
+from memtraffic.core.errors import ReportError
+from memtraffic.views.html_report import build_report
 
 REPO = Path(__file__).resolve().parent.parent
 H100 = REPO / "reports" / "h100"
@@ -271,7 +271,7 @@ def test_cli_bad_options_exit_2_with_one_line(args, message):
 
 
 def test_reading_lines_imports_neither_torch_nor_triton():
-    code = ("import sys; from memtraffic.lines import read_lines; read_lines(sys.argv[1]); "
+    code = ("import sys; from memtraffic.analysis.lines import read_lines; read_lines(sys.argv[1]); "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'triton')]; assert not bad, bad")
     proc = subprocess.run([sys.executable, "-c", code, str(SEED)], capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 0, proc.stderr

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from memtraffic.analyze import analyze_path
+from memtraffic.analysis.analyze import analyze_path
+from memtraffic.analysis.merge import merge_runs
 from memtraffic.cli import app
-from memtraffic.exceptions import UsageError
-from memtraffic.merge import merge_runs
+from memtraffic.core.errors import UsageError
 
 REPORTS = Path(__file__).resolve().parents[1] / "reports" / "h100"
 SEED, SUITE = REPORTS / "seed_1048576x2_fp32", REPORTS / "suite_1048576x2_fp32"

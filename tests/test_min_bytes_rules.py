@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from memtraffic.analyze import analyze_path, parse_min_bytes_options
+from memtraffic.analysis.analyze import analyze_path, parse_min_bytes_options
 from memtraffic.cli import app
-from memtraffic.exceptions import UsageError
+from memtraffic.core.errors import UsageError
 
 SEED = Path(__file__).resolve().parent.parent / "reports" / "h100" / "seed_1048576x2_fp32"
 MIB8 = 8 * 2**20  # softmax of 1048576x2 fp32 reads 8 MiB and writes 8 MiB (the op's minimum)

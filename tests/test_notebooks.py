@@ -53,7 +53,7 @@ def key_numbers(name: str) -> dict:
 
 @functools.cache
 def analyzed(run: str):
-    from memtraffic.analyze import analyze_path
+    from memtraffic.analysis.analyze import analyze_path
 
     return analyze_path(REPORTS / run).set_index("range")
 
@@ -86,7 +86,7 @@ def test_notebook_runs_and_its_report_numbers_are_the_reports(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_notebook_per_line_numbers_are_memtraffic_lines(name):
-    from memtraffic.lines import read_lines
+    from memtraffic.analysis.lines import read_lines
 
     for run, shown in key_numbers(name).get("lines", {}).items():
         lines = {(r["kernel"], r["line"]): r for r in read_lines(REPORTS / run)}
@@ -97,7 +97,7 @@ def test_notebook_per_line_numbers_are_memtraffic_lines(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_notebook_model_and_ceiling_numbers_are_the_model_and_the_measured_file(name):
-    from memtraffic.model import OPS, parse_dtype, parse_shape
+    from memtraffic.core.ops import OPS, parse_dtype, parse_shape
 
     key = key_numbers(name)
     ceilings = json.loads(CEILINGS_FILE.read_text())
@@ -123,7 +123,7 @@ def _total(r, a: str, b: str) -> float:
 
 def _seed_factors(variant: str) -> dict:
     """What notebook 02 derives for one kernel of the seed run, from its counters."""
-    from memtraffic.extract import read_report
+    from memtraffic.ncu.report import read_report
 
     table = analyzed("seed_1048576x2_fp32")
     r = table[table["variant"] == variant].iloc[0]
@@ -144,8 +144,8 @@ def _seed_factors(variant: str) -> dict:
 
 def _expected_derived() -> dict:
     """Every derived number a notebook shows, recomputed here from the reports and the ceilings."""
+    from memtraffic.core.ops import parse_shape, torch_dtype
     from memtraffic.kernels import VARIANTS
-    from memtraffic.model import parse_shape, torch_dtype
 
     seed = "seed_1048576x2_fp32"
     s1, s8, s4 = "suite_1048576x2_fp32", "suite_8192x8192", "suite_4096x4096"
@@ -215,7 +215,7 @@ def test_notebook_derived_numbers_recomputed_from_the_reports(name):
 
 
 def test_notebook_03_variant_predicts_twice_the_softmax_minimum_and_shows_the_committed_run():
-    from memtraffic.model import OPS, parse_dtype
+    from memtraffic.core.ops import OPS, parse_dtype
 
     key = key_numbers("03_measure_your_kernel")
     model = key["model"]["softmax_pairs 1048576x2 fp32"]

@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from memtraffic.exceptions import UsageError
+from memtraffic.core.errors import UsageError
+from memtraffic.core.ops import OPS
 from memtraffic.kernels import VARIANTS
 from memtraffic.kernels._params import resolve
-from memtraffic.model import OPS
 
 FP32, FP16, BF16 = torch.float32, torch.float16, torch.bfloat16
 DTYPES = [FP32, FP16, BF16]

@@ -2,7 +2,7 @@
 
 The launch table stands in for what extract.read_report gives for a `profile --torch-ops` run: the
 numbers are made up for the arithmetic (multiples of 32-byte sectors), not measurements. The plan's
-configs are trace records (memtraffic.tracefile), so each kernel inherits the minimum of its op's range.
+configs are trace records (memtraffic.core.tracefile), so each kernel inherits the minimum of its op's range.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from memtraffic import analyze
+from memtraffic.analysis import analyze
 from memtraffic.cli import app
-from memtraffic.extract import range_label
-from memtraffic.metrics import METRICS
-from memtraffic.tracefile import make_record
+from memtraffic.core.tracefile import make_record
+from memtraffic.ncu.metrics import METRICS
+from memtraffic.ncu.report import range_label
 
 
 def _config(seq: int, op: str, read: int, write: int, kind: str = "op") -> dict:

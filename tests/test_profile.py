@@ -10,10 +10,10 @@ import pytest
 from test_collect import VERSION_2025, fake_ncu
 from typer.testing import CliRunner
 
-from memtraffic import ncu as ncu_mod
-from memtraffic import profile as prof
 from memtraffic.cli import app
-from memtraffic.exceptions import UsageError
+from memtraffic.core.errors import UsageError
+from memtraffic.measure import profile as prof
+from memtraffic.ncu import command as ncu_mod
 
 
 def test_profile_argv_is_exact():

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from memtraffic.analyze import analyze_path
-from memtraffic.extract import read_report
-from memtraffic.metrics import METRICS
+from memtraffic.analysis.analyze import analyze_path
+from memtraffic.ncu.metrics import METRICS
+from memtraffic.ncu.report import read_report
 
 REPO = Path(__file__).resolve().parent.parent
 RUNS = [REPO / "reports" / "h100" / name for name in ("profile_torch_model", "profile_cupy_region")]
@@ -88,7 +88,7 @@ def test_regions_carry_their_minimum_and_sum_their_kernels():
 
 
 def test_roofline_draws_the_traced_ops_that_have_flops_and_names_the_others():
-    from memtraffic.roofline import roofline_points
+    from memtraffic.views.roofline import roofline_points
 
     points = roofline_points(analyze_path(RUNS[0]), levels=("dram",))
     assert set(points["op"]) == {"aten.addmm.default"}  # the only op with a FLOP formula here

@@ -79,11 +79,12 @@ def test_roofline_figure_is_the_same_with_and_without_torch(tmp_path):
     """The figure's data, drawn in a process without torch, equals the one drawn here (torch loaded)."""
     import torch  # noqa: F401 - this process has torch, the subprocess does not
 
-    from memtraffic.analyze import analyze_path
-    from memtraffic.roofline import roofline_figure
+    from memtraffic.analysis.analyze import analyze_path
+    from memtraffic.views.roofline import roofline_figure
 
     code = ("import sys, json\nsys.modules['torch'] = sys.modules['triton'] = None\n"
-            "from memtraffic.analyze import analyze_path\nfrom memtraffic.roofline import roofline_figure\n"
+            "from memtraffic.analysis.analyze import analyze_path\n"
+            "from memtraffic.views.roofline import roofline_figure\n"
             "print(roofline_figure(analyze_path('reports/h100/suite_4096x4096')).to_json())")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -92,17 +93,18 @@ def test_roofline_figure_is_the_same_with_and_without_torch(tmp_path):
 
 
 def test_suite_order_matches_the_kernels_dict():
+    from memtraffic.core.plan import SHIPPED_VARIANTS
     from memtraffic.kernels import VARIANTS
-    from memtraffic.plan import SHIPPED_VARIANTS
 
     assert tuple(VARIANTS) == SHIPPED_VARIANTS
 
 
 def test_reading_modules_do_not_import_the_measuring_side():
-    code = ("import sys\nimport memtraffic.analyze, memtraffic.extract, memtraffic.roofline\n"
-            "import memtraffic.report, memtraffic.model, memtraffic.cli\n"
+    code = ("import sys\nimport memtraffic.analysis.analyze, memtraffic.ncu.report\n"
+            "import memtraffic.views.roofline\n"
+            "import memtraffic.views.html_report, memtraffic.core.ops, memtraffic.cli\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'triton') "
-            "or m in ('memtraffic.kernels', 'memtraffic.variants', 'memtraffic.runner')))")
+            "or m in ('memtraffic.kernels', 'memtraffic.measure.variants', 'memtraffic.measure.runner')))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"

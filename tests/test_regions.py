@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import memtraffic
-from memtraffic import regions
-from memtraffic.exceptions import UsageError
+from memtraffic.core.errors import UsageError
+from memtraffic.measure import regions
 
 
 @pytest.fixture

@@ -7,10 +7,11 @@ import pytest
 from results_fixture import DEVICE, results, write_ceilings, write_run
 from typer.testing import CliRunner
 
-from memtraffic import analyze, report
-from memtraffic import roofline as rf
+from memtraffic.analysis import analyze
 from memtraffic.cli import app
-from memtraffic.exceptions import ReportError
+from memtraffic.core.errors import ReportError
+from memtraffic.views import html_report as report
+from memtraffic.views import roofline as rf
 
 
 @pytest.fixture

@@ -11,13 +11,13 @@ import pytest
 from results_fixture import CEILINGS, results, write_ceilings, write_run
 from typer.testing import CliRunner
 
-from memtraffic import figure_files
-from memtraffic import roofline as rf
 from memtraffic.cli import app
-from memtraffic.exceptions import ReportError, UsageError
-from memtraffic.figure_files import write_html, write_png
-from memtraffic.traffic import traffic_figure
-from memtraffic.units import fmt_bytes, fmt_rate, fmt_time
+from memtraffic.core.errors import ReportError, UsageError
+from memtraffic.core.units import fmt_bytes, fmt_rate, fmt_time
+from memtraffic.views import files as figure_files
+from memtraffic.views import roofline as rf
+from memtraffic.views.files import write_html, write_png
+from memtraffic.views.traffic_chart import traffic_figure
 
 LEVEL_COLUMNS = {"l1": ("l1_ld_bytes", "l1_st_bytes"), "l2": ("l2_rd_bytes", "l2_wr_bytes"),
                  "dram": ("dram_rd_bytes", "dram_wr_bytes")}

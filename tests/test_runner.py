@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from memtraffic import runner
-from memtraffic.plan import build_plan
-from memtraffic.rundir import read_status
+from memtraffic.core.plan import build_plan
+from memtraffic.core.rundir import read_status
+from memtraffic.measure import runner
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -20,8 +20,8 @@ REPO = Path(__file__).resolve().parent.parent
 # A user's variant file, loaded by the same loader as the suite: one variant writes zeros, one raises.
 USER_FILE = """
 import torch
-from memtraffic.model import OPS
-from memtraffic.variants import Variant
+from memtraffic.core.ops import OPS
+from memtraffic.measure.variants import Variant
 
 def _same(shape, dtype, params):
     return OPS["softmax"].minimum(shape, dtype)
@@ -97,12 +97,12 @@ def test_check_output_tolerance_scales_with_the_reference():
 
 
 def test_runner_process_standalone_on_cpu(tmp_path):
-    """`python -m memtraffic.runner PLAN` without ncu: a torch and a Triton (interpreted) variant."""
+    """`python -m memtraffic.measure.runner PLAN` without ncu: a torch and a Triton (interpreted) variant."""
     plan = build_plan(["torch_softmax", "gelu_triton"], ["4x8"], ["fp32"], [])
     (tmp_path / "plan.json").write_text(json.dumps(plan))
     env = {"PATH": "/usr/bin:/bin", "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": "",
            "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-m", "memtraffic.runner", str(tmp_path / "plan.json")],
+    proc = subprocess.run([sys.executable, "-m", "memtraffic.measure.runner", str(tmp_path / "plan.json")],
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     final = read_status(tmp_path / "status.jsonl")

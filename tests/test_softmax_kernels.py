@@ -21,13 +21,13 @@ import pytest
 import torch
 import triton
 
-from memtraffic.exceptions import UsageError
+from memtraffic.core.errors import UsageError
+from memtraffic.core.ops import OPS, element_size
 from memtraffic.kernels import VARIANTS, sectors
 from memtraffic.kernels import softmax_column as col
 from memtraffic.kernels import softmax_online as loop
 from memtraffic.kernels import softmax_rows as rows
 from memtraffic.kernels import softmax_split as split
-from memtraffic.model import OPS, element_size
 
 # The interpreter computes masked-out lanes with numpy: -inf - -inf there is harmless but warns.
 pytestmark = [pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning"),

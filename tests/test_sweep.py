@@ -12,12 +12,14 @@ import torch
 from test_collect import PASS_THROUGH, fake_ncu
 from typer.testing import CliRunner
 
-from memtraffic import collect, rundir, sweep
-from memtraffic import ncu as ncu_mod
 from memtraffic.cli import app
-from memtraffic.exceptions import GpuNotFoundError, NcuError, UsageError
-from memtraffic.ncu import NcuRun
-from memtraffic.plan import build_plan
+from memtraffic.core import rundir
+from memtraffic.core.errors import GpuNotFoundError, NcuError, UsageError
+from memtraffic.core.plan import build_plan
+from memtraffic.measure import measure as collect
+from memtraffic.measure import sweep
+from memtraffic.ncu import command as ncu_mod
+from memtraffic.ncu.command import NcuRun
 
 
 def _invoke(args, env=None):
@@ -298,7 +300,7 @@ def test_interrupt_on_one_gpu_stops_the_restarts_and_keeps_what_finished(tmp_pat
 
 def test_shards_measured_apart_merge_back_into_the_whole_plan(tmp_path, monkeypatch):
     """Three shards, each measured (fake ncu) into its own folder, merged: every config once."""
-    from memtraffic.merge import merge_runs
+    from memtraffic.analysis.merge import merge_runs
 
     _fake_measure(tmp_path, monkeypatch)
     variants, shapes = ["torch_softmax", "softmax_naive"], ["4x8", "8x8", "8x4"]
@@ -340,7 +342,7 @@ def test_measure_gpus_all_on_device(tmp_path):
         ncu_mod.find_ncu()
     except NcuError as err:
         pytest.skip(str(err))
-    from memtraffic.analyze import analyze_path
+    from memtraffic.analysis.analyze import analyze_path
 
     out = tmp_path / "run"
     result = collect.measure(collect.MeasureOptions(
@@ -380,7 +382,7 @@ def _comparison() -> list[dict[str, str]]:
 
 
 def test_committed_two_gpu_run_reads_as_one_run():
-    from memtraffic.analyze import analyze_path
+    from memtraffic.analysis.analyze import analyze_path
 
     run_dir = H200X2 / "softmax_sweep_80"
     run = json.loads((run_dir / "run.json").read_text())

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from memtraffic import bench
 from memtraffic.kernels import VARIANTS
+from memtraffic.measure import bench
 
 pytestmark = [pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning"),
               pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning"),

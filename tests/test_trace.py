@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 import memtraffic
 from memtraffic.cli import app
-from memtraffic.trace import tensor_bytes
+from memtraffic.measure.tracer import tensor_bytes
 
 M, K, N = 6, 10, 12  # small, distinct extents: a swapped dimension changes every count
 F32 = 4
@@ -293,7 +293,7 @@ def test_bad_command_line_is_one_line_exit_2(args, message):
 
 
 def test_tracer_env_puts_the_injector_first_and_keeps_the_rest(tmp_path):
-    from memtraffic.trace_cmd import INJECT_DIR, tracer_env
+    from memtraffic.measure.ops import INJECT_DIR, tracer_env
 
     trace, mark = tmp_path / "t.jsonl", tmp_path / "m"
     env = tracer_env(trace, {"PYTHONPATH": "/mine", "HOME": "/h"}, torch_mark=mark)
@@ -304,6 +304,7 @@ def test_tracer_env_puts_the_injector_first_and_keeps_the_rest(tmp_path):
 
 
 def test_import_memtraffic_does_not_import_torch():
-    code = "import sys, memtraffic, memtraffic.regions, memtraffic.trace_cmd; print('torch' in sys.modules)"
+    code = ("import sys, memtraffic, memtraffic.measure.regions, memtraffic.measure.ops; "
+            "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

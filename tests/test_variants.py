@@ -9,15 +9,15 @@ import torch
 from typer.testing import CliRunner
 
 from memtraffic.cli import app
-from memtraffic.exceptions import UsageError
+from memtraffic.core.errors import UsageError
+from memtraffic.core.plan import build_plan
 from memtraffic.kernels import VARIANTS
-from memtraffic.plan import build_plan
-from memtraffic.variants import Variant, load_file, load_variants
+from memtraffic.measure.variants import Variant, load_file, load_variants
 
 GOOD = """
 import torch
-from memtraffic.model import OPS, Traffic, element_size
-from memtraffic.variants import Variant
+from memtraffic.core.ops import OPS, Traffic, element_size
+from memtraffic.measure.variants import Variant
 
 def predicted(shape, dtype, params):
     m, n = shape
@@ -42,8 +42,8 @@ def test_a_user_file_joins_the_suite_and_broken_entries_are_reported(tmp_path):
     variants = load_variants([_write(tmp_path, GOOD)], on_problem=problems.append)
     assert list(variants)[: len(VARIANTS)] == list(VARIANTS)  # the suite first, in its order
     assert isinstance(variants["my_softmax"], Variant) and "not_a_variant" not in variants
-    assert len(problems) == 1 and "VARIANTS['not_a_variant'] is a int, not a memtraffic.variants.Variant" \
-        in problems[0]
+    assert len(problems) == 1
+    assert "VARIANTS['not_a_variant'] is a int, not a memtraffic.measure.variants.Variant" in problems[0]
 
 
 def test_a_user_variant_is_planned_with_its_own_model(tmp_path):
@@ -87,8 +87,8 @@ def test_cli_list_with_variants_and_its_errors(tmp_path):
 
 
 def test_runner_survives_a_variant_file_that_no_longer_imports(tmp_path, capsys):
-    from memtraffic import runner
-    from memtraffic.rundir import read_status
+    from memtraffic.core.rundir import read_status
+    from memtraffic.measure import runner
 
     good = _write(tmp_path, GOOD)
     plan = build_plan(["my_softmax", "torch_softmax"], ["4x8"], ["fp32"], [], variant_files=[good])

@@ -1,5 +1,5 @@
 """Started by `memtraffic ops` and `memtraffic profile --torch-ops`, first on PYTHONPATH: traces the
-program's aten ops (memtraffic.trace) from the moment it imports torch, without editing the program.
+program's aten ops (memtraffic.measure.tracer) from the moment it imports torch, without editing the program.
 
 It runs any other sitecustomize the environment has, and takes MEMTRAFFIC_TORCH_OPS out of the
 environment so that processes the program starts are not traced. The memtraffic package that
@@ -37,7 +37,7 @@ def _start_tracing() -> None:
     mark = os.environ.get("MEMTRAFFIC_TORCH_MARK")
     if mark:
         open(mark, "a").close()
-    from memtraffic.trace import start
+    from memtraffic.measure.tracer import start
 
     start()
 

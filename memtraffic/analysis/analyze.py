@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from memtraffic.exceptions import ReportError, UsageError
-from memtraffic.extract import ADDITIVE_UNITS, EmptyReportError, locate, read_report
-from memtraffic.metrics import METRICS
-from memtraffic.units import fmt_bytes, fmt_eff, fmt_rate, fmt_time, parse_size
+from memtraffic.core.errors import ReportError, UsageError
+from memtraffic.core.units import fmt_bytes, fmt_eff, fmt_rate, fmt_time, parse_size
+from memtraffic.ncu.metrics import METRICS
+from memtraffic.ncu.report import ADDITIVE_UNITS, EmptyReportError, locate, read_report
 
 SECTOR_BYTES = 32
 GOOD = 0.9  # efficiencies below this get a diagnosis
@@ -115,11 +115,11 @@ def _div(num: pd.Series, den: pd.Series) -> pd.Series:
 def _config_models(plan: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
     """range -> config with minimum, predicted bytes and FLOPs, as the plan recorded them.
 
-    The op's minimum and FLOPs are recomputed from memtraffic.model where the op is known (they need
+    The op's minimum and FLOPs are recomputed from memtraffic.core.ops where the op is known (they need
     only shape and dtype name, no torch), so a corrected formula reaches old runs; a variant's predicted
     bytes are the plan's (recomputing them would import the kernels, torch and triton).
     """
-    from memtraffic.model import OPS
+    from memtraffic.core.ops import OPS
 
     if not plan:
         return {}
@@ -336,7 +336,7 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
         rank = [order.get(r, len(order)) for r in table["range"]]
         table = table.iloc[sorted(range(len(table)), key=rank.__getitem__)].reset_index(drop=True)
     if group_by == "op":  # op calls are ranges: summarized per op type
-        from memtraffic.per_op import summarize
+        from memtraffic.analysis.per_op import summarize
 
         table = summarize(table)
     return table, kernels
@@ -345,7 +345,7 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
 def _name_worst_lines(table: pd.DataFrame, reports: Sequence[Path],
                       plan: dict[str, Any] | None) -> pd.DataFrame:
     """With per-line counters (measure --source), a diagnosis ends with the row's worst source line."""
-    from memtraffic.lines import describe, report_lines, worst_line
+    from memtraffic.analysis.lines import describe, report_lines, worst_line
 
     lines, _ = report_lines(reports, plan)
     if not lines:
@@ -364,7 +364,7 @@ def analyze_path(path: str | Path, min_bytes: str | Sequence[str] | None = None,
 
     min_bytes: one or more --min-bytes values (see parse_min_bytes_options).
     """
-    from memtraffic.rundir import partial_reports_expected
+    from memtraffic.core.rundir import partial_reports_expected
 
     texts = [min_bytes] if isinstance(min_bytes, str) else list(min_bytes or [])
     overall, rules = parse_min_bytes_options(texts)
@@ -450,7 +450,7 @@ def table_rows(df: pd.DataFrame, group_by: str = "range") -> tuple[list[str], li
 
 def format_table(df: pd.DataFrame, group_by: str = "range") -> str:
     """Readable units; a range with several kernels shows their count; diagnoses are listed below."""
-    from memtraffic.tables import text_table
+    from memtraffic.views.tables import text_table
 
     if df.empty:
         return "(no rows)"
@@ -471,10 +471,10 @@ def format_table(df: pd.DataFrame, group_by: str = "range") -> str:
 
 
 def render(df: pd.DataFrame, fmt: str, group_by: str = "range") -> str:
-    from memtraffic.tables import dump
+    from memtraffic.views.tables import dump
 
     if group_by == "op":
-        from memtraffic import per_op
+        from memtraffic.analysis import per_op
 
         return per_op.format_table(df) if fmt == "table" else dump(per_op.to_records(df), fmt)
     if fmt == "table":
@@ -496,7 +496,7 @@ def load_results(run_dir: str | Path) -> pd.DataFrame:
 
 def save_results(df: pd.DataFrame, run_dir: Path) -> None:
     """results.json (list of objects, raw numbers) and results.csv beside the reports."""
-    from memtraffic.tables import dump
+    from memtraffic.views.tables import dump
 
     records = to_records(df)
     (run_dir / "results.json").write_text(json.dumps(records, indent=2) + "\n")

@@ -22,8 +22,8 @@ from typing import Any
 
 import torch
 
-from memtraffic.exceptions import UsageError
-from memtraffic.model import OPS, Op, Shape, Traffic, dtype_name, format_shape
+from memtraffic.core.errors import UsageError
+from memtraffic.core.ops import OPS, Op, Shape, Traffic, dtype_name, format_shape
 
 ALL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -87,7 +87,7 @@ def load_file(path: str | Path, on_problem: Callable[[str], None] = _warn) -> di
     module = _import_file(path)
     for name, op in (getattr(module, "OPS", None) or {}).items():
         if not isinstance(op, Op):
-            on_problem(f"{path}: OPS[{name!r}] is not a memtraffic.model.Op: left out")
+            on_problem(f"{path}: OPS[{name!r}] is not a memtraffic.core.ops.Op: left out")
         elif name in OPS and OPS[name] is not op:
             raise UsageError(f"{path}: OPS[{name!r}] has the name of a built-in op: rename it")
         else:
@@ -100,7 +100,7 @@ def load_file(path: str | Path, on_problem: Callable[[str], None] = _warn) -> di
     for key, variant in found.items():
         if not isinstance(variant, Variant):
             on_problem(f"{path}: VARIANTS[{key!r}] is a {type(variant).__name__}, not a "
-                       "memtraffic.variants.Variant: left out")
+                       "memtraffic.measure.variants.Variant: left out")
         elif variant.op not in OPS:
             on_problem(f"{path}: variant {variant.name!r} has unknown op {variant.op!r} (known: "
                        f"{', '.join(OPS)}; define others in an OPS dict): left out")

@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from memtraffic.units import fmt_bytes
+from memtraffic.core.units import fmt_bytes
 
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

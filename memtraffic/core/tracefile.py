@@ -1,6 +1,6 @@
 """The trace: one JSON record per traced op call or region, appended to $MEMTRAFFIC_TRACE.
 
-Torch-free: regions (JAX, CuPy) and the reading side use it; memtraffic.trace (aten ops) adds torch.
+Torch-free: regions (JAX, CuPy) and the reading side use it; memtraffic.measure.tracer (aten ops) adds torch.
 Each record is a plan config (`range`, `kind`, `seq`, `pid`, `op`, `variant`, `shape`, `dtype`,
 `params`, `inputs`, `outputs`, `min_read_bytes`, `min_write_bytes`, `model_flops`,
 `pred_read_bytes`, `pred_write_bytes`), so analysis joins each kernel to the innermost `mt|` NVTX
@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from memtraffic.exceptions import ReportError
+from memtraffic.core.errors import ReportError
 
 TRACE_ENV = "MEMTRAFFIC_TRACE"  # the JSONL file every process of the program appends to
 TORCH_OPS_ENV = "MEMTRAFFIC_TORCH_OPS"  # "1": sitecustomize traces the program's aten ops from startup

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from memtraffic.exceptions import UsageError
+from memtraffic.core.errors import UsageError
 
 # No torch here: analysis of saved runs needs only shapes and dtype names. The torch parts of an op
 # (seeded inputs, float64 reference) import torch when the measuring side calls them.

@@ -14,8 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from memtraffic.exceptions import ReportError
-from memtraffic.extract import locate, read_json
+from memtraffic.core.errors import ReportError
+from memtraffic.ncu.report import locate, read_json
 
 # ----------------------------------------------------------------------------------------------------
 # Loading a run folder
@@ -30,7 +30,7 @@ def _check_run_dir(run_dir: Path) -> None:
 
 def load_results(run_dir: Path) -> pd.DataFrame:
     """The analyzed table of a run folder, from the loader `memtraffic analyze` uses."""
-    from memtraffic.analyze import load_results as analyzed
+    from memtraffic.analysis.analyze import load_results as analyzed
 
     run_dir = Path(run_dir)
     _check_run_dir(run_dir)
@@ -71,7 +71,7 @@ def _device_name(meta: Mapping[str, Any]) -> str | None:
 
 def devices_of(df: pd.DataFrame, metas: Sequence[Mapping[str, Any]] = ()) -> list[str]:
     """The devices a table was measured on (its device column, then run.json), each named once."""
-    from memtraffic.ceilings import device_slug
+    from memtraffic.measure.ceilings import device_slug
 
     names = [str(d) for d in df["device"].dropna().unique() if str(d)] if "device" in df else []
     names += [n for m in metas if (n := _device_name(m))]
@@ -84,7 +84,7 @@ def devices_of(df: pd.DataFrame, metas: Sequence[Mapping[str, Any]] = ()) -> lis
 def resolve_ceilings(devices: Sequence[str], ceilings_file: Path | None = None
                      ) -> tuple[list[dict[str, Any]], list[str]]:
     """(entries, notes): the ceilings of each device (a given file, else cache, else committed)."""
-    from memtraffic.ceilings import find_ceilings, load_ceilings_file
+    from memtraffic.measure.ceilings import find_ceilings, load_ceilings_file
 
     entries, notes = [], []
     if ceilings_file is not None:
@@ -159,9 +159,9 @@ table.lines td.bar { width: 16em; text-align: left; }
 def build_report(run_dir: Path, ceilings_file: Path | None = None) -> str:
     """The HTML text of the report of one run folder."""
     from memtraffic import __version__
-    from memtraffic.analyze import table_rows
-    from memtraffic.roofline import FLOPS_NOTE, roofline_figure
-    from memtraffic.traffic import traffic_figure
+    from memtraffic.analysis.analyze import table_rows
+    from memtraffic.views.roofline import FLOPS_NOTE, roofline_figure
+    from memtraffic.views.traffic_chart import traffic_figure
 
     run_dir = Path(run_dir)
     df, metas = load_runs([run_dir])
@@ -225,8 +225,8 @@ def _bar(row: Mapping[str, Any], widest: float) -> str:
 
 def source_lines_section(run_dir: Path) -> list[str]:
     """Per kernel measured with --source: its lines that touch global memory, each with a traffic bar."""
-    from memtraffic.lines import report_lines
-    from memtraffic.units import fmt_bytes
+    from memtraffic.analysis.lines import report_lines
+    from memtraffic.core.units import fmt_bytes
 
     reports, plan, _, _ = locate(run_dir) if any(Path(run_dir).glob("*.ncu-rep")) else ([], None, None, "")
     rows, _ = report_lines(reports, plan)
@@ -252,7 +252,7 @@ def source_lines_section(run_dir: Path) -> list[str]:
 
 
 def _fragments(figs: list) -> list[str]:
-    from memtraffic.figure_files import figures_html
+    from memtraffic.views.files import figures_html
 
     return figures_html(figs) if figs else []
 
@@ -268,7 +268,7 @@ def write_report(run_dir: Path, out: Path | None = None, ceilings_file: Path | N
 
 def latest_run(root: Path | None = None) -> Path:
     """The newest run folder (by modification time) under reports/runs that holds results."""
-    from memtraffic.rundir import DEFAULT_RUNS_ROOT
+    from memtraffic.core.rundir import DEFAULT_RUNS_ROOT
 
     root = Path(root) if root is not None else DEFAULT_RUNS_ROOT
     runs = [d for d in root.glob("*") if (d / "results.json").is_file()] if root.is_dir() else []
@@ -281,9 +281,9 @@ def latest_run(root: Path | None = None) -> Path:
 def plot_runs(run_dirs: Sequence[Path], levels: Sequence[str], out: Path | None = None,
               png: Path | None = None, ceilings_file: Path | None = None) -> tuple[list[Path], list[str]]:
     """Roofline + traffic figures of one or more runs: an offline HTML page and/or PNGs. (paths, notes)."""
-    from memtraffic import roofline as rf
-    from memtraffic.figure_files import write_html, write_png
-    from memtraffic.traffic import traffic_figure
+    from memtraffic.views import roofline as rf
+    from memtraffic.views.files import write_html, write_png
+    from memtraffic.views.traffic_chart import traffic_figure
 
     df, metas = load_runs(run_dirs)
     ceilings, notes = resolve_ceilings(devices_of(df, metas), ceilings_file)

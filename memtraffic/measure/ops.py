@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memtraffic.exceptions import MemtrafficError, UsageError
-from memtraffic.tables import dump, text_table
-from memtraffic.tracefile import TORCH_MARK_ENV, TORCH_OPS_ENV, TRACE_ENV, read_trace
-from memtraffic.units import fmt_bytes
+from memtraffic.core.errors import MemtrafficError, UsageError
+from memtraffic.core.tracefile import TORCH_MARK_ENV, TORCH_OPS_ENV, TRACE_ENV, read_trace
+from memtraffic.core.units import fmt_bytes
+from memtraffic.views.tables import dump, text_table
 
-INJECT_DIR = Path(__file__).resolve().parent / "_inject"
+INJECT_DIR = Path(__file__).resolve().parent.parent / "_inject"
 
 # The keys of `memtraffic ops --format json|csv`, per traced call.
 OPS_KEYS = ["seq", "pid", "kind", "range", "op", "shape", "dtype", "inputs", "outputs", "min_read_bytes",

@@ -2,7 +2,7 @@
 
 The program is anything ncu can launch (python, trtexec, a CUDA binary). Minimums come from what the
 program itself records while it runs: with --torch-ops, every aten op's compulsory traffic (the tracer in
-memtraffic.trace, injected through PYTHONPATH); in any program, `memtraffic.region(...)` blocks. Both
+memtraffic.measure.tracer, injected through PYTHONPATH); in any program, `memtraffic.region(...)` blocks. Both
 append plan configs to $MEMTRAFFIC_TRACE, which becomes the run's plan.json, so `analyze` joins each
 kernel to its op or region by NVTX range exactly as it does for `measure`'s variants.
 
@@ -25,9 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memtraffic.exceptions import MemtrafficError, NcuError, UsageError
-from memtraffic.extract import EmptyReportError
-from memtraffic.ncu import (
+from memtraffic.core.errors import MemtrafficError, NcuError, UsageError
+from memtraffic.core.rundir import DEFAULT_RUNS_ROOT, environment, gpu_name, new_run_dir, utc_now
+from memtraffic.core.tracefile import TRACE_ENV
+from memtraffic.measure.ops import tracer_env
+from memtraffic.ncu.command import (
     build_ncu_command,
     find_ncu,
     metrics_cache_key,
@@ -36,9 +38,7 @@ from memtraffic.ncu import (
     resolve_metrics,
     run_ncu,
 )
-from memtraffic.rundir import DEFAULT_RUNS_ROOT, environment, gpu_name, new_run_dir, utc_now
-from memtraffic.trace_cmd import tracer_env
-from memtraffic.tracefile import TRACE_ENV
+from memtraffic.ncu.report import EmptyReportError
 
 TRACE_FILE = "trace.jsonl"
 TORCH_MARK_FILE = "torch-imported"
@@ -106,7 +106,7 @@ def program_env(run_dir: Path, torch_ops: bool, base: dict[str, str] | None = No
     return env
 
 
-LAUNCHER = Path(__file__).parent / "_inject" / "launch.py"
+LAUNCHER = Path(__file__).resolve().parent.parent / "_inject" / "launch.py"
 _PYTHON = re.compile(r"python[\d.]*")
 _PYTHON_FLAGS_WITH_VALUE = ("-W", "-X")
 
@@ -159,7 +159,7 @@ def _label(command: Sequence[str]) -> str:
 
 def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> ProfileResult:
     """Check, run the program under ncu, turn its trace into the plan, analyze, save. See the module doc."""
-    from memtraffic import analyze as analysis
+    from memtraffic.analysis import analyze as analysis
 
     echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
     program = resolve_program(opts.command)

@@ -1,7 +1,7 @@
 """Wall-clock benchmark: CUDA-event timing of each variant beside a same-size copy.
 
 Timing method (per config): warm up (JIT, autotune, torch.compile) outside the timed region, then
-for each repetition flush L2 by reading a buffer larger than it (memtraffic.gpu.time_cuda says why
+for each repetition flush L2 by reading a buffer larger than it (memtraffic.measure.gpu.time_cuda says why
 reading, not writing), record an event, call the variant, record an event. The median over
 repetitions is reported. The copy baseline moves the op's minimum bytes (read + write) with
 `torch.Tensor.copy_`, timed the same way, so "% of copy" is the fraction of this GPU's achievable
@@ -24,12 +24,12 @@ from typing import Any
 
 import torch
 
-from memtraffic.exceptions import GpuNotFoundError, UsageError
-from memtraffic.gpu import Timing, environment, time_cuda
-from memtraffic.model import OPS, Shape, dtype_name, format_shape
-from memtraffic.tables import text_table
-from memtraffic.units import fmt_rate, fmt_time
-from memtraffic.variants import Variant, get_variant, unsupported_reason
+from memtraffic.core.errors import GpuNotFoundError, UsageError
+from memtraffic.core.ops import OPS, Shape, dtype_name, format_shape
+from memtraffic.core.units import fmt_rate, fmt_time
+from memtraffic.measure.gpu import Timing, environment, time_cuda
+from memtraffic.measure.variants import Variant, get_variant, unsupported_reason
+from memtraffic.views.tables import text_table
 
 # The shapes of the issue's benchmark suite, per op.
 SUITE: dict[str, list[Shape]] = {

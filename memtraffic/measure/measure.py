@@ -1,11 +1,11 @@
 """Collection for variants: `memtraffic measure` profiles a plan's configs in ONE ncu process per GPU.
 
 `measure()` checks the user's input, ncu and the GPU up front, writes the plan into a new run folder,
-lets ONE ncu process profile every config of the plan inside `python -m memtraffic.runner PLAN.json`,
+lets ONE ncu process profile every config of the plan inside `python -m memtraffic.measure.runner PLAN.json`,
 and starts a fresh ncu process for the configs not yet done if the runner dies. Then it analyzes the
 reports and saves run.json, results.csv and results.json.
 
-With --gpus the plan's configs are split across the GPUs by predicted cost (memtraffic.sweep) and one
+With --gpus the plan's configs are split across the GPUs by predicted cost (memtraffic.measure.sweep) and one
 ncu process per GPU runs at the same time, each with its own CUDA_VISIBLE_DEVICES, status file, log
 and reports (profile-gpu0.ncu-rep, ...), all in the one run folder. A GPU whose ncu fails loses only
 its own configs: run.json lists them under 'rerun' (`measure --rerun RUN` measures them again).
@@ -27,22 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memtraffic.exceptions import NcuError, UsageError
-from memtraffic.extract import EmptyReportError
-from memtraffic.model import parse_dtype, parse_shape
-from memtraffic.ncu import (
-    NVTX_INCLUDE,
-    NcuRun,
-    build_ncu_command,
-    find_ncu,
-    metrics_cache_key,
-    ncu_version,
-    query_metric_names,
-    resolve_metrics,
-    run_ncu,
-)
-from memtraffic.plan import build_plan, check_names, parse_params
-from memtraffic.rundir import (
+from memtraffic.core.errors import NcuError, UsageError
+from memtraffic.core.ops import parse_dtype, parse_shape
+from memtraffic.core.plan import build_plan, check_names, parse_params
+from memtraffic.core.rundir import (
     DEFAULT_RUNS_ROOT,
     append_status,
     check_gpu,
@@ -54,7 +42,7 @@ from memtraffic.rundir import (
     read_status,
     utc_now,
 )
-from memtraffic.sweep import (
+from memtraffic.measure.sweep import (
     assign_gpus,
     parse_gpus,
     parse_shard,
@@ -64,10 +52,22 @@ from memtraffic.sweep import (
     shard_plan,
     visible_id,
 )
+from memtraffic.ncu.command import (
+    NVTX_INCLUDE,
+    NcuRun,
+    build_ncu_command,
+    find_ncu,
+    metrics_cache_key,
+    ncu_version,
+    query_metric_names,
+    resolve_metrics,
+    run_ncu,
+)
+from memtraffic.ncu.report import EmptyReportError
 
 
 def runner_argv(plan_path: Path) -> list[str]:
-    return [sys.executable, "-m", "memtraffic.runner", str(plan_path)]
+    return [sys.executable, "-m", "memtraffic.measure.runner", str(plan_path)]
 
 
 @dataclass
@@ -283,7 +283,7 @@ def _config_entries(plan: Mapping[str, Any], status: Mapping[int, dict[str, Any]
 def rerun_plan(run_dir: Path) -> dict[str, Any]:
     """The configs a run folder lists under 'rerun' (failed, interrupted, or on a GPU that failed), as a
     plan of their own: measure them again, then `memtraffic merge` the two runs."""
-    from memtraffic.extract import read_json
+    from memtraffic.ncu.report import read_json
 
     plan, run = read_json(run_dir / "plan.json"), read_json(run_dir / "run.json")
     if plan is None or run is None:
@@ -405,7 +405,7 @@ class _PlanInBackground:
 def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
             ncu_runner: Callable[..., NcuRun] = run_ncu) -> MeasureResult:
     """Check everything up front, profile every config under ncu, analyze, save. See the module doc."""
-    from memtraffic import analyze as analysis
+    from memtraffic.analysis import analyze as analysis
 
     echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
     # Where measure's own time goes (run.json "timings"): the tool's overhead over bare ncu.

@@ -20,9 +20,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from memtraffic.exceptions import UsageError
-from memtraffic.extract import REPORT_SUFFIX, read_json
-from memtraffic.rundir import append_status, new_run_dir, partial_reports_expected, utc_now
+from memtraffic.core.errors import UsageError
+from memtraffic.core.rundir import append_status, new_run_dir, partial_reports_expected, utc_now
+from memtraffic.ncu.report import REPORT_SUFFIX, read_json
 
 # What must agree between runs for their counters to compare (environment keys).
 SAME = ("gpu", "ncu_version")
@@ -156,7 +156,7 @@ def merge_runs(sources: Sequence[Path], out: Path, allow_mixed: bool = False,
     for note in notes:
         echo(f"note: {note}")
 
-    from memtraffic import analyze
+    from memtraffic.analysis import analyze
 
     table, _ = analyze.analyze_reports([out / r for r in run["reports"]], plan,
                                        allow_partial=partial_reports_expected(run), run_name=out.name)

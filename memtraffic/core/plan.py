@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from memtraffic.exceptions import UsageError
-from memtraffic.ncu import RANGE_PREFIX
+from memtraffic.core.errors import UsageError
+from memtraffic.ncu.command import RANGE_PREFIX
 
 # The shipped suite's names in its order (memtraffic/kernels/__init__.py's VARIANTS, checked by a test):
 # what measure checks names against before importing the kernels, and the order figures draw them in.
@@ -92,10 +92,10 @@ def build_plan(variants: Sequence[str], shapes: Sequence[str], dtypes: Sequence[
     Shapes are matched to variants by rank (MxN ops take 2 extents, matmuls 3), so `--all` may mix them.
     Combinations a variant cannot take (dtype, its own constraints) are listed under 'skipped' with
     the reason; an explicitly named variant that no shape fits is a UsageError. `variant_files` are
-    users' variant files (see memtraffic.variants); the plan records them for the runner process.
+    users' variant files (see memtraffic.measure.variants); the plan records them for the runner process.
     """
-    from memtraffic.model import OPS, dtype_name, format_shape, parse_dtype, parse_shape, torch_dtype
-    from memtraffic.variants import get_variant, load_variants, unsupported_reason
+    from memtraffic.core.ops import OPS, dtype_name, format_shape, parse_dtype, parse_shape, torch_dtype
+    from memtraffic.measure.variants import get_variant, load_variants, unsupported_reason
 
     if all_variants and variants:
         raise UsageError("give variant names or --all, not both")

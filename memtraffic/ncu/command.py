@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from memtraffic.exceptions import NcuError, UsageError
+from memtraffic.core.errors import NcuError, UsageError
 
 MIN_NCU_VERSION = (2023, 1)
 # Our NVTX push/pop ranges are named "mt|..."; the trailing '/' is ncu's mark for a push/pop range.
@@ -175,11 +175,11 @@ def base_name(metric: str) -> str:
 def resolve_metrics(spec: str, available: Iterable[str] | None = None) -> list[str]:
     """'traffic' / 'traffic,fadd' / 'dram__bytes_read.sum' -> ncu metric names (time always included).
 
-    Tokens are set names, aliases of memtraffic.metrics, or raw ncu names. Every invalid token is
+    Tokens are set names, aliases of memtraffic.ncu.metrics, or raw ncu names. Every invalid token is
     reported in one UsageError; with `available` (base names from ncu --query-metrics), raw names
     are checked against this GPU too, because ncu itself silently ignores a bogus metric.
     """
-    from memtraffic.metrics import METRIC_SETS, METRICS
+    from memtraffic.ncu.metrics import METRIC_SETS, METRICS
 
     names: list[str] = [METRICS["time"].ncu]
     invalid: list[str] = []

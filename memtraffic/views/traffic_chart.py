@@ -1,6 +1,6 @@
 """The traffic chart: measured bytes over the minimum, per memory level and config, as bars on a log axis.
 
-The roofline (memtraffic.roofline) places each config by FLOPs per byte; this chart answers the plainer
+The roofline (memtraffic.views.roofline) places each config by FLOPs per byte; this chart answers the plainer
 question of how many times the minimum each level moved. It shares the roofline's labels and order.
 """
 
@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from memtraffic.exceptions import ReportError
-from memtraffic.roofline import (
+from memtraffic.core.errors import ReportError
+from memtraffic.core.units import fmt_bytes
+from memtraffic.views.roofline import (
     LEVEL_BYTES,
     LEVEL_COLOR,
     LEVEL_LABEL,
@@ -24,7 +25,6 @@ from memtraffic.roofline import (
     config_labels,
     order_configs,
 )
-from memtraffic.units import fmt_bytes
 
 if TYPE_CHECKING:  # plotly is imported inside the functions: it is slow to import
     import plotly.graph_objects as go

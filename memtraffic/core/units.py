@@ -6,7 +6,7 @@ import math
 import numbers
 import re
 
-from memtraffic.exceptions import UsageError
+from memtraffic.core.errors import UsageError
 
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?i?)b?\s*$", re.IGNORECASE)
 _FACTORS = {

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from memtraffic.units import fmt_bytes, fmt_eff, fmt_time
+from memtraffic.core.units import fmt_bytes, fmt_eff, fmt_time
 
 OUTSIDE = "(outside any op or region)"  # kernels in no `mt|` range, or in a range the plan does not know
 
@@ -72,14 +72,14 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
 
 def to_records(df: pd.DataFrame) -> list[dict[str, Any]]:
     """Plain JSON-able dicts: NaN -> None, whole byte counts and call counts -> int."""
-    from memtraffic.analyze import to_records as plain
+    from memtraffic.analysis.analyze import to_records as plain
 
     return plain(df, {c for c in df.columns if c.endswith("_bytes") or c in _COUNTS})
 
 
 def format_table(df: pd.DataFrame) -> str:
     """Readable units; each op type's worst call and its diagnosis listed below."""
-    from memtraffic.tables import text_table
+    from memtraffic.views.tables import text_table
 
     if df.empty:
         return "(no rows)"

@@ -3,8 +3,8 @@
 `with memtraffic.ops() as records:` traces every aten op that runs in the block, backward included
 (autograd's worker threads inherit the dispatch mode from the thread that calls backward). Each call
 is pushed as the NVTX range `mt|op|<seq>|<overload>` when CUDA is available, so every kernel it launches
-(cuBLAS, torch, Triton, an extension) lands in it under `ncu --nvtx`, and its record (memtraffic.tracefile)
-holds the compulsory traffic:
+(cuBLAS, torch, Triton, an extension) lands in it under `ncu --nvtx`, and its record
+(memtraffic.core.tracefile) holds the compulsory traffic:
 
 - each distinct input tensor is read once: its own elements x element size (a view counts its own
   elements, a broadcast (stride-0) dimension once, a tensor passed twice once);
@@ -39,7 +39,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatc
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry
 
-from memtraffic.tracefile import collect, dtype_name, emit, make_record, next_seq
+from memtraffic.core.tracefile import collect, dtype_name, emit, make_record, next_seq
 
 aten = torch.ops.aten
 

@@ -1,4 +1,4 @@
-"""The process that ncu profiles: `python -m memtraffic.runner PLAN.json [--status FILE]`.
+"""The process that ncu profiles: `python -m memtraffic.measure.runner PLAN.json [--status FILE]`.
 
 For each config of the plan: build the inputs (seeded), call the variant once outside any range
 (Triton JIT, autotuning and torch.compile happen there), check that result against the op's float64
@@ -28,8 +28,8 @@ from typing import Any, TextIO
 
 import torch
 
-from memtraffic.rundir import append_status, read_status
-from memtraffic.variants import Variant, load_variants
+from memtraffic.core.rundir import append_status, read_status
+from memtraffic.measure.variants import Variant, load_variants
 
 EXIT_CUDA_ERROR = 3
 EXIT_INTERRUPTED = 130
@@ -85,7 +85,7 @@ def run_config(config: dict[str, Any], device: torch.device, seed: int = 0,
     """Warm up, check, then make the measured call inside the config's NVTX range. Returns the max error
     and the seconds each phase took (inputs, warm-up, check, measured: under ncu the last holds its replay
     passes), which tell a slow sweep's own work from ncu's."""
-    from memtraffic.model import OPS, torch_dtype
+    from memtraffic.core.ops import OPS, torch_dtype
 
     variants = load_variants() if variants is None else variants
     if config["variant"] not in variants:
@@ -199,7 +199,8 @@ def wait_for_plan(path: Path, timeout_s: float = 600.0) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m memtraffic.runner", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m memtraffic.measure.runner",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("plan", type=Path, help="plan.json written by `memtraffic measure`")
     parser.add_argument("--status", type=Path, help="JSON-lines status file (default: the plan's, beside it)")
     parser.add_argument("--gpu", type=int, help="run only the configs assigned to this GPU (measure --gpus)")

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from memtraffic.exceptions import GpuNotFoundError, UsageError
+from memtraffic.core.errors import GpuNotFoundError, UsageError
 
 DEFAULT_RUNS_ROOT = Path("reports") / "runs"
 

@@ -24,9 +24,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from memtraffic.exceptions import GpuNotFoundError, NcuError, ReportError, UsageError
-from memtraffic.metrics import METRIC_SETS, METRICS
-from memtraffic.units import fmt_rate
+from memtraffic.core.errors import GpuNotFoundError, NcuError, ReportError, UsageError
+from memtraffic.core.units import fmt_rate
+from memtraffic.ncu.metrics import METRIC_SETS, METRICS
 
 # Roof key -> (label, unit). Bandwidths count read + write bytes.
 ROOFS: dict[str, tuple[str, str]] = {
@@ -40,7 +40,7 @@ ROOFS: dict[str, tuple[str, str]] = {
 BANDWIDTH_OF_LEVEL = {"dram": "dram_Bps", "l2": "l2_Bps", "l1": "l1_Bps"}
 KINDS = {"measured": "measured", "ncu_theoretical": "ncu theoretical"}
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 COMMITTED_DIR = REPO_ROOT / "reports" / "ceilings"
 
 
@@ -186,7 +186,7 @@ def ncu_probe_command(ncu: str, report_base: Path, python: str = sys.executable)
 
 
 def _find_ncu() -> str | None:
-    from memtraffic.ncu import find_ncu
+    from memtraffic.ncu.command import find_ncu
 
     try:
         return str(find_ncu())
@@ -196,7 +196,7 @@ def _find_ncu() -> str | None:
 
 def read_report_metrics(path: Path, aliases: list[str]) -> dict[str, float]:
     """alias -> value of the first kernel in an .ncu-rep (missing metrics are left out)."""
-    from memtraffic.extract import import_ncu_report  # pip package, else the ncu install's own copy
+    from memtraffic.ncu.report import import_ncu_report  # pip package, else the ncu install's own copy
 
     ctx = import_ncu_report().load_report(str(path))
     if ctx.num_ranges() == 0 or ctx.range_by_idx(0).num_actions() == 0:
@@ -251,7 +251,7 @@ def _require_cuda():
 
 def median_time_s(fn: Callable[[], Any], repeats: int) -> float:
     """Median CUDA-event time of fn() in seconds; no L2 flush: a roof is measured warm."""
-    from memtraffic.gpu import time_cuda
+    from memtraffic.measure.gpu import time_cuda
 
     return time_cuda(fn, min_reps=repeats, max_reps=repeats, flush_l2=False).median_ns * 1e-9
 
@@ -364,7 +364,7 @@ def measure_ceilings(with_ncu: bool = True,
                      progress: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     """Measure every roof on GPU 0 and return a ceilings entry (not yet cached)."""
     torch = _require_cuda()
-    from memtraffic.gpu import environment
+    from memtraffic.measure.gpu import environment
 
     env = environment()
     measured: dict[str, float] = {}
@@ -432,7 +432,7 @@ def ceilings_rows(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def ceilings_table(entry: Mapping[str, Any]) -> str:
-    from memtraffic.tables import text_table
+    from memtraffic.views.tables import text_table
 
     body = []
     for r in ceilings_rows(entry):

@@ -29,9 +29,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from memtraffic.exceptions import ReportError, UsageError
-from memtraffic.extract import _range_stack, import_ncu_report, locate, range_label
-from memtraffic.units import fmt_bytes
+from memtraffic.core.errors import ReportError, UsageError
+from memtraffic.core.units import fmt_bytes
+from memtraffic.ncu.report import _range_stack, import_ncu_report, locate, range_label
 
 SECTOR = 32
 REQUESTS = "memory_l1_tag_requests_global"
@@ -251,7 +251,7 @@ def _where(r: dict[str, Any]) -> str:
 
 def format_table(rows: Sequence[dict[str, Any]], width: int = 100) -> str:
     """Per kernel: a heading, a table of the lines' traffic, then each line's source and verdict."""
-    from memtraffic.tables import text_table
+    from memtraffic.views.tables import text_table
 
     headers = ["line", "op", "inst", "requests", "sectors", "ideal", "excess", "moved", "share"]
     out: list[str] = []
@@ -270,6 +270,6 @@ def format_table(rows: Sequence[dict[str, Any]], width: int = 100) -> str:
 
 
 def render(rows: Sequence[dict[str, Any]], fmt: str) -> str:
-    from memtraffic.tables import dump
+    from memtraffic.views.tables import dump
 
     return format_table(rows) if fmt == "table" else dump(rows, fmt)

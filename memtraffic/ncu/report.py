@@ -21,8 +21,8 @@ from typing import Any
 
 import pandas as pd
 
-from memtraffic.exceptions import ReportError
-from memtraffic.metrics import METRICS
+from memtraffic.core.errors import ReportError
+from memtraffic.ncu.metrics import METRICS
 
 RANGE_PREFIX = "mt|"
 REPORT_SUFFIX = ".ncu-rep"
@@ -111,7 +111,7 @@ def _number(value: Any) -> float:
 
 def read_report(path: str | Path, allow_partial: bool = False) -> pd.DataFrame:
     """One row per kernel launch: run, report, launch, range, kernel, kernel_full, grid/block size, device,
-    passes, and a float column per alias of memtraffic.metrics (NaN when the report lacks that metric).
+    passes, and a float column per alias of memtraffic.ncu.metrics (NaN when the report lacks that metric).
 
     ReportError when the file is missing, empty, not a report, truncated or holds no kernel. With
     allow_partial (a run that was interrupted), a damaged last launch is dropped with a warning instead.

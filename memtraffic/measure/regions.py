@@ -9,7 +9,7 @@
 The minimum is each distinct input's bytes read once and each output's written once (arrays with
 .nbytes, or .size and .itemsize), or the bytes given; explicit bytes win per direction. The range
 `mt|region|<name>|<seq>` holds every kernel launched inside (an `mt|op|...` range of a traced torch op
-inside it is more specific and wins). The record (memtraffic.tracefile) is written when the block
+inside it is more specific and wins). The record (memtraffic.core.tracefile) is written when the block
 ends. Torch-free: it imports no framework to push the range.
 """
 
@@ -24,8 +24,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from memtraffic.exceptions import UsageError
-from memtraffic.tracefile import dtype_name, emit, make_record, next_seq
+from memtraffic.core.errors import UsageError
+from memtraffic.core.tracefile import dtype_name, emit, make_record, next_seq
 
 _Nvtx = tuple[Callable[[str], Any], Callable[[], Any]]
 _nvtx: _Nvtx | None = None

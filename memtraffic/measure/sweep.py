@@ -1,6 +1,6 @@
 """Sweeps: a grid from a TOML file, a deterministic shard of a plan, and a plan's split across GPUs.
 
-A grid is variants x shapes x dtypes x parameter values (memtraffic.plan expands it). Here it may come
+A grid is variants x shapes x dtypes x parameter values (memtraffic.core.plan expands it). Here it may come
 from a small TOML file, so that a sweep is written down once and run anywhere:
 
     variants = ["softmax_tiled", "softmax_online"]   # or: all = true
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memtraffic.exceptions import GpuNotFoundError, UsageError
+from memtraffic.core.errors import GpuNotFoundError, UsageError
 
 # Weights for balancing, not measurements to report: only the order of costs matters. The committed
 # H100 runs' status.jsonl record 0.3 to 2.7 s per small config under ncu (inputs, JIT, check, launch),
@@ -44,7 +44,7 @@ _GRID_KEYS = {"variants", "all", "shapes", "dtypes", "params", "variant_files"}
 
 @dataclass
 class Grid:
-    """One grid of a sweep, in the terms of memtraffic.plan.build_plan."""
+    """One grid of a sweep, in the terms of memtraffic.core.plan.build_plan."""
 
     variants: list[str] = field(default_factory=list)
     all_variants: bool = False
@@ -122,7 +122,7 @@ def read_sweep(path: str | Path) -> list[Grid]:
 
 def plan_from_grids(grids: Sequence[Grid], seed: int = 0) -> dict[str, Any]:
     """One plan of every grid's configs (a config in several grids is measured once)."""
-    from memtraffic.plan import build_plan, merge_plans
+    from memtraffic.core.plan import build_plan, merge_plans
 
     plans = [build_plan(g.variants, g.shapes, g.dtypes, g.params, g.all_variants, seed=seed,
                         variant_files=g.variant_files) for g in grids]
@@ -137,7 +137,7 @@ def grid_count(plan: Mapping[str, Any], fmt: str = "table") -> str:
     for c in plan["skipped"]:
         per.setdefault(c["variant"], [0, 0])[1] += 1
     if fmt != "table":
-        from memtraffic.tables import dump
+        from memtraffic.views.tables import dump
 
         rows = [{"variant": v, "configs": n, "skipped": k} for v, (n, k) in per.items()]
         return dump(rows, fmt)
