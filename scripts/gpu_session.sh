@@ -18,7 +18,7 @@ for step in $steps; do
   start=$(date +%s)
   case $step in
     tests) python3 -m pytest -q -m "gpu or ncu" -p no:cacheprovider 2>&1 | tee "$log/gpu_tests.txt" ;;
-    reports) bash scripts/make_reference_reports.sh ${REPORTS_ARGS:-} 2>&1 | tee "$log/reports.txt" ;;
+    reports) python3 scripts/make_reference_reports.py ${REPORTS_ARGS:-} 2>&1 | tee "$log/reports.txt" ;;
     ceilings) memtraffic ceilings --refresh --save-reference 2>&1 | tee "$log/ceilings.txt" ;;
     bench) memtraffic bench --out "reports/bench/$(date -u +%F)-${GPU_TAG:-h100}" 2>&1 | tee "$log/bench.txt" ;;
     *) echo "unknown step $step" ;;

@@ -30,9 +30,9 @@ def time_cuda(fn: Callable[[], Any], budget_s: float = 0.5, max_reps: int = 200,
 
     With flush_l2 a buffer larger than L2 is read (summed) before each call, outside the timed region,
     so every call starts with an L2 holding none of its data and no dirty lines. Zeroing the buffer
-    instead, as this did until 2026-11-23, leaves the L2 full of dirty lines that the timed call must
-    write back to DRAM as it evicts them: on the H100 that added about 6.3 us to every call (a copy of
-    2 x 32 MB: 28.0 us zeroed, 21.8 us read; scripts/copy_spread.py, 2026-11-23). Repetitions fill
+    instead would leave the L2 full of dirty lines that the timed call must write back to DRAM as it
+    evicts them: on the H100 that added about 6.3 us to every call (a copy of 2 x 32 MB: 28.0 us zeroed,
+    21.8 us read; reports/bench/2026-11-23-h100-flush). Repetitions fill
     budget_s.
 
     Before each start event the GPU is kept busy (torch.cuda._sleep) so the host has enqueued the
