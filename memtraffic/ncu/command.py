@@ -18,7 +18,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from memtraffic.core.arch import Chip
 from memtraffic.core.errors import NcuError, UsageError
+from memtraffic.ncu.metrics import base_name
 
 MIN_NCU_VERSION = (2023, 1)
 # Our NVTX push/pop ranges are named "mt|..."; the trailing '/' is ncu's mark for a push/pop range.
@@ -167,44 +169,59 @@ def query_metric_names(ncu: Path, cache_key: str | None = None) -> frozenset[str
     return frozenset(names)
 
 
-def base_name(metric: str) -> str:
-    """'dram__bytes_read.sum' -> 'dram__bytes_read': the part ncu's query lists."""
-    return metric.split(".", 1)[0]
+@dataclass
+class MetricSpec:
+    """What one --metrics value collects on a GPU: the ncu names, and a note per thing not measured."""
+
+    names: list[str]
+    notes: list[str]
 
 
-def resolve_metrics(spec: str, available: Iterable[str] | None = None) -> list[str]:
+def resolve_metric_spec(spec: str, available: Iterable[str] | None = None,
+                        chip: Chip | None = None) -> MetricSpec:
     """'traffic' / 'traffic,fadd' / 'dram__bytes_read.sum' -> ncu metric names (time always included).
 
-    Tokens are set names, aliases of memtraffic.ncu.metrics, or raw ncu names. Every invalid token is
-    reported in one UsageError; with `available` (base names from ncu --query-metrics), raw names
-    are checked against this GPU too, because ncu itself silently ignores a bogus metric.
+    Tokens are set names, aliases of memtraffic.ncu.metrics, or raw ncu names. With `available` (base
+    names from ncu --query-metrics) each alias becomes the counter this GPU has (memtraffic.ncu.metrics
+    .resolve); an alias it has none of is left out with a note (`chip`, when known, says why). Raw names
+    are checked against this GPU too, because ncu itself silently ignores a bogus metric. Every invalid
+    token is reported in one UsageError.
     """
-    from memtraffic.ncu.metrics import METRIC_SETS, METRICS
+    from memtraffic.ncu.metrics import METRIC_SETS, METRICS, resolve
 
-    names: list[str] = [METRICS["time"].ncu]
+    tokens: list[str] = ["time"]  # aliases and raw names in the order given
     invalid: list[str] = []
     for token in (t.strip() for t in spec.split(",")):
         if not token:
             continue
         if token in METRIC_SETS:
-            resolved = [METRICS[a].ncu for a in METRIC_SETS[token]]
-        elif token in METRICS:
-            resolved = [METRICS[token].ncu]
-        elif "__" in token:
-            resolved = [token]
+            tokens += METRIC_SETS[token]
+        elif token in METRICS or "__" in token:
+            tokens.append(token)
         else:
             invalid.append(token)
-            continue
+    tokens = list(dict.fromkeys(tokens))
+    offered = None if available is None else set(available)
+    resolution = resolve([t for t in tokens if t in METRICS], offered, chip)
+    forms = {r.alias: r.form for r in resolution.items}
+    names: list[str] = []
+    for token in tokens:
+        form = forms.get(token) if token in METRICS else None
+        resolved = list(form.names) if form is not None else [] if token in METRICS else [token]
         names += [n for n in resolved if n not in names]
-    if available is not None:
-        offered = set(available)
-        invalid += [n for n in names if base_name(n) not in offered]
+    if offered is not None:
+        invalid += [t for t in tokens if t not in METRICS and base_name(t) not in offered]
     if invalid:
         raise UsageError(
             f"unknown metrics: {', '.join(invalid)}. Use a set ({', '.join(METRIC_SETS)}), an alias from "
-            "memtraffic/metrics.py, or a name from `ncu --query-metrics`"
+            "memtraffic/ncu/metrics.py, or a name from `ncu --query-metrics`"
         )
-    return names
+    return MetricSpec(names, resolution.notes)
+
+
+def resolve_metrics(spec: str, available: Iterable[str] | None = None, chip: Chip | None = None) -> list[str]:
+    """The ncu names of resolve_metric_spec (its notes dropped)."""
+    return resolve_metric_spec(spec, available, chip).names
 
 
 # --- the ncu command ----------------------------------------------------------------------------------------

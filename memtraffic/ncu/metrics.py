@@ -2,26 +2,55 @@
 
 Units are as ncu reports them. Metric sets name the aliases collected together; `traffic` is the
 default of `memtraffic measure`.
+
+Each alias has the H100's (gh100) ncu name, and, where other chips name the counter differently, exact
+equivalents tried in order: another name or a sum of counters (every chip ncu 2025.3.1 knows has the
+byte counters where it has the sector ones, so no alias needs sectors x 32). `resolve` picks, for one
+chip's metric list, the first form the chip has; an alias no form fits is not measured there and gets a
+note saying why (memtraffic.core.arch knows the chip). A report is read back through the same forms.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+
+from memtraffic.core.arch import Chip
+
+
+@dataclass(frozen=True)
+class Form:
+    """An alias's value on a chip: the sum of these ncu names, times scale."""
+
+    names: tuple[str, ...]
+    scale: float = 1.0
+
+    def __str__(self) -> str:
+        text = " + ".join(self.names)
+        return f"{text} x {self.scale:g}" if self.scale != 1 else text
 
 
 @dataclass(frozen=True)
 class Metric:
     alias: str
-    ncu: str
+    ncu: str  # the name on gh100, where every committed run was measured
     unit: str
     description: str
+    others: tuple[Form, ...] = ()  # exact equivalents on chips that lack `ncu`, in order of preference
+    topic: str = ""  # what a note says is not measured ("DRAM bytes"); the description when empty
+
+    @property
+    def forms(self) -> tuple[Form, ...]:
+        return (Form((self.ncu,)), *self.others)
 
 
 _TABLE = [
     Metric("time", "gpu__time_duration.sum", "ns", "kernel duration"),
     # L1/LSU: what the global load/store instructions moved through L1 (sector granularity, 32 B).
-    Metric("l1_ld_bytes", "l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum", "byte", "L1 global load bytes"),
-    Metric("l1_st_bytes", "l1tex__t_bytes_pipe_lsu_mem_global_op_st.sum", "byte", "L1 global store bytes"),
+    Metric("l1_ld_bytes", "l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum", "byte", "L1 global load bytes",
+           (), "L1 load bytes"),
+    Metric("l1_st_bytes", "l1tex__t_bytes_pipe_lsu_mem_global_op_st.sum", "byte", "L1 global store bytes",
+           (), "L1 store bytes"),
     Metric("l1_ld_sectors", "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum", "sector",
            "L1 global load sectors"),
     Metric("l1_st_sectors", "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum", "sector",
@@ -38,15 +67,21 @@ _TABLE = [
     # cp.async (LDGSTS) global->shared copies, which Triton's pipelined loops use. l1tex's op_ld bytes above
     # already include them (H100, ncu 2025.3.1); the SASS op_ld bytes do not, so analyze adds
     # req_ldgsts_bytes to req_ld_bytes. l1_ldgsts_bytes (the LDGSTS.ACCESS part of op_ld) is informative.
+    # Turing, Ampere and Ada have no l1tex counter of LDGSTS.ACCESS (ncu 2025.3.1's lists); Turing has no
+    # LDGSTS at all.
     Metric("l1_ldgsts_bytes", "l1tex__t_bytes_pipe_lsu_mem_global_op_ldgsts_cache_access.sum", "byte",
-           "L1 global bytes of LDGSTS (cp.async) that access L1"),
+           "L1 global bytes of LDGSTS (cp.async) that access L1",
+           (), "L1 bytes of LDGSTS.ACCESS (cp.async through L1)"),
     Metric("req_ldgsts_bytes", "smsp__sass_data_bytes_mem_global_op_ldgsts.sum", "byte",
-           "bytes requested by LDGSTS (cp.async) instructions"),
+           "bytes requested by LDGSTS (cp.async) instructions", (), "bytes requested by LDGSTS (cp.async)"),
     # L2: sectors requested by L1 (tex unit), 32 B each.
     Metric("l2_rd_sectors", "lts__t_sectors_srcunit_tex_op_read.sum", "sector", "L2 read sectors from L1"),
     Metric("l2_wr_sectors", "lts__t_sectors_srcunit_tex_op_write.sum", "sector", "L2 write sectors from L1"),
-    Metric("dram_rd_bytes", "dram__bytes_read.sum", "byte", "DRAM bytes read"),
-    Metric("dram_wr_bytes", "dram__bytes_write.sum", "byte", "DRAM bytes written"),
+    # RTX 50xx (gb20x) name DRAM bytes dram__bytes_op_read/write; the unified-memory chips have none.
+    Metric("dram_rd_bytes", "dram__bytes_read.sum", "byte", "DRAM bytes read",
+           (Form(("dram__bytes_op_read.sum",)),), "DRAM bytes"),
+    Metric("dram_wr_bytes", "dram__bytes_write.sum", "byte", "DRAM bytes written",
+           (Form(("dram__bytes_op_write.sum",)),), "DRAM bytes"),
     # Hardware-counted FP32 work (thread-level, predicated on). Special functions (exp, tanh) are not here.
     Metric("fadd", "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum", "inst", "FP32 adds"),
     Metric("fmul", "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum", "inst", "FP32 multiplies"),
@@ -60,16 +95,24 @@ _TABLE = [
     # Hopper's HGMMA with its variable N), which warp-instruction counters (sm__inst_executed_pipe_tensor*)
     # cannot: their FLOPs per instruction depend on the shape. FLOPs per op are checked on a GPU
     # (tests/test_ceilings.py::test_tensor_ops_per_matmul_flop), not assumed.
-    Metric("tc_ops_fp16", "sm__ops_path_tensor_src_fp16.sum", "op", "tensor-core math ops, FP16 inputs"),
+    # Ampere, Ada and Blackwell split FP16 inputs by accumulator (dst_fp16 + dst_fp32); Turing counts FP16
+    # with an FP32 accumulator in src_fp16_bf16_tf32_dst_fp32, which is FP16 alone there (Turing's tensor
+    # cores take no BF16 or TF32).
+    Metric("tc_ops_fp16", "sm__ops_path_tensor_src_fp16.sum", "op", "tensor-core math ops, FP16 inputs",
+           (Form(("sm__ops_path_tensor_src_fp16_dst_fp16.sum", "sm__ops_path_tensor_src_fp16_dst_fp32.sum")),
+            Form(("sm__ops_path_tensor_src_fp16_dst_fp16.sum",
+                  "sm__ops_path_tensor_src_fp16_bf16_tf32_dst_fp32.sum"))),
+           "tensor-core FP16 ops"),
     Metric("tc_ops_bf16", "sm__ops_path_tensor_src_bf16_dst_fp32.sum", "op",
-           "tensor-core math ops, BF16 inputs"),
+           "tensor-core math ops, BF16 inputs", (), "tensor-core BF16 ops"),
     Metric("tc_ops_tf32", "sm__ops_path_tensor_src_tf32_dst_fp32.sum", "op",
-           "tensor-core math ops, TF32 inputs"),
+           "tensor-core math ops, TF32 inputs", (), "tensor-core TF32 ops"),
     # Theoretical peaks (ncu's own roofline sections use these): per-cycle peak x clock rate.
     # .sum.peak_sustained already sums over all units (SMs, L2 slices, DRAM channels).
     Metric("peak_dram_bytes_per_cycle", "dram__bytes.sum.peak_sustained", "byte/cycle",
-           "DRAM peak bytes per cycle"),
-    Metric("dram_cycles_per_s", "dram__cycles_elapsed.avg.per_second", "cycle/second", "DRAM clock"),
+           "DRAM peak bytes per cycle", (), "DRAM roof"),
+    Metric("dram_cycles_per_s", "dram__cycles_elapsed.avg.per_second", "cycle/second", "DRAM clock", (),
+           "DRAM roof"),
     Metric("peak_l2_bytes_per_cycle", "lts__t_bytes.sum.peak_sustained", "byte/cycle",
            "L2 peak bytes per cycle"),
     Metric("l2_cycles_per_s", "lts__cycles_elapsed.avg.per_second", "cycle/second", "L2 clock"),
@@ -109,5 +152,76 @@ METRIC_SETS: dict[str, list[str]] = {
 }
 METRIC_SETS["roofline"] = METRIC_SETS["traffic"] + METRIC_SETS["flops"][1:]
 
-# ncu name -> alias, for reading reports.
-ALIAS_OF: dict[str, str] = {m.ncu: m.alias for m in _TABLE}
+# ncu name -> alias, every name of every form (a name of a sum maps to the alias it is part of).
+ALIAS_OF: dict[str, str] = {n: m.alias for m in _TABLE for f in m.forms for n in f.names}
+
+
+def base_name(metric: str) -> str:
+    """'dram__bytes_read.sum' -> 'dram__bytes_read': the part ncu's query lists."""
+    return metric.split(".", 1)[0]
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """An alias on one chip: the form ncu collects (None: not measured there) and, if None, why."""
+
+    alias: str
+    form: Form | None
+    note: str = ""
+
+
+@dataclass
+class Resolution:
+    """A metric set on one chip: per alias what is collected, the ncu names, one note per topic."""
+
+    items: list[Resolved]
+    names: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _why(metric: Metric, chip: Chip | None) -> str:
+    """Why `metric` has no counter on `chip` (None: a GPU that memtraffic cannot name)."""
+    if chip is None:
+        return f"ncu offers none of {', '.join(str(f) for f in metric.forms)} on this GPU"
+    where = f"{chip.name} ({chip.arch}, {chip.sm})"
+    if (metric.alias.startswith("dram") or metric.alias.startswith("peak_dram")) and chip.unified_memory:
+        return f"{chip.name} shares memory with the CPU; ncu has no DRAM byte counter on it"
+    if "ldgsts" in metric.alias:
+        if not chip.has_ldgsts:
+            return (f"{where} has no cp.async (LDGSTS comes with sm_80): its loads are plain loads, "
+                    "counted in the L1 load bytes")
+        return (f"ncu has no l1tex counter of LDGSTS.ACCESS on {where}: the cp.async part of the L1 load "
+                "bytes is not split out")
+    if metric.alias.startswith("tc_ops"):
+        if not chip.tensor_cores:
+            return f"{where} has no tensor cores"
+        if chip.arch == "Turing":
+            return f"{where} tensor cores take no BF16 or TF32 inputs"
+    return f"ncu 2025.3.1 offers no {base_name(metric.ncu)} or equivalent on {where}"
+
+
+def resolve(aliases: Sequence[str], available: Collection[str] | None, chip: Chip | None = None
+            ) -> Resolution:
+    """Each alias on a chip whose base metric names are `available` (None: the gh100 names, unchecked).
+
+    An alias no form fits is left out of the ncu names with a note; aliases sharing a topic (DRAM read
+    and write) share one note.
+    """
+    offered = None if available is None else set(available)
+    out = Resolution([])
+    topics: set[str] = set()
+    for alias in aliases:
+        metric = METRICS[alias]
+        form = metric.forms[0] if offered is None else next(
+            (f for f in metric.forms if all(base_name(n) in offered for n in f.names)), None)
+        if form is None:
+            topic = metric.topic or metric.description
+            note = f"{topic}: {_why(metric, chip)}"
+            out.items.append(Resolved(alias, None, note))
+            if topic not in topics:
+                topics.add(topic)
+                out.notes.append(note)
+            continue
+        out.items.append(Resolved(alias, form))
+        out.names += [n for n in form.names if n not in out.names]
+    return out

@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from memtraffic.core.errors import ReportError
-from memtraffic.ncu.metrics import METRICS
+from memtraffic.ncu.metrics import METRICS, Metric
 
 RANGE_PREFIX = "mt|"
 REPORT_SUFFIX = ".ncu-rep"
@@ -109,6 +109,16 @@ def _number(value: Any) -> float:
         return float("nan")
 
 
+def _alias_value(action: Any, metric: Metric) -> float:
+    """The alias's value in this launch: its first form whose ncu names the report holds (a GPU other
+    than the H100 collects another name, a sum, or sectors x 32), NaN when none is there."""
+    for form in metric.forms:
+        values = [_number(_value(action, name)) for name in form.names]
+        if all(v == v for v in values):  # NaN != NaN: a name the report lacks
+            return sum(values) * form.scale
+    return float("nan")
+
+
 def read_report(path: str | Path, allow_partial: bool = False) -> pd.DataFrame:
     """One row per kernel launch: run, report, launch, range, kernel, kernel_full, grid/block size, device,
     passes, and a float column per alias of memtraffic.ncu.metrics (NaN when the report lacks that metric).
@@ -158,7 +168,7 @@ def read_report(path: str | Path, allow_partial: bool = False) -> pd.DataFrame:
                 "passes": _number(_value(action, "profiler__replayer_passes")),
             }
             for alias, metric in METRICS.items():
-                row[alias] = _number(_value(action, metric.ncu))
+                row[alias] = _alias_value(action, metric)
             rows.append(row)
             launch += 1
     if not rows:
