@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memtraffic.core.arch import chip_for_gpu
 from memtraffic.core.errors import NcuError, UsageError
 from memtraffic.core.ops import parse_dtype, parse_shape
 from memtraffic.core.plan import build_plan, check_names, parse_params
@@ -60,6 +61,7 @@ from memtraffic.ncu.command import (
     metrics_cache_key,
     ncu_version,
     query_metric_names,
+    resolve_metric_spec,
     resolve_metrics,
     run_ncu,
 )
@@ -437,14 +439,18 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
     else:  # nvidia-smi, not torch: the parent need not import torch (the runner checks CUDA)
         slots, gpu = [], gpu_name() if overlap else check_gpu()
     lap("gpu_check_s")
-    metrics = resolve_metrics(opts.metrics, query_metric_names(ncu, metrics_cache_key(ncu, version, gpu)))
+    spec = resolve_metric_spec(opts.metrics, query_metric_names(ncu, metrics_cache_key(ncu, version, gpu)),
+                               chip_for_gpu(gpu))
+    metrics = spec.names
+    for note in spec.notes:  # what this GPU cannot count: measured without it
+        echo(f"not measured on {gpu}: {note}")
     lap("query_metrics_s")
 
     run_dir = new_run_dir(_run_label(opts, plan), opts.out, opts.runs_root)
     assignment: dict[int, list[int]] = {}
 
     def finish_plan(plan: dict[str, Any]) -> dict[str, Any]:
-        plan["metrics"] = {"spec": opts.metrics, "names": metrics}
+        plan["metrics"] = {"spec": opts.metrics, "names": metrics, "notes": spec.notes}
         plan["options"] = {"clock_control": opts.clock_control, "cache_control": opts.cache_control,
                            "source": opts.source}
         if slots:  # one status file per GPU: the runners never write the same file
@@ -469,6 +475,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
         "params": opts.params,
         "metric_set": opts.metrics,
         "metric_names": metrics,
+        "metric_notes": spec.notes,
         "clock_control": opts.clock_control,
         "cache_control": opts.cache_control,
         "source": opts.source,

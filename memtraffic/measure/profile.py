@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memtraffic.core.arch import chip_for_gpu
 from memtraffic.core.errors import MemtrafficError, NcuError, UsageError
 from memtraffic.core.rundir import DEFAULT_RUNS_ROOT, environment, gpu_name, new_run_dir, utc_now
 from memtraffic.core.tracefile import TRACE_ENV
@@ -35,6 +36,7 @@ from memtraffic.ncu.command import (
     metrics_cache_key,
     ncu_version,
     query_metric_names,
+    resolve_metric_spec,
     resolve_metrics,
     run_ncu,
 )
@@ -170,7 +172,11 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
     ncu = find_ncu()
     version = ncu_version(ncu)
     gpu = gpu_name()
-    metrics = resolve_metrics(opts.metrics, query_metric_names(ncu, metrics_cache_key(ncu, version, gpu)))
+    spec = resolve_metric_spec(opts.metrics, query_metric_names(ncu, metrics_cache_key(ncu, version, gpu)),
+                               chip_for_gpu(gpu))
+    metrics = spec.names
+    for note in spec.notes:  # what this GPU cannot count: measured without it
+        echo(f"not measured on {gpu}: {note}")
 
     app = [program, *opts.command[1:]]
     if opts.torch_ops:
@@ -191,6 +197,7 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
         "environment": environment(gpu, ncu, version),
         "metric_set": opts.metrics,
         "metric_names": metrics,
+        "metric_notes": spec.notes,
         "torch_ops": opts.torch_ops,
         "source": opts.source,
         "clock_control": opts.clock_control,
@@ -209,7 +216,7 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
 
     configs = read_trace(run_dir / TRACE_FILE)
     plan = {"version": 1, "kind": "profile", "program": list(opts.command), "configs": configs, "skipped": [],
-            "metrics": {"spec": opts.metrics, "names": metrics}}
+            "metrics": {"spec": opts.metrics, "names": metrics, "notes": spec.notes}}
     (run_dir / "plan.json").write_text(json.dumps(plan, indent=2) + "\n")
     (run_dir / "run.json").write_text(json.dumps(run, indent=2) + "\n")  # saved before analysis can fail
     echo(f"ncu profiled {result.kernels} kernel launches; the program recorded {len(configs)} ops/regions")
