@@ -591,6 +591,50 @@ def report(
 
 @app.command()
 @_errors_to_exit
+def metrics(
+    chip: Annotated[str | None, typer.Option(help="A chip of `ncu --list-chips` (ga102, gh100, ...); "
+                                             "default: this machine's GPU, asked through ncu.")] = None,
+    all_chips: Annotated[bool, typer.Option("--all-chips", help="Every chip ncu 2025.3.1 knows.")] = False,
+    set_name: Annotated[str | None, typer.Option("--set", help="One metric set (traffic, bytes, flops, "
+                                                 "peaks, roofline); default: all.")] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table (for people) or json.")] = "table",
+) -> None:
+    """What each metric set measures on a GPU, with which ncu names, and what it cannot count there.
+
+    The lists of ncu 2025.3.1's 28 chips ship with memtraffic, so --chip works
+    on any machine. Without --chip the local GPU is asked (its ncu's own list
+    when ncu is here). Only the H100 and H200 were measured by this project.
+
+    Examples:
+      memtraffic metrics --chip ga102           # RTX 3080 Ti
+      memtraffic metrics --all-chips --set traffic --format json
+    """
+    from memtraffic.core.arch import CHIPS
+    from memtraffic.ncu.chips import chip_metric_names, known_chips, local_metric_names, set_rows
+    from memtraffic.ncu.metrics import METRIC_SETS
+    from memtraffic.views.chip_metrics import render
+
+    _check_format(fmt, ("table", "json"))
+    if set_name is not None and set_name not in METRIC_SETS:
+        raise UsageError(f"unknown metric set {set_name!r}: use one of {', '.join(METRIC_SETS)}")
+    sets = [set_name] if set_name else list(METRIC_SETS)
+    if chip is not None and all_chips:
+        raise UsageError("give --chip CHIP or --all-chips, not both")
+    if chip is not None and chip.strip().lower() not in known_chips():
+        raise UsageError(f"unknown chip {chip!r}: use one of {', '.join(known_chips())}")
+    if all_chips or chip is not None:
+        chips = known_chips() if all_chips else [chip.strip().lower()]
+        rows = [r for c in chips for r in set_rows(c, chip_metric_names(c), CHIPS.get(c), sets)]
+    else:
+        label, local, names = local_metric_names()
+        typer.echo(f"{label}: metrics from this machine's ncu" if local is None or label != local.name
+                   else label, err=True)
+        rows = set_rows(local.name if local else label, names, local, sets)
+    typer.echo(render(rows, fmt))
+
+
+@app.command()
+@_errors_to_exit
 def ceilings(
     refresh: Annotated[bool, typer.Option("--refresh", help="Measure again though cached.")] = False,
     ncu: Annotated[bool, typer.Option("--ncu/--no-ncu", help="Also read ncu's theoretical peaks.")] = True,

@@ -37,6 +37,7 @@ def test_the_wheel_installs_only_the_memtraffic_package(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     assert {n.split("/")[0] for n in names} == {"memtraffic", wheel.name.split("-py")[0] + ".dist-info"}
     assert "memtraffic/kernels/softmax_rows.py" in names and "memtraffic/kernels/__init__.py" in names
+    assert "memtraffic/ncu/chip_metrics.json.gz" in names  # `memtraffic metrics --chip` needs no ncu
 
 
 def test_memtraffic_and_hugging_face_kernels_import_side_by_side(wheel, tmp_path):

@@ -10,8 +10,11 @@ from __future__ import annotations
 import functools
 import gzip
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from pathlib import Path
+from typing import Any
+
+from memtraffic.core.arch import CHIPS, Chip, chip_for_gpu
 
 DATA = Path(__file__).with_name("chip_metrics.json.gz")
 
@@ -51,3 +54,47 @@ def closest_chip(names: Collection[str]) -> str:
         return len(mine & offered) / max(1, len(mine | offered))
 
     return max(known_chips(), key=score)
+
+
+def set_rows(chip: str, names: Collection[str], arch: Chip | None,
+             sets: Sequence[str]) -> list[dict[str, Any]]:
+    """What each metric set measures on one chip: a row per (set, alias) with the ncu name(s) the alias
+    becomes there (None: not measured) and, when not measured, the note saying why."""
+    from memtraffic.ncu.metrics import METRIC_SETS, resolve
+
+    rows: list[dict[str, Any]] = []
+    for set_name in sets:
+        for item in resolve(METRIC_SETS[set_name], names, arch).items:
+            rows.append({"chip": chip, "set": set_name, "alias": item.alias,
+                         "ncu": None if item.form is None else str(item.form),
+                         "available": item.form is not None, "note": item.note})
+    return rows
+
+
+def local_metric_names() -> tuple[str, Chip | None, frozenset[str]]:
+    """(label, chip or None, base metric names) of this machine's GPU: ncu's own list when ncu is here,
+    else the shipped list of the chip the GPU's name says. GpuNotFoundError when neither can tell."""
+    from memtraffic.core.errors import GpuNotFoundError, NcuError
+    from memtraffic.core.rundir import gpu_name
+    from memtraffic.ncu.command import find_ncu, metrics_cache_key, ncu_version, query_metric_names
+
+    hint = f"give --chip CHIP (one of {', '.join(known_chips())}) or --all-chips"
+    try:
+        gpu = gpu_name()
+    except GpuNotFoundError:
+        gpu = None
+    try:
+        ncu = find_ncu()
+    except NcuError:
+        ncu = None
+    if gpu is None:
+        found = "ncu but no NVIDIA GPU" if ncu else "no NVIDIA GPU and no ncu"
+        raise GpuNotFoundError(f"{found} on this machine to ask which metrics it has: {hint}")
+    chip = chip_for_gpu(gpu)
+    if ncu is not None:
+        names = query_metric_names(ncu, metrics_cache_key(ncu, ncu_version(ncu), gpu))
+        return gpu, chip or CHIPS.get(closest_chip(names)), names
+    if chip is None:
+        raise GpuNotFoundError(f"{gpu} is not a GPU memtraffic can name and ncu is not here to list its "
+                               f"metrics: {hint}")
+    return f"{gpu} ({chip.name})", chip, chip_metric_names(chip.name)
