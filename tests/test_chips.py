@@ -19,7 +19,7 @@ from memtraffic.core.errors import GpuNotFoundError, NcuError
 from memtraffic.ncu import chips as chip_lists
 from memtraffic.ncu import command as ncu_mod
 from memtraffic.ncu.metrics import METRIC_SETS, METRICS, Form, resolve
-from memtraffic.ncu.report import _alias_value
+from memtraffic.ncu.report import alias_value
 
 REPO = Path(__file__).resolve().parent.parent
 LISTS = Path("/work/shared/reference/ncu-2025.3.1-metrics")
@@ -194,12 +194,12 @@ class _Action:
 def test_a_report_is_read_back_under_the_alias_whatever_the_chip_named_it():
     split = _Action({"sm__ops_path_tensor_src_fp16_dst_fp16.sum": 3.0,
                      "sm__ops_path_tensor_src_fp16_dst_fp32.sum": 4.0, "dram__bytes_op_read.sum": 64.0})
-    assert _alias_value(split, METRICS["tc_ops_fp16"]) == 7.0
-    assert _alias_value(split, METRICS["dram_rd_bytes"]) == 64.0
-    assert _alias_value(split, METRICS["dram_wr_bytes"]) != _alias_value(split, METRICS["dram_wr_bytes"])
+    assert alias_value(split, METRICS["tc_ops_fp16"]) == 7.0
+    assert alias_value(split, METRICS["dram_rd_bytes"]) == 64.0
+    assert alias_value(split, METRICS["dram_wr_bytes"]) != alias_value(split, METRICS["dram_wr_bytes"])
     h100 = _Action({"sm__ops_path_tensor_src_fp16.sum": 5.0, "dram__bytes_read.sum": 32.0})
-    assert _alias_value(h100, METRICS["tc_ops_fp16"]) == 5
-    assert _alias_value(h100, METRICS["dram_rd_bytes"]) == 32
+    assert alias_value(h100, METRICS["tc_ops_fp16"]) == 5
+    assert alias_value(h100, METRICS["dram_rd_bytes"]) == 32
 
 
 @pytest.mark.parametrize(("gpu", "chip"), [

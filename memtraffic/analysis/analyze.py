@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from memtraffic.core.arch import chip_for_gpu
 from memtraffic.core.errors import ReportError, UsageError
 from memtraffic.core.units import fmt_bytes, fmt_eff, fmt_rate, fmt_time, parse_size
 from memtraffic.ncu.metrics import METRICS
@@ -140,6 +141,7 @@ def _config_models(plan: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
 
 
 def _check_metrics(kernels: pd.DataFrame, report: str) -> None:
+    kernels = kernels.reindex(columns=list(dict.fromkeys([*kernels.columns, "time", *_TRAFFIC_ALIASES])))
     if kernels["time"].isna().all():
         raise ReportError(f"{report} lacks {METRICS['time'].ncu} (kernel time): profile with it "
                           "(`memtraffic measure` always collects it)")
@@ -180,7 +182,8 @@ def compute(rows: pd.DataFrame, plan: dict[str, Any] | None = None,
             min_bytes: tuple[float, float, float] | None = None,
             min_rules: Sequence[MinRule] = ()) -> pd.DataFrame:
     """The analyzed table (COLUMNS + EXTRA_COLUMNS + other aliases) from grouped launch rows."""
-    df = rows.copy()
+    # A GPU without some level's counter (no DRAM counter on unified memory) has no column for it: NaN.
+    df = rows.reindex(columns=list(dict.fromkeys([*rows.columns, *METRICS])))
     models = _config_models(plan)
     cfgs = [models.get(r, {}) for r in df["range"]]
     df["variant"] = [c.get("variant", "") for c in cfgs]
@@ -240,12 +243,16 @@ def diagnose(r: dict[str, Any]) -> str:
     notes: list[str] = []
     # TMA (bulk async) copies move data between global and shared memory without the LSU, so the L1
     # counters read ~0 while L2 moved the data (cuBLAS's bf16 gemm on Hopper): the L1 columns say nothing.
+    # A GPU older than Hopper has no TMA (an unknown device name is not ruled out).
+    chip = chip_for_gpu(r.get("device"))
+    tma = chip is None or chip.has_tma
+    async_copies = "TMA or other async copies" if tma else f"async copies; {chip.name} has no TMA"
     bypass = [d for d, l1, l2 in (("loads", r.get("l1_ld_bytes"), r.get("l2_rd_bytes")),
                                   ("stores", r.get("l1_st_bytes"), r.get("l2_wr_bytes")))
               if _ok(l1) and _ok(l2) and l2 > 0 and l1 < LSU_NEGLIGIBLE * l2]
     if bypass:
         who = "loads/stores" if len(bypass) == 2 else bypass[0]
-        notes.append(f"{who} bypass the LSU counters (TMA or other async copies): "
+        notes.append(f"{who} bypass the LSU counters ({async_copies}): "
                      "read the L2 and DRAM levels")
     # Sector waste: the instructions asked for fewer bytes than the 32-byte sectors moved.
     waste = {d: r.get(f"sector_eff_{d}") for d in ("ld", "st")}
@@ -288,7 +295,7 @@ def diagnose(r: dict[str, Any]) -> str:
         notes.append(f"DRAM moves {_times(1 / eff_dram)} the minimum")
     if _ok(eff_l1) and eff_l1 > 1 / GOOD and "loads" not in bypass:
         notes.append(f"L1 load bytes below the minimum ({1 / eff_l1:.2f}x): loads that bypass the LSU path "
-                     "(TMA) are not in these counters")
+                     f"({'TMA' if tma else async_copies}) are not in these counters")
     eff_wr = r.get("eff_dram_wr")
     if notes and _ok(eff_wr) and eff_wr > 1 / GOOD:
         notes.append("DRAM writes below the minimum: output still in L2 when the kernel ended")
@@ -432,18 +439,30 @@ def table_rows(df: pd.DataFrame, group_by: str = "range") -> tuple[list[str], li
     headers = ["range" if group_by == "range" else "kernel", "n", "time", "L1 ld", "L1 st", "L2 rd+wr",
                "DRAM rd+wr", "minimum", "eff L1 ld", "eff L1 st", "eff L2",
                "eff DRAM rd" if per_direction else "eff DRAM", "sector ld/st"]
+    # A level whose counters this GPU lacks (or the report did not collect) reads n/a, not a number.
+    absent = {c for c in ("l1_ld_bytes", "l1_st_bytes", "l2_rd_bytes", "dram_rd_bytes")
+              if c not in df or df[c].isna().all()}
+
+    def cell(level: str, text: str) -> str:
+        return "n/a" if level in absent else text
+
     body = []
     for r in df.to_dict("records"):
         label = _label(r)
         if group_by == "kernel" and r["variant"]:
             label += f" [{r['kernels'][0]}]"
         body.append([
-            label, str(r["n_kernels"]), fmt_time(r["time_ns"]), fmt_bytes(r["l1_ld_bytes"]),
-            fmt_bytes(r["l1_st_bytes"]), fmt_bytes(r["l2_rd_bytes"] + r["l2_wr_bytes"]),
-            fmt_bytes(r["dram_rd_bytes"] + r["dram_wr_bytes"]), fmt_bytes(r.get("min_bytes")),
-            fmt_eff(r["eff_l1_ld"]), fmt_eff(r["eff_l1_st"]), fmt_eff(r["eff_l2"]),
-            fmt_eff(r["eff_dram_rd"] if per_direction else r["eff_dram"]),
-            f"{fmt_eff(r['sector_eff_ld'])}/{fmt_eff(r['sector_eff_st'])}",
+            label, str(r["n_kernels"]), fmt_time(r["time_ns"]),
+            cell("l1_ld_bytes", fmt_bytes(r["l1_ld_bytes"])),
+            cell("l1_st_bytes", fmt_bytes(r["l1_st_bytes"])),
+            cell("l2_rd_bytes", fmt_bytes(r["l2_rd_bytes"] + r["l2_wr_bytes"])),
+            cell("dram_rd_bytes", fmt_bytes(r["dram_rd_bytes"] + r["dram_wr_bytes"])),
+            fmt_bytes(r.get("min_bytes")),
+            cell("l1_ld_bytes", fmt_eff(r["eff_l1_ld"])), cell("l1_st_bytes", fmt_eff(r["eff_l1_st"])),
+            cell("l2_rd_bytes", fmt_eff(r["eff_l2"])),
+            cell("dram_rd_bytes", fmt_eff(r["eff_dram_rd"] if per_direction else r["eff_dram"])),
+            cell("l1_ld_bytes", fmt_eff(r["sector_eff_ld"])) + "/"
+            + cell("l1_st_bytes", fmt_eff(r["sector_eff_st"])),
         ])
     return headers, body
 

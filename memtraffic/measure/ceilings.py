@@ -26,6 +26,7 @@ from typing import Any
 
 from memtraffic.core.errors import GpuNotFoundError, NcuError, ReportError, UsageError
 from memtraffic.core.units import fmt_rate
+from memtraffic.ncu.chips import peak_names
 from memtraffic.ncu.metrics import METRIC_SETS, METRICS
 
 # Roof key -> (label, unit). Bandwidths count read + write bytes.
@@ -178,9 +179,11 @@ def theoretical_from_metrics(values: Mapping[str, float]) -> dict[str, float]:
 _PROBE_CODE = "import torch; x = torch.ones(1 << 24, device='cuda'); y = x * 2; torch.cuda.synchronize()"
 
 
-def ncu_probe_command(ncu: str, report_base: Path, python: str = sys.executable) -> list[str]:
-    """The ncu command that records the `peaks` metrics for one launch of a tiny kernel."""
-    metrics = ",".join(METRICS[a].ncu for a in METRIC_SETS["peaks"])
+def ncu_probe_command(ncu: str, report_base: Path, python: str = sys.executable,
+                      names: list[str] | None = None) -> list[str]:
+    """The ncu command that records the `peaks` metrics (`names`: those of this GPU's chip, default the
+    H100's) for one launch of a tiny kernel."""
+    metrics = ",".join(names or [METRICS[a].ncu for a in METRIC_SETS["peaks"]])
     return [ncu, "--metrics", metrics, "--clock-control", "none", "--launch-count", "1",
             "--force-overwrite", "--export", str(report_base), python, "-c", _PROBE_CODE]
 
@@ -196,7 +199,7 @@ def _find_ncu() -> str | None:
 
 def read_report_metrics(path: Path, aliases: list[str]) -> dict[str, float]:
     """alias -> value of the first kernel in an .ncu-rep (missing metrics are left out)."""
-    from memtraffic.ncu.report import import_ncu_report  # pip package, else the ncu install's own copy
+    from memtraffic.ncu.report import alias_value, import_ncu_report  # pip package, else ncu's own copy
 
     ctx = import_ncu_report().load_report(str(path))
     if ctx.num_ranges() == 0 or ctx.range_by_idx(0).num_actions() == 0:
@@ -204,9 +207,9 @@ def read_report_metrics(path: Path, aliases: list[str]) -> dict[str, float]:
     action = ctx.range_by_idx(0).action_by_idx(0)
     out = {}
     for alias in aliases:
-        metric = action.metric_by_name(METRICS[alias].ncu)
-        if metric is not None:
-            out[alias] = float(metric.as_double())
+        value = alias_value(action, METRICS[alias])  # whatever name this GPU's chip gives it
+        if math.isfinite(value):
+            out[alias] = value
     return out
 
 
@@ -215,9 +218,14 @@ def ncu_theoretical(timeout_s: float = 300) -> tuple[dict[str, float], str]:
     ncu = _find_ncu()
     if ncu is None:
         return {}, "ncu not found (put Nsight Compute's ncu on PATH for theoretical peaks)"
+    try:
+        device: str | None = current_device()
+    except GpuNotFoundError:  # ncu's own error about the GPU is the clearer note
+        device = None
+    names, missing = peak_names(device)
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp) / "peaks"
-        cmd = ncu_probe_command(ncu, base)
+        cmd = ncu_probe_command(ncu, base, names=names)
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
         except (OSError, subprocess.TimeoutExpired) as err:
@@ -231,7 +239,8 @@ def ncu_theoretical(timeout_s: float = 300) -> tuple[dict[str, float], str]:
         except Exception as err:  # noqa: BLE001 - a note, not a failure of the measured ceilings
             return {}, f"cannot read the ncu probe report: {type(err).__name__}: {err}"
     peaks = theoretical_from_metrics(values)
-    return peaks, f"{Path(ncu).name} --clock-control none: per-cycle peaks x clock rates ({len(peaks)} roofs)"
+    note = f"{Path(ncu).name} --clock-control none: per-cycle peaks x clock rates ({len(peaks)} roofs)"
+    return peaks, "; ".join([note, *missing])
 
 
 # ----------------------------------------------------------------------------------------------------

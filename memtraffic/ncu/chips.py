@@ -98,3 +98,14 @@ def local_metric_names() -> tuple[str, Chip | None, frozenset[str]]:
         raise GpuNotFoundError(f"{gpu} is not a GPU memtraffic can name and ncu is not here to list its "
                                f"metrics: {hint}")
     return f"{gpu} ({chip.name})", chip, chip_metric_names(chip.name)
+
+
+def peak_names(device: str | None) -> tuple[list[str], list[str]]:
+    """(ncu names, notes) of the `peaks` set on the GPU named `device`: its chip's own counters, and a
+    note per roof its chip has no counter for ("DRAM roof: gb20b shares memory with the CPU; ..."). An
+    unknown GPU gets the gh100 names and no notes (ncu leaves out what it lacks)."""
+    from memtraffic.ncu.metrics import METRIC_SETS, resolve
+
+    chip = chip_for_gpu(device)
+    res = resolve(METRIC_SETS["peaks"], chip_metric_names(chip.name) if chip else None, chip)
+    return res.names, res.notes

@@ -109,7 +109,7 @@ def _number(value: Any) -> float:
         return float("nan")
 
 
-def _alias_value(action: Any, metric: Metric) -> float:
+def alias_value(action: Any, metric: Metric) -> float:
     """The alias's value in this launch: its first form whose ncu names the report holds (a GPU other
     than the H100 collects another name, a sum, or sectors x 32), NaN when none is there."""
     for form in metric.forms:
@@ -168,7 +168,7 @@ def read_report(path: str | Path, allow_partial: bool = False) -> pd.DataFrame:
                 "passes": _number(_value(action, "profiler__replayer_passes")),
             }
             for alias, metric in METRICS.items():
-                row[alias] = _alias_value(action, metric)
+                row[alias] = alias_value(action, metric)
             rows.append(row)
             launch += 1
     if not rows:

@@ -85,6 +85,7 @@ def resolve_ceilings(devices: Sequence[str], ceilings_file: Path | None = None
                      ) -> tuple[list[dict[str, Any]], list[str]]:
     """(entries, notes): the ceilings of each device (a given file, else cache, else committed)."""
     from memtraffic.measure.ceilings import find_ceilings, load_ceilings_file
+    from memtraffic.ncu.chips import peak_names
 
     entries, notes = [], []
     if ceilings_file is not None:
@@ -92,6 +93,8 @@ def resolve_ceilings(devices: Sequence[str], ceilings_file: Path | None = None
         notes.append(f"roofs: {entry['device']} from {ceilings_file}")
         return [entry], notes
     for dev in devices:
+        # A roof the GPU has no counter for is named, not drawn (no DRAM roof on unified memory).
+        notes += [f"{dev}: {note}" for note in peak_names(dev)[1]]
         entry = find_ceilings(dev)
         if entry is None:
             notes.append(f"no ceilings known for {dev}: run 'memtraffic ceilings' on it to draw its roofs")

@@ -150,6 +150,9 @@ def roofline_points(df: pd.DataFrame, levels: Sequence[str] = LEVELS) -> pd.Data
     notes: list[str] = skipped
     for level in levels:
         nbytes = level_bytes(df, level)
+        if nbytes.isna().all():  # the GPU has no counter for this level (DRAM on unified memory)
+            notes.append(f"{LEVEL_LABEL[level]}: not measured on this GPU, no points")
+            continue
         eff = (pd.to_numeric(df[LEVEL_EFF_COLUMN[level]], errors="coerce").astype(float)
                if level in LEVEL_EFF_COLUMN and LEVEL_EFF_COLUMN[level] in df else min_bytes / nbytes)
         eff_ld, eff_st = (pd.to_numeric(df[c], errors="coerce").astype(float) if c in df
