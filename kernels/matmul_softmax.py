@@ -22,6 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
+from memtraffic.core.arch import current_smem_per_block
 from memtraffic.core.ops import Shape, Traffic, dtype_name, element_size
 from memtraffic.measure.variants import Variant
 
@@ -41,7 +42,12 @@ _FUSED_RULES = {
 # Register budget: fp32 accumulator values per program (BLOCK_M x pow2(N)), see the module docstring.
 ACC_LIMIT = {torch.float32: 16384, torch.float16: 32768, torch.bfloat16: 32768}
 ACC_PER_THREAD = 64  # auto num_warps gives each thread this many accumulator values (at most 16 warps)
-SMEM_LIMIT = 232448  # bytes of shared memory one H100 block may use (227 KiB)
+SMEM_LIMIT = 232448  # bytes of shared memory one H100 block may use (227 KiB), without a GPU to ask
+
+
+def smem_limit() -> int:
+    """Shared memory a block may use on this GPU (an RTX 3080 Ti has less than half an H100's)."""
+    return current_smem_per_block() or SMEM_LIMIT
 MIN_PROGRAMS = 128  # auto BLOCK_M stays small enough to leave this many programs (about the SM count)
 
 
@@ -111,7 +117,7 @@ def fused_config(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> di
     bk, st = params.get("BLOCK_K"), params.get("num_stages")
     if bk is None or st is None:
         prefs = [(16, 2)] if dtype == torch.float32 else [(32, 3), (16, 3)]
-        fits = [c for c in prefs if smem_bytes(bm, bn, bk or c[0], st or c[1], e) <= SMEM_LIMIT]
+        fits = [c for c in prefs if smem_bytes(bm, bn, bk or c[0], st or c[1], e) <= smem_limit()]
         auto_bk, auto_st = (fits or prefs[-1:])[0]
         bk, st = bk or auto_bk, st or auto_st
     return {"BLOCK_M": bm, "BLOCK_K": bk, "num_warps": nw, "num_stages": st}
@@ -137,9 +143,9 @@ def _check_fused(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> st
         return (f"{bm * bn // (32 * nw)} accumulator values a thread at num_warps={nw} would spill: "
                 f"raise num_warps (at most {2 * ACC_PER_THREAD} a thread)")
     smem = smem_bytes(bm, bn, p["BLOCK_K"], p["num_stages"], element_size(dtype))
-    if smem > SMEM_LIMIT:
+    if smem > (limit := smem_limit()):
         return (f"BLOCK_K={p['BLOCK_K']} x num_stages={p['num_stages']} needs about {smem} bytes of shared "
-                f"memory, over the {SMEM_LIMIT} a block may use: lower BLOCK_K or num_stages")
+                f"memory, over the {limit} a block may use: lower BLOCK_K or num_stages")
     return None
 
 

@@ -97,7 +97,8 @@ import torch
 import triton
 import triton.language as tl
 
-from memtraffic.core.ops import Shape, Traffic, element_size
+from memtraffic.core.arch import needs_capability
+from memtraffic.core.ops import Shape, Traffic, dtype_name, element_size
 from memtraffic.measure.variants import Variant
 
 from . import sectors
@@ -403,6 +404,9 @@ def _check(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> str | No
                 "needs")
     if c["lag"] and c["prefetch"]:
         return "softmax_split: prefetch=1 is the groups kernel's (lag=0); the lag kernel always reads ahead"
+    if c["lag"] and dtype in (torch.float16, torch.bfloat16) and not _interpreted():
+        return needs_capability(f"softmax_split's lag kernel for {dtype_name(dtype)}", (8, 0),
+                                "it packs pairs with cvt.rn.f16x2/bf16x2.f32 inline PTX")
     return None
 
 

@@ -309,3 +309,42 @@ def test_metrics_without_ncu_uses_the_shipped_list_of_the_local_gpu(monkeypatch)
     rows = json.loads(res.stdout)
     assert {r["chip"] for r in rows} == {"tu104"}
     assert [r["alias"] for r in rows if not r["available"]] == ["l1_ldgsts_bytes", "req_ldgsts_bytes"]
+
+
+# --- variants that need an architecture feature ------------------------------------------------------------
+
+
+def test_softmax_splits_lag_kernel_refuses_16_bit_rows_before_sm_80(monkeypatch):
+    import torch
+
+    from memtraffic.kernels import VARIANTS
+    from memtraffic.kernels import softmax_split as split
+
+    variant = VARIANTS["softmax_split"]
+    monkeypatch.setattr(split, "_interpreted", lambda: False)  # the inline PTX is compiled only on a GPU
+    monkeypatch.setattr(arch, "current_capability", lambda: (7, 5))
+    shape = (64, 131072)
+    assert variant.check(shape, torch.bfloat16, dict(variant.params)) == (
+        "softmax_split's lag kernel for bf16 needs sm_80 or newer (it packs pairs with "
+        "cvt.rn.f16x2/bf16x2.f32 inline PTX); this GPU is sm_75")
+    assert variant.check(shape, torch.float32, dict(variant.params)) is None
+    monkeypatch.setattr(arch, "current_capability", lambda: (8, 6))
+    assert variant.check(shape, torch.float16, dict(variant.params)) is None
+
+
+def test_the_fused_matmul_softmax_fits_the_shared_memory_of_the_gpu_it_runs_on(monkeypatch):
+    import torch
+
+    from memtraffic.kernels import VARIANTS
+    from memtraffic.kernels import matmul_softmax as ms
+
+    variant = VARIANTS["matmul_softmax_fused"]
+    params = {**variant.params, "BLOCK_K": 128, "num_stages": 4}
+    shape = (4096, 1024, 1024)
+    monkeypatch.setattr(ms, "current_smem_per_block", lambda: None)  # no GPU: the H100's limit
+    h100 = variant.check(shape, torch.bfloat16, params)
+    monkeypatch.setattr(ms, "current_smem_per_block", lambda: 101376)  # RTX 3080 Ti (sm_86): 99 KiB
+    small = variant.check(shape, torch.bfloat16, params)
+    assert small is not None
+    assert small.endswith("over the 101376 a block may use: lower BLOCK_K or num_stages")
+    assert h100 is None or "232448" in h100

@@ -157,3 +157,12 @@ def needs_capability(what: str, need: tuple[int, int], why: str) -> str | None:
     if cc is None or cc >= need:
         return None
     return f"{what} needs sm_{need[0]}{need[1]} or newer ({why}); this GPU is sm_{cc[0]}{cc[1]}"
+
+
+def current_smem_per_block() -> int | None:
+    """Shared memory one block of CUDA device 0 may opt into (bytes), or None without torch or a GPU."""
+    if current_capability() is None:
+        return None
+    import torch
+
+    return getattr(torch.cuda.get_device_properties(0), "shared_memory_per_block_optin", None)
