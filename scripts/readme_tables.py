@@ -11,6 +11,8 @@ README's own:
                                                     when no benchmark run is committed
   <!-- table:profile --> ... <!-- /table:profile --> `memtraffic analyze` output of the committed
                                                     `memtraffic profile` runs (per op type, per region)
+  <!-- table:gpus -->   ... <!-- /table:gpus -->    what each metric set measures on each chip ncu
+                                                    2025.3.1 knows, from the shipped chip metric lists
 
 Numbers come from the .ncu-rep files through `memtraffic.analysis.analyze` (the current op models give the
 minimum) and from the runs' run.json (device, ncu version, date). The three published RTX 3080 Ti
@@ -218,8 +220,53 @@ def profile_output(reports: Path) -> list[str]:
     return lines[:-1]
 
 
+GPU_SETS = ("traffic", "bytes", "flops", "peaks")
+
+
+def gpus_table(reports: Path) -> list[str]:
+    """Per chip of ncu 2025.3.1 (chips with the same result share a row): what each metric set measures,
+    from the chip metric lists shipped in memtraffic/ncu/chip_metrics.json.gz, and the other names the
+    aliases take there. No measurement: ncu's own lists."""
+    from memtraffic.core.arch import CHIPS
+    from memtraffic.ncu.chips import chip_metric_names, known_chips
+    from memtraffic.ncu.metrics import METRIC_SETS, METRICS, resolve
+
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for chip in known_chips():
+        info = CHIPS[chip]
+        cells = []
+        renamed: dict[str, str] = {}
+        for set_name in GPU_SETS:
+            items = resolve(METRIC_SETS[set_name], chip_metric_names(chip), info).items
+            missing = [r.alias for r in items if r.form is None]
+            cells.append("all" if not missing else "all but " + ", ".join(f"`{a}`" for a in missing))
+            renamed.update({r.alias: str(r.form) for r in items
+                            if r.form is not None and r.form.names != (METRICS[r.alias].ncu,)})
+        other = "; ".join(f"`{a}` = `{f}`" for a, f in renamed.items()) or "-"
+        key = (f"{info.arch} ({info.sm})", *cells, other)
+        groups.setdefault(key, []).append(chip)
+    headers = ["chips", "architecture", "GPUs", *(f"`{s}`" for s in GPU_SETS), "other ncu names"]
+    body = [[", ".join(chips), key[0], "; ".join(CHIPS[c].gpus for c in chips), *key[1:]]
+            for key, chips in groups.items()]
+    lines = _markdown(headers, body, right_from=len(headers))
+    notes = []
+    for chip in known_chips():
+        for set_name in GPU_SETS:
+            notes += resolve(METRIC_SETS[set_name], chip_metric_names(chip), CHIPS[chip]).notes
+    reasons = list(dict.fromkeys(_generic(n) for n in notes))
+    lines += ["", "Why an alias is not measured (CHIP is each chip of the row):", ""]
+    lines += [f"- {r}" for r in reasons]
+    return lines
+
+
+def _generic(note: str) -> str:
+    """A note with its chip, architecture and sm named generically, so chips of one reason share it."""
+    return re.sub(r"\b(tu|ga|ad|gh|gb)\d+b?\b( \(\w+, sm_\d+\))?", "CHIP", note)
+
+
 BLOCKS: dict[str, Callable[[Path], list[str] | None]] = {
     "seed": seed_table, "suite": suite_table, "bench": bench_table, "profile": profile_output,
+    "gpus": gpus_table,
 }
 
 

@@ -65,7 +65,7 @@ CHIPS: dict[str, Chip] = {c.name: c for c in [
     Chip("ad107", _ADA, (8, 9), "RTX 4060"),
     Chip("gh100", _HOPPER, (9, 0), "H100, H200, GH200"),
     Chip("gb100", _BLACKWELL, (10, 0), "B200, GB200"),
-    Chip("gb102", _BLACKWELL, (10, 0), "B200 family"),
+    Chip("gb102", _BLACKWELL, (10, 0), "datacenter Blackwell (no GPU name mapped to it)"),
     Chip("gb110", _BLACKWELL, (10, 3), "B300, GB300"),
     Chip("gb10b", _BLACKWELL, (11, 0), "Jetson Thor", unified_memory=True),
     Chip("gb20b", _BLACKWELL, (12, 1), "DGX Spark (GB10)", unified_memory=True),
