@@ -133,9 +133,13 @@ def environment(gpu: str | None, ncu: Path | None, version: Sequence[int] | None
     """What a run ran on: GPU, driver, ncu, and the versions of the Python stack (torch is optional)."""
     import sys
 
+    from memtraffic.core.arch import chip_for_gpu
+
     torch = sys.modules.get("torch")  # only when the measuring side already has it: profile may not
+    chip = chip_for_gpu(gpu)
     return {
         "gpu": gpu,
+        "chip": chip.name if chip else None,  # ncu's chip name (memtraffic.core.arch), when the name is known
         "driver": _driver_version(),
         "ncu": str(ncu) if ncu else None,
         "ncu_version": ".".join(map(str, version)) if version else None,
