@@ -197,7 +197,7 @@ def _why(metric: Metric, chip: Chip | None) -> str:
             return f"{where} has no tensor cores"
         if chip.arch == "Turing":
             return f"{where} tensor cores take no BF16 or TF32 inputs"
-    return f"ncu 2025.3.1 offers no {base_name(metric.ncu)} or equivalent on {where}"
+    return f"ncu offers no {base_name(metric.ncu)} or equivalent on {where}"
 
 
 def resolve(aliases: Sequence[str], available: Collection[str] | None, chip: Chip | None = None
