@@ -22,7 +22,7 @@ from memtraffic.ncu.metrics import METRIC_SETS, METRICS, Form, resolve
 from memtraffic.ncu.report import alias_value
 
 REPO = Path(__file__).resolve().parent.parent
-LISTS = Path("/work/shared/reference/ncu-2025.3.1-metrics")
+LISTS = REPO.parent / "shared" / "reference" / "ncu-2025.3.1-metrics"  # shared/ sits beside the checkout
 ALL_CHIPS = ["ad102", "ad103", "ad104", "ad106", "ad107", "ga100", "ga102", "ga103", "ga104", "ga106",
              "ga107", "ga10b", "gb100", "gb102", "gb10b", "gb110", "gb202", "gb203", "gb205", "gb206",
              "gb207", "gb20b", "gh100", "tu102", "tu104", "tu106", "tu116", "tu117"]
