@@ -155,3 +155,21 @@ def test_assert_traffic_passes_and_fails_with_the_failed_lines(tmp_path):
     ]
     with pytest.raises(UsageError, match="matches no row"):
         assert_traffic(SEED, match="layernorm", max_time="1ms")
+
+
+def test_the_readme_quotes_the_example_file_and_its_snippet_runs(monkeypatch):
+    """The README shows examples/traffic.toml whole, and its assert_traffic test passes on the committed
+    seed run (from the repository root, where its paths point)."""
+    import re
+
+    root = Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text()
+    example = root / "examples" / "traffic.toml"
+    assert example.read_text() in re.findall(r"```toml\n(.*?)```", readme, flags=re.S)
+    res = _check(str(SEED), "--expect", str(example))
+    assert res.exit_code == 0 and res.output == "all 12 checks hold (2 rows)\n", res.output
+    (snippet,) = [b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "assert_traffic" in b]
+    monkeypatch.chdir(root)
+    scope: dict = {}
+    exec(snippet, scope)
+    scope["test_tiled_softmax_moves_the_minimum"]()

@@ -190,10 +190,18 @@ def _names(r: Mapping[str, Any], label: str) -> list[str]:
     return [label, str(r.get("range") or ""), *map(str, kernels)]
 
 
+def _plain(x: float, check: str) -> float | int | None:
+    """NaN -> None; whole bytes and ns -> int (efficiencies and fractions stay floats)."""
+    if math.isnan(x):
+        return None
+    whole = x.is_integer() and not check.startswith("min_efficiency") and check != "no_worse_than"
+    return int(x) if whole else x
+
+
 def _result(exp: Expectation, label: str, check: str, value: float, limit: float, ok: bool,
             text: str) -> dict[str, Any]:
     return {"expectation": exp.where, "match": exp.match, "row": label, "check": check,
-            "value": None if math.isnan(value) else value, "limit": limit, "ok": ok,
+            "value": _plain(value, check), "limit": _plain(limit, check), "ok": ok,
             "message": f"{label}: {text} ({exp.where}, match {exp.match!r})"}
 
 
