@@ -220,3 +220,34 @@ def test_report_with_a_baseline_shows_both_side_by_side(tmp_path):
     res = CliRunner().invoke(app, ["report", str(SUITE), "--baseline", str(_other_gpu(tmp_path)),
                                    "--out", str(tmp_path / "r.html")])
     _one_line_error(res, 2, "different GPUs")
+
+
+@pytest.mark.parametrize("folder", ["strided", "coalesced"])
+@pytest.mark.parametrize(("shape", "dtype"), [("7x33", "fp32"), ("5x100", "bf16"), ("1x1", "fp16")])
+def test_the_before_and_after_example_kernels_run_checked_against_float64(tmp_path, folder, shape, dtype):
+    """The pair scripts/make_diff_pair.sh measures: the same variant name and parameters in both files
+    (so diff matches them), each checked by the runner against the op's float64 reference."""
+    import torch
+
+    from memtraffic.core.plan import build_plan
+    from memtraffic.core.rundir import read_status
+    from memtraffic.measure import runner
+
+    path = Path(__file__).resolve().parent.parent / "examples" / folder / "my_gelu.py"
+    plan = build_plan(["my_gelu"], [shape], [dtype], [], variant_files=[path])
+    assert [c["params"] for c in plan["configs"]] == [{"BLOCK": 1024, "num_warps": 4}]
+    status = tmp_path / "status.jsonl"
+    assert runner.run_plan(plan, status, device=torch.device("cpu")) == 0
+    (record,) = read_status(status).values()
+    assert record["status"] == "ok", record
+
+
+def test_the_example_pair_differs_in_one_line():
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    before = (examples / "strided" / "my_gelu.py").read_text().splitlines()
+    after = (examples / "coalesced" / "my_gelu.py").read_text().splitlines()
+    assert len(before) == len(after)  # line for line, so `diff --group-by line` matches the kernel's lines
+    start = before.index("@triton.jit")
+    end = next(i for i, line in enumerate(before) if line.startswith("def my_gelu("))
+    changed = [i for i in range(start, end) if before[i] != after[i]]
+    assert [after[i].split("#")[0].strip() for i in changed] == ["offs = i"]
