@@ -207,6 +207,20 @@ def test_measure_with_a_baseline_prints_the_diff_after_the_run(monkeypatch):
     assert len(calls) == 1  # refused before measuring
 
 
+def test_profile_with_a_baseline_prints_the_diff_after_the_run(monkeypatch):
+    from memtraffic.measure import profile as profile_module
+
+    run = H100 / "profile_cupy_region"
+    monkeypatch.setattr(profile_module, "profile", lambda opts, echo: SimpleNamespace(
+        table=analyze_path(run), run_dir=run, returncode=0))
+    res = CliRunner().invoke(app, ["profile", "--baseline", str(run), "--format", "json", "--", "python",
+                                   "x.py"])
+    assert res.exit_code == 0, res.output
+    # json on stdout stays one document: the diff table goes to stderr
+    assert f"diff against {run}:" in res.stderr and "no change: same bytes" in res.stderr
+    assert f"diff against {run}:" not in res.stdout and len(json.loads(res.stdout)) == 8
+
+
 def test_report_with_a_baseline_shows_both_side_by_side(tmp_path):
     from memtraffic.views.html_report import build_report
 
@@ -251,3 +265,32 @@ def test_the_example_pair_differs_in_one_line():
     end = next(i for i, line in enumerate(before) if line.startswith("def my_gelu("))
     changed = [i for i in range(start, end) if before[i] != after[i]]
     assert [after[i].split("#")[0].strip() for i in changed] == ["offs = i"]
+
+
+_NO_TORCH = """
+import sys
+for name in ("torch", "triton"):
+    sys.modules[name] = None  # any import of them now raises ImportError
+from memtraffic.cli import app
+try:
+    app(sys.argv[1:], prog_name="memtraffic")
+finally:
+    loaded = [m for m, v in sys.modules.items() if v is not None and m.split(".")[0] in ("torch", "triton")]
+    assert not loaded, loaded
+"""
+
+
+@pytest.mark.parametrize("args", [
+    ["diff", str(SEED), str(SUITE), "--format", "json"],
+    ["check", str(SEED), "--expect", "examples/traffic.toml"],
+])
+def test_diff_and_check_are_reading_side_no_torch(args):
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run([sys.executable, "-c", _NO_TORCH, *args], capture_output=True, text=True, cwd=root,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    if args[0] == "diff":
+        assert json.loads(proc.stdout) == json.loads(CliRunner().invoke(app, args).output)
