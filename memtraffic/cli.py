@@ -528,14 +528,14 @@ def check(
 ) -> None:
     """A traffic gate for CI: exit 0 when every expectation holds, 1 with a line per failed one.
 
-    The file holds [[expect]] tables: a regex over row names (match) and
+    The file holds \\[\\[expect]] tables: a regex over row names (match) and
     limits: max_bytes per level, min_efficiency per level, max_time, or
     no_worse_than a baseline run by a fraction. A regex that matches no
     row, or a malformed file, exits 2 with one line.
 
     \b
     baseline = "runs/before"      # for no_worse_than, relative to this file
-    [[expect]]
+    \\[\\[expect]]
     match = "softmax_tiled"
     max_bytes = { l1_ld = "8.4MB", dram = "17MB" }
     min_efficiency = { l1_ld = 0.95 }
