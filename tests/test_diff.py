@@ -294,3 +294,20 @@ def test_diff_and_check_are_reading_side_no_torch(args):
     assert proc.returncode == 0, proc.stderr
     if args[0] == "diff":
         assert json.loads(proc.stdout) == json.loads(CliRunner().invoke(app, args).output)
+
+
+PAIR = (H100 / "diff_gelu_strided_4096x4096", H100 / "diff_gelu_coalesced_4096x4096")
+
+
+@pytest.mark.skipif(not all((p / "run.json").is_file() for p in PAIR),
+                    reason="the before/after pair (scripts/make_diff_pair.sh) is not committed")
+def test_the_committed_pair_tells_its_story():
+    """The strided and the coalesced GELU kernel, measured by scripts/make_diff_pair.sh on the H100: each
+    config matched, the fix cuts the L1 bytes and the verdict says why, and the kernel's lines match."""
+    rows = diff(*PAIR).rows
+    assert [r["status"] for r in rows] == ["both", "both"]
+    for r in rows:
+        assert r["l1_ld_bytes_b"] < r["l1_ld_bytes_a"] and r["l1_st_bytes_b"] < r["l1_st_bytes_a"]
+        assert "sector waste gone" in r["verdict"] and "worst line in A: my_gelu.py:" in r["verdict"]
+    lines = diff(*PAIR, group_by="line").rows
+    assert lines and all(r["status"] == "both" and "my_gelu.py:" in r["match"] for r in lines)
