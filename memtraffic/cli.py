@@ -60,6 +60,34 @@ VariantFiles = Annotated[
 ]
 
 
+Baseline = Annotated[
+    Path | None,
+    typer.Option(help="An earlier run folder, .ncu-rep or saved table (analyze --format json): print "
+                 "'memtraffic diff BASELINE NEW' right after this run (to stderr with --format json/csv)."),
+]
+
+
+def _print_baseline_diff(baseline: Path | None, run_dir: Path, fmt: str) -> None:
+    """The diff of a new run against its --baseline; a refusal (other GPU) is a warning, the run stays."""
+    if baseline is None:
+        return
+    from memtraffic.analysis.diff import diff
+    from memtraffic.views.diff_table import render
+
+    try:
+        text = render(diff(baseline, run_dir), "table")
+    except MemtrafficError as err:
+        _warn_line(f"no diff against {baseline}: {err}")
+        return
+    typer.echo(f"\ndiff against {baseline}:\n{text}", err=fmt != "table")
+
+
+def _check_baseline(baseline: Path | None) -> None:
+    """Before measuring: a --baseline that is not there would only be found after the run."""
+    if baseline is not None and not baseline.exists():
+        raise UsageError(f"--baseline {baseline}: no such run folder or file")
+
+
 def _warn_line(line: str) -> None:
     typer.echo(f"warning: {line}", err=True)
 
@@ -217,6 +245,7 @@ def measure(
         typer.Option(help="A run folder: measure again the configs its run.json lists under 'rerun' "
                      "(failed, interrupted, or on a GPU that failed)."),
     ] = None,
+    baseline: Baseline = None,
     fmt: Fmt = "table",
 ) -> None:
     """Profile variants under Nsight Compute (ncu) and analyze their traffic.
@@ -250,12 +279,14 @@ def measure(
       memtraffic measure my_kernel --variants my_kernels.py --shape 4096x4096
       memtraffic measure --sweep grid.toml --gpus all
       memtraffic measure --sweep grid.toml --shard 2/8 --out runs/part2
+      memtraffic measure my_kernel --variants mine.py --baseline runs/before
     """
     from memtraffic.analysis.analyze import render
     from memtraffic.measure.measure import MeasureOptions
     from memtraffic.measure.measure import measure as run_measure
 
     _check_format(fmt, ("table", "json", "csv"))
+    _check_baseline(baseline)
     opts = MeasureOptions(
         variants=list(variants or []),
         shapes=list(shape or []),
@@ -277,6 +308,7 @@ def measure(
     result = run_measure(opts, echo=lambda line: typer.echo(line, err=True))
     if len(result.table):
         typer.echo(render(result.table, fmt))
+        _print_baseline_diff(baseline, result.run_dir, fmt)
     failed = [c for c in result.run["configs"] if c["status"] != "ok" or not c["profiled"]]
     for c in failed:
         typer.echo(f"{c['range']}: {c['status']}{': ' + c['error'] if c.get('error') else ''}", err=True)
@@ -334,6 +366,7 @@ def profile(
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Also show ncu's own ==PROF== lines.")
     ] = False,
+    baseline: Baseline = None,
     fmt: Fmt = "table",
 ) -> None:
     """Profile ANY program under Nsight Compute: ... profile [OPTIONS] -- CMD [ARGS]
@@ -350,12 +383,14 @@ def profile(
       memtraffic profile --torch-ops -- python train.py --steps 2
       memtraffic profile --kernel-name softmax --launch-count 10 -- ./my_cuda_app
       memtraffic profile -- trtexec --onnx=model.onnx --iterations=1
+      memtraffic profile --torch-ops --baseline runs/before -- python train.py
     """
     from memtraffic.analysis.analyze import render
     from memtraffic.measure.profile import ProfileOptions
     from memtraffic.measure.profile import profile as run_profile
 
     _check_format(fmt, ("table", "json", "csv"))
+    _check_baseline(baseline)
     if profile_from_start not in ("on", "off"):
         raise UsageError(f"unknown --profile-from-start {profile_from_start!r}: use on or off")
     opts = ProfileOptions(
@@ -366,6 +401,7 @@ def profile(
     result = run_profile(opts, echo=lambda line: typer.echo(line, err=True))
     if len(result.table):
         typer.echo(render(result.table, fmt))
+        _print_baseline_diff(baseline, result.run_dir, fmt)
     typer.echo(f"saved in {result.run_dir}", err=True)
     if result.returncode:
         typer.echo(f"the program exited with code {result.returncode}: the kernels profiled before it ended "
@@ -426,6 +462,100 @@ def analyze(
 
     _check_format(fmt, ("table", "json", "csv"))
     typer.echo(render(analyze_path(path, min_bytes=min_bytes, group_by=group_by), fmt, group_by))
+
+
+@app.command()
+@_errors_to_exit
+def diff(
+    a: Annotated[Path, typer.Argument(help="Before: a run folder, a .ncu-rep, or a saved table "
+                                      "(results.json, analyze --format json).")],
+    b: Annotated[Path, typer.Argument(help="After: the same kinds.")],
+    group_by: Annotated[
+        str,
+        typer.Option(help="range: configs of measure (variant, op, shape, dtype, params), op calls and "
+                     "regions of profile (name and call order); kernel: each kernel of those; op: per op "
+                     "type; line: per source line (runs measured with --source)."),
+    ] = "range",
+    time_tolerance: Annotated[
+        str,
+        typer.Option(help="Time changes within this fraction (or within the spread of the runs' repeated "
+                     "measurements, if larger) are noise, not changes: 5% or 0.05."),
+    ] = "5%",
+    allow_mixed: Annotated[
+        bool, typer.Option("--allow-mixed", help="Diff runs measured on different GPUs anyway.")
+    ] = False,
+    fmt: Annotated[
+        str,
+        typer.Option("--format", "-f", help="table (A, B and change per matched row, with a verdict), json "
+                     "or csv (a row per match: each measure's _a, _b, _change, _rel, time_noise, verdict)."),
+    ] = "table",
+) -> None:
+    """Did my change help? Two runs matched config by config: bytes per level, time, efficiency, change.
+
+    Byte counters are exact; a time change within the noise band (the
+    tolerance, or the runs' own spread where they hold repeated
+    measurements) is marked '~' and not called a change. Matched rows come
+    largest change first, each with a one-line verdict (which level moved,
+    and why: sector waste, redundant requests, kernels); rows only in A or
+    only in B are listed after. Runs of different GPUs are refused unless
+    --allow-mixed. Needs no GPU.
+
+    Examples:
+      memtraffic diff runs/before runs/after
+      memtraffic diff runs/before runs/after --group-by line
+      memtraffic diff saved.json runs/after --format json > changes.json
+    """
+    from memtraffic.analysis.diff import diff as diff_runs
+    from memtraffic.analysis.diff import parse_fraction
+    from memtraffic.views.diff_table import render
+
+    _check_format(fmt, ("table", "json", "csv"))
+    tolerance = parse_fraction(time_tolerance, "--time-tolerance")
+    typer.echo(render(diff_runs(a, b, group_by, tolerance, allow_mixed), fmt))
+
+
+@app.command()
+@_errors_to_exit
+def check(
+    run: Annotated[Path, typer.Argument(help="A run folder, .ncu-rep or saved table to check.")],
+    expect: Annotated[Path, typer.Option(help="The TOML file of expectations (see below).")],
+    baseline: Annotated[
+        Path | None, typer.Option(help="The baseline of no_worse_than; overrides the file's 'baseline'.")
+    ] = None,
+    fmt: Annotated[
+        str, typer.Option("--format", "-f", help="table (a line per failed check) or json (for CI).")
+    ] = "table",
+) -> None:
+    """A traffic gate for CI: exit 0 when every expectation holds, 1 with a line per failed one.
+
+    The file holds \\[\\[expect]] tables: a regex over row names (match) and
+    limits: max_bytes per level, min_efficiency per level, max_time, or
+    no_worse_than a baseline run by a fraction. A regex that matches no
+    row, or a malformed file, exits 2 with one line.
+
+    \b
+    baseline = "runs/before"      # for no_worse_than, relative to this file
+    \\[\\[expect]]
+    match = "softmax_tiled"
+    max_bytes = { l1_ld = "8.4MB", dram = "17MB" }
+    min_efficiency = { l1_ld = 0.95 }
+    max_time = "20us"
+    no_worse_than = "5%"
+
+    Examples:
+      memtraffic check runs/after --expect traffic.toml
+      memtraffic check runs/after --expect traffic.toml --format json > check.json
+    """
+    from memtraffic.analysis.expect import check as check_run
+    from memtraffic.analysis.expect import load_expectations
+    from memtraffic.views.check_output import render
+
+    _check_format(fmt, ("table", "json"))
+    expectations = load_expectations(expect)
+    results = check_run(run, expectations, baseline)
+    typer.echo(render(results, fmt, str(run), str(expect)))
+    if not all(r["ok"] for r in results):
+        raise typer.Exit(code=1)
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -574,19 +704,25 @@ def report(
     ceilings_file: Annotated[
         Path | None, typer.Option("--ceilings", help="Ceilings JSON; default: cached, then committed ones.")
     ] = None,
+    baseline: Annotated[
+        Path | None,
+        typer.Option(help="An earlier run (folder, .ncu-rep or saved table): the page adds 'memtraffic diff "
+                     "BASELINE RUN' and both runs' tables and traffic bars side by side."),
+    ] = None,
 ) -> None:
     """One self-contained HTML page of a run: environment, analyzed table, diagnoses, roofline, traffic.
 
     plotly.js is inline, so the page opens offline; its numbers are those
-    'memtraffic analyze' prints.
+    'memtraffic analyze' (and with --baseline, 'memtraffic diff') prints.
 
     Examples:
       memtraffic report reports/runs/RUN
       memtraffic report RUN --out softmax.html
+      memtraffic report runs/after --baseline runs/before
     """
     from memtraffic.views.html_report import write_report
 
-    typer.echo(f"wrote {write_report(run, out, ceilings_file)}")
+    typer.echo(f"wrote {write_report(run, out, ceilings_file, baseline)}")
 
 
 @app.command()

@@ -13,6 +13,9 @@ README's own:
                                                     `memtraffic profile` runs (per op type, per region)
   <!-- table:gpus -->   ... <!-- /table:gpus -->    what each metric set measures on each chip ncu
                                                     2025.3.1 knows, from the shipped chip metric lists
+  <!-- table:diff -->   ... <!-- /table:diff -->    `memtraffic diff` of the committed before/after pair
+                                                    (scripts/make_diff_pair.sh); left as it is while the
+                                                    pair is not committed
 
 Numbers come from the .ncu-rep files through `memtraffic.analysis.analyze` (the current op models give the
 minimum) and from the runs' run.json (device, ncu version, date). The three published RTX 3080 Ti
@@ -264,9 +267,28 @@ def _generic(note: str) -> str:
     return re.sub(r"\b(tu|ga|ad|gh|gb)\d+b?\b( \(\w+, sm_\d+\))?", "CHIP", note)
 
 
+DIFF_PAIR = ("h100/diff_gelu_strided_4096x4096", "h100/diff_gelu_coalesced_4096x4096")
+NO_DIFF = ("_The before/after pair is not committed yet: `bash scripts/make_diff_pair.sh` measures it "
+           "(GPU and ncu)._")
+
+
+def diff_output(reports: Path) -> list[str] | None:
+    """What `memtraffic diff BEFORE AFTER` prints for the committed pair; None while it is not committed."""
+    from memtraffic.analysis.diff import diff
+    from memtraffic.views.diff_table import render
+
+    before, after = (reports / run for run in DIFF_PAIR)
+    if not (before / "run.json").is_file() or not (after / "run.json").is_file():
+        return None
+    return [f"`bash scripts/make_diff_pair.sh`, then `memtraffic diff reports/{DIFF_PAIR[0]} "
+            f"reports/{DIFF_PAIR[1]}`; measured on {_source(after, reports)}:", "", "```text",
+            render(diff(before, after), "table"), "```"]
+
+
 BLOCKS: dict[str, Callable[[Path], list[str] | None]] = {
     "seed": seed_table, "suite": suite_table, "bench": bench_table, "profile": profile_output,
     "gpus": gpus_table,
+    "diff": diff_output,
 }
 
 
@@ -281,11 +303,11 @@ def render(text: str, reports: Path) -> str:
         if HEADING not in text:
             text = text.rstrip("\n") + f"\n\n{HEADING}\n"
         for name in missing:
-            placeholder = NO_BENCH if name == "bench" else ""
+            placeholder = {"bench": NO_BENCH, "diff": NO_DIFF}.get(name, "")
             text = text.rstrip("\n") + f"\n\n<!-- table:{name} -->\n{placeholder}\n<!-- /table:{name} -->\n"
     for name, make in BLOCKS.items():
         lines = make(reports)
-        if lines is None:  # nothing to show (no benchmark committed): keep what the block holds
+        if lines is None:  # nothing to show (no benchmark or diff pair committed): keep what the block holds
             continue
         body = "\n".join(lines) + "\n"
         text = _pattern(name).sub(lambda m, body=body: m.group(1) + body + m.group(3), text, count=1)

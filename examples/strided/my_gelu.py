@@ -1,0 +1,51 @@
+"""A user's GELU kernel BEFORE the fix: it walks a row-major MxN tensor column by column, so the 32 threads
+of a warp read 32 elements n_cols apart, each in its own 32-byte sector. examples/coalesced/my_gelu.py
+is the same kernel, line for line, with the fix; both name their variant my_gelu, so `memtraffic diff`
+matches the two runs config by config (and line by line with --group-by line):
+
+    memtraffic measure my_gelu --variants examples/strided/my_gelu.py --shape 4096x4096 --out runs/before
+    memtraffic measure my_gelu --variants examples/coalesced/my_gelu.py --shape 4096x4096 --out runs/after
+    memtraffic diff runs/before runs/after
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+from memtraffic.core.ops import Traffic, element_size
+from memtraffic.measure.variants import Variant
+
+
+@triton.jit
+def _my_gelu(out_ptr, in_ptr, n_rows, n_cols, BLOCK: tl.constexpr):
+    i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)  # the i-th element this kernel visits
+    mask = i < n_rows * n_cols
+    offs = (i % n_rows) * n_cols + i // n_rows  # column by column: neighbours sit n_cols elements apart
+    x = tl.load(in_ptr + offs, mask=mask, other=0.0).to(tl.float32)  # read MN
+    z = 0.7978845608028654 * (x + 0.044715 * x * x * x)  # sqrt(2/pi) * (x + 0.044715 x^3)
+    y = x / (1.0 + tl.exp(-2.0 * z))  # 0.5 * x * (1 + tanh(z))
+    tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=mask)  # write MN
+
+
+def my_gelu(x: torch.Tensor, BLOCK: int = 1024, num_warps: int = 4) -> torch.Tensor:
+    x = x.contiguous()
+    out = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    _my_gelu[(triton.cdiv(x.numel(), BLOCK),)](out, x, n_rows, n_cols, BLOCK=BLOCK, num_warps=num_warps)
+    return out
+
+
+def predicted(shape, dtype, params) -> Traffic:
+    """Neighbouring threads are n_cols elements apart: each access moves its own 32-byte sector once
+    that distance reaches 32 bytes (fewer threads share a sector below it)."""
+    m, n = shape
+    per_element = min(32, max(element_size(dtype), n * element_size(dtype)))
+    return Traffic(read=m * n * per_element, write=m * n * per_element)
+
+
+VARIANTS = {
+    "my_gelu": Variant(
+        name="my_gelu", op="gelu", description="my GELU kernel, column by column (strided)",
+        run=my_gelu, predicted=predicted, params={"BLOCK": 1024, "num_warps": 4},
+    ),
+}

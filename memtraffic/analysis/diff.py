@@ -1,0 +1,478 @@
+"""`memtraffic diff A B`: two runs matched row by row, each level's bytes, time and efficiency side by side.
+
+A is the before (a baseline), B the after; a change is B - A, relative to A. Each side is a run folder,
+a .ncu-rep, or a saved table: a `results.json` of a run folder or the output of
+`memtraffic analyze --format json` (rows per range; group-by op is summed from them, kernel and line
+need the reports).
+
+Rows are matched by what they measure, not by their NVTX range's spelling:
+- configs of `memtraffic measure` (the plan): variant, op, shape, dtype and every parameter value, so a
+  config given BLOCK_M=128 by hand matches one whose default is 128, and not one autotuned;
+- op calls of `profile --torch-ops` and regions: the op (or region) name and its call order;
+- other NVTX ranges: the range name and its order; kernels outside any range: kernel name and order;
+- `--group-by kernel`: the row's range as above, then kernel name and its order in that range;
+- `--group-by op`: the op type; `--group-by line`: the range, kernel, file name and line (or PC).
+A config measured more than once in a run (`memtraffic merge` keeps both as RANGE and RANGE|#2) is one
+row whose values are its first measurement and whose repeated times give the timing spread.
+
+Byte counters are exact; ncu's kernel time is not. A time change counts as one only beyond the noise
+band: the larger of `time_tolerance` (default 5%) and the spread (max - min) / median of the repeated
+times either run carries. Each matched row gets a one-line verdict from the largest byte changes (1% or
+more) and what the diagnosis columns say changed (sector waste, requests beyond the minimum, kernels),
+naming the worst source line where the runs were measured with --source.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from memtraffic.core.errors import UsageError
+
+GROUPS = ("range", "op", "kernel", "line")
+TIME_TOLERANCE = 0.05
+BYTES_NOTE = 0.01  # byte changes below this fraction are in the columns but not named in the verdict
+GOOD = 0.9  # analyze's threshold: a sector efficiency below it is waste
+
+LEVEL_NAMES = {"l1_ld_bytes": "L1 loads", "l1_st_bytes": "L1 stores", "l2_rd_bytes": "L2 reads",
+               "l2_wr_bytes": "L2 writes", "dram_rd_bytes": "DRAM reads", "dram_wr_bytes": "DRAM writes",
+               "bytes_moved": "bytes moved", "excess_sectors": "excess sectors"}
+_LEVELS = ["l1_ld_bytes", "l1_st_bytes", "l2_rd_bytes", "l2_wr_bytes", "dram_rd_bytes", "dram_wr_bytes"]
+_EFFS = ["eff_l1_ld", "eff_l1_st", "eff_l2", "eff_dram", "eff_dram_rd"]
+MEASURES = {  # what each grouping compares, in column order
+    "range": ["time_ns", *_LEVELS, *_EFFS, "min_bytes", "n_kernels"],
+    "kernel": ["time_ns", *_LEVELS, *_EFFS, "min_bytes"],
+    "op": ["time_ns", *_LEVELS, *_EFFS, "min_bytes", "excess_bytes", "calls", "n_kernels"],
+    "line": ["bytes_moved", "excess_sectors", "sectors", "ideal_sectors", "requests", "inst_executed"],
+}
+BYTE_MEASURES = {"range": _LEVELS, "kernel": _LEVELS, "op": _LEVELS,
+                 "line": ["bytes_moved", "excess_sectors"]}
+
+
+@dataclass
+class Side:
+    """One side of a diff: its rows (analyze's table, or `lines` rows), its name and the GPU it ran on."""
+
+    path: Path
+    name: str
+    rows: list[dict[str, Any]]
+    devices: list[str]
+    keys: list[tuple] = field(default_factory=list)
+
+
+@dataclass
+class Diff:
+    """Matched rows (largest change first), then rows only in A, then only in B; see diff()."""
+
+    a: Side
+    b: Side
+    group_by: str
+    time_tolerance: float
+    rows: list[dict[str, Any]]
+    notes: list[str]
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame(self.rows)
+
+
+# --- loading ------------------------------------------------------------------------------------------------
+
+
+def _read_table_file(path: Path) -> list[dict[str, Any]]:
+    """A saved table: results.json or `analyze --format json` output (a list of row objects)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise UsageError(f"{path} cannot be read as a saved table ({err}): give a run folder, a .ncu-rep, "
+                         "or the output of `memtraffic analyze --format json`") from None
+    if not isinstance(data, list) or not data or not all(isinstance(r, dict) for r in data):
+        raise UsageError(f"{path} is not a saved table: expected a non-empty list of rows as "
+                         "`memtraffic analyze --format json` prints")
+    return data
+
+
+def _frame_of_records(path: Path, records: list[dict[str, Any]], group_by: str) -> pd.DataFrame:
+    per_op = "calls" in records[0] and "range" not in records[0]
+    if group_by in ("kernel", "line"):
+        raise UsageError(f"--group-by {group_by} needs the reports: {path} is a saved table; give the run "
+                         "folder or the .ncu-rep")
+    if per_op and group_by != "op":
+        raise UsageError(f"{path} holds rows per op type (`analyze --group-by op`): diff it with "
+                         "--group-by op, or save the rows per range (`analyze --format json`)")
+    df = pd.DataFrame(records)
+    need = ["op"] if per_op else ["range", "variant", "kernels"]
+    missing = [c for c in need + _LEVELS if c not in df]
+    if missing:
+        raise UsageError(f"{path} lacks {', '.join(missing)}: save the table with "
+                         "`memtraffic analyze --format json`")
+    for column in MEASURES["op" if per_op else "range"]:
+        if column in df:
+            df[column] = pd.to_numeric(df[column], errors="coerce")
+    if group_by == "op" and not per_op:
+        from memtraffic.analysis.per_op import summarize
+
+        df = summarize(df)
+    return df
+
+
+def _run_devices(run: Mapping[str, Any] | None, table_devices: Sequence[str]) -> list[str]:
+    """The GPU the run names (run.json environment.gpu), else the devices its reports name."""
+    gpu = ((run or {}).get("environment") or {}).get("gpu")
+    return [str(gpu)] if gpu else sorted({str(d) for d in table_devices if isinstance(d, str) and d})
+
+
+def load_side(path: str | Path, group_by: str = "range") -> Side:
+    """A run folder, .ncu-rep or saved JSON table -> its rows for this grouping, keyed for matching."""
+    from memtraffic.analysis.analyze import analyze_path
+    from memtraffic.ncu.report import locate
+
+    path = Path(path)
+    if group_by not in GROUPS:
+        raise UsageError(f"unknown --group-by {group_by!r}: use {', '.join(GROUPS)}")
+    if not path.exists():
+        raise UsageError(f"{path}: no such run folder or file")
+    if path.is_file() and path.suffix == ".json":
+        df = _frame_of_records(path, _read_table_file(path), group_by)
+        devices = sorted({str(d) for d in df.get("device", []) if isinstance(d, str) and d})
+        side = Side(path, path.stem if path.name != "results.json" else path.parent.name,
+                    df.to_dict("records"), devices)
+    else:
+        _, _, run, name = locate(path)
+        table = analyze_path(path, group_by="range" if group_by == "line" else group_by)
+        devices = _run_devices(run, list(table["device"]) if "device" in table else [])
+        if group_by == "line":
+            from memtraffic.analysis.lines import read_lines
+
+            ranges = {r["range"]: r for r in table.to_dict("records") if r["range"]}
+            rows = read_lines(path)
+            keys = _line_keys(rows, ranges)
+            for r, k in zip(rows, keys, strict=True):  # named as the range's row and its line
+                r["config"] = row_label(ranges[r["range"]], "range") if r["range"] in ranges else r["kernel"]
+                r["where"] = k[-1]
+            return Side(path, name, rows, devices, keys)
+        side = Side(path, name, table.to_dict("records"), devices)
+    side.keys = _row_keys(side.rows, group_by)
+    return side
+
+
+# --- matching -----------------------------------------------------------------------------------------------
+
+
+def _params_text(params: Any) -> str:
+    return json.dumps(params if isinstance(params, dict) else {}, sort_keys=True, default=str)
+
+
+def _base_key(r: Mapping[str, Any]) -> tuple:
+    """What a range measures, before its call order: a config, an op or region name, a range, a kernel."""
+    if isinstance(r.get("variant"), str) and r["variant"]:
+        return ("config", r["variant"], r.get("op", ""), r.get("shape", ""), r.get("dtype", ""),
+                _params_text(r.get("params")))
+    rng = r.get("range") or ""
+    parts = rng.split("|")
+    if len(parts) >= 4 and parts[0] == "mt" and parts[1] == "op":
+        return ("op", "|".join(parts[3:]))
+    if len(parts) >= 4 and parts[0] == "mt" and parts[1] == "region":
+        return ("region", "|".join(parts[2:-1]))
+    if rng:
+        return ("range", rng)
+    kernels = r.get("kernels") or [r.get("kernel", "?")]
+    return ("kernel", kernels[0])
+
+
+class _Keys:
+    """Keys in order of appearance: a config is one key however often it was measured; an op call,
+    region, range or lone kernel gets its call number among those of the same name."""
+
+    def __init__(self) -> None:
+        self.ranges: dict[Any, tuple] = {}
+        self.calls: Counter[tuple] = Counter()
+        self.launches: dict[tuple, int] = {}
+        self.kernels: Counter[tuple] = Counter()
+
+    def of_range(self, ident: Any, r: Mapping[str, Any]) -> tuple:
+        if ident not in self.ranges:
+            base = _base_key(r)
+            if base[0] != "config":
+                base = (*base, self.calls[base])
+                self.calls[base[:-1]] += 1
+            self.ranges[ident] = base
+        return self.ranges[ident]
+
+    def of_kernel(self, ident: Any, kernel: str, launch: Any) -> int:
+        """The kernel's order among the launches of that kernel in that range (repeats of a config
+        restart it, so they fold onto the same key)."""
+        if (ident, launch) not in self.launches:
+            self.launches[(ident, launch)] = self.kernels[(ident, kernel)]
+            self.kernels[(ident, kernel)] += 1
+        return self.launches[(ident, launch)]
+
+
+def _row_keys(rows: Sequence[dict[str, Any]], group_by: str) -> list[tuple]:
+    if group_by == "op":
+        return [("op type", str(r["op"])) for r in rows]
+    keys = _Keys()
+    out = []
+    for i, r in enumerate(rows):
+        ident = r.get("range") or ("#row", i)  # kernels outside any range are a row each
+        key = keys.of_range(ident, r)
+        if group_by == "kernel":
+            kernel = (r.get("kernels") or ["?"])[0]
+            key = (*key, kernel, keys.of_kernel(ident, kernel, i))
+        out.append(key)
+    return out
+
+
+def _line_keys(rows: Sequence[dict[str, Any]], ranges: Mapping[str, dict[str, Any]]) -> list[tuple]:
+    """Lines by file name and line; instructions without line info by their order in the kernel (their
+    PCs are addresses, different in every run)."""
+    keys = _Keys()
+    pcs: dict[Any, list[int]] = {}
+    for r in rows:
+        if not r["file"]:
+            pcs.setdefault(r["launch"], []).append(int(r["pc"], 16))
+    out = []
+    for r in rows:
+        ident = r["range"] or ("#launch", r["launch"])
+        info = ranges.get(r["range"], {"range": r["range"], "kernels": [r["kernel"]]})
+        key = keys.of_range(ident, info)
+        out.append((*key, r["kernel"], keys.of_kernel(ident, r["kernel"], r["launch"]), _where(r, pcs)))
+    return out
+
+
+def _where(r: Mapping[str, Any], pcs: Mapping[Any, list[int]]) -> str:
+    if r["file"]:
+        return f"{Path(r['file']).name}:{r['line']}"
+    order = sorted(pcs.get(r["launch"], [])).index(int(r["pc"], 16))
+    opcode = (r["source"].split() or ["?"])[0]
+    if opcode.startswith("@") and len(r["source"].split()) > 1:
+        opcode = r["source"].split()[1]
+    return f"instruction {order} ({opcode})"
+
+
+def row_label(r: Mapping[str, Any], group_by: str) -> str:
+    """The row's name as analyze (or lines) prints it."""
+    from memtraffic.analysis.analyze import _label as range_label
+
+    if group_by == "op":
+        return str(r["op"])
+    if group_by == "line":
+        return f"{r['config']} [{r['kernel']}] {r['where']}"
+    label = range_label({**r, "range": r.get("range") or "", "kernels": r.get("kernels") or ["?"]})
+    if group_by == "kernel" and r.get("variant"):
+        label += f" [{r['kernels'][0]}]"
+    return label
+
+
+# --- comparing ----------------------------------------------------------------------------------------------
+
+
+def _num(x: Any) -> float:
+    try:
+        value = float(x)
+    except (TypeError, ValueError):
+        return math.nan
+    return value
+
+
+def relative(a: float, b: float) -> float:
+    """(b - a) / a; 0 when both are 0, inf when only a is 0, NaN when either is unknown."""
+    if math.isnan(a) or math.isnan(b):
+        return math.nan
+    if a == 0:
+        return 0.0 if b == 0 else math.inf
+    return (b - a) / abs(a)
+
+
+def spread(times: Sequence[float]) -> float:
+    """(max - min) / median of repeated times; 0 for one measurement."""
+    times = [t for t in times if not math.isnan(t)]
+    if len(times) < 2:
+        return 0.0
+    mid = statistics.median(times)
+    return (max(times) - min(times)) / mid if mid > 0 else 0.0
+
+
+def pct(x: float) -> str:
+    """A relative change: '-94%', '+0.4%', '+<0.1%', '16x' (from twice on), 'new' (from 0)."""
+    if math.isinf(x):
+        return "new" if x > 0 else "gone"
+    if abs(x) < 0.0005:
+        return "0%" if x == 0 else ("+<0.1%" if x > 0 else "-<0.1%")
+    if x >= 1:
+        return f"{1 + x:.3g}x"
+    return f"{100 * x:+.0f}%" if abs(x) >= 0.095 else f"{100 * x:+.1f}%"
+
+
+_WORST = re.compile(r"worst (line|instruction) ([^ ]+)")
+
+
+def _worst(diagnosis: Any) -> str | None:
+    """The worst source line analyze's diagnosis names (runs measured with --source), if any."""
+    match = _WORST.search(diagnosis) if isinstance(diagnosis, str) else None
+    return match.group(2) if match else None
+
+
+def _sector_notes(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """Sector waste that went or came, per direction (one note when loads and stores agree)."""
+    moves: dict[str, tuple[str, float]] = {}
+    for d, what in (("ld", "load"), ("st", "store")):
+        sa, sb = _num(a.get(f"sector_eff_{d}")), _num(b.get(f"sector_eff_{d}"))
+        if math.isnan(sa) or math.isnan(sb):
+            continue
+        if sa < GOOD <= sb:
+            moves[what] = ("sector waste gone (used {:.0f} of every 32 bytes)", 32 * sa)
+        elif sb < GOOD <= sa:
+            moves[what] = ("now wastes sectors (uses {:.0f} of every 32 bytes)", 32 * sb)
+        elif sa < GOOD and sb < GOOD and abs(sb - sa) > 0.1 * sa:
+            moves[what] = (f"uses {32 * sa:.0f} -> {{:.0f}} of every 32 bytes per sector", 32 * sb)
+    if len(moves) == 2 and moves["load"] == moves["store"]:
+        text, x = moves["load"]
+        return ["load and store " + text.format(x).replace("wastes", "waste").replace("uses", "use")]
+    return [f"{what} {text.format(x)}" for what, (text, x) in moves.items()]
+
+
+def _why(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """What the diagnosis columns say changed between the two rows."""
+    notes = _sector_notes(a, b)
+    for d, req, minimum in (("load", "req_ld_bytes", "min_read_bytes"), ("store", "req_st_bytes",
+                                                                           "min_write_bytes")):
+        ka = _num(a.get(req)) / _num(a.get(minimum)) if _num(a.get(minimum)) > 0 else math.nan
+        kb = _num(b.get(req)) / _num(b.get(minimum)) if _num(b.get(minimum)) > 0 else math.nan
+        if math.isnan(ka) or math.isnan(kb) or abs(kb - ka) <= 0.1 * ka or max(ka, kb) <= 1 / GOOD:
+            continue
+        gone = " (redundant requests gone)" if kb <= 1 / GOOD else ""
+        notes.append(f"{d}s request {ka:.3g}x -> {kb:.3g}x the minimum{gone}")
+    na, nb = _num(a.get("n_kernels")), _num(b.get("n_kernels"))
+    if na == na and nb == nb and na != nb:
+        notes.append(f"kernels {na:.0f} -> {nb:.0f}")
+    va, vb = a.get("verdict"), b.get("verdict")  # `lines` rows
+    if isinstance(va, str) and isinstance(vb, str) and va != vb:
+        notes.append(f"was {va.split(':')[0]}, now {vb.split(':')[0]}")
+    if notes:  # where the runs name their worst source line, say which
+        worst = [f"worst line in {side}: {w}" for side, w in (("A", _worst(a.get("diagnosis"))),
+                                                            ("B", _worst(b.get("diagnosis")))) if w]
+        notes += worst
+    return notes
+
+
+def verdict(a: Mapping[str, Any], b: Mapping[str, Any], row: Mapping[str, Any], group_by: str) -> str:
+    """One line: the largest byte changes, why (from the diagnoses), and the time change against its noise.
+
+    DRAM writes are named last and apart: written data can stay in L2 past a kernel's end, so they vary
+    from run to run of the same kernel (on the committed H100 runs by up to 100% of a small output).
+    """
+    levels = [m for m in BYTE_MEASURES[group_by] if m != "dram_wr_bytes"]
+    changes = [(m, row[f"{m}_rel"]) for m in levels
+               if not math.isnan(row[f"{m}_rel"]) and abs(row[f"{m}_rel"]) >= BYTES_NOTE]
+    changes.sort(key=lambda mc: -abs(mc[1]))
+    if changes:
+        head = ", ".join(f"{LEVEL_NAMES[m]} {pct(rel)}" for m, rel in changes[:2])
+    else:
+        same = all(row[f"{m}_change"] == 0 or math.isnan(row[f"{m}_change"]) for m in levels)
+        head = "same bytes" if same else f"bytes within {100 * BYTES_NOTE:.0f}%"
+    why = "; ".join(_why(a, b))
+    time, noise = "", True
+    if "time_ns_rel" in row and not math.isnan(row["time_ns_rel"]):
+        noise = row["time_noise"]
+        time = (f"time {pct(row['time_ns_rel'])} (within the ±{100 * row['time_band']:.2g}% noise)" if noise
+                else f"time {pct(row['time_ns_rel'])}")
+    writes = row.get("dram_wr_bytes_rel", math.nan)
+    writes_note = (f"DRAM writes {pct(writes)} (L2 write-back, varies run to run)"
+                   if not math.isnan(writes) and abs(writes) >= BYTES_NOTE else "")
+    if not changes and not why and noise:
+        return "; ".join(p for p in (f"no change: {head}" + (f", {time}" if time else ""), writes_note) if p)
+    return "; ".join(p for p in (f"{head}: {why}" if why else head, time, writes_note) if p)
+
+
+def _score(row: Mapping[str, Any], group_by: str) -> float:
+    """How large the row's change is: its largest relative byte change (DRAM writes aside, see verdict), or
+    its time change beyond noise."""
+    values = [abs(row[f"{m}_rel"]) for m in BYTE_MEASURES[group_by]
+              if m != "dram_wr_bytes" and not math.isnan(row[f"{m}_rel"])]
+    if "time_ns_rel" in row and not row["time_noise"] and not math.isnan(row["time_ns_rel"]):
+        values.append(abs(row["time_ns_rel"]))
+    return max(values, default=0.0)
+
+
+def check_devices(a: Side, b: Side, allow_mixed: bool) -> list[str]:
+    if not a.devices or not b.devices or set(a.devices) == set(b.devices):
+        return []
+    where = f"A {a.path}: {', '.join(a.devices)}; B {b.path}: {', '.join(b.devices)}"
+    if not allow_mixed:
+        raise UsageError(f"the runs were measured on different GPUs ({where}): their counters do not "
+                         "compare; pass --allow-mixed to diff them anyway")
+    return [f"different GPUs ({where})"]
+
+
+def compare(a: Side, b: Side, group_by: str = "range", time_tolerance: float = TIME_TOLERANCE,
+            allow_mixed: bool = False) -> Diff:
+    """Match two loaded sides; see the module docstring."""
+    if not (0 <= time_tolerance < 10):
+        raise UsageError(f"--time-tolerance {time_tolerance}: give a fraction such as 0.05 (5%)")
+    notes = check_devices(a, b, allow_mixed)
+    groups_a: dict[tuple, list[dict[str, Any]]] = {}
+    groups_b: dict[tuple, list[dict[str, Any]]] = {}
+    for rows, keys, groups in ((a.rows, a.keys, groups_a), (b.rows, b.keys, groups_b)):
+        for r, k in zip(rows, keys, strict=True):
+            groups.setdefault(k, []).append(r)
+    matched = [_row(rows, groups_b[k], group_by, time_tolerance) for k, rows in groups_a.items()
+               if k in groups_b]
+    matched.sort(key=lambda r: -_score(r, group_by))
+    only_a = [_row(rows, [], group_by, time_tolerance) for k, rows in groups_a.items() if k not in groups_b]
+    only_b = [_row([], rows, group_by, time_tolerance) for k, rows in groups_b.items() if k not in groups_a]
+    if not matched:
+        notes.append("no row of A matches a row of B: are they runs of the same configs?")
+    return Diff(a, b, group_by, time_tolerance, matched + only_a + only_b, notes)
+
+
+def _row(rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]], group_by: str,
+         time_tolerance: float) -> dict[str, Any]:
+    """One output row (the same keys for every status): each measure in A and B, change and relative."""
+    ra, rb = (rows_a[0] if rows_a else {}), (rows_b[0] if rows_b else {})
+    status = "both" if ra and rb else ("only_in_a" if ra else "only_in_b")
+    row: dict[str, Any] = {"match": row_label(ra or rb, group_by), "status": status,
+                           "range_a": ra.get("range", ra.get("op")), "range_b": rb.get("range", rb.get("op"))}
+    measures = MEASURES[group_by]
+    for m in measures:
+        va, vb = _num(ra.get(m)), _num(rb.get(m))
+        row.update({f"{m}_a": va, f"{m}_b": vb, f"{m}_change": vb - va, f"{m}_rel": relative(va, vb)})
+    if "time_ns" in measures:
+        spread_a = spread([_num(r.get("time_ns")) for r in rows_a])
+        spread_b = spread([_num(r.get("time_ns")) for r in rows_b])
+        band = max(time_tolerance, spread_a, spread_b)
+        rel = row["time_ns_rel"]
+        row.update(time_runs_a=len(rows_a), time_runs_b=len(rows_b), time_spread_a=spread_a,
+                   time_spread_b=spread_b, time_band=band,
+                   time_noise=None if math.isnan(rel) else bool(abs(rel) <= band))
+    row["verdict"] = verdict(ra, rb, row, group_by) if status == "both" else f"only in {status[-1].upper()}"
+    return row
+
+
+def parse_fraction(text: str | float, what: str) -> float:
+    """'5%' -> 0.05, '0.05' -> 0.05; a negative or malformed value is a UsageError naming `what`."""
+    raw = str(text).strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise UsageError(f"{what} {text!r}: give a fraction such as 5% or 0.05")
+    return value
+
+
+def diff(a: str | Path, b: str | Path, group_by: str = "range", time_tolerance: float = TIME_TOLERANCE,
+         allow_mixed: bool = False) -> Diff:
+    """`memtraffic diff A B`: A (before) and B (after) loaded, matched and compared."""
+    if group_by not in GROUPS:
+        raise UsageError(f"unknown --group-by {group_by!r}: use {', '.join(GROUPS)}")
+    return compare(load_side(a, group_by), load_side(b, group_by), group_by, time_tolerance, allow_mixed)
+

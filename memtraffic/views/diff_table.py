@@ -1,0 +1,161 @@
+"""`memtraffic diff` output: a block per matched row (A, B, change) and its verdict, for people; the flat
+rows of memtraffic.analysis.diff for scripts (json, csv); the same blocks as HTML for `report --baseline`."""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from memtraffic.analysis.diff import Diff, pct, relative
+from memtraffic.core.units import fmt_bytes, fmt_eff, fmt_time
+
+Cell = tuple[str, Callable[[Mapping[str, Any], str], float], str]  # header, value of a side, kind
+
+
+def _get(*measures: str) -> Callable[[Mapping[str, Any], str], float]:
+    """The sum of these measures on side 'a' or 'b' (NaN when any is unknown)."""
+    return lambda row, side: math.fsum(_f(row.get(f"{m}_{side}")) for m in measures)
+
+
+def _f(x: Any) -> float:
+    return float(x) if isinstance(x, int | float) and x is not None else math.nan
+
+
+_RANGE_CELLS: list[Cell] = [
+    ("time", _get("time_ns"), "time"), ("L1 ld", _get("l1_ld_bytes"), "bytes"),
+    ("L1 st", _get("l1_st_bytes"), "bytes"), ("L2 rd+wr", _get("l2_rd_bytes", "l2_wr_bytes"), "bytes"),
+    ("DRAM rd", _get("dram_rd_bytes"), "bytes"), ("DRAM wr", _get("dram_wr_bytes"), "bytes"),
+    ("eff L1 ld", _get("eff_l1_ld"), "eff"), ("eff L1 st", _get("eff_l1_st"), "eff"),
+    ("eff L2", _get("eff_l2"), "eff"), ("eff DRAM rd", _get("eff_dram_rd"), "eff"),
+]
+_LINE_CELLS: list[Cell] = [
+    ("bytes moved", _get("bytes_moved"), "bytes"), ("excess sectors", _get("excess_sectors"), "count"),
+    ("sectors", _get("sectors"), "count"), ("ideal", _get("ideal_sectors"), "count"),
+    ("requests", _get("requests"), "count"), ("inst", _get("inst_executed"), "count"),
+]
+
+
+def _cells(d: Diff) -> list[Cell]:
+    return _LINE_CELLS if d.group_by == "line" else _RANGE_CELLS
+
+
+def _value(x: float, kind: str) -> str:
+    if math.isnan(x):
+        return "-"
+    return {"time": fmt_time, "bytes": fmt_bytes, "eff": fmt_eff}.get(kind, lambda v: f"{v:.0f}")(x)
+
+
+def _change(row: Mapping[str, Any], get: Callable[[Mapping[str, Any], str], float], kind: str) -> str:
+    a, b = get(row, "a"), get(row, "b")
+    if math.isnan(a) or math.isnan(b):
+        return "-"
+    if kind == "eff":
+        return "=" if round(a, 2) == round(b, 2) else f"{b - a:+.2f}"
+    if a == b:
+        return "="
+    text = pct(relative(a, b))
+    if kind == "time" and row.get("time_noise"):
+        text += " ~"  # within the noise band: not a change
+    return text
+
+
+def header(d: Diff) -> str:
+    devices = ", ".join(dict.fromkeys(d.a.devices + d.b.devices)) or "device unknown"
+    text = f"{devices}; A = {d.a.name}, B = {d.b.name}; change = B vs A"
+    if d.group_by != "line":
+        text += f"; '~': time within the noise band (±{100 * d.time_tolerance:g}% or the runs' own spread)"
+    return text
+
+
+def blocks(d: Diff) -> tuple[list[str], list[list[list[str]]]]:
+    """(headers, a list of 3-line blocks (A, B, change) per matched row), for text and HTML alike."""
+    cells = _cells(d)
+    headers = ["", *[h for h, _, _ in cells]]
+    out = []
+    for row in d.rows:
+        if row["status"] != "both":
+            continue
+        out.append([["  A", *[_value(get(row, "a"), kind) for _, get, kind in cells]],
+                    ["  B", *[_value(get(row, "b"), kind) for _, get, kind in cells]],
+                    ["  change", *[_change(row, get, kind) for _, get, kind in cells]]])
+    return headers, out
+
+
+def format_diff(d: Diff) -> str:
+    """Per matched row, largest change first: its name, A, B and change lines, and its verdict; then the
+    rows only in A and only in B, by name."""
+    from memtraffic.views.tables import text_table
+
+    headers, body = blocks(d)
+    matched = [r for r in d.rows if r["status"] == "both"]
+    lines = [header(d)]
+    if matched:
+        rows = [r for block in body for r in block]
+        table = text_table(headers, rows).splitlines()
+        lines += table[:2]
+        for i, (row, block) in enumerate(zip(matched, body, strict=True)):
+            lines.append(row["match"])
+            lines += table[2 + 3 * i: 2 + 3 * i + len(block)]
+            lines.append(f"  => {row['verdict']}")
+    for status, side in (("only_in_a", d.a), ("only_in_b", d.b)):
+        names = [r["match"] for r in d.rows if r["status"] == status]
+        if names:
+            lines.append(f"only in {status[-1].upper()} ({side.name}, {len(names)}): {'; '.join(names)}")
+    lines += [f"note: {n}" for n in d.notes]
+    return "\n".join(lines)
+
+
+# Measures that are whole counts: their A, B and change values are written as integers.
+_WHOLE = {"time_ns", "l1_ld_bytes", "l1_st_bytes", "l2_rd_bytes", "l2_wr_bytes", "dram_rd_bytes",
+          "dram_wr_bytes", "min_bytes", "excess_bytes", "n_kernels", "calls", "bytes_moved", "excess_sectors",
+          "sectors", "ideal_sectors", "requests", "inst_executed"}
+
+
+def records(d: Diff) -> list[dict[str, Any]]:
+    """The rows as plain JSON-able objects: NaN and infinite values -> None, whole byte counts -> int."""
+    out = []
+    for row in d.rows:
+        clean: dict[str, Any] = {}
+        for key, value in row.items():
+            if isinstance(value, float):
+                if not math.isfinite(value):
+                    value = None
+                elif value.is_integer() and key.rsplit("_", 1)[0] in _WHOLE and not key.endswith("_rel"):
+                    value = int(value)
+            clean[key] = value
+        out.append(clean)
+    return out
+
+
+def render(d: Diff, fmt: str) -> str:
+    from memtraffic.views.tables import dump
+
+    return format_diff(d) if fmt == "table" else dump(records(d), fmt)
+
+
+def html_section(d: Diff) -> str:
+    """The diff as HTML: a table with A, B and change rows per matched config, verdicts, and the rest."""
+    headers, body = blocks(d)
+    matched = [r for r in d.rows if r["status"] == "both"]
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in ["config", *headers[1:]])
+    rows = []
+    for row, block in zip(matched, body, strict=True):
+        name = html.escape(row["match"])
+        verdict = html.escape(row["verdict"])
+        rows.append(f"<tr><td colspan='{len(headers)}'><b>{name}</b>: {verdict}</td></tr>")
+        rows += ["<tr>" + "".join(f"<td>{html.escape(c.strip())}</td>" for c in line) + "</tr>"
+                 for line in block]
+    parts = [f"<p class='note'>{html.escape(header(d))}</p>"]
+    if rows:
+        parts.append(f"<table class='data'><thead><tr>{head}</tr></thead>"
+                     f"<tbody>{''.join(rows)}</tbody></table>")
+    for status, side in (("only_in_a", d.a), ("only_in_b", d.b)):
+        names = [html.escape(r["match"]) for r in d.rows if r["status"] == status]
+        if names:
+            who = f"only in {status[-1].upper()} ({html.escape(side.name)})"
+            parts.append(f"<p>{who}: {'; '.join(names)}</p>")
+    parts += [f"<p class='note'>{html.escape(n)}</p>" for n in d.notes]
+    return "".join(parts)
+

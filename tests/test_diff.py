@@ -1,0 +1,313 @@
+"""`memtraffic diff` on the committed H100 runs: matched rows carry each side's analyze numbers exactly, a
+run against itself shows no change, time changes inside the noise band are not called changes, and bad
+input gets one line and a non-zero exit. Also `measure --baseline` (the chaining in cli.py) and
+`report --baseline`."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from typer.testing import CliRunner
+
+from memtraffic.analysis.analyze import analyze_path, to_records
+from memtraffic.analysis.diff import MEASURES, diff
+from memtraffic.cli import app
+from memtraffic.core.errors import UsageError
+
+H100 = Path(__file__).resolve().parent.parent / "reports" / "h100"
+SEED = H100 / "seed_1048576x2_fp32"
+SUITE = H100 / "suite_1048576x2_fp32"
+SOURCE = H100 / "source_seed_1048576x2_fp32"
+
+
+def _same(x, y) -> bool:
+    return (isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y)) or x == y
+
+
+def test_shared_configs_carry_each_sides_analyze_numbers():
+    d = diff(SEED, SUITE)
+    seed = {r["range"]: r for r in analyze_path(SEED).to_dict("records")}
+    suite = {r["range"]: r for r in analyze_path(SUITE).to_dict("records")}
+    both = [r for r in d.rows if r["status"] == "both"]
+    # Matched on variant, op, shape, dtype and every parameter value: the seed's softmax_naive set
+    # num_warps=4 by hand, the suite's has it by default; the seed's BLOCK_M=128 is not the suite's default.
+    assert {(r["range_a"], r["range_b"]) for r in both} == {
+        ("mt|softmax_naive|1048576x2|fp32|num_warps=4", "mt|softmax_naive|1048576x2|fp32"),
+        ("mt|torch_softmax|1048576x2|fp32", "mt|torch_softmax|1048576x2|fp32")}
+    for row in both:
+        for m in MEASURES["range"]:
+            a, b = float(seed[row["range_a"]][m]), float(suite[row["range_b"]][m])
+            assert _same(row[f"{m}_a"], a) and _same(row[f"{m}_b"], b), m
+            assert _same(row[f"{m}_change"], b - a)
+    assert [r["range_a"] for r in d.rows if r["status"] == "only_in_a"] == [
+        "mt|softmax_tiled|1048576x2|fp32|BLOCK_M=128"]
+    only_b = [r["range_b"] for r in d.rows if r["status"] == "only_in_b"]
+    assert only_b == [r for r in suite if r not in {row["range_b"] for row in both}]
+    assert len(only_b) == 10
+    # L1 counters are exact: the same kernel moved the same bytes in both runs.
+    naive = next(r for r in both if "naive" in r["range_a"])
+    assert naive["l1_ld_bytes_change"] == naive["l1_st_bytes_change"] == 0
+    assert naive["time_noise"] is True and naive["verdict"].startswith("no change: bytes within 1%")
+
+
+@pytest.mark.parametrize(("run", "group_by", "n"), [
+    (SEED, "range", 3), (SUITE, "kernel", 24), (H100 / "profile_torch_model", "op", 8),
+    (H100 / "profile_cupy_region", "range", 8), (SOURCE, "line", 8)])
+def test_a_run_against_itself_shows_no_change(run, group_by, n):
+    d = diff(run, run, group_by=group_by)
+    assert len(d.rows) == n and all(r["status"] == "both" for r in d.rows)
+    for row in d.rows:
+        assert all(row[f"{m}_change"] == 0 or math.isnan(row[f"{m}_change"]) for m in MEASURES[group_by])
+        assert row["verdict"].startswith("no change: same bytes"), row["verdict"]
+        assert row.get("time_noise", True) is True
+
+
+def test_profile_runs_match_op_calls_and_regions_by_name_and_call_order():
+    rows = diff(H100 / "profile_cupy_region", H100 / "profile_cupy_region").rows
+    assert [r["match"] for r in rows[:3]] == ["region softmax_elementwise #0 8192x1024 fp32",
+                                             "region softmax_rawkernel #1 8192x1024 fp32", "init_curand"]
+
+
+def _table(tmp_path: Path, name: str, rows: list[dict]) -> Path:
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(rows))
+    return path
+
+
+@pytest.fixture(scope="module")
+def source_rows() -> list[dict]:
+    """The source_seed run's rows, as `analyze --format json` saves them."""
+    return to_records(analyze_path(SOURCE))
+
+
+def test_verdict_names_what_changed_and_the_worst_line(tmp_path, source_rows):
+    """Real numbers of the one-row-per-program softmax (A) and of the tiled one (B), saved as tables in
+    which the tiled row stands for the same config: the fix the README's story is about."""
+    naive, tiled = source_rows[0], source_rows[1]
+    after = {**tiled, "range": naive["range"], "variant": naive["variant"], "params": naive["params"]}
+    res = CliRunner().invoke(app, ["diff", str(_table(tmp_path, "before", [naive])),
+                                   str(_table(tmp_path, "after", [after]))])
+    assert res.exit_code == 0, res.output
+    verdict = next(ln for ln in res.output.splitlines() if ln.startswith("  => "))
+    assert verdict.startswith("  => L1 loads -94%, L1 stores -75%: load and store sector waste gone (used 8 "
+                              "of every 32 bytes); loads request 4x -> 1x the minimum (redundant requests "
+                              "gone); worst line in A: softmax_rows.py:38; time -99%")
+    change = next(ln for ln in res.output.splitlines() if ln.startswith("  change"))
+    assert change.split()[1:5] == ["-99%", "-94%", "-75%", "-73%"]
+
+
+def test_time_within_the_noise_band_is_not_a_change(tmp_path, source_rows):
+    tiled = source_rows[1]
+    a = _table(tmp_path, "a", [{**tiled, "time_ns": 10000}])
+    b = _table(tmp_path, "b", [{**tiled, "time_ns": 10300}])
+    (row,) = diff(a, b).rows
+    assert row["time_noise"] is True and row["time_band"] == 0.05
+    assert row["verdict"] == "no change: same bytes, time +3.0% (within the ±5% noise)"
+    (row,) = diff(a, b, time_tolerance=0.01).rows
+    assert row["time_noise"] is False and row["verdict"] == "same bytes; time +3.0%"
+    # A run that measured the config twice (merge keeps both as RANGE and RANGE|#2) carries its spread.
+    again = _table(tmp_path, "again", [{**tiled, "time_ns": 10000},
+                                       {**tiled, "range": tiled["range"] + "|#2", "time_ns": 12000}])
+    (row,) = diff(again, b, time_tolerance=0.01).rows
+    assert row["time_runs_a"] == 2 and row["time_spread_a"] == pytest.approx(2000 / 11000)
+    assert row["time_noise"] is True and row["time_ns_a"] == 10000  # the first measurement's values
+
+
+def test_cli_diff_table_json_and_csv():
+    res = CliRunner().invoke(app, ["diff", str(SEED), str(SUITE)])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert lines[0].startswith("NVIDIA H100 80GB HBM3; A = seed_1048576x2_fp32, B = suite_1048576x2_fp32")
+    assert "only in A (seed_1048576x2_fp32, 1): softmax_tiled 1048576x2 fp32 BLOCK_M=128" in lines
+    res = CliRunner().invoke(app, ["diff", str(SEED), str(SUITE), "--format", "json"])
+    records = json.loads(res.output)
+    assert [r["status"] for r in records] == ["both"] * 2 + ["only_in_a"] + ["only_in_b"] * 10
+    assert records[2]["l1_ld_bytes_a"] == 8_388_608 and records[2]["l1_ld_bytes_b"] is None
+    res = CliRunner().invoke(app, ["diff", str(SEED), str(SUITE), "--format", "csv"])
+    assert res.output.splitlines()[0].startswith("match,status,range_a,range_b,time_ns_a,time_ns_b")
+    assert len(res.output.splitlines()) == 14
+
+
+def test_a_saved_table_diffs_like_its_run(tmp_path):
+    saved = tmp_path / "before.json"
+    saved.write_text(CliRunner().invoke(app, ["analyze", str(SEED), "--format", "json"]).output)
+    from_json, from_run = diff(saved, SUITE).rows, diff(SEED, SUITE).rows
+    assert [r["verdict"] for r in from_json] == [r["verdict"] for r in from_run]
+    assert [r["l1_ld_bytes_a"] for r in from_json][:2] == [r["l1_ld_bytes_a"] for r in from_run][:2]
+
+
+def _other_gpu(tmp_path: Path) -> Path:
+    copy = tmp_path / "other_gpu"
+    shutil.copytree(SEED, copy)
+    run = json.loads((copy / "run.json").read_text())
+    run["environment"]["gpu"] = "NVIDIA H200"
+    (copy / "run.json").write_text(json.dumps(run))
+    return copy
+
+
+def _one_line_error(res, code: int, *needles: str) -> None:
+    assert res.exit_code == code, res.output
+    assert res.output.count("\n") == 1 and res.output.startswith("error: "), res.output
+    for needle in needles:
+        assert needle in res.output
+
+
+def test_runs_of_different_gpus_are_refused_unless_allowed(tmp_path):
+    other = _other_gpu(tmp_path)
+    res = CliRunner().invoke(app, ["diff", str(SEED), str(other)])
+    _one_line_error(res, 2, "different GPUs", "NVIDIA H200", "--allow-mixed")
+    res = CliRunner().invoke(app, ["diff", str(SEED), str(other), "--allow-mixed"])
+    assert res.exit_code == 0 and "note: different GPUs" in res.output
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--group-by", "warp"], "unknown --group-by 'warp'"),
+    (["--time-tolerance", "lots"], "--time-tolerance 'lots'"),
+    (["--format", "xml"], "unknown format 'xml'"),
+])
+def test_bad_options_are_one_line(args, needle):
+    _one_line_error(CliRunner().invoke(app, ["diff", str(SEED), str(SEED), *args]), 2, needle)
+
+
+def test_bad_sides_are_one_line(tmp_path):
+    _one_line_error(CliRunner().invoke(app, ["diff", str(SEED), str(tmp_path / "nope")]), 2, "no such")
+    junk = tmp_path / "junk.json"
+    junk.write_text("{not json")
+    _one_line_error(CliRunner().invoke(app, ["diff", str(junk), str(SEED)]), 2, "cannot be read as a saved")
+    saved = _table(tmp_path, "saved", to_records(analyze_path(SEED)))
+    _one_line_error(CliRunner().invoke(app, ["diff", str(saved), str(SEED), "--group-by", "kernel"]), 2,
+                    "--group-by kernel needs the reports")
+    with pytest.raises(UsageError, match="no per-line counters|needs the reports"):
+        diff(saved, SEED, group_by="line")
+
+
+def test_measure_with_a_baseline_prints_the_diff_after_the_run(monkeypatch):
+    """cli.py chains measure and diff: the run (here the committed suite run, standing in for a new one)
+    is diffed against its baseline right after its own table."""
+    from memtraffic.measure import measure as measure_module
+
+    calls = []
+
+    def fake_measure(opts, echo):
+        calls.append(opts)
+        return SimpleNamespace(table=analyze_path(SUITE), run={"configs": []}, run_dir=SUITE)
+
+    monkeypatch.setattr(measure_module, "measure", fake_measure)
+    res = CliRunner().invoke(app, ["measure", "softmax_naive", "--baseline", str(SEED)])
+    assert res.exit_code == 0, res.output
+    assert f"diff against {SEED}:" in res.output
+    assert "only in A (seed_1048576x2_fp32, 1): softmax_tiled 1048576x2 fp32 BLOCK_M=128" in res.output
+    res = CliRunner().invoke(app, ["measure", "softmax_naive", "--baseline", "no/such/run"])
+    _one_line_error(res, 2, "--baseline no/such/run: no such run folder")
+    assert len(calls) == 1  # refused before measuring
+
+
+def test_profile_with_a_baseline_prints_the_diff_after_the_run(monkeypatch):
+    from memtraffic.measure import profile as profile_module
+
+    run = H100 / "profile_cupy_region"
+    monkeypatch.setattr(profile_module, "profile", lambda opts, echo: SimpleNamespace(
+        table=analyze_path(run), run_dir=run, returncode=0))
+    res = CliRunner().invoke(app, ["profile", "--baseline", str(run), "--format", "json", "--", "python",
+                                   "x.py"])
+    assert res.exit_code == 0, res.output
+    # json on stdout stays one document: the diff table goes to stderr
+    assert f"diff against {run}:" in res.stderr and "no change: same bytes" in res.stderr
+    assert f"diff against {run}:" not in res.stdout and len(json.loads(res.stdout)) == 8
+
+
+def test_report_with_a_baseline_shows_both_side_by_side(tmp_path):
+    from memtraffic.views.html_report import build_report
+
+    page = build_report(SUITE, baseline=SEED)
+    assert "<h2>Compared with the baseline seed_1048576x2_fp32</h2>" in page
+    assert "<h3>baseline: seed_1048576x2_fp32</h3>" in page
+    assert "<h3>this run: suite_1048576x2_fp32</h3>" in page
+    assert page.count("class='pair'") == 2  # the tables, then the traffic bars
+    assert "no change: bytes within 1%" in page
+    assert page.count("Plotly.newPlot") == 4  # roofline, traffic, and the two traffic charts side by side
+    res = CliRunner().invoke(app, ["report", str(SUITE), "--baseline", str(_other_gpu(tmp_path)),
+                                   "--out", str(tmp_path / "r.html")])
+    _one_line_error(res, 2, "different GPUs")
+
+
+@pytest.mark.parametrize("folder", ["strided", "coalesced"])
+@pytest.mark.parametrize(("shape", "dtype"), [("7x33", "fp32"), ("5x100", "bf16"), ("1x1", "fp16")])
+def test_the_before_and_after_example_kernels_run_checked_against_float64(tmp_path, folder, shape, dtype):
+    """The pair scripts/make_diff_pair.sh measures: the same variant name and parameters in both files
+    (so diff matches them), each checked by the runner against the op's float64 reference."""
+    import torch
+
+    from memtraffic.core.plan import build_plan
+    from memtraffic.core.rundir import read_status
+    from memtraffic.measure import runner
+
+    path = Path(__file__).resolve().parent.parent / "examples" / folder / "my_gelu.py"
+    plan = build_plan(["my_gelu"], [shape], [dtype], [], variant_files=[path])
+    assert [c["params"] for c in plan["configs"]] == [{"BLOCK": 1024, "num_warps": 4}]
+    status = tmp_path / "status.jsonl"
+    assert runner.run_plan(plan, status, device=torch.device("cpu")) == 0
+    (record,) = read_status(status).values()
+    assert record["status"] == "ok", record
+
+
+def test_the_example_pair_differs_in_one_line():
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    before = (examples / "strided" / "my_gelu.py").read_text().splitlines()
+    after = (examples / "coalesced" / "my_gelu.py").read_text().splitlines()
+    assert len(before) == len(after)  # line for line, so `diff --group-by line` matches the kernel's lines
+    start = before.index("@triton.jit")
+    end = next(i for i, line in enumerate(before) if line.startswith("def my_gelu("))
+    changed = [i for i in range(start, end) if before[i] != after[i]]
+    assert [after[i].split("#")[0].strip() for i in changed] == ["offs = i"]
+
+
+_NO_TORCH = """
+import sys
+for name in ("torch", "triton"):
+    sys.modules[name] = None  # any import of them now raises ImportError
+from memtraffic.cli import app
+try:
+    app(sys.argv[1:], prog_name="memtraffic")
+finally:
+    loaded = [m for m, v in sys.modules.items() if v is not None and m.split(".")[0] in ("torch", "triton")]
+    assert not loaded, loaded
+"""
+
+
+@pytest.mark.parametrize("args", [
+    ["diff", str(SEED), str(SUITE), "--format", "json"],
+    ["check", str(SEED), "--expect", "examples/traffic.toml"],
+])
+def test_diff_and_check_are_reading_side_no_torch(args):
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run([sys.executable, "-c", _NO_TORCH, *args], capture_output=True, text=True, cwd=root,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    if args[0] == "diff":
+        assert json.loads(proc.stdout) == json.loads(CliRunner().invoke(app, args).output)
+
+
+PAIR = (H100 / "diff_gelu_strided_4096x4096", H100 / "diff_gelu_coalesced_4096x4096")
+
+
+@pytest.mark.skipif(not all((p / "run.json").is_file() for p in PAIR),
+                    reason="the before/after pair (scripts/make_diff_pair.sh) is not committed")
+def test_the_committed_pair_tells_its_story():
+    """The strided and the coalesced GELU kernel, measured by scripts/make_diff_pair.sh on the H100: each
+    config matched, the fix cuts the L1 bytes and the verdict says why, and the kernel's lines match."""
+    rows = diff(*PAIR).rows
+    assert [r["status"] for r in rows] == ["both", "both"]
+    for r in rows:
+        assert r["l1_ld_bytes_b"] < r["l1_ld_bytes_a"] and r["l1_st_bytes_b"] < r["l1_st_bytes_a"]
+        assert "sector waste gone" in r["verdict"] and "worst line in A: my_gelu.py:" in r["verdict"]
+    lines = diff(*PAIR, group_by="line").rows
+    assert lines and all(r["status"] == "both" and "my_gelu.py:" in r["match"] for r in lines)
