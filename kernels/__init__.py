@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memtraffic.measure.variants import Variant
+from memtraffic.core.variant import Variant
 
 from . import (
     gelu,

@@ -17,7 +17,7 @@ import triton.language as tl
 
 from memtraffic.core.errors import GpuNotFoundError
 from memtraffic.core.ops import Shape, Traffic, element_size
-from memtraffic.measure.variants import Variant
+from memtraffic.core.variant import Variant
 
 from . import cuda_build
 from ._params import params_check, power_of_two, resolve

@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 
 from memtraffic.core.ops import Shape, Traffic, element_size
-from memtraffic.measure.variants import Variant
+from memtraffic.core.variant import Variant
 
 from ._params import int_range, params_check, power_of_two, resolve
 from .sectors import load_copies

@@ -24,7 +24,7 @@ import triton.language as tl
 
 from memtraffic.core.arch import current_smem_per_block
 from memtraffic.core.ops import Shape, Traffic, dtype_name, element_size
-from memtraffic.measure.variants import Variant
+from memtraffic.core.variant import Variant
 
 from . import matmul as _mm
 from . import torch_softmax

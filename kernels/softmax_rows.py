@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 from memtraffic.core.ops import Shape, Traffic, element_size
-from memtraffic.measure.variants import Variant
+from memtraffic.core.variant import Variant
 
 from . import sectors
 from ._params import optional, power_of_two, resolve_params

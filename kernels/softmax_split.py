@@ -99,7 +99,7 @@ import triton.language as tl
 
 from memtraffic.core.arch import needs_capability
 from memtraffic.core.ops import Shape, Traffic, dtype_name, element_size
-from memtraffic.measure.variants import Variant
+from memtraffic.core.variant import Variant
 
 from . import sectors
 from ._params import int_range, optional, power_of_two, resolve_params

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from memtraffic.core.ops import Shape, Traffic, element_size
-from memtraffic.measure.variants import Variant
+from memtraffic.core.variant import Variant
 
 from .compiled import static_compile
 

@@ -89,7 +89,7 @@ import torch
 import triton
 import triton.language as tl
 
-from memtraffic.measure.variants import Variant
+from memtraffic.core.variant import Variant
 from memtraffic.core.ops import Traffic, element_size
 
 

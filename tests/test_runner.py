@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parent.parent
 USER_FILE = """
 import torch
 from memtraffic.core.ops import OPS
-from memtraffic.measure.variants import Variant
+from memtraffic.core.variant import Variant
 
 def _same(shape, dtype, params):
     return OPS["softmax"].minimum(shape, dtype)

@@ -299,7 +299,7 @@ def test_coalesced_refuses_chunks_shorter_than_a_tile_step():
 def test_every_softmax_variant_states_constraints_and_takes_all_dtypes():
     for name in ROW_VARIANTS + COL_VARIANTS:
         assert VARIANTS[name].constraints
-        assert set(VARIANTS[name].dtypes) == set(ALL)
+        assert set(VARIANTS[name].dtypes) == {"fp32", "fp16", "bf16"}
 
 
 # --- traffic models: exact bytes ------------------------------------------------------------------------

@@ -11,13 +11,14 @@ from typer.testing import CliRunner
 from memtraffic.cli import app
 from memtraffic.core.errors import UsageError
 from memtraffic.core.plan import build_plan
+from memtraffic.core.variant import Variant
 from memtraffic.kernels import VARIANTS
-from memtraffic.measure.variants import Variant, load_file, load_variants
+from memtraffic.measure.variants import load_file, load_variants
 
 GOOD = """
 import torch
 from memtraffic.core.ops import OPS, Traffic, element_size
-from memtraffic.measure.variants import Variant
+from memtraffic.core.variant import Variant
 
 def predicted(shape, dtype, params):
     m, n = shape
@@ -43,7 +44,7 @@ def test_a_user_file_joins_the_suite_and_broken_entries_are_reported(tmp_path):
     assert list(variants)[: len(VARIANTS)] == list(VARIANTS)  # the suite first, in its order
     assert isinstance(variants["my_softmax"], Variant) and "not_a_variant" not in variants
     assert len(problems) == 1
-    assert "VARIANTS['not_a_variant'] is a int, not a memtraffic.measure.variants.Variant" in problems[0]
+    assert "VARIANTS['not_a_variant'] is a int, not a memtraffic.core.variant.Variant" in problems[0]
 
 
 def test_a_user_variant_is_planned_with_its_own_model(tmp_path):

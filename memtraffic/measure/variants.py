@@ -16,42 +16,14 @@ import importlib.util
 import sys
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from memtraffic.core.errors import UsageError
-from memtraffic.core.ops import OPS, Op, Shape, Traffic, dtype_name, format_shape
-
-ALL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-
-
-@dataclass(frozen=True)
-class Variant:
-    """One implementation of an op.
-
-    run(*inputs, **params) returns the output tensor. predicted(shape, dtype, params) is this
-    implementation's own model of the global-memory bytes its loads and stores move through L1
-    (sector granularity and redundant requests included); the op's minimum is the lower bound.
-    check(shape, dtype, params) returns None when the variant can take that case, else the reason.
-    """
-
-    name: str
-    op: str
-    description: str
-    run: Callable[..., torch.Tensor]
-    predicted: Callable[[Shape, torch.dtype, dict[str, Any]], Traffic]
-    params: dict[str, Any] = field(default_factory=dict)
-    constraints: str = ""
-    dtypes: tuple[torch.dtype, ...] = ALL_DTYPES
-    check: Callable[[Shape, torch.dtype, dict[str, Any]], str | None] = lambda shape, dtype, params: None
-    needs_cuda: bool = False  # True where there is no CPU/interpreter path (e.g. CUDA C++ kernels)
-
-    @property
-    def operation(self) -> Op:
-        return OPS[self.op]
+from memtraffic.core.ops import OPS, Op, Shape, dtype_name, format_shape
+from memtraffic.core.variant import Variant
 
 
 def _warn(line: str) -> None:
@@ -100,7 +72,7 @@ def load_file(path: str | Path, on_problem: Callable[[str], None] = _warn) -> di
     for key, variant in found.items():
         if not isinstance(variant, Variant):
             on_problem(f"{path}: VARIANTS[{key!r}] is a {type(variant).__name__}, not a "
-                       "memtraffic.measure.variants.Variant: left out")
+                       "memtraffic.core.variant.Variant: left out")
         elif variant.op not in OPS:
             on_problem(f"{path}: variant {variant.name!r} has unknown op {variant.op!r} (known: "
                        f"{', '.join(OPS)}; define others in an OPS dict): left out")
@@ -151,8 +123,9 @@ def unsupported_reason(
     op = OPS[variant.op]
     if len(shape) != len(op.dims.split("x")):
         return f"{variant.name} ({op.name}) takes a {op.dims} shape, got {format_shape(shape)}"
-    if dtype not in variant.dtypes:
-        names = ", ".join(dtype_name(d) for d in variant.dtypes)
+    takes = [dtype_name(d) for d in variant.dtypes]
+    if dtype_name(dtype) not in takes:
+        names = ", ".join(takes)
         return f"{variant.name} does not support {dtype_name(dtype)} (it takes {names})"
     return variant.check(shape, dtype, {**variant.params, **params})
 
