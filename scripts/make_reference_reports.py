@@ -90,8 +90,9 @@ GROUPS_BY_NAME = {g.name: g for g in GROUPS}
 
 def group_plan(group: Group) -> tuple[dict[str, Any] | None, list[str]]:
     """The group's plan from the variants registered now, and notes on what is missing."""
-    from memtraffic.core.plan import build_plan, merge_plans
+    from memtraffic.core.plan import merge_plans
     from memtraffic.kernels import VARIANTS
+    from memtraffic.measure.planning import build_plan
 
     notes: list[str] = []
     if group.variants:

@@ -13,10 +13,10 @@ import torch
 from typer.testing import CliRunner
 
 from memtraffic.cli import app
-from memtraffic.core import plan as plan_mod
 from memtraffic.core import rundir
 from memtraffic.core.errors import NcuError, UsageError
 from memtraffic.measure import measure as collect
+from memtraffic.measure import planning as plan_mod
 from memtraffic.ncu import command as ncu_mod
 from memtraffic.ncu.command import NcuRun
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from memtraffic.core.plan import build_plan
 from memtraffic.core.rundir import read_status
 from memtraffic.measure import runner
+from memtraffic.measure.planning import build_plan
 
 REPO = Path(__file__).resolve().parent.parent
 VARIANT_FILE = REPO / "examples" / "my_variants.py"

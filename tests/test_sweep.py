@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 from memtraffic.cli import app
 from memtraffic.core import rundir
 from memtraffic.core.errors import GpuNotFoundError, NcuError, UsageError
-from memtraffic.core.plan import build_plan
 from memtraffic.measure import measure as collect
 from memtraffic.measure import sweep
+from memtraffic.measure.planning import build_plan
 from memtraffic.ncu import command as ncu_mod
 from memtraffic.ncu.command import NcuRun
 

@@ -10,9 +10,9 @@ from typer.testing import CliRunner
 
 from memtraffic.cli import app
 from memtraffic.core.errors import UsageError
-from memtraffic.core.plan import build_plan
 from memtraffic.core.variant import Variant
 from memtraffic.kernels import VARIANTS
+from memtraffic.measure.planning import build_plan
 from memtraffic.measure.variants import load_file, load_variants
 
 GOOD = """

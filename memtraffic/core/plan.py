@@ -1,20 +1,22 @@
-"""The plan: every config (variant x shape x dtype x params) with its NVTX range, minimum, prediction, FLOPs.
+"""The plan's schema: every config (variant x shape x dtype x params) with its NVTX range, minimum,
+prediction and FLOPs.
 
 A plan is plain JSON (plan.json in the run folder). Its configs are what analysis joins kernels to by
 NVTX range, so a run can be read without torch: the op's minimum and the variant's predicted bytes are
-recorded here when the plan is built. Users' variant files are recorded too, so the runner process
-loads the same variants.
+recorded in it when memtraffic.measure.planning builds it. Users' variant files are recorded too, so the
+runner process loads the same variants. This module holds what both sides share: range names, --param
+parsing, the shipped names, merging plans.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from memtraffic.core.errors import UsageError
-from memtraffic.ncu.command import RANGE_PREFIX
+
+# Every NVTX range memtraffic pushes starts with this, so ncu filters and reports find ours among a program's.
+RANGE_PREFIX = "mt|"
 
 # The shipped suite's names in its order (memtraffic/kernels/__init__.py's VARIANTS, checked by a test):
 # what measure checks names against before importing the kernels, and the order figures draw them in.
@@ -60,101 +62,6 @@ def range_name(variant: str, shape: Sequence[int], dtype: str, params: Mapping[s
     if params:
         parts.append(",".join(f"{k}={v}" for k, v in params.items()))
     return "|".join(parts)
-
-
-def check_names(variants: Sequence[str], all_variants: bool = False,
-                variant_files: Sequence[str | Path] = ()) -> None:
-    """What build_plan would refuse about the names, without importing the kernels (torch, triton):
-    measure says it before starting ncu. Names from users' files are checked when the plan is built."""
-    import difflib
-
-    if all_variants and variants:
-        raise UsageError("give variant names or --all, not both")
-    if not variants and not all_variants:
-        raise UsageError("name at least one variant (see `memtraffic list`) or use --all")
-    for path in variant_files:
-        if not Path(path).expanduser().is_file():
-            raise UsageError(f"--variants {Path(path).expanduser().resolve()}: no such file")
-    if variant_files:
-        return
-    for name in variants:
-        if name not in SHIPPED_VARIANTS:
-            near = difflib.get_close_matches(name, SHIPPED_VARIANTS, n=3, cutoff=0.5)
-            hint = f"did you mean {', '.join(near)}?" if near else "run 'memtraffic list' to see them"
-            raise UsageError(f"unknown variant {name!r}: {hint}")
-
-
-def build_plan(variants: Sequence[str], shapes: Sequence[str], dtypes: Sequence[str], params: Sequence[str],
-               all_variants: bool = False, seed: int = 0, variant_files: Sequence[str | Path] = ()
-               ) -> dict[str, Any]:
-    """Every variant x shape x dtype x parameter combination, with the op's minimum and the variant's model.
-
-    Shapes are matched to variants by rank (MxN ops take 2 extents, matmuls 3), so `--all` may mix them.
-    Combinations a variant cannot take (dtype, its own constraints) are listed under 'skipped' with
-    the reason; an explicitly named variant that no shape fits is a UsageError. `variant_files` are
-    users' variant files (see memtraffic.measure.variants); the plan records them for the runner process.
-    """
-    from memtraffic.core.ops import OPS, dtype_name, format_shape, parse_dtype, parse_shape, torch_dtype
-    from memtraffic.measure.variants import get_variant, load_variants, unsupported_reason
-
-    if all_variants and variants:
-        raise UsageError("give variant names or --all, not both")
-    files = [str(Path(f).expanduser().resolve()) for f in variant_files]
-    catalogue = load_variants(files)
-    names = list(catalogue) if all_variants else list(dict.fromkeys(variants))
-    if not names:
-        raise UsageError("name at least one variant (see `memtraffic list`) or use --all")
-    chosen = [get_variant(n, catalogue) for n in names]
-    dts = [torch_dtype(parse_dtype(d)) for d in (dtypes or ["fp32"])]
-    shps = [parse_shape(s) for s in shapes]
-    grid = parse_params(params)
-    unused = [k for k in grid if not any(k in v.params for v in chosen)]
-    if unused:
-        takes = sorted({k for v in chosen for k in v.params}) or ["none"]
-        raise UsageError(f"no selected variant takes parameter {', '.join(unused)} "
-                         f"(they take: {', '.join(takes)})")
-
-    configs: list[dict[str, Any]] = []
-    skipped: list[dict[str, Any]] = []
-    for variant in chosen:
-        op = OPS[variant.op]
-        rank = len(op.dims.split("x"))
-        v_shapes = [s for s in shps if len(s) == rank] if shps else [op.default_shape]
-        if not v_shapes:
-            if all_variants:
-                continue
-            given = ", ".join(format_shape(s) for s in shps)
-            raise UsageError(f"{variant.name} ({op.name}) takes a {op.dims} shape; none of {given} is one")
-        keys = [k for k in grid if k in variant.params]
-        combos = list(itertools.product(*(grid[k] for k in keys)))
-        for shape, dt, values in itertools.product(v_shapes, dts, combos):
-            explicit = dict(zip(keys, values, strict=True))
-            entry = {"variant": variant.name, "op": op.name, "shape": list(shape), "dtype": dtype_name(dt),
-                     "params": {**variant.params, **explicit}, "explicit_params": explicit}
-            try:
-                reason = unsupported_reason(variant, shape, dt, explicit)
-            except UsageError as err:  # a parameter value the variant rejects
-                reason = str(err)
-            if reason is not None:
-                skipped.append({**entry, "reason": reason})
-                continue
-            minimum = op.minimum(shape, dt)
-            predicted = variant.predicted(shape, dt, {**variant.params, **explicit})
-            configs.append({
-                "id": len(configs),
-                **entry,
-                "range": range_name(variant.name, shape, dtype_name(dt), explicit),
-                "min_read_bytes": minimum.read,
-                "min_write_bytes": minimum.write,
-                "pred_read_bytes": predicted.read,
-                "pred_write_bytes": predicted.write,
-                "model_flops": op.flops(shape),
-            })
-    if not configs:
-        why = "; ".join(s["reason"] for s in skipped[:3]) or "no variant matches the shapes"
-        raise UsageError(f"nothing to measure: {why}")
-    return {"version": 1, "seed": seed, "status_file": "status.jsonl", "variant_files": files,
-            "configs": configs, "skipped": skipped}
 
 
 def merge_plans(plans: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from typing import Any
 from memtraffic.core.arch import chip_for_gpu
 from memtraffic.core.errors import NcuError, UsageError
 from memtraffic.core.ops import parse_dtype, parse_shape
-from memtraffic.core.plan import build_plan, check_names, parse_params
+from memtraffic.core.plan import parse_params
 from memtraffic.core.rundir import (
     DEFAULT_RUNS_ROOT,
     append_status,
@@ -43,6 +43,7 @@ from memtraffic.core.rundir import (
     read_status,
     utc_now,
 )
+from memtraffic.measure.planning import build_plan, check_names
 from memtraffic.measure.sweep import (
     assign_gpus,
     parse_gpus,

@@ -1,7 +1,7 @@
 """Sweeps: a grid from a TOML file, a deterministic shard of a plan, and a plan's split across GPUs.
 
-A grid is variants x shapes x dtypes x parameter values (memtraffic.core.plan expands it). Here it may come
-from a small TOML file, so that a sweep is written down once and run anywhere:
+A grid is variants x shapes x dtypes x parameter values (memtraffic.measure.planning expands it). Here it
+may come from a small TOML file, so that a sweep is written down once and run anywhere:
 
     variants = ["softmax_tiled", "softmax_online"]   # or: all = true
     shapes = ["4096x4096", "32768x256"]
@@ -44,7 +44,7 @@ _GRID_KEYS = {"variants", "all", "shapes", "dtypes", "params", "variant_files"}
 
 @dataclass
 class Grid:
-    """One grid of a sweep, in the terms of memtraffic.core.plan.build_plan."""
+    """One grid of a sweep, in the terms of memtraffic.measure.planning.build_plan."""
 
     variants: list[str] = field(default_factory=list)
     all_variants: bool = False
@@ -122,7 +122,8 @@ def read_sweep(path: str | Path) -> list[Grid]:
 
 def plan_from_grids(grids: Sequence[Grid], seed: int = 0) -> dict[str, Any]:
     """One plan of every grid's configs (a config in several grids is measured once)."""
-    from memtraffic.core.plan import build_plan, merge_plans
+    from memtraffic.core.plan import merge_plans
+    from memtraffic.measure.planning import build_plan
 
     plans = [build_plan(g.variants, g.shapes, g.dtypes, g.params, g.all_variants, seed=seed,
                         variant_files=g.variant_files) for g in grids]

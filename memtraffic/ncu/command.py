@@ -24,7 +24,6 @@ from memtraffic.ncu.metrics import base_name
 
 MIN_NCU_VERSION = (2023, 1)
 # Our NVTX push/pop ranges are named "mt|..."; the trailing '/' is ncu's mark for a push/pop range.
-RANGE_PREFIX = "mt|"
 NVTX_INCLUDE = r"regex:^mt\|.*/"
 CLOCK_CONTROLS = ("none", "base")
 CACHE_CONTROLS = ("all", "none")

@@ -22,9 +22,9 @@ from typing import Any
 import pandas as pd
 
 from memtraffic.core.errors import ReportError
+from memtraffic.core.plan import RANGE_PREFIX
 from memtraffic.ncu.metrics import METRICS, Metric
 
-RANGE_PREFIX = "mt|"
 REPORT_SUFFIX = ".ncu-rep"
 _DEFAULT_DOMAIN = "<default domain>"
 
