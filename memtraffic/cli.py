@@ -791,15 +791,17 @@ def ceilings(
       memtraffic ceilings --refresh --save-reference   # commit reports/ceilings/
       memtraffic ceilings --format json
     """
-    from memtraffic.measure import ceilings as c
+    from memtraffic.core.roofs import cache_file, write_reference
+    from memtraffic.measure.ceilings import get_ceilings
+    from memtraffic.views.tables import ceilings_table
 
     _check_format(fmt, ("table", "json"))
-    entry, cached = c.get_ceilings(refresh=refresh, with_ncu=ncu, progress=lambda m: typer.echo(m, err=True))
+    entry, cached = get_ceilings(refresh=refresh, with_ncu=ncu, progress=lambda m: typer.echo(m, err=True))
     if cached:
-        typer.echo(f"cached in {c.cache_file()} (--refresh measures again)", err=True)
+        typer.echo(f"cached in {cache_file()} (--refresh measures again)", err=True)
     if save_reference:
-        typer.echo(f"wrote {c.write_reference(entry)}", err=True)
-    typer.echo(c.ceilings_table(entry) if fmt == "table" else json.dumps(entry, indent=2))
+        typer.echo(f"wrote {write_reference(entry)}", err=True)
+    typer.echo(ceilings_table(entry) if fmt == "table" else json.dumps(entry, indent=2))
 
 
 @app.command()

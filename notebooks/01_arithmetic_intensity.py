@@ -34,8 +34,8 @@ from IPython.display import Markdown, display
 
 from memtraffic.analysis.analyze import analyze_path
 from memtraffic.core.ops import OPS, element_size, format_shape, parse_dtype
+from memtraffic.core.roofs import load_ceilings_file
 from memtraffic.core.units import fmt_bytes, fmt_rate, fmt_time
-from memtraffic.measure.ceilings import load_ceilings_file
 from memtraffic.views.roofline import roofline_figure
 
 

@@ -44,9 +44,9 @@ from plotly.subplots import make_subplots
 from memtraffic.analysis.analyze import SECTOR_BYTES, analyze_path
 from memtraffic.analysis.lines import read_lines
 from memtraffic.core.ops import element_size, parse_shape, torch_dtype
+from memtraffic.core.roofs import load_ceilings_file
 from memtraffic.core.units import fmt_bytes, fmt_rate, fmt_time
 from memtraffic.kernels import VARIANTS
-from memtraffic.measure.ceilings import load_ceilings_file
 from memtraffic.ncu.report import read_report
 from memtraffic.views.roofline import roofline_figure
 from memtraffic.views.traffic_chart import traffic_figure

@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(ROOT))  # run from a checkout without installing it
-    from memtraffic.measure.ceilings import load_ceilings_file
+    from memtraffic.core.roofs import load_ceilings_file
     from memtraffic.views import roofline as rf
     from memtraffic.views.files import write_html, write_png
     from memtraffic.views.html_report import load_runs

@@ -11,9 +11,11 @@ from results_fixture import CEILINGS, DEVICE, write_run
 from typer.testing import CliRunner
 
 from memtraffic.cli import app
+from memtraffic.core import roofs
 from memtraffic.core.errors import ReportError, UsageError
 from memtraffic.measure import ceilings as c
 from memtraffic.ncu.metrics import METRIC_SETS, METRICS
+from memtraffic.views.tables import ceilings_table
 
 
 @pytest.fixture
@@ -23,57 +25,57 @@ def cache_dir(tmp_path, monkeypatch):
 
 
 def test_cache_round_trip_keeps_other_devices(cache_dir):
-    assert c.cache_file() == cache_dir / "ceilings.json"
-    assert c.read_cache() == {}
+    assert roofs.cache_file() == cache_dir / "ceilings.json"
+    assert roofs.read_cache() == {}
     other = {**CEILINGS, "device": "Other GPU", "measured": {"dram_Bps": 5.0}}
-    c.write_cache(other)
-    path = c.write_cache(CEILINGS)
+    roofs.write_cache(other)
+    path = roofs.write_cache(CEILINGS)
     assert path == cache_dir / "ceilings.json"
-    back = c.read_cache()
+    back = roofs.read_cache()
     assert back == {DEVICE: CEILINGS, "Other GPU": other}
-    c.write_cache({**CEILINGS, "measured": {"dram_Bps": 7.0}})  # a re-measure replaces only its device
-    assert c.read_cache()[DEVICE]["measured"] == {"dram_Bps": 7.0} and "Other GPU" in c.read_cache()
+    roofs.write_cache({**CEILINGS, "measured": {"dram_Bps": 7.0}})  # a re-measure replaces only its device
+    assert roofs.read_cache()[DEVICE]["measured"] == {"dram_Bps": 7.0} and "Other GPU" in roofs.read_cache()
 
 
 def test_default_cache_location(monkeypatch, tmp_path):
     monkeypatch.delenv("MEMTRAFFIC_CACHE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert c.cache_file() == tmp_path / "memtraffic" / "ceilings.json"
+    assert roofs.cache_file() == tmp_path / "memtraffic" / "ceilings.json"
 
 
 def test_corrupt_cache_says_what_to_do(cache_dir):
     cache_dir.mkdir()
     (cache_dir / "ceilings.json").write_text("{not json")
     with pytest.raises(ReportError, match=r"ceilings.json is not valid JSON .*--refresh"):
-        c.read_cache()
+        roofs.read_cache()
 
 
 def test_cache_wins_over_committed_reference(cache_dir, tmp_path):
     committed = tmp_path / "reports" / "ceilings"
-    ref = c.write_reference({**CEILINGS, "measured": {"dram_Bps": 1.0}}, committed)
+    ref = roofs.write_reference({**CEILINGS, "measured": {"dram_Bps": 1.0}}, committed)
     assert ref.name == "Test_GPU_1000.json"
-    assert c.find_ceilings(DEVICE, committed=committed)["measured"] == {"dram_Bps": 1.0}
-    c.write_cache(CEILINGS)
-    assert c.find_ceilings(DEVICE, committed=committed) == CEILINGS
-    assert c.find_ceilings("Unknown GPU", committed=committed) is None
-    assert c.find_ceilings("test gpu  1000", committed=committed) == CEILINGS  # same slug, other spacing
+    assert roofs.find_ceilings(DEVICE, committed=committed)["measured"] == {"dram_Bps": 1.0}
+    roofs.write_cache(CEILINGS)
+    assert roofs.find_ceilings(DEVICE, committed=committed) == CEILINGS
+    assert roofs.find_ceilings("Unknown GPU", committed=committed) is None
+    assert roofs.find_ceilings("test gpu  1000", committed=committed) == CEILINGS  # same slug, other spacing
 
 
 def test_ceilings_file_forms(tmp_path):
     single = tmp_path / "one.json"
     single.write_text(json.dumps(CEILINGS))
-    assert c.load_ceilings_file(single) == CEILINGS
+    assert roofs.load_ceilings_file(single) == CEILINGS
     many = tmp_path / "many.json"
     many.write_text(json.dumps({DEVICE: CEILINGS, "B": {**CEILINGS, "device": "B"}}))
-    assert c.load_ceilings_file(many, DEVICE) == CEILINGS
+    assert roofs.load_ceilings_file(many, DEVICE) == CEILINGS
     with pytest.raises(UsageError, match="not for 'C'"):
-        c.load_ceilings_file(many, "C")
+        roofs.load_ceilings_file(many, "C")
     with pytest.raises(UsageError, match="does not exist"):
-        c.load_ceilings_file(tmp_path / "nope.json")
+        roofs.load_ceilings_file(tmp_path / "nope.json")
     bad = tmp_path / "bad.json"
     bad.write_text("[1, 2]")
     with pytest.raises(ReportError, match="does not hold ceilings"):
-        c.load_ceilings_file(bad)
+        roofs.load_ceilings_file(bad)
 
 
 def test_get_ceilings_uses_the_cache_unless_refreshed(cache_dir, monkeypatch):
@@ -83,7 +85,7 @@ def test_get_ceilings_uses_the_cache_unless_refreshed(cache_dir, monkeypatch):
     monkeypatch.setattr(c, "measure_ceilings", lambda **kw: calls.append(kw) or fresh)
     entry, cached = c.get_ceilings()
     assert (entry, cached, len(calls)) == (fresh, False, 1)
-    assert c.read_cache()[DEVICE] == fresh
+    assert roofs.read_cache()[DEVICE] == fresh
     entry, cached = c.get_ceilings()
     assert (entry, cached, len(calls)) == (fresh, True, 1)
     c.get_ceilings(refresh=True, with_ncu=False)
@@ -91,7 +93,7 @@ def test_get_ceilings_uses_the_cache_unless_refreshed(cache_dir, monkeypatch):
 
 
 def test_roofline_reads_cached_ceilings(cache_dir, tmp_path):
-    c.write_cache(CEILINGS)
+    roofs.write_cache(CEILINGS)
     run = write_run(tmp_path / "run-a")
     res = CliRunner().invoke(app, ["roofline", str(run), "--level", "dram"])
     assert res.exit_code == 0, res.output
@@ -103,7 +105,7 @@ def test_theoretical_peaks_from_metrics():
     values = {"peak_dram_bytes_per_cycle": 64.0, "dram_cycles_per_s": 2e9, "peak_l2_bytes_per_cycle": 4096.0,
               "l2_cycles_per_s": 1.5e9, "peak_l1_bytes_per_cycle": math.nan, "l1_cycles_per_s": 1.5e9,
               "peak_ffma_per_cycle": 16384.0, "sm_cycles_per_s": 1.5e9}
-    peaks = c.theoretical_from_metrics(values)
+    peaks = roofs.theoretical_from_metrics(values)
     assert peaks == {"dram_Bps": 64.0 * 2e9, "l2_Bps": 4096.0 * 1.5e9, "fp32_flops": 2 * 16384.0 * 1.5e9}
     assert set(METRIC_SETS["peaks"]) <= set(METRICS) and set(values) == set(METRIC_SETS["peaks"])
 
@@ -115,13 +117,15 @@ def test_ncu_probe_command_is_exact(tmp_path):
                "l1tex__t_bytes.sum.peak_sustained,l1tex__cycles_elapsed.avg.per_second,"
                "sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained,"
                "sm__cycles_elapsed.avg.per_second")
-    assert argv[:-1] == ["/opt/ncu", "--metrics", metrics, "--clock-control", "none", "--launch-count", "1",
-                         "--force-overwrite", "--export", str(tmp_path / "peaks"), "/usr/bin/python3", "-c"]
+    assert argv[:-1] == ["/opt/ncu", "--metrics", metrics, "--nvtx", "--cache-control", "all",
+                         "--clock-control", "none", "--import-sass", "no",
+                         "--target-processes", "application-only",
+                         "--launch-count", "1", "--export", str(tmp_path / "peaks"), "/usr/bin/python3", "-c"]
     assert "cuda" in argv[-1]
 
 
 def test_table_names_the_two_kinds_apart():
-    text = c.ceilings_table(CEILINGS)
+    text = ceilings_table(CEILINGS)
     lines = text.splitlines()
     assert lines[0] == f"{DEVICE}, measured 2000-01-01"
     assert lines[1].split() == ["roof", "measured", "ncu", "theoretical", "measured/theoretical"]
@@ -168,7 +172,7 @@ def test_measured_ceilings_are_positive_and_cached(cache_dir):
     # L2 is faster than DRAM; tensor cores beat FP32 FMAs (true of every GPU with tensor cores).
     m = entry["measured"]
     assert m["l2_Bps"] > m["dram_Bps"] and m["bf16_tc_flops"] > m["fp32_flops"]
-    assert c.read_cache()[entry["device"]] == entry
+    assert roofs.read_cache()[entry["device"]] == entry
 
 
 @pytest.mark.ncu

@@ -1,179 +1,23 @@
-"""This GPU's roofs: bandwidths and FLOP rates, measured once and cached per device name.
-
-Two kinds, always kept apart:
-- measured: what simple kernels reach here (CUDA events, warm-up, median of repeats);
-- ncu theoretical: per-cycle peaks times clock rates, read from an Nsight Compute report
-  (the same expressions ncu's own roofline sections use), when ncu is available.
-
-Where they live: a user cache (~/.cache/memtraffic/ceilings.json, or $MEMTRAFFIC_CACHE/ceilings.json),
-and committed reference values under reports/ceilings/<device>.json written by `memtraffic ceilings
---save-reference` on a real GPU. Numbers are never typed in by hand.
+"""Measuring this GPU's roofs: bandwidths and FLOP rates reached by simple kernels (CUDA events,
+warm-up, median of repeats), and ncu's theoretical peaks from a one-kernel probe, cached per device
+name. The ceilings file itself (names, cache, committed references) is memtraffic.core.roofs.
 """
 
 from __future__ import annotations
 
 import functools
-import json
-import math
-import os
-import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memtraffic.core.errors import GpuNotFoundError, NcuError, ReportError, UsageError
-from memtraffic.core.units import fmt_rate
+from memtraffic.core.errors import GpuNotFoundError, NcuError, ReportError
+from memtraffic.core.roofs import ROOFS, cache_file, read_cache, theoretical_from_metrics, write_cache
 from memtraffic.ncu.chips import peak_names
+from memtraffic.ncu.command import build_ncu_command
 from memtraffic.ncu.metrics import METRIC_SETS, METRICS
-
-# Roof key -> (label, unit). Bandwidths count read + write bytes.
-ROOFS: dict[str, tuple[str, str]] = {
-    "dram_Bps": ("DRAM bandwidth", "B/s"),
-    "l2_Bps": ("L2 bandwidth", "B/s"),
-    "l1_Bps": ("L1 bandwidth", "B/s"),
-    "fp32_flops": ("FP32 FMA, CUDA cores", "FLOP/s"),
-    "bf16_tc_flops": ("BF16 tensor cores", "FLOP/s"),
-    "fp16_tc_flops": ("FP16 tensor cores", "FLOP/s"),
-}
-BANDWIDTH_OF_LEVEL = {"dram": "dram_Bps", "l2": "l2_Bps", "l1": "l1_Bps"}
-KINDS = {"measured": "measured", "ncu_theoretical": "ncu theoretical"}
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-COMMITTED_DIR = REPO_ROOT / "reports" / "ceilings"
-
-
-# ----------------------------------------------------------------------------------------------------
-# Where ceilings are stored
-
-
-def cache_file() -> Path:
-    """$MEMTRAFFIC_CACHE/ceilings.json, else $XDG_CACHE_HOME (or ~/.cache)/memtraffic/ceilings.json."""
-    root = os.environ.get("MEMTRAFFIC_CACHE")
-    if root:
-        return Path(root).expanduser() / "ceilings.json"
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "memtraffic" / "ceilings.json"
-
-
-def device_slug(device: str) -> str:
-    """'NVIDIA H100 80GB HBM3' -> 'NVIDIA_H100_80GB_HBM3' (a file name)."""
-    return re.sub(r"[^A-Za-z0-9.-]+", "_", device).strip("_")
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ReportError(f"{path} is not valid JSON ({err.msg}, line {err.lineno}): delete it or "
-                          "re-run 'memtraffic ceilings --refresh'") from None
-    except OSError as err:
-        raise ReportError(f"cannot read {path}: {err.strerror}") from None
-
-
-def _check_entry(entry: Any, where: Path) -> dict[str, Any]:
-    if not isinstance(entry, dict) or not isinstance(entry.get("device"), str) or not isinstance(
-        entry.get("measured", {}), dict
-    ):
-        raise ReportError(f"{where} does not hold ceilings (an object with 'device' and 'measured'): "
-                          "write it with 'memtraffic ceilings --format json'")
-    return entry
-
-
-def read_cache(path: Path | None = None) -> dict[str, dict[str, Any]]:
-    """device name -> ceilings entry; empty when there is no cache yet."""
-    path = path or cache_file()
-    if not path.exists():
-        return {}
-    data = _read_json(path)
-    if not isinstance(data, dict):
-        raise ReportError(f"{path} is not a ceilings cache: delete it or re-run "
-                          "'memtraffic ceilings --refresh'")
-    return {dev: _check_entry(e, path) for dev, e in data.items()}
-
-
-def write_cache(entry: Mapping[str, Any], path: Path | None = None) -> Path:
-    """Add or replace this device's entry; other devices' entries are kept. Atomic replace."""
-    path = path or cache_file()
-    data = read_cache(path)
-    data[entry["device"]] = dict(entry)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)
-    return path
-
-
-def write_reference(entry: Mapping[str, Any], directory: Path | None = None) -> Path:
-    """reports/ceilings/<device>.json, to commit beside the reference runs."""
-    directory = directory or COMMITTED_DIR
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{device_slug(entry['device'])}.json"
-    path.write_text(json.dumps(dict(entry), indent=2, sort_keys=True) + "\n")
-    return path
-
-
-def load_ceilings_file(path: Path, device: str | None = None) -> dict[str, Any]:
-    """A file holding one entry (reports/ceilings/*.json) or a cache (device -> entry)."""
-    if not path.exists():
-        raise UsageError(f"ceilings file {path} does not exist")
-    data = _read_json(path)
-    if isinstance(data, dict) and "device" in data:
-        return _check_entry(data, path)
-    if isinstance(data, dict) and data:
-        entries = {dev: _check_entry(e, path) for dev, e in data.items()}
-        if device in entries:
-            return entries[device]
-        if len(entries) == 1:
-            return next(iter(entries.values()))
-        raise UsageError(f"{path} holds ceilings for {', '.join(entries)}, not for {device!r}")
-    raise ReportError(f"{path} does not hold ceilings: write it with 'memtraffic ceilings --format json'")
-
-
-def find_ceilings(device: str, cache: Path | None = None,
-                  committed: Path | None = None) -> dict[str, Any] | None:
-    """This device's ceilings: the user cache first (measured on this machine), then committed ones."""
-    # ncu's display name and torch's device name are the driver's same string; compare slugs anyway
-    # so that spacing or case never hides a device's ceilings.
-    key = device_slug(device).lower()
-    entry = next((e for dev, e in read_cache(cache).items() if device_slug(dev).lower() == key), None)
-    if entry is not None:
-        return entry
-    folder = committed or COMMITTED_DIR
-    paths = [p for p in folder.glob("*.json") if p.stem.lower() == key] if folder.is_dir() else []
-    return _check_entry(_read_json(paths[0]), paths[0]) if paths else None
-
-
-# ----------------------------------------------------------------------------------------------------
-# ncu theoretical peaks
-
-
-def theoretical_from_metrics(values: Mapping[str, float]) -> dict[str, float]:
-    """Peaks from the `peaks` metric set (alias -> value): per-cycle peak x cycles per second.
-
-    FP32: 2 FLOPs per FFMA, as ncu's roofline section counts it. Missing or NaN inputs leave the
-    roof out rather than guess it.
-    """
-
-    def get(alias: str) -> float | None:
-        v = values.get(alias)
-        return float(v) if v is not None and math.isfinite(float(v)) and float(v) > 0 else None
-
-    out: dict[str, float] = {}
-    pairs = {
-        "dram_Bps": ("peak_dram_bytes_per_cycle", "dram_cycles_per_s", 1.0),
-        "l2_Bps": ("peak_l2_bytes_per_cycle", "l2_cycles_per_s", 1.0),
-        "l1_Bps": ("peak_l1_bytes_per_cycle", "l1_cycles_per_s", 1.0),
-        "fp32_flops": ("peak_ffma_per_cycle", "sm_cycles_per_s", 2.0),
-    }
-    for key, (per_cycle, rate, factor) in pairs.items():
-        a, b = get(per_cycle), get(rate)
-        if a is not None and b is not None:
-            out[key] = factor * a * b
-    return out
-
 
 # A tiny kernel to profile: peaks are properties of the device and its clocks, not of the kernel.
 _PROBE_CODE = "import torch; x = torch.ones(1 << 24, device='cuda'); y = x * 2; torch.cuda.synchronize()"
@@ -183,9 +27,9 @@ def ncu_probe_command(ncu: str, report_base: Path, python: str = sys.executable,
                       names: list[str] | None = None) -> list[str]:
     """The ncu command that records the `peaks` metrics (`names`: those of this GPU's chip, default the
     H100's) for one launch of a tiny kernel."""
-    metrics = ",".join(names or [METRICS[a].ncu for a in METRIC_SETS["peaks"]])
-    return [ncu, "--metrics", metrics, "--clock-control", "none", "--launch-count", "1",
-            "--force-overwrite", "--export", str(report_base), python, "-c", _PROBE_CODE]
+    metrics = names or [METRICS[a].ncu for a in METRIC_SETS["peaks"]]
+    return build_ncu_command(ncu, metrics, report_base, [python, "-c", _PROBE_CODE], nvtx_include=(),
+                             launch_count=1)
 
 
 def _find_ncu() -> str | None:
@@ -421,38 +265,3 @@ def get_ceilings(refresh: bool = False, with_ncu: bool = True,
     return entry, False
 
 
-# ----------------------------------------------------------------------------------------------------
-# Showing them
-
-
-def ceilings_rows(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """One row per roof: measured and ncu theoretical side by side (None where unknown)."""
-    rows = []
-    measured = entry.get("measured", {})
-    theo = entry.get("ncu_theoretical", {})
-    for key, (label, unit) in ROOFS.items():
-        m, t = measured.get(key), theo.get(key)
-        if m is None and t is None:
-            continue
-        rows.append({"roof": key, "label": label, "unit": unit, "measured": m, "ncu_theoretical": t,
-                     "fraction": (m / t) if m and t else None,
-                     "method": entry.get("method", {}).get(key, "")})
-    return rows
-
-
-def ceilings_table(entry: Mapping[str, Any]) -> str:
-    from memtraffic.views.tables import text_table
-
-    body = []
-    for r in ceilings_rows(entry):
-        body.append([r["label"], fmt_rate(r["measured"], r["unit"]),
-                     fmt_rate(r["ncu_theoretical"], r["unit"]),
-                     f"{100 * r['fraction']:.0f}%" if r["fraction"] else "-"])
-    head = f"{entry['device']}" + (f", measured {entry['date']}" if entry.get("date") else "")
-    text = head + "\n" + text_table(["roof", "measured", "ncu theoretical", "measured/theoretical"], body)
-    methods = [f"  {ROOFS[k][0]}: {v}" for k, v in entry.get("method", {}).items() if k in ROOFS]
-    if methods:
-        text += "\n\nhow measured:\n" + "\n".join(methods)
-    if entry.get("ncu_note"):
-        text += f"\nncu theoretical: {entry['ncu_note']}"
-    return text

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from memtraffic.core.arch import Chip
 from memtraffic.core.errors import NcuError, UsageError
+from memtraffic.core.files import cache_dir
 from memtraffic.ncu.metrics import base_name
 
 MIN_NCU_VERSION = (2023, 1)
@@ -125,10 +126,8 @@ def parse_query_metrics(text: str) -> set[str]:
 
 
 def _metrics_cache(key: str) -> Path:
-    """Where the metric names of one ncu version on one GPU are kept ($MEMTRAFFIC_CACHE or ~/.cache)."""
-    root = os.environ.get("MEMTRAFFIC_CACHE") or str(
-        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "memtraffic")
-    return Path(root).expanduser() / "ncu-metrics" / (re.sub(r"[^A-Za-z0-9_.-]+", "_", key) + ".txt")
+    """Where the metric names of one ncu version on one GPU are kept (in the user cache folder)."""
+    return cache_dir() / "ncu-metrics" / (re.sub(r"[^A-Za-z0-9_.-]+", "_", key) + ".txt")
 
 
 def metrics_cache_key(ncu: Path, version: Sequence[int], gpu: str) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import glob
 import importlib
-import json
 import os
 import shutil
 import sys
@@ -22,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from memtraffic.core.errors import ReportError
+from memtraffic.core.files import read_json as read_json_file
 from memtraffic.core.plan import RANGE_PREFIX
 from memtraffic.ncu.metrics import METRICS, Metric
 
@@ -202,10 +202,4 @@ def locate(path: str | Path) -> tuple[list[Path], dict[str, Any] | None, dict[st
 
 def read_json(path: Path) -> Any:
     """A JSON file of a run folder (plan.json, run.json); None when the folder has none."""
-    if not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ReportError(f"{path} is not valid JSON ({err.msg}, line {err.lineno}): "
-                          "the run folder is damaged") from None
+    return read_json_file(path, "the run folder is damaged") if path.is_file() else None

@@ -71,7 +71,7 @@ def _device_name(meta: Mapping[str, Any]) -> str | None:
 
 def devices_of(df: pd.DataFrame, metas: Sequence[Mapping[str, Any]] = ()) -> list[str]:
     """The devices a table was measured on (its device column, then run.json), each named once."""
-    from memtraffic.measure.ceilings import device_slug
+    from memtraffic.core.roofs import device_slug
 
     names = [str(d) for d in df["device"].dropna().unique() if str(d)] if "device" in df else []
     names += [n for m in metas if (n := _device_name(m))]
@@ -84,7 +84,7 @@ def devices_of(df: pd.DataFrame, metas: Sequence[Mapping[str, Any]] = ()) -> lis
 def resolve_ceilings(devices: Sequence[str], ceilings_file: Path | None = None
                      ) -> tuple[list[dict[str, Any]], list[str]]:
     """(entries, notes): the ceilings of each device (a given file, else cache, else committed)."""
-    from memtraffic.measure.ceilings import find_ceilings, load_ceilings_file
+    from memtraffic.core.roofs import find_ceilings, load_ceilings_file
     from memtraffic.ncu.chips import peak_names
 
     entries, notes = [], []

@@ -21,8 +21,8 @@ import pandas as pd
 
 from memtraffic.core.errors import ReportError, UsageError
 from memtraffic.core.plan import SHIPPED_VARIANTS
+from memtraffic.core.roofs import BANDWIDTH_OF_LEVEL, KINDS, ROOFS
 from memtraffic.core.units import fmt_bytes, fmt_eff, fmt_rate, fmt_time
-from memtraffic.measure.ceilings import BANDWIDTH_OF_LEVEL, KINDS, ROOFS
 
 if TYPE_CHECKING:  # plotly is imported inside the functions: it is slow to import
     import plotly.graph_objects as go

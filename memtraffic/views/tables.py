@@ -5,10 +5,11 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memtraffic.core.units import fmt_bytes
+from memtraffic.core.roofs import ROOFS, ceilings_rows
+from memtraffic.core.units import fmt_bytes, fmt_rate
 
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -89,4 +90,21 @@ def _list_table(rows: Sequence[dict[str, Any]]) -> str:
     text = text_table(headers, body)
     if notes:
         text += "\n\nnot applicable at this shape/dtype:\n" + "\n".join(notes)
+    return text
+
+
+def ceilings_table(entry: Mapping[str, Any]) -> str:
+    """`memtraffic ceilings`: each roof measured beside ncu's theoretical peak, then how each was measured."""
+    body = []
+    for r in ceilings_rows(entry):
+        body.append([r["label"], fmt_rate(r["measured"], r["unit"]),
+                     fmt_rate(r["ncu_theoretical"], r["unit"]),
+                     f"{100 * r['fraction']:.0f}%" if r["fraction"] else "-"])
+    head = f"{entry['device']}" + (f", measured {entry['date']}" if entry.get("date") else "")
+    text = head + "\n" + text_table(["roof", "measured", "ncu theoretical", "measured/theoretical"], body)
+    methods = [f"  {ROOFS[k][0]}: {v}" for k, v in entry.get("method", {}).items() if k in ROOFS]
+    if methods:
+        text += "\n\nhow measured:\n" + "\n".join(methods)
+    if entry.get("ncu_note"):
+        text += f"\nncu theoretical: {entry['ncu_note']}"
     return text
