@@ -144,13 +144,15 @@ def list_(
     _check_format(fmt, ("table", "json", "csv"))
     if count:
         from memtraffic.measure.measure import MeasureOptions, plan_for
-        from memtraffic.measure.sweep import grid_count
+        from memtraffic.measure.sweep import grid_counts
+        from memtraffic.views.tables import dump, grid_count_table
 
         plan = plan_for(MeasureOptions(
             variants=list(variants or []), shapes=list(shape or []), dtypes=list(dtype or []),
             params=list(param or []), all_variants=all_variants, sweep=sweep,
             variant_files=[str(f) for f in variant_files or []]))
-        typer.echo(grid_count(plan, fmt))
+        rows = grid_counts(plan)
+        typer.echo(grid_count_table(rows) if fmt == "table" else dump(rows, fmt))
         return
     if variants or param or all_variants or sweep or len(shape or []) > 1 or len(dtype or []) > 1:
         raise UsageError("variant names, --param, --all, --sweep and repeated --shape/--dtype go with "
@@ -580,13 +582,14 @@ def ops(
       memtraffic ops -- python train.py --steps 1
       memtraffic ops --format json -- python infer.py > ops.json
     """
-    from memtraffic.measure.ops import check_run, format_ops, run_traced
+    from memtraffic.measure.ops import check_run, run_traced
+    from memtraffic.views.tables import ops_table
 
     _check_format(fmt, ("table", "json", "csv"))
     cmd = list(command or [])
     run = run_traced(cmd)
     if run.records:
-        typer.echo(format_ops(run.records, fmt))
+        typer.echo(ops_table(run.records, fmt))
     check_run(run, cmd)
 
 
@@ -833,7 +836,7 @@ def bench(
     from memtraffic.core.ops import parse_dtype, parse_shape, torch_dtype
     from memtraffic.measure import bench as b
     from memtraffic.measure.variants import get_variant, load_variants
-    from memtraffic.views.tables import dump
+    from memtraffic.views.tables import bench_table, dump
 
     _check_format(fmt, ("table", "json"))
     catalogue = load_variants(variant_files or [], on_problem=_warn_line)
@@ -845,8 +848,8 @@ def bench(
     result = b.run_bench(names, shapes, dtypes, budget_s=budget, progress=lambda m: typer.echo(m, err=True),
                          catalogue=catalogue)
     if out is not None:
-        b.write_result(result, out)
-    typer.echo(b.bench_table(result) if fmt == "table" else dump([result], "json"))
+        b.write_result(result, out, bench_table(result))
+    typer.echo(bench_table(result) if fmt == "table" else dump([result], "json"))
 
 
 def main() -> None:  # pragma: no cover - console entry point alias

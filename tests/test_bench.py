@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 from memtraffic.cli import app
 from memtraffic.core.errors import UsageError
 from memtraffic.measure import bench
+from memtraffic.views.tables import bench_table
 
 ENV = {"device": "TestGPU", "torch": "t", "triton": "tr", "date": "2026-01-01"}
 
@@ -31,7 +32,7 @@ def _result():
 
 
 def test_table_shows_numbers_and_failures():
-    text = bench.bench_table(_result())
+    text = bench_table(_result())
     assert text.splitlines()[0] == "TestGPU, torch t, triton tr, 2026-01-01"
     tiled = next(line for line in text.splitlines() if line.startswith("softmax_tiled"))
     assert "2.0 us" in tiled and "256.00 MB/s" in tiled and "50%" in tiled and "1.50x" in tiled
@@ -40,10 +41,10 @@ def test_table_shows_numbers_and_failures():
 
 
 def test_write_result_refuses_to_overwrite(tmp_path):
-    out = bench.write_result(_result(), tmp_path / "b")
+    out = bench.write_result(_result(), tmp_path / "b", "table")
     assert json.loads((out / "results.json").read_text())["rows"][0]["time_ns"] == 2000.0
     with pytest.raises(UsageError, match="already exists"):
-        bench.write_result(_result(), tmp_path / "b")
+        bench.write_result(_result(), tmp_path / "b", "table")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-machine message")

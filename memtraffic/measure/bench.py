@@ -14,7 +14,6 @@ one fast or slow copy must not set every ratio of its size.
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import sys
@@ -25,11 +24,10 @@ from typing import Any
 import torch
 
 from memtraffic.core.errors import GpuNotFoundError, UsageError
+from memtraffic.core.files import write_json
 from memtraffic.core.ops import OPS, Shape, dtype_name, format_shape
-from memtraffic.core.units import fmt_rate, fmt_time
 from memtraffic.measure.gpu import Timing, environment, time_cuda
 from memtraffic.measure.variants import Variant, get_variant, unsupported_reason
-from memtraffic.views.tables import text_table
 
 # The shapes of the issue's benchmark suite, per op.
 SUITE: dict[str, list[Shape]] = {
@@ -156,45 +154,11 @@ def run_bench(
     return {"environment": environment(), "command": " ".join(sys.argv), "rows": rows}
 
 
-def bench_table(result: dict[str, Any]) -> str:
-    """The people's table: time, effective bandwidth, fraction of copy, speedups over torch."""
-    headers = [
-        "variant",
-        "shape",
-        "dtype",
-        "time",
-        "eff. bandwidth",
-        "% of copy",
-        "vs torch.softmax",
-        "vs torch.compile",
-    ]
-    body = []
-    for r in result["rows"]:
-        if r["status"] != "ok":
-            body.append([r["variant"], r["shape"], r["dtype"], r["status"], "-", "-", "-", "-"])
-            continue
-        vs = [r.get(f"speedup_vs_{b}") for b in ("torch_softmax", "torch_compiled")]
-        body.append(
-            [
-                r["variant"],
-                r["shape"],
-                r["dtype"],
-                fmt_time(r["time_ns"]),
-                fmt_rate(r["bw_Bps"]),
-                f"{100 * r['frac_of_copy']:.0f}%",
-            ]
-            + [f"{v:.2f}x" if v else "-" for v in vs]
-        )
-    env = result["environment"]
-    head = f"{env['device']}, torch {env['torch']}, triton {env['triton']}, {env['date']}"
-    return head + "\n" + text_table(headers, body)
-
-
-def write_result(result: dict[str, Any], out: Path) -> Path:
-    """Write results.json and table.txt into a new folder; refuse to overwrite."""
+def write_result(result: dict[str, Any], out: Path, table: str) -> Path:
+    """Write results.json and table.txt (the rendered `table`) into a new folder; refuse to overwrite."""
     if out.exists() and any(out.iterdir()):
         raise UsageError(f"{out} already exists and is not empty: choose a new --out folder")
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(result, indent=2))
-    (out / "table.txt").write_text(bench_table(result) + "\n")
+    write_json(out / "results.json", result)
+    (out / "table.txt").write_text(table + "\n")
     return out

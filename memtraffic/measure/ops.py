@@ -1,4 +1,4 @@
-"""`memtraffic ops -- CMD`: run a program with its aten ops traced (no ncu) and tabulate their minimum.
+"""`memtraffic ops -- CMD`: run a program with its aten ops traced (no ncu); views.tables shows them.
 
 Torch-free: the program traces itself through memtraffic/_inject/sitecustomize.py, which `tracer_env`
 puts first on PYTHONPATH (`memtraffic profile --torch-ops` uses the same environment under ncu).
@@ -18,14 +18,9 @@ from typing import Any
 
 from memtraffic.core.errors import MemtrafficError, UsageError
 from memtraffic.core.tracefile import TORCH_MARK_ENV, TORCH_OPS_ENV, TRACE_ENV, read_trace
-from memtraffic.core.units import fmt_bytes
-from memtraffic.views.tables import dump, text_table
 
 INJECT_DIR = Path(__file__).resolve().parent.parent / "_inject"
 
-# The keys of `memtraffic ops --format json|csv`, per traced call.
-OPS_KEYS = ["seq", "pid", "kind", "range", "op", "shape", "dtype", "inputs", "outputs", "min_read_bytes",
-            "min_write_bytes", "model_flops", "intensity"]
 
 
 def tracer_env(trace: Path, env: Mapping[str, str] | None = None,
@@ -84,67 +79,3 @@ def check_run(run: TracedRun, cmd: Sequence[str]) -> None:
                               "ops` traces PyTorch programs; mark other code with memtraffic.region(...)")
     if not run.records:
         raise MemtrafficError(f"`{shown}` imported torch but ran no aten op: nothing to show")
-
-
-def _intensity(r: dict[str, Any]) -> float | None:
-    total = r["min_read_bytes"] + r["min_write_bytes"]
-    return r["model_flops"] / total if r["model_flops"] is not None and total > 0 else None
-
-
-def ops_rows(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One plain object per traced call (OPS_KEYS), in program order."""
-    return [{k: (_intensity(r) if k == "intensity" else r[k]) for k in OPS_KEYS} for r in records]
-
-
-def summary(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per op type, most bytes first: calls, bytes, FLOPs (regions left out: their ops count already)."""
-    by_op: dict[str, dict[str, Any]] = {}
-    for r in records:
-        if r["kind"] != "op":
-            continue
-        s = by_op.setdefault(r["op"], {"op": r["op"], "calls": 0, "min_read_bytes": 0, "min_write_bytes": 0,
-                                       "model_flops": None})
-        s["calls"] += 1
-        s["min_read_bytes"] += r["min_read_bytes"]
-        s["min_write_bytes"] += r["min_write_bytes"]
-        if r["model_flops"] is not None:
-            s["model_flops"] = (s["model_flops"] or 0) + r["model_flops"]
-    rows = sorted(by_op.values(), key=lambda s: -(s["min_read_bytes"] + s["min_write_bytes"]))
-    for s in rows:
-        s["intensity"] = _intensity(s)
-    return rows
-
-
-def _moves_nothing(r: dict[str, Any]) -> bool:
-    return r["min_read_bytes"] == 0 and r["min_write_bytes"] == 0 and not r["model_flops"]
-
-
-def format_ops(records: Sequence[dict[str, Any]], fmt: str) -> str:
-    """table: per call in program order, then per op type; json/csv: `ops_rows`."""
-    if fmt != "table":
-        return dump(ops_rows(records), fmt)
-
-    def flops(x: float | None) -> str:
-        return "-" if x is None else f"{x:.3g}"
-
-    several = len({r["pid"] for r in records}) > 1
-    shown = [r for r in records if not _moves_nothing(r)]
-    body = [[f"{r['pid']}:{r['seq']}" if several else str(r["seq"]),
-             r["op"] if r["kind"] == "op" else f"[region] {r['op']}",
-             "x".join(map(str, r["shape"])), r["dtype"], fmt_bytes(r["min_read_bytes"]),
-             fmt_bytes(r["min_write_bytes"]), flops(r["model_flops"]), flops(_intensity(r))] for r in shown]
-    text = text_table(["#", "op", "shape", "dtype", "min read", "min write", "FLOPs", "FLOP/B"], body)
-    idle = sorted({r["op"] for r in records if _moves_nothing(r)})
-    if idle:
-        count = sum(_moves_nothing(r) for r in records)
-        text += (f"\n\n{count} calls moved no data (views, aliases, allocations), not shown: "
-                 f"{', '.join(idle)}")
-    rows = summary(records)
-    if rows:
-        body = [[s["op"], str(s["calls"]), fmt_bytes(s["min_read_bytes"]), fmt_bytes(s["min_write_bytes"]),
-                 fmt_bytes(s["min_read_bytes"] + s["min_write_bytes"]), flops(s["model_flops"]),
-                 flops(s["intensity"])] for s in rows if s["min_read_bytes"] + s["min_write_bytes"] > 0]
-        total = sum(s["min_read_bytes"] + s["min_write_bytes"] for s in rows)
-        text += "\n\nper op type, most bytes first (total minimum " + fmt_bytes(total) + "):\n"
-        text += text_table(["op", "calls", "min read", "min write", "min total", "FLOPs", "FLOP/B"], body)
-    return text

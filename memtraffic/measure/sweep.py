@@ -130,22 +130,14 @@ def plan_from_grids(grids: Sequence[Grid], seed: int = 0) -> dict[str, Any]:
     return merge_plans(plans) if len(plans) > 1 else plans[0]
 
 
-def grid_count(plan: Mapping[str, Any], fmt: str = "table") -> str:
-    """`list --count`: configs per variant, skipped combinations, and the total."""
+def grid_counts(plan: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """`list --count`: configs and skipped combinations per variant, in plan order."""
     per: dict[str, list[int]] = {}
     for c in plan["configs"]:
         per.setdefault(c["variant"], [0, 0])[0] += 1
     for c in plan["skipped"]:
         per.setdefault(c["variant"], [0, 0])[1] += 1
-    if fmt != "table":
-        from memtraffic.views.tables import dump
-
-        rows = [{"variant": v, "configs": n, "skipped": k} for v, (n, k) in per.items()]
-        return dump(rows, fmt)
-    width = max(len(v) for v in per)
-    lines = [f"{v:<{width}}  {n:>5} configs" + (f"  ({k} skipped)" if k else "") for v, (n, k) in per.items()]
-    skipped = f" ({len(plan['skipped'])} combinations skipped)" if plan["skipped"] else ""
-    return "\n".join([*lines, f"{len(plan['configs'])} configs in all{skipped}"])
+    return [{"variant": v, "configs": n, "skipped": k} for v, (n, k) in per.items()]
 
 
 # --- cost and balanced parts --------------------------------------------------------------------------------
