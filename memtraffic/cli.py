@@ -284,8 +284,8 @@ def measure(
       memtraffic measure my_kernel --variants mine.py --baseline runs/before
     """
     from memtraffic.analysis.analyze import render
+    from memtraffic.api import run_measure
     from memtraffic.measure.measure import MeasureOptions
-    from memtraffic.measure.measure import measure as run_measure
 
     _check_format(fmt, ("table", "json", "csv"))
     _check_baseline(baseline)
@@ -388,8 +388,8 @@ def profile(
       memtraffic profile --torch-ops --baseline runs/before -- python train.py
     """
     from memtraffic.analysis.analyze import render
+    from memtraffic.api import run_profile
     from memtraffic.measure.profile import ProfileOptions
-    from memtraffic.measure.profile import profile as run_profile
 
     _check_format(fmt, ("table", "json", "csv"))
     _check_baseline(baseline)

@@ -230,10 +230,11 @@ print(f"measuring with {NCU} on {GPU}" if CAN_MEASURE else f"not measuring here:
 # %%
 def measure_with_my_variants(variants: list[str], shape: str, dtype: str) -> tuple[pd.DataFrame, Path]:
     """`memtraffic measure VARIANTS --variants my_variants.py --shape SHAPE --dtype DTYPE`, from Python."""
-    from memtraffic.measure.measure import MeasureOptions, measure
+    from memtraffic.api import run_measure
+    from memtraffic.measure.measure import MeasureOptions
 
-    result = measure(MeasureOptions(variants=variants, shapes=[shape], dtypes=[dtype],
-                                    variant_files=[str(MODULE)], runs_root=ROOT / "reports" / "runs"))
+    result = run_measure(MeasureOptions(variants=variants, shapes=[shape], dtypes=[dtype],
+                                        variant_files=[str(MODULE)], runs_root=ROOT / "reports" / "runs"))
     return result.table, result.run_dir
 
 

@@ -123,8 +123,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="metric sets or names as for `memtraffic measure` (default: roofline)")
     args = parser.parse_args(argv)
 
+    from memtraffic.api import run_measure as measure
     from memtraffic.core.errors import MemtrafficError
-    from memtraffic.measure.measure import MeasureOptions, measure
+    from memtraffic.measure.measure import MeasureOptions
 
     unknown = [n for n in args.only or [] if n not in GROUPS_BY_NAME]
     if unknown:

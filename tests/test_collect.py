@@ -12,6 +12,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from memtraffic.api import run_measure
 from memtraffic.cli import app
 from memtraffic.core import rundir
 from memtraffic.core.errors import NcuError, UsageError
@@ -333,7 +334,7 @@ def test_measure_on_cpu_with_pass_through_ncu(tmp_path, monkeypatch):
     lines: list[str] = []
     opts = collect.MeasureOptions(variants=["torch_softmax"], shapes=["4x8"], out=out)
     with pytest.raises(NcuError, match=r"no kernel inside the NVTX ranges mt\|torch_softmax\|4x8\|fp32"):
-        collect.measure(opts, echo=lines.append)
+        run_measure(opts, echo=lines.append)
     run = json.loads((out / "run.json").read_text())
     assert run["configs"][0]["status"] == "ok" and run["configs"][0]["profiled"] is False
     assert run["environment"]["gpu"] == "Fake GPU" and run["environment"]["ncu_version"] == "2025.3.1.0"
@@ -355,8 +356,8 @@ def test_measure_end_to_end_on_gpu(tmp_path):
     from memtraffic.analysis.analyze import to_records
 
     out = tmp_path / "run"
-    result = collect.measure(collect.MeasureOptions(variants=["torch_softmax", "torch_manual"],
-                                                    shapes=["65536x32"], out=out))
+    result = run_measure(collect.MeasureOptions(variants=["torch_softmax", "torch_manual"],
+                                                shapes=["65536x32"], out=out))
     assert [c["status"] for c in result.run["configs"]] == ["ok", "ok"]
     assert all(c["profiled"] for c in result.run["configs"])
     rows = {r["variant"]: r for r in to_records(result.table)}
@@ -384,7 +385,7 @@ def test_a_plan_that_fails_while_ncu_starts_stops_the_runner_and_keeps_nothing(t
     out = tmp_path / "run"
     opts = collect.MeasureOptions(variants=["torch_softmax"], shapes=["4x8"], params=["BLOCK_M=4"], out=out)
     with pytest.raises(UsageError, match="no selected variant takes parameter BLOCK_M"):
-        collect.measure(opts, echo=lambda line: None)
+        run_measure(opts, echo=lambda line: None)
     assert not out.exists()
 
 
@@ -400,7 +401,7 @@ def test_bad_requests_are_refused_before_ncu_starts(tmp_path, monkeypatch, opts,
     monkeypatch.setenv("MEMTRAFFIC_NCU", str(ncu))
     out = tmp_path / "run"
     with pytest.raises(UsageError, match=message):
-        collect.measure(collect.MeasureOptions(out=out, **opts), echo=lambda line: None)
+        run_measure(collect.MeasureOptions(out=out, **opts), echo=lambda line: None)
     assert not calls.exists() and not out.exists()
 
 

@@ -10,6 +10,7 @@ import pytest
 from test_collect import VERSION_2025, fake_ncu
 from typer.testing import CliRunner
 
+from memtraffic.api import run_profile
 from memtraffic.cli import app
 from memtraffic.core.errors import UsageError
 from memtraffic.measure import profile as prof
@@ -153,7 +154,7 @@ def test_a_program_that_fails_before_any_kernel_keeps_its_run_and_exit_code(tmp_
     lines: list[str] = []
     with pytest.raises(prof.ProgramFailed, match="the program exited with code 3 before ncu profiled any "
                        "kernel") as err:
-        prof.profile(prof.ProfileOptions(command=[sys.executable, str(stand_in), "3"], out=out), lines.append)
+        run_profile(prof.ProfileOptions(command=[sys.executable, str(stand_in), "3"], out=out), lines.append)
     assert err.value.exit_code == 3
     run = json.loads((out / "run.json").read_text())
     assert run["returncode"] == 3 and run["kernels_profiled"] == 0 and run["environment"]["gpu"] == "Fake GPU"
@@ -176,8 +177,8 @@ def test_a_program_that_launches_no_kernel_is_one_clear_error(tmp_path, stand_in
 def test_torch_ops_on_a_program_without_torch_says_so(tmp_path, stand_in):
     lines: list[str] = []
     with pytest.raises(Exception, match="ncu profiled no kernel"):
-        prof.profile(prof.ProfileOptions(command=[sys.executable, str(stand_in), "0"], torch_ops=True,
-                                         out=tmp_path / "run"), lines.append)
+        run_profile(prof.ProfileOptions(command=[sys.executable, str(stand_in), "0"], torch_ops=True,
+                                        out=tmp_path / "run"), lines.append)
     assert any(line.startswith("warning: --torch-ops traced nothing: the program never imported torch")
                for line in lines)
 
@@ -187,7 +188,7 @@ def test_the_run_folder_is_never_overwritten(tmp_path, stand_in):
     out.mkdir()
     (out / "keep.txt").write_text("mine")
     with pytest.raises(UsageError, match="already exists and is not empty"):
-        prof.profile(prof.ProfileOptions(command=[sys.executable, str(stand_in), "0"], out=out))
+        run_profile(prof.ProfileOptions(command=[sys.executable, str(stand_in), "0"], out=out))
     assert (out / "keep.txt").read_text() == "mine"
 
 
@@ -212,8 +213,8 @@ def test_profile_torch_ops_end_to_end_on_gpu(tmp_path):
         pytest.skip(str(err))
     program = tmp_path / "prog.py"
     program.write_text(TORCH_PROGRAM)
-    result = prof.profile(prof.ProfileOptions(command=[sys.executable, str(program), "5"], torch_ops=True,
-                                              out=tmp_path / "run"))
+    result = run_profile(prof.ProfileOptions(command=[sys.executable, str(program), "5"], torch_ops=True,
+                                             out=tmp_path / "run"))
     assert result.returncode == 5  # the program failed at its end: its kernels are still analyzed
     rows = {r["op"]: r for r in result.table.to_dict("records")}
     assert rows["aten._softmax.default"]["min_read_bytes"] == 512 * 256 * 4
@@ -256,7 +257,7 @@ def test_profile_torch_ops_traces_through_the_launcher(tmp_path, stand_in):
     out = tmp_path / "run"
     with pytest.raises(prof.ProgramFailed) as err:  # no kernel profiled on a CPU, and the program exits 4
         opts = prof.ProfileOptions(command=[sys.executable, str(program), "4"], torch_ops=True, out=out)
-        prof.profile(opts, lines.append)
+        run_profile(opts, lines.append)
     assert err.value.exit_code == 4
     assert "argv ['4'] path0 True" in lines
     configs = json.loads((out / "plan.json").read_text())["configs"]

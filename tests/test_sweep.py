@@ -12,6 +12,7 @@ import torch
 from test_collect import PASS_THROUGH, fake_ncu
 from typer.testing import CliRunner
 
+from memtraffic.api import run_measure
 from memtraffic.cli import app
 from memtraffic.core import rundir
 from memtraffic.core.errors import GpuNotFoundError, NcuError, UsageError
@@ -203,7 +204,7 @@ def test_measure_gpus_runs_one_ncu_per_gpu_into_one_run(tmp_path, monkeypatch):
     opts = collect.MeasureOptions(variants=["torch_softmax", "softmax_naive"], shapes=["4x8", "8x8"], out=out,
                                   gpus="all")
     with pytest.raises(NcuError, match="no kernel inside the NVTX ranges"):  # the fake profiles nothing
-        collect.measure(opts, echo=lines.append)
+        run_measure(opts, echo=lines.append)
     plan = json.loads((out / "plan.json").read_text())
     run = json.loads((out / "run.json").read_text())
     on = {g: [c["id"] for c in plan["configs"] if c["gpu"] == g] for g in (0, 1)}
@@ -232,7 +233,7 @@ def test_a_failing_gpu_keeps_the_others_and_lists_its_configs(tmp_path, monkeypa
     opts = collect.MeasureOptions(variants=["torch_softmax", "softmax_naive"], shapes=["4x8", "8x8"], out=out,
                                   gpus="0,1")
     with pytest.raises(NcuError):
-        collect.measure(opts, echo=lines.append)
+        run_measure(opts, echo=lines.append)
     run = json.loads((out / "run.json").read_text())
     g0, g1 = run["gpus"]
     assert g0["error"] is None and "the device is unavailable" in g1["error"]
@@ -309,7 +310,7 @@ def test_shards_measured_apart_merge_back_into_the_whole_plan(tmp_path, monkeypa
         opts = collect.MeasureOptions(variants=variants, shapes=shapes, out=tmp_path / f"s{i}",
                                       shard=f"{i}/3", gpus="all")
         with pytest.raises(NcuError, match="no kernel inside"):  # the fake ncu profiles nothing
-            collect.measure(opts, echo=lambda s: None)
+            run_measure(opts, echo=lambda s: None)
         run = json.loads((tmp_path / f"s{i}" / "run.json").read_text())
         assert run["shard"]["index"] == i and run["shard"]["plan_configs"] == 6
         assert len(run["configs"]) == 2
@@ -345,7 +346,7 @@ def test_measure_gpus_all_on_device(tmp_path):
     from memtraffic.analysis.analyze import analyze_path
 
     out = tmp_path / "run"
-    result = collect.measure(collect.MeasureOptions(
+    result = run_measure(collect.MeasureOptions(
         variants=["softmax_tiled", "torch_softmax"], shapes=["4096x256", "1024x512"], dtypes=["fp32", "bf16"],
         out=out, gpus="all"))
     count = torch.cuda.device_count()

@@ -2,8 +2,9 @@
 
 `measure()` checks the user's input, ncu and the GPU up front, writes the plan into a new run folder,
 lets ONE ncu process profile every config of the plan inside `python -m memtraffic.measure.runner PLAN.json`,
-and starts a fresh ncu process for the configs not yet done if the runner dies. Then it analyzes the
-reports and saves run.json, results.csv and results.json.
+and starts a fresh ncu process for the configs not yet done if the runner dies, and saves run.json.
+memtraffic.api.run_measure then analyzes the reports (results.csv, results.json) and `record_analysis`
+completes run.json with what ncu profiled.
 
 With --gpus the plan's configs are split across the GPUs by predicted cost (memtraffic.measure.sweep) and one
 ncu process per GPU runs at the same time, each with its own CUDA_VISIBLE_DEVICES, status file, log
@@ -14,7 +15,6 @@ its own configs: run.json lists them under 'rerun' (`measure --rerun RUN` measur
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import shlex
 import shutil
@@ -29,6 +29,7 @@ from typing import Any
 
 from memtraffic.core.arch import chip_for_gpu
 from memtraffic.core.errors import NcuError, UsageError
+from memtraffic.core.files import write_json  # atomic: the runner may be waiting for plan.json
 from memtraffic.core.ops import parse_dtype, parse_shape
 from memtraffic.core.plan import parse_params
 from memtraffic.core.rundir import (
@@ -39,7 +40,6 @@ from memtraffic.core.rundir import (
     environment,
     gpu_name,
     new_run_dir,
-    partial_reports_expected,
     read_status,
     utc_now,
 )
@@ -66,7 +66,6 @@ from memtraffic.ncu.command import (
     resolve_metrics,
     run_ncu,
 )
-from memtraffic.ncu.report import EmptyReportError
 
 
 def runner_argv(plan_path: Path) -> list[str]:
@@ -110,9 +109,16 @@ class GpuSlot:
 
 @dataclass
 class MeasureResult:
+    """A measured run folder: run.json's content, the plan, the reports ncu wrote (not yet analyzed)."""
+
     run_dir: Path
     run: dict[str, Any]
-    table: Any  # the analyzed pandas DataFrame (empty when nothing was profiled)
+    plan: dict[str, Any]
+    reports: list[Path]
+    table: Any = None  # the analyzed DataFrame, once memtraffic.api.run_measure has analyzed the reports
+    status: dict[int, dict[str, Any]] = field(default_factory=dict)  # the runner's status per config id
+    timings: dict[str, float] = field(default_factory=dict)
+    clock: float = 0.0  # perf_counter() when the environment was recorded: the ncu + analysis lap starts
 
 
 def profile_plan(plan: dict[str, Any], run_dir: Path, ncu: Path, metrics: Sequence[str], opts: MeasureOptions,
@@ -373,13 +379,6 @@ def _run_label(opts: MeasureOptions, plan: dict[str, Any] | None) -> list[str]:
     return list(opts.variants) or ["all"]
 
 
-def _write_json(path: Path, data: Any) -> None:
-    """Written whole or not at all: the runner may be waiting for this file to appear."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    tmp.replace(path)
-
-
 class _PlanInBackground:
     """plan.json built in a thread while ncu starts the runner; on failure plan.abort tells it to stop."""
 
@@ -392,7 +391,7 @@ class _PlanInBackground:
     def _build(self, make: Callable[[], dict[str, Any]], path: Path) -> None:
         try:
             self._plan = make()
-            _write_json(path, self._plan)
+            write_json(path, self._plan)
         except BaseException as err:  # re-raised in the main thread by result()
             self._error = err
             path.with_suffix(".abort").write_text(f"{type(err).__name__}: {err}\n")
@@ -407,9 +406,11 @@ class _PlanInBackground:
 
 def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
             ncu_runner: Callable[..., NcuRun] = run_ncu) -> MeasureResult:
-    """Check everything up front, profile every config under ncu, analyze, save. See the module doc."""
-    from memtraffic.analysis import analyze as analysis
+    """Check everything up front, profile every config under ncu, save run.json. See the module doc.
 
+    The reports are not analyzed here (the measuring side never imports analysis): memtraffic.api.run_measure
+    analyzes them, then calls record_analysis.
+    """
     echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
     # Where measure's own time goes (run.json "timings"): the tool's overhead over bare ncu.
     clock, timings = time.perf_counter(), {}
@@ -468,7 +469,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
     pending = _PlanInBackground(lambda: finish_plan(plan_for(opts)), run_dir / "plan.json") \
         if overlap else None
     if plan is not None:
-        _write_json(run_dir / "plan.json", finish_plan(plan))
+        write_json(run_dir / "plan.json", finish_plan(plan))
     run: dict[str, Any] = {
         "started": utc_now(),
         "command": shlex.join(sys.argv),
@@ -498,7 +499,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
         raise
     except NcuError as err:
         run.update(wall_time_s=round(time.perf_counter() - t0, 3), error=str(err), configs=[])
-        (run_dir / "run.json").write_text(json.dumps(run, indent=2) + "\n")
+        write_json(run_dir / "run.json", run)
         raise
     plan = pending.result() if pending else plan
     run.update(variants=list(dict.fromkeys(c["variant"] for c in plan["configs"])),
@@ -520,32 +521,34 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
             status.setdefault(cid, {"status": "not run", "error": f"GPU {g['index']} failed: {g['error']}"})
     run["configs"] = _config_entries(plan, status, profiled=None)
     run["skipped"] = plan["skipped"]
-    (run_dir / "run.json").write_text(json.dumps(run, indent=2) + "\n")  # saved before analysis can fail
-    try:
-        table, kernels = analysis.analyze_reports([run_dir / r for r in outcome["reports"]], plan,
-                                                  allow_partial=partial_reports_expected(run),
-                                                  run_name=run_dir.name)
-    except EmptyReportError:  # ncu wrote reports without kernels: reported below, naming the ranges
-        table, kernels = analysis.analyze_reports([], plan)
+    write_json(run_dir / "run.json", run)  # saved before analysis can fail
+    return MeasureResult(run_dir, run, plan, [run_dir / r for r in outcome["reports"]], status=status,
+                         timings=timings, clock=clock)
+
+
+def record_analysis(result: MeasureResult, kernels: Any, echo: Callable[[str], None] | None = None) -> None:
+    """Complete run.json from the analyzed launches (`kernels`: a table with 'range' and 'passes'):
+    which configs ncu profiled, the passes, what to rerun, measure's timings. Raises NcuError when
+    configs ran but ncu profiled no kernel inside their ranges."""
+    echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
+    run, plan, run_dir = result.run, result.plan, result.run_dir
     if run["passes"] is None and len(kernels) and "passes" in kernels:
         found = kernels["passes"].dropna()
         run["passes"] = int(found.max()) if len(found) else None
     profiled = set(kernels["range"]) if len(kernels) else set()
-    run["configs"] = _config_entries(plan, status, profiled)
+    run["configs"] = _config_entries(plan, result.status, profiled)
     run["rerun"] = [c["range"] for c in run["configs"] if c["status"] != "ok" or not c["profiled"]]
-    if len(table):
-        analysis.save_results(table, run_dir)
-    lap("ncu_and_analysis_s")
+    timings = result.timings
+    timings["ncu_and_analysis_s"] = round(time.perf_counter() - result.clock, 3)
     timings["analysis_s"] = round(timings["ncu_and_analysis_s"] - run["wall_time_s"], 3)
     run["timings"] = timings
-    (run_dir / "run.json").write_text(json.dumps(run, indent=2) + "\n")
+    write_json(run_dir / "run.json", run)
 
     ok_ranges = [c["range"] for c in run["configs"] if c["status"] == "ok"]
-    if ok_ranges and not profiled and not outcome["interrupted"]:
+    if ok_ranges and not profiled and not run["interrupted"]:
         raise NcuError(
             f"ncu profiled no kernel inside the NVTX ranges {', '.join(ok_ranges[:4])}"
             f"{' ...' if len(ok_ranges) > 4 else ''} (filter --nvtx-include {NVTX_INCLUDE}): do these "
             f"variants launch CUDA kernels? See the ncu logs in {run_dir}"
         )
     _rerun_note(run, echo, run_dir)
-    return MeasureResult(run_dir, run, table)

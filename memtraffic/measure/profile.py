@@ -8,7 +8,7 @@ kernel to its op or region by NVTX range exactly as it does for `measure`'s vari
 
 The run folder has the same layout as measure's: profile.ncu-rep, plan.json, run.json (the exact ncu
 argv, the program's exit code, environment), ncu.log, trace.jsonl, results.csv/json. Nothing is
-overwritten. A program that fails keeps its partial report, analyzed.
+overwritten. A program that fails keeps its partial report; memtraffic.api.run_profile analyzes it.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from typing import Any
 
 from memtraffic.core.arch import chip_for_gpu
 from memtraffic.core.errors import MemtrafficError, NcuError, UsageError
+from memtraffic.core.files import write_json
 from memtraffic.core.rundir import DEFAULT_RUNS_ROOT, environment, gpu_name, new_run_dir, utc_now
 from memtraffic.core.tracefile import TRACE_ENV
 from memtraffic.measure.ops import tracer_env
@@ -40,7 +41,6 @@ from memtraffic.ncu.command import (
     resolve_metrics,
     run_ncu,
 )
-from memtraffic.ncu.report import EmptyReportError
 
 TRACE_FILE = "trace.jsonl"
 TORCH_MARK_FILE = "torch-imported"
@@ -76,9 +76,14 @@ class ProfileOptions:
 
 @dataclass
 class ProfileResult:
+    """A profiled run folder: run.json's content, the plan from the program's trace, its report."""
+
     run_dir: Path
     run: dict[str, Any]
-    table: Any  # the analyzed DataFrame (empty when nothing was profiled)
+    plan: dict[str, Any]
+    report: Path
+    partial: bool  # the program failed or was interrupted: its report may lack the last ranges
+    table: Any = None  # the analyzed DataFrame, once memtraffic.api.run_profile has analyzed the report
 
     @property
     def returncode(self) -> int:
@@ -160,9 +165,9 @@ def _label(command: Sequence[str]) -> str:
 
 
 def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> ProfileResult:
-    """Check, run the program under ncu, turn its trace into the plan, analyze, save. See the module doc."""
-    from memtraffic.analysis import analyze as analysis
+    """Check, run the program under ncu, turn its trace into the plan, save. See the module doc.
 
+    The report is not analyzed here: memtraffic.api.run_profile does that."""
     echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
     program = resolve_program(opts.command)
     build_ncu_command("ncu", [], "r", [], cache_control=opts.cache_control, clock_control=opts.clock_control,
@@ -217,8 +222,8 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
     configs = read_trace(run_dir / TRACE_FILE)
     plan = {"version": 1, "kind": "profile", "program": list(opts.command), "configs": configs, "skipped": [],
             "metrics": {"spec": opts.metrics, "names": metrics, "notes": spec.notes}}
-    (run_dir / "plan.json").write_text(json.dumps(plan, indent=2) + "\n")
-    (run_dir / "run.json").write_text(json.dumps(run, indent=2) + "\n")  # saved before analysis can fail
+    write_json(run_dir / "plan.json", plan)
+    write_json(run_dir / "run.json", run)  # saved before analysis can fail
     echo(f"ncu profiled {result.kernels} kernel launches; the program recorded {len(configs)} ops/regions")
     if opts.torch_ops and not (run_dir / TORCH_MARK_FILE).exists():
         echo("warning: --torch-ops traced nothing: the program never imported torch (is it a Python "
@@ -233,11 +238,4 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
         raise NcuError("ncu profiled no kernel: the program launched no CUDA kernel (does it use the GPU?), "
                        "or --kernel-name/--nvtx-include/--launch-skip matched none "
                        f"(log: {run_dir / 'ncu.log'})")
-    try:
-        table, _ = analysis.analyze_reports([report], plan, allow_partial=failed or result.interrupted,
-                                            run_name=run_dir.name)
-    except EmptyReportError:
-        table, _ = analysis.analyze_reports([], plan)
-    if len(table):
-        analysis.save_results(table, run_dir)
-    return ProfileResult(run_dir, run, table)
+    return ProfileResult(run_dir, run, plan, report, partial=failed or result.interrupted)
