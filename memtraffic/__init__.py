@@ -7,7 +7,7 @@ torch nor any other framework.
 
 from typing import Any
 
-__version__ = "0.1.0"
+from memtraffic.core.version import __version__  # noqa: F401 - the public name
 
 # The region module is not region.py: importing a submodule named `region` would rebind
 # memtraffic.region from the function to the module.

@@ -283,9 +283,9 @@ def measure(
       memtraffic measure --sweep grid.toml --shard 2/8 --out runs/part2
       memtraffic measure my_kernel --variants mine.py --baseline runs/before
     """
-    from memtraffic.analysis.analyze import render
     from memtraffic.api import run_measure
     from memtraffic.measure.measure import MeasureOptions
+    from memtraffic.views.tables import render_results
 
     _check_format(fmt, ("table", "json", "csv"))
     _check_baseline(baseline)
@@ -309,7 +309,7 @@ def measure(
     )
     result = run_measure(opts, echo=lambda line: typer.echo(line, err=True))
     if len(result.table):
-        typer.echo(render(result.table, fmt))
+        typer.echo(render_results(result.table, fmt))
         _print_baseline_diff(baseline, result.run_dir, fmt)
     failed = [c for c in result.run["configs"] if c["status"] != "ok" or not c["profiled"]]
     for c in failed:
@@ -387,9 +387,9 @@ def profile(
       memtraffic profile -- trtexec --onnx=model.onnx --iterations=1
       memtraffic profile --torch-ops --baseline runs/before -- python train.py
     """
-    from memtraffic.analysis.analyze import render
     from memtraffic.api import run_profile
     from memtraffic.measure.profile import ProfileOptions
+    from memtraffic.views.tables import render_results
 
     _check_format(fmt, ("table", "json", "csv"))
     _check_baseline(baseline)
@@ -402,7 +402,7 @@ def profile(
         clock_control=clock_control, cache_control=cache_control, out=out, verbose=verbose)
     result = run_profile(opts, echo=lambda line: typer.echo(line, err=True))
     if len(result.table):
-        typer.echo(render(result.table, fmt))
+        typer.echo(render_results(result.table, fmt))
         _print_baseline_diff(baseline, result.run_dir, fmt)
     typer.echo(f"saved in {result.run_dir}", err=True)
     if result.returncode:
@@ -460,10 +460,11 @@ def analyze(
       memtraffic analyze RUN --group-by kernel --format json > rows.json
       memtraffic analyze RUN --group-by op
     """
-    from memtraffic.analysis.analyze import analyze_path, render
+    from memtraffic.analysis.analyze import analyze_path
+    from memtraffic.views.tables import render_results
 
     _check_format(fmt, ("table", "json", "csv"))
-    typer.echo(render(analyze_path(path, min_bytes=min_bytes, group_by=group_by), fmt, group_by))
+    typer.echo(render_results(analyze_path(path, min_bytes=min_bytes, group_by=group_by), fmt, group_by))
 
 
 @app.command()
@@ -627,10 +628,11 @@ def lines(
       memtraffic lines RUN --kernel naive --top 3
       memtraffic lines my_app.ncu-rep --format json > lines.json
     """
-    from memtraffic.analysis.lines import read_lines, render
+    from memtraffic.analysis.lines import read_lines
+    from memtraffic.views.tables import render_lines
 
     _check_format(fmt, ("table", "json", "csv"))
-    typer.echo(render(read_lines(path, kernel=kernel, top=top), fmt))
+    typer.echo(render_lines(read_lines(path, kernel=kernel, top=top), fmt))
 
 
 @app.command()
@@ -655,12 +657,13 @@ def merge(
       memtraffic merge runs/part1 runs/part2 runs/part3 --out runs/sweep
       memtraffic merge runs/a runs/a-rerun --out runs/a-complete
     """
-    from memtraffic.analysis.analyze import analyze_path, render
+    from memtraffic.analysis.analyze import analyze_path
     from memtraffic.analysis.merge import merge_runs
+    from memtraffic.views.tables import render_results
 
     _check_format(fmt, ("table", "json", "csv"))
     merged, _ = merge_runs(runs, out, allow_mixed, echo=lambda line: typer.echo(line, err=True))
-    typer.echo(render(analyze_path(merged), fmt))
+    typer.echo(render_results(analyze_path(merged), fmt))
 
 
 @app.command()

@@ -38,13 +38,13 @@ if not torch.cuda.is_available():  # Triton's interpreter must be chosen before 
 import pandas as pd
 from IPython.display import Markdown, display
 
-from memtraffic.analysis.analyze import analyze_path, format_table
+from memtraffic.analysis.analyze import analyze_path
 from memtraffic.core.errors import MemtrafficError
 from memtraffic.core.ops import OPS, parse_shape, torch_dtype
 from memtraffic.core.units import fmt_bytes
 from memtraffic.measure.runner import check_output
 from memtraffic.measure.variants import describe, load_variants
-from memtraffic.views.tables import render
+from memtraffic.views.tables import render, results_table
 
 
 def find_root() -> Path:
@@ -254,7 +254,7 @@ else:
         KEY["reports"].setdefault("seed_1048576x2_fp32", {})[r["range"]] = {
             c: r[c] for c in ("l1_ld_bytes", "l1_st_bytes", "dram_rd_bytes", "time_ns")}
 print(SOURCE)
-print(format_table(table))
+print(results_table(table))
 
 # %% [markdown]
 # ## 5. Prediction against measurement

@@ -211,7 +211,8 @@ PROFILE_RUNS = (  # (run, analyze --group-by, the command that made it)
 
 def profile_output(reports: Path) -> list[str]:
     """What `memtraffic analyze RUN [--group-by op]` prints for each committed profile run."""
-    from memtraffic.analysis.analyze import analyze_path, render
+    from memtraffic.analysis.analyze import analyze_path
+    from memtraffic.views.tables import render_results as render
 
     lines: list[str] = []
     for run, group_by, command in PROFILE_RUNS:

@@ -25,13 +25,13 @@ from memtraffic.analysis.analyze import (
     analyze_path,
     diagnose,
     parse_min_bytes,
-    render,
     to_records,
 )
 from memtraffic.cli import app
 from memtraffic.core.errors import ReportError, UsageError
 from memtraffic.core.units import parse_size
 from memtraffic.ncu import report as extract
+from memtraffic.views.tables import render_results
 
 REPO = Path(__file__).resolve().parent.parent
 H100 = REPO / "reports" / "h100"
@@ -121,7 +121,7 @@ def test_bare_report_without_minimum_shows_bytes_and_blank_efficiencies(bare):
     assert (df["variant"] == "").all() and df["eff_l1_ld"].isna().all() and df["eff_dram"].isna().all()
     assert list(df["l1_ld_bytes"]) == [134_217_728, 8_388_608, 16_777_216]
     assert (df["run"] == "mine").all()
-    text = render(df, "table")
+    text = render_results(df, "table")
     assert "no minimum known: pass --min-bytes" in text and "134.22 MB" in text
 
 
@@ -217,16 +217,16 @@ def test_tma_gemm_is_diagnosed_as_bypassing_the_lsu(matmul):
 
 def test_json_and_csv_are_raw_and_stable():
     df = analyze_path(REAL["path"])
-    records = json.loads(render(df, "json"))
+    records = json.loads(render_results(df, "json"))
     assert isinstance(records, list) and len(records) == 3
     assert list(records[0])[: len(COLUMNS) + len(EXTRA_COLUMNS)] == COLUMNS + EXTRA_COLUMNS
     tiled = next(r for r in records if r["range"] == REAL["tiled"])
     assert tiled["l1_ld_bytes"] == MIB8 and isinstance(tiled["l1_ld_bytes"], int)
     assert isinstance(tiled["kernels"], list) and isinstance(tiled["params"], dict)
     assert tiled["eff_l1_ld"] == 1.0
-    total = json.loads(render(analyze_path(REAL["path"], min_bytes="16MiB"), "json"))
+    total = json.loads(render_results(analyze_path(REAL["path"], min_bytes="16MiB"), "json"))
     assert total[1]["eff_l1_ld"] is None  # NaN becomes null, never the invalid NaN token
-    csv_text = render(df, "csv")
+    csv_text = render_results(df, "csv")
     assert csv_text.splitlines()[0].startswith(",".join(COLUMNS[:5]))
 
 

@@ -14,8 +14,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parent.parent
 
 # layer -> rank; a module may import its own layer and any layer of a lower rank
@@ -94,7 +92,6 @@ def test_the_walk_sees_every_layer():
     assert "memtraffic.kernels.softmax_rows" in MODULES and "memtraffic.cli" in MODULES
 
 
-@pytest.mark.xfail(strict=True, reason="layout fixes land in the next commits")
 def test_no_module_imports_from_a_layer_above_it():
     broken = []
     for module, edges in GRAPH.items():
@@ -145,7 +142,6 @@ def _cycles() -> list[list[str]]:
     return components
 
 
-@pytest.mark.xfail(strict=True, reason="layout fixes land in the next commits")
 def test_no_import_cycle():
     broken = []
     for component in _cycles():

@@ -15,6 +15,7 @@ from memtraffic.core import arch
 from memtraffic.ncu.chips import chip_metric_names
 from memtraffic.ncu.metrics import METRIC_SETS, resolve
 from memtraffic.ncu.report import read_report
+from memtraffic.views.tables import render_results, results_table
 
 REPO = Path(__file__).resolve().parent.parent
 SUITE = REPO / "reports" / "h100" / "suite_4096x4096"
@@ -54,7 +55,7 @@ def test_a_suite_without_a_chips_counters_keeps_the_levels_it_has(monkeypatch, c
     assert len(table) == len(h100) and list(table.columns[:len(analysis.COLUMNS)]) == analysis.COLUMNS
     for column in ("l1_ld_bytes", "l1_st_bytes", "l2_rd_bytes", "eff_l1_ld", "eff_l2", "sector_eff_st"):
         assert table[column].equals(h100[column])
-    text = analysis.format_table(table, group_by)
+    text = results_table(table, group_by)
     dram = table["dram_rd_bytes"]
     if chip == "gb20b":
         assert dram.isna().all() and table["eff_dram"].isna().all() and table["bw_dram_Bps"].isna().all()
@@ -89,8 +90,8 @@ def test_per_op_tables_of_a_traced_program(monkeypatch, chip):
     as_if_on(monkeypatch, chip)
     table = analysis.analyze_path(MODEL, group_by="op")
     assert set(table["op"]) == set(h100["op"])
-    lines = analysis.render(table, "table", group_by="op").splitlines()
-    h100_lines = analysis.render(h100, "table", group_by="op").splitlines()
+    lines = render_results(table, "table", group_by="op").splitlines()
+    h100_lines = render_results(h100, "table", group_by="op").splitlines()
     if chip == "gb20b":
         assert table["dram_rd_bytes"].isna().all() and table["eff_dram"].isna().all()
         assert lines[0].split()[-2:] == ["eff", "DRAM"]  # no per-direction DRAM efficiency to show

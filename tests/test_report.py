@@ -12,6 +12,7 @@ from memtraffic.cli import app
 from memtraffic.core.errors import ReportError
 from memtraffic.views import html_report as report
 from memtraffic.views import roofline as rf
+from memtraffic.views.tables import results_table_rows
 
 
 @pytest.fixture
@@ -28,7 +29,7 @@ def test_page_holds_environment_table_diagnoses_and_figures(run, tmp_path):
                        ("command", "memtraffic measure softmax_rows")]:
         assert f"<td>{key}</td><td>{value}</td>" in text
     # The table is analyze's own, cell for cell.
-    headers, rows = analyze.table_rows(analyze.load_results(run))
+    headers, rows = results_table_rows(analyze.load_results(run))
     assert "".join(f"<th>{h}</th>" for h in headers) in text
     for row in rows:
         assert "<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" in text

@@ -23,7 +23,8 @@ import pandas as pd
 
 from memtraffic.core.arch import chip_for_gpu
 from memtraffic.core.errors import ReportError, UsageError
-from memtraffic.core.units import fmt_bytes, fmt_eff, fmt_rate, fmt_time, parse_size
+from memtraffic.core.files import dump, plain_records, write_json
+from memtraffic.core.units import fmt_rate, parse_size
 from memtraffic.ncu.metrics import METRICS
 from memtraffic.ncu.report import ADDITIVE_UNITS, EmptyReportError, locate, read_report
 
@@ -390,23 +391,11 @@ _INT_COLUMNS = {c for c in COLUMNS + EXTRA_COLUMNS if c.endswith("_bytes") or c 
 
 def to_records(df: pd.DataFrame, int_columns: Collection[str] = _INT_COLUMNS) -> list[dict[str, Any]]:
     """Plain JSON-able dicts: NaN -> None, whole counts (int_columns) -> int, lists and dicts kept."""
-    records = []
-    for row in df.to_dict("records"):
-        out: dict[str, Any] = {}
-        for key, value in row.items():
-            if isinstance(value, np.generic):
-                value = value.item()
-            if isinstance(value, float):
-                if not math.isfinite(value):
-                    value = None
-                elif key in int_columns and value.is_integer():
-                    value = int(value)
-            out[key] = value
-        records.append(out)
-    return records
+    return plain_records(df, int_columns)
 
 
-def _label(r: dict[str, Any]) -> str:
+def row_label(r: dict[str, Any]) -> str:
+    """A row's name for people: 'softmax_tiled 4096x4096 fp32 BLOCK_M=4', 'aten.mm #3 64x64 fp32', a range."""
     if r["variant"]:
         params = ",".join(f"{k}={v}" for k, v in _explicit(r).items())
         text = " ".join(p for p in (r["variant"], r["shape"], r["dtype"], params) if p)
@@ -431,76 +420,6 @@ def _explicit(r: dict[str, Any]) -> dict[str, Any]:
     return dict(p.split("=", 1) for p in parts[4].split(",") if "=" in p)
 
 
-def table_rows(df: pd.DataFrame, group_by: str = "range") -> tuple[list[str], list[list[str]]]:
-    """(headers, rows) of the readable table; `memtraffic report` uses it so both show the same."""
-    # DRAM writes often stay in L2 (write-back) past the kernel's end, so with a per-direction minimum
-    # the table shows DRAM read efficiency; eff_dram (reads + writes) is in json/csv.
-    per_direction = "eff_dram_rd" in df and df["eff_dram_rd"].notna().any()
-    headers = ["range" if group_by == "range" else "kernel", "n", "time", "L1 ld", "L1 st", "L2 rd+wr",
-               "DRAM rd+wr", "minimum", "eff L1 ld", "eff L1 st", "eff L2",
-               "eff DRAM rd" if per_direction else "eff DRAM", "sector ld/st"]
-    # A level whose counters this GPU lacks (or the report did not collect) reads n/a, not a number.
-    absent = {c for c in ("l1_ld_bytes", "l1_st_bytes", "l2_rd_bytes", "dram_rd_bytes")
-              if c not in df or df[c].isna().all()}
-
-    def cell(level: str, text: str) -> str:
-        return "n/a" if level in absent else text
-
-    body = []
-    for r in df.to_dict("records"):
-        label = _label(r)
-        if group_by == "kernel" and r["variant"]:
-            label += f" [{r['kernels'][0]}]"
-        body.append([
-            label, str(r["n_kernels"]), fmt_time(r["time_ns"]),
-            cell("l1_ld_bytes", fmt_bytes(r["l1_ld_bytes"])),
-            cell("l1_st_bytes", fmt_bytes(r["l1_st_bytes"])),
-            cell("l2_rd_bytes", fmt_bytes(r["l2_rd_bytes"] + r["l2_wr_bytes"])),
-            cell("dram_rd_bytes", fmt_bytes(r["dram_rd_bytes"] + r["dram_wr_bytes"])),
-            fmt_bytes(r.get("min_bytes")),
-            cell("l1_ld_bytes", fmt_eff(r["eff_l1_ld"])), cell("l1_st_bytes", fmt_eff(r["eff_l1_st"])),
-            cell("l2_rd_bytes", fmt_eff(r["eff_l2"])),
-            cell("dram_rd_bytes", fmt_eff(r["eff_dram_rd"] if per_direction else r["eff_dram"])),
-            cell("l1_ld_bytes", fmt_eff(r["sector_eff_ld"])) + "/"
-            + cell("l1_st_bytes", fmt_eff(r["sector_eff_st"])),
-        ])
-    return headers, body
-
-
-def format_table(df: pd.DataFrame, group_by: str = "range") -> str:
-    """Readable units; a range with several kernels shows their count; diagnoses are listed below."""
-    from memtraffic.views.tables import text_table
-
-    if df.empty:
-        return "(no rows)"
-    headers, body = table_rows(df, group_by)
-    notes = []
-    for r, row in zip(df.to_dict("records"), body, strict=True):
-        if r["diagnosis"]:
-            notes.append(f"  {row[0]}: {r['diagnosis']}")
-        if r["n_kernels"] > 1 and group_by == "range":
-            notes.append(f"  {row[0]}: kernels {', '.join(r['kernels'])}")
-    devices = ", ".join(sorted({d for d in df["device"] if d}))
-    text = (f"{devices}\n" if devices else "") + text_table(headers, body)
-    if df["min_bytes"].isna().all():
-        text += "\n\nno minimum known: pass --min-bytes TOTAL or READ:WRITE for efficiencies"
-    if notes:
-        text += "\n\n" + "\n".join(notes)
-    return text
-
-
-def render(df: pd.DataFrame, fmt: str, group_by: str = "range") -> str:
-    from memtraffic.views.tables import dump
-
-    if group_by == "op":
-        from memtraffic.analysis import per_op
-
-        return per_op.format_table(df) if fmt == "table" else dump(per_op.to_records(df), fmt)
-    if fmt == "table":
-        return format_table(df, group_by)
-    return dump(to_records(df), fmt)
-
-
 def load_results(run_dir: str | Path) -> pd.DataFrame:
     """The analyzed table of a run folder: from its reports (current models), else its results.json."""
     run_dir = Path(run_dir)
@@ -515,8 +434,6 @@ def load_results(run_dir: str | Path) -> pd.DataFrame:
 
 def save_results(df: pd.DataFrame, run_dir: Path) -> None:
     """results.json (list of objects, raw numbers) and results.csv beside the reports."""
-    from memtraffic.views.tables import dump
-
     records = to_records(df)
-    (run_dir / "results.json").write_text(json.dumps(records, indent=2) + "\n")
+    write_json(run_dir / "results.json", records)
     (run_dir / "results.csv").write_text(dump(records, "csv") + "\n")

@@ -260,7 +260,7 @@ def _where(r: Mapping[str, Any], pcs: Mapping[Any, list[int]]) -> str:
 
 def row_label(r: Mapping[str, Any], group_by: str) -> str:
     """The row's name as analyze (or lines) prints it."""
-    from memtraffic.analysis.analyze import _label as range_label
+    from memtraffic.analysis.analyze import row_label as range_label
 
     if group_by == "op":
         return str(r["op"])

@@ -241,35 +241,10 @@ def worst_line(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
 def describe(row: dict[str, Any]) -> str:
     """'worst line softmax_rows.py:38 (redundant, 80% of its kernel's bytes)' for analyze's diagnosis."""
     kind = " + ".join(part.split(":")[0] for part in row["verdict"].split("; "))
-    where = f"line {_where(row)}" if row["file"] else f"instruction {row['pc']} ({_opcode(row['source'])})"
+    where = f"line {location(row)}" if row["file"] else f"instruction {row['pc']} ({_opcode(row['source'])})"
     return f"worst {where} ({kind}, {row['share']:.0%} of its kernel's bytes)"
 
 
-def _where(r: dict[str, Any]) -> str:
+def location(r: dict[str, Any]) -> str:
+    """'softmax_rows.py:38', or the instruction's address when the report has no source line."""
     return f"{Path(r['file']).name}:{r['line']}" if r["file"] else r["pc"]
-
-
-def format_table(rows: Sequence[dict[str, Any]], width: int = 100) -> str:
-    """Per kernel: a heading, a table of the lines' traffic, then each line's source and verdict."""
-    from memtraffic.views.tables import text_table
-
-    headers = ["line", "op", "inst", "requests", "sectors", "ideal", "excess", "moved", "share"]
-    out: list[str] = []
-    for launch in dict.fromkeys(r["launch"] for r in rows):
-        mine = [r for r in rows if r["launch"] == launch]
-        first = mine[0]
-        out.append(f"== {first['kernel']}" + (f"  [{first['range']}]" if first["range"] else ""))
-        out.append(text_table(headers, [
-            [_where(r), r["operation"], r["inst_executed"], r["requests"], r["sectors"], r["ideal_sectors"],
-             r["excess_sectors"], fmt_bytes(r["bytes_moved"]), f"{r['share']:.0%}"] for r in mine]))
-        for r in mine:
-            source = r["source"] if len(r["source"]) <= width else r["source"][: width - 3] + "..."
-            out.append(f"  {_where(r)}  {source}\n      {r['verdict']}")
-        out.append("")
-    return "\n".join(out).rstrip()
-
-
-def render(rows: Sequence[dict[str, Any]], fmt: str) -> str:
-    from memtraffic.views.tables import dump
-
-    return format_table(rows) if fmt == "table" else dump(rows, fmt)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from memtraffic.core.units import fmt_bytes, fmt_eff, fmt_time
+from memtraffic.core.files import plain_records
 
 OUTSIDE = "(outside any op or region)"  # kernels in no `mt|` range, or in a range the plan does not know
 
@@ -72,39 +72,4 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
 
 def to_records(df: pd.DataFrame) -> list[dict[str, Any]]:
     """Plain JSON-able dicts: NaN -> None, whole byte counts and call counts -> int."""
-    from memtraffic.analysis.analyze import to_records as plain
-
-    return plain(df, {c for c in df.columns if c.endswith("_bytes") or c in _COUNTS})
-
-
-def format_table(df: pd.DataFrame) -> str:
-    """Readable units; each op type's worst call and its diagnosis listed below."""
-    from memtraffic.views.tables import text_table
-
-    if df.empty:
-        return "(no rows)"
-    per_direction = df["eff_dram_rd"].notna().any()
-    headers = ["op", "calls", "kernels", "time", "L1 ld+st", "L2 rd+wr", "DRAM rd+wr", "minimum", "excess",
-               "eff L1 ld", "eff L1 st", "eff L2", "eff DRAM rd" if per_direction else "eff DRAM"]
-    # A level this GPU has no counter for reads n/a (no DRAM counter on unified memory).
-    absent = {c for c in ("l1_ld_bytes", "l2_rd_bytes", "dram_rd_bytes") if df[c].isna().all()}
-
-    def cell(level: str, text: str) -> str:
-        return "n/a" if level in absent else text
-
-    body = [[r["op"], str(r["calls"]), str(r["n_kernels"]), fmt_time(r["time_ns"]),
-             cell("l1_ld_bytes", fmt_bytes(r["l1_ld_bytes"] + r["l1_st_bytes"])),
-             cell("l2_rd_bytes", fmt_bytes(r["l2_rd_bytes"] + r["l2_wr_bytes"])),
-             cell("dram_rd_bytes", fmt_bytes(r["dram_rd_bytes"] + r["dram_wr_bytes"])),
-             fmt_bytes(r["min_bytes"]), fmt_bytes(r["excess_bytes"]),
-             cell("l1_ld_bytes", fmt_eff(r["eff_l1_ld"])), cell("l1_ld_bytes", fmt_eff(r["eff_l1_st"])),
-             cell("l2_rd_bytes", fmt_eff(r["eff_l2"])),
-             cell("dram_rd_bytes", fmt_eff(r["eff_dram_rd"] if per_direction else r["eff_dram"]))]
-            for r in df.to_dict("records")]
-    notes = [f"  {r['op']}: {r['diagnosis']} (worst call {r['worst_range']})"
-             for r in df.to_dict("records") if r["diagnosis"]]
-    text = text_table(headers, body)
-    text += "\n\nexcess: bytes beyond the minimum, at the level (L1, L2, DRAM) with the most"
-    if notes:
-        text += "\n\n" + "\n".join(notes)
-    return text
+    return plain_records(df, {c for c in df.columns if c.endswith("_bytes") or c in _COUNTS})

@@ -1,9 +1,13 @@
-"""The one JSON reader, the one JSON writer (atomic) and the one user cache folder."""
+"""The one JSON reader, the one JSON writer (atomic), rows as JSON or CSV text, and the user cache folder."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+import math
 import os
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,3 +46,39 @@ def cache_dir() -> Path:
     if root:
         return Path(root).expanduser()
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "memtraffic"
+
+
+def dump(rows: Sequence[dict[str, Any]], fmt: str) -> str:
+    """json: a list of objects (stable keys, raw numbers in bytes/ns); csv: one header line then rows."""
+    if fmt == "json":
+        return json.dumps(list(rows), indent=2, default=str)
+    buf = io.StringIO()
+    keys: list[str] = []
+    for r in rows:
+        keys += [k for k in r if k not in keys]
+    writer = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({k: (json.dumps(v) if isinstance(v, dict | list) else v) for k, v in r.items()})
+    return buf.getvalue().rstrip("\n")
+
+
+def plain_records(df: Any, int_columns: Collection[str] = ()) -> list[dict[str, Any]]:
+    """A DataFrame as plain JSON-able dicts: NaN -> None, whole counts (int_columns) -> int, lists and
+    dicts kept."""
+    import numpy as np
+
+    records = []
+    for row in df.to_dict("records"):
+        out: dict[str, Any] = {}
+        for key, value in row.items():
+            if isinstance(value, np.generic):
+                value = value.item()
+            if isinstance(value, float):
+                if not math.isfinite(value):
+                    value = None
+                elif key in int_columns and value.is_integer():
+                    value = int(value)
+            out[key] = value
+        records.append(out)
+    return records

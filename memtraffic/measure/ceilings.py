@@ -6,6 +6,7 @@ name. The ceilings file itself (names, cache, committed references) is memtraffi
 from __future__ import annotations
 
 import functools
+import math
 import subprocess
 import sys
 import tempfile

@@ -163,9 +163,9 @@ table.lines td.bar { width: 16em; text-align: left; }
 def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Path | None = None) -> str:
     """The HTML text of the report of one run folder; with a baseline, also the diff of the two and their
     tables and traffic bars side by side."""
-    from memtraffic import __version__
-    from memtraffic.analysis.analyze import table_rows
+    from memtraffic.core.version import __version__
     from memtraffic.views.roofline import FLOPS_NOTE, roofline_figure
+    from memtraffic.views.tables import results_table_rows
     from memtraffic.views.traffic_chart import traffic_figure
 
     run_dir = Path(run_dir)
@@ -180,7 +180,7 @@ def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Pat
     env_rows = environment_rows(meta) or [("run.json", "missing: environment unknown")]
     sections.append("<h2>Environment</h2>" + _html_table(["key", "value"], env_rows, cls="env"))
 
-    headers, rows = table_rows(df)  # the rows `memtraffic analyze` prints
+    headers, rows = results_table_rows(df)  # the rows `memtraffic analyze` prints
     sections.append("<h2>Measured traffic vs minimum</h2>" + _html_table(headers, rows)
                     + "<p class='note'>efficiency = minimum bytes / measured bytes (1.00 is ideal).</p>")
 
@@ -237,15 +237,15 @@ def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Pat
 def baseline_section(baseline: Path, run_dir: Path, df: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     """(HTML, the baseline's table): `memtraffic diff BASELINE RUN`, then both analyzed tables side by side
     (the traffic charts are added under them by build_report)."""
-    from memtraffic.analysis.analyze import table_rows
     from memtraffic.analysis.diff import diff
     from memtraffic.views.diff_table import html_section
+    from memtraffic.views.tables import results_table_rows
 
     compared = diff(baseline, run_dir)
     base_df = pd.DataFrame(compared.a.rows)  # analyze's rows of the baseline
     tables = []
     for title, frame in ((f"baseline: {baseline.name}", base_df), (f"this run: {run_dir.name}", df)):
-        headers, rows = table_rows(frame)
+        headers, rows = results_table_rows(frame)
         tables.append(f"<div><h3>{html.escape(title)}</h3>{_html_table(headers, rows)}</div>")
     text = (f"<h2>Compared with the baseline {html.escape(baseline.name)}</h2>{html_section(compared)}"
             f"<div class='pair'>{''.join(tables)}</div>")

@@ -1,15 +1,18 @@
-"""Plain-text tables for people, JSON and CSV for scripts."""
+"""Every plain-text table for people (json/csv for scripts: core.files.dump)."""
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pandas as pd
+
+from memtraffic.analysis import per_op
+from memtraffic.analysis.analyze import row_label, to_records
+from memtraffic.analysis.lines import location
+from memtraffic.core.files import dump
 from memtraffic.core.roofs import ROOFS, ceilings_rows
-from memtraffic.core.units import fmt_bytes, fmt_rate, fmt_time
+from memtraffic.core.units import fmt_bytes, fmt_eff, fmt_rate, fmt_time
 
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -25,21 +28,6 @@ def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     out = [line(cells[0]), "  ".join("-" * w for w in widths)]
     out += [line(r) for r in cells[1:]]
     return "\n".join(out)
-
-
-def dump(rows: Sequence[dict[str, Any]], fmt: str) -> str:
-    """json: a list of objects (stable keys, raw numbers in bytes/ns); csv: one header line then rows."""
-    if fmt == "json":
-        return json.dumps(list(rows), indent=2, default=str)
-    buf = io.StringIO()
-    keys: list[str] = []
-    for r in rows:
-        keys += [k for k in r if k not in keys]
-    writer = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
-    writer.writeheader()
-    for r in rows:
-        writer.writerow({k: (json.dumps(v) if isinstance(v, dict | list) else v) for k, v in r.items()})
-    return buf.getvalue().rstrip("\n")
 
 
 def render(rows: Sequence[dict[str, Any]], fmt: str, kind: str) -> str:
@@ -221,3 +209,125 @@ def ops_table(records: Sequence[dict[str, Any]], fmt: str) -> str:
         text += "\n\nper op type, most bytes first (total minimum " + fmt_bytes(total) + "):\n"
         text += text_table(["op", "calls", "min read", "min write", "min total", "FLOPs", "FLOP/B"], body)
     return text
+
+
+# --- analyze, analyze --group-by op, lines ---------------------------------------------------------------
+
+
+def results_table_rows(df: pd.DataFrame, group_by: str = "range") -> tuple[list[str], list[list[str]]]:
+    """(headers, rows) of analyze's readable table; the HTML report uses it so both show the same."""
+    # DRAM writes often stay in L2 (write-back) past the kernel's end, so with a per-direction minimum
+    # the table shows DRAM read efficiency; eff_dram (reads + writes) is in json/csv.
+    per_direction = "eff_dram_rd" in df and df["eff_dram_rd"].notna().any()
+    headers = ["range" if group_by == "range" else "kernel", "n", "time", "L1 ld", "L1 st", "L2 rd+wr",
+               "DRAM rd+wr", "minimum", "eff L1 ld", "eff L1 st", "eff L2",
+               "eff DRAM rd" if per_direction else "eff DRAM", "sector ld/st"]
+    # A level whose counters this GPU lacks (or the report did not collect) reads n/a, not a number.
+    absent = {c for c in ("l1_ld_bytes", "l1_st_bytes", "l2_rd_bytes", "dram_rd_bytes")
+              if c not in df or df[c].isna().all()}
+
+    def cell(level: str, text: str) -> str:
+        return "n/a" if level in absent else text
+
+    body = []
+    for r in df.to_dict("records"):
+        label = row_label(r)
+        if group_by == "kernel" and r["variant"]:
+            label += f" [{r['kernels'][0]}]"
+        body.append([
+            label, str(r["n_kernels"]), fmt_time(r["time_ns"]),
+            cell("l1_ld_bytes", fmt_bytes(r["l1_ld_bytes"])),
+            cell("l1_st_bytes", fmt_bytes(r["l1_st_bytes"])),
+            cell("l2_rd_bytes", fmt_bytes(r["l2_rd_bytes"] + r["l2_wr_bytes"])),
+            cell("dram_rd_bytes", fmt_bytes(r["dram_rd_bytes"] + r["dram_wr_bytes"])),
+            fmt_bytes(r.get("min_bytes")),
+            cell("l1_ld_bytes", fmt_eff(r["eff_l1_ld"])), cell("l1_st_bytes", fmt_eff(r["eff_l1_st"])),
+            cell("l2_rd_bytes", fmt_eff(r["eff_l2"])),
+            cell("dram_rd_bytes", fmt_eff(r["eff_dram_rd"] if per_direction else r["eff_dram"])),
+            cell("l1_ld_bytes", fmt_eff(r["sector_eff_ld"])) + "/"
+            + cell("l1_st_bytes", fmt_eff(r["sector_eff_st"])),
+        ])
+    return headers, body
+
+
+def results_table(df: pd.DataFrame, group_by: str = "range") -> str:
+    """Readable units; a range with several kernels shows their count; diagnoses are listed below."""
+    if df.empty:
+        return "(no rows)"
+    headers, body = results_table_rows(df, group_by)
+    notes = []
+    for r, row in zip(df.to_dict("records"), body, strict=True):
+        if r["diagnosis"]:
+            notes.append(f"  {row[0]}: {r['diagnosis']}")
+        if r["n_kernels"] > 1 and group_by == "range":
+            notes.append(f"  {row[0]}: kernels {', '.join(r['kernels'])}")
+    devices = ", ".join(sorted({d for d in df["device"] if d}))
+    text = (f"{devices}\n" if devices else "") + text_table(headers, body)
+    if df["min_bytes"].isna().all():
+        text += "\n\nno minimum known: pass --min-bytes TOTAL or READ:WRITE for efficiencies"
+    if notes:
+        text += "\n\n" + "\n".join(notes)
+    return text
+
+
+def render_results(df: pd.DataFrame, fmt: str, group_by: str = "range") -> str:
+    """`memtraffic analyze`'s output: the table for people, or json/csv records."""
+    if group_by == "op":
+        return per_op_table(df) if fmt == "table" else dump(per_op.to_records(df), fmt)
+    if fmt == "table":
+        return results_table(df, group_by)
+    return dump(to_records(df), fmt)
+
+
+def per_op_table(df: pd.DataFrame) -> str:
+    """`analyze --group-by op`: readable units; each op type's worst call and its diagnosis below."""
+    if df.empty:
+        return "(no rows)"
+    per_direction = df["eff_dram_rd"].notna().any()
+    headers = ["op", "calls", "kernels", "time", "L1 ld+st", "L2 rd+wr", "DRAM rd+wr", "minimum", "excess",
+               "eff L1 ld", "eff L1 st", "eff L2", "eff DRAM rd" if per_direction else "eff DRAM"]
+    # A level this GPU has no counter for reads n/a (no DRAM counter on unified memory).
+    absent = {c for c in ("l1_ld_bytes", "l2_rd_bytes", "dram_rd_bytes") if df[c].isna().all()}
+
+    def cell(level: str, text: str) -> str:
+        return "n/a" if level in absent else text
+
+    body = [[r["op"], str(r["calls"]), str(r["n_kernels"]), fmt_time(r["time_ns"]),
+             cell("l1_ld_bytes", fmt_bytes(r["l1_ld_bytes"] + r["l1_st_bytes"])),
+             cell("l2_rd_bytes", fmt_bytes(r["l2_rd_bytes"] + r["l2_wr_bytes"])),
+             cell("dram_rd_bytes", fmt_bytes(r["dram_rd_bytes"] + r["dram_wr_bytes"])),
+             fmt_bytes(r["min_bytes"]), fmt_bytes(r["excess_bytes"]),
+             cell("l1_ld_bytes", fmt_eff(r["eff_l1_ld"])), cell("l1_ld_bytes", fmt_eff(r["eff_l1_st"])),
+             cell("l2_rd_bytes", fmt_eff(r["eff_l2"])),
+             cell("dram_rd_bytes", fmt_eff(r["eff_dram_rd"] if per_direction else r["eff_dram"]))]
+            for r in df.to_dict("records")]
+    notes = [f"  {r['op']}: {r['diagnosis']} (worst call {r['worst_range']})"
+             for r in df.to_dict("records") if r["diagnosis"]]
+    text = text_table(headers, body)
+    text += "\n\nexcess: bytes beyond the minimum, at the level (L1, L2, DRAM) with the most"
+    if notes:
+        text += "\n\n" + "\n".join(notes)
+    return text
+
+
+def lines_table(rows: Sequence[dict[str, Any]], width: int = 100) -> str:
+    """`memtraffic lines`: per kernel, a heading, a table of the lines' traffic, then each line's source
+    and verdict."""
+    headers = ["line", "op", "inst", "requests", "sectors", "ideal", "excess", "moved", "share"]
+    out: list[str] = []
+    for launch in dict.fromkeys(r["launch"] for r in rows):
+        mine = [r for r in rows if r["launch"] == launch]
+        first = mine[0]
+        out.append(f"== {first['kernel']}" + (f"  [{first['range']}]" if first["range"] else ""))
+        out.append(text_table(headers, [
+            [location(r), r["operation"], r["inst_executed"], r["requests"], r["sectors"], r["ideal_sectors"],
+             r["excess_sectors"], fmt_bytes(r["bytes_moved"]), f"{r['share']:.0%}"] for r in mine]))
+        for r in mine:
+            source = r["source"] if len(r["source"]) <= width else r["source"][: width - 3] + "..."
+            out.append(f"  {location(r)}  {source}\n      {r['verdict']}")
+        out.append("")
+    return "\n".join(out).rstrip()
+
+
+def render_lines(rows: Sequence[dict[str, Any]], fmt: str) -> str:
+    return lines_table(rows) if fmt == "table" else dump(rows, fmt)
