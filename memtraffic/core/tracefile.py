@@ -19,8 +19,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from memtraffic.core.errors import ReportError
-
 TRACE_ENV = "MEMTRAFFIC_TRACE"  # the JSONL file every process of the program appends to
 TORCH_OPS_ENV = "MEMTRAFFIC_TORCH_OPS"  # "1": sitecustomize traces the program's aten ops from startup
 TORCH_MARK_ENV = "MEMTRAFFIC_TORCH_MARK"  # a file created when the traced program imports torch
@@ -93,20 +91,22 @@ def collect() -> Iterator[list[dict[str, Any]]]:
 
 
 def read_trace(path: str | Path) -> list[dict[str, Any]]:
-    """The records of a trace file, in program order per process (processes in order of first record)."""
+    """The records of a trace file, in program order per process (processes in order of first record).
+
+    A line that is not a whole record (the program died mid-write) is skipped, not fatal: the rest of a
+    failed program's trace still explains what it ran. No file: no records."""
     path = Path(path)
     if not path.is_file():
         return []
-    records = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
+    records: list[dict[str, Any]] = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError as err:
-            raise ReportError(f"{path} line {number} is not a JSON record ({err.msg}): "
-                              "the trace is damaged (a process killed mid-write?)") from None
-    first = {}
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("range"), str):
+            records.append(record)
+    first: dict[Any, int] = {}
     for r in records:
-        first.setdefault(r["pid"], len(first))
-    return sorted(records, key=lambda r: (first[r["pid"]], r["seq"]))
+        first.setdefault(r.get("pid"), len(first))
+    return sorted(records, key=lambda r: (first[r.get("pid")], r.get("seq", 0)))

@@ -13,7 +13,6 @@ overwritten. A program that fails keeps its partial report; memtraffic.api.run_p
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -29,7 +28,7 @@ from memtraffic.core.arch import chip_for_gpu
 from memtraffic.core.errors import MemtrafficError, NcuError, UsageError
 from memtraffic.core.files import write_json
 from memtraffic.core.rundir import DEFAULT_RUNS_ROOT, environment, gpu_name, new_run_dir, utc_now
-from memtraffic.core.tracefile import TRACE_ENV
+from memtraffic.core.tracefile import TRACE_ENV, read_trace
 from memtraffic.measure.ops import tracer_env
 from memtraffic.ncu.command import (
     build_ncu_command,
@@ -134,27 +133,6 @@ def with_launcher(command: Sequence[str]) -> list[str] | None:
     return [command[0], *command[1:i], str(LAUNCHER), *command[i:]]
 
 
-def read_trace(path: Path) -> list[dict[str, Any]]:
-    """The program's records as plan configs with ids, in program order per process (processes in order
-    of their first record). A line cut short when the program died is skipped, not fatal: the rest of a
-    failed program's trace still explains its partial report."""
-    records: list[dict[str, Any]] = []
-    if not path.is_file():
-        return records
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(rec, dict) and isinstance(rec.get("range"), str):
-            records.append(rec)
-    first: dict[Any, int] = {}
-    for rec in records:
-        first.setdefault(rec.get("pid"), len(first))
-    records.sort(key=lambda r: (first[r.get("pid")], r.get("seq", 0)))
-    return [{**rec, "id": i} for i, rec in enumerate(records)]
-
-
 def _label(command: Sequence[str]) -> str:
     """'python train.py' -> 'train.py'; 'trtexec --onnx=m.onnx' -> 'trtexec': the run folder's name."""
     words = [Path(w).name for w in command]
@@ -219,7 +197,7 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
                returncode=result.returncode, kernels_profiled=result.kernels, passes=result.passes,
                reports=[report.name] if has_report else [])
 
-    configs = read_trace(run_dir / TRACE_FILE)
+    configs = [{**r, "id": i} for i, r in enumerate(read_trace(run_dir / TRACE_FILE))]  # plan configs
     plan = {"version": 1, "kind": "profile", "program": list(opts.command), "configs": configs, "skipped": [],
             "metrics": {"spec": opts.metrics, "names": metrics, "notes": spec.notes}}
     write_json(run_dir / "plan.json", plan)
