@@ -44,6 +44,18 @@ def torch_dtype(dtype: Any) -> Any:
     return getattr(torch, _TORCH_NAMES[dtype_name(dtype)])
 
 
+# The largest max-abs error an output may have against the op's float64 reference, as a fraction of the
+# reference's largest magnitude: what the runner (before ncu counts bytes) and bench (before timing) accept.
+# Loose enough for fp32 accumulation over long rows and bf16 rounding of intermediates, tight enough that
+# a wrong or unwritten output fails (TF32 matmuls did fail it: the Triton matmuls multiply fp32 as IEEE).
+TOLERANCE: dict[str, float] = {"fp32": 1e-3, "fp16": 1e-2, "bf16": 5e-2}
+
+
+def error_limit(dtype: Any, ref_max: float) -> float:
+    """The max-abs error accepted for an output of `dtype` whose reference peaks at `ref_max`."""
+    return TOLERANCE[dtype_name(dtype)] * (ref_max if ref_max > 0 else 1.0)
+
+
 def element_size(dtype: Any) -> int:
     """Bytes per element of a dtype name or a torch dtype."""
     return ELEMENT_SIZE[dtype_name(dtype)]

@@ -14,7 +14,6 @@ one fast or slow copy must not set every ratio of its size.
 
 from __future__ import annotations
 
-import math
 import statistics
 import sys
 from collections.abc import Callable, Sequence
@@ -25,7 +24,7 @@ import torch
 
 from memtraffic.core.errors import GpuNotFoundError, UsageError
 from memtraffic.core.files import write_json
-from memtraffic.core.ops import OPS, Shape, dtype_name, format_shape
+from memtraffic.core.ops import OPS, Shape, dtype_name, error_limit, format_shape
 from memtraffic.measure.gpu import Timing, environment, time_cuda
 from memtraffic.measure.variants import Variant, get_variant, unsupported_reason
 
@@ -46,7 +45,6 @@ SUITE_DTYPES = (torch.float32, torch.bfloat16)
 BASELINES = {"softmax": ("torch_softmax", "torch_compiled")}
 COPY_RUNS = 5  # copy timings per size; their median is the baseline
 
-_TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
 
 
 def _check(
@@ -55,8 +53,8 @@ def _check(
     """None when out matches the float64 reference within the dtype's tolerance, else the error text."""
     ref = OPS[op_name].reference(*inputs)
     err = (out.double() - ref).abs().max().item()
-    tol = _TOL[out.dtype] * max(1.0, ref.abs().max().item())
-    if not math.isfinite(err) or err > tol:
+    tol = error_limit(out.dtype, ref.abs().max().item())
+    if not err <= tol:  # also catches NaN
         return f"{variant_name}: max abs error {err:.3g} > {tol:.3g} against the float64 reference"
     return None
 

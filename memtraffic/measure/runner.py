@@ -28,17 +28,13 @@ from typing import Any, TextIO
 
 import torch
 
+from memtraffic.core.ops import error_limit
 from memtraffic.core.rundir import append_status, read_status
 from memtraffic.measure.variants import Variant, load_variants
 
 EXIT_CUDA_ERROR = 3
 EXIT_INTERRUPTED = 130
 EXIT_NO_PLAN = 4
-
-# Allowed max |out - ref| as a fraction of max |ref| (the float64 reference). Loose enough for fp32
-# accumulation over long rows and bf16 rounding of intermediates, tight enough that a wrong or
-# unwritten output fails (TF32 matmuls did fail it: the Triton matmuls multiply fp32 as IEEE fp32).
-TOLERANCE = {"fp32": 1e-3, "fp16": 1e-2, "bf16": 5e-2}
 
 
 class CheckFailed(Exception):
@@ -67,14 +63,13 @@ def nvtx_range(name: str, enabled: bool) -> Iterator[None]:
 
 
 def check_output(out: Any, ref: torch.Tensor, dtype: str) -> float:
-    """Max abs error of out against the reference; CheckFailed when beyond TOLERANCE[dtype] * max |ref|."""
+    """Max abs error of out against the reference; CheckFailed beyond core.ops.error_limit."""
     if not isinstance(out, torch.Tensor):
         raise CheckFailed(f"returned {type(out).__name__}, not a tensor")
     if tuple(out.shape) != tuple(ref.shape):
         raise CheckFailed(f"output shape {tuple(out.shape)} != expected {tuple(ref.shape)}")
     err = (out.double() - ref).abs().max().item()
-    scale = ref.abs().max().item()
-    tol = TOLERANCE[dtype] * (scale if scale > 0 else 1.0)
+    tol = error_limit(dtype, ref.abs().max().item())
     if not err <= tol:  # also catches NaN
         raise CheckFailed(f"wrong result: max abs error {err:.3g} > {tol:.3g} against the float64 reference")
     return err
