@@ -186,8 +186,10 @@ def bench_table(reports: Path) -> list[str] | None:
     result = json.loads(path.read_text())
     env = result.get("environment", {})
     rel = (Path("reports") / path.parent.relative_to(reports)).as_posix()
-    lines = [f"Wall-clock (CUDA events, L2 flushed, median) on {env.get('device', 'unknown GPU')}, "
-             f"{env.get('date', '?')} (torch {env.get('torch', '?')}, triton {env.get('triton', '?')}; "
+    device = env.get("gpu") or env.get("device", "unknown GPU")  # older results: device, date in environment
+    date = result.get("date") or env.get("date", "?")
+    lines = [f"Wall-clock (CUDA events, L2 flushed, median) on {device}, "
+             f"{date} (torch {env.get('torch', '?')}, triton {env.get('triton', '?')}; "
              f"[{rel}]({rel})). Bandwidth is minimum bytes / time; % of copy compares with a same-size "
              "device copy.", ""]
     headers = ["variant", "shape", "dtype", "time", "bandwidth", "% of copy", "vs torch.softmax",

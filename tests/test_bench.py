@@ -11,7 +11,7 @@ from memtraffic.core.errors import UsageError
 from memtraffic.measure import bench
 from memtraffic.views.tables import bench_table
 
-ENV = {"device": "TestGPU", "torch": "t", "triton": "tr", "date": "2026-01-01"}
+ENV = {"gpu": "TestGPU", "torch": "t", "triton": "tr"}
 
 
 def _result():
@@ -28,7 +28,7 @@ def _result():
         },
         {"variant": "softmax_naive", "shape": "8x8", "dtype": "fp32", "status": "failed", "error": "boom"},
     ]
-    return {"environment": ENV, "command": "x", "rows": rows}
+    return {"environment": ENV, "date": "2026-01-01", "command": "x", "rows": rows}
 
 
 def test_table_shows_numbers_and_failures():
@@ -68,7 +68,8 @@ def test_copy_baseline_is_the_median_of_five_copies(monkeypatch):
     copies = iter([40.0, 44.0, 43.0, 90.0, 43.5, 1.0, 1.0])
     made = []
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(bench, "environment", lambda: ENV)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=0: "TestGPU")
+    monkeypatch.setattr(bench, "environment", lambda gpu: ENV)
     monkeypatch.setattr(bench, "copy_time", lambda n, b: made.append(n) or bench.Timing(next(copies), 5))
     monkeypatch.setattr(bench, "bench_config", lambda name, shape, dtype, params, budget, cat: {
         "variant": name, "shape": "x", "dtype": "fp32", "status": "ok", "time_ns": 43.0})

@@ -129,8 +129,10 @@ def _version_of(module: str) -> str | None:
         return None
 
 
-def environment(gpu: str | None, ncu: Path | None, version: Sequence[int] | None) -> dict[str, Any]:
-    """What a run ran on: GPU, driver, ncu, and the versions of the Python stack (torch is optional)."""
+def environment(gpu: str | None, ncu: Path | None = None, version: Sequence[int] | None = None
+                ) -> dict[str, Any]:
+    """What a run ran on: GPU, driver, ncu, and the versions of the Python stack (torch is optional).
+    The one environment record: run.json, bench results and ceilings entries all carry it."""
     import sys
 
     from memtraffic.core.arch import chip_for_gpu

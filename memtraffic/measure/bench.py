@@ -25,7 +25,8 @@ import torch
 from memtraffic.core.errors import GpuNotFoundError, UsageError
 from memtraffic.core.files import write_json
 from memtraffic.core.ops import OPS, Shape, dtype_name, error_limit, format_shape
-from memtraffic.measure.gpu import Timing, environment, time_cuda
+from memtraffic.core.rundir import environment, utc_now
+from memtraffic.measure.gpu import Timing, time_cuda
 from memtraffic.measure.variants import Variant, get_variant, unsupported_reason
 
 # The shapes of the benchmark suite, per op.
@@ -149,7 +150,8 @@ def run_bench(
                         if base in by_name:
                             r[f"speedup_vs_{base}"] = by_name[base]["time_ns"] / r["time_ns"]
                 rows.extend(group)
-    return {"environment": environment(), "command": " ".join(sys.argv), "rows": rows}
+    return {"environment": environment(torch.cuda.get_device_name(0)), "date": utc_now()[:10],
+            "command": " ".join(sys.argv), "rows": rows}
 
 
 def write_result(result: dict[str, Any], out: Path, table: str) -> Path:

@@ -16,6 +16,7 @@ from typing import Any
 
 from memtraffic.core.errors import GpuNotFoundError, NcuError, ReportError
 from memtraffic.core.roofs import ROOFS, cache_file, read_cache, theoretical_from_metrics, write_cache
+from memtraffic.core.rundir import environment, utc_now
 from memtraffic.ncu.chips import peak_names
 from memtraffic.ncu.command import build_ncu_command
 from memtraffic.ncu.metrics import METRIC_SETS, METRICS
@@ -218,15 +219,14 @@ def measure_ceilings(with_ncu: bool = True,
                      progress: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     """Measure every roof on GPU 0 and return a ceilings entry (not yet cached)."""
     torch = _require_cuda()
-    from memtraffic.measure.gpu import environment
-
-    env = environment()
+    device = torch.cuda.get_device_name(0)
+    sm_count = torch.cuda.get_device_properties(0).multi_processor_count
     measured: dict[str, float] = {}
     method: dict[str, str] = {}
     steps = [
         ("dram_Bps", lambda: measure_dram(torch)),
-        ("l2_Bps", lambda: measure_l2(torch, env["sm_count"])),
-        ("fp32_flops", lambda: measure_fp32(torch, env["sm_count"])),
+        ("l2_Bps", lambda: measure_l2(torch, sm_count)),
+        ("fp32_flops", lambda: measure_fp32(torch, sm_count)),
         ("bf16_tc_flops", lambda: measure_matmul(torch, torch.bfloat16)),
         ("fp16_tc_flops", lambda: measure_matmul(torch, torch.float16)),
     ]
@@ -235,11 +235,11 @@ def measure_ceilings(with_ncu: bool = True,
         measured[key], method[key] = step()
         torch.cuda.empty_cache()
     entry: dict[str, Any] = {
-        "device": env["device"],
+        "device": device,
         "measured": measured,
         "method": method,
-        "environment": env,
-        "date": env.pop("date"),
+        "environment": environment(device),
+        "date": utc_now()[:10],
         "ncu_theoretical": {},
         "ncu_note": "not asked for (--no-ncu)",
     }

@@ -1,13 +1,11 @@
-"""The CUDA device: what it is (for run metadata) and how long a call takes on it (CUDA events)."""
+"""How long a call takes on the CUDA device (CUDA events, L2 flushed or not)."""
 
 from __future__ import annotations
 
-import platform
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 import torch
@@ -59,19 +57,3 @@ def time_cuda(fn: Callable[[], Any], budget_s: float = 0.5, max_reps: int = 200,
     torch.cuda.synchronize()
     times = [s.elapsed_time(e) * 1e6 for s, e in zip(starts, ends, strict=True)]  # ms -> ns
     return Timing(statistics.median(times), reps)
-
-
-def environment() -> dict[str, Any]:
-    """Device 0 and the software stack, for the metadata of ceilings and benchmarks."""
-    import triton
-
-    props = torch.cuda.get_device_properties(0)
-    return {
-        "device": torch.cuda.get_device_name(0),
-        "sm_count": props.multi_processor_count,
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "cuda": torch.version.cuda,
-        "python": platform.python_version(),
-        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
-    }

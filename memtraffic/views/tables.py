@@ -137,8 +137,9 @@ def bench_table(result: dict[str, Any]) -> str:
             ]
             + [f"{v:.2f}x" if v else "-" for v in vs]
         )
-    env = result["environment"]
-    head = f"{env['device']}, torch {env['torch']}, triton {env['triton']}, {env['date']}"
+    env = result["environment"]  # results written before the one environment record: device, date inside
+    device, date = env.get("gpu") or env.get("device"), result.get("date") or env.get("date")
+    head = f"{device}, torch {env['torch']}, triton {env['triton']}, {date}"
     return head + "\n" + text_table(headers, body)
 
 
