@@ -44,11 +44,11 @@ OTHERS = ["dram_rd_bytes", "dram_wr_bytes", "time_ns"]
 
 def warm_metric_cache() -> None:
     """Ask ncu for its metric names once, into the cache that both measure runs then read."""
-    from memtraffic.core.rundir import check_gpu
+    from memtraffic.measure.gpu import require_gpu
     from memtraffic.ncu.command import find_ncu, metrics_cache_key, ncu_version, query_metric_names
 
     ncu = find_ncu()
-    query_metric_names(ncu, metrics_cache_key(ncu, ncu_version(ncu), check_gpu()))
+    query_metric_names(ncu, metrics_cache_key(ncu, ncu_version(ncu), require_gpu("measure_gpus needs one")))
 
 
 def measure(sweep: Path, gpus: str, out: Path, log: Path, cache: Path, metrics: str) -> float | None:

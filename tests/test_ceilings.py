@@ -141,7 +141,8 @@ def test_cli_ceilings_without_gpu_is_one_clear_line():
     res = CliRunner().invoke(app, ["ceilings"])
     assert res.exit_code == 1
     lines = res.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: measuring ceilings needs a CUDA GPU")
+    assert len(lines) == 1
+    assert lines[0].startswith("error: no CUDA GPU is visible: measuring ceilings needs one; ")
 
 
 def test_l2_copy_kernel_copies(device):

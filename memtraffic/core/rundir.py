@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import platform
 import re
 import subprocess
@@ -17,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from memtraffic.core.errors import GpuNotFoundError, UsageError
+from memtraffic.core.errors import UsageError
 
 DEFAULT_RUNS_ROOT = Path("reports") / "runs"
 
@@ -67,41 +66,6 @@ def read_status(path: Path) -> dict[int, dict[str, Any]]:
 def append_status(path: Path, record: Mapping[str, Any]) -> None:
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(dict(record)) + "\n")
-
-
-def check_gpu() -> str:
-    """The name of CUDA device 0, or GpuNotFoundError."""
-    import torch
-
-    if not torch.cuda.is_available():
-        raise GpuNotFoundError(
-            "no CUDA GPU is visible: `memtraffic measure` needs one (and ncu); "
-            "`memtraffic analyze` reads existing reports on any machine"
-        )
-    return torch.cuda.get_device_name(0)
-
-
-def cuda_device_names() -> list[str]:
-    """The names of the CUDA devices this process sees (measure --gpus), or GpuNotFoundError."""
-    import torch
-
-    check_gpu()
-    return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-
-
-def gpu_name() -> str:
-    """The name of GPU 0 from nvidia-smi (no torch: profile runs any program), or GpuNotFoundError."""
-    try:
-        proc = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        proc = None
-    names = proc.stdout.strip().splitlines() if proc is not None and proc.returncode == 0 else []
-    if not names:
-        raise GpuNotFoundError("no NVIDIA GPU is visible (nvidia-smi found none): profiling needs one, and "
-                               "ncu; `memtraffic analyze` reads existing reports on any machine")
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
-    return names[int(visible)] if visible.isdigit() and int(visible) < len(names) else names[0]
 
 
 def _driver_version() -> str | None:

@@ -22,11 +22,11 @@ from typing import Any
 
 import torch
 
-from memtraffic.core.errors import GpuNotFoundError, UsageError
+from memtraffic.core.errors import UsageError
 from memtraffic.core.files import write_json
 from memtraffic.core.ops import OPS, Shape, dtype_name, error_limit, format_shape
 from memtraffic.core.rundir import environment, utc_now
-from memtraffic.measure.gpu import Timing, time_cuda
+from memtraffic.measure.gpu import Timing, require_gpu, time_cuda
 from memtraffic.measure.variants import Variant, get_variant, unsupported_reason
 
 # The shapes of the issue's benchmark suite, per op.
@@ -121,8 +121,7 @@ def run_bench(
     """Bench every variant x shape x dtype; add copy time and ratios to the torch baselines.
 
     `catalogue` is the variants to look names up in (default: the shipped suite)."""
-    if not torch.cuda.is_available():
-        raise GpuNotFoundError("bench needs a CUDA GPU and none is visible: run it on a machine with one")
+    device = require_gpu("bench needs one")
     ops = {get_variant(v, catalogue).op for v in variants}
     rows: list[dict[str, Any]] = []
     copies: dict[int, list[float]] = {}
@@ -150,7 +149,7 @@ def run_bench(
                         if base in by_name:
                             r[f"speedup_vs_{base}"] = by_name[base]["time_ns"] / r["time_ns"]
                 rows.extend(group)
-    return {"environment": environment(torch.cuda.get_device_name(0)), "date": utc_now()[:10],
+    return {"environment": environment(device), "date": utc_now()[:10],
             "command": " ".join(sys.argv), "rows": rows}
 
 

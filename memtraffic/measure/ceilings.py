@@ -17,6 +17,7 @@ from typing import Any
 from memtraffic.core.errors import GpuNotFoundError, NcuError, ReportError
 from memtraffic.core.roofs import ROOFS, cache_file, read_cache, theoretical_from_metrics, write_cache
 from memtraffic.core.rundir import environment, utc_now
+from memtraffic.measure.gpu import require_gpu, time_cuda
 from memtraffic.ncu.chips import peak_names
 from memtraffic.ncu.command import build_ncu_command
 from memtraffic.ncu.metrics import METRIC_SETS, METRICS
@@ -93,21 +94,14 @@ def ncu_theoretical(timeout_s: float = 300) -> tuple[dict[str, float], str]:
 # Measured ceilings (CUDA)
 
 
-def _require_cuda():
-    import torch
-
-    if not torch.cuda.is_available():
-        raise GpuNotFoundError(
-            "measuring ceilings needs a CUDA GPU and none is visible; roofline can still use the cached "
-            f"({cache_file()}) or committed (reports/ceilings/) ceilings of known devices"
-        )
-    return torch
+def current_device() -> str:
+    """The name of CUDA device 0, whose ceilings are measured, or GpuNotFoundError."""
+    return require_gpu(f"measuring ceilings needs one; roofline can still use the cached ({cache_file()}) "
+                       "or committed (reports/ceilings/) ceilings of known devices")
 
 
 def median_time_s(fn: Callable[[], Any], repeats: int) -> float:
     """Median CUDA-event time of fn() in seconds; no L2 flush: a roof is measured warm."""
-    from memtraffic.measure.gpu import time_cuda
-
     return time_cuda(fn, min_reps=repeats, max_reps=repeats, flush_l2=False).median_ns * 1e-9
 
 
@@ -218,8 +212,9 @@ def measure_matmul(torch, dtype, n: int = 8192) -> tuple[float, str]:
 def measure_ceilings(with_ncu: bool = True,
                      progress: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     """Measure every roof on GPU 0 and return a ceilings entry (not yet cached)."""
-    torch = _require_cuda()
-    device = torch.cuda.get_device_name(0)
+    import torch
+
+    device = current_device()
     sm_count = torch.cuda.get_device_properties(0).multi_processor_count
     measured: dict[str, float] = {}
     method: dict[str, str] = {}
@@ -247,10 +242,6 @@ def measure_ceilings(with_ncu: bool = True,
         progress("reading theoretical peaks with ncu")
         entry["ncu_theoretical"], entry["ncu_note"] = ncu_theoretical()
     return entry
-
-
-def current_device() -> str:
-    return _require_cuda().cuda.get_device_name(0)
 
 
 def get_ceilings(refresh: bool = False, with_ncu: bool = True,

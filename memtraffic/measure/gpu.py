@@ -1,19 +1,58 @@
-"""How long a call takes on the CUDA device (CUDA events, L2 flushed or not)."""
+"""The CUDA devices: whether there is one (the one "no GPU" check), their names, and how long a call
+takes on one (CUDA events, L2 flushed or not). torch is imported on first use, so that measure's parent
+process can check names through nvidia-smi without it."""
 
 from __future__ import annotations
 
+import os
 import statistics
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import torch
+from memtraffic.core.errors import GpuNotFoundError
 
 _L2_FLUSH_BYTES = 256 * 2**20  # larger than any Hopper L2 (50-60 MB)
 # About 0.5 ms at 2 GHz: longer than a launcher's host overhead, with room for a slow host (with 100 us, a
 # sweep on the H100 once timed an 8 us kernel at 110-415 us in three configs; the cause was not isolated).
 _SLEEP_CYCLES = 1_000_000
+
+
+_ANYWHERE = "`memtraffic analyze` reads existing runs on any machine"
+
+
+def cuda_device_names() -> list[str]:
+    """The names of the CUDA devices this process sees through torch (none: an empty list)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return []
+    return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+
+
+def require_gpu(needs: str) -> str:
+    """The name of CUDA device 0, or GpuNotFoundError: 'no CUDA GPU is visible: <needs>; ...'."""
+    names = cuda_device_names()
+    if not names:
+        raise GpuNotFoundError(f"no CUDA GPU is visible: {needs}; {_ANYWHERE}")
+    return names[0]
+
+
+def gpu_name() -> str:
+    """The name of GPU 0 from nvidia-smi (no torch: profile runs any program), or GpuNotFoundError."""
+    try:
+        proc = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        proc = None
+    names = proc.stdout.strip().splitlines() if proc is not None and proc.returncode == 0 else []
+    if not names:
+        raise GpuNotFoundError(f"no NVIDIA GPU is visible (nvidia-smi found none): profiling needs one, and "
+                               f"ncu; {_ANYWHERE}")
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    return names[int(visible)] if visible.isdigit() and int(visible) < len(names) else names[0]
 
 
 @dataclass
@@ -37,6 +76,8 @@ def time_cuda(fn: Callable[[], Any], budget_s: float = 0.5, max_reps: int = 200,
     call before the GPU reaches it: otherwise a microsecond kernel behind a slow Python launcher
     would be timed with the launcher's overhead.
     """
+    import torch
+
     flush = torch.ones((_L2_FLUSH_BYTES if flush_l2 else 0) // 4, dtype=torch.float32, device="cuda")
     fn()
     torch.cuda.synchronize()

@@ -35,14 +35,12 @@ from memtraffic.core.plan import parse_params
 from memtraffic.core.rundir import (
     DEFAULT_RUNS_ROOT,
     append_status,
-    check_gpu,
-    cuda_device_names,
     environment,
-    gpu_name,
     new_run_dir,
     read_status,
     utc_now,
 )
+from memtraffic.measure.gpu import cuda_device_names, gpu_name, require_gpu
 from memtraffic.measure.planning import build_plan, check_names
 from memtraffic.measure.sweep import (
     assign_gpus,
@@ -330,6 +328,8 @@ def plan_for(opts: MeasureOptions) -> dict[str, Any]:
 def _gpu_slots(spec: str) -> tuple[list[GpuSlot], str]:
     """The GPUs of --gpus, checked against those this process sees; all must be of one kind."""
     names = cuda_device_names()
+    if not names:
+        require_gpu(f"--gpus {spec} needs one")  # raises
     indices = parse_gpus(spec, len(names))
     kinds = {names[i] for i in indices}
     if len(kinds) > 1:
@@ -439,7 +439,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
     if opts.gpus:
         slots, gpu = _gpu_slots(opts.gpus)
     else:  # nvidia-smi, not torch: the parent need not import torch (the runner checks CUDA)
-        slots, gpu = [], gpu_name() if overlap else check_gpu()
+        slots, gpu = [], gpu_name() if overlap else require_gpu("`memtraffic measure` needs one (and ncu)")
     lap("gpu_check_s")
     spec = resolve_metric_spec(opts.metrics, query_metric_names(ncu, metrics_cache_key(ncu, version, gpu)),
                                chip_for_gpu(gpu))

@@ -27,8 +27,9 @@ from typing import Any
 from memtraffic.core.arch import chip_for_gpu
 from memtraffic.core.errors import MemtrafficError, NcuError, UsageError
 from memtraffic.core.files import write_json
-from memtraffic.core.rundir import DEFAULT_RUNS_ROOT, environment, gpu_name, new_run_dir, utc_now
+from memtraffic.core.rundir import DEFAULT_RUNS_ROOT, environment, new_run_dir, utc_now
 from memtraffic.core.tracefile import TRACE_ENV, read_trace
+from memtraffic.measure.gpu import gpu_name
 from memtraffic.measure.ops import tracer_env
 from memtraffic.ncu.command import (
     build_ncu_command,
