@@ -817,7 +817,7 @@ def bench(
         list[str] | None, typer.Argument(help="Variants to time; default: every softmax variant.")
     ] = None,
     shape: Annotated[
-        list[str] | None, typer.Option(help="MxN, repeatable; default: the issue's suite per op.")
+        list[str] | None, typer.Option(help="MxN, repeatable; default: the bench suite's shapes per op.")
     ] = None,
     dtype: Annotated[
         list[str] | None, typer.Option(help="fp32/fp16/bf16, repeatable; default: fp32 and bf16.")
@@ -853,10 +853,6 @@ def bench(
     if out is not None:
         b.write_result(result, out, bench_table(result))
     typer.echo(bench_table(result) if fmt == "table" else dump([result], "json"))
-
-
-def main() -> None:  # pragma: no cover - console entry point alias
-    app()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -31,17 +31,19 @@ from typing import Any
 
 from memtraffic.core.errors import ReportError, UsageError
 from memtraffic.core.units import fmt_bytes
+from memtraffic.ncu.metrics import (
+    ACCESS_BITS,
+    ACCESS_TYPE,
+    IDEAL,
+    INST,
+    NCU_EXCESSIVE,
+    REQUESTS,
+    SECTORS,
+    THREAD_INST,
+)
 from memtraffic.ncu.report import _range_stack, import_ncu_report, locate, range_label
 
 SECTOR = 32
-REQUESTS = "memory_l1_tag_requests_global"
-SECTORS = "memory_l2_theoretical_sectors_global"
-IDEAL = "memory_l2_theoretical_sectors_global_ideal"
-NCU_EXCESSIVE = "derived__memory_l2_theoretical_sectors_global_excessive"
-ACCESS_BITS = "memory_access_size_type"
-ACCESS_TYPE = "memory_access_type"
-INST = "inst_executed"
-THREAD_INST = "thread_inst_executed_true"
 OPERATIONS = {2: "load", 4: "store"}  # memory_access_type codes (ncu's source page: Access Operation)
 # Above this ratio a line's waste or redundancy is worth naming (counters are exact; 10% is noise in models).
 THRESHOLD = 1.1
@@ -59,10 +61,6 @@ def _per_pc(action: Any, name: str) -> dict[int, float]:
         return {}
     ids = metric.correlation_ids()
     return {ids.as_uint64(i): metric.as_double(i) for i in range(metric.num_instances())}
-
-
-def has_source_counters(action: Any) -> bool:
-    return bool(_per_pc(action, SECTORS))
 
 
 def _opcode(sass: str) -> str:

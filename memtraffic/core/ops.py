@@ -103,13 +103,6 @@ class Op:
     flops: Callable[[Shape], int]
     flops_note: str = ""
 
-    def check_shape(self, shape: Shape) -> None:
-        want = len(self.dims.split("x"))
-        if len(shape) != want:
-            raise UsageError(
-                f"op {self.name} takes a {self.dims} shape ({want} extents), got {format_shape(shape)}"
-            )
-
 
 def _randn(shape, dtype, device, gen):
     import torch

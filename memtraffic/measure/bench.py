@@ -29,7 +29,7 @@ from memtraffic.core.rundir import environment, utc_now
 from memtraffic.measure.gpu import Timing, require_gpu, time_cuda
 from memtraffic.measure.variants import Variant, get_variant, unsupported_reason
 
-# The shapes of the benchmark suite, per op.
+# The benchmark suite's shapes, per op: the README's bench table runs these.
 SUITE: dict[str, list[Shape]] = {
     "softmax": [
         (1048576, 2),

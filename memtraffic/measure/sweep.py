@@ -33,8 +33,8 @@ from memtraffic.core.errors import GpuNotFoundError, UsageError
 
 # Weights for balancing, not measurements to report: only the order of costs matters. The committed
 # H100 runs' status.jsonl record 0.3 to 2.7 s per small config under ncu (inputs, JIT, check, launch),
-# DESIGN.md's metric sets cost 4 to 6 replay passes, and each pass moves the config's bytes at about
-# the measured 3.0 TB/s of an H100 device-to-device copy.
+# memtraffic's metric sets cost 1 to 6 replay passes (ncu/metrics.py), and each pass moves the config's
+# bytes at about the measured 3.0 TB/s of an H100 device-to-device copy.
 CONFIG_OVERHEAD_S = 0.5
 ASSUMED_PASSES = 5
 REPLAY_BYTES_PER_S = 3.0e12

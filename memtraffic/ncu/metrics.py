@@ -225,3 +225,21 @@ def resolve(aliases: Sequence[str], available: Collection[str] | None, chip: Chi
         out.items.append(Resolved(alias, form))
         out.names += [n for n in form.names if n not in out.names]
     return out
+
+
+# What ncu records about each launch whatever the metrics asked for (report reading keeps them).
+LAUNCH_GRID = "launch__grid_size"
+LAUNCH_BLOCK = "launch__block_size"
+DEVICE_NAME = "device__attribute_display_name"
+REPLAY_PASSES = "profiler__replayer_passes"
+
+# Per-instruction metrics of the SourceCounters section (memtraffic lines; memtraffic/analysis/lines.py
+# says what each counts). Values are per PC, joined by correlation id.
+REQUESTS = "memory_l1_tag_requests_global"
+SECTORS = "memory_l2_theoretical_sectors_global"
+IDEAL = "memory_l2_theoretical_sectors_global_ideal"
+NCU_EXCESSIVE = "derived__memory_l2_theoretical_sectors_global_excessive"
+ACCESS_BITS = "memory_access_size_type"
+ACCESS_TYPE = "memory_access_type"
+INST = "inst_executed"
+THREAD_INST = "thread_inst_executed_true"

@@ -23,7 +23,7 @@ import pandas as pd
 from memtraffic.core.errors import ReportError
 from memtraffic.core.files import read_json as read_json_file
 from memtraffic.core.plan import RANGE_PREFIX
-from memtraffic.ncu.metrics import METRICS, Metric
+from memtraffic.ncu.metrics import DEVICE_NAME, LAUNCH_BLOCK, LAUNCH_GRID, METRICS, REPLAY_PASSES, Metric
 
 REPORT_SUFFIX = ".ncu-rep"
 _DEFAULT_DOMAIN = "<default domain>"
@@ -162,10 +162,10 @@ def read_report(path: str | Path, allow_partial: bool = False) -> pd.DataFrame:
                 "nvtx": " / ".join(stack),
                 "kernel": name,
                 "kernel_full": full,
-                "grid_size": _value(action, "launch__grid_size"),
-                "block_size": _value(action, "launch__block_size"),
-                "device": _value(action, "device__attribute_display_name") or "",
-                "passes": _number(_value(action, "profiler__replayer_passes")),
+                "grid_size": _value(action, LAUNCH_GRID),
+                "block_size": _value(action, LAUNCH_BLOCK),
+                "device": _value(action, DEVICE_NAME) or "",
+                "passes": _number(_value(action, REPLAY_PASSES)),
             }
             for alias, metric in METRICS.items():
                 row[alias] = alias_value(action, metric)
