@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from memtraffic.core.errors import MemtrafficError, UsageError
+from memtraffic.core.errors import MemtrafficError, UsageError, warn
 
 app = typer.Typer(
     rich_markup_mode="rich",
@@ -77,7 +77,7 @@ def _print_baseline_diff(baseline: Path | None, run_dir: Path, fmt: str) -> None
     try:
         text = render(diff(baseline, run_dir), "table")
     except MemtrafficError as err:
-        _warn_line(f"no diff against {baseline}: {err}")
+        warn(f"no diff against {baseline}: {err}")
         return
     typer.echo(f"\ndiff against {baseline}:\n{text}", err=fmt != "table")
 
@@ -86,10 +86,6 @@ def _check_baseline(baseline: Path | None) -> None:
     """Before measuring: a --baseline that is not there would only be found after the run."""
     if baseline is not None and not baseline.exists():
         raise UsageError(f"--baseline {baseline}: no such run folder or file")
-
-
-def _warn_line(line: str) -> None:
-    typer.echo(f"warning: {line}", err=True)
 
 
 def _check_format(fmt: str, allowed: tuple[str, ...]) -> None:
@@ -159,7 +155,7 @@ def list_(
                          "--count (the table takes one --shape and one --dtype)")
     dt = torch_dtype(parse_dtype(dtype[0] if dtype else "fp32"))
     sh = parse_shape(shape[0]) if shape else None
-    rows = [describe(v, sh, dt) for v in load_variants(variant_files or [], on_problem=_warn_line).values()]
+    rows = [describe(v, sh, dt) for v in load_variants(variant_files or [], on_problem=warn).values()]
     typer.echo(render(rows, fmt, kind="list"))
 
 
@@ -842,7 +838,7 @@ def bench(
     from memtraffic.views.tables import bench_table, dump
 
     _check_format(fmt, ("table", "json"))
-    catalogue = load_variants(variant_files or [], on_problem=_warn_line)
+    catalogue = load_variants(variant_files or [], on_problem=warn)
     names = variants or [n for n, v in catalogue.items() if v.op in b.SUITE]
     for n in names:
         get_variant(n, catalogue)

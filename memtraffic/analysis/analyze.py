@@ -11,7 +11,6 @@ The columns of `COLUMNS` are a contract: roofline figures and HTML reports read 
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Collection, Sequence
@@ -23,7 +22,7 @@ import pandas as pd
 
 from memtraffic.core.arch import chip_for_gpu
 from memtraffic.core.errors import ReportError, UsageError
-from memtraffic.core.files import dump, plain_records, write_json
+from memtraffic.core.files import dump, plain_records, read_json, write_json
 from memtraffic.core.units import fmt_rate, parse_size
 from memtraffic.ncu.metrics import METRICS
 from memtraffic.ncu.report import ADDITIVE_UNITS, EmptyReportError, locate, read_report
@@ -429,7 +428,7 @@ def load_results(run_dir: str | Path) -> pd.DataFrame:
         saved = run_dir / "results.json"
         if not saved.is_file():
             raise
-        return pd.DataFrame(json.loads(saved.read_text()))
+        return pd.DataFrame(read_json(saved, "the run folder is damaged"))
 
 
 def save_results(df: pd.DataFrame, run_dir: Path) -> None:

@@ -12,7 +12,6 @@ suffix (its Nth measurement) and the plan maps the NVTX range in that part's rep
 
 from __future__ import annotations
 
-import json
 import shlex
 import shutil
 import sys
@@ -20,7 +19,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from memtraffic.core.errors import UsageError
+from memtraffic.core.errors import UsageError, say
+from memtraffic.core.files import write_json
 from memtraffic.core.rundir import append_status, new_run_dir, partial_reports_expected, utc_now
 from memtraffic.ncu.report import REPORT_SUFFIX, read_json
 
@@ -84,7 +84,7 @@ def _shard_note(runs: Sequence[dict[str, Any]]) -> str | None:
 def merge_runs(sources: Sequence[Path], out: Path, allow_mixed: bool = False,
                echo: Callable[[str], None] | None = None) -> tuple[Path, dict[str, Any]]:
     """Merge the run folders into the new folder `out`; returns it and its run.json. See the module doc."""
-    echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
+    echo = echo or say
     if len(sources) < 1:
         raise UsageError("give the run folders to merge: memtraffic merge RUN_A RUN_B --out MERGED")
     paths = [Path(s) for s in sources]
@@ -151,8 +151,8 @@ def merge_runs(sources: Sequence[Path], out: Path, allow_mixed: bool = False,
     run["rerun"] = [c["range"] for c in run["configs"]
                     if c.get("status") != "ok" or c.get("profiled") is False]
     run["notes"] = notes
-    (out / "plan.json").write_text(json.dumps(plan, indent=2) + "\n")
-    (out / "run.json").write_text(json.dumps(run, indent=2) + "\n")
+    write_json(out / "plan.json", plan)
+    write_json(out / "run.json", run)
     for note in notes:
         echo(f"note: {note}")
 

@@ -1,4 +1,11 @@
-"""Few, actionable errors. Each message says what is wrong and what to do; the CLI prints it as one line."""
+"""Few, actionable errors, and the one way to warn or report progress.
+
+Each error message says what is wrong and what to do; the CLI prints it as one line ('error: ...').
+The measuring side warns through `warn` and reports progress through `say` (both one line on stderr);
+its functions take an `echo` to send progress elsewhere (the CLI, a test's list).
+"""
+
+import sys
 
 
 class MemtrafficError(Exception):
@@ -23,3 +30,13 @@ class GpuNotFoundError(MemtrafficError):
 
 class ReportError(MemtrafficError):
     """A .ncu-rep or run folder cannot be read, or lacks what the analysis needs."""
+
+
+def say(line: str) -> None:
+    """One progress line on stderr, flushed (a long ncu run shows it as it happens)."""
+    print(line, file=sys.stderr, flush=True)
+
+
+def warn(line: str) -> None:
+    """One warning line on stderr: 'warning: LINE'."""
+    say(f"warning: {line}")

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from memtraffic.core.arch import chip_for_gpu
-from memtraffic.core.errors import NcuError, UsageError
+from memtraffic.core.errors import NcuError, UsageError, say
 from memtraffic.core.files import write_json  # atomic: the runner may be waiting for plan.json
 from memtraffic.core.ops import parse_dtype, parse_shape
 from memtraffic.core.plan import parse_params
@@ -411,7 +411,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
     The reports are not analyzed here (the measuring side never imports analysis): memtraffic.api.run_measure
     analyzes them, then calls record_analysis.
     """
-    echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
+    echo = echo or say
     # Where measure's own time goes (run.json "timings"): the tool's overhead over bare ncu.
     clock, timings = time.perf_counter(), {}
 
@@ -530,7 +530,7 @@ def record_analysis(result: MeasureResult, kernels: Any, echo: Callable[[str], N
     """Complete run.json from the analyzed launches (`kernels`: a table with 'range' and 'passes'):
     which configs ncu profiled, the passes, what to rerun, measure's timings. Raises NcuError when
     configs ran but ncu profiled no kernel inside their ranges."""
-    echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
+    echo = echo or say
     run, plan, run_dir = result.run, result.plan, result.run_dir
     if run["passes"] is None and len(kernels) and "passes" in kernels:
         found = kernels["passes"].dropna()

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from memtraffic.core.arch import chip_for_gpu
-from memtraffic.core.errors import MemtrafficError, NcuError, UsageError
+from memtraffic.core.errors import MemtrafficError, NcuError, UsageError, say
 from memtraffic.core.files import write_json
 from memtraffic.core.rundir import DEFAULT_RUNS_ROOT, environment, new_run_dir, utc_now
 from memtraffic.core.tracefile import TRACE_ENV, read_trace
@@ -147,7 +147,7 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
     """Check, run the program under ncu, turn its trace into the plan, save. See the module doc.
 
     The report is not analyzed here: memtraffic.api.run_profile does that."""
-    echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
+    echo = echo or say
     program = resolve_program(opts.command)
     build_ncu_command("ncu", [], "r", [], cache_control=opts.cache_control, clock_control=opts.clock_control,
                       target_processes=opts.target_processes, launch_skip=opts.launch_skip,

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 import time
@@ -28,6 +27,8 @@ from typing import Any, TextIO
 
 import torch
 
+from memtraffic.core.errors import say
+from memtraffic.core.files import read_json
 from memtraffic.core.ops import error_limit
 from memtraffic.core.rundir import append_status, read_status
 from memtraffic.measure.variants import Variant, load_variants
@@ -208,9 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.wait_for_plan:
         load_variants()  # the shipped suite's imports (triton, the kernels) overlap the plan's building
         if not wait_for_plan(args.plan):
-            print("measure gave up building the plan: nothing to run", file=sys.stderr, flush=True)
+            say("measure gave up building the plan: nothing to run")
             return EXIT_NO_PLAN
-    plan = json.loads(args.plan.read_text())
+    plan = read_json(args.plan, "measure wrote a damaged plan")
     status = args.status or args.plan.parent / plan.get("status_file", "status.jsonl")
     return run_plan(plan, status, gpu=args.gpu)
 

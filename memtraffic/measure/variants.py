@@ -14,20 +14,15 @@ import functools
 import hashlib
 import importlib.util
 import sys
-import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from memtraffic.core.errors import UsageError
+from memtraffic.core.errors import UsageError, warn
 from memtraffic.core.ops import OPS, Op, Shape, dtype_name, format_shape
 from memtraffic.core.variant import Variant
-
-
-def _warn(line: str) -> None:
-    warnings.warn(line, stacklevel=3)
 
 
 def _import_file(path: Path) -> Any:
@@ -51,7 +46,7 @@ def _import_file(path: Path) -> Any:
     return module
 
 
-def load_file(path: str | Path, on_problem: Callable[[str], None] = _warn) -> dict[str, Variant]:
+def load_file(path: str | Path, on_problem: Callable[[str], None] = warn) -> dict[str, Variant]:
     """The variants of one user file. A broken entry is reported through `on_problem` and left out."""
     path = Path(path).expanduser().resolve()
     if not path.is_file():
@@ -93,7 +88,7 @@ def _suite() -> dict[str, Variant]:
     return dict(VARIANTS)
 
 
-def load_variants(files: Sequence[str | Path] = (), on_problem: Callable[[str], None] = _warn
+def load_variants(files: Sequence[str | Path] = (), on_problem: Callable[[str], None] = warn
                   ) -> dict[str, Variant]:
     """The shipped suite, then each file's variants (a name may not shadow another)."""
     variants = dict(_suite())

@@ -12,14 +12,13 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from memtraffic.core.arch import Chip
-from memtraffic.core.errors import NcuError, UsageError
+from memtraffic.core.errors import NcuError, UsageError, say
 from memtraffic.core.files import cache_dir
 from memtraffic.ncu.metrics import base_name
 
@@ -313,7 +312,7 @@ def run_ncu(argv: Sequence[str], log_path: Path, echo: Callable[[str], None] | N
     Ctrl-C: the runner stops after its current config and ncu writes the report of what it profiled;
     we wait for that (a second Ctrl-C kills ncu) and return with interrupted=True.
     """
-    echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
+    echo = echo or say
     passes: int | None = None
     tail: list[str] = []
     perm = no_kernels = interrupted = False
