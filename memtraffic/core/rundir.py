@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import platform
 import re
 import subprocess
@@ -16,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from memtraffic.core.errors import UsageError
+from memtraffic.core.errors import GpuNotFoundError, UsageError
 
 DEFAULT_RUNS_ROOT = Path("reports") / "runs"
 
@@ -66,6 +67,24 @@ def read_status(path: Path) -> dict[int, dict[str, Any]]:
 def append_status(path: Path, record: Mapping[str, Any]) -> None:
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(dict(record)) + "\n")
+
+
+ANYWHERE = "`memtraffic analyze` reads existing runs on any machine"  # the tail of every no-GPU error
+
+
+def gpu_name() -> str:
+    """The name of GPU 0 from nvidia-smi (no torch: profile runs any program), or GpuNotFoundError."""
+    try:
+        proc = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        proc = None
+    names = proc.stdout.strip().splitlines() if proc is not None and proc.returncode == 0 else []
+    if not names:
+        raise GpuNotFoundError(f"no NVIDIA GPU is visible (nvidia-smi found none): profiling needs one, and "
+                               f"ncu; {ANYWHERE}")
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    return names[int(visible)] if visible.isdigit() and int(visible) < len(names) else names[0]
 
 
 def _driver_version() -> str | None:

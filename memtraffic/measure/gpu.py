@@ -1,18 +1,17 @@
-"""The CUDA devices: whether there is one (the one "no GPU" check), their names, and how long a call
-takes on one (CUDA events, L2 flushed or not). torch is imported on first use, so that measure's parent
-process can check names through nvidia-smi without it."""
+"""The CUDA devices through torch: whether there is one (require_gpu; core.rundir.gpu_name asks
+nvidia-smi where torch is not wanted), their names, and how long a call takes on one (CUDA events, L2
+flushed or not). torch is imported on first use."""
 
 from __future__ import annotations
 
-import os
 import statistics
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from memtraffic.core.errors import GpuNotFoundError
+from memtraffic.core.rundir import ANYWHERE
 
 _L2_FLUSH_BYTES = 256 * 2**20  # larger than any Hopper L2 (50-60 MB)
 # About 0.5 ms at 2 GHz: longer than a launcher's host overhead, with room for a slow host (with 100 us, a
@@ -20,7 +19,6 @@ _L2_FLUSH_BYTES = 256 * 2**20  # larger than any Hopper L2 (50-60 MB)
 _SLEEP_CYCLES = 1_000_000
 
 
-_ANYWHERE = "`memtraffic analyze` reads existing runs on any machine"
 
 
 def cuda_device_names() -> list[str]:
@@ -36,23 +34,8 @@ def require_gpu(needs: str) -> str:
     """The name of CUDA device 0, or GpuNotFoundError: 'no CUDA GPU is visible: <needs>; ...'."""
     names = cuda_device_names()
     if not names:
-        raise GpuNotFoundError(f"no CUDA GPU is visible: {needs}; {_ANYWHERE}")
+        raise GpuNotFoundError(f"no CUDA GPU is visible: {needs}; {ANYWHERE}")
     return names[0]
-
-
-def gpu_name() -> str:
-    """The name of GPU 0 from nvidia-smi (no torch: profile runs any program), or GpuNotFoundError."""
-    try:
-        proc = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        proc = None
-    names = proc.stdout.strip().splitlines() if proc is not None and proc.returncode == 0 else []
-    if not names:
-        raise GpuNotFoundError(f"no NVIDIA GPU is visible (nvidia-smi found none): profiling needs one, and "
-                               f"ncu; {_ANYWHERE}")
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
-    return names[int(visible)] if visible.isdigit() and int(visible) < len(names) else names[0]
 
 
 @dataclass

@@ -36,11 +36,12 @@ from memtraffic.core.rundir import (
     DEFAULT_RUNS_ROOT,
     append_status,
     environment,
+    gpu_name,
     new_run_dir,
     read_status,
     utc_now,
 )
-from memtraffic.measure.gpu import cuda_device_names, gpu_name, require_gpu
+from memtraffic.measure.gpu import cuda_device_names, require_gpu
 from memtraffic.measure.planning import build_plan, check_names
 from memtraffic.measure.sweep import (
     assign_gpus,
@@ -56,12 +57,13 @@ from memtraffic.ncu.command import (
     NVTX_INCLUDE,
     NcuRun,
     build_ncu_command,
+    check_ncu_options,
     find_ncu,
+    metric_tokens,
     metrics_cache_key,
     ncu_version,
     query_metric_names,
     resolve_metric_spec,
-    resolve_metrics,
     run_ncu,
 )
 
@@ -421,8 +423,8 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
         timings[name] = round(now - clock, 3)
         clock = now
 
-    build_ncu_command("ncu", [], "r", [], cache_control=opts.cache_control, clock_control=opts.clock_control)
-    resolve_metrics(opts.metrics)  # names that are not even metric-shaped fail before we look for ncu
+    check_ncu_options(cache_control=opts.cache_control, clock_control=opts.clock_control)
+    tokens = metric_tokens(opts.metrics)  # a name not even metric-shaped fails before ncu is found
     # One GPU: the plan is built (torch, triton and the kernels imported: ~6 s on the H100 machine) while
     # ncu starts the runner, which imports the same and then waits for plan.json. Several GPUs: the
     # plan first, since its configs are split across the GPUs before any ncu starts.
@@ -441,7 +443,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
     else:  # nvidia-smi, not torch: the parent need not import torch (the runner checks CUDA)
         slots, gpu = [], gpu_name() if overlap else require_gpu("`memtraffic measure` needs one (and ncu)")
     lap("gpu_check_s")
-    spec = resolve_metric_spec(opts.metrics, query_metric_names(ncu, metrics_cache_key(ncu, version, gpu)),
+    spec = resolve_metric_spec(tokens, query_metric_names(ncu, metrics_cache_key(ncu, version, gpu)),
                                chip_for_gpu(gpu))
     metrics = spec.names
     for note in spec.notes:  # what this GPU cannot count: measured without it

@@ -27,18 +27,18 @@ from typing import Any
 from memtraffic.core.arch import chip_for_gpu
 from memtraffic.core.errors import MemtrafficError, NcuError, UsageError, say
 from memtraffic.core.files import write_json
-from memtraffic.core.rundir import DEFAULT_RUNS_ROOT, environment, new_run_dir, utc_now
+from memtraffic.core.rundir import DEFAULT_RUNS_ROOT, environment, gpu_name, new_run_dir, utc_now
 from memtraffic.core.tracefile import TRACE_ENV, read_trace
-from memtraffic.measure.gpu import gpu_name
 from memtraffic.measure.ops import tracer_env
 from memtraffic.ncu.command import (
     build_ncu_command,
+    check_ncu_options,
     find_ncu,
+    metric_tokens,
     metrics_cache_key,
     ncu_version,
     query_metric_names,
     resolve_metric_spec,
-    resolve_metrics,
     run_ncu,
 )
 
@@ -149,14 +149,13 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
     The report is not analyzed here: memtraffic.api.run_profile does that."""
     echo = echo or say
     program = resolve_program(opts.command)
-    build_ncu_command("ncu", [], "r", [], cache_control=opts.cache_control, clock_control=opts.clock_control,
-                      target_processes=opts.target_processes, launch_skip=opts.launch_skip,
-                      launch_count=opts.launch_count)
-    resolve_metrics(opts.metrics)  # names that are not even metric-shaped fail before we look for ncu
+    check_ncu_options(opts.cache_control, opts.clock_control, opts.target_processes, opts.launch_skip,
+                      opts.launch_count)
+    tokens = metric_tokens(opts.metrics)  # a name not even metric-shaped fails before ncu is found
     ncu = find_ncu()
     version = ncu_version(ncu)
     gpu = gpu_name()
-    spec = resolve_metric_spec(opts.metrics, query_metric_names(ncu, metrics_cache_key(ncu, version, gpu)),
+    spec = resolve_metric_spec(tokens, query_metric_names(ncu, metrics_cache_key(ncu, version, gpu)),
                                chip_for_gpu(gpu))
     metrics = spec.names
     for note in spec.notes:  # what this GPU cannot count: measured without it

@@ -174,19 +174,11 @@ class MetricSpec:
     notes: list[str]
 
 
-def resolve_metric_spec(spec: str, available: Iterable[str] | None = None,
-                        chip: Chip | None = None) -> MetricSpec:
-    """'traffic' / 'traffic,fadd' / 'dram__bytes_read.sum' -> ncu metric names (time always included).
+def _split_tokens(spec: str) -> tuple[list[str], list[str]]:
+    """(tokens, invalid): set names expanded to aliases, aliases and raw ncu names kept ('time' first)."""
+    from memtraffic.ncu.metrics import METRIC_SETS, METRICS
 
-    Tokens are set names, aliases of memtraffic.ncu.metrics, or raw ncu names. With `available` (base
-    names from ncu --query-metrics) each alias becomes the counter this GPU has (memtraffic.ncu.metrics
-    .resolve); an alias it has none of is left out with a note (`chip`, when known, says why). Raw names
-    are checked against this GPU too, because ncu itself silently ignores a bogus metric. Every invalid
-    token is reported in one UsageError.
-    """
-    from memtraffic.ncu.metrics import METRIC_SETS, METRICS, resolve
-
-    tokens: list[str] = ["time"]  # aliases and raw names in the order given
+    tokens: list[str] = ["time"]
     invalid: list[str] = []
     for token in (t.strip() for t in spec.split(",")):
         if not token:
@@ -197,7 +189,33 @@ def resolve_metric_spec(spec: str, available: Iterable[str] | None = None,
             tokens.append(token)
         else:
             invalid.append(token)
-    tokens = list(dict.fromkeys(tokens))
+    return list(dict.fromkeys(tokens)), invalid
+
+
+def metric_tokens(spec: str) -> list[str]:
+    """'traffic,fadd,dram__bytes_read.sum' -> aliases and raw ncu names in the order given ('time' first).
+
+    Tokens are set names, aliases of memtraffic.ncu.metrics, or raw ncu names (anything with '__');
+    every other token is reported in one UsageError, before ncu is looked for.
+    """
+    tokens, invalid = _split_tokens(spec)
+    if invalid:
+        raise UsageError(_unknown_metrics(invalid))
+    return tokens
+
+
+def resolve_metric_spec(spec: str | Sequence[str], available: Iterable[str] | None = None,
+                        chip: Chip | None = None) -> MetricSpec:
+    """A --metrics value (or its metric_tokens) -> the ncu names to collect on this GPU (time first).
+
+    With `available` (base names from ncu --query-metrics) each alias becomes the counter this GPU has
+    (memtraffic.ncu.metrics.resolve); an alias it has none of is left out with a note (`chip`, when
+    known, says why). Raw names are checked against this GPU too, because ncu itself silently ignores
+    a bogus metric: every invalid token and every raw name it lacks is reported in one UsageError.
+    """
+    from memtraffic.ncu.metrics import METRICS, resolve
+
+    tokens, invalid = _split_tokens(spec) if isinstance(spec, str) else (list(spec), [])
     offered = None if available is None else set(available)
     resolution = resolve([t for t in tokens if t in METRICS], offered, chip)
     forms = {r.alias: r.form for r in resolution.items}
@@ -209,10 +227,7 @@ def resolve_metric_spec(spec: str, available: Iterable[str] | None = None,
     if offered is not None:
         invalid += [t for t in tokens if t not in METRICS and base_name(t) not in offered]
     if invalid:
-        raise UsageError(
-            f"unknown metrics: {', '.join(invalid)}. Use a set ({', '.join(METRIC_SETS)}), an alias from "
-            "memtraffic/ncu/metrics.py, or a name from `ncu --query-metrics`"
-        )
+        raise UsageError(_unknown_metrics(invalid))
     return MetricSpec(names, resolution.notes)
 
 
@@ -221,10 +236,34 @@ def resolve_metrics(spec: str, available: Iterable[str] | None = None, chip: Chi
     return resolve_metric_spec(spec, available, chip).names
 
 
+def _unknown_metrics(names: Sequence[str]) -> str:
+    from memtraffic.ncu.metrics import METRIC_SETS
+
+    return (f"unknown metrics: {', '.join(names)}. Use a set ({', '.join(METRIC_SETS)}), an alias from "
+            "memtraffic/ncu/metrics.py, or a name from `ncu --query-metrics`")
+
+
 # --- the ncu command ----------------------------------------------------------------------------------------
 
 
 TARGET_PROCESSES = ("all", "application-only")
+
+
+def check_ncu_options(cache_control: str = "all", clock_control: str = "none",
+                      target_processes: str = "application-only", launch_skip: int | None = None,
+                      launch_count: int | None = None) -> None:
+    """UsageError for an option value ncu would refuse: measure and profile check before finding ncu."""
+    if cache_control not in CACHE_CONTROLS:
+        raise UsageError(f"unknown --cache-control {cache_control!r}: use one of {', '.join(CACHE_CONTROLS)}")
+    if clock_control not in CLOCK_CONTROLS:
+        raise UsageError(f"unknown --clock-control {clock_control!r}: use one of {', '.join(CLOCK_CONTROLS)}")
+    if target_processes not in TARGET_PROCESSES:
+        raise UsageError(f"unknown --target-processes {target_processes!r}: use one of "
+                         f"{', '.join(TARGET_PROCESSES)}")
+    if launch_skip is not None and launch_skip < 0:
+        raise UsageError(f"--launch-skip {launch_skip}: give the number of kernel launches to skip (>= 0)")
+    if launch_count is not None and launch_count < 1:
+        raise UsageError(f"--launch-count {launch_count}: give how many kernel launches to profile (>= 1)")
 
 
 def build_ncu_command(
@@ -250,17 +289,7 @@ def build_ncu_command(
     passes the user's filters. `source` adds the per-instruction SourceCounters section with the CUDA
     source and SASS embedded, which `memtraffic lines` reads.
     """
-    if cache_control not in CACHE_CONTROLS:
-        raise UsageError(f"unknown --cache-control {cache_control!r}: use one of {', '.join(CACHE_CONTROLS)}")
-    if clock_control not in CLOCK_CONTROLS:
-        raise UsageError(f"unknown --clock-control {clock_control!r}: use one of {', '.join(CLOCK_CONTROLS)}")
-    if target_processes not in TARGET_PROCESSES:
-        raise UsageError(f"unknown --target-processes {target_processes!r}: use one of "
-                         f"{', '.join(TARGET_PROCESSES)}")
-    if launch_skip is not None and launch_skip < 0:
-        raise UsageError(f"--launch-skip {launch_skip}: give the number of kernel launches to skip (>= 0)")
-    if launch_count is not None and launch_count < 1:
-        raise UsageError(f"--launch-count {launch_count}: give how many kernel launches to profile (>= 1)")
+    check_ncu_options(cache_control, clock_control, target_processes, launch_skip, launch_count)
     argv = [str(ncu), "--metrics", ",".join(metrics), "--nvtx"]
     for include in nvtx_include:
         argv += ["--nvtx-include", include]
