@@ -23,6 +23,7 @@ import pandas as pd
 from memtraffic.core.arch import chip_for_gpu
 from memtraffic.core.errors import ReportError, UsageError
 from memtraffic.core.files import dump, plain_records, read_json, write_json
+from memtraffic.core.ops import format_shape
 from memtraffic.core.units import fmt_rate, parse_size
 from memtraffic.ncu.metrics import METRICS
 from memtraffic.ncu.report import ADDITIVE_UNITS, EmptyReportError, locate, read_report
@@ -188,7 +189,7 @@ def compute(rows: pd.DataFrame, plan: dict[str, Any] | None = None,
     cfgs = [models.get(r, {}) for r in df["range"]]
     df["variant"] = [c.get("variant", "") for c in cfgs]
     df["op"] = [c.get("op", "") for c in cfgs]
-    df["shape"] = ["x".join(map(str, c["shape"])) if "shape" in c else "" for c in cfgs]
+    df["shape"] = [format_shape(c["shape"]) if "shape" in c else "" for c in cfgs]
     df["dtype"] = [c.get("dtype", "") for c in cfgs]
     df["params"] = [dict(c.get("params", {})) for c in cfgs]
     for key in ("min_read_bytes", "min_write_bytes", "pred_read_bytes", "pred_write_bytes", "model_flops"):

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memtraffic.core.errors import UsageError
+from memtraffic.core.ops import format_shape
 
 # Every NVTX range memtraffic pushes starts with this, so ncu filters and reports find ours among a program's.
 RANGE_PREFIX = "mt|"
@@ -58,7 +59,7 @@ def parse_params(items: Sequence[str]) -> dict[str, list[Any]]:
 
 def range_name(variant: str, shape: Sequence[int], dtype: str, params: Mapping[str, Any]) -> str:
     """'mt|softmax_tiled|1048576x2|fp32|BLOCK_M=128': the NVTX range around one measured call."""
-    parts = [RANGE_PREFIX + variant, "x".join(map(str, shape)), dtype]
+    parts = [RANGE_PREFIX + variant, format_shape(shape), dtype]
     if params:
         parts.append(",".join(f"{k}={v}" for k, v in params.items()))
     return "|".join(parts)

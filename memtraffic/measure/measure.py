@@ -30,7 +30,7 @@ from typing import Any
 from memtraffic.core.arch import chip_for_gpu
 from memtraffic.core.errors import NcuError, UsageError, say
 from memtraffic.core.files import write_json  # atomic: the runner may be waiting for plan.json
-from memtraffic.core.ops import parse_dtype, parse_shape
+from memtraffic.core.ops import Shape, format_shape, parse_dtype, parse_shape
 from memtraffic.core.plan import parse_params
 from memtraffic.core.rundir import (
     DEFAULT_RUNS_ROOT,
@@ -75,7 +75,7 @@ def runner_argv(plan_path: Path) -> list[str]:
 @dataclass
 class MeasureOptions:
     variants: list[str]
-    shapes: list[str] = field(default_factory=list)
+    shapes: list[str | Shape] = field(default_factory=list)  # '4096x4096' or (4096, 4096): parsed once here
     dtypes: list[str] = field(default_factory=list)
     params: list[str] = field(default_factory=list)
     all_variants: bool = False
@@ -93,6 +93,9 @@ class MeasureOptions:
     rerun: Path | None = None  # a run folder: measure again the configs its run.json lists under 'rerun'
     shard: str | None = None  # 'I/N': only that deterministic part of the plan
     gpus: str | None = None  # 'all' or '0,1': one ncu process per GPU at once
+
+    def __post_init__(self) -> None:
+        self.shapes = [parse_shape(s) if isinstance(s, str) else tuple(s) for s in self.shapes]
 
 
 @dataclass(frozen=True)
@@ -365,8 +368,6 @@ def precheck(opts: MeasureOptions) -> None:
         rerun_plan(opts.rerun)
         return
     check_names(opts.variants, opts.all_variants, opts.variant_files)
-    for shape in opts.shapes:
-        parse_shape(shape)
     for dtype in opts.dtypes:
         parse_dtype(dtype)
     parse_params(opts.params)
@@ -505,7 +506,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
         raise
     plan = pending.result() if pending else plan
     run.update(variants=list(dict.fromkeys(c["variant"] for c in plan["configs"])),
-               shapes=list(dict.fromkeys("x".join(map(str, c["shape"])) for c in plan["configs"])),
+               shapes=list(dict.fromkeys(format_shape(c["shape"]) for c in plan["configs"])),
                dtypes=list(dict.fromkeys(c["dtype"] for c in plan["configs"])))
     if "shard" in plan:
         run["shard"] = plan["shard"]

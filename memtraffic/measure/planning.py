@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from memtraffic.core.errors import UsageError
-from memtraffic.core.ops import OPS, dtype_name, format_shape, parse_dtype, parse_shape, torch_dtype
+from memtraffic.core.ops import OPS, Shape, dtype_name, format_shape, parse_dtype, parse_shape, torch_dtype
 from memtraffic.core.plan import SHIPPED_VARIANTS, parse_params, range_name
 from memtraffic.measure.variants import get_variant, load_variants, unsupported_reason
 
@@ -34,12 +34,13 @@ def check_names(variants: Sequence[str], all_variants: bool = False,
             raise UsageError(f"unknown variant {name!r}: {hint}")
 
 
-def build_plan(variants: Sequence[str], shapes: Sequence[str], dtypes: Sequence[str], params: Sequence[str],
-               all_variants: bool = False, seed: int = 0, variant_files: Sequence[str | Path] = ()
-               ) -> dict[str, Any]:
+def build_plan(variants: Sequence[str], shapes: Sequence[str | Shape], dtypes: Sequence[str],
+               params: Sequence[str], all_variants: bool = False, seed: int = 0,
+               variant_files: Sequence[str | Path] = ()) -> dict[str, Any]:
     """Every variant x shape x dtype x parameter combination, with the op's minimum and the variant's model.
 
-    Shapes are matched to variants by rank (MxN ops take 2 extents, matmuls 3), so `--all` may mix them.
+    Shapes are '4096x4096' strings or parsed tuples, matched to variants by rank (MxN ops take 2 extents,
+    matmuls 3), so `--all` may mix them.
     Combinations a variant cannot take (dtype, its own constraints) are listed under 'skipped' with
     the reason; an explicitly named variant that no shape fits is a UsageError. `variant_files` are
     users' variant files (see memtraffic.measure.variants); the plan records them for the runner process.
@@ -53,7 +54,7 @@ def build_plan(variants: Sequence[str], shapes: Sequence[str], dtypes: Sequence[
         raise UsageError("name at least one variant (see `memtraffic list`) or use --all")
     chosen = [get_variant(n, catalogue) for n in names]
     dts = [torch_dtype(parse_dtype(d)) for d in (dtypes or ["fp32"])]
-    shps = [parse_shape(s) for s in shapes]
+    shps = [parse_shape(s) if isinstance(s, str) else tuple(s) for s in shapes]
     grid = parse_params(params)
     unused = [k for k in grid if not any(k in v.params for v in chosen)]
     if unused:

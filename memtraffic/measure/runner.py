@@ -29,7 +29,7 @@ import torch
 
 from memtraffic.core.errors import say
 from memtraffic.core.files import read_json
-from memtraffic.core.ops import error_limit
+from memtraffic.core.ops import error_limit, format_shape
 from memtraffic.core.rundir import append_status, read_status
 from memtraffic.measure.variants import Variant, load_variants
 
@@ -124,7 +124,7 @@ def _is_cuda_error(err: BaseException) -> bool:
 
 def _label(config: dict[str, Any]) -> str:
     params = ",".join(f"{k}={v}" for k, v in config.get("explicit_params", {}).items())
-    shape = "x".join(map(str, config["shape"]))
+    shape = format_shape(config["shape"])
     return " ".join(p for p in (config["variant"], shape, config["dtype"], params) if p)
 
 

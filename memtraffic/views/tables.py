@@ -11,6 +11,7 @@ from memtraffic.analysis import per_op
 from memtraffic.analysis.analyze import row_label, to_records
 from memtraffic.analysis.lines import location
 from memtraffic.core.files import dump
+from memtraffic.core.ops import format_shape
 from memtraffic.core.roofs import ROOFS, ceilings_rows
 from memtraffic.core.units import fmt_bytes, fmt_eff, fmt_rate, fmt_time
 
@@ -193,7 +194,7 @@ def ops_table(records: Sequence[dict[str, Any]], fmt: str) -> str:
     shown = [r for r in records if not _moves_nothing(r)]
     body = [[f"{r['pid']}:{r['seq']}" if several else str(r["seq"]),
              r["op"] if r["kind"] == "op" else f"[region] {r['op']}",
-             "x".join(map(str, r["shape"])), r["dtype"], fmt_bytes(r["min_read_bytes"]),
+             format_shape(r["shape"]), r["dtype"], fmt_bytes(r["min_read_bytes"]),
              fmt_bytes(r["min_write_bytes"]), flops(r["model_flops"]), flops(_intensity(r))] for r in shown]
     text = text_table(["#", "op", "shape", "dtype", "min read", "min write", "FLOPs", "FLOP/B"], body)
     idle = sorted({r["op"] for r in records if _moves_nothing(r)})
