@@ -31,11 +31,13 @@ from pathlib import Path
 
 import triton
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # memtraffic from this checkout; tests/ttgir.py
+
+from ttgir import compile_sm90  # noqa: E402
 
 from memtraffic.core.ops import parse_shape  # noqa: E402
 from memtraffic.kernels import softmax_split as sp  # noqa: E402
-from memtraffic.kernels.ttgir import compile_sm90  # noqa: E402
 
 PTR = {"bf16": "*bf16", "fp16": "*fp16", "fp32": "*fp32"}
 BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}

@@ -639,7 +639,7 @@ def _units(launch, dtype) -> list[tuple[dict, dict]]:
 @pytest.fixture(scope="module")
 def compiled_layouts() -> dict[str, list[dict]]:
     """Every launch of _launches() compiled for sm_90 in one fresh process (this one runs the interpreter)."""
-    from memtraffic.kernels import ttgir
+    import ttgir
 
     labels, specs = [], []
     for label, launch, dtype in _launches():

@@ -1,6 +1,7 @@
 """Compile a Triton kernel for sm_90 on any machine (no GPU) and read the layouts of its global loads
 and stores from the TTGIR, to check the traffic model's layout assumptions against the real compiler
-(scripts/kernel_registers.py reads registers and spills from the same compile).
+(scripts/kernel_registers.py reads registers and spills from the same compile). A developer's tool
+beside the tests, not part of the package.
 
 The arguments are specialised as the JIT would specialise them at launch (integers equal to 1 become
 constants, integers divisible by 16 get `tt.divisibility=16`, pointers are assumed 16-byte aligned),
@@ -13,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .sectors import Layout
+from memtraffic.kernels.sectors import Layout
 
 _BLOCKED = re.compile(r"^(#blocked\d*) = #ttg\.blocked<\{(.*?)\}>", re.M)
 _MEM_OP = re.compile(r"(?:= |^\s*)(tt\.load|tt\.store) .*tensor<([\dx]+)x!tt\.ptr<\w+>, (#blocked\d*)>")
@@ -100,9 +101,10 @@ def layouts_in_subprocess(specs: list[dict[str, Any]], timeout: float = 300) -> 
     import os
     import subprocess
     import sys
+    from pathlib import Path
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run([sys.executable, "-m", "kernels.ttgir"], input=json.dumps(specs), env=env,
+    proc = subprocess.run([sys.executable, str(Path(__file__).resolve())], input=json.dumps(specs), env=env,
                           capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         raise RuntimeError(f"compiling for sm_90 failed:\n{proc.stderr.strip()[-3000:]}")
