@@ -1,91 +1,34 @@
 """Row softmax for rows too long for one program's registers, still reading and writing each element once.
 
-softmax_online reads a long row twice (a max+sum loop, then a write loop) and hopes L2 keeps the row
-between the two reads; on the H100 a 512 KB fp32 row per SM does not stay (DRAM read efficiency 0.66
-at 16384x131072, reports/h100/long_rows_16384x131072). softmax_split splits each row into `parts`
-chunks of up to BLOCK_N elements, each held by one program in registers, and the programs of a row
-exchange (max, sum) through global memory. Two kernels do it. The lag kernel (lag=1, the auto) is
-the fast one: see "The lag kernel" below. The groups kernel (lag=0) came first, and what was learnt
-on the way is recorded here. It gives each row to a group of `parts` programs that run at the same
-time. Each program:
+softmax_online reads a long row twice and relies on L2 to keep it between the reads; at 16384x131072 it
+does not (reports/h100/long_rows_16384x131072). softmax_split splits each row into `parts` chunks of up
+to BLOCK_N elements, each held by one program in registers, and the programs of a row exchange their
+(max, sum) through global memory: each publishes (m_p, s_p = sum exp(x - m_p)) as one 64-bit word in its
+slot of the row (slots start EMPTY; a word is written once, so a word read is final), waits until the
+row's slots are full, combines them (M = max m_p, S = sum s_p * exp(m_p - M)) and writes its chunk,
+exp(x - m_p) * exp(m_p - M) / S. Two kernels:
 
-1. reads its chunk once and keeps e = exp(x - m_p) in registers (BLOCK_N / (32*num_warps) values a
-   thread), m_p being the chunk's max,
-2. publishes (m_p, s_p = sum e) as one 64-bit word in its slot of the row (slots start EMPTY), then
-   counts itself in on the row's counter; both atomics are relaxed,
-3. spins on the counter until every program of the group has counted in, then reads the row's slots
-   (again if a count arrived before a word: each slot is written once, so a word read is final),
-4. combines them (M = max m_p, S = sum s_p * exp(m_p - M)) and writes its chunk, e * exp(m_p - M) / S.
+- the lag kernel (lag=1, the auto for rows of several parts): each program keeps one part and takes that
+  part's rows from a counter per part; it publishes the chunk it holds, reads the chunk of its next row,
+  and only then waits for the held row (polling its slots) and writes it, so a read is in flight while
+  it waits. e is packed to the output dtype by an asm statement the compiler may not move past the wait,
+  which keeps bf16/fp16 chunks at half the registers of fp32 ones.
+- the groups kernel (lag=0): a persistent grid of groups of `parts` programs; group g takes rows g,
+  g + groups, ...; each program counts itself in on the row's counter and spins until its group is in.
+  prefetch=1 reads the next row's chunk before the wait (more registers, fewer programs an SM).
 
-Groups walk rows g, g + groups, ... (a persistent grid). Bytes per row of N elements of E bytes: N*E
-read once and N*E written once; per program one read of the row's PARTS_P2 8-byte slots by each of its
-warps (Triton hands a small tensor to every warp: at 16384x131072 with 32 parts of 4 warps, 256 B x 4
-per program and row, 537 MB in all, from L2); and one fill kernel writing 8 * (PARTS_P2 + 1) bytes a
-row (slots and counter). A row of one chunk needs no group: no slots, no counter, no fill.
-
-Why waiting costs bandwidth: while a program waits it has no read in flight, and what it moves per
-wait is bounded by its registers, which hold fp32 values whatever the input: an SM moves half the bytes
-per wait for bf16 as for fp32. The first version (H100, bench 2026-11-22-h100-r2) counted in with a
-release atomic, and a release is a fence (SASS MEMBAR.GPU) that waits until the program's stores of
-its previous row are acknowledged; it also took two exp per element. It ran bf16 16384x131072 at 3.61
-ms (79% of a copy) and fp32 at 6.05 ms (94%). Relaxed slots, no fence, one exp, and 4096-element chunks
-on 4 warps in both dtypes: 3.09 ms (92%) and 5.91 ms (96%) (bench 2026-11-23-h100-r3; the ablations,
-same GPU and day, are in reports/bench/2026-11-23-h100-r3/sweeps). Reading the next row's chunk before
-the wait (prefetch=1) keeps a read in flight during it, but costs a second chunk of registers (bf16,
-8192 elements on 8 warps: 110 registers a thread with Triton 3.6, two programs an SM), so fewer
-programs share an SM: 3.31 ms against 3.09 without at 4096 on 4 warps (bf16), within 1% either way
-for fp32. It is off by default. Holding a bf16 chunk as packed pairs (int32 words) and taking exp
-again at the write would halve what waits in registers, but the compiler keeps the unpacked fp32
-values live instead (it moves the packing past the wait; see below): 48 -> 72 registers a thread
-at 4096 on 4 warps, 102 -> 148 at 8192 (compiled for sm_90 with Triton 3.9 on a CPU machine,
-2026-11-23; not timed).
-
-Where the remaining 8% (bf16, 16384x131072) goes, measured 2026-11-23 on the H100 with
-scripts/split_probe.py (reports/bench/2026-11-23-h100-split-probe): not the exchange (compiled out, the
-kernel ran 89.7% of a copy, slower than with it; polling the slots instead of a counter 92.5%), and not
-anything L2 could hold for us: every version that keeps nothing in registers through the wait and
-reads the chunk again after it ran 63-84% (the re-read comes from DRAM), and a CUDA C++ kernel holding
-rows in the shared memory of thread-block clusters ran 72-84%. What is left is what registers can keep
-in flight per SM. Rounds 5-7 (same folder) narrow it: without the exchange the same chunks stream at
-99.7% of a copy as one program per chunk but 89.6% as this persistent grid, so the persistent loop
-costs the 10%; yet one program per chunk with the exchange (ticketed, so none waits for a program that
-cannot start) runs 62-87% bf16, and rows taken dynamically in the persistent grid 77-82%: programs of
-a row that start apart wait longer than the fixed groups here do.
-
-Why the persistent loop costs it (scripts/balance_probe.py, reports/bench/2026-11-23-h100-balance-probe,
-H100, 2026-11-23): the SMs are not equally fast (12 of the 132 took 5085-5194 chunks each when chunks
-were handed out by an atomic counter, the others 3660-3999), so a fixed share of rows runs at the pace
-of the slower ones: taking chunks from a counter instead lifts the no-exchange bound from 93.6% to
-100.1% (bf16). And a program waits 2.8 us a chunk for its group, of about 6.3 us a chunk in all, with
-nothing in flight. A probe kernel that takes rows from a counter per part and waits one chunk late
-(it publishes, reads its next chunk, then waits for the previous row) runs fp32 16384x131072 at 99.9%
-of a copy, but bf16 at 87-89%: holding a chunk while reading the next takes 80-96 registers a thread
-(5-6 programs an SM, 8 KB each in flight).
-
-Why so many registers, found from the SASS of kernels compiled for sm_90 on a CPU machine
-(scripts/kernel_registers.py, reports/compile/2026-11-23-sm90-registers): the compiler sinks the
-rounding of e to bf16 past the wait, to where e is used, so through the wait a thread holds 32 fp32
-values, not 16 packed words.
-
-The lag kernel (lag=1) puts the three findings together. Each program keeps its part, takes its
-part's next row from a counter per part, publishes (m, s) of the chunk it holds, reads the chunk of
-its next row, and only then waits for the held chunk's row and writes it. It packs e with an asm
-statement that has side effects, which the compiler may not move, and so rounds once more (within an
-ulp): with Triton 3.6 it takes 56 registers a thread for bf16 and fp16 chunks of 4096 on 4 warps (9
-programs an SM, as many as the groups kernel, each with its next chunk in flight through the wait)
-and 96 for fp32 (5 an SM). It waits by reading the row's slots until none is EMPTY: spinning on a
-counter with compare-and-swap, as the groups kernel does, ran 16384x131072 bf16 at 69% of a copy,
-polling the slots at 97%, polling the counter with volatile loads at 21% (scripts/lag_probe.py,
-reports/bench/2026-11-23-h100-lag-probe, H100, 2026-11-23). In bench 2026-11-23-h100-r6: 16384x131072
-at 2.89 ms in bf16 (98% of a copy; the groups kernel in r5: 3.08 ms, 92%) and 5.77 ms in fp32 (99%;
-5.90 ms, 96%), 8192x32768 bf16 at 97% (91%). The price is bytes no model can count: every poll
-reads the slots again, so at 16384x131072 bf16 the L1 loads are 5.51 GB against the 4.83 GB
-modelled (ncu, reports/h100/split_lag_16384x131072), while DRAM reads stay at the minimum.
+Bytes per row of N elements of E bytes: N*E read and N*E written once; the exchange adds one read of the
+row's PARTS_P2 8-byte slots per warp of each program (from L2), and a fill kernel writes the 8-byte slots
+and counters (a counter a row for the groups kernel, a counter a part for the lag kernel). The lag
+kernel's polls read the slots again, which no model counts: its measured L1 loads sit above the model
+while DRAM reads stay at the minimum (reports/h100/split_lag_16384x131072). A row of one chunk needs no
+exchange. The README's "Long rows at copy speed" gives the timings; how each choice was found is in
+reports/bench/ and the git history.
 
 Programs that wait for each other must all be resident at once: the grid is checked against the
-compiled kernel's occupancy before launch, so a grid too large for the GPU is an error, not a hang;
-the auto grid is as many whole groups as fit.
-The Triton interpreter runs programs one after another, so there a row can only be one part.
+compiled kernel's occupancy before launch, so a grid too large for the GPU is an error, not a hang; the
+auto grid is as many programs as fit. The Triton interpreter runs programs one after another, so there
+a row can only be one part.
 """
 
 from __future__ import annotations
