@@ -13,7 +13,7 @@ import triton
 import triton.language as tl
 
 from memtraffic.core.ops import Traffic, element_size
-from memtraffic.measure.variants import Variant
+from memtraffic.core.variant import Variant
 
 
 @triton.jit
