@@ -206,13 +206,13 @@ display(Markdown(
 # `memtraffic measure` does ($MEMTRAFFIC_NCU, then PATH, the CUDA toolkit, /opt/nvidia/nsight-compute).
 
 # %%
-from memtraffic.core.rundir import check_gpu  # noqa: E402
+from memtraffic.measure.gpu import require_gpu  # noqa: E402
 from memtraffic.ncu.command import find_ncu, ncu_version  # noqa: E402
 
 try:
     NCU = find_ncu()
     ncu_version(NCU)
-    GPU = check_gpu()
+    GPU = require_gpu("measuring a variant needs one")
     CAN_MEASURE, WHY_NOT = True, ""
 except MemtrafficError as err:
     CAN_MEASURE, WHY_NOT = False, str(err)
