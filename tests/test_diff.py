@@ -189,7 +189,7 @@ def test_bad_sides_are_one_line(tmp_path):
 def test_measure_with_a_baseline_prints_the_diff_after_the_run(monkeypatch):
     """cli.py chains measure and diff: the run (here the committed suite run, standing in for a new one)
     is diffed against its baseline right after its own table."""
-    from memtraffic.measure import measure as measure_module
+    import memtraffic.api
 
     calls = []
 
@@ -197,7 +197,7 @@ def test_measure_with_a_baseline_prints_the_diff_after_the_run(monkeypatch):
         calls.append(opts)
         return SimpleNamespace(table=analyze_path(SUITE), run={"configs": []}, run_dir=SUITE)
 
-    monkeypatch.setattr(measure_module, "measure", fake_measure)
+    monkeypatch.setattr(memtraffic.api, "run_measure", fake_measure)  # measure, then analyze
     res = CliRunner().invoke(app, ["measure", "softmax_naive", "--baseline", str(SEED)])
     assert res.exit_code == 0, res.output
     assert f"diff against {SEED}:" in res.output
@@ -208,10 +208,10 @@ def test_measure_with_a_baseline_prints_the_diff_after_the_run(monkeypatch):
 
 
 def test_profile_with_a_baseline_prints_the_diff_after_the_run(monkeypatch):
-    from memtraffic.measure import profile as profile_module
+    import memtraffic.api
 
     run = H100 / "profile_cupy_region"
-    monkeypatch.setattr(profile_module, "profile", lambda opts, echo: SimpleNamespace(
+    monkeypatch.setattr(memtraffic.api, "run_profile", lambda opts, echo: SimpleNamespace(
         table=analyze_path(run), run_dir=run, returncode=0))
     res = CliRunner().invoke(app, ["profile", "--baseline", str(run), "--format", "json", "--", "python",
                                    "x.py"])
@@ -243,7 +243,7 @@ def test_the_before_and_after_example_kernels_run_checked_against_float64(tmp_pa
     (so diff matches them), each checked by the runner against the op's float64 reference."""
     import torch
 
-    from memtraffic.core.plan import build_plan
+    from memtraffic.measure.planning import build_plan
     from memtraffic.core.rundir import read_status
     from memtraffic.measure import runner
 
