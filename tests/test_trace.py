@@ -78,7 +78,7 @@ def _bytes(r: dict) -> tuple[int, int, int | None]:
 
 def test_forward_ops_bytes_and_flops_by_hand(traced):
     mm = _calls(traced, "aten.mm.default")[0]
-    assert mm["shape"] == [M, K] and mm["dtype"] == "fp32"
+    assert mm["shape"] == [M, N] and mm["dtype"] == "fp32"  # the result, not the first argument
     assert _bytes(mm) == (F32 * (M * K + K * N), F32 * M * N, 2 * M * K * N)
     # layer_norm also writes its mean and rstd, (M, 1) each, for the backward
     layer_norm = _one(traced, "aten.native_layer_norm.default")
@@ -90,7 +90,7 @@ def test_forward_ops_bytes_and_flops_by_hand(traced):
 
 def test_transposed_view_moves_nothing_and_its_copy_reads_its_own_elements(traced):
     forward_t = _calls(traced, "aten.t.default")[0]
-    assert forward_t["shape"] == [M, N] and _bytes(forward_t) == (0, 0, None)
+    assert forward_t["shape"] == [N, M] and _bytes(forward_t) == (0, 0, None)
     clone = _one(traced, "aten.clone.default")
     assert clone["shape"] == [N, M] and _bytes(clone) == (F32 * M * N, F32 * M * N, None)
 
