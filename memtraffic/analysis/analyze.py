@@ -29,6 +29,7 @@ from memtraffic.ncu.report import ADDITIVE_UNITS, EmptyReportError, locate, read
 
 SECTOR_BYTES = 32
 GOOD = 0.9  # efficiencies below this get a diagnosis
+ABOVE = 1.05  # efficiencies above this (measured below the minimum) get a reason
 LSU_NEGLIGIBLE = 0.01  # L1 (LSU) bytes under this fraction of L2's: the kernel moves its data another way
 
 COLUMNS = [
@@ -91,8 +92,8 @@ def parse_min_bytes_options(texts: Sequence[str]) -> tuple[tuple[float, float, f
     return (parse_min_bytes(overall[0]) if overall else None), rules
 
 
-def _apply_min_rules(df: pd.DataFrame, rules: Sequence[MinRule]) -> None:
-    """Each rule's minimum to the rows whose range matches it and no earlier rule."""
+def _apply_min_rules(df: pd.DataFrame, rules: Sequence[MinRule]) -> np.ndarray:
+    """Each rule's minimum to the rows whose range matches it and no earlier rule; returns the rows set."""
     taken = np.zeros(len(df), dtype=bool)
     for pattern, (read, write, total) in rules:
         hit = np.array([bool(pattern.search(r)) for r in df["range"]], dtype=bool)
@@ -104,6 +105,7 @@ def _apply_min_rules(df: pd.DataFrame, rules: Sequence[MinRule]) -> None:
         hit &= ~taken
         df.loc[hit, ["min_read_bytes", "min_write_bytes", "min_bytes"]] = (read, write, total)
         taken |= hit
+    return taken
 
 
 def _div(num: pd.Series, den: pd.Series) -> pd.Series:
@@ -198,7 +200,14 @@ def compute(rows: pd.DataFrame, plan: dict[str, Any] | None = None,
         df["min_bytes"] = total
     else:
         df["min_bytes"] = df["min_read_bytes"] + df["min_write_bytes"]
-    _apply_min_rules(df, min_rules)  # a named range's minimum wins over both
+    named = _apply_min_rules(df, min_rules)  # a named range's minimum wins over both
+    # Why a row's minimum may sit above what it moved: a bound the tracer recorded, a global --min-bytes
+    # that every row of a report gets, one kernel of several in its range.
+    bounds = [f"the minimum is an upper bound ({c['min_note']})" if c.get("min_note") else "" for c in cfgs]
+    if min_bytes is not None and len(df) > 1:
+        bounds = [b if taken else "the --min-bytes given applies to every row, this one's included: give "
+                  "REGEX=SIZE for the kernels it describes" for b, taken in zip(bounds, named, strict=True)]
+    roles = _split_range_minimum(df)
 
     df["time_ns"] = df["time"]
     # cp.async (LDGSTS) copies, the way pipelined kernels load: l1tex's op_ld bytes already count them (on
@@ -224,10 +233,35 @@ def compute(rows: pd.DataFrame, plan: dict[str, Any] | None = None,
     df["bw_min_Bps"] = _div(df["min_bytes"], seconds)
     df["bw_dram_Bps"] = _div(dram, seconds)
     df["hw_flops"] = df["fadd"] + df["fmul"] + 2 * df["ffma"]
-    df["diagnosis"] = [diagnose(r) for r in df.to_dict("records")]
+    df["diagnosis"] = [diagnose(r, bound=b, role=role)
+                       for r, b, role in zip(df.to_dict("records"), bounds, roles, strict=True)]
 
     others = [a for a in METRICS if a in df and a not in COLUMNS and a != "time"]
     return df[COLUMNS + EXTRA_COLUMNS + others].reset_index(drop=True)
+
+
+def _split_range_minimum(df: pd.DataFrame) -> list[str]:
+    """Rows of one range (kernels of a multi-kernel range, --group-by kernel): the range's minimum stays
+    on its main kernel (the one moving the most L2 bytes, else the longest) and leaves the others (their
+    minimum becomes NaN). Returns each row's role ('' for a range's only row)."""
+    roles = [""] * len(df)
+    keyed = df[df["range"].astype(bool) & df["min_bytes"].notna()]
+    for (_, _), rows in keyed.groupby(["run", "range"], sort=False):
+        if len(rows) < 2:
+            continue
+        moved = rows["l2_rd_sectors"].fillna(0) + rows["l2_wr_sectors"].fillna(0)
+        main = moved.idxmax() if moved.max() > 0 else rows["time"].fillna(0).idxmax()
+        name = df.at[main, "kernels"][0]
+        for i in rows.index:
+            pos = df.index.get_loc(i)
+            if i == main:
+                roles[pos] = (f"main kernel of {len(rows)} in its range: the range's whole minimum is "
+                              "counted here")
+            else:
+                roles[pos] = (f"helper kernel of its range ({len(rows)} kernels): the range's minimum is "
+                              f"counted on {name}")
+                df.loc[i, ["min_read_bytes", "min_write_bytes", "min_bytes"]] = math.nan
+    return roles
 
 
 def _ok(x: Any) -> bool:
@@ -238,9 +272,11 @@ def _times(x: float) -> str:
     return f"{x:.0f}x" if abs(x - round(x)) < 0.05 * x else f"{x:.1f}x"
 
 
-def diagnose(r: dict[str, Any]) -> str:
-    """One factual line naming what the numbers show where an efficiency falls below ~0.9 ('' otherwise)."""
-    notes: list[str] = []
+def diagnose(r: dict[str, Any], bound: str = "", role: str = "") -> str:
+    """One factual line naming what the numbers show where an efficiency falls below ~0.9 or rises
+    above 1.05 ('' otherwise). `bound`: why the row's minimum is only an upper bound, if it is; `role`:
+    the row's place among its range's kernels."""
+    notes: list[str] = [role] if role else []
     # TMA (bulk async) copies move data between global and shared memory without the LSU, so the L1
     # counters read ~0 while L2 moved the data (cuBLAS's bf16 gemm on Hopper): the L1 columns say nothing.
     # A GPU older than Hopper has no TMA (an unknown device name is not ruled out).
@@ -293,13 +329,45 @@ def diagnose(r: dict[str, Any]) -> str:
     eff_dram = r.get("eff_dram")
     if _ok(eff_dram) and eff_dram < GOOD:
         notes.append(f"DRAM moves {_times(1 / eff_dram)} the minimum")
-    if _ok(eff_l1) and eff_l1 > 1 / GOOD and "loads" not in bypass:
-        notes.append(f"L1 load bytes below the minimum ({1 / eff_l1:.2f}x): loads that bypass the LSU path "
-                     f"({'TMA' if tma else async_copies}) are not in these counters")
-    eff_wr = r.get("eff_dram_wr")
-    if notes and _ok(eff_wr) and eff_wr > 1 / GOOD:
-        notes.append("DRAM writes below the minimum: output still in L2 when the kernel ended")
+    notes += _below_minimum(r, bypass, bound, wrote_notes=bool(notes),
+                            lsu_bypass="TMA" if tma else async_copies)
     return "; ".join(notes)
+
+
+def _below_minimum(r: dict[str, Any], bypass: Sequence[str], bound: str, wrote_notes: bool,
+                   lsu_bypass: str = "TMA") -> list[str]:
+    """A reason for each level that moved less than the minimum (efficiency above ABOVE); `lsu_bypass`
+    names what moves data past the LSU counters on the row's GPU."""
+    def above(key: str) -> bool:
+        return _ok(r.get(key)) and r[key] > ABOVE
+
+    levels = [k for k in ("eff_l1_ld", "eff_l1_st", "eff_l2", "eff_dram", "eff_dram_rd") if above(k)]
+    if bound and levels:  # the minimum itself may be too high: that explains every level
+        return [f"below the minimum at {_names(levels)}: {bound}"]
+    if above("eff_l2"):  # less than the minimum reached L2: the call needed less than its minimum counts
+        return [f"below the minimum at {_names(levels)}: the call moved less than its minimum through L2, "
+                "so the minimum over-counts it (a data-dependent op, an input used only in part, or data "
+                "the op skips); read it as a bound this call beats"]
+    notes = []
+    if above("eff_l1_ld") and "loads" not in bypass:
+        notes.append(f"L1 load bytes below the minimum ({1 / r['eff_l1_ld']:.2f}x): loads that bypass the "
+                     f"LSU path ({lsu_bypass}) are not in these counters")
+    if above("eff_l1_st") and "stores" not in bypass:
+        notes.append(f"L1 store bytes below the minimum ({1 / r['eff_l1_st']:.2f}x): stores that bypass the "
+                     f"LSU path ({lsu_bypass}) are not in these counters")
+    if above("eff_dram_rd") or (above("eff_dram") and not _ok(r.get("eff_dram_rd"))):
+        notes.append("DRAM reads below the minimum: part of the input was served from L2 (cached before "
+                     "the kernel, not flushed)")
+    shown_total = above("eff_dram") and not _ok(r.get("eff_dram_rd"))  # tables show DRAM rd+wr then
+    if (above("eff_dram_wr") or shown_total) and (wrote_notes or notes or shown_total):
+        notes.append("DRAM writes below the minimum: output still in L2 when the kernel ended")
+    return notes
+
+
+def _names(levels: Sequence[str]) -> str:
+    names = {"eff_l1_ld": "L1 ld", "eff_l1_st": "L1 st", "eff_l2": "L2", "eff_dram": "DRAM",
+             "eff_dram_rd": "DRAM rd"}
+    return ", ".join(names[k] for k in levels)
 
 
 def _merged_ranges(plan: dict[str, Any] | None) -> dict[tuple[str, str], str]:
@@ -467,6 +535,14 @@ def table_rows(df: pd.DataFrame, group_by: str = "range") -> tuple[list[str], li
     return headers, body
 
 
+def kernel_list(names: Sequence[str]) -> str:
+    """'a, 52 x b': each kernel name once, in order of first launch, with its count where above one."""
+    counts: dict[str, int] = {}
+    for name in names:
+        counts[name] = counts.get(name, 0) + 1
+    return ", ".join(name if n == 1 else f"{n} x {name}" for name, n in counts.items())
+
+
 def format_table(df: pd.DataFrame, group_by: str = "range") -> str:
     """Readable units; a range with several kernels shows their count; diagnoses are listed below."""
     from memtraffic.views.tables import text_table
@@ -479,7 +555,7 @@ def format_table(df: pd.DataFrame, group_by: str = "range") -> str:
         if r["diagnosis"]:
             notes.append(f"  {row[0]}: {r['diagnosis']}")
         if r["n_kernels"] > 1 and group_by == "range":
-            notes.append(f"  {row[0]}: kernels {', '.join(r['kernels'])}")
+            notes.append(f"  {row[0]}: kernels {kernel_list(r['kernels'])}")
     devices = ", ".join(sorted({d for d in df["device"] if d}))
     text = (f"{devices}\n" if devices else "") + text_table(headers, body)
     if df["min_bytes"].isna().all():
