@@ -327,7 +327,17 @@ def profile(
     torch_ops: Annotated[
         bool,
         typer.Option("--torch-ops", help="Trace every aten op of a PyTorch program: each gets its NVTX range "
-                     "and its minimum (inputs read once, outputs written once) and FLOPs."),
+                     "and its minimum (what any implementation must move: README 'PyTorch programs, op by "
+                     "op') and FLOPs. Under --profile-from-start off only the calls between "
+                     "cudaProfilerStart and cudaProfilerStop are traced."),
+    ] = False,
+    from_first_forward: Annotated[
+        bool, typer.Option("--from-first-forward", help="With --torch-ops: trace from the program's first "
+                           "nn.Module forward (leaves weight initialisation out).")
+    ] = False,
+    all_calls: Annotated[
+        bool, typer.Option("--all-calls", help="With --torch-ops: print every op call; by default the "
+                           "per-op summary and the worst calls (results.csv always holds every call).")
     ] = False,
     metrics: Annotated[
         str, typer.Option(help="Metric sets (traffic, bytes, flops, peaks, roofline), aliases or raw ncu "
@@ -386,6 +396,7 @@ def profile(
       memtraffic profile --torch-ops --baseline runs/before -- python train.py
     """
     from memtraffic.analysis.analyze import render
+    from memtraffic.analysis.per_op import render_op_calls
     from memtraffic.measure.profile import ProfileOptions
     from memtraffic.measure.profile import profile as run_profile
 
@@ -397,9 +408,12 @@ def profile(
         command=list(ctx.args), metrics=metrics, torch_ops=torch_ops, source=source, kernel_name=kernel_name,
         launch_skip=launch_skip, launch_count=launch_count, nvtx_include=list(nvtx_include or []),
         target_processes=target_processes, profile_from_start=profile_from_start == "on",
-        clock_control=clock_control, cache_control=cache_control, out=out, verbose=verbose)
+        from_first_forward=from_first_forward, clock_control=clock_control, cache_control=cache_control,
+        out=out, verbose=verbose)
     result = run_profile(opts, echo=lambda line: typer.echo(line, err=True))
-    if len(result.table):
+    if len(result.table) and torch_ops and fmt == "table" and not all_calls:
+        typer.echo(render_op_calls(result.table))
+    elif len(result.table):
         typer.echo(render(result.table, fmt))
         _print_baseline_diff(baseline, result.run_dir, fmt)
     typer.echo(f"saved in {result.run_dir}", err=True)
@@ -564,15 +578,23 @@ def ops(
     command: Annotated[
         list[str] | None, typer.Argument(help="The program to run, after --: python train.py ARGS.")
     ] = None,
+    from_first_forward: Annotated[
+        bool, typer.Option("--from-first-forward", help="Trace from the program's first nn.Module forward "
+                           "(leaves weight initialisation out).")
+    ] = False,
+    all_calls: Annotated[
+        bool, typer.Option("--all-calls", help="List every call in program order (default: the calls "
+                           "moving the most bytes, then the per-op summary).")
+    ] = False,
     fmt: Fmt = "table",
 ) -> None:
     """Run a PyTorch program with every aten op traced (no ncu, CPU or GPU): its compulsory traffic.
 
-    Per op call, in program order: the aten overload, shape and dtype of its
-    first input, the minimum bytes read (each distinct input once) and
-    written (each output once; in-place: read and written), model FLOPs
-    (torch.utils.flop_counter, where it knows the op) and FLOP/byte; then a
-    summary per op type, most bytes first. Regions (memtraffic.region) are
+    Per op call (the ten moving the most bytes; every call in program
+    order with --all-calls): the aten overload, shape and dtype of its
+    result, the minimum bytes read and written (what any implementation
+    must move: README 'PyTorch programs, op by op'), model FLOPs and
+    FLOP/byte; then a summary per op type, most bytes first. Regions (memtraffic.region) are
     listed too. The program is not edited: memtraffic traces it from the
     moment it imports torch. Its own output goes to stderr.
 
@@ -584,9 +606,11 @@ def ops(
 
     _check_format(fmt, ("table", "json", "csv"))
     cmd = list(command or [])
-    run = run_traced(cmd)
+    run = run_traced(cmd, mode="forward" if from_first_forward else "1")
+    for text in run.warnings:
+        typer.echo(f"warning: {text}", err=True)
     if run.records:
-        typer.echo(format_ops(run.records, fmt))
+        typer.echo(format_ops(run.records, fmt, all_calls=all_calls))
     check_run(run, cmd)
 
 

@@ -84,6 +84,25 @@ def to_records(df: pd.DataFrame) -> list[dict[str, Any]]:
     return plain(df, {c for c in df.columns if c.endswith("_bytes") or c in _COUNTS})
 
 
+WORST_CALLS = 10  # op calls `profile --torch-ops` prints by default, largest excess first
+
+
+def render_op_calls(table: pd.DataFrame, n: int = WORST_CALLS) -> str:
+    """A traced program's analysis that fits a terminal: the per-op-type summary, then the `n` calls
+    with the largest excess (bytes beyond the minimum at the level with the most)."""
+    from memtraffic.analysis.analyze import format_table as calls_table
+
+    moved = pd.concat([table[f"{level}_rd_bytes"] + table[f"{level}_wr_bytes"] for level in ("l2", "dram")]
+                      + [table["l1_ld_bytes"] + table["l1_st_bytes"]], axis=1)
+    excess = moved.max(axis=1) - table["min_bytes"]
+    worst = table.assign(_excess=excess).sort_values("_excess", ascending=False, na_position="last",
+                                                     kind="stable").head(n).drop(columns="_excess")
+    text = format_table(summarize(table))
+    text += (f"\n\nthe {len(worst)} calls with the most excess, of {len(table)} (all: --all-calls; every "
+             "call is in the run folder's results.csv):\n")
+    return text + calls_table(worst)
+
+
 def format_table(df: pd.DataFrame) -> str:
     """Readable units; each op type's worst call and its diagnosis listed below."""
     from memtraffic.views.tables import text_table

@@ -22,8 +22,13 @@ from typing import Any
 from memtraffic.core.errors import ReportError
 
 TRACE_ENV = "MEMTRAFFIC_TRACE"  # the JSONL file every process of the program appends to
-TORCH_OPS_ENV = "MEMTRAFFIC_TORCH_OPS"  # "1": sitecustomize traces the program's aten ops from startup
-TORCH_MARK_ENV = "MEMTRAFFIC_TORCH_MARK"  # a file created when the traced program imports torch
+TORCH_OPS_ENV = "MEMTRAFFIC_TORCH_OPS"  # sitecustomize traces the program's aten ops: a TRACE_FROM key
+TORCH_MARK_ENV = "MEMTRAFFIC_TORCH_MARK"  # a file created when the traced program imports torch; the
+# tracer's warnings (one line each) are appended to it
+# When tracing starts (MEMTRAFFIC_TORCH_OPS): the whole program, or from its first nn.Module forward
+# (leaves initialisation out), or only between cudaProfilerStart and cudaProfilerStop (the calls ncu
+# profiles under --profile-from-start off).
+TRACE_FROM = {"1": "start", "forward": "first forward", "window": "profiler window"}
 
 # Program order, shared by op calls and regions, so a region's seq comes before its ops'.
 _seq = itertools.count()

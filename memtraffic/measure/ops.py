@@ -12,12 +12,12 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from memtraffic.core.errors import MemtrafficError, UsageError
-from memtraffic.core.tracefile import TORCH_MARK_ENV, TORCH_OPS_ENV, TRACE_ENV, read_trace
+from memtraffic.core.tracefile import TORCH_MARK_ENV, TORCH_OPS_ENV, TRACE_ENV, TRACE_FROM, read_trace
 from memtraffic.core.units import fmt_bytes
 from memtraffic.views.tables import dump, text_table
 
@@ -29,14 +29,17 @@ OPS_KEYS = ["seq", "pid", "kind", "range", "op", "shape", "dtype", "inputs", "ou
 
 
 def tracer_env(trace: Path, env: Mapping[str, str] | None = None,
-               torch_mark: Path | None = None) -> dict[str, str]:
-    """The environment in which a Python program traces its aten ops into `trace` from startup.
+               torch_mark: Path | None = None, mode: str = "1") -> dict[str, str]:
+    """The environment in which a Python program traces its aten ops into `trace`.
 
-    `torch_mark`: a file the program creates when it imports torch (tells "no torch" from "no op").
+    `torch_mark`: a file the program creates when it imports torch (tells "no torch" from "no op"),
+    holding the tracer's warnings. `mode`: from when (memtraffic.core.tracefile.TRACE_FROM).
     """
+    if mode not in TRACE_FROM:
+        raise UsageError(f"unknown trace mode {mode!r}: use one of {', '.join(TRACE_FROM)}")
     out = dict(os.environ if env is None else env)
     out[TRACE_ENV] = str(trace)
-    out[TORCH_OPS_ENV] = "1"
+    out[TORCH_OPS_ENV] = mode
     out["PYTHONPATH"] = os.pathsep.join([str(INJECT_DIR), *filter(None, [out.get("PYTHONPATH")])])
     if torch_mark is not None:
         out[TORCH_MARK_ENV] = str(torch_mark)
@@ -56,9 +59,15 @@ class TracedRun:
     records: list[dict[str, Any]]
     returncode: int
     imported_torch: bool
+    warnings: list[str] = field(default_factory=list)
 
 
-def run_traced(cmd: Sequence[str]) -> TracedRun:
+def tracer_warnings(mark: Path) -> list[str]:
+    """The warnings the traced program's tracer left in its mark file (none if it never imported torch)."""
+    return [line for line in mark.read_text().splitlines() if line.strip()] if mark.is_file() else []
+
+
+def run_traced(cmd: Sequence[str], mode: str = "1") -> TracedRun:
     """Run `cmd` with its aten ops traced; its stdout goes to our stderr, so stdout stays the table."""
     if not cmd:
         raise UsageError("no command to trace: write `memtraffic ops -- python train.py ARGS`")
@@ -66,8 +75,9 @@ def run_traced(cmd: Sequence[str]) -> TracedRun:
         raise UsageError(f"command not found: {cmd[0]!r} is not on PATH or not an executable file")
     with tempfile.TemporaryDirectory(prefix="memtraffic-ops-") as tmp:
         trace, mark = Path(tmp) / "trace.jsonl", Path(tmp) / "torch-imported"
-        proc = subprocess.run(list(cmd), env=tracer_env(trace, torch_mark=mark), stdout=2, check=False)
-        return TracedRun(read_trace(trace), proc.returncode, mark.exists())
+        proc = subprocess.run(list(cmd), env=tracer_env(trace, torch_mark=mark, mode=mode), stdout=2,
+                              check=False)
+        return TracedRun(read_trace(trace), proc.returncode, mark.exists(), tracer_warnings(mark))
 
 
 def check_run(run: TracedRun, cmd: Sequence[str]) -> None:
@@ -119,8 +129,12 @@ def _moves_nothing(r: dict[str, Any]) -> bool:
     return r["min_read_bytes"] == 0 and r["min_write_bytes"] == 0 and not r["model_flops"]
 
 
-def format_ops(records: Sequence[dict[str, Any]], fmt: str) -> str:
-    """table: per call in program order, then per op type; json/csv: `ops_rows`."""
+WORST_CALLS = 10  # calls the default table lists, most bytes first
+
+
+def format_ops(records: Sequence[dict[str, Any]], fmt: str, all_calls: bool = False) -> str:
+    """table: the calls (all of them in program order with `all_calls`, else the WORST_CALLS moving the
+    most bytes), then per op type; json/csv: `ops_rows` (every call)."""
     if fmt != "table":
         return dump(ops_rows(records), fmt)
 
@@ -129,11 +143,20 @@ def format_ops(records: Sequence[dict[str, Any]], fmt: str) -> str:
 
     several = len({r["pid"] for r in records}) > 1
     shown = [r for r in records if not _moves_nothing(r)]
+    heading = ""
+    if not all_calls and len(shown) > WORST_CALLS:
+        heading = (f"the {WORST_CALLS} calls moving the most bytes, of {len(shown)} (all of them: "
+                   "--all-calls, or --format json):\n")
+        shown = sorted(shown, key=lambda r: -(r["min_read_bytes"] + r["min_write_bytes"]))[:WORST_CALLS]
     body = [[f"{r['pid']}:{r['seq']}" if several else str(r["seq"]),
              r["op"] if r["kind"] == "op" else f"[region] {r['op']}",
              "x".join(map(str, r["shape"])), r["dtype"], fmt_bytes(r["min_read_bytes"]),
              fmt_bytes(r["min_write_bytes"]), flops(r["model_flops"]), flops(_intensity(r))] for r in shown]
-    text = text_table(["#", "op", "shape", "dtype", "min read", "min write", "FLOPs", "FLOP/B"], body)
+    text = heading + text_table(["#", "op", "shape", "dtype", "min read", "min write", "FLOPs", "FLOP/B"],
+                                body)
+    notes = sorted({r["min_note"] for r in shown if r.get("min_note")})
+    if notes:
+        text += "\n\nminimums that are upper bounds: " + "; ".join(notes)
     idle = sorted({r["op"] for r in records if _moves_nothing(r)})
     if idle:
         count = sum(_moves_nothing(r) for r in records)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -32,7 +33,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatc
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sdpa_flop_count
 
-from memtraffic.core.tracefile import collect, dtype_name, emit, make_record, next_seq
+from memtraffic.core.tracefile import TORCH_MARK_ENV, collect, dtype_name, emit, make_record, next_seq
 from memtraffic.measure.op_rules import RULES, Traffic, storage_of
 from memtraffic.measure.op_rules import tensor_bytes as tensor_bytes  # re-exported: the public helper
 
@@ -192,8 +193,8 @@ class OpTracer(TorchDispatchMode):
         return out
 
 
-def _active() -> bool:
-    return any(isinstance(m, OpTracer) for m in _get_current_dispatch_mode_stack())
+def _active() -> OpTracer | None:
+    return next((m for m in _get_current_dispatch_mode_stack() if isinstance(m, OpTracer)), None)
 
 
 @contextmanager
@@ -201,33 +202,119 @@ def ops() -> Iterator[list[dict[str, Any]]]:
     """Trace the aten ops of the block: yields the list their records (and regions') are appended to.
 
     Records also go to $MEMTRAFFIC_TRACE when it is set. Inside an already traced block (or a program
-    started by `memtraffic ops` / `profile --torch-ops`) no second tracer is pushed: the block only
-    collects.
+    started by `memtraffic ops` / `profile --torch-ops`) no second tracer is pushed: the block collects,
+    and traces even where that tracer waits (for the first forward, or the profiler window).
     """
     with collect() as records:
-        if _active():
-            yield records
-        else:
+        active = _active()
+        if active is None:
             with OpTracer():
                 yield records
+            return
+        was = active.enabled
+        active.enabled = True
+        try:
+            yield records
+        finally:
+            active.enabled = was
 
 
 _startup: OpTracer | None = None
 
 
-def start() -> None:
+def start(mode: str = "1") -> None:
     """Trace the rest of the program (the calling thread and the autograd threads it starts).
 
-    sitecustomize calls this when the program imports torch under MEMTRAFFIC_TORCH_OPS=1. Forked
-    children (DataLoader workers) inherit the mode but are not traced, like spawned ones.
+    sitecustomize calls this when the program imports torch under MEMTRAFFIC_TORCH_OPS. `mode` "1":
+    every op from now; "forward": from the first nn.Module forward (initialisation left out);
+    "window": only between cudaProfilerStart and cudaProfilerStop (torch.cuda.profiler.start/stop or
+    torch.cuda.cudart()'s), the calls ncu profiles under --profile-from-start off. Forked children
+    (DataLoader workers) inherit the mode but are not traced, like spawned ones.
     """
     global _startup
-    if _startup is None:
-        _startup = OpTracer()
-        _startup.__enter__()
-        os.register_at_fork(after_in_child=_stop_startup)
+    if _startup is not None:
+        return
+    _startup = OpTracer()
+    _startup.enabled = mode == "1"
+    _startup.__enter__()
+    os.register_at_fork(after_in_child=_stop_startup)
+    _watch_compile()
+    if mode == "forward":
+        _enable_at_first_forward(_startup)
+    elif mode == "window":
+        _follow_profiler(_startup)
+
+
 
 
 def _stop_startup() -> None:
     if _startup is not None:
         _startup.enabled = False
+
+
+def warn(text: str) -> None:
+    """A warning about what the trace holds: on stderr, and in the mark file `memtraffic` reads back."""
+    print(f"memtraffic: warning: {text}", file=sys.stderr, flush=True)
+    mark = os.environ.get(TORCH_MARK_ENV)
+    if mark:
+        with open(mark, "a") as f:
+            f.write(text + "\n")
+
+
+COMPILE_WARNING = ("the program calls torch.compile, which does not compile while the op tracer runs: "
+                   "the trace shows the eager aten ops and their kernels, not the compiled (fused) "
+                   "kernels; profile without --torch-ops to measure those")
+
+
+def _watch_compile() -> None:
+    """Warn once when the program compiles: dynamo leaves code eager under a dispatch mode."""
+    original = torch.compile
+
+    @functools.wraps(original)
+    def compile(*args: Any, **kwargs: Any) -> Any:
+        if torch.compile is compile:  # once: restore the original, then warn
+            torch.compile = original
+            warn(COMPILE_WARNING)
+        return original(*args, **kwargs)
+
+    torch.compile = compile
+
+
+def _enable_at_first_forward(tracer: OpTracer) -> None:
+    def hook(module: torch.nn.Module, args: Any) -> None:
+        tracer.enabled = True
+        handle.remove()
+
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(hook)
+
+
+def _follow_profiler(tracer: OpTracer) -> None:
+    """Trace while the CUDA profiler runs: wrap torch.cuda.profiler.start/stop and cudart()'s calls."""
+    import torch.cuda.profiler as profiler
+
+    def switch(call: Any, on: bool) -> Any:
+        @functools.wraps(call)
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            tracer.enabled = on
+            return call(*args, **kwargs)
+        return wrapped
+
+    profiler.start, profiler.stop = switch(profiler.start, True), switch(profiler.stop, False)
+    cudart = torch.cuda.cudart
+
+    class _Cudart:
+        def __init__(self, real: Any) -> None:
+            self._real = real
+            self.cudaProfilerStart = switch(real.cudaProfilerStart, True)
+            self.cudaProfilerStop = switch(real.cudaProfilerStop, False)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._real, name)
+
+    @functools.wraps(cudart)
+    def traced_cudart() -> Any:
+        return _Cudart(cudart())
+
+    torch.cuda.cudart = traced_cudart
+
+
