@@ -25,7 +25,7 @@ INJECT_DIR = Path(__file__).resolve().parent.parent / "_inject"
 
 # The keys of `memtraffic ops --format json|csv`, per traced call.
 OPS_KEYS = ["seq", "pid", "kind", "range", "op", "shape", "dtype", "inputs", "outputs", "min_read_bytes",
-            "min_write_bytes", "model_flops", "intensity"]
+            "min_write_bytes", "min_note", "model_flops", "intensity"]
 
 
 def tracer_env(trace: Path, env: Mapping[str, str] | None = None,
