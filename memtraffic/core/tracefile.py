@@ -53,10 +53,10 @@ def dtype_name(dtype: object) -> str:
 def make_record(kind: str, seq: int, op: str, range_name: str, inputs: list[dict[str, Any]],
                 outputs: list[dict[str, Any]], read_bytes: int, write_bytes: int,
                 flops: int | None, *, note: str = "", main: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A plan config; `shape`/`dtype` are those of `main` (an op's result), else of the first output,
-    else of the first input ([] and '' without any). `min_note` says where the minimum is a bound
+    """A plan config; `shape`/`dtype` are those of `main` (an op's result), else of the first input,
+    else of the first output ([] and '' without any). `min_note` says where the minimum is a bound
     (data the tracer could not read) rather than exact ('' when exact)."""
-    first = main or (outputs[0] if outputs else inputs[0] if inputs else {"shape": [], "dtype": ""})
+    first = main or (inputs[0] if inputs else outputs[0] if outputs else {"shape": [], "dtype": ""})
     return {
         "range": range_name, "kind": kind, "seq": seq, "pid": os.getpid(), "op": op, "variant": "",
         "shape": list(first["shape"]), "dtype": first["dtype"], "params": {},
