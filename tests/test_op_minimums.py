@@ -66,6 +66,18 @@ def test_index_gather_and_take_read_what_they_index():
     assert _bytes(_one(records, "aten.take.default")) == (2 * F32 + 4 * I64, 4 * F32)
 
 
+def test_advanced_indexing_after_a_full_slice_and_with_a_two_dimensional_mask():
+    x = torch.randn(4, 5, 6)
+    mask = torch.zeros(4, 5, dtype=torch.bool)
+    mask[0, 1] = mask[2, 3] = True
+    with memtraffic.ops() as records:
+        x[:, torch.tensor([1, 1, 2])]  # dimension 1: 2 distinct of 5, for each of 4 x 6
+        x[mask]                        # the mask covers dimensions 0 and 1: 2 rows of 6
+    sliced, masked = _calls(records, "aten.index.Tensor")
+    assert _bytes(sliced) == (4 * 2 * 6 * F32 + 3 * I64, 4 * 3 * 6 * F32)
+    assert _bytes(masked) == (2 * 6 * F32 + 4 * 5, 2 * 6 * F32)
+
+
 def test_an_index_the_tracer_cannot_read_gives_a_bound_and_says_so(monkeypatch):
     monkeypatch.setattr(op_rules, "readable", lambda t: False)  # as a CUDA index: never read
     table, ids = torch.randn(1000, 128), torch.full((8,), 3)

@@ -209,13 +209,16 @@ def _positions(traffic: Traffic, t: torch.Tensor, dim: int, index: torch.Tensor)
 
 def _indexed(traffic: Traffic, t: torch.Tensor, indices: Sequence[torch.Tensor | None]) -> int:
     """Bytes of the distinct elements of `t` that advanced indexing `t[indices]` addresses."""
-    given = [(d, i) for d, i in enumerate(indices) if i is not None]
+    given = []  # (first dimension of `t` it indexes, index); a boolean mask covers as many as it has
+    dim = 0
+    for i in indices:
+        if i is not None:
+            given.append((dim, i))
+        dim += i.dim() if i is not None and i.dtype == torch.bool else 1
     if t.numel() == 0 or not given:
         return 0
-    fixed = []
-    count = 1
-    for d, i in given:  # a boolean mask covers as many dimensions as it has
-        fixed += list(range(d, d + (i.dim() if i.dtype == torch.bool else 1)))
+    fixed = [d for start, i in given for d in range(start, start + (i.dim() if i.dtype == torch.bool else 1))]
+    count = 1  # masks and integer indices together broadcast jointly: their product bounds the tuples
     masks = [i for _, i in given if i.dtype == torch.bool]
     ints = [i for _, i in given if i.dtype != torch.bool]
     for (d, m) in ((d, i) for d, i in given if i.dtype == torch.bool):
