@@ -16,7 +16,12 @@ Not seen: ops of threads the program starts itself (a dispatch mode belongs to o
 autograd threads it starts); kernels launched outside aten ops, such as a Triton kernel called
 directly (wrap it in memtraffic.region, or register it with torch.library). torch.compile does not
 compile while a dispatch mode is active (torch 2.13: the function runs eagerly, and stays eager
-after): the trace then shows the eager ops, not the compiled kernels.
+after): the trace then shows the eager ops, not the compiled kernels, and a traced program that
+calls torch.compile gets one warning saying so (`warn`).
+
+CompositeImplicitAutograd ops (linear, dropout, sdpa) reach the mode whole under inference_mode;
+they run their C++ kernel, as the plain program does, so the mode sees the same ops with and without
+grad (a Python decomposition may differ: eval-mode dropout is a clone there, the input in C++).
 """
 
 from __future__ import annotations
