@@ -260,8 +260,31 @@ def test_cpu_attention_has_flops_from_our_formula(train_step):
     assert bwd["model_flops"] == 5 * (2 * B * H * T * T * e)
 
 
-def test_every_traced_call_lies_between_what_it_must_touch_and_its_inputs_plus_outputs(train_step):
-    for r in train_step:
+@pytest.fixture(scope="module")
+def conv_step() -> list[dict]:
+    """A small conv net (strided conv, max pool, a second conv that needs its input gradient), SGD."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Conv2d(8, 4, 1, stride=2), nn.Flatten(), nn.Linear(4 * 2 * 2, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    with memtraffic.ops() as records:
+        F.cross_entropy(model(torch.randn(2, 3, 16, 16)), torch.tensor([1, 7])).backward()
+        opt.step()
+    return records
+
+
+def test_conv_net_second_layer_backward_reads_its_weight(conv_step):
+    first, second = _calls(conv_step, "aten.convolution_backward.default")[::-1]  # backward runs last first
+    # the 1x1 stride-2 conv on (2,8,4,4) samples 2x2 of 4x4 pixels; its input gradient needs the weight
+    grad_out, sampled, weight = 2 * 4 * 2 * 2, 2 * 8 * 2 * 2, 4 * 8
+    assert _bytes(second) == ((grad_out + sampled + weight) * F32, (2 * 8 * 4 * 4 + 4 * 8 + 4) * F32)
+    # the 3x3 stride-2 conv with padding 1 samples every pixel of (2,3,16,16); no input gradient
+    assert _bytes(first) == ((2 * 8 * 8 * 8 + 2 * 3 * 16 * 16) * F32, (8 * 3 * 9 + 8) * F32)
+
+
+@pytest.mark.parametrize("program", ["train_step", "conv_step"])
+def test_every_traced_call_lies_between_what_it_must_touch_and_its_inputs_plus_outputs(program, request):
+    for r in request.getfixturevalue(program):
         described = r["inputs"] + r["outputs"]
         upper = sum(math.prod(t["shape"]) * SIZES[t["dtype"]] for t in described)
         assert r["min_read_bytes"] + r["min_write_bytes"] <= upper, r
