@@ -656,8 +656,10 @@ def merge(
     from memtraffic.analysis.merge import merge_runs
 
     _check_format(fmt, ("table", "json", "csv"))
-    merged, _ = merge_runs(runs, out, allow_mixed, echo=lambda line: typer.echo(line, err=True))
+    merged, run = merge_runs(runs, out, allow_mixed, echo=lambda line: typer.echo(line, err=True))
     typer.echo(render(analyze_path(merged), fmt))
+    if run["missing"]:
+        raise typer.Exit(code=1)
 
 
 @app.command()

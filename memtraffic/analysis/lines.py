@@ -31,7 +31,8 @@ from typing import Any
 
 from memtraffic.core.errors import ReportError, UsageError
 from memtraffic.core.units import fmt_bytes
-from memtraffic.ncu.report import _range_stack, import_ncu_report, locate, range_label
+from memtraffic.ncu.report import _range_stack, load_ncu_report, range_label
+from memtraffic.ncu.run import load_run
 
 SECTOR = 32
 REQUESTS = "memory_l1_tag_requests_global"
@@ -187,14 +188,10 @@ def report_lines(reports: Sequence[Path],
     reports hold in all. Minimums come from the plan's config of each kernel's NVTX range."""
     minimums = {c["range"]: (c.get("min_read_bytes"), c.get("min_write_bytes"))
                 for c in (plan or {}).get("configs", [])}
-    ncu_report = import_ncu_report()
     rows: list[dict[str, Any]] = []
     launch = 0
     for report_path in reports:
-        try:
-            report = ncu_report.load_report(str(report_path))
-        except Exception as err:  # the module raises assorted types for unreadable files
-            raise ReportError(f"{report_path} cannot be read as an Nsight Compute report: {err}") from None
+        report = load_ncu_report(report_path)
         for i in range(report.num_ranges()):
             rng = report.range_by_idx(i)
             for j in range(rng.num_actions()):
@@ -216,8 +213,10 @@ def read_lines(path: str | Path, kernel: str | None = None, top: int | None = No
         raise UsageError(f"--kernel {kernel!r} is not a regular expression ({err})") from None
     if top is not None and top < 1:
         raise UsageError(f"--top {top}: give a positive number of lines per kernel")
-    reports, plan, _, _ = locate(path)
-    rows, kernels = report_lines(reports, plan)
+    run = load_run(path)
+    if not run.reports:
+        raise ReportError(f"{path}: no .ncu-rep file in this folder")
+    rows, kernels = report_lines(run.reports, run.plan)
     if not kernels:
         raise ReportError(f"{path} holds no profiled kernel: is it an Nsight Compute report?")
     if not rows:

@@ -285,9 +285,13 @@ def _config_entries(plan: Mapping[str, Any], status: Mapping[int, dict[str, Any]
 def rerun_plan(run_dir: Path) -> dict[str, Any]:
     """The configs a run folder lists under 'rerun' (failed, interrupted, or on a GPU that failed), as a
     plan of their own: measure them again, then `memtraffic merge` the two runs."""
-    from memtraffic.ncu.report import read_json
+    from memtraffic.ncu.run import load_run
 
-    plan, run = read_json(run_dir / "plan.json"), read_json(run_dir / "run.json")
+    if not run_dir.is_dir():
+        what = "no such folder" if not run_dir.exists() else "not a folder"
+        raise UsageError(f"--rerun {run_dir}: not a run folder ({what})")
+    loaded = load_run(run_dir)
+    plan, run = loaded.plan, loaded.meta
     if plan is None or run is None:
         raise UsageError(f"--rerun {run_dir}: not a run folder (no plan.json and run.json)")
     wanted = set(run.get("rerun") or [])

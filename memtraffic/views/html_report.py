@@ -15,44 +15,39 @@ from typing import Any
 import pandas as pd
 
 from memtraffic.core.errors import ReportError
-from memtraffic.ncu.report import locate, read_json
+from memtraffic.ncu.run import Run, kernel_table, load_run
 
 # ----------------------------------------------------------------------------------------------------
 # Loading a run folder
 
 
-def _check_run_dir(run_dir: Path) -> None:
+def _load(run_dir: Path) -> Run:
+    run_dir = Path(run_dir)
     if not run_dir.exists():
         raise ReportError(f"run folder {run_dir} does not exist: give the folder 'memtraffic measure' wrote")
     if not run_dir.is_dir():
         raise ReportError(f"{run_dir} is not a folder: give the run folder that holds results.json")
+    return load_run(run_dir)
 
 
 def load_results(run_dir: Path) -> pd.DataFrame:
     """The analyzed table of a run folder, from the loader `memtraffic analyze` uses."""
     from memtraffic.analysis.analyze import load_results as analyzed
 
-    run_dir = Path(run_dir)
-    _check_run_dir(run_dir)
-    return analyzed(run_dir)
-
-
-def load_run_meta(run_dir: Path) -> dict[str, Any]:
-    """<run>/run.json (device, versions, command...); empty when the run has none."""
-    meta = read_json(Path(run_dir) / "run.json")
-    if meta is None:
-        return {}
-    return meta if isinstance(meta, dict) else {"run.json": meta}
+    return analyzed(_load(run_dir))
 
 
 def load_runs(run_dirs: Sequence[Path]) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """Several runs stacked into one table (a 'run' column tells them apart) and their run.json."""
+    from memtraffic.analysis.analyze import load_results as analyzed
+
     frames, metas = [], []
     for d in run_dirs:
-        df = load_results(Path(d))
-        meta = load_run_meta(Path(d))
+        run = _load(d)
+        df = analyzed(run)
+        meta = run.meta or {}
         if "run" not in df.columns:
-            df = df.assign(run=Path(d).name)
+            df = df.assign(run=run.name)
         if "device" not in df.columns and meta.get("device"):
             df = df.assign(device=_device_name(meta))
         frames.append(df)
@@ -265,8 +260,15 @@ def source_lines_section(run_dir: Path) -> list[str]:
     from memtraffic.analysis.lines import report_lines
     from memtraffic.core.units import fmt_bytes
 
-    reports, plan, _, _ = locate(run_dir) if any(Path(run_dir).glob("*.ncu-rep")) else ([], None, None, "")
-    rows, _ = report_lines(reports, plan)
+    run = load_run(run_dir)
+    with_lines = []
+    for report in run.reports:
+        try:
+            if kernel_table(report, allow_partial=True).source_counters:
+                with_lines.append(report)
+        except ReportError:  # the results table came from results.json: no lines to show
+            continue
+    rows, _ = report_lines(with_lines, run.plan)
     if not rows:
         return []
     parts = ["<h2>Source lines</h2><p class='note'>bytes each line moves (sectors x 32), scaled to the "
