@@ -32,7 +32,7 @@ from typing import Any
 from memtraffic.core.errors import ReportError, UsageError
 from memtraffic.core.units import fmt_bytes
 from memtraffic.ncu.report import _range_stack, load_ncu_report, range_label
-from memtraffic.ncu.run import load_run
+from memtraffic.ncu.run import keep_beside, load_run, stored_table
 
 SECTOR = 32
 REQUESTS = "memory_l1_tag_requests_global"
@@ -60,10 +60,6 @@ def _per_pc(action: Any, name: str) -> dict[int, float]:
         return {}
     ids = metric.correlation_ids()
     return {ids.as_uint64(i): metric.as_double(i) for i in range(metric.num_instances())}
-
-
-def has_source_counters(action: Any) -> bool:
-    return bool(_per_pc(action, SECTORS))
 
 
 def _opcode(sass: str) -> str:
@@ -112,10 +108,9 @@ def verdict(row: dict[str, Any]) -> str:
     return "; ".join(parts) if parts else "fine"
 
 
-def kernel_lines(action: Any, min_read: float | None = None,
-                 min_write: float | None = None) -> list[dict[str, Any]]:
-    """One row per source line (or per memory instruction, without line info) that touches global memory,
-    sorted by excess sectors, largest first. Without minimums (no plan) redundancy is not judged."""
+def measured_lines(action: Any) -> list[dict[str, Any]]:
+    """One row per source line (or per memory instruction, without line info) that touches global memory:
+    what ncu counted, before any minimum is applied (see judge). Empty without per-line counters."""
     sectors = _per_pc(action, SECTORS)
     if not sectors:
         return []
@@ -152,7 +147,6 @@ def kernel_lines(action: Any, min_read: float | None = None,
         else:
             row = {"file": None, "line": None, "pc": hex(key), "source": sass[key],
                    "inst_executed": int(inst.get(key, 0))}
-        minimum = {"load": min_read, "store": min_write}.get(operation)
         row.update(
             operation=operation,
             requests=int(sum(requests.get(pc, 0) for pc in pcs)),
@@ -161,9 +155,21 @@ def kernel_lines(action: Any, min_read: float | None = None,
             ncu_excessive_sectors=int(sum(excessive.get(pc, 0) for pc in pcs)),
             access_sizes=sizes,
             bytes_requested=int(sum(threads.get(pc, 0) * bits.get(pc, 0) // 8 for pc in pcs)),
-            min_bytes=minimum,
         )
         row["bytes_moved"] = row["sectors"] * SECTOR
+        rows.append(row)
+    return rows
+
+
+def judge(measured: Sequence[dict[str, Any]], min_read: float | None = None,
+          min_write: float | None = None) -> list[dict[str, Any]]:
+    """The measured rows with the kernel's minimum applied: min_bytes, excess_sectors, verdict and share,
+    sorted by excess sectors, largest first. Without minimums (no plan) redundancy is not judged."""
+    rows = []
+    for measured_row in measured:
+        row = dict(measured_row)
+        minimum = {"load": min_read, "store": min_write}.get(row["operation"])
+        row["min_bytes"] = minimum
         # Excess: ncu's waste inside sectors, plus ideal sectors beyond the kernel's whole minimum in this
         # direction (a line's own share of it is unknown, so this is a lower bound of its redundancy).
         beyond = max(0.0, row["ideal_sectors"] - minimum / SECTOR) if minimum else 0.0
@@ -175,6 +181,45 @@ def kernel_lines(action: Any, min_read: float | None = None,
         r["share"] = r["bytes_moved"] / total if total else 0.0
     rows.sort(key=lambda r: (-r["excess_sectors"], -r["bytes_moved"]))
     return rows
+
+
+def kernel_lines(action: Any, min_read: float | None = None,
+                 min_write: float | None = None) -> list[dict[str, Any]]:
+    """One row per source line (or per memory instruction, without line info) that touches global memory,
+    sorted by excess sectors, largest first. Without minimums (no plan) redundancy is not judged."""
+    return judge(measured_lines(action), min_read, min_write)
+
+
+# What a lines table holds depends on this module's reading: bump it when measured_lines changes.
+LINES_VERSION = 1
+
+
+def _lines_doc(report: Path) -> dict[str, Any]:
+    """The report read once: every launch with per-line counters (its number, range, kernel, measured
+    lines), and how many launches the report holds in all."""
+    loaded = load_ncu_report(report)
+    launches = []
+    n = 0
+    for i in range(loaded.num_ranges()):
+        rng = loaded.range_by_idx(i)
+        for j in range(rng.num_actions()):
+            action = rng.action_by_idx(j)
+            measured = measured_lines(action)
+            if measured:
+                launches.append({"launch": n, "range": range_label(_range_stack(action)),
+                                 "kernel": action.name(), "lines": measured})
+            n += 1
+    return {"launches": launches, "n_launches": n}
+
+
+def lines_table(report: Path) -> dict[str, Any]:
+    """The report's measured lines, read once and kept (memtraffic.ncu.run.stored_table)."""
+    return stored_table(report, "lines", LINES_VERSION, _lines_doc)
+
+
+def write_lines_table(report: Path) -> Path:
+    """Keep the report's lines table beside it (the committed runs: scripts/make_kernel_tables.py)."""
+    return keep_beside(report, "lines", lines_table(report))
 
 
 COLUMNS = ("launch", "range", "kernel", "file", "line", "pc", "source", "operation", "inst_executed",
@@ -189,19 +234,15 @@ def report_lines(reports: Sequence[Path],
     minimums = {c["range"]: (c.get("min_read_bytes"), c.get("min_write_bytes"))
                 for c in (plan or {}).get("configs", [])}
     rows: list[dict[str, Any]] = []
-    launch = 0
-    for report_path in reports:
-        report = load_ncu_report(report_path)
-        for i in range(report.num_ranges()):
-            rng = report.range_by_idx(i)
-            for j in range(rng.num_actions()):
-                action = rng.action_by_idx(j)
-                label = range_label(_range_stack(action))
-                min_read, min_write = minimums.get(label, (None, None))
-                rows += [{"launch": launch, "range": label, "kernel": action.name(), **r}
-                         for r in kernel_lines(action, min_read, min_write)]
-                launch += 1
-    return [{c: r[c] for c in COLUMNS} for r in rows], launch
+    offset = 0
+    for report in reports:
+        table = lines_table(Path(report))
+        for k in table["launches"]:
+            min_read, min_write = minimums.get(k["range"], (None, None))
+            rows += [{"launch": offset + k["launch"], "range": k["range"], "kernel": k["kernel"], **r}
+                     for r in judge(k["lines"], min_read, min_write)]
+        offset += table["n_launches"]
+    return [{c: r[c] for c in COLUMNS} for r in rows], offset
 
 
 def read_lines(path: str | Path, kernel: str | None = None, top: int | None = None) -> list[dict[str, Any]]:

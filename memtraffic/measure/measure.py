@@ -66,6 +66,7 @@ from memtraffic.ncu.command import (
     run_ncu,
 )
 from memtraffic.ncu.report import EmptyReportError
+from memtraffic.ncu.run import keep_kernel_tables
 
 
 def runner_argv(plan_path: Path) -> list[str]:
@@ -524,6 +525,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
     run["configs"] = _config_entries(plan, status, profiled=None)
     run["skipped"] = plan["skipped"]
     (run_dir / "run.json").write_text(json.dumps(run, indent=2) + "\n")  # saved before analysis can fail
+    keep_kernel_tables([run_dir / r for r in outcome["reports"]])  # every later reading starts from these
     try:
         table, kernels = analysis.analyze_reports([run_dir / r for r in outcome["reports"]], plan,
                                                   allow_partial=partial_reports_expected(run),

@@ -16,10 +16,12 @@ A table whose hash, format or metric table does not match is ignored and the rep
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,6 @@ from memtraffic.core.rundir import cache_dir, partial_reports_expected, write_by
 from memtraffic.ncu.metrics import METRICS
 from memtraffic.ncu.report import REPORT_SUFFIX, check_report_file, check_rows, read_json, read_rows
 
-TABLE_SUFFIX = ".kernels.json.gz"
 TABLE_FORMAT = 1
 # Columns of a kernel table besides the metric aliases, in read_report's order ('report' is the path
 # the table is read for, so it is added on reading, never stored).
@@ -85,7 +86,75 @@ def load_run(path: str | Path) -> Run:
     return Run(path, folder.name or folder.resolve().name, folder, plan, meta, [path])
 
 
-# --- the kernel table --------------------------------------------------------------------------------------
+# --- tables kept per report ---------------------------------------------------------------------------------
+# A table is a gzip'd JSON object: format, the report's SHA-256, a version (what its content depends on:
+# for the kernel table the metric table), and its own keys. A table that does not match is not used.
+
+
+def table_path(report: Path, kind: str = "kernels") -> Path:
+    """Where a report's table is kept in a run folder: beside it, <name>.<kind>.json.gz."""
+    return report.with_name(f"{report.name.removesuffix(REPORT_SUFFIX)}.{kind}.json.gz")
+
+
+def cached_table_path(digest: str, kind: str = "kernels") -> Path:
+    """Where a report's table is kept for a report in no run folder of ours: the user cache."""
+    return cache_dir() / "reports" / f"{digest}.{kind}.json.gz"
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 of the file's content: what a table is kept for."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _encode(doc: dict[str, Any]) -> bytes:
+    return gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), compresslevel=6, mtime=0)
+
+
+def _read_stored(path: Path, digest: str, version: Any) -> dict[str, Any] | None:
+    """The table at path if it is one for this report content and version, else None (damaged or stale)."""
+    try:
+        doc = json.loads(gzip.decompress(path.read_bytes()))
+    except (OSError, EOFError, ValueError):
+        return None
+    if (not isinstance(doc, dict) or doc.get("format") != TABLE_FORMAT or doc.get("report_sha256") != digest
+            or doc.get("version") != version):
+        return None
+    return doc
+
+
+def _keep(path: Path, data: bytes) -> None:
+    """Keep a table in the cache; a cache that cannot be written (read-only home) only costs a re-read."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(path, data)
+    except OSError:
+        pass
+
+
+def keep_beside(report: Path, kind: str, doc: dict[str, Any]) -> Path:
+    """Write a table of the report beside it (table_path), atomically."""
+    out = table_path(report, kind)
+    write_bytes_atomic(out, _encode(doc))
+    return out
+
+
+def stored_table(report: str | Path, kind: str, version: Any,
+                 make: Callable[[Path], dict[str, Any]]) -> dict[str, Any]:
+    """A table of the report: the one beside it, else the one in the user cache, else make(report) (which
+    reads the report) kept in the cache. `version` is JSON that changes whenever make's output would."""
+    report = Path(report)
+    check_report_file(report)
+    digest = file_digest(report)
+    for stored in (table_path(report, kind), cached_table_path(digest, kind)):
+        if stored.is_file() and (doc := _read_stored(stored, digest, version)) is not None:
+            return doc
+    doc = {"format": TABLE_FORMAT, "report_sha256": digest, "version": version, **make(report)}
+    _keep(cached_table_path(digest, kind), _encode(doc))
+    return doc
+
+
+# --- the kernel table ---------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -96,49 +165,19 @@ class KernelTable:
     source_counters: bool
 
 
-def table_path(report: Path) -> Path:
-    """Where measure, profile and merge keep a report's table: beside it, <name>.kernels.json.gz."""
-    return report.with_name(report.name.removesuffix(REPORT_SUFFIX) + TABLE_SUFFIX)
-
-
-def cached_table_path(digest: str) -> Path:
-    return cache_dir() / "reports" / f"{digest}.json.gz"
-
-
-def file_digest(path: Path) -> str:
-    """SHA-256 of the file's content: what a table is kept for."""
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
-def _metric_names() -> dict[str, str]:
+def _kernels_version() -> dict[str, str]:
     return {alias: m.ncu for alias, m in METRICS.items()}
 
 
-def _encode(rows: list[dict[str, Any]], damaged: list[str], source: bool, digest: str, size: int) -> bytes:
-    # Column lists, NaN as null, and the metric aliases no launch has left out: a few hundred bytes a kernel.
+def _kernels_doc(report: Path) -> dict[str, Any]:
+    """The report read once, as column lists (NaN as null; metric aliases no launch has are left out)."""
+    rows, damaged, source = read_rows(report)
     columns: dict[str, list[Any]] = {}
     for col in _INFO_COLUMNS + list(METRICS):
-        values = [r[col] for r in rows]
-        clean = [None if isinstance(v, float) and math.isnan(v) else v for v in values]
-        if col in METRICS and all(v is None for v in clean):
-            continue
-        columns[col] = clean
-    doc = {"format": TABLE_FORMAT, "report_sha256": digest, "report_bytes": size, "metrics": _metric_names(),
-           "damaged": damaged, "source_counters": source, "rows": len(rows), "columns": columns}
-    return gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), compresslevel=6, mtime=0)
-
-
-def _decode(data: bytes, digest: str) -> dict[str, Any] | None:
-    """The table document if it is one for this report and this metric table, else None (recompute)."""
-    try:
-        doc = json.loads(gzip.decompress(data))
-    except (OSError, EOFError, ValueError):
-        return None
-    if (not isinstance(doc, dict) or doc.get("format") != TABLE_FORMAT or doc.get("report_sha256") != digest
-            or doc.get("metrics") != _metric_names() or not isinstance(doc.get("columns"), dict)):
-        return None
-    return doc
+        values = [None if isinstance(v, float) and math.isnan(v) else v for v in (r[col] for r in rows)]
+        if col not in METRICS or any(v is not None for v in values):
+            columns[col] = values
+    return {"rows": len(rows), "damaged": damaged, "source_counters": source, "columns": columns}
 
 
 def _frame(doc: dict[str, Any], report: Path) -> pd.DataFrame:
@@ -156,57 +195,33 @@ def _frame(doc: dict[str, Any], report: Path) -> pd.DataFrame:
     return df
 
 
-def _read_stored(path: Path, digest: str) -> dict[str, Any] | None:
-    try:
-        return _decode(path.read_bytes(), digest)
-    except OSError:
-        return None
-
-
 def kernel_table(report: str | Path, allow_partial: bool = False) -> KernelTable:
-    """The report's kernel table: from the table beside it, else the user cache, else the report itself
-    (then kept in the cache). The same rows and errors as read_report."""
+    """The report's kernel table (see stored_table): the same rows and errors as read_report."""
     report = Path(report)
-    check_report_file(report)
-    digest = file_digest(report)
-    doc = None
-    for stored in (table_path(report), cached_table_path(digest)):
-        doc = _read_stored(stored, digest) if stored.is_file() else None
-        if doc is not None:
-            break
-    if doc is None:
-        rows, damaged, source = read_rows(report)
-        data = _encode(rows, damaged, source, digest, report.stat().st_size)
-        if rows:  # a report without kernels is cheap to read again, and its message names the file
-            _keep(cached_table_path(digest), data)
-        doc = _decode(data, digest)
-        assert doc is not None
+    doc = stored_table(report, "kernels", _kernels_version(), _kernels_doc)
     check_rows(report, doc["rows"], doc["damaged"], allow_partial)
     return KernelTable(_frame(doc, report), bool(doc["source_counters"]))
 
 
-def _keep(path: Path, data: bytes) -> None:
-    """Keep a table in the cache; a cache that cannot be written (read-only home) only costs a re-read."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_bytes_atomic(path, data)
-    except OSError:
-        pass
-
-
 def write_kernel_table(report: Path, copy_of: Path | None = None) -> Path:
-    """Keep the report's table beside it (measure, profile and merge, in the run folder they make): the
-    table of `copy_of` (a report with the same content) or the cached one when either is valid, else
-    the report read once. ReportError when it cannot be read, or holds no kernel (nothing is written)."""
+    """Keep the report's kernel table beside it (measure, profile and merge, in the run folder they make):
+    the table of `copy_of` (a report with the same content) when it is valid, else kernel_table's.
+    ReportError when the report cannot be read, or holds no kernel (nothing is written then)."""
     report = Path(report)
-    check_report_file(report)
-    digest = file_digest(report)
     out = table_path(report)
-    for stored in ([table_path(copy_of)] if copy_of else []) + [cached_table_path(digest)]:
-        if stored.is_file() and (doc := _read_stored(stored, digest)) is not None and doc["rows"]:
-            write_bytes_atomic(out, stored.read_bytes())
+    if copy_of is not None:
+        source = table_path(copy_of)
+        if source.is_file() and _read_stored(source, file_digest(report), _kernels_version()) is not None:
+            write_bytes_atomic(out, source.read_bytes())
             return out
-    rows, damaged, source = read_rows(report)
-    check_rows(report, len(rows), [], allow_partial=True)  # EmptyReportError: no table of nothing
-    write_bytes_atomic(out, _encode(rows, damaged, source, digest, report.stat().st_size))
-    return out
+    doc = stored_table(report, "kernels", _kernels_version(), _kernels_doc)
+    check_rows(report, doc["rows"], [], allow_partial=True)  # EmptyReportError: no table of nothing
+    return keep_beside(report, "kernels", doc)
+
+
+def keep_kernel_tables(reports: Sequence[Path]) -> None:
+    """A table beside each report that can be read (measure and profile, once ncu has finished); a report
+    that cannot is left for the analysis to name."""
+    for report in reports:
+        with contextlib.suppress(ReportError):
+            write_kernel_table(report)
