@@ -1,5 +1,5 @@
-"""Write the kernel table (<name>.kernels.json.gz) beside every committed report under reports/, and the
-per-line table (<name>.lines.json.gz) beside those with per-line counters.
+"""Write the kernel table (<name>.kernels.json.gz, with the per-line counters where the report has them)
+beside every committed report under reports/.
 
 `memtraffic measure`, `profile` and `merge` write it into the run folders they make; the committed runs
 get theirs from this script (no GPU needed), so that every later analyze, roofline and report reads the
@@ -15,9 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from memtraffic.analysis.lines import write_lines_table
 from memtraffic.ncu.report import REPORT_SUFFIX
-from memtraffic.ncu.run import kernel_table, table_path, write_kernel_table
+from memtraffic.ncu.run import table_path, write_kernel_table
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -29,14 +28,10 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory() as cache:
         os.environ["MEMTRAFFIC_CACHE"] = cache  # read every report itself, not a table cached before
         for report in reports:
-            for kind in ("kernels", "lines"):
-                table_path(report, kind).unlink(missing_ok=True)
-            written = [write_kernel_table(report)]
-            if kernel_table(report, allow_partial=True).source_counters:
-                written.append(write_lines_table(report))
-            for out in written:
-                name = out.relative_to(REPO) if out.is_relative_to(REPO) else out
-                print(f"{name}  {out.stat().st_size:>8} bytes  (report {report.stat().st_size} bytes)")
+            table_path(report).unlink(missing_ok=True)
+            out = write_kernel_table(report)
+            name = out.relative_to(REPO) if out.is_relative_to(REPO) else out
+            print(f"{name}  {out.stat().st_size:>8} bytes  (report {report.stat().st_size} bytes)")
     return 0
 
 

@@ -67,16 +67,15 @@ def test_analysis_without_torch_equals_what_measure_saved(run):
 
 @pytest.mark.parametrize("run", RUNS, ids=lambda p: p.name)
 def test_analysis_without_the_committed_tables_is_the_same(run, tmp_path, monkeypatch):
-    """The run copied without its kernel/lines tables: analyzed from the reports (first read, kept in the
+    """The run copied without its kernel tables: analyzed from the reports (first read, kept in the
     user cache), then from the cache with ncu_report unusable, equals the analysis from the tables, which
     the test above holds to results.json."""
-    from memtraffic.analysis import lines
     from memtraffic.analysis.analyze import analyze_path
     from memtraffic.ncu import report
 
     monkeypatch.setenv("MEMTRAFFIC_CACHE", str(tmp_path / "cache"))
     copy = tmp_path / run.name
-    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("*.kernels.json.gz", "*.lines.json.gz"))
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("*.kernels.json.gz"))
     before = sorted(p.name for p in copy.iterdir())
     expected = analyze_path(run).drop(columns="report")
     first = analyze_path(copy).drop(columns="report")
@@ -87,7 +86,6 @@ def test_analysis_without_the_committed_tables_is_the_same(run, tmp_path, monkey
         raise AssertionError(f"opened {path} again")
 
     monkeypatch.setattr(report, "load_ncu_report", refuse)
-    monkeypatch.setattr(lines, "load_ncu_report", refuse)
     again = analyze_path(copy).drop(columns="report")
     pd.testing.assert_frame_equal(first, expected)
     pd.testing.assert_frame_equal(again, expected)

@@ -15,7 +15,6 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from memtraffic.analysis import lines as lines_module
 from memtraffic.cli import app
 from memtraffic.core.errors import ReportError
 from memtraffic.ncu import report as ncu_report_module
@@ -41,7 +40,6 @@ def no_ncu_report(monkeypatch):
         raise AssertionError(f"opened the report {path}")
 
     monkeypatch.setattr(ncu_report_module, "load_ncu_report", refuse)
-    monkeypatch.setattr(lines_module, "load_ncu_report", refuse)
 
 
 def _lone_copy(report: Path, folder: Path) -> Path:

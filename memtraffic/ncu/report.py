@@ -23,6 +23,7 @@ import pandas as pd
 
 from memtraffic.core.errors import ReportError
 from memtraffic.ncu.metrics import METRICS, Metric
+from memtraffic.ncu.source import measured_lines
 
 RANGE_PREFIX = "mt|"
 REPORT_SUFFIX = ".ncu-rep"
@@ -119,15 +120,6 @@ def alias_value(action: Any, metric: Metric) -> float:
     return float("nan")
 
 
-# The SourceCounters section's per-instruction sectors: a launch that has them can be read per source line.
-SOURCE_SECTORS = "memory_l2_theoretical_sectors_global"
-
-
-def _has_source_counters(action: Any) -> bool:
-    metric = action.metric_by_name(SOURCE_SECTORS)
-    return metric is not None and metric.has_correlation_ids() and metric.num_instances() > 0
-
-
 def check_report_file(path: Path) -> None:
     """ReportError unless the path is a non-empty file."""
     if not path.is_file():
@@ -148,14 +140,15 @@ def load_ncu_report(path: str | Path) -> Any:
         raise ReportError(f"{path} cannot be read as an Nsight Compute report: {err}") from None
 
 
-def read_rows(path: str | Path) -> tuple[list[dict[str, Any]], list[int], bool]:
-    """(one dict per kernel launch, the damaged launches (no name or metrics: dropped), whether any launch
-    has per-line counters). The rows are read_report's without its 'report' column; ncu_report's
-    objects are dropped range by range, so only the values kept here outlive the read."""
+def read_rows(path: str | Path) -> tuple[list[dict[str, Any]], list[int], list[dict[str, Any]]]:
+    """(one dict per kernel launch, the damaged launches (no name or metrics: dropped), the launches with
+    per-line counters: launch, range, kernel and their lines as memtraffic.ncu.source.measured_lines
+    reads them). The rows are read_report's without its 'report' column. One pass over the report:
+    ncu_report materializes each launch when it is first touched, so it is touched once."""
     report = load_ncu_report(path)
     rows: list[dict[str, Any]] = []
     damaged: list[int] = []
-    source = False
+    with_lines: list[dict[str, Any]] = []
     launch = 0
     for i in range(report.num_ranges()):
         rng = report.range_by_idx(i)
@@ -184,11 +177,12 @@ def read_rows(path: str | Path) -> tuple[list[dict[str, Any]], list[int], bool]:
             }
             for alias, metric in METRICS.items():
                 row[alias] = alias_value(action, metric)
-            source = source or _has_source_counters(action)
+            lines = measured_lines(action)
+            if lines:
+                with_lines.append({"launch": launch, "range": row["range"], "kernel": name, "lines": lines})
             rows.append(row)
             launch += 1
-        del rng
-    return rows, damaged, source
+    return rows, damaged, with_lines
 
 
 def check_rows(path: str | Path, n_rows: int, damaged: list[int], allow_partial: bool) -> None:

@@ -32,6 +32,7 @@ from memtraffic.core.errors import ReportError
 from memtraffic.core.rundir import cache_dir, partial_reports_expected, write_bytes_atomic
 from memtraffic.ncu.metrics import METRICS
 from memtraffic.ncu.report import REPORT_SUFFIX, check_report_file, check_rows, read_json, read_rows
+from memtraffic.ncu.source import LINES_VERSION
 
 TABLE_FORMAT = 1
 # Columns of a kernel table besides the metric aliases, in read_report's order ('report' is the path
@@ -165,19 +166,21 @@ class KernelTable:
     source_counters: bool
 
 
-def _kernels_version() -> dict[str, str]:
-    return {alias: m.ncu for alias, m in METRICS.items()}
+def _kernels_version() -> dict[str, Any]:
+    return {"metrics": {alias: m.ncu for alias, m in METRICS.items()}, "lines": LINES_VERSION}
 
 
 def _kernels_doc(report: Path) -> dict[str, Any]:
-    """The report read once, as column lists (NaN as null; metric aliases no launch has are left out)."""
-    rows, damaged, source = read_rows(report)
+    """The report read once, as column lists (NaN as null; metric aliases no launch has are left out),
+    with the measured lines of the launches that have per-line counters."""
+    rows, damaged, lines = read_rows(report)
     columns: dict[str, list[Any]] = {}
     for col in _INFO_COLUMNS + list(METRICS):
         values = [None if isinstance(v, float) and math.isnan(v) else v for v in (r[col] for r in rows)]
         if col not in METRICS or any(v is not None for v in values):
             columns[col] = values
-    return {"rows": len(rows), "damaged": damaged, "source_counters": source, "columns": columns}
+    return {"rows": len(rows), "damaged": damaged, "columns": columns, "lines": lines,
+            "launches": len(rows) + len(damaged)}
 
 
 def _frame(doc: dict[str, Any], report: Path) -> pd.DataFrame:
@@ -200,7 +203,14 @@ def kernel_table(report: str | Path, allow_partial: bool = False) -> KernelTable
     report = Path(report)
     doc = stored_table(report, "kernels", _kernels_version(), _kernels_doc)
     check_rows(report, doc["rows"], doc["damaged"], allow_partial)
-    return KernelTable(_frame(doc, report), bool(doc["source_counters"]))
+    return KernelTable(_frame(doc, report), bool(doc["lines"]))
+
+
+def measured_lines_of(report: Path) -> tuple[list[dict[str, Any]], int]:
+    """(the launches with per-line counters, each with its launch number, range, kernel and measured lines;
+    how many launches the report holds), from the report's table (see kernel_table)."""
+    doc = stored_table(report, "kernels", _kernels_version(), _kernels_doc)
+    return doc["lines"], doc["launches"]
 
 
 def write_kernel_table(report: Path, copy_of: Path | None = None) -> Path:
