@@ -65,10 +65,14 @@ def test_bad_run_folders(tmp_path):
         report.build_report(tmp_path / "empty")
 
 
-def test_cli_report_writes_the_file(run, tmp_path):
+def test_cli_report_writes_the_file(run, tmp_path, monkeypatch):
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
     res = CliRunner().invoke(app, ["report", str(run)])
     assert res.exit_code == 0, res.output
-    assert res.output.strip() == f"wrote {run / 'report.html'}"
+    assert res.output.strip() == "wrote report-run-a.html"  # the current folder, not the run's
+    assert (here / "report-run-a.html").is_file() and not (run / "report.html").exists()
     out = tmp_path / "sub" / "r.html"
     res = CliRunner().invoke(app, ["report", str(run), "--out", str(out)])
     assert res.exit_code == 0 and out.read_text().startswith("<!DOCTYPE html>")

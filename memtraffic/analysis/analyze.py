@@ -56,8 +56,13 @@ def parse_min_bytes(text: str) -> tuple[float, float, float]:
         if not read_text.strip() or not write_text.strip():
             raise UsageError(f"malformed --min-bytes {text!r}: write TOTAL or READ:WRITE, e.g. 8MiB:8MiB")
         read, write = parse_size(read_text), parse_size(write_text)
-        return float(read), float(write), float(read + write)
-    return math.nan, math.nan, float(parse_size(text))
+        read_write = (float(read), float(write), float(read + write))
+    else:
+        read_write = (math.nan, math.nan, float(parse_size(text)))
+    if not read_write[2] > 0:  # efficiencies divide the minimum by what moved: a zero says nothing
+        raise UsageError(f"--min-bytes {text!r} is no minimum: give the bytes the operation must move "
+                         "(more than 0), e.g. 8MiB or 8MiB:8MiB")
+    return read_write
 
 
 MinRule = tuple[re.Pattern[str], tuple[float, float, float]]  # a range regex and its minimum

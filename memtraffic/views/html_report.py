@@ -297,13 +297,14 @@ def _fragments(figs: list) -> list[str]:
 
 
 def write_report(run_dir: Path, out: Path | None = None, ceilings_file: Path | None = None,
-                 baseline: Path | None = None) -> Path:
-    """Write the report (default <run>/report.html) and return its path."""
-    page = build_report(Path(run_dir), ceilings_file, baseline)
-    out = Path(out) if out is not None else Path(run_dir) / "report.html"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(page, encoding="utf-8")
-    return out
+                 baseline: Path | None = None, force: bool = False) -> Path:
+    """Write the report (default: report-<run>.html in the current folder) and return its path. An
+    existing file is replaced only with force."""
+    from memtraffic.views.files import check_new_file, default_output, write_page
+
+    out = Path(out) if out is not None else default_output("report", [Path(run_dir)])
+    check_new_file(out, force)
+    return write_page(out, build_report(Path(run_dir), ceilings_file, baseline))
 
 
 def latest_run(root: Path | None = None) -> Path:
@@ -319,12 +320,21 @@ def latest_run(root: Path | None = None) -> Path:
 
 
 def plot_runs(run_dirs: Sequence[Path], levels: Sequence[str], out: Path | None = None,
-              png: Path | None = None, ceilings_file: Path | None = None) -> tuple[list[Path], list[str]]:
-    """Roofline + traffic figures of one or more runs: an offline HTML page and/or PNGs. (paths, notes)."""
+              png: Path | None = None, ceilings_file: Path | None = None,
+              force: bool = False) -> tuple[list[Path], list[str]]:
+    """Roofline + traffic figures of one or more runs: an offline HTML page (default: roofline-<run>.html
+    in the current folder) and/or PNGs. An existing file is replaced only with force. (paths, notes)."""
     from memtraffic.views import roofline as rf
-    from memtraffic.views.files import write_html, write_png
+    from memtraffic.views.files import check_new_file, default_output, write_html, write_png
     from memtraffic.views.traffic_chart import traffic_figure
 
+    if png is not None:
+        traffic_png = Path(png).with_name(Path(png).stem + "-traffic.png")
+        for path in (Path(png), traffic_png):
+            check_new_file(path, force)
+    if out is not None or png is None:
+        out = Path(out) if out is not None else default_output("roofline", run_dirs)
+        check_new_file(out, force)
     df, metas = load_runs(run_dirs)
     ceilings, notes = resolve_ceilings(devices_of(df, metas), ceilings_file)
     notes += rf.roofline_points(df, levels).attrs.get("notes", [])
@@ -333,10 +343,8 @@ def plot_runs(run_dirs: Sequence[Path], levels: Sequence[str], out: Path | None 
     written: list[Path] = []
     if png is not None:
         written.append(write_png(roof, Path(png)))
-        traffic_png = Path(png).with_name(Path(png).stem + "-traffic.png")
         written.append(write_png(traffic, traffic_png))  # its own size: it grows with its bars
-    if out is not None or png is None:
-        out = Path(out) if out is not None else Path(run_dirs[0]) / "roofline.html"
+    if out is not None:
         names = ", ".join(Path(d).name for d in run_dirs)
         page_title = f"memtraffic roofline: {names}"
         written.insert(0, write_html([roof, traffic], out, page_title, [rf.FLOPS_NOTE] + notes))
