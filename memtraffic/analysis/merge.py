@@ -39,6 +39,11 @@ def _load_run(path: Path) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     if run.plan is None or run.meta is None or "configs" not in run.plan:
         raise UsageError(f"{path} is not a run folder (no plan.json and run.json): give folders written by "
                          "`memtraffic measure`")
+    entries = run.meta.get("configs", [])
+    with_ids = isinstance(entries, list) and all(isinstance(c, dict) and "id" in c for c in entries)
+    if not with_ids or not all("id" in c for c in run.plan["configs"]):
+        raise UsageError(f"{path}: its configs have no ids (plan.json, run.json): give folders written by "
+                         "`memtraffic measure`")
     missing = [r for r in run.reports if not r.is_file()]
     if missing:
         raise UsageError(f"{path} lacks its report {missing[0].name}: the run folder is incomplete")

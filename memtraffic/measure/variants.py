@@ -84,7 +84,8 @@ def load_file(path: str | Path, on_problem: Callable[[str], None] = _warn) -> di
     """The variants of one user file. A broken entry is reported through `on_problem` and left out."""
     path = Path(path).expanduser().resolve()
     if not path.is_file():
-        raise UsageError(f"--variants {path}: no such file")
+        raise UsageError(f"--variants {path}: " + ("a folder: give the Python file that defines VARIANTS"
+                                                   if path.is_dir() else "no such file"))
     module = _import_file(path)
     for name, op in (getattr(module, "OPS", None) or {}).items():
         if not isinstance(op, Op):

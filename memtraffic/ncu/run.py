@@ -78,13 +78,27 @@ def load_run(path: str | Path) -> Run:
         if data is not None and not isinstance(data, dict):
             raise ReportError(f"{folder / name} holds a {type(data).__name__}, not an object: "
                               "the run folder is damaged")
+    _check_plan(plan, folder / "plan.json")
+    listed = (meta or {}).get("reports")
+    if listed is not None and not (isinstance(listed, list) and all(isinstance(r, str) for r in listed)):
+        raise ReportError(f"{folder / 'run.json'}: 'reports' is not a list of file names: the run folder is "
+                          "damaged")
     if path.is_dir():
-        listed = (meta or {}).get("reports")
         reports = [folder / r for r in listed] if listed else sorted(folder.glob("*" + REPORT_SUFFIX))
         return Run(path, folder.name or folder.resolve().name, folder, plan, meta, reports)
     if plan is None:
         return Run(path, path.name.removesuffix(REPORT_SUFFIX), None, None, None, [path])
     return Run(path, folder.name or folder.resolve().name, folder, plan, meta, [path])
+
+
+def _check_plan(plan: dict[str, Any] | None, where: Path) -> None:
+    """ReportError unless the plan's configs are a list of objects that each name their range."""
+    configs = (plan or {}).get("configs", [])
+    ok = isinstance(configs, list) and all(isinstance(c, dict) and isinstance(c.get("range"), str)
+                                           for c in configs)
+    if not ok:
+        raise ReportError(f"{where}: 'configs' is not a list of configs that each name their 'range': "
+                          "the run folder is damaged")
 
 
 # --- tables kept per report ---------------------------------------------------------------------------------

@@ -14,13 +14,14 @@ if TYPE_CHECKING:  # plotly is imported inside the functions: it is slow to impo
     import plotly.graph_objects as go
 
 
-def check_new_file(path: Path, force: bool = False) -> None:
+def check_new_file(path: Path, force: bool = False, option: str = "--out") -> None:
     """UsageError unless path can be written as a new file: an existing file needs force; a folder never."""
     if path.is_dir():
-        raise UsageError(f"{path} is a folder: give a file name, e.g. --out {path / 'page.html'}")
+        example = path / ("figure.png" if option == "--png" else "page.html")
+        raise UsageError(f"{option} {path} is a folder: give a file name, e.g. {option} {example}")
     if path.exists() and not force:
-        raise UsageError(f"{path} already exists: memtraffic does not overwrite it; give another --out, or "
-                         "pass --force to replace it")
+        raise UsageError(f"{path} already exists: memtraffic does not overwrite it; give another {option}, "
+                         "or pass --force to replace it")
     if any(p.exists() and not p.is_dir() for p in path.parents):
         raise UsageError(f"{path}: a part of its folder path is a file, not a folder")
 

@@ -331,7 +331,7 @@ def plot_runs(run_dirs: Sequence[Path], levels: Sequence[str], out: Path | None 
     if png is not None:
         traffic_png = Path(png).with_name(Path(png).stem + "-traffic.png")
         for path in (Path(png), traffic_png):
-            check_new_file(path, force)
+            check_new_file(path, force, "--png")
     if out is not None or png is None:
         out = Path(out) if out is not None else default_output("roofline", run_dirs)
         check_new_file(out, force)
