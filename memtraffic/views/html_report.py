@@ -1,4 +1,4 @@
-"""One self-contained HTML page per run: environment, the analyzed table, diagnoses and the figures.
+"""One self-contained HTML page per run: the analyzed table, diagnoses, figures, and the environment last.
 
 The page carries plotly.js inline, so it opens offline. Its numbers come from the same DataFrame
 and the same formatting functions as `memtraffic analyze`, so the two always agree.
@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from memtraffic.core.errors import ReportError
+from memtraffic.core.units import fmt_bytes, fmt_eff, fmt_time
 from memtraffic.ncu.run import Run, kernel_table, load_run
 
 # ----------------------------------------------------------------------------------------------------
@@ -155,9 +156,44 @@ table.lines td.bar { width: 16em; text-align: left; }
 """
 
 
+# A page lists at most this many rows; a larger run (a traced program of thousands of op calls) gets a
+# summary per op type and its rows that took the most time, so the page stays small.
+MAX_ROWS = 60
+
+
+def _shown_rows(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The rows a page lists (all, or the MAX_ROWS that took the most time, in run order) and its summary
+    sections (per op type for a traced program)."""
+    if len(df) <= MAX_ROWS:
+        return df, []
+    from memtraffic.analysis.per_op import summarize
+
+    sections = []
+    total = df["time_ns"].sum()
+    if "op" in df and df["op"].astype(bool).any():
+        ops = summarize(df)
+        headers = ["op", "calls", "kernels", "time", "share of time", "excess bytes", "eff L1 ld", "eff L2",
+                   "eff DRAM"]
+        rows = [[r["op"], r["calls"], r["n_kernels"], fmt_time(r["time_ns"]),
+                 f"{r['time_ns'] / total:.0%}" if total else "-", fmt_bytes(r["excess_bytes"]),
+                 fmt_eff(r["eff_l1_ld"]), fmt_eff(r["eff_l2"]), fmt_eff(r["eff_dram"])]
+                for r in ops.head(MAX_ROWS).to_dict("records")]
+        more = (f" ({len(ops) - MAX_ROWS} more op types)" if len(ops) > MAX_ROWS else "")
+        sections.append("<h2>Per op type</h2>" + _html_table(headers, rows)
+                        + f"<p class='note'>largest excess first{more}; worst call of each: "
+                        "<code>memtraffic analyze RUN --group-by op</code></p>")
+    shown = df.loc[df["time_ns"].fillna(0).nlargest(MAX_ROWS).index.sort_values()]
+    share = shown["time_ns"].sum() / total if total else float("nan")
+    sections.append(f"<p class='note'>{len(df)} rows in all: the table lists the {MAX_ROWS} that took the "
+                    f"most time ({share:.0%} of it); <code>memtraffic analyze RUN --format csv</code> lists "
+                    "every row.</p>")
+    return shown, sections
+
+
 def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Path | None = None) -> str:
-    """The HTML text of the report of one run folder; with a baseline, also the diff of the two and their
-    tables and traffic bars side by side."""
+    """The HTML text of the report of one run folder: results and diagnoses first (with a baseline, the
+    diff of the two and their tables and traffic bars side by side before them), then the figures and
+    source lines, notes, and the environment last. A large run is summarized (see MAX_ROWS)."""
     from memtraffic import __version__
     from memtraffic.analysis.analyze import table_rows
     from memtraffic.views.roofline import FLOPS_NOTE, roofline_figure
@@ -171,28 +207,24 @@ def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Pat
     devices = devices_of(df, metas)
     ceilings, ceiling_notes = resolve_ceilings(devices, ceilings_file)
 
-    sections: list[str] = []
-    env_rows = environment_rows(meta) or [("run.json", "missing: environment unknown")]
-    sections.append("<h2>Environment</h2>" + _html_table(["key", "value"], env_rows, cls="env"))
-
-    headers, rows = table_rows(df)  # the rows `memtraffic analyze` prints
+    shown, sections = _shown_rows(df)
+    headers, rows = table_rows(shown)  # the rows `memtraffic analyze` prints
     sections.append("<h2>Measured traffic vs minimum</h2>" + _html_table(headers, rows)
                     + "<p class='note'>efficiency = minimum bytes / measured bytes (1.00 is ideal).</p>")
 
-    if "diagnosis" in df.columns:
+    if "diagnosis" in shown.columns:
         items = "".join(f"<li><b>{html.escape(row[0])}</b>: {html.escape(str(d))}</li>"
-                        for row, d in zip(rows, df["diagnosis"], strict=True)
+                        for row, d in zip(rows, shown["diagnosis"], strict=True)
                         if isinstance(d, str) and d)
         sections.append("<h2>Diagnoses</h2>" + (f"<ul>{items}</ul>" if items else "<p>none</p>"))
 
-    sections += source_lines_section(run_dir)
-
     figs, fig_notes = [], []
-    makers = [("roofline", lambda: roofline_figure(df, ceilings)), ("traffic", lambda: traffic_figure(df))]
+    makers = [("roofline", lambda: roofline_figure(shown, ceilings)),
+              ("traffic", lambda: traffic_figure(shown))]
     if baseline is not None:
         baseline = Path(baseline)
         compared, base_df = baseline_section(baseline, run_dir, df)
-        sections.insert(1, compared)
+        sections.insert(0, compared)
         makers += [("baseline traffic", lambda: traffic_figure(base_df, title=f"baseline: {baseline.name}")),
                    ("run traffic", lambda: traffic_figure(df, title=f"this run: {run_dir.name}"))]
     for name, make in makers:
@@ -212,11 +244,15 @@ def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Pat
         notes_of = dict(fig_notes)
         cells = [fragments.get(n) or f"<p class='error'>not drawn: {html.escape(notes_of.get(n, ''))}</p>"
                  for n in ("baseline traffic", "run traffic")]
-        sections[1] += ("<div class='pair'>" + "".join(f"<div class='fig'>{c}</div>" for c in cells)
+        sections[0] += ("<div class='pair'>" + "".join(f"<div class='fig'>{c}</div>" for c in cells)
                         + "</div>")
+
+    sections += source_lines_section(run_dir)
 
     notes = [FLOPS_NOTE] + ceiling_notes
     sections.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
+    env_rows = environment_rows(meta) or [("run.json", "missing: environment unknown")]
+    sections.append("<h2>Environment</h2>" + _html_table(["key", "value"], env_rows, cls="env"))
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     title = f"memtraffic report: {run_dir.name}"
     return (
@@ -258,7 +294,6 @@ def _bar(row: Mapping[str, Any], widest: float) -> str:
 def source_lines_section(run_dir: Path) -> list[str]:
     """Per kernel measured with --source: its lines that touch global memory, each with a traffic bar."""
     from memtraffic.analysis.lines import report_lines
-    from memtraffic.core.units import fmt_bytes
 
     run = load_run(run_dir)
     with_lines = []
