@@ -181,7 +181,9 @@ class KernelTable:
 
 
 def _kernels_version() -> dict[str, Any]:
-    return {"metrics": {alias: m.ncu for alias, m in METRICS.items()}, "lines": LINES_VERSION}
+    """What a kernel table depends on: each alias's ncu forms, and how per-line counters are read."""
+    return {"metrics": {alias: [str(f) for f in m.forms] for alias, m in METRICS.items()},
+            "lines": LINES_VERSION}
 
 
 def _kernels_doc(report: Path) -> dict[str, Any]:
