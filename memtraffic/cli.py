@@ -38,15 +38,22 @@ def _errors_to_exit(func):
     return wrapper
 
 
-@app.callback()
-def _main(
-    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
-) -> None:
-    if version:
+def _print_version(value: bool) -> None:
+    if value:
         from memtraffic import __version__
 
-        typer.echo(__version__)
+        typer.echo(f"memtraffic {__version__}")
         raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", help="Print the version and exit.", callback=_print_version,
+                           is_eager=True)
+    ] = False,
+) -> None:
+    """The options every command shares (--version)."""
 
 
 Fmt = Annotated[str, typer.Option("--format", "-f", help="table (for people), json or csv (for scripts).")]
@@ -680,8 +687,10 @@ def merge(
     from memtraffic.analysis.merge import merge_runs
 
     _check_format(fmt, ("table", "json", "csv"))
-    merged, _ = merge_runs(runs, out, allow_mixed, echo=lambda line: typer.echo(line, err=True))
+    merged, run = merge_runs(runs, out, allow_mixed, echo=lambda line: typer.echo(line, err=True))
     typer.echo(render(analyze_path(merged), fmt))
+    if run["missing"]:
+        raise typer.Exit(code=1)
 
 
 @app.command()
@@ -691,11 +700,15 @@ def roofline(
         list[Path] | None, typer.Argument(help="Run folders from 'memtraffic measure'; default: the newest.")
     ] = None,
     level: Annotated[str, typer.Option(help="dram, l2, l1 or all (comma-separated works too).")] = "all",
-    out: Annotated[Path | None, typer.Option(help="HTML file (offline); default: RUN/roofline.html.")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="HTML file (offline); default: roofline-RUN.html in the current folder."),
+    ] = None,
     png: Annotated[Path | None, typer.Option(help="Also a static PNG (needs kaleido and Chromium).")] = None,
     ceilings_file: Annotated[
         Path | None, typer.Option("--ceilings", help="Ceilings JSON; default: cached, then committed ones.")
     ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace output files that exist.")] = False,
 ) -> None:
     """Hierarchical roofline (log-log) and traffic-vs-minimum bars of one or more runs.
 
@@ -713,7 +726,7 @@ def roofline(
 
     levels = parse_levels(level)
     run_dirs = list(runs) if runs else [latest_run()]
-    written, notes = plot_runs(run_dirs, levels, out=out, png=png, ceilings_file=ceilings_file)
+    written, notes = plot_runs(run_dirs, levels, out=out, png=png, ceilings_file=ceilings_file, force=force)
     for note in notes:
         typer.echo(f"note: {note}", err=True)
     for path in written:
@@ -724,7 +737,9 @@ def roofline(
 @_errors_to_exit
 def report(
     run: Annotated[Path, typer.Argument(help="Run folder from 'memtraffic measure'.")],
-    out: Annotated[Path | None, typer.Option(help="HTML file; default: RUN/report.html.")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="HTML file; default: report-RUN.html in the current folder.")
+    ] = None,
     ceilings_file: Annotated[
         Path | None, typer.Option("--ceilings", help="Ceilings JSON; default: cached, then committed ones.")
     ] = None,
@@ -733,6 +748,7 @@ def report(
         typer.Option(help="An earlier run (folder, .ncu-rep or saved table): the page adds 'memtraffic diff "
                      "BASELINE RUN' and both runs' tables and traffic bars side by side."),
     ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace the output file if it exists.")] = False,
 ) -> None:
     """One self-contained HTML page of a run: environment, analyzed table, diagnoses, roofline, traffic.
 
@@ -746,7 +762,7 @@ def report(
     """
     from memtraffic.views.html_report import write_report
 
-    typer.echo(f"wrote {write_report(run, out, ceilings_file, baseline)}")
+    typer.echo(f"wrote {write_report(run, out, ceilings_file, baseline, force=force)}")
 
 
 @app.command()

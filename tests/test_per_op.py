@@ -19,6 +19,7 @@ from memtraffic.cli import app
 from memtraffic.core.tracefile import make_record
 from memtraffic.ncu.metrics import METRICS
 from memtraffic.ncu.report import range_label
+from memtraffic.ncu.run import KernelTable
 
 
 def _config(seq: int, op: str, read: int, write: int, kind: str = "op") -> dict:
@@ -57,8 +58,8 @@ LAUNCHES = pd.DataFrame([
 @pytest.fixture
 def run(tmp_path, monkeypatch):
     (tmp_path / "plan.json").write_text(json.dumps({"configs": CONFIGS}))
-    (tmp_path / "profile.ncu-rep").write_bytes(b"stands in; read_report is replaced")
-    monkeypatch.setattr(analyze, "read_report", lambda *_a, **_k: LAUNCHES.copy())
+    (tmp_path / "profile.ncu-rep").write_bytes(b"stands in; kernel_table is replaced")
+    monkeypatch.setattr(analyze, "kernel_table", lambda *_a, **_k: KernelTable(LAUNCHES.copy(), False))
     return tmp_path
 
 

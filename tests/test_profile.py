@@ -221,6 +221,7 @@ def test_profile_torch_ops_end_to_end_on_gpu(tmp_path):
     assert rows["aten._softmax.default"]["n_kernels"] == 1
     assert rows["aten._softmax.default"]["l1_ld_bytes"] >= 512 * 256 * 4
     assert {"aten.mul.Tensor", "aten.sum.default"} <= set(rows)
+    assert (tmp_path / "run" / "profile.kernels.json.gz").is_file()  # kept once ncu finished
 
 
 @pytest.mark.parametrize(("command", "expected"), [

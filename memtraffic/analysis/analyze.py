@@ -25,7 +25,8 @@ from memtraffic.core.arch import chip_for_gpu
 from memtraffic.core.errors import ReportError, UsageError
 from memtraffic.core.units import fmt_bytes, fmt_eff, fmt_rate, fmt_time, parse_size
 from memtraffic.ncu.metrics import METRICS
-from memtraffic.ncu.report import ADDITIVE_UNITS, EmptyReportError, locate, read_report
+from memtraffic.ncu.report import ADDITIVE_UNITS, EmptyReportError
+from memtraffic.ncu.run import Run, kernel_table, load_run
 
 SECTOR_BYTES = 32
 GOOD = 0.9  # efficiencies below this get a diagnosis
@@ -56,8 +57,13 @@ def parse_min_bytes(text: str) -> tuple[float, float, float]:
         if not read_text.strip() or not write_text.strip():
             raise UsageError(f"malformed --min-bytes {text!r}: write TOTAL or READ:WRITE, e.g. 8MiB:8MiB")
         read, write = parse_size(read_text), parse_size(write_text)
-        return float(read), float(write), float(read + write)
-    return math.nan, math.nan, float(parse_size(text))
+        read_write = (float(read), float(write), float(read + write))
+    else:
+        read_write = (math.nan, math.nan, float(parse_size(text)))
+    if not read_write[2] > 0:  # efficiencies divide the minimum by what moved: a zero says nothing
+        raise UsageError(f"--min-bytes {text!r} is no minimum: give the bytes the operation must move "
+                         "(more than 0), e.g. 8MiB or 8MiB:8MiB")
+    return read_write
 
 
 MinRule = tuple[re.Pattern[str], tuple[float, float, float]]  # a range regex and its minimum
@@ -153,10 +159,6 @@ def _check_metrics(kernels: pd.DataFrame, report: str) -> None:
                           "`memtraffic measure --metrics traffic` or ncu --metrics with those names")
 
 
-def _sum(s: pd.Series) -> float:
-    return s.sum(min_count=1)  # all-NaN stays NaN: a metric no kernel had is not zero
-
-
 def _group(kernels: pd.DataFrame, group_by: str) -> pd.DataFrame:
     """Sum the counts of each range's kernels (kernels without a range stay single rows)."""
     if group_by == "kernel":
@@ -169,13 +171,19 @@ def _group(kernels: pd.DataFrame, group_by: str) -> pd.DataFrame:
             zip(kernels["run"], kernels["range"], kernels["launch"], kernels["kernel"], strict=True)]
     kernels = kernels.assign(_key=keys)
     aliases = [a for a in METRICS if a in kernels]
-    agg: dict[str, Any] = {a: ("sum" if METRICS[a].unit in ADDITIVE_UNITS else "mean") for a in aliases}
+    counts = [a for a in aliases if METRICS[a].unit in ADDITIVE_UNITS]
     grouped = kernels.groupby("_key", sort=False)
-    out = grouped[aliases].agg({a: _sum if f == "sum" else f for a, f in agg.items()})
+    # Vectorized: a Python function per group costs seconds for thousands of ranges. min_count=1 keeps a
+    # metric no kernel of the range had NaN, not zero.
+    summed = grouped[counts].sum(min_count=1)
+    averaged = grouped[[a for a in aliases if a not in counts]].mean()
     first = grouped[["run", "range", "device", "report"]].first()
-    out = first.join(out)
+    out = first.join(summed.join(averaged)[aliases])
     out["passes"] = grouped["passes"].max()
-    out["kernels"] = grouped["kernel"].agg(list)
+    names: dict[str, list[str]] = {}  # each range's kernels in launch order (faster than groupby lists)
+    for key, name in zip(kernels["_key"], kernels["kernel"], strict=True):
+        names.setdefault(key, []).append(name)
+    out["kernels"] = [names[key] for key in out.index]
     out["n_kernels"] = grouped["kernel"].size()
     return out.reset_index(drop=True)
 
@@ -389,12 +397,16 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
     frames = []
     empty: list[EmptyReportError] = []
     renamed = _merged_ranges(plan)
+    with_lines = []  # reports with per-line counters
     for report in reports:
         try:
-            kernels = read_report(report, allow_partial=allow_partial)
+            read = kernel_table(report, allow_partial=allow_partial)
         except EmptyReportError as err:  # e.g. the attempt of a run whose runner died before profiling
             empty.append(err)
             continue
+        kernels = read.kernels
+        if read.source_counters:
+            with_lines.append(report)
         _check_metrics(kernels, str(report))
         if renamed:
             name = Path(report).name
@@ -407,7 +419,9 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
         return pd.DataFrame(columns=COLUMNS + EXTRA_COLUMNS), pd.DataFrame()
     kernels = pd.concat(frames, ignore_index=True)
     rows = _group(kernels, "kernel" if group_by == "kernel" else "range")
-    table = _name_worst_lines(compute(rows, plan, min_bytes, min_rules), reports, plan)
+    table = compute(rows, plan, min_bytes, min_rules)
+    if with_lines:
+        table = _name_worst_lines(table, with_lines, plan)
     if plan and group_by != "kernel":  # plan order: a run of several GPUs has a report per GPU
         order = {c["range"]: i for i, c in enumerate(plan.get("configs", []))}
         rank = [order.get(r, len(order)) for r in table["range"]]
@@ -441,14 +455,18 @@ def analyze_path(path: str | Path, min_bytes: str | Sequence[str] | None = None,
 
     min_bytes: one or more --min-bytes values (see parse_min_bytes_options).
     """
-    from memtraffic.core.rundir import partial_reports_expected
-
     texts = [min_bytes] if isinstance(min_bytes, str) else list(min_bytes or [])
     overall, rules = parse_min_bytes_options(texts)
-    reports, plan, run, name = locate(path)
-    partial = partial_reports_expected(run or {})
-    table, _ = analyze_reports(reports, plan, min_bytes=overall, group_by=group_by, allow_partial=partial,
-                               run_name=name, min_rules=rules)
+    return analyze_run(load_run(path), min_bytes=overall, group_by=group_by, min_rules=rules)
+
+
+def analyze_run(run: Run, *, min_bytes: tuple[float, float, float] | None = None, group_by: str = "range",
+                min_rules: Sequence[MinRule] = ()) -> pd.DataFrame:
+    """The analyzed table of a loaded run (see analyze_reports); ReportError when it holds no report."""
+    if not run.reports:
+        raise ReportError(f"{run.path}: no .ncu-rep file in this folder")
+    table, _ = analyze_reports(run.reports, run.plan, min_bytes=min_bytes, group_by=group_by,
+                               allow_partial=run.partial, run_name=run.name, min_rules=min_rules)
     return table
 
 
@@ -579,16 +597,19 @@ def render(df: pd.DataFrame, fmt: str, group_by: str = "range") -> str:
     return dump(to_records(df), fmt)
 
 
-def load_results(run_dir: str | Path) -> pd.DataFrame:
-    """The analyzed table of a run folder: from its reports (current models), else its results.json."""
-    run_dir = Path(run_dir)
+def load_results(run: str | Path | Run) -> pd.DataFrame:
+    """The analyzed table of a run: from its reports (current models), else its folder's results.json."""
+    run = run if isinstance(run, Run) else load_run(run)
     try:
-        return analyze_path(run_dir)
+        return analyze_run(run)
     except ReportError:
-        saved = run_dir / "results.json"
-        if not saved.is_file():
+        saved = run.folder / "results.json" if run.folder is not None else None
+        if saved is None or not saved.is_file():
             raise
-        return pd.DataFrame(json.loads(saved.read_text()))
+        try:
+            return pd.DataFrame(json.loads(saved.read_text()))
+        except (json.JSONDecodeError, ValueError) as err:
+            raise ReportError(f"{saved} is not a results table ({err}): the run folder is damaged") from None
 
 
 def save_results(df: pd.DataFrame, run_dir: Path) -> None:

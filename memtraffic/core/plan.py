@@ -9,11 +9,12 @@ loads the same variants.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+import traceback
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from memtraffic.core.errors import UsageError
+from memtraffic.core.errors import MemtrafficError, UsageError
 from memtraffic.ncu.command import RANGE_PREFIX
 
 # The shipped suite's names in its order (memtraffic/kernels/__init__.py's VARIANTS, checked by a test):
@@ -24,6 +25,21 @@ SHIPPED_VARIANTS = (
     "gelu_triton", "gelu_compiled", "gelu_cuda", "matmul_triton", "matmul_torch", "matmul_softmax_fused",
     "matmul_softmax_unfused",
 )
+
+
+def call_model(owner: str, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """Call a variant's or an op's own code (a model, a check: often a user's variant file); what it
+    raises becomes a UsageError naming the variant, the call and the line that raised."""
+    try:
+        return fn(*args)
+    except MemtrafficError:
+        raise
+    except Exception as err:
+        frames = traceback.extract_tb(err.__traceback__)
+        where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+        shown = ", ".join(map(repr, args))
+        raise UsageError(f"{owner}: its {what}({shown}) raised {type(err).__name__}: {err}{where}; fix the "
+                         "variant (or leave it out)") from None
 
 
 def parse_param_value(text: str) -> Any:
@@ -138,8 +154,9 @@ def build_plan(variants: Sequence[str], shapes: Sequence[str], dtypes: Sequence[
             if reason is not None:
                 skipped.append({**entry, "reason": reason})
                 continue
-            minimum = op.minimum(shape, dt)
-            predicted = variant.predicted(shape, dt, {**variant.params, **explicit})
+            minimum = call_model(f"op {op.name}", "minimum", op.minimum, shape, dt)
+            predicted = call_model(f"variant {variant.name}", "predicted", variant.predicted, shape, dt,
+                                   {**variant.params, **explicit})
             configs.append({
                 "id": len(configs),
                 **entry,
@@ -148,7 +165,7 @@ def build_plan(variants: Sequence[str], shapes: Sequence[str], dtypes: Sequence[
                 "min_write_bytes": minimum.write,
                 "pred_read_bytes": predicted.read,
                 "pred_write_bytes": predicted.write,
-                "model_flops": op.flops(shape),
+                "model_flops": call_model(f"op {op.name}", "flops", op.flops, shape),
             })
     if not configs:
         why = "; ".join(s["reason"] for s in skipped[:3]) or "no variant matches the shapes"

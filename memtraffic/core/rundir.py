@@ -12,6 +12,7 @@ import os
 import platform
 import re
 import subprocess
+import tempfile
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,6 +21,32 @@ from typing import Any
 from memtraffic.core.errors import GpuNotFoundError, UsageError
 
 DEFAULT_RUNS_ROOT = Path("reports") / "runs"
+
+
+def cache_dir() -> Path:
+    """The per-user cache folder: $MEMTRAFFIC_CACHE, else $XDG_CACHE_HOME (or ~/.cache)/memtraffic."""
+    root = os.environ.get("MEMTRAFFIC_CACHE")
+    if root:
+        return Path(root).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "memtraffic"
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write a file whole or not at all: a temporary file beside it, then os.replace (a crash or a reader
+    at the same moment never sees half a file)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, data: Any) -> None:
+    """A JSON file (indented, ending in a newline), written atomically."""
+    write_bytes_atomic(Path(path), (json.dumps(data, indent=2) + "\n").encode())
 
 
 def new_run_dir(variants: Sequence[str], out: Path | None = None, root: Path = DEFAULT_RUNS_ROOT,

@@ -63,12 +63,12 @@ def device_slug(device: str) -> str:
     return re.sub(r"[^A-Za-z0-9.-]+", "_", device).strip("_")
 
 
-def _read_json(path: Path) -> Any:
+def _read_json(path: Path, advice: str = "delete it or re-run 'memtraffic ceilings --refresh'") -> Any:
     try:
         return json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ReportError(f"{path} is not valid JSON ({err.msg}, line {err.lineno}): delete it or "
-                          "re-run 'memtraffic ceilings --refresh'") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        what = f"{err.msg}, line {err.lineno}" if isinstance(err, json.JSONDecodeError) else "binary data"
+        raise ReportError(f"{path} is not valid JSON ({what}): {advice}") from None
     except OSError as err:
         raise ReportError(f"cannot read {path}: {err.strerror}") from None
 
@@ -119,7 +119,8 @@ def load_ceilings_file(path: Path, device: str | None = None) -> dict[str, Any]:
     """A file holding one entry (reports/ceilings/*.json) or a cache (device -> entry)."""
     if not path.exists():
         raise UsageError(f"ceilings file {path} does not exist")
-    data = _read_json(path)
+    data = _read_json(path, "give --ceilings a file written by 'memtraffic ceilings --format json' "
+                            "(or one of reports/ceilings/)")
     if isinstance(data, dict) and "device" in data:
         return _check_entry(data, path)
     if isinstance(data, dict) and data:

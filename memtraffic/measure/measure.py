@@ -66,6 +66,7 @@ from memtraffic.ncu.command import (
     run_ncu,
 )
 from memtraffic.ncu.report import EmptyReportError
+from memtraffic.ncu.run import keep_kernel_tables
 
 
 def runner_argv(plan_path: Path) -> list[str]:
@@ -285,9 +286,13 @@ def _config_entries(plan: Mapping[str, Any], status: Mapping[int, dict[str, Any]
 def rerun_plan(run_dir: Path) -> dict[str, Any]:
     """The configs a run folder lists under 'rerun' (failed, interrupted, or on a GPU that failed), as a
     plan of their own: measure them again, then `memtraffic merge` the two runs."""
-    from memtraffic.ncu.report import read_json
+    from memtraffic.ncu.run import load_run
 
-    plan, run = read_json(run_dir / "plan.json"), read_json(run_dir / "run.json")
+    if not run_dir.is_dir():
+        what = "no such folder" if not run_dir.exists() else "not a folder"
+        raise UsageError(f"--rerun {run_dir}: not a run folder ({what})")
+    loaded = load_run(run_dir)
+    plan, run = loaded.plan, loaded.meta
     if plan is None or run is None:
         raise UsageError(f"--rerun {run_dir}: not a run folder (no plan.json and run.json)")
     wanted = set(run.get("rerun") or [])
@@ -520,6 +525,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
     run["configs"] = _config_entries(plan, status, profiled=None)
     run["skipped"] = plan["skipped"]
     (run_dir / "run.json").write_text(json.dumps(run, indent=2) + "\n")  # saved before analysis can fail
+    keep_kernel_tables([run_dir / r for r in outcome["reports"]])  # every later reading starts from these
     try:
         table, kernels = analysis.analyze_reports([run_dir / r for r in outcome["reports"]], plan,
                                                   allow_partial=partial_reports_expected(run),

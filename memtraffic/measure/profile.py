@@ -41,6 +41,7 @@ from memtraffic.ncu.command import (
     run_ncu,
 )
 from memtraffic.ncu.report import EmptyReportError
+from memtraffic.ncu.run import keep_kernel_tables
 
 TRACE_FILE = "trace.jsonl"
 TORCH_MARK_FILE = "torch-imported"
@@ -233,6 +234,7 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
             "metrics": {"spec": opts.metrics, "names": metrics, "notes": spec.notes}}
     (run_dir / "plan.json").write_text(json.dumps(plan, indent=2) + "\n")
     (run_dir / "run.json").write_text(json.dumps(run, indent=2) + "\n")  # saved before analysis can fail
+    keep_kernel_tables([report] if has_report else [])  # every later reading starts from it
     echo(f"ncu profiled {result.kernels} kernel launches; the program recorded {len(configs)} ops/regions")
     if opts.torch_ops and not (run_dir / TORCH_MARK_FILE).exists():
         echo("warning: --torch-ops traced nothing: the program never imported torch (is it a Python "

@@ -24,6 +24,7 @@ import torch
 
 from memtraffic.core.errors import UsageError
 from memtraffic.core.ops import OPS, Op, Shape, Traffic, dtype_name, format_shape
+from memtraffic.core.plan import call_model
 
 ALL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -83,7 +84,8 @@ def load_file(path: str | Path, on_problem: Callable[[str], None] = _warn) -> di
     """The variants of one user file. A broken entry is reported through `on_problem` and left out."""
     path = Path(path).expanduser().resolve()
     if not path.is_file():
-        raise UsageError(f"--variants {path}: no such file")
+        raise UsageError(f"--variants {path}: " + ("a folder: give the Python file that defines VARIANTS"
+                                                   if path.is_dir() else "no such file"))
     module = _import_file(path)
     for name, op in (getattr(module, "OPS", None) or {}).items():
         if not isinstance(op, Op):
@@ -154,7 +156,8 @@ def unsupported_reason(
     if dtype not in variant.dtypes:
         names = ", ".join(dtype_name(d) for d in variant.dtypes)
         return f"{variant.name} does not support {dtype_name(dtype)} (it takes {names})"
-    return variant.check(shape, dtype, {**variant.params, **params})
+    return call_model(f"variant {variant.name}", "check", variant.check, shape, dtype,
+                      {**variant.params, **params})
 
 
 def describe(variant: Variant, shape: Shape | None, dtype: torch.dtype) -> dict[str, Any]:
@@ -172,9 +175,10 @@ def describe(variant: Variant, shape: Shape | None, dtype: torch.dtype) -> dict[
     reason = unsupported_reason(variant, shape, dtype, {})
     if reason is not None:
         return {**row, "supported": False, "reason": reason}
-    minimum = op.minimum(shape, dtype)
-    predicted = variant.predicted(shape, dtype, dict(variant.params))
-    flops = op.flops(shape)
+    minimum = call_model(f"op {op.name}", "minimum", op.minimum, shape, dtype)
+    predicted = call_model(f"variant {variant.name}", "predicted", variant.predicted, shape, dtype,
+                           dict(variant.params))
+    flops = call_model(f"op {op.name}", "flops", op.flops, shape)
     return {
         **row,
         "supported": True,
