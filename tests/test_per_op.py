@@ -128,7 +128,7 @@ def test_a_per_op_efficiency_above_one_shows_the_call_that_explains_it(tmp_path,
     (tmp_path / "plan.json").write_text(json.dumps({"configs": configs}))
     (tmp_path / "profile.ncu-rep").write_bytes(b"stands in")
     launches = pd.DataFrame([_kernel(0, ["mt|op|0|aten.nll_loss_forward.default"], 640, 64, 640, 64)])
-    monkeypatch.setattr(analyze, "read_report", lambda *_a, **_k: launches.copy())
+    monkeypatch.setattr(analyze, "kernel_table", lambda *_a, **_k: KernelTable(launches.copy(), False))
     (row,) = analyze.analyze_path(tmp_path, group_by="op").to_dict("records")
     assert row["eff_l1_ld"] == 10.0
     assert row["diagnosis"].startswith("below the minimum at L1 ld, L2, DRAM, DRAM rd: the minimum is an "
