@@ -5,19 +5,20 @@ What a notebook calls instead of the CLI, with the same numbers: `analyze(run)` 
 `--group-by op`, `lines(run)` is `memtraffic lines`, `roofline(run)` and `traffic(run)` are the
 figures of `memtraffic roofline`. `run_measure` and `run_profile` are `memtraffic measure` and
 `memtraffic profile`: the measuring side saves the run folder, the analysis here reads it.
+`load_run(path)` (memtraffic.ncu.run, the one run loader) gives a run's plan, run.json and reports.
 Everything but run_measure/run_profile reads runs without torch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memtraffic.analysis.analyze import analyze_path, analyze_reports, save_results, to_records
 from memtraffic.core.rundir import partial_reports_expected
-from memtraffic.ncu.report import EmptyReportError, locate
+from memtraffic.ncu.report import EmptyReportError
+from memtraffic.ncu.run import Run, load_run  # noqa: F401 - public: load_run(path) -> Run
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -28,23 +29,6 @@ if TYPE_CHECKING:
 
 Echo = Callable[[str], None]
 LEVELS = ("dram", "l2", "l1")
-
-
-@dataclass
-class Run:
-    """A run folder (or one .ncu-rep): its reports, plan.json and run.json (None where absent)."""
-
-    path: Path
-    name: str
-    reports: list[Path]
-    plan: dict[str, Any] | None
-    meta: dict[str, Any] | None
-
-
-def load_run(path: str | Path) -> Run:
-    """A run folder from `memtraffic measure/profile/merge`, or any .ncu-rep (ReportError if unreadable)."""
-    reports, plan, meta, name = locate(path)
-    return Run(Path(path), name, reports, plan, meta)
 
 
 def analyze(run: str | Path | Run, min_bytes: str | Sequence[str] | None = None,

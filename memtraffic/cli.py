@@ -38,15 +38,22 @@ def _errors_to_exit(func):
     return wrapper
 
 
-@app.callback()
-def _main(
-    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
-) -> None:
-    if version:
+def _print_version(value: bool) -> None:
+    if value:
         from memtraffic import __version__
 
-        typer.echo(__version__)
+        typer.echo(f"memtraffic {__version__}")
         raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", help="Print the version and exit.", callback=_print_version,
+                           is_eager=True)
+    ] = False,
+) -> None:
+    """The options every command shares (--version)."""
 
 
 Fmt = Annotated[str, typer.Option("--format", "-f", help="table (for people), json or csv (for scripts).")]
@@ -325,7 +332,17 @@ def profile(
     torch_ops: Annotated[
         bool,
         typer.Option("--torch-ops", help="Trace every aten op of a PyTorch program: each gets its NVTX range "
-                     "and its minimum (inputs read once, outputs written once) and FLOPs."),
+                     "and its minimum (what any implementation must move: README 'PyTorch programs, op by "
+                     "op') and FLOPs. Under --profile-from-start off only the calls between "
+                     "cudaProfilerStart and cudaProfilerStop are traced."),
+    ] = False,
+    from_first_forward: Annotated[
+        bool, typer.Option("--from-first-forward", help="With --torch-ops: trace from the program's first "
+                           "nn.Module forward (leaves weight initialisation out).")
+    ] = False,
+    all_calls: Annotated[
+        bool, typer.Option("--all-calls", help="With --torch-ops: print every op call; by default the "
+                           "per-op summary and the worst calls (results.csv always holds every call).")
     ] = False,
     metrics: Annotated[
         str, typer.Option(help="Metric sets (traffic, bytes, flops, peaks, roofline), aliases or raw ncu "
@@ -385,7 +402,7 @@ def profile(
     """
     from memtraffic.api import run_profile
     from memtraffic.measure.profile import ProfileOptions
-    from memtraffic.views.tables import render_results
+    from memtraffic.views.tables import op_calls_table, render_results
 
     _check_format(fmt, ("table", "json", "csv"))
     _check_baseline(baseline)
@@ -395,9 +412,12 @@ def profile(
         command=list(ctx.args), metrics=metrics, torch_ops=torch_ops, source=source, kernel_name=kernel_name,
         launch_skip=launch_skip, launch_count=launch_count, nvtx_include=list(nvtx_include or []),
         target_processes=target_processes, profile_from_start=profile_from_start == "on",
-        clock_control=clock_control, cache_control=cache_control, out=out, verbose=verbose)
+        from_first_forward=from_first_forward, clock_control=clock_control, cache_control=cache_control,
+        out=out, verbose=verbose)
     result = run_profile(opts, echo=lambda line: typer.echo(line, err=True))
-    if len(result.table):
+    if len(result.table) and torch_ops and fmt == "table" and not all_calls:
+        typer.echo(op_calls_table(result.table))
+    elif len(result.table):
         typer.echo(render_results(result.table, fmt))
         _print_baseline_diff(baseline, result.run_dir, fmt)
     typer.echo(f"saved in {result.run_dir}", err=True)
@@ -563,15 +583,23 @@ def ops(
     command: Annotated[
         list[str] | None, typer.Argument(help="The program to run, after --: python train.py ARGS.")
     ] = None,
+    from_first_forward: Annotated[
+        bool, typer.Option("--from-first-forward", help="Trace from the program's first nn.Module forward "
+                           "(leaves weight initialisation out).")
+    ] = False,
+    all_calls: Annotated[
+        bool, typer.Option("--all-calls", help="List every call in program order (default: the calls "
+                           "moving the most bytes, then the per-op summary).")
+    ] = False,
     fmt: Fmt = "table",
 ) -> None:
     """Run a PyTorch program with every aten op traced (no ncu, CPU or GPU): its compulsory traffic.
 
-    Per op call, in program order: the aten overload, shape and dtype of its
-    first input, the minimum bytes read (each distinct input once) and
-    written (each output once; in-place: read and written), model FLOPs
-    (torch.utils.flop_counter, where it knows the op) and FLOP/byte; then a
-    summary per op type, most bytes first. Regions (memtraffic.region) are
+    Per op call (the ten moving the most bytes; every call in program
+    order with --all-calls): the aten overload, shape and dtype of its
+    result, the minimum bytes read and written (what any implementation
+    must move: README 'PyTorch programs, op by op'), model FLOPs and
+    FLOP/byte; then a summary per op type, most bytes first. Regions (memtraffic.region) are
     listed too. The program is not edited: memtraffic traces it from the
     moment it imports torch. Its own output goes to stderr.
 
@@ -584,9 +612,11 @@ def ops(
 
     _check_format(fmt, ("table", "json", "csv"))
     cmd = list(command or [])
-    run = run_traced(cmd)
+    run = run_traced(cmd, mode="forward" if from_first_forward else "1")
+    for text in run.warnings:
+        typer.echo(f"warning: {text}", err=True)
     if run.records:
-        typer.echo(ops_table(run.records, fmt))
+        typer.echo(ops_table(run.records, fmt, all_calls=all_calls))
     check_run(run, cmd)
 
 
@@ -658,8 +688,10 @@ def merge(
     from memtraffic.views.tables import render_results
 
     _check_format(fmt, ("table", "json", "csv"))
-    merged, _ = merge_runs(runs, out, allow_mixed, echo=lambda line: typer.echo(line, err=True))
+    merged, run = merge_runs(runs, out, allow_mixed, echo=lambda line: typer.echo(line, err=True))
     typer.echo(render_results(analyze_path(merged), fmt))
+    if run["missing"]:
+        raise typer.Exit(code=1)
 
 
 @app.command()
@@ -669,11 +701,15 @@ def roofline(
         list[Path] | None, typer.Argument(help="Run folders from 'memtraffic measure'; default: the newest.")
     ] = None,
     level: Annotated[str, typer.Option(help="dram, l2, l1 or all (comma-separated works too).")] = "all",
-    out: Annotated[Path | None, typer.Option(help="HTML file (offline); default: RUN/roofline.html.")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="HTML file (offline); default: roofline-RUN.html in the current folder."),
+    ] = None,
     png: Annotated[Path | None, typer.Option(help="Also a static PNG (needs kaleido and Chromium).")] = None,
     ceilings_file: Annotated[
         Path | None, typer.Option("--ceilings", help="Ceilings JSON; default: cached, then committed ones.")
     ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace output files that exist.")] = False,
 ) -> None:
     """Hierarchical roofline (log-log) and traffic-vs-minimum bars of one or more runs.
 
@@ -691,7 +727,7 @@ def roofline(
 
     levels = parse_levels(level)
     run_dirs = list(runs) if runs else [latest_run()]
-    written, notes = plot_runs(run_dirs, levels, out=out, png=png, ceilings_file=ceilings_file)
+    written, notes = plot_runs(run_dirs, levels, out=out, png=png, ceilings_file=ceilings_file, force=force)
     for note in notes:
         typer.echo(f"note: {note}", err=True)
     for path in written:
@@ -702,7 +738,9 @@ def roofline(
 @_errors_to_exit
 def report(
     run: Annotated[Path, typer.Argument(help="Run folder from 'memtraffic measure'.")],
-    out: Annotated[Path | None, typer.Option(help="HTML file; default: RUN/report.html.")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="HTML file; default: report-RUN.html in the current folder.")
+    ] = None,
     ceilings_file: Annotated[
         Path | None, typer.Option("--ceilings", help="Ceilings JSON; default: cached, then committed ones.")
     ] = None,
@@ -711,6 +749,7 @@ def report(
         typer.Option(help="An earlier run (folder, .ncu-rep or saved table): the page adds 'memtraffic diff "
                      "BASELINE RUN' and both runs' tables and traffic bars side by side."),
     ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace the output file if it exists.")] = False,
 ) -> None:
     """One self-contained HTML page of a run: environment, analyzed table, diagnoses, roofline, traffic.
 
@@ -724,7 +763,7 @@ def report(
     """
     from memtraffic.views.html_report import write_report
 
-    typer.echo(f"wrote {write_report(run, out, ceilings_file, baseline)}")
+    typer.echo(f"wrote {write_report(run, out, ceilings_file, baseline, force=force)}")
 
 
 @app.command()

@@ -2,8 +2,9 @@
 # Everything the project needs from a GPU machine, in one go: gpu-marked tests, the reference ncu
 # runs, the measured ceilings and the benchmark. Results land under reports/ and a log in $1.
 # Usage: [REPORTS_ARGS="--only GROUP... --force"] bash scripts/gpu_session.sh LOGDIR [steps...]
-#        (steps: tests reports ceilings bench; default all). REPORTS_ARGS goes to make_reference_reports.py,
-#        which refuses to overwrite an existing group folder without --force.
+#        (steps: tests reports ceilings bench, the default, and torch_ops diff_pair many_kernels chip, whose
+#        outputs land in LOGDIR/STEP/). REPORTS_ARGS goes to make_reference_reports.py, which refuses to
+#        overwrite an existing group folder without --force.
 #        GPU_TAG names the bench folder reports/bench/DATE-GPU_TAG (default h100, as the committed run).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +22,11 @@ for step in $steps; do
     reports) python3 scripts/make_reference_reports.py ${REPORTS_ARGS:-} 2>&1 | tee "$log/reports.txt" ;;
     ceilings) memtraffic ceilings --refresh --save-reference 2>&1 | tee "$log/ceilings.txt" ;;
     bench) memtraffic bench --out "reports/bench/$(date -u +%F)-${GPU_TAG:-h100}" 2>&1 | tee "$log/bench.txt" ;;
+    # The runs the README and tests read that are not measure groups; each lands in $log/STEP/.
+    torch_ops) OUT="$log/$step" bash scripts/make_torch_ops_report.sh 2>&1 | tee "$log/$step.txt" ;;
+    diff_pair) OUT="$log/$step" bash scripts/make_diff_pair.sh 2>&1 | tee "$log/$step.txt" ;;
+    many_kernels) OUT="$log/$step" bash scripts/make_many_kernels_report.sh 2>&1 | tee "$log/$step.txt" ;;
+    chip) OUT="$log/$step" python3 scripts/check_local_chip.py 2>&1 | tee "$log/$step.txt" ;;
     *) echo "unknown step $step" ;;
   esac
   echo "== $step took $(( $(date +%s) - start )) s" | tee -a "$log/steps.txt"

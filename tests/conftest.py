@@ -1,9 +1,16 @@
 """Test set-up: Triton runs in its interpreter on CPU machines; gpu-marked tests need CUDA."""
 
+import atexit
 import os
+import shutil
+import tempfile
 
 import pytest
 import torch
+
+# Report tables read during the tests go to a fresh cache, never into the user's (subprocesses inherit it).
+os.environ["MEMTRAFFIC_CACHE"] = tempfile.mkdtemp(prefix="memtraffic-test-cache-")
+atexit.register(shutil.rmtree, os.environ["MEMTRAFFIC_CACHE"], True)
 
 # Must be set before any @triton.jit decorator runs, i.e. before kernels/ is imported.
 if not torch.cuda.is_available():

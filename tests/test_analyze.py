@@ -417,6 +417,41 @@ def test_diagnosis_lsu_bypass(levels, expected):
         assert d.startswith(expected + " (TMA or other async copies): read the L2 and DRAM levels")
 
 
+def test_every_efficiency_above_one_has_its_reason():
+    # less than the minimum reached L2: the minimum over-counts the call
+    assert diagnose(_row(eff_l2=3.0, eff_dram=3.0)).startswith(
+        "below the minimum at L2, DRAM: the call moved less than its minimum through L2")
+    # a bound the tracer recorded explains every level
+    d = diagnose(_row(eff_l1_ld=4.0, eff_l2=2.0), bound="the minimum is an upper bound (index on the GPU)")
+    assert d == "below the minimum at L1 ld, L2: the minimum is an upper bound (index on the GPU)"
+    assert "L1 store bytes below the minimum (0.25x)" in diagnose(_row(eff_l1_st=4.0))
+    assert "part of the input was served from L2" in diagnose(_row(eff_dram_rd=2.0))
+    assert diagnose(_row(eff_l1_ld=1.04)) == ""
+
+
+@pytest.mark.parametrize("name", ["suite_1048576x2_fp32", "split_lag_16384x131072",
+                                  "source_column_4096x4096_fp32", "profile_torch_model"])
+def test_committed_kernels_above_the_minimum_say_why(name):
+    """Per kernel, a multi-kernel range's minimum sits on its main kernel; helpers show none."""
+    table = analyze_path(H100 / name, group_by="kernel")
+    levels = ["eff_l1_ld", "eff_l1_st", "eff_l2", "eff_dram_rd"]
+    for r in table.to_dict("records"):
+        if any(r[k] > 1.05 for k in levels):
+            assert "below the minimum" in r["diagnosis"] or "bypass" in r["diagnosis"], r
+    helpers = table[table["diagnosis"].str.startswith("helper kernel of its range")]
+    assert helpers["min_bytes"].isna().all()
+    if name != "profile_torch_model":
+        assert len(helpers) > 0
+    ranges = table[table["range"].astype(bool)].groupby("range")["min_bytes"].count()
+    assert (ranges <= 1).all()  # no range's minimum counted twice
+
+
+def test_a_global_min_bytes_on_a_plain_report_names_its_limit():
+    table = analyze_path(H100 / "plain_ncu_torch_softmax", min_bytes="8MiB:8MiB")
+    rng = table[table["kernels"].map(lambda k: k[0].startswith("distribution_elementwise"))].iloc[0]
+    assert rng["eff_dram_rd"] > 100 and "applies to every row" in rng["diagnosis"]
+
+
 def test_lsu_bypass_replaces_the_below_minimum_note():
     d = diagnose(_row(**{**LEVELS, "l1_ld_bytes": 0.5}, eff_l1_ld=200.0))
     assert "loads bypass the LSU counters" in d and "below the minimum" not in d

@@ -92,12 +92,13 @@ def test_get_ceilings_uses_the_cache_unless_refreshed(cache_dir, monkeypatch):
     assert calls[-1]["with_ncu"] is False and len(calls) == 2
 
 
-def test_roofline_reads_cached_ceilings(cache_dir, tmp_path):
+def test_roofline_reads_cached_ceilings(cache_dir, tmp_path, monkeypatch):
     roofs.write_cache(CEILINGS)
     run = write_run(tmp_path / "run-a")
+    monkeypatch.chdir(tmp_path)
     res = CliRunner().invoke(app, ["roofline", str(run), "--level", "dram"])
     assert res.exit_code == 0, res.output
-    page = (run / "roofline.html").read_text()
+    page = (tmp_path / "roofline-run-a.html").read_text()
     assert "DRAM 1.00 TB\\u002fs (measured)" in page and "(ncu theoretical)" in page
 
 

@@ -8,6 +8,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 from typer.testing import CliRunner
@@ -367,6 +368,13 @@ def test_measure_end_to_end_on_gpu(tmp_path):
     assert result.run["passes"] >= 1 and len(result.run["attempts"]) == 1
     assert (out / "profile.ncu-rep").stat().st_size < 2_000_000  # --import-sass no keeps cubins out
     assert json.loads((out / "results.json").read_text())[0]["range"].startswith("mt|")
+    # the report's kernel table, written once ncu finished: later readings never open the report
+    from memtraffic.ncu.report import read_report
+    from memtraffic.ncu.run import kernel_table
+
+    assert (out / "profile.kernels.json.gz").is_file()
+    report = out / "profile.ncu-rep"
+    pd.testing.assert_frame_equal(kernel_table(report).kernels, read_report(report))
 
 
 def _stand_in(tmp_path, monkeypatch):

@@ -243,9 +243,9 @@ def test_the_before_and_after_example_kernels_run_checked_against_float64(tmp_pa
     (so diff matches them), each checked by the runner against the op's float64 reference."""
     import torch
 
-    from memtraffic.measure.planning import build_plan
     from memtraffic.core.rundir import read_status
     from memtraffic.measure import runner
+    from memtraffic.measure.planning import build_plan
 
     path = Path(__file__).resolve().parent.parent / "examples" / folder / "my_gelu.py"
     plan = build_plan(["my_gelu"], [shape], [dtype], [], variant_files=[path])

@@ -47,3 +47,21 @@ def test_the_torch_example_under_memtraffic_ops():
         assert op in ops
     relu = next(r for r in json.loads(proc.stdout) if r["op"] == "aten.relu_.default")
     assert relu["min_read_bytes"] == relu["min_write_bytes"] == 8 * 16 * 4  # in place: read and written once
+
+
+def test_the_training_step_example_under_memtraffic_ops():
+    """CPU, small sizes: the op classes with their own rules are all there, and the traffic adds up."""
+    proc = subprocess.run([sys.executable, "-m", "memtraffic.cli", "ops", "--from-first-forward", "--format",
+                           "json", "--", sys.executable, "examples/train_step.py", "--device", "cpu", "--seq",
+                           "16", "--width", "32", "--vocab", "100"], capture_output=True, text=True, cwd=REPO,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)
+    ops = [r["op"] for r in rows]
+    for op in ("aten.embedding.default", "aten.nll_loss_forward.default", "aten.nll_loss_backward.default"):
+        assert ops.count(op) == 2, op  # the warm-up step and the measured one
+    assert ops.count("aten.native_layer_norm_backward.default") == 2 * 5  # 2 per block and the last
+    assert "aten.addcdiv_.default" in ops  # AdamW
+    assert "aten.uniform_.default" not in ops  # initialisation left out
+    nll = next(r for r in rows if r["op"] == "aten.nll_loss_forward.default")
+    assert nll["min_read_bytes"] == 4 * 16 * (4 + 8) and nll["min_note"] == ""  # CPU targets: exact

@@ -14,7 +14,7 @@ import memtraffic.analysis.analyze as analysis
 from memtraffic.core import arch
 from memtraffic.ncu.chips import chip_metric_names
 from memtraffic.ncu.metrics import METRIC_SETS, resolve
-from memtraffic.ncu.report import read_report
+from memtraffic.ncu.run import KernelTable, kernel_table
 from memtraffic.views.tables import render_results, results_table
 
 REPO = Path(__file__).resolve().parent.parent
@@ -34,10 +34,11 @@ def as_if_on(monkeypatch, chip: str) -> None:
     """Reports read as that chip's GPU would have written them: its missing aliases gone, its name."""
 
     def read(path, allow_partial=False):
-        df = read_report(path, allow_partial=allow_partial)
-        return df.drop(columns=missing_aliases(chip)).assign(device=GPU_OF[chip])
+        table = kernel_table(path, allow_partial=allow_partial)
+        df = table.kernels.drop(columns=missing_aliases(chip)).assign(device=GPU_OF[chip])
+        return KernelTable(df, table.source_counters)
 
-    monkeypatch.setattr(analysis, "read_report", read)
+    monkeypatch.setattr(analysis, "kernel_table", read)
 
 
 def test_the_chips_lack_what_the_issue_says():

@@ -19,6 +19,7 @@ from memtraffic.cli import app
 from memtraffic.core.tracefile import make_record
 from memtraffic.ncu.metrics import METRICS
 from memtraffic.ncu.report import range_label
+from memtraffic.ncu.run import KernelTable
 
 
 def _config(seq: int, op: str, read: int, write: int, kind: str = "op") -> dict:
@@ -57,8 +58,8 @@ LAUNCHES = pd.DataFrame([
 @pytest.fixture
 def run(tmp_path, monkeypatch):
     (tmp_path / "plan.json").write_text(json.dumps({"configs": CONFIGS}))
-    (tmp_path / "profile.ncu-rep").write_bytes(b"stands in; read_report is replaced")
-    monkeypatch.setattr(analyze, "read_report", lambda *_a, **_k: LAUNCHES.copy())
+    (tmp_path / "profile.ncu-rep").write_bytes(b"stands in; kernel_table is replaced")
+    monkeypatch.setattr(analyze, "kernel_table", lambda *_a, **_k: KernelTable(LAUNCHES.copy(), False))
     return tmp_path
 
 
@@ -101,3 +102,34 @@ def test_cli_group_by_op_json_and_table(run):
 def test_unknown_group_by_is_a_usage_error(run):
     res = CliRunner().invoke(app, ["analyze", str(run), "--group-by", "layer"])
     assert res.exit_code == 2 and res.stderr == "error: unknown --group-by 'layer': use range, kernel or op\n"
+
+
+def test_a_traced_programs_default_output_is_the_summary_then_the_worst_calls(run):
+    from memtraffic.views.tables import op_calls_table
+
+    table, _ = analyze.analyze_reports([run / "profile.ncu-rep"], json.loads((run / "plan.json").read_text()))
+    text = op_calls_table(table, n=2)
+    summary, _, calls = text.partition("the 2 calls with the most excess, of 5 (all: --all-calls")
+    assert summary.splitlines()[0].split()[:2] == ["op", "calls"]
+    # the region (8192 + 2048 L1 bytes against 4096) and softmax #1 (2 kernels) exceed most
+    rows = [line for line in calls.splitlines() if line.startswith(("region", "aten"))]
+    assert [r.split()[0:2] for r in rows[:2]] == [["region", "attn"], ["aten._softmax.default", "#1"]]
+    assert "kernels k1, k2" in calls
+
+
+def test_a_kernel_list_names_each_kernel_once_with_its_count():
+    names = ["multi_tensor_apply_kernel"] * 52 + ["reduce_kernel", "multi_tensor_apply_kernel"]
+    assert analyze.kernel_list(names) == "53 x multi_tensor_apply_kernel, reduce_kernel"
+
+
+def test_a_per_op_efficiency_above_one_shows_the_call_that_explains_it(tmp_path, monkeypatch):
+    configs = [_config(0, "aten.nll_loss_forward.default", 6400, 64)]
+    configs[0]["min_note"] = "targets on the GPU not read (no device sync): counts every row, an upper bound"
+    (tmp_path / "plan.json").write_text(json.dumps({"configs": configs}))
+    (tmp_path / "profile.ncu-rep").write_bytes(b"stands in")
+    launches = pd.DataFrame([_kernel(0, ["mt|op|0|aten.nll_loss_forward.default"], 640, 64, 640, 64)])
+    monkeypatch.setattr(analyze, "kernel_table", lambda *_a, **_k: KernelTable(launches.copy(), False))
+    (row,) = analyze.analyze_path(tmp_path, group_by="op").to_dict("records")
+    assert row["eff_l1_ld"] == 10.0
+    assert row["diagnosis"].startswith("below the minimum at L1 ld, L2, DRAM, DRAM rd: the minimum is an "
+                                       "upper bound (targets on the GPU not read")

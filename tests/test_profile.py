@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from memtraffic.api import run_profile
 from memtraffic.cli import app
-from memtraffic.core.errors import UsageError
+from memtraffic.core.errors import NcuError, UsageError
 from memtraffic.core.tracefile import read_trace
 from memtraffic.measure import profile as prof
 from memtraffic.ncu import command as ncu_mod
@@ -221,6 +221,7 @@ def test_profile_torch_ops_end_to_end_on_gpu(tmp_path):
     assert rows["aten._softmax.default"]["n_kernels"] == 1
     assert rows["aten._softmax.default"]["l1_ld_bytes"] >= 512 * 256 * 4
     assert {"aten.mul.Tensor", "aten.sum.default"} <= set(rows)
+    assert (tmp_path / "run" / "profile.kernels.json.gz").is_file()  # kept once ncu finished
 
 
 @pytest.mark.parametrize(("command", "expected"), [
@@ -264,3 +265,40 @@ def test_profile_torch_ops_traces_through_the_launcher(tmp_path, stand_in):
     assert softmax["range"].startswith("mt|op|") and softmax["min_read_bytes"] == 8 * 4 * 4
     run = json.loads((out / "run.json").read_text())
     assert run["attempts"][0]["argv"][-3:] == [str(prof.LAUNCHER), str(program), "4"]
+
+
+WINDOW_PROGRAM = """
+import types
+import torch
+import torch.cuda.profiler as profiler
+# no CUDA here: the real start/stop (which the tracer wraps) call a stand-in cudart
+profiler.cudart = lambda: types.SimpleNamespace(cudaProfilerStart=lambda: 0, cudaProfilerStop=lambda: 0)
+profiler.check_error = lambda code: None
+torch.ones(5).sum()          # warm-up, outside the profiled window
+torch.cuda.profiler.start()
+torch.ones(7).sum()
+torch.cuda.profiler.stop()
+"""
+
+
+@pytest.mark.parametrize(("from_start", "first_forward", "mode"), [
+    (True, False, "start"), (True, True, "first forward"), (False, False, "profiler window"),
+    (False, True, "profiler window"),
+])
+def test_trace_mode_follows_the_profiled_window(from_start, first_forward, mode):
+    opts = prof.ProfileOptions(command=["python"], torch_ops=True, profile_from_start=from_start,
+                               from_first_forward=first_forward)
+    assert prof.TRACE_FROM[prof.trace_mode(opts)] == mode
+
+
+def test_profile_from_start_off_plans_only_the_calls_in_the_window(tmp_path, stand_in):
+    program = tmp_path / "window.py"
+    program.write_text(WINDOW_PROGRAM)
+    out = tmp_path / "run"
+    with pytest.raises(NcuError):  # the stand-in profiles no kernel
+        prof.profile(prof.ProfileOptions(command=[sys.executable, str(program)], torch_ops=True, out=out,
+                                         profile_from_start=False), lambda line: None)
+    configs = json.loads((out / "plan.json").read_text())["configs"]
+    assert [c["op"] for c in configs] == ["aten.ones.default", "aten.sum.default"]
+    assert configs[0]["shape"] == [7]
+    assert json.loads((out / "run.json").read_text())["traced_from"] == "profiler window"

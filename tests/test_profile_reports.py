@@ -20,6 +20,11 @@ from memtraffic.ncu.report import read_report
 
 REPO = Path(__file__).resolve().parent.parent
 RUNS = [REPO / "reports" / "h100" / name for name in ("profile_torch_model", "profile_cupy_region")]
+# scripts/make_torch_ops_report.sh: examples/train_step.py's second step (until committed: skipped)
+TRAIN_STEP = REPO / "reports" / "h100" / "profile_train_step"
+RUNS += [TRAIN_STEP] if TRAIN_STEP.is_dir() else []
+needs_train_step = pytest.mark.skipif(not TRAIN_STEP.is_dir(), reason="run scripts/make_torch_ops_report.sh "
+                                      "on an H100 and commit reports/h100/profile_train_step")
 # Counters memtraffic collects in every run (the traffic set), compared kernel by kernel.
 ALIASES = ["time", "l1_ld_bytes", "l1_st_bytes", "l2_rd_sectors", "l2_wr_sectors", "dram_rd_bytes",
            "dram_wr_bytes", "req_ld_bytes", "req_st_bytes"]
@@ -94,3 +99,31 @@ def test_roofline_draws_the_traced_ops_that_have_flops_and_names_the_others():
     assert set(points["op"]) == {"aten.addmm.default"}  # the only op with a FLOP formula here
     assert points.iloc[0]["flops"] == 2 * 4096 * 1024 * 1024
     assert any("aten._softmax.default: no model FLOPs, not drawn" in n for n in points.attrs["notes"])
+
+
+@needs_train_step
+def test_train_step_per_op_efficiencies_above_one_say_why():
+    """Every op type's efficiency above 1.05, at any level the table shows, has its reason beside it."""
+    from memtraffic.analysis.analyze import ABOVE
+
+    by_op = analyze_path(TRAIN_STEP, group_by="op").to_dict("records")
+    assert len(by_op) >= 10
+    for r in by_op:
+        if any((r[k] or 0) > ABOVE for k in ("eff_l1_ld", "eff_l1_st", "eff_l2", "eff_dram_rd")):
+            assert "below the minimum" in r["diagnosis"] or "bypass" in r["diagnosis"], r
+
+
+@needs_train_step
+def test_train_step_ops_carry_their_rules():
+    """examples/train_step.py: batch 4, seq 128, width 256, vocab 4096; ids and targets on the GPU."""
+    plan = json.loads((TRAIN_STEP / "plan.json").read_text())["configs"]
+    run = json.loads((TRAIN_STEP / "run.json").read_text())
+    assert run["traced_from"] == "profiler window"
+    assert sum(c["op"] == "aten.embedding.default" for c in plan) == 1  # the warm-up step is not planned
+    (emb,) = [c for c in plan if c["op"] == "aten.embedding.default"]
+    # GPU ids are not read: every one of the 512 lookups counted as a distinct row, and said so
+    assert emb["min_read_bytes"] == 512 * 256 * 4 + 512 * 8 and "upper bound" in emb["min_note"]
+    (nll,) = [c for c in plan if c["op"] == "aten.nll_loss_forward.default"]
+    assert nll["min_read_bytes"] == 512 * 4 + 512 * 8  # one logit per row, not the 512x4096 logits
+    (nll_bwd,) = [c for c in plan if c["op"] == "aten.nll_loss_backward.default"]
+    assert nll_bwd["min_write_bytes"] == 512 * 4096 * 4

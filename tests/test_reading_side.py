@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -61,6 +63,32 @@ def test_analysis_without_torch_equals_what_measure_saved(run):
         assert not diff, (s["range"], diff)
         # runs with per-line counters now also name the worst line at the end of the diagnosis
         assert g["diagnosis"].startswith(s["diagnosis"]), (s["range"], g["diagnosis"], s["diagnosis"])
+
+
+@pytest.mark.parametrize("run", RUNS, ids=lambda p: p.name)
+def test_analysis_without_the_committed_tables_is_the_same(run, tmp_path, monkeypatch):
+    """The run copied without its kernel tables: analyzed from the reports (first read, kept in the
+    user cache), then from the cache with ncu_report unusable, equals the analysis from the tables, which
+    the test above holds to results.json."""
+    from memtraffic.analysis.analyze import analyze_path
+    from memtraffic.ncu import report
+
+    monkeypatch.setenv("MEMTRAFFIC_CACHE", str(tmp_path / "cache"))
+    copy = tmp_path / run.name
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("*.kernels.json.gz"))
+    before = sorted(p.name for p in copy.iterdir())
+    expected = analyze_path(run).drop(columns="report")
+    first = analyze_path(copy).drop(columns="report")
+    assert sorted(p.name for p in copy.iterdir()) == before  # nothing written into the folder
+    assert any((tmp_path / "cache" / "reports").glob("*.kernels.json.gz"))
+
+    def refuse(path):
+        raise AssertionError(f"opened {path} again")
+
+    monkeypatch.setattr(report, "load_ncu_report", refuse)
+    again = analyze_path(copy).drop(columns="report")
+    pd.testing.assert_frame_equal(first, expected)
+    pd.testing.assert_frame_equal(again, expected)
 
 
 def test_roofline_and_report_without_torch(tmp_path):

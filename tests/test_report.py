@@ -66,10 +66,41 @@ def test_bad_run_folders(tmp_path):
         report.build_report(tmp_path / "empty")
 
 
-def test_cli_report_writes_the_file(run, tmp_path):
+def test_cli_report_writes_the_file(run, tmp_path, monkeypatch):
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
     res = CliRunner().invoke(app, ["report", str(run)])
     assert res.exit_code == 0, res.output
-    assert res.output.strip() == f"wrote {run / 'report.html'}"
+    assert res.output.strip() == "wrote report-run-a.html"  # the current folder, not the run's
+    assert (here / "report-run-a.html").is_file() and not (run / "report.html").exists()
     out = tmp_path / "sub" / "r.html"
     res = CliRunner().invoke(app, ["report", str(run), "--out", str(out)])
     assert res.exit_code == 0 and out.read_text().startswith("<!DOCTYPE html>")
+
+
+def test_page_opens_with_results_and_ends_with_the_environment(run):
+    page = report.build_report(run)
+    headings = ("Measured traffic vs minimum", "Diagnoses", "Hierarchical roofline", "Notes", "Environment")
+    order = [page.index(f"<h2>{h}</h2>") for h in headings]
+    assert order == sorted(order)
+
+
+def test_a_large_run_is_summarized_not_listed(tmp_path, monkeypatch):
+    """A traced program of 600 op calls: a table per op type and the 60 calls that took the most time."""
+    import pandas as pd
+
+    monkeypatch.setenv("MEMTRAFFIC_CACHE", str(tmp_path / "cache"))
+    one = results().iloc[[0]]
+    calls = []
+    for i in range(600):
+        op = ("aten.mm", "aten.add", "aten.gelu")[i % 3]
+        calls.append(one.assign(range=f"mt|op|{i}|{op}.default", variant="", op=op, time_ns=float(1000 + i)))
+    run = write_run(tmp_path / "big", pd.concat(calls, ignore_index=True))
+    page = html.unescape(report.build_report(run))
+    assert "<h2>Per op type</h2>" in page and "<td>aten.gelu</td><td>200</td>" in page
+    assert "600 rows in all: the table lists the 60 that took the most time" in page
+    assert "aten.gelu #599" in page and "aten.gelu #539" not in page
+    small = html.unescape(report.build_report(write_run(tmp_path / "small", pd.concat(calls[:60]))))
+    assert "rows in all" not in small
+    assert len(page) < len(small) + 20_000  # ten times the calls, about the same page

@@ -64,6 +64,19 @@ def test_sweep_file_grid_tables_add_their_own_configs(tmp_path):
     assert [c["id"] for c in plan["configs"]] == [0, 1, 2, 3]
 
 
+def test_readme_grid_example_counts_its_top_level_and_its_grid_table(tmp_path):
+    """README's grid.toml: the top level names variants, so it is a grid; [[grid]] adds one more."""
+    import re
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    (tmp_path / "grid.toml").write_text(re.search(r"```toml\n# grid.toml\n(.*?)```", readme, re.S).group(1))
+    res = CliRunner().invoke(app, ["list", "--count", "--sweep", str(tmp_path / "grid.toml")])
+    assert res.exit_code == 0, res.output
+    # per variant: 2 shapes x 2 dtypes x 2 num_warps values (the top level's [4, 8], the table's [1, 2])
+    assert res.stdout.splitlines() == ["softmax_tiled       8 configs", "softmax_online      8 configs",
+                                       "softmax_naive       8 configs", "24 configs in all"]
+
+
 @pytest.mark.parametrize(("text", "message"), [
     ("variants = [", "is not valid TOML"),
     ('variant = ["softmax_naive"]', "unknown key variant in the top level"),

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 import memtraffic
 from memtraffic.cli import app
+from memtraffic.core.tracefile import collect
 from memtraffic.measure.tracer import tensor_bytes
 
 M, K, N = 6, 10, 12  # small, distinct extents: a swapped dimension changes every count
@@ -78,7 +79,7 @@ def _bytes(r: dict) -> tuple[int, int, int | None]:
 
 def test_forward_ops_bytes_and_flops_by_hand(traced):
     mm = _calls(traced, "aten.mm.default")[0]
-    assert mm["shape"] == [M, K] and mm["dtype"] == "fp32"
+    assert mm["shape"] == [M, N] and mm["dtype"] == "fp32"  # the result, not the first argument
     assert _bytes(mm) == (F32 * (M * K + K * N), F32 * M * N, 2 * M * K * N)
     # layer_norm also writes its mean and rstd, (M, 1) each, for the backward
     layer_norm = _one(traced, "aten.native_layer_norm.default")
@@ -90,7 +91,7 @@ def test_forward_ops_bytes_and_flops_by_hand(traced):
 
 def test_transposed_view_moves_nothing_and_its_copy_reads_its_own_elements(traced):
     forward_t = _calls(traced, "aten.t.default")[0]
-    assert forward_t["shape"] == [M, N] and _bytes(forward_t) == (0, 0, None)
+    assert forward_t["shape"] == [N, M] and _bytes(forward_t) == (0, 0, None)
     clone = _one(traced, "aten.clone.default")
     assert clone["shape"] == [N, M] and _bytes(clone) == (F32 * M * N, F32 * M * N, None)
 
@@ -130,7 +131,7 @@ def test_records_are_plan_configs_in_program_order(traced):
 
 def test_table_lists_calls_then_op_types_by_bytes(tmp_path):
     model = _write(tmp_path, "model.py", MODEL)
-    res = _ops("--", sys.executable, str(model))
+    res = _ops("--all-calls", "--", sys.executable, str(model))
     assert res.exit_code == 0, res.output
     calls, _, summary = res.stdout.partition("per op type, most bytes first")
     assert "aten._softmax.default" in calls and "model done" not in res.stdout  # program output: stderr
@@ -138,6 +139,68 @@ def test_table_lists_calls_then_op_types_by_bytes(tmp_path):
     types = [line.split()[0] for line in summary.splitlines()[3:]]
     assert types[0] == "aten.mm.default" and "aten.t.default" not in types
     assert summary.splitlines()[3].split()[1] == "3"  # the forward matmul and two in the backward
+
+
+def test_default_table_lists_the_calls_moving_the_most_bytes(tmp_path, traced):
+    model = _write(tmp_path, "model.py", MODEL)
+    res = _ops("--", sys.executable, str(model))
+    assert res.exit_code == 0, res.output
+    calls, _, summary = res.stdout.partition("per op type, most bytes first")
+    moving = [r for r in traced if r["min_read_bytes"] + r["min_write_bytes"] > 0]
+    assert calls.startswith(f"the 10 calls moving the most bytes, of {len(moving)} (all of them: --all-calls")
+    rows = [line.split() for line in calls.splitlines()[3:13]]
+    top = sorted(moving, key=lambda r: -(r["min_read_bytes"] + r["min_write_bytes"]))[:10]
+    assert [int(row[0]) for row in rows] == [r["seq"] for r in top]
+
+
+def test_from_first_forward_leaves_initialisation_out(tmp_path):
+    program = _write(tmp_path, "init.py", """
+        import torch
+        layer = torch.nn.Linear(8, 4)       # initialisation: uniform_ fills, not traced
+        torch.nn.init.normal_(layer.weight)
+        layer(torch.ones(2, 8)).sum()
+    """)
+    res = _ops("--from-first-forward", "--format", "json", "--", sys.executable, str(program))
+    assert res.exit_code == 0, res.output
+    ops = [r["op"] for r in json.loads(res.stdout)]
+    assert ops[0] == "aten.t.default" and "aten.addmm.default" in ops  # the forward's first op
+    assert not any(op.startswith(("aten.uniform_", "aten.normal_", "aten.ones")) for op in ops)
+    res = _ops("--format", "json", "--", sys.executable, str(program))
+    assert "aten.uniform_.default" in [r["op"] for r in json.loads(res.stdout)]
+
+
+def test_torch_compile_gets_one_warning_saying_what_was_traced(tmp_path):
+    from memtraffic.measure.tracer import COMPILE_WARNING
+
+    program = _write(tmp_path, "compiled.py", """
+        import torch
+        f = torch.compile(lambda x: x * 2)
+        g = torch.compile(lambda x: x + 1)
+        print(torch.ones(3).sum())
+    """)
+    res = _ops("--format", "json", "--", sys.executable, str(program))
+    assert res.exit_code == 0, res.output
+    assert res.stderr == f"warning: {COMPILE_WARNING}\n"  # once, not once per compiled function
+
+
+def test_profiler_window_mode_traces_only_between_start_and_stop(monkeypatch):
+    import torch.cuda.profiler as profiler
+
+    from memtraffic.measure import tracer
+
+    monkeypatch.setattr(profiler, "start", lambda: None)
+    monkeypatch.setattr(profiler, "stop", lambda: None)
+    monkeypatch.setattr(torch.cuda, "cudart", lambda: None)
+    t = tracer.OpTracer()
+    t.enabled = False
+    tracer._follow_profiler(t)
+    with collect() as records, t:
+        torch.ones(2).sum()                # warm-up: outside the window
+        torch.cuda.profiler.start()
+        torch.ones(3).sum()
+        torch.cuda.profiler.stop()
+        torch.ones(4).sum()
+    assert [r["outputs"][0]["shape"] for r in records] == [[3], []]
 
 
 # --- in-process memtraffic.ops() -------------------------------------------------------------------------

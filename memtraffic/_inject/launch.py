@@ -1,4 +1,5 @@
-"""`python [flags] launch.py SCRIPT|-m MODULE|-c CODE [ARGS]`: run a Python program with its aten ops traced.
+"""`python [flags] launch.py [--trace-from=MODE] SCRIPT|-m MODULE|-c CODE [ARGS]`: run a Python program
+with its aten ops traced (MODE: a key of memtraffic.core.tracefile.TRACE_FROM, default 1: all).
 
 `memtraffic profile --torch-ops -- python train.py` runs `python .../launch.py train.py` instead: under
 ncu the sitecustomize route (PYTHONPATH) was seen not to run on the H100 machine (2026-11-23: the same
@@ -28,8 +29,11 @@ def main() -> None:
     args = sys.argv[1:]
     if not args:
         sys.exit("usage: python launch.py SCRIPT|-m MODULE|-c CODE [ARGS...]")
+    mode = "1"
+    if args[0].startswith("--trace-from="):  # which calls to trace (memtraffic.core.tracefile.TRACE_FROM)
+        mode, args = args[0].partition("=")[2], args[1:]
     os.environ.pop("MEMTRAFFIC_TORCH_OPS", None)  # processes the program starts are not traced
-    _sitecustomize().trace_from_now()
+    _sitecustomize().trace_from_now(mode)
     if args[0] == "-m":
         sys.argv = args[1:]
         sys.path[0] = os.getcwd()

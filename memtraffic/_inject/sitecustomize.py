@@ -26,7 +26,7 @@ def _chain() -> None:
         sys.modules["sitecustomize"] = ours
 
 
-def _start_tracing() -> None:
+def _start_tracing(mode: str) -> None:
     package = os.path.dirname(_HERE)
     if "memtraffic" not in sys.modules:
         spec = importlib.util.spec_from_file_location(
@@ -39,11 +39,14 @@ def _start_tracing() -> None:
         open(mark, "a").close()
     from memtraffic.measure.tracer import start
 
-    start()
+    start(mode)
 
 
 class _WhenTorchImports(importlib.abc.MetaPathFinder):
     """Finds torch with the other finders, then starts tracing once torch's import has finished."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
 
     def find_spec(self, name, path=None, target=None):
         if name != "torch":
@@ -56,21 +59,23 @@ class _WhenTorchImports(importlib.abc.MetaPathFinder):
 
         def exec_module(module):
             load(module)
-            _start_tracing()
+            _start_tracing(self.mode)
 
         spec.loader.exec_module = exec_module
         return spec
 
 
-def trace_from_now() -> None:
-    """Trace the program's aten ops from the moment torch is imported (at once if it already is)."""
+def trace_from_now(mode: str = "1") -> None:
+    """Trace the program's aten ops from the moment torch is imported (at once if it already is);
+    `mode` (MEMTRAFFIC_TORCH_OPS) says which calls: memtraffic.core.tracefile.TRACE_FROM."""
     if "torch" in sys.modules:  # a .pth file (or the chained sitecustomize) imported it during site setup
-        _start_tracing()
+        _start_tracing(mode)
     else:
-        sys.meta_path.insert(0, _WhenTorchImports())
+        sys.meta_path.insert(0, _WhenTorchImports(mode))
 
 
 if __name__ == "sitecustomize":  # launch.py loads this file under another name for its functions only
     _chain()
-    if os.environ.pop("MEMTRAFFIC_TORCH_OPS", None) == "1":
-        trace_from_now()
+    _mode = os.environ.pop("MEMTRAFFIC_TORCH_OPS", None)
+    if _mode in ("1", "forward", "window"):
+        trace_from_now(_mode)

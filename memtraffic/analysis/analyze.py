@@ -24,9 +24,10 @@ from memtraffic.core.arch import chip_for_gpu
 from memtraffic.core.errors import ReportError, UsageError
 from memtraffic.core.files import dump, plain_records, read_json, write_json
 from memtraffic.core.ops import format_shape
-from memtraffic.core.units import fmt_rate, parse_size
+from memtraffic.core.units import ABOVE, fmt_rate, parse_size
 from memtraffic.ncu.metrics import METRICS
-from memtraffic.ncu.report import ADDITIVE_UNITS, EmptyReportError, locate, read_report
+from memtraffic.ncu.report import ADDITIVE_UNITS, EmptyReportError
+from memtraffic.ncu.run import Run, kernel_table, load_run
 
 SECTOR_BYTES = 32
 GOOD = 0.9  # efficiencies below this get a diagnosis
@@ -56,8 +57,13 @@ def parse_min_bytes(text: str) -> tuple[float, float, float]:
         if not read_text.strip() or not write_text.strip():
             raise UsageError(f"malformed --min-bytes {text!r}: write TOTAL or READ:WRITE, e.g. 8MiB:8MiB")
         read, write = parse_size(read_text), parse_size(write_text)
-        return float(read), float(write), float(read + write)
-    return math.nan, math.nan, float(parse_size(text))
+        read_write = (float(read), float(write), float(read + write))
+    else:
+        read_write = (math.nan, math.nan, float(parse_size(text)))
+    if not read_write[2] > 0:  # efficiencies divide the minimum by what moved: a zero says nothing
+        raise UsageError(f"--min-bytes {text!r} is no minimum: give the bytes the operation must move "
+                         "(more than 0), e.g. 8MiB or 8MiB:8MiB")
+    return read_write
 
 
 MinRule = tuple[re.Pattern[str], tuple[float, float, float]]  # a range regex and its minimum
@@ -92,8 +98,8 @@ def parse_min_bytes_options(texts: Sequence[str]) -> tuple[tuple[float, float, f
     return (parse_min_bytes(overall[0]) if overall else None), rules
 
 
-def _apply_min_rules(df: pd.DataFrame, rules: Sequence[MinRule]) -> None:
-    """Each rule's minimum to the rows whose range matches it and no earlier rule."""
+def _apply_min_rules(df: pd.DataFrame, rules: Sequence[MinRule]) -> np.ndarray:
+    """Each rule's minimum to the rows whose range matches it and no earlier rule; returns the rows set."""
     taken = np.zeros(len(df), dtype=bool)
     for pattern, (read, write, total) in rules:
         hit = np.array([bool(pattern.search(r)) for r in df["range"]], dtype=bool)
@@ -105,6 +111,7 @@ def _apply_min_rules(df: pd.DataFrame, rules: Sequence[MinRule]) -> None:
         hit &= ~taken
         df.loc[hit, ["min_read_bytes", "min_write_bytes", "min_bytes"]] = (read, write, total)
         taken |= hit
+    return taken
 
 
 def _div(num: pd.Series, den: pd.Series) -> pd.Series:
@@ -152,10 +159,6 @@ def _check_metrics(kernels: pd.DataFrame, report: str) -> None:
                           "`memtraffic measure --metrics traffic` or ncu --metrics with those names")
 
 
-def _sum(s: pd.Series) -> float:
-    return s.sum(min_count=1)  # all-NaN stays NaN: a metric no kernel had is not zero
-
-
 def _group(kernels: pd.DataFrame, group_by: str) -> pd.DataFrame:
     """Sum the counts of each range's kernels (kernels without a range stay single rows)."""
     if group_by == "kernel":
@@ -168,13 +171,19 @@ def _group(kernels: pd.DataFrame, group_by: str) -> pd.DataFrame:
             zip(kernels["run"], kernels["range"], kernels["launch"], kernels["kernel"], strict=True)]
     kernels = kernels.assign(_key=keys)
     aliases = [a for a in METRICS if a in kernels]
-    agg: dict[str, Any] = {a: ("sum" if METRICS[a].unit in ADDITIVE_UNITS else "mean") for a in aliases}
+    counts = [a for a in aliases if METRICS[a].unit in ADDITIVE_UNITS]
     grouped = kernels.groupby("_key", sort=False)
-    out = grouped[aliases].agg({a: _sum if f == "sum" else f for a, f in agg.items()})
+    # Vectorized: a Python function per group costs seconds for thousands of ranges. min_count=1 keeps a
+    # metric no kernel of the range had NaN, not zero.
+    summed = grouped[counts].sum(min_count=1)
+    averaged = grouped[[a for a in aliases if a not in counts]].mean()
     first = grouped[["run", "range", "device", "report"]].first()
-    out = first.join(out)
+    out = first.join(summed.join(averaged)[aliases])
     out["passes"] = grouped["passes"].max()
-    out["kernels"] = grouped["kernel"].agg(list)
+    names: dict[str, list[str]] = {}  # each range's kernels in launch order (faster than groupby lists)
+    for key, name in zip(kernels["_key"], kernels["kernel"], strict=True):
+        names.setdefault(key, []).append(name)
+    out["kernels"] = [names[key] for key in out.index]
     out["n_kernels"] = grouped["kernel"].size()
     return out.reset_index(drop=True)
 
@@ -199,7 +208,14 @@ def compute(rows: pd.DataFrame, plan: dict[str, Any] | None = None,
         df["min_bytes"] = total
     else:
         df["min_bytes"] = df["min_read_bytes"] + df["min_write_bytes"]
-    _apply_min_rules(df, min_rules)  # a named range's minimum wins over both
+    named = _apply_min_rules(df, min_rules)  # a named range's minimum wins over both
+    # Why a row's minimum may sit above what it moved: a bound the tracer recorded, a global --min-bytes
+    # that every row of a report gets, one kernel of several in its range.
+    bounds = [f"the minimum is an upper bound ({c['min_note']})" if c.get("min_note") else "" for c in cfgs]
+    if min_bytes is not None and len(df) > 1:
+        bounds = [b if taken else "the --min-bytes given applies to every row, this one's included: give "
+                  "REGEX=SIZE for the kernels it describes" for b, taken in zip(bounds, named, strict=True)]
+    roles = _split_range_minimum(df)
 
     df["time_ns"] = df["time"]
     # cp.async (LDGSTS) copies, the way pipelined kernels load: l1tex's op_ld bytes already count them (on
@@ -225,10 +241,35 @@ def compute(rows: pd.DataFrame, plan: dict[str, Any] | None = None,
     df["bw_min_Bps"] = _div(df["min_bytes"], seconds)
     df["bw_dram_Bps"] = _div(dram, seconds)
     df["hw_flops"] = df["fadd"] + df["fmul"] + 2 * df["ffma"]
-    df["diagnosis"] = [diagnose(r) for r in df.to_dict("records")]
+    df["diagnosis"] = [diagnose(r, bound=b, role=role)
+                       for r, b, role in zip(df.to_dict("records"), bounds, roles, strict=True)]
 
     others = [a for a in METRICS if a in df and a not in COLUMNS and a != "time"]
     return df[COLUMNS + EXTRA_COLUMNS + others].reset_index(drop=True)
+
+
+def _split_range_minimum(df: pd.DataFrame) -> list[str]:
+    """Rows of one range (kernels of a multi-kernel range, --group-by kernel): the range's minimum stays
+    on its main kernel (the one moving the most L2 bytes, else the longest) and leaves the others (their
+    minimum becomes NaN). Returns each row's role ('' for a range's only row)."""
+    roles = [""] * len(df)
+    keyed = df[df["range"].astype(bool) & df["min_bytes"].notna()]
+    for (_, _), rows in keyed.groupby(["run", "range"], sort=False):
+        if len(rows) < 2:
+            continue
+        moved = rows["l2_rd_sectors"].fillna(0) + rows["l2_wr_sectors"].fillna(0)
+        main = moved.idxmax() if moved.max() > 0 else rows["time"].fillna(0).idxmax()
+        name = df.at[main, "kernels"][0]
+        for i in rows.index:
+            pos = df.index.get_loc(i)
+            if i == main:
+                roles[pos] = (f"main kernel of {len(rows)} in its range: the range's whole minimum is "
+                              "counted here")
+            else:
+                roles[pos] = (f"helper kernel of its range ({len(rows)} kernels): the range's minimum is "
+                              f"counted on {name}")
+                df.loc[i, ["min_read_bytes", "min_write_bytes", "min_bytes"]] = math.nan
+    return roles
 
 
 def _ok(x: Any) -> bool:
@@ -239,9 +280,11 @@ def _times(x: float) -> str:
     return f"{x:.0f}x" if abs(x - round(x)) < 0.05 * x else f"{x:.1f}x"
 
 
-def diagnose(r: dict[str, Any]) -> str:
-    """One factual line naming what the numbers show where an efficiency falls below ~0.9 ('' otherwise)."""
-    notes: list[str] = []
+def diagnose(r: dict[str, Any], bound: str = "", role: str = "") -> str:
+    """One factual line naming what the numbers show where an efficiency falls below ~0.9 or rises
+    above 1.05 ('' otherwise). `bound`: why the row's minimum is only an upper bound, if it is; `role`:
+    the row's place among its range's kernels."""
+    notes: list[str] = [role] if role else []
     # TMA (bulk async) copies move data between global and shared memory without the LSU, so the L1
     # counters read ~0 while L2 moved the data (cuBLAS's bf16 gemm on Hopper): the L1 columns say nothing.
     # A GPU older than Hopper has no TMA (an unknown device name is not ruled out).
@@ -294,13 +337,47 @@ def diagnose(r: dict[str, Any]) -> str:
     eff_dram = r.get("eff_dram")
     if _ok(eff_dram) and eff_dram < GOOD:
         notes.append(f"DRAM moves {_times(1 / eff_dram)} the minimum")
-    if _ok(eff_l1) and eff_l1 > 1 / GOOD and "loads" not in bypass:
-        notes.append(f"L1 load bytes below the minimum ({1 / eff_l1:.2f}x): loads that bypass the LSU path "
-                     f"({'TMA' if tma else async_copies}) are not in these counters")
-    eff_wr = r.get("eff_dram_wr")
-    if notes and _ok(eff_wr) and eff_wr > 1 / GOOD:
-        notes.append("DRAM writes below the minimum: output still in L2 when the kernel ended")
+    notes += _below_minimum(r, bypass, bound, wrote_notes=bool(notes),
+                            lsu_bypass="TMA" if tma else async_copies)
     return "; ".join(notes)
+
+
+def _below_minimum(r: dict[str, Any], bypass: Sequence[str], bound: str, wrote_notes: bool,
+                   lsu_bypass: str = "TMA") -> list[str]:
+    """A reason for each level that moved less than the minimum (efficiency above ABOVE); `lsu_bypass`
+    names what moves data past the LSU counters on the row's GPU."""
+    def above(key: str) -> bool:
+        return _ok(r.get(key)) and r[key] > ABOVE
+
+    levels = [k for k in ("eff_l1_ld", "eff_l1_st", "eff_l2", "eff_dram", "eff_dram_rd") if above(k)]
+    if bound and levels:  # the minimum itself may be too high: that explains every level
+        return [f"below the minimum at {_names(levels)}: {bound}"]
+    if above("eff_l2"):  # less than the minimum reached L2: the call needed less than its minimum counts
+        return [f"below the minimum at {_names(levels)}: the call moved less than its minimum through L2, "
+                "so the minimum over-counts it (a data-dependent op, an input used only in part, or data "
+                "the op skips); read it as a bound this call beats"]
+    notes = []
+    if above("eff_l1_ld") and "loads" not in bypass:
+        notes.append(f"L1 load bytes below the minimum ({1 / r['eff_l1_ld']:.2f}x): loads that bypass the "
+                     f"LSU path ({lsu_bypass}) are not in these counters")
+    if above("eff_l1_st") and "stores" not in bypass:
+        notes.append(f"L1 store bytes below the minimum ({1 / r['eff_l1_st']:.2f}x): stores that bypass the "
+                     f"LSU path ({lsu_bypass}) are not in these counters")
+    if above("eff_dram_rd"):
+        notes.append("DRAM reads below the minimum: part of the input was served from L2 (cached before "
+                     "the kernel, not flushed)")
+    if above("eff_dram") and not _ok(r.get("eff_dram_rd")):  # the table shows DRAM rd+wr then
+        notes.append("DRAM bytes below the minimum: input served from L2, or output still in L2 when the "
+                     "kernel ended")
+    elif above("eff_dram_wr") and (wrote_notes or notes):
+        notes.append("DRAM writes below the minimum: output still in L2 when the kernel ended")
+    return notes
+
+
+def _names(levels: Sequence[str]) -> str:
+    names = {"eff_l1_ld": "L1 ld", "eff_l1_st": "L1 st", "eff_l2": "L2", "eff_dram": "DRAM",
+             "eff_dram_rd": "DRAM rd"}
+    return ", ".join(names[k] for k in levels)
 
 
 def _merged_ranges(plan: dict[str, Any] | None) -> dict[tuple[str, str], str]:
@@ -320,12 +397,16 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
     frames = []
     empty: list[EmptyReportError] = []
     renamed = _merged_ranges(plan)
+    with_lines = []  # reports with per-line counters
     for report in reports:
         try:
-            kernels = read_report(report, allow_partial=allow_partial)
+            read = kernel_table(report, allow_partial=allow_partial)
         except EmptyReportError as err:  # e.g. the attempt of a run whose runner died before profiling
             empty.append(err)
             continue
+        kernels = read.kernels
+        if read.source_counters:
+            with_lines.append(report)
         _check_metrics(kernels, str(report))
         if renamed:
             name = Path(report).name
@@ -338,7 +419,9 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
         return pd.DataFrame(columns=COLUMNS + EXTRA_COLUMNS), pd.DataFrame()
     kernels = pd.concat(frames, ignore_index=True)
     rows = _group(kernels, "kernel" if group_by == "kernel" else "range")
-    table = _name_worst_lines(compute(rows, plan, min_bytes, min_rules), reports, plan)
+    table = compute(rows, plan, min_bytes, min_rules)
+    if with_lines:
+        table = _name_worst_lines(table, with_lines, plan)
     if plan and group_by != "kernel":  # plan order: a run of several GPUs has a report per GPU
         order = {c["range"]: i for i, c in enumerate(plan.get("configs", []))}
         rank = [order.get(r, len(order)) for r in table["range"]]
@@ -372,14 +455,18 @@ def analyze_path(path: str | Path, min_bytes: str | Sequence[str] | None = None,
 
     min_bytes: one or more --min-bytes values (see parse_min_bytes_options).
     """
-    from memtraffic.core.rundir import partial_reports_expected
-
     texts = [min_bytes] if isinstance(min_bytes, str) else list(min_bytes or [])
     overall, rules = parse_min_bytes_options(texts)
-    reports, plan, run, name = locate(path)
-    partial = partial_reports_expected(run or {})
-    table, _ = analyze_reports(reports, plan, min_bytes=overall, group_by=group_by, allow_partial=partial,
-                               run_name=name, min_rules=rules)
+    return analyze_run(load_run(path), min_bytes=overall, group_by=group_by, min_rules=rules)
+
+
+def analyze_run(run: Run, *, min_bytes: tuple[float, float, float] | None = None, group_by: str = "range",
+                min_rules: Sequence[MinRule] = ()) -> pd.DataFrame:
+    """The analyzed table of a loaded run (see analyze_reports); ReportError when it holds no report."""
+    if not run.reports:
+        raise ReportError(f"{run.path}: no .ncu-rep file in this folder")
+    table, _ = analyze_reports(run.reports, run.plan, min_bytes=min_bytes, group_by=group_by,
+                               allow_partial=run.partial, run_name=run.name, min_rules=min_rules)
     return table
 
 
@@ -420,16 +507,27 @@ def _explicit(r: dict[str, Any]) -> dict[str, Any]:
     return dict(p.split("=", 1) for p in parts[4].split(",") if "=" in p)
 
 
-def load_results(run_dir: str | Path) -> pd.DataFrame:
-    """The analyzed table of a run folder: from its reports (current models), else its results.json."""
-    run_dir = Path(run_dir)
+def kernel_list(names: Sequence[str]) -> str:
+    """'a, 52 x b': each kernel name once, in order of first launch, with its count where above one."""
+    counts: dict[str, int] = {}
+    for name in names:
+        counts[name] = counts.get(name, 0) + 1
+    return ", ".join(name if n == 1 else f"{n} x {name}" for name, n in counts.items())
+
+
+def load_results(run: str | Path | Run) -> pd.DataFrame:
+    """The analyzed table of a run: from its reports (current models), else its folder's results.json."""
+    run = run if isinstance(run, Run) else load_run(run)
     try:
-        return analyze_path(run_dir)
+        return analyze_run(run)
     except ReportError:
-        saved = run_dir / "results.json"
-        if not saved.is_file():
+        saved = run.folder / "results.json" if run.folder is not None else None
+        if saved is None or not saved.is_file():
             raise
-        return pd.DataFrame(read_json(saved, "the run folder is damaged"))
+        try:
+            return pd.DataFrame(read_json(saved, "the run folder is damaged"))
+        except ValueError as err:
+            raise ReportError(f"{saved} is not a results table ({err}): the run folder is damaged") from None
 
 
 def save_results(df: pd.DataFrame, run_dir: Path) -> None:

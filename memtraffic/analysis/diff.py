@@ -132,8 +132,8 @@ def _run_devices(run: Mapping[str, Any] | None, table_devices: Sequence[str]) ->
 
 def load_side(path: str | Path, group_by: str = "range") -> Side:
     """A run folder, .ncu-rep or saved JSON table -> its rows for this grouping, keyed for matching."""
-    from memtraffic.analysis.analyze import analyze_path
-    from memtraffic.ncu.report import locate
+    from memtraffic.analysis.analyze import analyze_run
+    from memtraffic.ncu.run import load_run
 
     path = Path(path)
     if group_by not in GROUPS:
@@ -146,9 +146,10 @@ def load_side(path: str | Path, group_by: str = "range") -> Side:
         side = Side(path, path.stem if path.name != "results.json" else path.parent.name,
                     df.to_dict("records"), devices)
     else:
-        _, _, run, name = locate(path)
-        table = analyze_path(path, group_by="range" if group_by == "line" else group_by)
-        devices = _run_devices(run, list(table["device"]) if "device" in table else [])
+        run = load_run(path)
+        name = run.name
+        table = analyze_run(run, group_by="range" if group_by == "line" else group_by)
+        devices = _run_devices(run.meta, list(table["device"]) if "device" in table else [])
         if group_by == "line":
             from memtraffic.analysis.lines import read_lines
 

@@ -12,6 +12,7 @@ suffix (its Nth measurement) and the plan maps the NVTX range in that part's rep
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import shutil
 import sys
@@ -19,10 +20,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from memtraffic.core.errors import UsageError, say
+from memtraffic.core.errors import ReportError, UsageError, say
 from memtraffic.core.files import write_json
 from memtraffic.core.rundir import append_status, new_run_dir, partial_reports_expected, utc_now
-from memtraffic.ncu.report import REPORT_SUFFIX, read_json
+from memtraffic.ncu.report import EmptyReportError
+from memtraffic.ncu.run import kernel_table, load_run, write_kernel_table
 
 # What must agree between runs for their counters to compare (environment keys).
 SAME = ("gpu", "ncu_version")
@@ -31,17 +33,40 @@ SAME = ("gpu", "ncu_version")
 def _load_run(path: Path) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     """plan, run.json and report names of a run folder; UsageError for anything that is not one."""
     if not path.is_dir():
-        raise UsageError(f"{path} is not a run folder (not a folder): give folders written by "
-                         "`memtraffic measure`")
-    plan, run = read_json(path / "plan.json"), read_json(path / "run.json")
-    if plan is None or run is None or "configs" not in plan:
+        what = "no such folder" if not path.exists() else "not a folder"
+        raise UsageError(f"{path} is not a run folder ({what}): give folders written by `memtraffic measure`")
+    run = load_run(path)
+    if run.plan is None or run.meta is None or "configs" not in run.plan:
         raise UsageError(f"{path} is not a run folder (no plan.json and run.json): give folders written by "
                          "`memtraffic measure`")
-    reports = run.get("reports") or sorted(p.name for p in path.glob("*" + REPORT_SUFFIX))
-    missing = [r for r in reports if not (path / r).is_file()]
+    entries = run.meta.get("configs", [])
+    with_ids = isinstance(entries, list) and all(isinstance(c, dict) and "id" in c for c in entries)
+    if not with_ids or not all("id" in c for c in run.plan["configs"]):
+        raise UsageError(f"{path}: its configs have no ids (plan.json, run.json): give folders written by "
+                         "`memtraffic measure`")
+    missing = [r for r in run.reports if not r.is_file()]
     if missing:
-        raise UsageError(f"{path} lacks its report {missing[0]}: the run folder is incomplete")
-    return plan, run, list(reports)
+        raise UsageError(f"{path} lacks its report {missing[0].name}: the run folder is incomplete")
+    return run.plan, run.meta, [r.name for r in run.reports]
+
+
+def _measured_ranges(path: Path, run: dict[str, Any], reports: Sequence[str]) -> set[str]:
+    """The NVTX ranges the run's reports hold kernels of; ReportError naming the run when one is unreadable
+    (read before anything is written, so a failed merge leaves no folder behind)."""
+    ranges: set[str] = set()
+    empty: EmptyReportError | None = None
+    for report in reports:
+        try:
+            kernels = kernel_table(path / report, allow_partial=partial_reports_expected(run)).kernels
+        except EmptyReportError as err:  # an attempt whose runner died before profiling: no kernel
+            empty = err
+            continue
+        except ReportError as err:
+            raise ReportError(f"cannot merge {path}: {err}; leave the run out, or measure it again") from None
+        ranges.update(kernels["range"])
+    if empty is not None and not ranges and any(c.get("status") == "ok" for c in run.get("configs", [])):
+        raise ReportError(f"cannot merge {path}: {empty}; leave the run out, or measure it again")
+    return ranges
 
 
 def _check_same(paths: Sequence[Path], runs: Sequence[dict[str, Any]], allow_mixed: bool) -> list[str]:
@@ -91,6 +116,7 @@ def merge_runs(sources: Sequence[Path], out: Path, allow_mixed: bool = False,
     if len({p.resolve() for p in paths}) < len(paths):
         raise UsageError("a run folder is given twice: each run can be merged once")
     loaded = [_load_run(p) for p in paths]
+    measured = [_measured_ranges(p, run, reports) for p, (_, run, reports) in zip(paths, loaded, strict=True)]
     notes = _check_same(paths, [run for _, run, _ in loaded], allow_mixed)
     shard = _shard_note([run for _, run, _ in loaded])
     if shard:
@@ -111,10 +137,13 @@ def merge_runs(sources: Sequence[Path], out: Path, allow_mixed: bool = False,
                            "cache_control": first_run.get("cache_control"),
                            "parts": [], "attempts": [], "reports": [], "configs": [], "skipped": []}
     seen: dict[str, int] = {}  # range -> how many parts measured it so far
+    missing: list[str] = []  # configs that ran but have no kernel in their reports (a report cut short)
     for part, (path, (src_plan, src_run, reports)) in enumerate(zip(paths, loaded, strict=True), 1):
         names = [f"part{part}-{r}" for r in reports]
         for report, name in zip(reports, names, strict=True):
             shutil.copy2(path / report, out / name)
+            with contextlib.suppress(EmptyReportError):  # no table of nothing
+                write_kernel_table(out / name, copy_of=path / report)
         for log in sorted(path.glob("ncu*.log")):
             shutil.copy2(log, out / f"part{part}-{log.name}")
         entries = {c["id"]: c for c in src_run.get("configs", [])}
@@ -131,7 +160,10 @@ def merge_runs(sources: Sequence[Path], out: Path, allow_mixed: bool = False,
             plan["configs"].append(new)
             ids.append(new["id"])
             entry = dict(entries.get(config["id"], {"status": "not run", "error": "not in its run.json"}))
-            entry.update(id=new["id"], range=new["range"], part=part)
+            entry.update(id=new["id"], range=new["range"], part=part,
+                         profiled=bool(entry.get("profiled", True)) and nvtx in measured[part - 1])
+            if entry["status"] == "ok" and not entry["profiled"]:
+                missing.append(new["range"])
             run["configs"].append(entry)
             append_status(out / "status.jsonl", {k: entry.get(k) for k in ("id", "range", "status", "error")})
         plan["skipped"] += src_plan.get("skipped", [])
@@ -151,6 +183,7 @@ def merge_runs(sources: Sequence[Path], out: Path, allow_mixed: bool = False,
     run["rerun"] = [c["range"] for c in run["configs"]
                     if c.get("status") != "ok" or c.get("profiled") is False]
     run["notes"] = notes
+    run["missing"] = missing
     write_json(out / "plan.json", plan)
     write_json(out / "run.json", run)
     for note in notes:
@@ -158,9 +191,16 @@ def merge_runs(sources: Sequence[Path], out: Path, allow_mixed: bool = False,
 
     from memtraffic.analysis import analyze
 
-    table, _ = analyze.analyze_reports([out / r for r in run["reports"]], plan,
-                                       allow_partial=partial_reports_expected(run), run_name=out.name)
-    if len(table):
+    try:
+        table, _ = analyze.analyze_reports([out / r for r in run["reports"]], plan,
+                                           allow_partial=partial_reports_expected(run), run_name=out.name)
+    except EmptyReportError:  # every config is listed under 'missing' or 'rerun'
+        table = None
+    if table is not None and len(table):
         analyze.save_results(table, out)
     echo(f"merged {len(plan['configs'])} configs of {len(paths)} runs into {out}")
+    if missing:
+        shown = ", ".join(missing[:6]) + (" ..." if len(missing) > 6 else "")
+        echo(f"error: {len(missing)} configs ran but have no kernel in their reports (cut short?): {shown}; "
+             f"they are listed to rerun: `memtraffic measure --rerun {out}`")
     return out, run

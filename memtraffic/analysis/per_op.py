@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from memtraffic.core.files import plain_records
+from memtraffic.core.units import ABOVE
 
 OUTSIDE = "(outside any op or region)"  # kernels in no `mt|` range, or in a range the plan does not know
 
@@ -64,6 +65,12 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
         s["eff_dram_rd"] = _ratio(s["min_read_bytes"], s["dram_rd_bytes"])
         worst = _worst(calls)
         s["diagnosis"], s["worst_range"] = worst["diagnosis"], worst["range"]
+        above = [k for k in _LEVELS + ("eff_dram_rd",) if math.isfinite(s[k]) and s[k] > ABOVE]
+        if above:  # the op type moved less than its minimum somewhere: show the call that explains it
+            best = calls.loc[calls[above].max(axis=1).idxmax()]
+            if best["range"] != worst["range"] and best["diagnosis"]:
+                s["diagnosis"] = "; ".join(filter(None, [worst["diagnosis"], f"{best['diagnosis']} (call "
+                                                                                 f"{best['range']})"]))
         rows.append(s)
     out = pd.DataFrame(rows, columns=COLUMNS)
     return out.sort_values("excess_bytes", ascending=False, na_position="last", kind="stable").reset_index(

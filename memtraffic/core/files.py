@@ -1,4 +1,5 @@
-"""The one JSON reader, the one JSON writer (atomic), rows as JSON or CSV text, and the user cache folder."""
+"""The one JSON reader, the one atomic writer (JSON or bytes), rows as JSON or CSV text, the user cache
+folder."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import io
 import json
 import math
 import os
+import tempfile
 from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,22 +23,31 @@ def read_json(path: Path, fix: str = "the file is damaged") -> Any:
     except json.JSONDecodeError as err:
         raise ReportError(f"{path} is not valid JSON ({err.msg}, line {err.lineno}): {fix}") from None
     except UnicodeDecodeError:
-        raise ReportError(f"{path} is not valid JSON (not text): {fix}") from None
+        raise ReportError(f"{path} is not valid JSON (binary data): {fix}") from None
     except OSError as err:
         raise ReportError(f"cannot read {path}: {err.strerror}") from None
 
 
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write a file whole or not at all: a temporary file beside it, then os.replace (a crash or a reader
+    at the same moment never sees half a file)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def write_json(path: Path, data: Any, sort_keys: bool = False) -> Path:
-    """Write `data` as indented JSON: to a temporary file beside `path`, then renamed over it, so a
-    reader never sees half a file and an interrupted write leaves the old one."""
+    """Write `data` as indented JSON (ending in a newline), atomically (write_bytes_atomic); the folder
+    is made if missing."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=sort_keys) + "\n")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_bytes_atomic(path, (json.dumps(data, indent=2, sort_keys=sort_keys) + "\n").encode())
     return path
 
 

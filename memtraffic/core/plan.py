@@ -10,10 +10,11 @@ parsing, the shipped names, merging plans.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import traceback
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from memtraffic.core.errors import UsageError
+from memtraffic.core.errors import MemtrafficError, UsageError
 from memtraffic.core.ops import format_shape
 
 # Every NVTX range memtraffic pushes starts with this, so ncu filters and reports find ours among a program's.
@@ -27,6 +28,21 @@ SHIPPED_VARIANTS = (
     "gelu_triton", "gelu_compiled", "gelu_cuda", "matmul_triton", "matmul_torch", "matmul_softmax_fused",
     "matmul_softmax_unfused",
 )
+
+
+def call_model(owner: str, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """Call a variant's or an op's own code (a model, a check: often a user's variant file); what it
+    raises becomes a UsageError naming the variant, the call and the line that raised."""
+    try:
+        return fn(*args)
+    except MemtrafficError:
+        raise
+    except Exception as err:
+        frames = traceback.extract_tb(err.__traceback__)
+        where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+        shown = ", ".join(map(repr, args))
+        raise UsageError(f"{owner}: its {what}({shown}) raised {type(err).__name__}: {err}{where}; fix the "
+                         "variant (or leave it out)") from None
 
 
 def parse_param_value(text: str) -> Any:

@@ -52,8 +52,8 @@ def device_slug(device: str) -> str:
     return re.sub(r"[^A-Za-z0-9.-]+", "_", device).strip("_")
 
 
-def _read_json(path: Path) -> Any:
-    return read_json(path, "delete it or re-run 'memtraffic ceilings --refresh'")
+def _read_json(path: Path, advice: str = "delete it or re-run 'memtraffic ceilings --refresh'") -> Any:
+    return read_json(path, advice)
 
 
 def _check_entry(entry: Any, where: Path) -> dict[str, Any]:
@@ -95,7 +95,8 @@ def load_ceilings_file(path: Path, device: str | None = None) -> dict[str, Any]:
     """A file holding one entry (reports/ceilings/*.json) or a cache (device -> entry)."""
     if not path.exists():
         raise UsageError(f"ceilings file {path} does not exist")
-    data = _read_json(path)
+    data = _read_json(path, "give --ceilings a file written by 'memtraffic ceilings --format json' "
+                            "(or one of reports/ceilings/)")
     if isinstance(data, dict) and "device" in data:
         return _check_entry(data, path)
     if isinstance(data, dict) and data:

@@ -2,7 +2,7 @@
 
 Torch-free: regions (JAX, CuPy) and the reading side use it; memtraffic.measure.tracer (aten ops) adds torch.
 Each record is a plan config (`range`, `kind`, `seq`, `pid`, `op`, `variant`, `shape`, `dtype`,
-`params`, `inputs`, `outputs`, `min_read_bytes`, `min_write_bytes`, `model_flops`,
+`params`, `inputs`, `outputs`, `min_read_bytes`, `min_write_bytes`, `min_note`, `model_flops`,
 `pred_read_bytes`, `pred_write_bytes`), so analysis joins each kernel to the innermost `mt|` NVTX
 range it ran in and takes that range's minimum. Several processes may append to one file: each
 record is one os.write of one line to a file opened with O_APPEND.
@@ -20,8 +20,13 @@ from pathlib import Path
 from typing import Any
 
 TRACE_ENV = "MEMTRAFFIC_TRACE"  # the JSONL file every process of the program appends to
-TORCH_OPS_ENV = "MEMTRAFFIC_TORCH_OPS"  # "1": sitecustomize traces the program's aten ops from startup
-TORCH_MARK_ENV = "MEMTRAFFIC_TORCH_MARK"  # a file created when the traced program imports torch
+TORCH_OPS_ENV = "MEMTRAFFIC_TORCH_OPS"  # sitecustomize traces the program's aten ops: a TRACE_FROM key
+TORCH_MARK_ENV = "MEMTRAFFIC_TORCH_MARK"  # a file created when the traced program imports torch; the
+# tracer's warnings (one line each) are appended to it
+# When tracing starts (MEMTRAFFIC_TORCH_OPS): the whole program, or from its first nn.Module forward
+# (leaves initialisation out), or only between cudaProfilerStart and cudaProfilerStop (the calls ncu
+# profiles under --profile-from-start off).
+TRACE_FROM = {"1": "start", "forward": "first forward", "window": "profiler window"}
 
 # Program order, shared by op calls and regions, so a region's seq comes before its ops'.
 _seq = itertools.count()
@@ -45,14 +50,16 @@ def dtype_name(dtype: object) -> str:
 
 def make_record(kind: str, seq: int, op: str, range_name: str, inputs: list[dict[str, Any]],
                 outputs: list[dict[str, Any]], read_bytes: int, write_bytes: int,
-                flops: int | None) -> dict[str, Any]:
-    """A plan config; `shape`/`dtype` are those of the first input ([] and '' without inputs)."""
-    first = inputs[0] if inputs else {"shape": [], "dtype": ""}
+                flops: int | None, *, note: str = "", main: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A plan config; `shape`/`dtype` are those of `main` (an op's result), else of the first input,
+    else of the first output ([] and '' without any). `min_note` says where the minimum is a bound
+    (data the tracer could not read) rather than exact ('' when exact)."""
+    first = main or (inputs[0] if inputs else outputs[0] if outputs else {"shape": [], "dtype": ""})
     return {
         "range": range_name, "kind": kind, "seq": seq, "pid": os.getpid(), "op": op, "variant": "",
         "shape": list(first["shape"]), "dtype": first["dtype"], "params": {},
         "inputs": inputs, "outputs": outputs,
-        "min_read_bytes": int(read_bytes), "min_write_bytes": int(write_bytes),
+        "min_read_bytes": int(read_bytes), "min_write_bytes": int(write_bytes), "min_note": note,
         "model_flops": None if flops is None else int(flops),
         "pred_read_bytes": None, "pred_write_bytes": None,
     }

@@ -22,6 +22,8 @@ _FACTORS = {
 }
 
 
+ABOVE = 1.05  # efficiencies above this (measured below the minimum) get a reason in the analysis
+
 def parse_size(text: str) -> int:
     """'8388608' -> 8388608, '8MB' -> 8_000_000 (SI), '8MiB' -> 8_388_608 (binary)."""
     match = _SIZE.match(text)

@@ -66,6 +66,7 @@ from memtraffic.ncu.command import (
     resolve_metric_spec,
     run_ncu,
 )
+from memtraffic.ncu.run import keep_kernel_tables
 
 
 def runner_argv(plan_path: Path) -> list[str]:
@@ -295,9 +296,13 @@ def _config_entries(plan: Mapping[str, Any], status: Mapping[int, dict[str, Any]
 def rerun_plan(run_dir: Path) -> dict[str, Any]:
     """The configs a run folder lists under 'rerun' (failed, interrupted, or on a GPU that failed), as a
     plan of their own: measure them again, then `memtraffic merge` the two runs."""
-    from memtraffic.ncu.report import read_json
+    from memtraffic.ncu.run import load_run
 
-    plan, run = read_json(run_dir / "plan.json"), read_json(run_dir / "run.json")
+    if not run_dir.is_dir():
+        what = "no such folder" if not run_dir.exists() else "not a folder"
+        raise UsageError(f"--rerun {run_dir}: not a run folder ({what})")
+    loaded = load_run(run_dir)
+    plan, run = loaded.plan, loaded.meta
     if plan is None or run is None:
         raise UsageError(f"--rerun {run_dir}: not a run folder (no plan.json and run.json)")
     wanted = set(run.get("rerun") or [])
@@ -525,6 +530,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
     run["configs"] = _config_entries(plan, status, profiled=None)
     run["skipped"] = plan["skipped"]
     write_json(run_dir / "run.json", run)  # saved before analysis can fail
+    keep_kernel_tables([run_dir / r for r in outcome["reports"]])  # every later reading starts from these
     return MeasureResult(run_dir, run, plan, [run_dir / r for r in outcome["reports"]], status=status,
                          timings=timings, clock=clock)
 

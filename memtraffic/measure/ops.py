@@ -12,26 +12,29 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from memtraffic.core.errors import MemtrafficError, UsageError
-from memtraffic.core.tracefile import TORCH_MARK_ENV, TORCH_OPS_ENV, TRACE_ENV, read_trace
+from memtraffic.core.tracefile import TORCH_MARK_ENV, TORCH_OPS_ENV, TRACE_ENV, TRACE_FROM, read_trace
 
 INJECT_DIR = Path(__file__).resolve().parent.parent / "_inject"
 
 
 
 def tracer_env(trace: Path, env: Mapping[str, str] | None = None,
-               torch_mark: Path | None = None) -> dict[str, str]:
-    """The environment in which a Python program traces its aten ops into `trace` from startup.
+               torch_mark: Path | None = None, mode: str = "1") -> dict[str, str]:
+    """The environment in which a Python program traces its aten ops into `trace`.
 
-    `torch_mark`: a file the program creates when it imports torch (tells "no torch" from "no op").
+    `torch_mark`: a file the program creates when it imports torch (tells "no torch" from "no op"),
+    holding the tracer's warnings. `mode`: from when (memtraffic.core.tracefile.TRACE_FROM).
     """
+    if mode not in TRACE_FROM:
+        raise UsageError(f"unknown trace mode {mode!r}: use one of {', '.join(TRACE_FROM)}")
     out = dict(os.environ if env is None else env)
     out[TRACE_ENV] = str(trace)
-    out[TORCH_OPS_ENV] = "1"
+    out[TORCH_OPS_ENV] = mode
     out["PYTHONPATH"] = os.pathsep.join([str(INJECT_DIR), *filter(None, [out.get("PYTHONPATH")])])
     if torch_mark is not None:
         out[TORCH_MARK_ENV] = str(torch_mark)
@@ -51,9 +54,15 @@ class TracedRun:
     records: list[dict[str, Any]]
     returncode: int
     imported_torch: bool
+    warnings: list[str] = field(default_factory=list)
 
 
-def run_traced(cmd: Sequence[str]) -> TracedRun:
+def tracer_warnings(mark: Path) -> list[str]:
+    """The warnings the traced program's tracer left in its mark file (none if it never imported torch)."""
+    return [line for line in mark.read_text().splitlines() if line.strip()] if mark.is_file() else []
+
+
+def run_traced(cmd: Sequence[str], mode: str = "1") -> TracedRun:
     """Run `cmd` with its aten ops traced; its stdout goes to our stderr, so stdout stays the table."""
     if not cmd:
         raise UsageError("no command to trace: write `memtraffic ops -- python train.py ARGS`")
@@ -61,8 +70,9 @@ def run_traced(cmd: Sequence[str]) -> TracedRun:
         raise UsageError(f"command not found: {cmd[0]!r} is not on PATH or not an executable file")
     with tempfile.TemporaryDirectory(prefix="memtraffic-ops-") as tmp:
         trace, mark = Path(tmp) / "trace.jsonl", Path(tmp) / "torch-imported"
-        proc = subprocess.run(list(cmd), env=tracer_env(trace, torch_mark=mark), stdout=2, check=False)
-        return TracedRun(read_trace(trace), proc.returncode, mark.exists())
+        proc = subprocess.run(list(cmd), env=tracer_env(trace, torch_mark=mark, mode=mode), stdout=2,
+                              check=False)
+        return TracedRun(read_trace(trace), proc.returncode, mark.exists(), tracer_warnings(mark))
 
 
 def check_run(run: TracedRun, cmd: Sequence[str]) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from memtraffic.core.errors import UsageError
 from memtraffic.core.ops import OPS, Shape, dtype_name, format_shape, parse_dtype, parse_shape, torch_dtype
-from memtraffic.core.plan import SHIPPED_VARIANTS, parse_params, range_name
+from memtraffic.core.plan import SHIPPED_VARIANTS, call_model, parse_params, range_name
 from memtraffic.measure.variants import get_variant, load_variants, unsupported_reason
 
 
@@ -86,8 +86,9 @@ def build_plan(variants: Sequence[str], shapes: Sequence[str | Shape], dtypes: S
             if reason is not None:
                 skipped.append({**entry, "reason": reason})
                 continue
-            minimum = op.minimum(shape, dt)
-            predicted = variant.predicted(shape, dt, {**variant.params, **explicit})
+            minimum = call_model(f"op {op.name}", "minimum", op.minimum, shape, dt)
+            predicted = call_model(f"variant {variant.name}", "predicted", variant.predicted, shape, dt,
+                                   {**variant.params, **explicit})
             configs.append({
                 "id": len(configs),
                 **entry,
@@ -96,7 +97,7 @@ def build_plan(variants: Sequence[str], shapes: Sequence[str | Shape], dtypes: S
                 "min_write_bytes": minimum.write,
                 "pred_read_bytes": predicted.read,
                 "pred_write_bytes": predicted.write,
-                "model_flops": op.flops(shape),
+                "model_flops": call_model(f"op {op.name}", "flops", op.flops, shape),
             })
     if not configs:
         why = "; ".join(s["reason"] for s in skipped[:3]) or "no variant matches the shapes"

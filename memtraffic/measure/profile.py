@@ -28,8 +28,8 @@ from memtraffic.core.arch import chip_for_gpu
 from memtraffic.core.errors import MemtrafficError, NcuError, UsageError, say
 from memtraffic.core.files import write_json
 from memtraffic.core.rundir import DEFAULT_RUNS_ROOT, environment, gpu_name, new_run_dir, utc_now
-from memtraffic.core.tracefile import TRACE_ENV, read_trace
-from memtraffic.measure.ops import tracer_env
+from memtraffic.core.tracefile import TRACE_ENV, TRACE_FROM, read_trace
+from memtraffic.measure.ops import tracer_env, tracer_warnings
 from memtraffic.ncu.command import (
     build_ncu_command,
     check_ncu_options,
@@ -41,6 +41,7 @@ from memtraffic.ncu.command import (
     resolve_metric_spec,
     run_ncu,
 )
+from memtraffic.ncu.run import keep_kernel_tables
 
 TRACE_FILE = "trace.jsonl"
 TORCH_MARK_FILE = "torch-imported"
@@ -67,6 +68,7 @@ class ProfileOptions:
     nvtx_include: list[str] = field(default_factory=list)
     target_processes: str = "all"
     profile_from_start: bool = True
+    from_first_forward: bool = False
     clock_control: str = "none"
     cache_control: str = "all"
     out: Path | None = None
@@ -104,13 +106,23 @@ def resolve_program(command: Sequence[str]) -> str:
     return found
 
 
-def program_env(run_dir: Path, torch_ops: bool, base: dict[str, str] | None = None) -> dict[str, str]:
-    """The program's environment: regions and the op tracer append their records to the run's trace."""
+def program_env(run_dir: Path, torch_ops: bool, base: dict[str, str] | None = None,
+                mode: str = "1") -> dict[str, str]:
+    """The program's environment: regions and the op tracer append their records to the run's trace.
+    `mode`: which op calls the tracer records (memtraffic.core.tracefile.TRACE_FROM)."""
     env = dict(os.environ if base is None else base)
     if torch_ops:  # the tracer starts with the program (sitecustomize); the mark says torch was imported
-        return tracer_env(run_dir / TRACE_FILE, env, torch_mark=run_dir / TORCH_MARK_FILE)
+        return tracer_env(run_dir / TRACE_FILE, env, torch_mark=run_dir / TORCH_MARK_FILE, mode=mode)
     env[TRACE_ENV] = str(run_dir / TRACE_FILE)
     return env
+
+
+def trace_mode(opts: ProfileOptions) -> str:
+    """Which op calls --torch-ops records: those ncu may profile (the profiler window under
+    --profile-from-start off), from the first forward on request, else all."""
+    if not opts.profile_from_start:
+        return "window"
+    return "forward" if opts.from_first_forward else "1"
 
 
 LAUNCHER = Path(__file__).resolve().parent.parent / "_inject" / "launch.py"
@@ -118,8 +130,9 @@ _PYTHON = re.compile(r"python[\d.]*")
 _PYTHON_FLAGS_WITH_VALUE = ("-W", "-X")
 
 
-def with_launcher(command: Sequence[str]) -> list[str] | None:
+def with_launcher(command: Sequence[str], mode: str = "1") -> list[str] | None:
     """`python [flags] train.py ...` -> `python [flags] .../launch.py train.py ...`; None if not Python.
+    A trace mode other than "1" goes to the launcher as `--trace-from=MODE`.
 
     The launcher starts the op tracer inside the interpreter itself: under ncu the PYTHONPATH route
     (sitecustomize) did not run (H100, ncu 2025.3.1, 2026-11-23), an interpreter argument always does.
@@ -131,7 +144,8 @@ def with_launcher(command: Sequence[str]) -> list[str] | None:
         i += 2 if command[i] in _PYTHON_FLAGS_WITH_VALUE else 1
     if i >= len(command) or command[i] == "-":  # an interactive interpreter or a program on stdin
         return None
-    return [command[0], *command[1:i], str(LAUNCHER), *command[i:]]
+    mode_arg = [] if mode == "1" else [f"--trace-from={mode}"]
+    return [command[0], *command[1:i], str(LAUNCHER), *mode_arg, *command[i:]]
 
 
 def _label(command: Sequence[str]) -> str:
@@ -163,7 +177,7 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
 
     app = [program, *opts.command[1:]]
     if opts.torch_ops:
-        app = with_launcher(app) or app  # other programs rely on sitecustomize (see program_env)
+        app = with_launcher(app, trace_mode(opts)) or app  # others rely on sitecustomize (program_env)
     run_dir = new_run_dir([_label(opts.command)], opts.out, opts.runs_root)
     report = run_dir / REPORT_FILE
     argv = build_ncu_command(
@@ -182,13 +196,14 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
         "metric_names": metrics,
         "metric_notes": spec.notes,
         "torch_ops": opts.torch_ops,
+        "traced_from": TRACE_FROM[trace_mode(opts)] if opts.torch_ops else None,
         "source": opts.source,
         "clock_control": opts.clock_control,
         "cache_control": opts.cache_control,
     }
     t0 = time.perf_counter()
     result = run_ncu(argv, run_dir / "ncu.log", echo=echo, verbose=opts.verbose,
-                     env=program_env(run_dir, opts.torch_ops), progress_every_s=2.0)
+                     env=program_env(run_dir, opts.torch_ops, mode=trace_mode(opts)), progress_every_s=2.0)
     has_report = report.is_file() and report.stat().st_size > 0
     run.update(wall_time_s=round(time.perf_counter() - t0, 3), finished=utc_now(),
                interrupted=result.interrupted,
@@ -202,10 +217,13 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
             "metrics": {"spec": opts.metrics, "names": metrics, "notes": spec.notes}}
     write_json(run_dir / "plan.json", plan)
     write_json(run_dir / "run.json", run)  # saved before analysis can fail
+    keep_kernel_tables([report] if has_report else [])  # every later reading starts from it
     echo(f"ncu profiled {result.kernels} kernel launches; the program recorded {len(configs)} ops/regions")
     if opts.torch_ops and not (run_dir / TORCH_MARK_FILE).exists():
         echo("warning: --torch-ops traced nothing: the program never imported torch (is it a Python "
              "program run by this Python's environment?)")
+    for text in tracer_warnings(run_dir / TORCH_MARK_FILE) if opts.torch_ops else []:
+        echo(f"warning: {text}")
 
     failed = result.returncode != 0 and not result.interrupted
     if not has_report or result.no_kernels or result.kernels == 0:

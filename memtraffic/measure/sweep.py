@@ -10,7 +10,8 @@ may come from a small TOML file, so that a sweep is written down once and run an
     [params]
     num_warps = [4, 8]
 
-    [[grid]]            # optional: more grids with their own keys (missing keys come from the top)
+    [[grid]]            # optional: more grids with their own keys (missing keys come from the top;
+                        # a top level that names no variants is only their defaults)
     variants = ["softmax_naive"]
     params = { num_warps = [1, 2] }
 
@@ -110,14 +111,17 @@ def _grid(path: Path, table: Mapping[str, Any], base: Grid | None, where: str) -
 
 
 def read_sweep(path: str | Path) -> list[Grid]:
-    """The grids of a TOML sweep file: the top-level keys, or one per [[grid]] table (on top of them)."""
+    """The grids of a TOML sweep file: the top level's (when it names variants, or has no [[grid]] table),
+    then one per [[grid]] table, whose missing keys come from the top level."""
     path = Path(path)
     data = _load_toml(path)
     top = _grid(path, data, None, "the top level")
     tables = data.get("grid", [])
     if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
         raise UsageError(f"{path}: write extra grids as [[grid]] tables")
-    return [_grid(path, t, top, f"[[grid]] #{k}") for k, t in enumerate(tables, 1)] if tables else [top]
+    more = [_grid(path, t, top, f"[[grid]] #{k}") for k, t in enumerate(tables, 1)]
+    names_variants = bool(top.variants) or top.all_variants
+    return ([top] if names_variants or not more else []) + more
 
 
 def plan_from_grids(grids: Sequence[Grid], seed: int = 0) -> dict[str, Any]:

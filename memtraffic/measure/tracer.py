@@ -4,32 +4,31 @@
 (autograd's worker threads inherit the dispatch mode from the thread that calls backward). Each call
 is pushed as the NVTX range `mt|op|<seq>|<overload>` when CUDA is available, so every kernel it launches
 (cuBLAS, torch, Triton, an extension) lands in it under `ncu --nvtx`, and its record
-(memtraffic.core.tracefile) holds the compulsory traffic:
+(memtraffic.core.tracefile) holds the op's compulsory traffic, by the rules and convention of
+memtraffic.measure.op_rules (element bytes of the distinct data it must move; inputs read once,
+outputs written once, except gathers, scatters, losses, metadata-only and backward ops), and model
+FLOPs from torch.utils.flop_counter's formulas or ours (`FLOP_FORMULAS`, ops it has none for), else None.
 
-- each distinct input tensor is read once: its own elements x element size (a view counts its own
-  elements, a broadcast (stride-0) dimension once, a tensor passed twice once);
-- each output is written once; an in-place op's mutated tensor is read and written once; `out=`
-  arguments, and the targets of ops that overwrite without reading (copy_, fill_, zero_, random
-  fills), are written only;
-- view and alias ops (outputs share an input's storage, nothing mutated) and allocations move nothing;
-- model FLOPs from torch.utils.flop_counter's formulas where it has one (matmuls, convolutions,
-  attention), else None.
-
-Only shapes, strides, dtypes and data pointers are read: the tracer never synchronizes the device
-or copies tensor data.
+The tracer reads shapes, strides, dtypes and data pointers, and the values of index tensors that
+live on the CPU (to count distinct indices); it never synchronizes the device or copies GPU data.
 
 Not seen: ops of threads the program starts itself (a dispatch mode belongs to one thread and the
 autograd threads it starts); kernels launched outside aten ops, such as a Triton kernel called
 directly (wrap it in memtraffic.region, or register it with torch.library). torch.compile does not
 compile while a dispatch mode is active (torch 2.13: the function runs eagerly, and stays eager
-after): the trace then shows the eager ops, not the compiled kernels.
+after): the trace then shows the eager ops, not the compiled kernels, and a traced program that
+calls torch.compile gets one warning saying so (`warn`).
+
+CompositeImplicitAutograd ops (linear, dropout, sdpa) reach the mode whole under inference_mode;
+they run their C++ kernel, as the plain program does, so the mode sees the same ops with and without
+grad (a Python decomposition may differ: eval-mode dropout is a clone there, the input in C++).
 """
 
 from __future__ import annotations
 
 import functools
-import math
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -37,9 +36,11 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
 from torch.utils._pytree import tree_leaves
-from torch.utils.flop_counter import flop_registry
+from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sdpa_flop_count
 
-from memtraffic.core.tracefile import collect, dtype_name, emit, make_record, next_seq
+from memtraffic.core.tracefile import TORCH_MARK_ENV, collect, dtype_name, emit, make_record, next_seq
+from memtraffic.measure.op_rules import RULES, Traffic, storage_of
+from memtraffic.measure.op_rules import tensor_bytes as tensor_bytes  # re-exported: the public helper
 
 aten = torch.ops.aten
 
@@ -52,21 +53,6 @@ _TEMPLATE = {aten.empty_like, aten.zeros_like, aten.ones_like, aten.full_like, a
              aten.new_ones, aten.new_full}
 # Allocate without initializing: no kernel, no traffic.
 _ALLOCATE = {aten.empty, aten.empty_like, aten.empty_strided, aten.new_empty, aten.new_empty_strided}
-# Read only the rows they gather from their first input: at most the output's size of it.
-_GATHER = {aten.embedding, aten.index_select, aten.index, aten.gather}
-
-
-def tensor_bytes(t: torch.Tensor) -> int:
-    """Bytes of the distinct elements a tensor addresses: broadcast (stride-0) dimensions count once;
-    a sparse tensor, its stored values and indices."""
-    if t.layout == torch.sparse_coo:
-        return tensor_bytes(t._values()) + tensor_bytes(t._indices())
-    if t.layout in (torch.sparse_csr, torch.sparse_bsr):
-        return sum(tensor_bytes(x) for x in (t.values(), t.crow_indices(), t.col_indices()))
-    if t.layout in (torch.sparse_csc, torch.sparse_bsc):
-        return sum(tensor_bytes(x) for x in (t.values(), t.ccol_indices(), t.row_indices()))
-    n = math.prod(size for size, stride in zip(t.shape, t.stride(), strict=True) if stride != 0)
-    return 0 if t.numel() == 0 else n * t.element_size()
 
 
 def _key(t: torch.Tensor) -> tuple[Any, ...]:
@@ -75,14 +61,6 @@ def _key(t: torch.Tensor) -> tuple[Any, ...]:
         return (t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype)
     except RuntimeError:  # tensors without storage (meta, some subclasses): identity is all we have
         return (id(t),)
-
-
-def _storage(t: torch.Tensor) -> int | None:
-    try:
-        ptr = t.untyped_storage().data_ptr()
-    except (RuntimeError, NotImplementedError):
-        return None
-    return ptr or None  # 0: no allocation (empty or meta), aliases nothing
 
 
 def _describe(t: torch.Tensor) -> dict[str, Any]:
@@ -107,48 +85,80 @@ def _arguments(func: torch._ops.OpOverload, args: tuple[Any, ...],
 
 def op_record(func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any,
               seq: int, range_name: str) -> dict[str, Any]:
-    """The trace record of one finished op call (see the module docstring for the rules)."""
+    """The trace record of one finished op call (rules and convention: memtraffic.measure.op_rules)."""
     packet = func.overloadpacket
-    reads: dict[tuple[Any, ...], int] = {}
-    writes: dict[tuple[Any, ...], int] = {}
+    named: dict[str, Any] = {}
     inputs: dict[tuple[Any, ...], torch.Tensor] = {}
+    generic = Traffic()
     storages: set[int] = set()
     for arg, value in _arguments(func, args, kwargs):
+        named[arg.name] = value
         written = arg.alias_info is not None and arg.alias_info.is_write
         for t in _tensors(value):
-            key = _key(t)
-            storages.add(_storage(t) or 0)
+            storages.add(storage_of(t) or 0)
             if written:
-                writes[key] = tensor_bytes(t)
+                generic.write.append(t)
             if arg.is_out:
                 continue
-            inputs.setdefault(key, t)
+            inputs.setdefault(_key(t), t)
             if packet not in _TEMPLATE and not (written and packet in _OVERWRITE):
-                reads[key] = tensor_bytes(t)
+                generic.read.append(t)
     outputs = _tensors(out)
-    fresh = [t for t in outputs if _storage(t) is None or _storage(t) not in storages]
-    if outputs and not fresh and not writes:  # a view or alias of its inputs: no data moves
-        reads = {}
-    if packet not in _ALLOCATE:
-        for t in fresh:
-            writes.setdefault(_key(t), tensor_bytes(t))
-    if packet in _GATHER and inputs:
-        source = next(iter(inputs))
-        reads[source] = min(reads[source], sum(tensor_bytes(t) for t in outputs))
+    fresh = [t for t in outputs if storage_of(t) is None or storage_of(t) not in storages]
+    if outputs and not fresh and not generic.write:  # a view or alias of its inputs: no data moves
+        generic.read = []
+    if packet in _ALLOCATE:
+        fresh = []
+    generic.write += fresh
+    traffic = generic
+    rule = RULES.get(packet)
+    if rule is not None:
+        traffic = Traffic()
+        try:
+            rule(traffic, named, fresh)
+        except Exception:  # arguments the rule does not know (a new overload): the generic rule holds
+            traffic = generic
+    read, write, note = traffic.totals()
+    main = outputs[0] if outputs and packet not in _ALLOCATE else None
     return make_record("op", seq, str(func), range_name, [_describe(t) for t in inputs.values()],
-                       [_describe(t) for t in outputs], sum(reads.values()), sum(writes.values()),
-                       _flops(func, args, kwargs, out))
+                       [_describe(t) for t in outputs], read, write, _flops(func, args, kwargs, out),
+                       note=note, main=None if main is None else _describe(main))
+
+
+def _shape(t: Any) -> tuple[int, ...]:
+    return tuple(t.shape)
+
+
+# Closed-form FLOPs of ops torch.utils.flop_counter has no formula for, by its own counting (2 per
+# multiply-add; attention: Q @ K^T and P @ V, causal masks not subtracted, as torch counts the GPU kernels).
+FLOP_FORMULAS: dict[Any, Any] = {
+    aten._scaled_dot_product_flash_attention_for_cpu:
+        lambda q, k, v, *_, **__: sdpa_flop_count(_shape(q), _shape(k), _shape(v)),
+    aten._scaled_dot_product_flash_attention_for_cpu_backward:
+        lambda grad, q, k, v, *_, **__: sdpa_backward_flop_count(_shape(grad), _shape(q), _shape(k),
+                                                                 _shape(v)),
+}
 
 
 def _flops(func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any],
            out: Any) -> int | None:
+    ours = FLOP_FORMULAS.get(func.overloadpacket)
     formula = flop_registry.get(func.overloadpacket)
-    if formula is None:
-        return None
     try:
-        return int(formula(*args, **kwargs, out_val=out))
+        if ours is not None:
+            return int(ours(*args, **kwargs))
+        return None if formula is None else int(formula(*args, **kwargs, out_val=out))
     except Exception:  # a formula that does not take this overload's arguments: FLOPs unknown
         return None
+
+
+def _decompose(func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Run a CompositeImplicitAutograd op as a plain run does: its C++ kernel where it has one (its
+    Python decomposition may differ, e.g. eval-mode dropout returns a clone there, the input in C++)."""
+    key = torch._C.DispatchKey.CompositeImplicitAutograd
+    if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), key):
+        return func._op_dk(key, *args, **kwargs)
+    return func.decompose(*args, **kwargs)
 
 
 @functools.cache
@@ -174,7 +184,7 @@ class OpTracer(TorchDispatchMode):
         # same ops are traced with and without grad, and matmuls get their FLOPs.
         if _composite(func):
             with self:
-                return func.decompose(*args, **kwargs)
+                return _decompose(func, args, kwargs)
         seq = next_seq()
         name = f"mt|op|{seq}|{func}"
         if self._nvtx:
@@ -188,8 +198,8 @@ class OpTracer(TorchDispatchMode):
         return out
 
 
-def _active() -> bool:
-    return any(isinstance(m, OpTracer) for m in _get_current_dispatch_mode_stack())
+def _active() -> OpTracer | None:
+    return next((m for m in _get_current_dispatch_mode_stack() if isinstance(m, OpTracer)), None)
 
 
 @contextmanager
@@ -197,33 +207,119 @@ def ops() -> Iterator[list[dict[str, Any]]]:
     """Trace the aten ops of the block: yields the list their records (and regions') are appended to.
 
     Records also go to $MEMTRAFFIC_TRACE when it is set. Inside an already traced block (or a program
-    started by `memtraffic ops` / `profile --torch-ops`) no second tracer is pushed: the block only
-    collects.
+    started by `memtraffic ops` / `profile --torch-ops`) no second tracer is pushed: the block collects,
+    and traces even where that tracer waits (for the first forward, or the profiler window).
     """
     with collect() as records:
-        if _active():
-            yield records
-        else:
+        active = _active()
+        if active is None:
             with OpTracer():
                 yield records
+            return
+        was = active.enabled
+        active.enabled = True
+        try:
+            yield records
+        finally:
+            active.enabled = was
 
 
 _startup: OpTracer | None = None
 
 
-def start() -> None:
+def start(mode: str = "1") -> None:
     """Trace the rest of the program (the calling thread and the autograd threads it starts).
 
-    sitecustomize calls this when the program imports torch under MEMTRAFFIC_TORCH_OPS=1. Forked
-    children (DataLoader workers) inherit the mode but are not traced, like spawned ones.
+    sitecustomize calls this when the program imports torch under MEMTRAFFIC_TORCH_OPS. `mode` "1":
+    every op from now; "forward": from the first nn.Module forward (initialisation left out);
+    "window": only between cudaProfilerStart and cudaProfilerStop (torch.cuda.profiler.start/stop or
+    torch.cuda.cudart()'s), the calls ncu profiles under --profile-from-start off. Forked children
+    (DataLoader workers) inherit the mode but are not traced, like spawned ones.
     """
     global _startup
-    if _startup is None:
-        _startup = OpTracer()
-        _startup.__enter__()
-        os.register_at_fork(after_in_child=_stop_startup)
+    if _startup is not None:
+        return
+    _startup = OpTracer()
+    _startup.enabled = mode == "1"
+    _startup.__enter__()
+    os.register_at_fork(after_in_child=_stop_startup)
+    _watch_compile()
+    if mode == "forward":
+        _enable_at_first_forward(_startup)
+    elif mode == "window":
+        _follow_profiler(_startup)
+
+
 
 
 def _stop_startup() -> None:
     if _startup is not None:
         _startup.enabled = False
+
+
+def warn(text: str) -> None:
+    """A warning about what the trace holds: on stderr, and in the mark file `memtraffic` reads back."""
+    print(f"memtraffic: warning: {text}", file=sys.stderr, flush=True)
+    mark = os.environ.get(TORCH_MARK_ENV)
+    if mark:
+        with open(mark, "a") as f:
+            f.write(text + "\n")
+
+
+COMPILE_WARNING = ("the program calls torch.compile, which does not compile while the op tracer runs: "
+                   "the trace shows the eager aten ops and their kernels, not the compiled (fused) "
+                   "kernels; profile without --torch-ops to measure those")
+
+
+def _watch_compile() -> None:
+    """Warn once when the program compiles: dynamo leaves code eager under a dispatch mode."""
+    original = torch.compile
+
+    @functools.wraps(original)
+    def compile(*args: Any, **kwargs: Any) -> Any:
+        if torch.compile is compile:  # once: restore the original, then warn
+            torch.compile = original
+            warn(COMPILE_WARNING)
+        return original(*args, **kwargs)
+
+    torch.compile = compile
+
+
+def _enable_at_first_forward(tracer: OpTracer) -> None:
+    def hook(module: torch.nn.Module, args: Any) -> None:
+        tracer.enabled = True
+        handle.remove()
+
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(hook)
+
+
+def _follow_profiler(tracer: OpTracer) -> None:
+    """Trace while the CUDA profiler runs: wrap torch.cuda.profiler.start/stop and cudart()'s calls."""
+    import torch.cuda.profiler as profiler
+
+    def switch(call: Any, on: bool) -> Any:
+        @functools.wraps(call)
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            tracer.enabled = on
+            return call(*args, **kwargs)
+        return wrapped
+
+    profiler.start, profiler.stop = switch(profiler.start, True), switch(profiler.stop, False)
+    cudart = torch.cuda.cudart
+
+    class _Cudart:
+        def __init__(self, real: Any) -> None:
+            self._real = real
+            self.cudaProfilerStart = switch(real.cudaProfilerStart, True)
+            self.cudaProfilerStop = switch(real.cudaProfilerStop, False)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._real, name)
+
+    @functools.wraps(cudart)
+    def traced_cudart() -> Any:
+        return _Cudart(cudart())
+
+    torch.cuda.cudart = traced_cudart
+
+

@@ -22,6 +22,7 @@ import torch
 
 from memtraffic.core.errors import UsageError, warn
 from memtraffic.core.ops import OPS, Op, Shape, dtype_name, format_shape
+from memtraffic.core.plan import call_model
 from memtraffic.core.variant import Variant
 
 
@@ -50,7 +51,8 @@ def load_file(path: str | Path, on_problem: Callable[[str], None] = warn) -> dic
     """The variants of one user file. A broken entry is reported through `on_problem` and left out."""
     path = Path(path).expanduser().resolve()
     if not path.is_file():
-        raise UsageError(f"--variants {path}: no such file")
+        raise UsageError(f"--variants {path}: " + ("a folder: give the Python file that defines VARIANTS"
+                                                   if path.is_dir() else "no such file"))
     module = _import_file(path)
     for name, op in (getattr(module, "OPS", None) or {}).items():
         if not isinstance(op, Op):
@@ -122,7 +124,8 @@ def unsupported_reason(
     if dtype_name(dtype) not in takes:
         names = ", ".join(takes)
         return f"{variant.name} does not support {dtype_name(dtype)} (it takes {names})"
-    return variant.check(shape, dtype, {**variant.params, **params})
+    return call_model(f"variant {variant.name}", "check", variant.check, shape, dtype,
+                      {**variant.params, **params})
 
 
 def describe(variant: Variant, shape: Shape | None, dtype: torch.dtype) -> dict[str, Any]:
@@ -140,9 +143,10 @@ def describe(variant: Variant, shape: Shape | None, dtype: torch.dtype) -> dict[
     reason = unsupported_reason(variant, shape, dtype, {})
     if reason is not None:
         return {**row, "supported": False, "reason": reason}
-    minimum = op.minimum(shape, dtype)
-    predicted = variant.predicted(shape, dtype, dict(variant.params))
-    flops = op.flops(shape)
+    minimum = call_model(f"op {op.name}", "minimum", op.minimum, shape, dtype)
+    predicted = call_model(f"variant {variant.name}", "predicted", variant.predicted, shape, dtype,
+                           dict(variant.params))
+    flops = call_model(f"op {op.name}", "flops", op.flops, shape)
     return {
         **row,
         "supported": True,

@@ -24,6 +24,7 @@ from memtraffic.core.errors import ReportError
 from memtraffic.core.files import read_json as read_json_file
 from memtraffic.core.plan import RANGE_PREFIX
 from memtraffic.ncu.metrics import DEVICE_NAME, LAUNCH_BLOCK, LAUNCH_GRID, METRICS, REPLAY_PASSES, Metric
+from memtraffic.ncu.source import measured_lines
 
 REPORT_SUFFIX = ".ncu-rep"
 _DEFAULT_DOMAIN = "<default domain>"
@@ -119,24 +120,35 @@ def alias_value(action: Any, metric: Metric) -> float:
     return float("nan")
 
 
-def read_report(path: str | Path, allow_partial: bool = False) -> pd.DataFrame:
-    """One row per kernel launch: run, report, launch, range, kernel, kernel_full, grid/block size, device,
-    passes, and a float column per alias of memtraffic.ncu.metrics (NaN when the report lacks that metric).
-
-    ReportError when the file is missing, empty, not a report, truncated or holds no kernel. With
-    allow_partial (a run that was interrupted), a damaged last launch is dropped with a warning instead.
-    """
-    path = Path(path)
+def check_report_file(path: Path) -> None:
+    """ReportError unless the path is a non-empty file."""
     if not path.is_file():
-        raise ReportError(f"{path}: no such report file")
+        raise ReportError(f"{path}: no such report file" if not path.exists()
+                          else f"{path} is not a file: give a .ncu-rep report or a run folder")
     if path.stat().st_size == 0:
         raise ReportError(f"{path} is empty (0 bytes): not an Nsight Compute report")
+
+
+def load_ncu_report(path: str | Path) -> Any:
+    """The report object of ncu_report; ReportError when the file is missing, empty or unreadable."""
+    path = Path(path)
+    check_report_file(path)
     ncu_report = import_ncu_report()
     try:
-        report = ncu_report.load_report(str(path))
+        return ncu_report.load_report(str(path))
     except Exception as err:  # the module raises assorted types for unreadable files
         raise ReportError(f"{path} cannot be read as an Nsight Compute report: {err}") from None
+
+
+def read_rows(path: str | Path) -> tuple[list[dict[str, Any]], list[int], list[dict[str, Any]]]:
+    """(one dict per kernel launch, the damaged launches (no name or metrics: dropped), the launches with
+    per-line counters: launch, range, kernel and their lines as memtraffic.ncu.source.measured_lines
+    reads them). The rows are read_report's without its 'report' column. One pass over the report:
+    ncu_report materializes each launch when it is first touched, so it is touched once."""
+    report = load_ncu_report(path)
     rows: list[dict[str, Any]] = []
+    damaged: list[int] = []
+    with_lines: list[dict[str, Any]] = []
     launch = 0
     for i in range(report.num_ranges()):
         rng = report.range_by_idx(i)
@@ -144,10 +156,7 @@ def read_report(path: str | Path, allow_partial: bool = False) -> pd.DataFrame:
             action = rng.action_by_idx(j)
             name = action.name()
             if not name or not action.metric_names():
-                msg = f"{path} is truncated or damaged: kernel launch #{launch} has no name or metrics"
-                if not allow_partial:
-                    raise ReportError(msg)
-                warnings.warn(msg + " (dropped)", stacklevel=2)
+                damaged.append(launch)
                 launch += 1
                 continue
             stack = _range_stack(action)
@@ -156,7 +165,6 @@ def read_report(path: str | Path, allow_partial: bool = False) -> pd.DataFrame:
             except Exception:  # older ncu_report versions take no argument
                 full = name
             row: dict[str, Any] = {
-                "report": str(path),
                 "launch": launch,
                 "range": range_label(stack),
                 "nvtx": " / ".join(stack),
@@ -169,35 +177,40 @@ def read_report(path: str | Path, allow_partial: bool = False) -> pd.DataFrame:
             }
             for alias, metric in METRICS.items():
                 row[alias] = alias_value(action, metric)
+            lines = measured_lines(action)
+            if lines:
+                with_lines.append({"launch": launch, "range": row["range"], "kernel": name, "lines": lines})
             rows.append(row)
             launch += 1
-    if not rows:
+    return rows, damaged, with_lines
+
+
+def check_rows(path: str | Path, n_rows: int, damaged: list[int], allow_partial: bool) -> None:
+    """ReportError for a report without kernels, or with a damaged launch unless allow_partial (a run that
+    was interrupted: then each damaged launch is a warning, and dropped)."""
+    messages = [f"{path} is truncated or damaged: kernel launch #{n} has no name or metrics" for n in damaged]
+    if messages and not allow_partial:
+        raise ReportError(messages[0])
+    for msg in messages:
+        warnings.warn(msg + " (dropped)", stacklevel=3)
+    if not n_rows:
         raise EmptyReportError(
             f"{path} holds no profiled kernel: it is not an Nsight Compute report, it is truncated, "
             "or ncu's filters matched no kernel"
         )
-    return pd.DataFrame(rows)
 
 
-def locate(path: str | Path) -> tuple[list[Path], dict[str, Any] | None, dict[str, Any] | None, str]:
-    """A run folder or a .ncu-rep -> (reports, plan or None, run.json or None, run name).
+def read_report(path: str | Path, allow_partial: bool = False) -> pd.DataFrame:
+    """One row per kernel launch: report, launch, range, kernel, kernel_full, grid/block size, device,
+    passes, and a float column per alias of memtraffic.ncu.metrics (NaN when the report lacks that metric).
 
-    A report inside one of our run folders gets that folder's plan, so ranges map to variants.
+    ReportError when the file is missing, empty, not a report, truncated or holds no kernel. With
+    allow_partial (a run that was interrupted), a damaged launch is dropped with a warning instead.
+    This opens the report itself; memtraffic.ncu.run.kernel_table reads it once and keeps a table.
     """
-    path = Path(path)
-    if not path.exists():
-        raise ReportError(f"{path}: no such file or folder")
-    folder = path if path.is_dir() else path.parent
-    plan = read_json(folder / "plan.json")
-    run = read_json(folder / "run.json")
-    if path.is_dir():
-        listed = (run or {}).get("reports")
-        reports = [folder / r for r in listed] if listed else sorted(folder.glob("*" + REPORT_SUFFIX))
-        if not reports:
-            raise ReportError(f"{path}: no {REPORT_SUFFIX} file in this folder")
-        return reports, plan, run, folder.name
-    name = folder.name if plan is not None else path.name.removesuffix(REPORT_SUFFIX)
-    return [path], plan, run, name
+    rows, damaged, _ = read_rows(path)
+    check_rows(path, len(rows), damaged, allow_partial)
+    return pd.DataFrame([{"report": str(path), **r} for r in rows])
 
 
 def read_json(path: Path) -> Any:

@@ -7,10 +7,37 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memtraffic.core.errors import ReportError
+from memtraffic.core.errors import ReportError, UsageError
+from memtraffic.core.files import write_bytes_atomic
 
 if TYPE_CHECKING:  # plotly is imported inside the functions: it is slow to import
     import plotly.graph_objects as go
+
+
+def check_new_file(path: Path, force: bool = False, option: str = "--out") -> None:
+    """UsageError unless path can be written as a new file: an existing file needs force; a folder never."""
+    if path.is_dir():
+        example = path / ("figure.png" if option == "--png" else "page.html")
+        raise UsageError(f"{option} {path} is a folder: give a file name, e.g. {option} {example}")
+    if path.exists() and not force:
+        raise UsageError(f"{path} already exists: memtraffic does not overwrite it; give another {option}, "
+                         "or pass --force to replace it")
+    if any(p.exists() and not p.is_dir() for p in path.parents):
+        raise UsageError(f"{path}: a part of its folder path is a file, not a folder")
+
+
+def default_output(kind: str, run_dirs: Sequence[Path]) -> Path:
+    """Where a page goes without --out: the current folder (never into a run folder), named after the runs."""
+    names = [Path(d).resolve().name for d in run_dirs]
+    label = names[0] + (f"+{len(names) - 1}" if len(names) > 1 else "")
+    return Path(f"{kind}-{label}.html")
+
+
+def write_page(path: Path, text: str) -> Path:
+    """An HTML page, written whole (a temporary file, then renamed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(path, text.encode("utf-8"))
+    return path
 
 
 def figures_html(figs: Sequence[go.Figure]) -> list[str]:
@@ -36,9 +63,7 @@ def write_html(figs: Sequence[go.Figure], path: Path, title: str, notes: Sequenc
     page = (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(title)}</title></head>"
             f"<body style='font-family:sans-serif;margin:1em 2em'>\n<h1>{html.escape(title)}</h1>\n{body}\n"
             + (f"<ul>{note_html}</ul>" if notes else "") + "</body></html>\n")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(page, encoding="utf-8")
-    return path
+    return write_page(path, page)
 
 
 def write_png(fig: go.Figure, path: Path, width: int | None = None, height: int | None = None) -> Path:

@@ -1,4 +1,4 @@
-"""One self-contained HTML page per run: environment, the analyzed table, diagnoses and the figures.
+"""One self-contained HTML page per run: the analyzed table, diagnoses, figures, and the environment last.
 
 The page carries plotly.js inline, so it opens offline. Its numbers come from the same DataFrame
 and the same formatting functions as `memtraffic analyze`, so the two always agree.
@@ -15,44 +15,40 @@ from typing import Any
 import pandas as pd
 
 from memtraffic.core.errors import ReportError
-from memtraffic.ncu.report import locate, read_json
+from memtraffic.core.units import fmt_bytes, fmt_eff, fmt_time
+from memtraffic.ncu.run import Run, kernel_table, load_run
 
 # ----------------------------------------------------------------------------------------------------
 # Loading a run folder
 
 
-def _check_run_dir(run_dir: Path) -> None:
+def _load(run_dir: Path) -> Run:
+    run_dir = Path(run_dir)
     if not run_dir.exists():
         raise ReportError(f"run folder {run_dir} does not exist: give the folder 'memtraffic measure' wrote")
     if not run_dir.is_dir():
         raise ReportError(f"{run_dir} is not a folder: give the run folder that holds results.json")
+    return load_run(run_dir)
 
 
 def load_results(run_dir: Path) -> pd.DataFrame:
     """The analyzed table of a run folder, from the loader `memtraffic analyze` uses."""
     from memtraffic.analysis.analyze import load_results as analyzed
 
-    run_dir = Path(run_dir)
-    _check_run_dir(run_dir)
-    return analyzed(run_dir)
-
-
-def load_run_meta(run_dir: Path) -> dict[str, Any]:
-    """<run>/run.json (device, versions, command...); empty when the run has none."""
-    meta = read_json(Path(run_dir) / "run.json")
-    if meta is None:
-        return {}
-    return meta if isinstance(meta, dict) else {"run.json": meta}
+    return analyzed(_load(run_dir))
 
 
 def load_runs(run_dirs: Sequence[Path]) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """Several runs stacked into one table (a 'run' column tells them apart) and their run.json."""
+    from memtraffic.analysis.analyze import load_results as analyzed
+
     frames, metas = [], []
     for d in run_dirs:
-        df = load_results(Path(d))
-        meta = load_run_meta(Path(d))
+        run = _load(d)
+        df = analyzed(run)
+        meta = run.meta or {}
         if "run" not in df.columns:
-            df = df.assign(run=Path(d).name)
+            df = df.assign(run=run.name)
         if "device" not in df.columns and meta.get("device"):
             df = df.assign(device=_device_name(meta))
         frames.append(df)
@@ -160,9 +156,44 @@ table.lines td.bar { width: 16em; text-align: left; }
 """
 
 
+# A page lists at most this many rows; a larger run (a traced program of thousands of op calls) gets a
+# summary per op type and its rows that took the most time, so the page stays small.
+MAX_ROWS = 60
+
+
+def _shown_rows(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The rows a page lists (all, or the MAX_ROWS that took the most time, in run order) and its summary
+    sections (per op type for a traced program)."""
+    if len(df) <= MAX_ROWS:
+        return df, []
+    from memtraffic.analysis.per_op import summarize
+
+    sections = []
+    total = df["time_ns"].sum()
+    if "op" in df and df["op"].astype(bool).any():
+        ops = summarize(df)
+        headers = ["op", "calls", "kernels", "time", "share of time", "excess bytes", "eff L1 ld", "eff L2",
+                   "eff DRAM"]
+        rows = [[r["op"], r["calls"], r["n_kernels"], fmt_time(r["time_ns"]),
+                 f"{r['time_ns'] / total:.0%}" if total else "-", fmt_bytes(r["excess_bytes"]),
+                 fmt_eff(r["eff_l1_ld"]), fmt_eff(r["eff_l2"]), fmt_eff(r["eff_dram"])]
+                for r in ops.head(MAX_ROWS).to_dict("records")]
+        more = (f" ({len(ops) - MAX_ROWS} more op types)" if len(ops) > MAX_ROWS else "")
+        sections.append("<h2>Per op type</h2>" + _html_table(headers, rows)
+                        + f"<p class='note'>largest excess first{more}; worst call of each: "
+                        "<code>memtraffic analyze RUN --group-by op</code></p>")
+    shown = df.loc[df["time_ns"].fillna(0).nlargest(MAX_ROWS).index.sort_values()]
+    share = shown["time_ns"].sum() / total if total else float("nan")
+    sections.append(f"<p class='note'>{len(df)} rows in all: the table lists the {MAX_ROWS} that took the "
+                    f"most time ({share:.0%} of it); <code>memtraffic analyze RUN --format csv</code> lists "
+                    "every row.</p>")
+    return shown, sections
+
+
 def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Path | None = None) -> str:
-    """The HTML text of the report of one run folder; with a baseline, also the diff of the two and their
-    tables and traffic bars side by side."""
+    """The HTML text of the report of one run folder: results and diagnoses first (with a baseline, the
+    diff of the two and their tables and traffic bars side by side before them), then the figures and
+    source lines, notes, and the environment last. A large run is summarized (see MAX_ROWS)."""
     from memtraffic.core.version import __version__
     from memtraffic.views.roofline import FLOPS_NOTE, roofline_figure
     from memtraffic.views.tables import results_table_rows
@@ -176,28 +207,24 @@ def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Pat
     devices = devices_of(df, metas)
     ceilings, ceiling_notes = resolve_ceilings(devices, ceilings_file)
 
-    sections: list[str] = []
-    env_rows = environment_rows(meta) or [("run.json", "missing: environment unknown")]
-    sections.append("<h2>Environment</h2>" + _html_table(["key", "value"], env_rows, cls="env"))
-
-    headers, rows = results_table_rows(df)  # the rows `memtraffic analyze` prints
+    shown, sections = _shown_rows(df)
+    headers, rows = results_table_rows(shown)  # the rows `memtraffic analyze` prints
     sections.append("<h2>Measured traffic vs minimum</h2>" + _html_table(headers, rows)
                     + "<p class='note'>efficiency = minimum bytes / measured bytes (1.00 is ideal).</p>")
 
-    if "diagnosis" in df.columns:
+    if "diagnosis" in shown.columns:
         items = "".join(f"<li><b>{html.escape(row[0])}</b>: {html.escape(str(d))}</li>"
-                        for row, d in zip(rows, df["diagnosis"], strict=True)
+                        for row, d in zip(rows, shown["diagnosis"], strict=True)
                         if isinstance(d, str) and d)
         sections.append("<h2>Diagnoses</h2>" + (f"<ul>{items}</ul>" if items else "<p>none</p>"))
 
-    sections += source_lines_section(run_dir)
-
     figs, fig_notes = [], []
-    makers = [("roofline", lambda: roofline_figure(df, ceilings)), ("traffic", lambda: traffic_figure(df))]
+    makers = [("roofline", lambda: roofline_figure(shown, ceilings)),
+              ("traffic", lambda: traffic_figure(shown))]
     if baseline is not None:
         baseline = Path(baseline)
         compared, base_df = baseline_section(baseline, run_dir, df)
-        sections.insert(1, compared)
+        sections.insert(0, compared)
         makers += [("baseline traffic", lambda: traffic_figure(base_df, title=f"baseline: {baseline.name}")),
                    ("run traffic", lambda: traffic_figure(df, title=f"this run: {run_dir.name}"))]
     for name, make in makers:
@@ -217,11 +244,15 @@ def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Pat
         notes_of = dict(fig_notes)
         cells = [fragments.get(n) or f"<p class='error'>not drawn: {html.escape(notes_of.get(n, ''))}</p>"
                  for n in ("baseline traffic", "run traffic")]
-        sections[1] += ("<div class='pair'>" + "".join(f"<div class='fig'>{c}</div>" for c in cells)
+        sections[0] += ("<div class='pair'>" + "".join(f"<div class='fig'>{c}</div>" for c in cells)
                         + "</div>")
+
+    sections += source_lines_section(run_dir)
 
     notes = [FLOPS_NOTE] + ceiling_notes
     sections.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
+    env_rows = environment_rows(meta) or [("run.json", "missing: environment unknown")]
+    sections.append("<h2>Environment</h2>" + _html_table(["key", "value"], env_rows, cls="env"))
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     title = f"memtraffic report: {run_dir.name}"
     return (
@@ -263,10 +294,16 @@ def _bar(row: Mapping[str, Any], widest: float) -> str:
 def source_lines_section(run_dir: Path) -> list[str]:
     """Per kernel measured with --source: its lines that touch global memory, each with a traffic bar."""
     from memtraffic.analysis.lines import report_lines
-    from memtraffic.core.units import fmt_bytes
 
-    reports, plan, _, _ = locate(run_dir) if any(Path(run_dir).glob("*.ncu-rep")) else ([], None, None, "")
-    rows, _ = report_lines(reports, plan)
+    run = load_run(run_dir)
+    with_lines = []
+    for report in run.reports:
+        try:
+            if kernel_table(report, allow_partial=True).source_counters:
+                with_lines.append(report)
+        except ReportError:  # the results table came from results.json: no lines to show
+            continue
+    rows, _ = report_lines(with_lines, run.plan)
     if not rows:
         return []
     parts = ["<h2>Source lines</h2><p class='note'>bytes each line moves (sectors x 32), scaled to the "
@@ -295,13 +332,14 @@ def _fragments(figs: list) -> list[str]:
 
 
 def write_report(run_dir: Path, out: Path | None = None, ceilings_file: Path | None = None,
-                 baseline: Path | None = None) -> Path:
-    """Write the report (default <run>/report.html) and return its path."""
-    page = build_report(Path(run_dir), ceilings_file, baseline)
-    out = Path(out) if out is not None else Path(run_dir) / "report.html"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(page, encoding="utf-8")
-    return out
+                 baseline: Path | None = None, force: bool = False) -> Path:
+    """Write the report (default: report-<run>.html in the current folder) and return its path. An
+    existing file is replaced only with force."""
+    from memtraffic.views.files import check_new_file, default_output, write_page
+
+    out = Path(out) if out is not None else default_output("report", [Path(run_dir)])
+    check_new_file(out, force)
+    return write_page(out, build_report(Path(run_dir), ceilings_file, baseline))
 
 
 def latest_run(root: Path | None = None) -> Path:
@@ -317,12 +355,21 @@ def latest_run(root: Path | None = None) -> Path:
 
 
 def plot_runs(run_dirs: Sequence[Path], levels: Sequence[str], out: Path | None = None,
-              png: Path | None = None, ceilings_file: Path | None = None) -> tuple[list[Path], list[str]]:
-    """Roofline + traffic figures of one or more runs: an offline HTML page and/or PNGs. (paths, notes)."""
+              png: Path | None = None, ceilings_file: Path | None = None,
+              force: bool = False) -> tuple[list[Path], list[str]]:
+    """Roofline + traffic figures of one or more runs: an offline HTML page (default: roofline-<run>.html
+    in the current folder) and/or PNGs. An existing file is replaced only with force. (paths, notes)."""
     from memtraffic.views import roofline as rf
-    from memtraffic.views.files import write_html, write_png
+    from memtraffic.views.files import check_new_file, default_output, write_html, write_png
     from memtraffic.views.traffic_chart import traffic_figure
 
+    if png is not None:
+        traffic_png = Path(png).with_name(Path(png).stem + "-traffic.png")
+        for path in (Path(png), traffic_png):
+            check_new_file(path, force, "--png")
+    if out is not None or png is None:
+        out = Path(out) if out is not None else default_output("roofline", run_dirs)
+        check_new_file(out, force)
     df, metas = load_runs(run_dirs)
     ceilings, notes = resolve_ceilings(devices_of(df, metas), ceilings_file)
     notes += rf.roofline_points(df, levels).attrs.get("notes", [])
@@ -331,10 +378,8 @@ def plot_runs(run_dirs: Sequence[Path], levels: Sequence[str], out: Path | None 
     written: list[Path] = []
     if png is not None:
         written.append(write_png(roof, Path(png)))
-        traffic_png = Path(png).with_name(Path(png).stem + "-traffic.png")
         written.append(write_png(traffic, traffic_png))  # its own size: it grows with its bars
-    if out is not None or png is None:
-        out = Path(out) if out is not None else Path(run_dirs[0]) / "roofline.html"
+    if out is not None:
         names = ", ".join(Path(d).name for d in run_dirs)
         page_title = f"memtraffic roofline: {names}"
         written.insert(0, write_html([roof, traffic], out, page_title, [rf.FLOPS_NOTE] + notes))

@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from memtraffic.analysis import per_op
-from memtraffic.analysis.analyze import row_label, to_records
+from memtraffic.analysis.analyze import kernel_list, row_label, to_records
 from memtraffic.analysis.lines import location
 from memtraffic.core.files import dump
 from memtraffic.core.ops import format_shape
@@ -146,7 +146,7 @@ def bench_table(result: dict[str, Any]) -> str:
 
 # The keys of `memtraffic ops --format json|csv`, per traced call.
 OPS_KEYS = ["seq", "pid", "kind", "range", "op", "shape", "dtype", "inputs", "outputs", "min_read_bytes",
-            "min_write_bytes", "model_flops", "intensity"]
+            "min_write_bytes", "min_note", "model_flops", "intensity"]
 
 
 def _intensity(r: dict[str, Any]) -> float | None:
@@ -182,8 +182,12 @@ def _moves_nothing(r: dict[str, Any]) -> bool:
     return r["min_read_bytes"] == 0 and r["min_write_bytes"] == 0 and not r["model_flops"]
 
 
-def ops_table(records: Sequence[dict[str, Any]], fmt: str) -> str:
-    """table: per call in program order, then per op type; json/csv: `ops_rows`."""
+WORST_CALLS = 10  # calls `ops` and `profile --torch-ops` list by default (most bytes, largest excess)
+
+
+def ops_table(records: Sequence[dict[str, Any]], fmt: str, all_calls: bool = False) -> str:
+    """table: the calls (all of them in program order with `all_calls`, else the WORST_CALLS moving the
+    most bytes), then per op type; json/csv: `ops_rows` (every call)."""
     if fmt != "table":
         return dump(ops_rows(records), fmt)
 
@@ -192,11 +196,20 @@ def ops_table(records: Sequence[dict[str, Any]], fmt: str) -> str:
 
     several = len({r["pid"] for r in records}) > 1
     shown = [r for r in records if not _moves_nothing(r)]
+    heading = ""
+    if not all_calls and len(shown) > WORST_CALLS:
+        heading = (f"the {WORST_CALLS} calls moving the most bytes, of {len(shown)} (all of them: "
+                   "--all-calls, or --format json):\n")
+        shown = sorted(shown, key=lambda r: -(r["min_read_bytes"] + r["min_write_bytes"]))[:WORST_CALLS]
     body = [[f"{r['pid']}:{r['seq']}" if several else str(r["seq"]),
              r["op"] if r["kind"] == "op" else f"[region] {r['op']}",
              format_shape(r["shape"]), r["dtype"], fmt_bytes(r["min_read_bytes"]),
              fmt_bytes(r["min_write_bytes"]), flops(r["model_flops"]), flops(_intensity(r))] for r in shown]
-    text = text_table(["#", "op", "shape", "dtype", "min read", "min write", "FLOPs", "FLOP/B"], body)
+    text = heading + text_table(["#", "op", "shape", "dtype", "min read", "min write", "FLOPs", "FLOP/B"],
+                                body)
+    notes = sorted({r["min_note"] for r in shown if r.get("min_note")})
+    if notes:
+        text += "\n\nminimums that are upper bounds: " + "; ".join(notes)
     idle = sorted({r["op"] for r in records if _moves_nothing(r)})
     if idle:
         count = sum(_moves_nothing(r) for r in records)
@@ -262,7 +275,7 @@ def results_table(df: pd.DataFrame, group_by: str = "range") -> str:
         if r["diagnosis"]:
             notes.append(f"  {row[0]}: {r['diagnosis']}")
         if r["n_kernels"] > 1 and group_by == "range":
-            notes.append(f"  {row[0]}: kernels {', '.join(r['kernels'])}")
+            notes.append(f"  {row[0]}: kernels {kernel_list(r['kernels'])}")
     devices = ", ".join(sorted({d for d in df["device"] if d}))
     text = (f"{devices}\n" if devices else "") + text_table(headers, body)
     if df["min_bytes"].isna().all():
@@ -279,6 +292,20 @@ def render_results(df: pd.DataFrame, fmt: str, group_by: str = "range") -> str:
     if fmt == "table":
         return results_table(df, group_by)
     return dump(to_records(df), fmt)
+
+
+def op_calls_table(table: pd.DataFrame, n: int = WORST_CALLS) -> str:
+    """A traced program's analysis that fits a terminal: the per-op-type summary, then the `n` calls
+    with the largest excess (bytes beyond the minimum at the level with the most)."""
+    moved = pd.concat([table[f"{level}_rd_bytes"] + table[f"{level}_wr_bytes"] for level in ("l2", "dram")]
+                      + [table["l1_ld_bytes"] + table["l1_st_bytes"]], axis=1)
+    excess = moved.max(axis=1) - table["min_bytes"]
+    worst = table.assign(_excess=excess).sort_values("_excess", ascending=False, na_position="last",
+                                                     kind="stable").head(n).drop(columns="_excess")
+    text = per_op_table(per_op.summarize(table))
+    text += (f"\n\nthe {len(worst)} calls with the most excess, of {len(table)} (all: --all-calls; every "
+             "call is in the run folder's results.csv):\n")
+    return text + results_table(worst)
 
 
 def per_op_table(df: pd.DataFrame) -> str:
@@ -315,6 +342,7 @@ def per_op_table(df: pd.DataFrame) -> str:
 def lines_table(rows: Sequence[dict[str, Any]], width: int = 100) -> str:
     """`memtraffic lines`: per kernel, a heading, a table of the lines' traffic, then each line's source
     and verdict."""
+
     headers = ["line", "op", "inst", "requests", "sectors", "ideal", "excess", "moved", "share"]
     out: list[str] = []
     for launch in dict.fromkeys(r["launch"] for r in rows):

@@ -1,0 +1,177 @@
+"""Bad inputs end in one line on stderr and a non-zero exit; nothing is overwritten without --force.
+
+(Merges of unreadable or truncated reports: tests/test_run_loader.py; sweep files: tests/test_sweep.py.)
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memtraffic import __version__
+from memtraffic.cli import app
+
+REPO = Path(__file__).resolve().parent.parent
+SEED = REPO / "reports" / "h100" / "seed_1048576x2_fp32"
+
+BROKEN_MODEL = '''
+from memtraffic.measure.variants import Variant
+
+
+def _run(x):
+    return x.clone()
+
+
+def _predicted(shape, dtype, params):
+    raise ValueError("my model is broken")
+
+
+VARIANTS = {"broken_model": Variant(name="broken_model", op="softmax", description="a copy", run=_run,
+                                    predicted=_predicted)}
+'''
+
+
+def _one_line(args: list[str], code: int) -> str:
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == code, res.output
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr
+    return lines[0]
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMTRAFFIC_CACHE", str(tmp_path / "cache"))
+
+
+def test_version():
+    res = CliRunner().invoke(app, ["--version"])
+    assert (res.exit_code, res.stdout) == (0, f"memtraffic {__version__}\n")
+
+
+@pytest.mark.parametrize("value", ["0", "0:0", "0MiB", "softmax=0"])
+def test_a_zero_minimum_is_refused(value):
+    line = _one_line(["analyze", str(SEED), "--min-bytes", value], 2)
+    shown = value.split("=")[-1]
+    assert line == (f"error: --min-bytes '{shown}' is no minimum: give the bytes the operation must move "
+                    "(more than 0), e.g. 8MiB or 8MiB:8MiB")
+
+
+@pytest.mark.parametrize("args", [["list"], ["list", "--count", "broken_model"]], ids=["list", "count"])
+def test_a_variant_model_that_raises_is_one_line(tmp_path, args):
+    variants = tmp_path / "mine.py"
+    variants.write_text(BROKEN_MODEL)
+    line = _one_line([*args, "--variants", str(variants)], 2)
+    assert line == ("error: variant broken_model: its predicted((1048576, 2), torch.float32, {}) raised "
+                    f"ValueError: my model is broken at {variants}:10; fix the variant (or leave it out)")
+
+
+@pytest.mark.parametrize(("text", "what"), [
+    ("not json", "Expecting value, line 1"), ("", "Expecting value, line 1"),
+    ("{", "Expecting property name enclosed in double quotes, line 1")])
+def test_a_ceilings_file_that_is_not_json(tmp_path, text, what):
+    ceilings = tmp_path / "c.json"
+    ceilings.write_text(text)
+    out = tmp_path / "roof.html"
+    line = _one_line(["roofline", str(SEED), "--ceilings", str(ceilings), "--out", str(out)], 1)
+    assert line == (f"error: {ceilings} is not valid JSON ({what}): give --ceilings a file written by "
+                    "'memtraffic ceilings --format json' (or one of reports/ceilings/)")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["report", "roofline"])
+def test_an_existing_output_is_replaced_only_with_force(tmp_path, command):
+    out = tmp_path / "page.html"
+    out.write_text("mine")
+    line = _one_line([command, str(SEED), "--out", str(out)], 2)
+    assert line == (f"error: {out} already exists: memtraffic does not overwrite it; give another --out, or "
+                    "pass --force to replace it")
+    assert out.read_text() == "mine"
+    res = CliRunner().invoke(app, [command, str(SEED), "--out", str(out), "--force"])
+    assert res.exit_code == 0, res.output
+    assert out.read_text().startswith("<!DOCTYPE html>")
+
+
+def test_outputs_default_to_the_current_folder(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    shutil.copytree(SEED, run)
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    before = sorted(p.name for p in run.iterdir())
+    for command, name in (("report", "report-run.html"), ("roofline", "roofline-run.html")):
+        res = CliRunner().invoke(app, [command, str(run)])
+        assert res.exit_code == 0, res.output
+        assert res.stdout == f"wrote {name}\n" and (here / name).is_file()
+    assert sorted(p.name for p in run.iterdir()) == before
+    line = _one_line(["report", str(run)], 2)  # the default exists now
+    assert line.startswith("error: report-run.html already exists")
+
+
+def test_a_folder_as_an_output_file(tmp_path):
+    line = _one_line(["roofline", str(SEED), "--png", str(tmp_path)], 2)
+    assert line == f"error: --png {tmp_path} is a folder: give a file name, e.g. --png {tmp_path}/figure.png"
+    line = _one_line(["report", str(SEED), "--out", str(tmp_path)], 2)
+    assert line == f"error: --out {tmp_path} is a folder: give a file name, e.g. --out {tmp_path}/page.html"
+
+
+def test_a_folder_as_a_variant_file(tmp_path):
+    line = _one_line(["list", "--variants", str(tmp_path)], 2)
+    assert line == f"error: --variants {tmp_path}: a folder: give the Python file that defines VARIANTS"
+
+
+@pytest.mark.parametrize(("name", "text", "message"), [
+    ("plan.json", '{"configs": 5}',
+     "'configs' is not a list of configs that each name their 'range': the run folder is damaged"),
+    ("plan.json", "[1]", "holds a list, not an object: the run folder is damaged"),
+    ("run.json", '{"reports": 3}', "'reports' is not a list of file names: the run folder is damaged"),
+])
+@pytest.mark.parametrize("command", ["analyze", "lines", "report", "merge"])
+def test_a_damaged_run_folder(tmp_path, name, text, message, command):
+    run = tmp_path / "run"
+    shutil.copytree(SEED, run)
+    (run / name).write_text(text)
+    args = [command, str(run)] + (["--out", str(tmp_path / "out")] if command in ("report", "merge") else [])
+    line = _one_line(args, 1)
+    assert line == f"error: {run / name}{':' if 'holds' not in message else ''} {message}"
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("args", "code", "message"), [
+    (["analyze", "nope"], 1, "nope: no such file or folder"),
+    (["analyze", str(SEED), "--group-by", "foo"], 2, "unknown --group-by 'foo': use range, kernel or op"),
+    (["analyze", str(SEED), "--min-bytes", "-5"], 2,
+     "malformed size '-5': write bytes as 8388608, 8.39MB or 8MiB"),
+    (["lines", str(SEED), "--top", "-3"], 2, "--top -3: give a positive number of lines per kernel"),
+    (["report", "nope"], 1, "run folder nope does not exist: give the folder 'memtraffic measure' wrote"),
+    (["merge", "nope", "--out", "m"], 2, "nope is not a run folder (no such folder): give folders written by "
+                                        "`memtraffic measure`"),
+    (["measure", "--rerun", "nope"], 2, "--rerun nope: not a run folder (no such folder)"),
+])
+def test_more_bad_inputs(args, code, message):
+    assert _one_line(args, code) == f"error: {message}"
+
+
+def test_empty_and_junk_reports(tmp_path):
+    empty, junk = tmp_path / "empty.ncu-rep", tmp_path / "junk.ncu-rep"
+    empty.touch()
+    junk.write_text("junk\n")
+    for command in ("analyze", "lines"):
+        assert _one_line([command, str(empty)], 1) == (f"error: {empty} is empty (0 bytes): not an Nsight "
+                                                      "Compute report")
+    assert _one_line(["analyze", str(junk)], 1).startswith(f"error: {junk} holds no profiled kernel")
+    folder = tmp_path / "x.ncu-rep"  # a folder named like a report
+    folder.mkdir()
+    assert _one_line(["analyze", str(folder)], 1) == f"error: {folder}: no .ncu-rep file in this folder"
+
+
+def test_a_merge_into_a_file(tmp_path):
+    out = tmp_path / "f"
+    out.write_text("x")
+    line = _one_line(["merge", str(SEED), "--out", str(out)], 2)
+    assert line == (f"error: {out} already exists and is not empty: memtraffic never overwrites a run; "
+                    "choose a new --out folder")
+    assert out.read_text() == "x"
