@@ -118,16 +118,21 @@ MAX_PARTS = 64  # programs per row; rows longer than CHUNK_MAX * MAX_PARTS: use 
 # A slot not yet written: both halves all ones. A published word's upper half is the sum, an arithmetic
 # result, never 0xFFFFFFFF (GPU arithmetic's NaN is 0x7FFFFFFF), so no published word equals it.
 EMPTY = tl.constexpr(-1)
+LOG2E = tl.constexpr(1.4426950408889634)
 
 
 @triton.jit
-def _chunk_stats(x):
+def _chunk_stats(x, FAST: tl.constexpr = False):
     """(m, shift, e, s) of one chunk: its max, the shift used (0 for a chunk of only -inf or padding, so
-    that e = 0, not exp(nan)), e = exp(x - shift) and s = sum e."""
+    that e = 0, not exp(nan)), e = exp(x - shift) and s = sum e. FAST: e = exp2(x*log2(e) - shift*log2(e)),
+    one fused multiply-add and one ex2 an element instead of a subtract, a multiply and an ex2."""
     xf = x.to(tl.float32)
     m = tl.max(xf, axis=0)
     shift = tl.where(m == float("-inf"), 0.0, m)
-    e = tl.exp(xf - shift)
+    if FAST:
+        e = tl.exp2(tl.fma(xf, LOG2E, -shift * LOG2E))
+    else:
+        e = tl.exp(xf - shift)
     return m, shift, e, tl.sum(e, axis=0)
 
 
@@ -226,7 +231,9 @@ def _held(e, dtype: tl.constexpr, ASM: tl.constexpr):
 
 @triton.jit
 def _softmax_lag_kernel(out_ptr, in_ptr, slots_ptr, taken_ptr, n_rows, n_cols, parts,
-                        BLOCK_N: tl.constexpr, PARTS_P2: tl.constexpr, ASM: tl.constexpr):
+                        BLOCK_N: tl.constexpr, PARTS_P2: tl.constexpr, ASM: tl.constexpr,
+                        ONE: tl.constexpr = False, FAST: tl.constexpr = False, LOAD: tl.constexpr = "",
+                        STORE: tl.constexpr = ""):
     # One chunk behind, rows from a counter per part (lag=1). A program keeps its part, pid % parts,
     # and takes that part's next row from taken_ptr[part] (counters start at -1) whenever it is done
     # with one, so faster SMs take more rows. It publishes (m, s) of the chunk it holds, reads the
@@ -246,28 +253,35 @@ def _softmax_lag_kernel(out_ptr, in_ptr, slots_ptr, taken_ptr, n_rows, n_cols, p
     row = (tl.atomic_add(taken_ptr + part, 1, sem="relaxed", scope="gpu") + 1).to(tl.int32)
     # read this program's chunk of its first row (BLOCK_N elements)
     x = tl.load(in_ptr + row.to(tl.int64) * n_cols + cols, mask=cols < tl.where(row < n_rows, n_cols, 0),
-                other=-float("inf"))
-    m, shift, e, s = _chunk_stats(x)
+                other=-float("inf"), eviction_policy=LOAD)
+    m, shift, e, s = _chunk_stats(x, FAST)
     # held through the wait in the input's dtype: 16-bit values pack two to a register, so a thread
     # holds 16 words, not 32 fp32 (one more rounding, within an ulp) and more programs, and more
     # reads in flight, fit on an SM
     h = _held(e, in_ptr.dtype.element_ty, ASM)
-    _publish(slots_ptr, None, tl.minimum(row, n_rows - 1).to(tl.int64), part, m, s, row < n_rows, PARTS_P2)
+    if not ONE:
+        _publish(slots_ptr, None, tl.minimum(row, n_rows - 1).to(tl.int64), part, m, s, row < n_rows,
+                 PARTS_P2)
     while row < n_rows:
         nxt = (tl.atomic_add(taken_ptr + part, 1, sem="relaxed", scope="gpu") + 1).to(tl.int32)
         # read the next row's chunk (BLOCK_N elements): in flight while this program waits
         x = tl.load(in_ptr + nxt.to(tl.int64) * n_cols + cols,
-                    mask=cols < tl.where(nxt < n_rows, n_cols, 0), other=-float("inf"))
-        mx, total = _row_max_sum(slots_ptr, None, row.to(tl.int64), parts, PARTS_P2)
+                    mask=cols < tl.where(nxt < n_rows, n_cols, 0), other=-float("inf"), eviction_policy=LOAD)
+        if ONE:  # the row is this chunk: its own (max, sum), no wait
+            mx = m
+            total = s
+        else:
+            mx, total = _row_max_sum(slots_ptr, None, row.to(tl.int64), parts, PARTS_P2)
         # write the held chunk (BLOCK_N elements), as the groups kernel does
         y = h.to(tl.float32) * (tl.exp(shift - mx) / total)
         tl.store(out_ptr + row.to(tl.int64) * n_cols + cols, y.to(out_ptr.dtype.element_ty),
-                 mask=cols < n_cols)
+                 mask=cols < n_cols, cache_modifier=STORE)
         row = nxt
-        m, shift, e, s = _chunk_stats(x)
+        m, shift, e, s = _chunk_stats(x, FAST)
         h = _held(e, in_ptr.dtype.element_ty, ASM)
-        _publish(slots_ptr, None, tl.minimum(row, n_rows - 1).to(tl.int64), part, m, s, row < n_rows,
-                 PARTS_P2)
+        if not ONE:
+            _publish(slots_ptr, None, tl.minimum(row, n_rows - 1).to(tl.int64), part, m, s, row < n_rows,
+                     PARTS_P2)
 
 
 def split_config(shape: Shape, dtype: torch.dtype, BLOCK_N: int | None = None,
@@ -329,25 +343,39 @@ def softmax_split(x: torch.Tensor, BLOCK_N: int | None = None, num_warps: int | 
 
 def _fill_words(m: int, c: dict[str, int], lag: bool) -> int:
     """8-byte words a launch of rows of several parts fills with EMPTY: m * PARTS_P2 slots, then m
-    counters (groups kernel) or one counter a part (lag kernel)."""
+    counters (groups kernel) or one counter a part (lag kernel). The lag kernel with one part a row
+    exchanges nothing: only its counter."""
+    if lag and c["parts"] == 1:
+        return 1
     return m * c["PARTS_P2"] + (c["parts"] if lag else m)
 
 
-def _launch(x: torch.Tensor, c: dict[str, int], lag: bool, auto_grid: bool) -> torch.Tensor:
+def _workspace(x: torch.Tensor, c: dict[str, int], lag: bool) -> torch.Tensor:
+    """The words a launch needs, all EMPTY (-1): per row PARTS_P2 slots, then per row a counter (groups)
+    or per part the last row taken (lag); none for a groups launch of one part a row."""
+    sync = lag or c["parts"] > 1
+    return torch.full((_fill_words(x.shape[0], c, lag) if sync else 0,), EMPTY.value, dtype=torch.int64,
+                      device=x.device)
+
+
+def _launch(x: torch.Tensor, c: dict[str, int], lag: bool, auto_grid: bool,
+            words: torch.Tensor | None = None, **knobs: Any) -> torch.Tensor:
     """Run the groups kernel (lag False) or the lag kernel on x with split_config's c; on a GPU an auto
-    grid becomes as many whole groups as the compiled kernel keeps resident."""
+    grid becomes as many whole groups as the compiled kernel keeps resident. words: _workspace's words
+    (None: filled here, one more kernel). knobs: the lag kernel's FAST, LOAD and STORE."""
     m, n = x.shape
     out = torch.empty_like(x)
     sync = lag or c["parts"] > 1  # a groups row of one part needs no slots, no counters, no fill kernel
-    # one fill kernel: per row PARTS_P2 slots, then per row a counter (groups) or per part the last row
-    # taken (lag); all start at EMPTY (-1)
-    words = torch.full((_fill_words(m, c, lag) if sync else 0,), EMPTY.value, dtype=torch.int64,
-                       device=x.device)
-    slots, rest = words[:m * c["PARTS_P2"]], words[m * c["PARTS_P2"]:]
+    if words is None:
+        words = _workspace(x, c, lag)
+    one = lag and c["parts"] == 1
+    slots = words[:0 if one else m * c["PARTS_P2"]]
+    rest = words[slots.numel():]
     if lag:
         kernel = _softmax_lag_kernel
-        args = (out, x, slots, rest, m, n, c["parts"])
-        meta = {"BLOCK_N": c["BLOCK_N"], "PARTS_P2": c["PARTS_P2"], "ASM": not _interpreted()}
+        args = (out, x, slots if not one else words, rest, m, n, c["parts"])
+        meta = {"BLOCK_N": c["BLOCK_N"], "PARTS_P2": c["PARTS_P2"], "ASM": not _interpreted(), "ONE": one,
+                **knobs}
     else:
         kernel = _softmax_split_kernel
         args = (out, x, slots, rest, m, n, c["parts"])
