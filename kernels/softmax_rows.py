@@ -30,21 +30,18 @@ MAX_TILE = 16384  # elements of a row (or tile) held in registers; beyond this u
 
 
 @triton.jit
-def _softmax_naive_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK_N: tl.constexpr,
-                          LOAD: tl.constexpr = "", STORE: tl.constexpr = ""):
+def _softmax_naive_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK_N: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
     mask = cols < n_cols
     # read N elements (the whole row; padding lanes are masked and read nothing). When BLOCK_N is smaller
     # than 32*num_warps, the layout wraps and each warp holds (and loads) the full row: num_warps copies.
-    x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf"),
-                eviction_policy=LOAD).to(tl.float32)
+    x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
     x = x - tl.max(x, axis=0)  # registers only (cross-warp reduce goes through shared memory)
     num = tl.exp(x)
     den = tl.sum(num, axis=0)
     # write N elements; Triton masks the duplicate copies, so the store is issued once per element
-    tl.store(out_ptr + row * out_row_stride + cols, (num / den).to(out_ptr.dtype.element_ty), mask=mask,
-             cache_modifier=STORE)
+    tl.store(out_ptr + row * out_row_stride + cols, (num / den).to(out_ptr.dtype.element_ty), mask=mask)
 
 
 NAIVE_DEFAULTS: dict[str, Any] = {"num_warps": 4}
@@ -112,8 +109,7 @@ SOFTMAX_NAIVE = Variant(
 
 @triton.jit
 def _softmax_tiled_kernel(out_ptr, in_ptr, n_rows, n_cols, in_row_stride, out_row_stride,
-                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, FLAT: tl.constexpr,
-                          LOAD: tl.constexpr = "", STORE: tl.constexpr = ""):
+                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, FLAT: tl.constexpr):
     if FLAT:
         # N == BLOCK_N < 16, M % 16 == 0: the tile is one contiguous run of BLOCK_M*N elements. Flat, the
         # compiler sees that and loads 16 bytes a thread; as row * stride + col it only proves N
@@ -129,8 +125,7 @@ def _softmax_tiled_kernel(out_ptr, in_ptr, n_rows, n_cols, in_row_stride, out_ro
         rows64 = rows.to(tl.int64)[:, None]
         # read BLOCK_M*N elements: BLOCK_M consecutive rows are one contiguous run of bytes, and a warp's
         # request covers whole rows when they are short (32 B of 8-byte rows = 4 rows per sector)
-        x = tl.load(in_ptr + rows64 * in_row_stride + cols[None, :], mask=mask, other=-float("inf"),
-                    eviction_policy=LOAD)
+        x = tl.load(in_ptr + rows64 * in_row_stride + cols[None, :], mask=mask, other=-float("inf"))
         x = x.to(tl.float32)
     x = x - tl.max(x, axis=1)[:, None]
     num = tl.exp(x)
@@ -140,7 +135,7 @@ def _softmax_tiled_kernel(out_ptr, in_ptr, n_rows, n_cols, in_row_stride, out_ro
     if FLAT:
         tl.store(out_ptr + offs, tl.reshape(y, (BLOCK_M * BLOCK_N,)), mask=flat_mask)
     else:
-        tl.store(out_ptr + rows64 * out_row_stride + cols[None, :], y, mask=mask, cache_modifier=STORE)
+        tl.store(out_ptr + rows64 * out_row_stride + cols[None, :], y, mask=mask)
 
 
 TILED_DEFAULTS: dict[str, Any] = {"BLOCK_M": None, "num_warps": None}

@@ -129,31 +129,30 @@ def _chunk_stats(x, FAST: tl.constexpr = False):
     xf = x.to(tl.float32)
     m = tl.max(xf, axis=0)
     shift = tl.where(m == float("-inf"), 0.0, m)
-    if FAST:
-        e = tl.exp2(tl.fma(xf, LOG2E, -shift * LOG2E))
-    else:
-        e = tl.exp(xf - shift)
+    e = tl.exp2(tl.fma(xf, LOG2E, -shift * LOG2E)) if FAST else tl.exp(xf - shift)
     return m, shift, e, tl.sum(e, axis=0)
 
 
 @triton.jit
-def _publish(slots_ptr, count_ptr, row64, part, m, s, valid, PARTS_P2: tl.constexpr):
-    """Publish (m, s) as one 8-byte word in this part's slot of the row (pre-filled with EMPTY), then
-    count in on the row's counter (count_ptr None: no counter). Both atomics are relaxed: a release
-    would be a fence (MEMBAR.GPU) waiting for this program's stores of its last row; readers find the
-    data in the slot itself, not through the counter's ordering. valid: None, or False to publish
-    nothing (a ticket past the last row)."""
-    word = ((s.to(tl.int32, bitcast=True).to(tl.int64) << 32)
-            | (m.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF))
+def _publish(slots_ptr, count_ptr, row64, part, m, s, valid, PARTS_P2: tl.constexpr, mark=0):
+    """Publish (m, s) as one 8-byte word in this part's slot of the row, then count in on the row's
+    counter (count_ptr None: no counter). mark: 0, or the launch's top bit (1 << 63, an int64): a slot
+    holds this launch's word once its top bit is the mark's (a sum is >= 0, so its sign bit is free).
+    Both atomics are relaxed: a release would be a fence (MEMBAR.GPU) waiting for this program's stores
+    of its last row; readers find the data in the slot itself, not through the counter's ordering.
+    valid: None, or False to publish nothing (a ticket past the last row)."""
+    word = (((s.to(tl.int32, bitcast=True) & 0x7FFFFFFF).to(tl.int64) << 32)
+            | (m.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF) | mark)
     tl.atomic_xchg(slots_ptr + row64 * PARTS_P2 + part, word, mask=valid, sem="relaxed", scope="gpu")
     if count_ptr is not None:
         tl.atomic_add(count_ptr + row64, tl.full((), 1, tl.int64), mask=valid, sem="relaxed", scope="gpu")
 
 
 @triton.jit
-def _row_max_sum(slots_ptr, count_ptr, row64, parts, PARTS_P2: tl.constexpr):
+def _row_max_sum(slots_ptr, count_ptr, row64, parts, PARTS_P2: tl.constexpr, mark=0):
     """Wait until the row's `parts` programs have published, then return the row's (M, S). With a
-    counter, spin on it first; without (count_ptr None), read the slots until none is EMPTY."""
+    counter, spin on it first; without (count_ptr None), read the slots until every word's top bit is
+    the mark's (see _publish; EMPTY's is 1, so with mark 0 a slot is ready once written)."""
     if count_ptr is not None:
         # a compare-and-swap that never swaps (counts start at -1, are >= -1): an atomic, not a load, so
         # that it moves no load bytes however long it spins
@@ -162,15 +161,16 @@ def _row_max_sum(slots_ptr, count_ptr, row64, parts, PARTS_P2: tl.constexpr):
         while arrived < parts - 1:
             arrived = tl.atomic_cas(count_ptr + row64, never, never, sem="relaxed", scope="gpu")
     # read PARTS_P2 words (every warp: a small tensor is replicated per warp), volatile: from L2, never a
-    # stale L1 line; again while a word is EMPTY (with a counter: a relaxed count seen before a word)
+    # stale L1 line; again while a word is not this launch's (with a counter: a relaxed count seen
+    # before a word)
     ids = tl.arange(0, PARTS_P2)
     live = ids < parts
     slots = slots_ptr + row64 * PARTS_P2 + ids
     w = tl.load(slots, mask=live, other=0, volatile=True)
-    while tl.max((w == EMPTY).to(tl.int32), axis=0) > 0:
+    while tl.max((live & ((w ^ mark) < 0)).to(tl.int32), axis=0) > 0:
         w = tl.load(slots, mask=live, other=0, volatile=True)
     ms = tl.where(live, (w & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True), -float("inf"))
-    ss = tl.where(live, (w >> 32).to(tl.int32).to(tl.float32, bitcast=True), 0.0)
+    ss = tl.where(live, ((w >> 32) & 0x7FFFFFFF).to(tl.int32).to(tl.float32, bitcast=True), 0.0)
     mx = tl.max(ms, axis=0)
     return mx, tl.sum(ss * tl.exp(ms - tl.where(mx == float("-inf"), 0.0, mx)), axis=0)
 
@@ -230,58 +230,78 @@ def _held(e, dtype: tl.constexpr, ASM: tl.constexpr):
 
 
 @triton.jit
+def _draw(taken_ptr, part, valid):
+    """The part's next row: its counter's old value + 1 (counters rest at -1); `row` (valid False: no
+    draw, the value is not used)."""
+    return (tl.atomic_add(taken_ptr + part, 1, mask=valid, sem="relaxed", scope="gpu") + 1).to(tl.int32)
+
+
+@triton.jit
 def _softmax_lag_kernel(out_ptr, in_ptr, slots_ptr, taken_ptr, n_rows, n_cols, parts,
                         BLOCK_N: tl.constexpr, PARTS_P2: tl.constexpr, ASM: tl.constexpr,
-                        ONE: tl.constexpr = False, FAST: tl.constexpr = False, LOAD: tl.constexpr = "",
-                        STORE: tl.constexpr = ""):
+                        FAST: tl.constexpr = False, AHEAD: tl.constexpr = True):
     # One chunk behind, rows from a counter per part (lag=1). A program keeps its part, pid % parts,
-    # and takes that part's next row from taken_ptr[part] (counters start at -1) whenever it is done
-    # with one, so faster SMs take more rows. It publishes (m, s) of the chunk it holds, reads the
-    # chunk of its next row, and only then waits for the held chunk's row: the read is in flight
-    # through the wait, and the row's other programs published a chunk ago. No cycle of waits: a
-    # program never holds two chunks of one row, and the lowest row not yet published is held only by
-    # programs that wait for lower rows, which are published (all programs resident: the host checks).
-    # A ticket past the last row reads nothing (every lane masked) and publishes nothing. The wait
-    # reads the row's slots until none is EMPTY, with no counter: spinning on a counter with
-    # compare-and-swap, as the groups kernel does, ran 16384x131072 bf16 at 69% of a copy, polling at
-    # 97% (H100, scripts/lag_probe.py); the polls' extra reads stay in L1/L2 and vary with the wait.
+    # and takes that part's next row from taken_ptr[part] whenever it is done with one, so faster SMs
+    # take more rows. It publishes (m, s) of the chunk it holds, reads the chunk of its next row, and
+    # only then waits for the held chunk's row: the read is in flight through the wait, and the row's
+    # other programs published a chunk ago. AHEAD: the row after next is drawn as soon as the next
+    # chunk's read is issued, so that no read waits for a counter's round trip. No cycle of waits: a
+    # program never holds two chunks of one row, and the lowest row not yet published is held (or
+    # drawn ahead) only by programs that wait for lower rows, which are published (all programs
+    # resident: the host checks). A ticket past the last row reads nothing (every lane masked) and
+    # publishes nothing. The wait reads the row's slots until every word is this launch's: spinning on
+    # a counter with compare-and-swap, as the groups kernel does, ran 16384x131072 bf16 at 69% of a
+    # copy, polling at 97% (H100, scripts/lag_probe.py); the polls' extra reads stay in L1/L2.
+    # The launch leaves its words ready for the next one on the same stream, so that no fill kernel
+    # runs before it: the part's last ticket resets the counter, and the part's epoch word
+    # (taken_ptr[parts + part], starting at -1) counts launches; its parity gives the top bit of this
+    # launch's slot words (the mark), so last launch's words read as not yet written.
     # (Shaped so that Triton 3.6 compiles it: slot addresses of clamped rows, rows carried as int32;
     # other forms crashed its RemoveLayoutConversions pass.)
     pid = tl.program_id(0)
     part = pid % parts
+    groups = tl.num_programs(0) // parts
+    epoch = tl.load(taken_ptr + parts + part, volatile=True)
+    mark = ((epoch & 1) ^ 1) << 63  # this launch's top bit of its slot words
     cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
-    row = (tl.atomic_add(taken_ptr + part, 1, sem="relaxed", scope="gpu") + 1).to(tl.int32)
+    # the first draw waits for the epoch word (a mask on it, always true: epochs are >= -1), so that no
+    # program of the part can draw the last ticket and count the launch before this read is served
+    row = _draw(taken_ptr, part, epoch > -2)
     # read this program's chunk of its first row (BLOCK_N elements)
     x = tl.load(in_ptr + row.to(tl.int64) * n_cols + cols, mask=cols < tl.where(row < n_rows, n_cols, 0),
-                other=-float("inf"), eviction_policy=LOAD)
+                other=-float("inf"))
+    if AHEAD:
+        ahead = tl.where(row < n_rows, _draw(taken_ptr, part, row < n_rows), row)
     m, shift, e, s = _chunk_stats(x, FAST)
     # held through the wait in the input's dtype: 16-bit values pack two to a register, so a thread
     # holds 16 words, not 32 fp32 (one more rounding, within an ulp) and more programs, and more
     # reads in flight, fit on an SM
     h = _held(e, in_ptr.dtype.element_ty, ASM)
-    if not ONE:
-        _publish(slots_ptr, None, tl.minimum(row, n_rows - 1).to(tl.int64), part, m, s, row < n_rows,
-                 PARTS_P2)
+    _publish(slots_ptr, None, tl.minimum(row, n_rows - 1).to(tl.int64), part, m, s, row < n_rows, PARTS_P2,
+             mark)
     while row < n_rows:
-        nxt = (tl.atomic_add(taken_ptr + part, 1, sem="relaxed", scope="gpu") + 1).to(tl.int32)
+        nxt = ahead if AHEAD else _draw(taken_ptr, part, None)
         # read the next row's chunk (BLOCK_N elements): in flight while this program waits
         x = tl.load(in_ptr + nxt.to(tl.int64) * n_cols + cols,
-                    mask=cols < tl.where(nxt < n_rows, n_cols, 0), other=-float("inf"), eviction_policy=LOAD)
-        if ONE:  # the row is this chunk: its own (max, sum), no wait
-            mx = m
-            total = s
-        else:
-            mx, total = _row_max_sum(slots_ptr, None, row.to(tl.int64), parts, PARTS_P2)
+                    mask=cols < tl.where(nxt < n_rows, n_cols, 0), other=-float("inf"))
+        if AHEAD:
+            ahead = tl.where(nxt < n_rows, _draw(taken_ptr, part, nxt < n_rows), nxt)
+        mx, total = _row_max_sum(slots_ptr, None, row.to(tl.int64), parts, PARTS_P2, mark)
         # write the held chunk (BLOCK_N elements), as the groups kernel does
         y = h.to(tl.float32) * (tl.exp(shift - mx) / total)
         tl.store(out_ptr + row.to(tl.int64) * n_cols + cols, y.to(out_ptr.dtype.element_ty),
-                 mask=cols < n_cols, cache_modifier=STORE)
+                 mask=cols < n_cols)
         row = nxt
         m, shift, e, s = _chunk_stats(x, FAST)
         h = _held(e, in_ptr.dtype.element_ty, ASM)
-        if not ONE:
-            _publish(slots_ptr, None, tl.minimum(row, n_rows - 1).to(tl.int64), part, m, s, row < n_rows,
-                     PARTS_P2)
+        _publish(slots_ptr, None, tl.minimum(row, n_rows - 1).to(tl.int64), part, m, s, row < n_rows,
+                 PARTS_P2, mark)
+    # row is this program's last ticket, its first past the last row. Each program draws exactly one
+    # such ticket, so the part's last (n_rows + groups - 1) is drawn after every program of the part
+    # has drawn its own, and read its epoch word long before: reset the counter, count the launch.
+    last = row == n_rows + groups - 1
+    tl.atomic_xchg(taken_ptr + part, -1, mask=last, sem="relaxed", scope="gpu")
+    tl.atomic_add(taken_ptr + parts + part, 1, mask=last, sem="relaxed", scope="gpu")
 
 
 def split_config(shape: Shape, dtype: torch.dtype, BLOCK_N: int | None = None,
@@ -342,40 +362,55 @@ def softmax_split(x: torch.Tensor, BLOCK_N: int | None = None, num_warps: int | 
 
 
 def _fill_words(m: int, c: dict[str, int], lag: bool) -> int:
-    """8-byte words a launch of rows of several parts fills with EMPTY: m * PARTS_P2 slots, then m
-    counters (groups kernel) or one counter a part (lag kernel). The lag kernel with one part a row
-    exchanges nothing: only its counter."""
-    if lag and c["parts"] == 1:
-        return 1
-    return m * c["PARTS_P2"] + (c["parts"] if lag else m)
+    """8-byte words a launch of rows of several parts needs, all starting EMPTY (-1): m * PARTS_P2 slots,
+    then m counters (groups kernel), or one counter and one epoch word a part (lag kernel)."""
+    return m * c["PARTS_P2"] + (2 * c["parts"] if lag else m)
 
 
 def _workspace(x: torch.Tensor, c: dict[str, int], lag: bool) -> torch.Tensor:
-    """The words a launch needs, all EMPTY (-1): per row PARTS_P2 slots, then per row a counter (groups)
-    or per part the last row taken (lag); none for a groups launch of one part a row."""
+    """A launch's words, all EMPTY (-1), filled by one kernel (none for a groups launch of one part a
+    row, which needs no words)."""
     sync = lag or c["parts"] > 1
     return torch.full((_fill_words(x.shape[0], c, lag) if sync else 0,), EMPTY.value, dtype=torch.int64,
                       device=x.device)
+
+
+# The lag kernel's words, kept per device and stream: a launch leaves them ready for the next launch of
+# the same layout (rows, PARTS_P2, parts) on that stream, so only a new layout costs a fill kernel.
+# Launches on one stream run one after another; each stream has its own words.
+_LAG_WORDS: dict[tuple[Any, ...], tuple[tuple[int, int, int], torch.Tensor]] = {}
+
+
+def _lag_words(x: torch.Tensor, c: dict[str, int]) -> tuple[tuple[Any, ...], torch.Tensor]:
+    """(cache key, words) for a lag launch on x: the cached words when the layout matches, else new."""
+    stream = torch.cuda.current_stream(x.device).cuda_stream if x.device.type == "cuda" else 0
+    key = (str(x.device), stream)
+    layout = (x.shape[0], c["PARTS_P2"], c["parts"])
+    hit = _LAG_WORDS.get(key)
+    if hit is None or hit[0] != layout:
+        hit = _LAG_WORDS[key] = (layout, _workspace(x, c, True))
+    return key, hit[1]
 
 
 def _launch(x: torch.Tensor, c: dict[str, int], lag: bool, auto_grid: bool,
             words: torch.Tensor | None = None, **knobs: Any) -> torch.Tensor:
     """Run the groups kernel (lag False) or the lag kernel on x with split_config's c; on a GPU an auto
     grid becomes as many whole groups as the compiled kernel keeps resident. words: _workspace's words
-    (None: filled here, one more kernel). knobs: the lag kernel's FAST, LOAD and STORE."""
+    (None: the lag kernel's words kept for this stream, or, for the groups kernel, filled here by one more
+    kernel). knobs: the lag kernel's FAST and AHEAD."""
     m, n = x.shape
     out = torch.empty_like(x)
     sync = lag or c["parts"] > 1  # a groups row of one part needs no slots, no counters, no fill kernel
-    if words is None:
+    key = None
+    if words is None and lag:
+        key, words = _lag_words(x, c)
+    elif words is None:
         words = _workspace(x, c, lag)
-    one = lag and c["parts"] == 1
-    slots = words[:0 if one else m * c["PARTS_P2"]]
-    rest = words[slots.numel():]
+    slots, rest = words[:m * c["PARTS_P2"]], words[m * c["PARTS_P2"]:]
     if lag:
         kernel = _softmax_lag_kernel
-        args = (out, x, slots if not one else words, rest, m, n, c["parts"])
-        meta = {"BLOCK_N": c["BLOCK_N"], "PARTS_P2": c["PARTS_P2"], "ASM": not _interpreted(), "ONE": one,
-                **knobs}
+        args = (out, x, slots, rest, m, n, c["parts"])
+        meta = {"BLOCK_N": c["BLOCK_N"], "PARTS_P2": c["PARTS_P2"], "ASM": not _interpreted(), **knobs}
     else:
         kernel = _softmax_split_kernel
         args = (out, x, slots, rest, m, n, c["parts"])
@@ -393,7 +428,11 @@ def _launch(x: torch.Tensor, c: dict[str, int], lag: bool, auto_grid: bool,
             raise ValueError(f"softmax_split: {c['programs']} programs wait for each other but only "
                              f"{per_sm * sms} fit on the GPU at once ({compiled.n_regs} registers a thread): "
                              "lower programs")
-    kernel[(c["programs"],)](*args, **meta)
+    try:
+        kernel[(c["programs"],)](*args, **meta)
+    except BaseException:
+        _LAG_WORDS.pop(key, None)  # a launch that did not finish may leave its words anywhere
+        raise
     return out
 
 
@@ -414,10 +453,12 @@ def _traffic(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> Traffi
     # from loads and stores. The lag kernel reads its slots again until none is EMPTY (it has no counter):
     # the model counts one read, a lower bound, the polls vary with the wait (16384x131072 bf16: 5.51 GB
     # of L1 loads against 4.83 GB modelled, ncu on the H100, 2026-11-23); its tickets past the last row
-    # read nothing (every lane masked).
+    # read nothing (every lane masked). Its one read of the epoch word per warp and program (a sector
+    # each, about 150 KB for a full H100 grid) depends on the grid and is left out too.
     slot_ld = m * c["parts"] * c["num_warps"] * max(1, c["PARTS_P2"] * 8 // sectors.SECTOR)
-    # torch.full: one fill kernel writing the slots and counters (_fill_words), in whole sectors
-    fill_st = triton.cdiv(8 * _fill_words(m, c, c["lag"] == 1), sectors.SECTOR)
+    # groups kernel: torch.full, one fill kernel writing the slots and counters (_fill_words), in whole
+    # sectors. The lag kernel leaves its words ready for its next launch: no fill once per layout.
+    fill_st = 0 if c["lag"] == 1 else triton.cdiv(8 * _fill_words(m, c, False), sectors.SECTOR)
     return Traffic(read=(ld + slot_ld) * sectors.SECTOR, write=(st + fill_st) * sectors.SECTOR)
 
 

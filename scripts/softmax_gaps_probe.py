@@ -2,14 +2,15 @@
 same-size copy (issue 27), the way `memtraffic bench` times them (memtraffic.measure.gpu.time_cuda:
 CUDA events, L2 flushed, median; the copy baseline is bench.copy_time's median of bench.COPY_RUNS).
 
-Each configuration is checked against float64 on a sample of rows before it is timed. "prefilled"
-configurations of softmax_split take their EMPTY words from a ring of buffers filled before timing, so
-the timed call runs the softmax kernel alone: their difference to the same configuration filling its
-own words is what the fill kernel costs.
+Each configuration is checked against float64 on a sample of rows before it is timed. Long rows:
+softmax_split's lag kernel as shipped (words kept between launches, rows drawn ahead), with a fill
+kernel in every call (as before the words were kept), without drawing ahead, with exp2 by fma (FAST),
+with Triton's maxnreg cap, and with fewer programs an SM. 4096-column rows: softmax_naive on 4 and 8
+warps and softmax_tiled's auto, to see how far they move between calls of the device.
 
     python scripts/softmax_gaps_probe.py --out results.json [--only 8192x32768:bf16 ...]
 
-Prints one table (time, fraction of copy) and writes every number to --out.
+Prints one line a configuration (time, fraction of copy) and writes every number to --out.
 """
 
 from __future__ import annotations
@@ -27,49 +28,25 @@ from memtraffic.kernels.softmax_online import sm_count
 from memtraffic.measure.bench import COPY_RUNS, copy_time
 from memtraffic.measure.gpu import environment, time_cuda
 
-RING = 210  # pre-filled workspaces: more than time_cuda's calls (2 warm-ups + at most 200 reps) + the check
 TOL = {torch.float32: 1e-5, torch.bfloat16: 1.6e-2}
-HINTS = {"LOAD": "evict_first", "STORE": ".cs"}
 
 
-def _split(x: torch.Tensor, BLOCK_N: int | None = None, num_warps: int | None = None, lag: int = 1,
-           prefilled: bool = False, **knobs) -> Callable[[], torch.Tensor]:
+def _split(x: torch.Tensor, BLOCK_N: int | None = None, num_warps: int | None = None,
+           programs_per_sm: int = 0, fill: bool = False, **knobs) -> Callable[[], torch.Tensor]:
+    """softmax_split's lag kernel (knobs: its FAST, AHEAD, and Triton's maxnreg), on its kept words, or
+    with fill=True on words filled by a kernel in every call (as before the words were kept)."""
     m, n = x.shape
-    c = split.split_config((m, n), x.dtype, BLOCK_N, num_warps, None, None, sm_count(x.device), lag=lag)
-    use_lag = lag == 1
-    if not prefilled:
-        return lambda: split._launch(x, c, use_lag, True, **knobs)
-    ring = [split._workspace(x, c, use_lag) for _ in range(RING)]
-    state = {"i": 0}
-
-    def run() -> torch.Tensor:
-        w = ring[state["i"] % RING]
-        state["i"] += 1
-        return split._launch(x, c, use_lag, True, words=w, **knobs)
-    return run
+    sms = sm_count(x.device)
+    programs = programs_per_sm * sms if programs_per_sm else None
+    c = split.split_config((m, n), x.dtype, BLOCK_N, num_warps, programs, None, sms, lag=1)
+    if fill:
+        return lambda: split._launch(x, c, True, programs is None, words=split._workspace(x, c, True),
+                                     **knobs)
+    return lambda: split._launch(x, c, True, programs is None, **knobs)
 
 
-def _naive(x: torch.Tensor, num_warps: int, **constexprs) -> Callable[[], torch.Tensor]:
-    launch = rows.naive_launch(tuple(x.shape), num_warps)
-    launch.constexprs.update(constexprs)
-
-    def run() -> torch.Tensor:
-        out = torch.empty_like(x)
-        launch(out, x)
-        return out
-    return run
-
-
-def _tiled(x: torch.Tensor, block_m: int | None = None, num_warps: int | None = None,
-           **constexprs) -> Callable[[], torch.Tensor]:
-    launch = rows.tiled_launch(tuple(x.shape), block_m, num_warps)
-    launch.constexprs.update(constexprs)
-
-    def run() -> torch.Tensor:
-        out = torch.empty_like(x)
-        launch(out, x)
-        return out
-    return run
+def _naive(x: torch.Tensor, num_warps: int) -> Callable[[], torch.Tensor]:
+    return lambda: rows.softmax_naive(x, num_warps)
 
 
 def configs(x: torch.Tensor) -> dict[str, Callable[[], torch.Tensor]]:
@@ -77,28 +54,20 @@ def configs(x: torch.Tensor) -> dict[str, Callable[[], torch.Tensor]]:
     out: dict[str, Callable[[], torch.Tensor]] = {}
     if n >= 32768:  # rows of several parts: the lag kernel
         out["split auto"] = _split(x)
-        out["split prefilled"] = _split(x, prefilled=True)
-        out["split prefilled fast"] = _split(x, prefilled=True, FAST=True)
-        out["split prefilled hints"] = _split(x, prefilled=True, **HINTS)
-        out["split prefilled fast hints"] = _split(x, prefilled=True, FAST=True, **HINTS)
-        out["split prefilled fast load-hint"] = _split(x, prefilled=True, FAST=True, LOAD="evict_first")
-        for bn, nw in [(2048, 2), (4096, 8), (8192, 8), (8192, 16), (16384, 16)]:
-            out[f"split {bn}/{nw} prefilled fast"] = _split(x, bn, nw, prefilled=True, FAST=True)
+        out["split fill"] = _split(x, fill=True)
+        out["split ahead=0"] = _split(x, AHEAD=False)
+        out["split fast"] = _split(x, FAST=True)
+        if x.element_size() == 2:
+            out["split maxnreg=64"] = _split(x, maxnreg=64)
+            out["split ahead=0 maxnreg=56"] = _split(x, AHEAD=False, maxnreg=56)
+            out["split 7 an SM"] = _split(x, programs_per_sm=7)
+            out["split 6 an SM"] = _split(x, programs_per_sm=6)
+        else:
+            out["split maxnreg=96"] = _split(x, maxnreg=96)
         return out
     out["naive 4"] = _naive(x, 4)
-    for nw in (2, 8):
-        out[f"naive {nw}"] = _naive(x, nw)
-    out["naive 4 hints"] = _naive(x, 4, **HINTS)
-    out["naive 8 hints"] = _naive(x, 8, **HINTS)
-    out["tiled auto"] = _tiled(x)
-    out["tiled auto hints"] = _tiled(x, **HINTS)
-    out["tiled 2 rows 8"] = _tiled(x, 2, 8)
-    bn = 1 << (n - 1).bit_length()
-    out["rows-ticket 4 prefilled"] = _split(x, bn, 4, prefilled=True)
-    for nw in (4, 8):
-        out[f"rows-ticket {nw} prefilled fast"] = _split(x, bn, nw, prefilled=True, FAST=True)
-        out[f"rows-ticket {nw} prefilled fast hints"] = _split(x, bn, nw, prefilled=True, FAST=True, **HINTS)
-    out["rows-ticket 4 fill"] = _split(x, bn, 4, FAST=True)
+    out["naive 8"] = _naive(x, 8)
+    out["tiled auto"] = lambda: rows.softmax_tiled(x)
     return out
 
 
@@ -118,8 +87,8 @@ def main() -> None:
     ap.add_argument("--only", action="append", default=[], help="MxN:dtype, repeatable")
     ap.add_argument("--budget", type=float, default=0.3)
     a = ap.parse_args()
-    todo = a.only or ["8192x32768:bf16", "4096x4096:bf16", "32768x4096:bf16", "8192x8192:fp32",
-                      "16384x131072:bf16"]
+    todo = a.only or ["8192x32768:bf16", "16384x131072:bf16", "8192x32768:fp32", "16384x131072:fp32",
+                      "4096x4096:bf16", "32768x4096:bf16"]
     result = {"environment": environment(), "rows": []}
     for item in todo:
         shape_s, dt = item.split(":")
