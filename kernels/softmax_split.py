@@ -115,21 +115,20 @@ CHUNK = 4096  # auto chunk: elements per program, whatever the dtype
 VALUES_PER_THREAD = 32  # auto num_warps: each thread holds this many elements of the chunk
 CHUNK_MAX = 32768  # largest auto chunk (32 warps: 32 values a thread, as softmax_online's one pass)
 MAX_PARTS = 64  # programs per row; rows longer than CHUNK_MAX * MAX_PARTS: use softmax_online
+SLOT_WIDTH = 32  # the lag kernel reads a row's slots as a vector of at least a warp's lanes (_row_max_sum)
 # A slot not yet written: both halves all ones. A published word's upper half is the sum, an arithmetic
 # result, never 0xFFFFFFFF (GPU arithmetic's NaN is 0x7FFFFFFF), so no published word equals it.
 EMPTY = tl.constexpr(-1)
-LOG2E = tl.constexpr(1.4426950408889634)
 
 
 @triton.jit
-def _chunk_stats(x, FAST: tl.constexpr = False):
+def _chunk_stats(x):
     """(m, shift, e, s) of one chunk: its max, the shift used (0 for a chunk of only -inf or padding, so
-    that e = 0, not exp(nan)), e = exp(x - shift) and s = sum e. FAST: e = exp2(x*log2(e) - shift*log2(e)),
-    one fused multiply-add and one ex2 an element instead of a subtract, a multiply and an ex2."""
+    that e = 0, not exp(nan)), e = exp(x - shift) and s = sum e."""
     xf = x.to(tl.float32)
     m = tl.max(xf, axis=0)
     shift = tl.where(m == float("-inf"), 0.0, m)
-    e = tl.exp2(tl.fma(xf, LOG2E, -shift * LOG2E)) if FAST else tl.exp(xf - shift)
+    e = tl.exp(xf - shift)
     return m, shift, e, tl.sum(e, axis=0)
 
 
@@ -149,10 +148,15 @@ def _publish(slots_ptr, count_ptr, row64, part, m, s, valid, PARTS_P2: tl.conste
 
 
 @triton.jit
-def _row_max_sum(slots_ptr, count_ptr, row64, parts, PARTS_P2: tl.constexpr, mark=0):
+def _row_max_sum(slots_ptr, count_ptr, row64, parts, PARTS_P2: tl.constexpr, WIDTH: tl.constexpr,
+                 mark=0):
     """Wait until the row's `parts` programs have published, then return the row's (M, S). With a
     counter, spin on it first; without (count_ptr None), read the slots until every word's top bit is
-    the mark's (see _publish; EMPTY's is 1, so with mark 0 a slot is ready once written)."""
+    the mark's (see _publish; EMPTY's is 1, so with mark 0 a slot is ready once written). The slots are
+    read as a vector of WIDTH >= PARTS_P2 lanes, those past `parts` masked: with WIDTH 32, a warp's
+    lanes, the lag kernel takes fewer registers than with a narrower vector, which Triton replicates
+    across the warp (Triton 3.6, sm_90, 4096 on 4 warps: 56 against 64 a thread for bf16, 96 against 110
+    for fp32; one more program an SM)."""
     if count_ptr is not None:
         # a compare-and-swap that never swaps (counts start at -1, are >= -1): an atomic, not a load, so
         # that it moves no load bytes however long it spins
@@ -163,7 +167,7 @@ def _row_max_sum(slots_ptr, count_ptr, row64, parts, PARTS_P2: tl.constexpr, mar
     # read PARTS_P2 words (every warp: a small tensor is replicated per warp), volatile: from L2, never a
     # stale L1 line; again while a word is not this launch's (with a counter: a relaxed count seen
     # before a word)
-    ids = tl.arange(0, PARTS_P2)
+    ids = tl.arange(0, WIDTH)
     live = ids < parts
     slots = slots_ptr + row64 * PARTS_P2 + ids
     w = tl.load(slots, mask=live, other=0, volatile=True)
@@ -203,7 +207,7 @@ def _softmax_split_kernel(out_ptr, in_ptr, slots_ptr, count_ptr, n_rows, n_cols,
             x = tl.load(in_ptr + tl.cast(nxt, tl.int64) * n_cols + cols,
                         mask=cols < tl.where(nxt < n_rows, n_cols, 0), other=-float("inf"))
         if SYNC:
-            mx, total = _row_max_sum(slots_ptr, count_ptr, row64, parts, PARTS_P2)
+            mx, total = _row_max_sum(slots_ptr, count_ptr, row64, parts, PARTS_P2, PARTS_P2)
         else:
             mx = m
             total = s
@@ -231,31 +235,29 @@ def _held(e, dtype: tl.constexpr, ASM: tl.constexpr):
 
 @triton.jit
 def _draw(taken_ptr, part, valid):
-    """The part's next row: its counter's old value + 1 (counters rest at -1); `row` (valid False: no
-    draw, the value is not used)."""
+    """The part's next row: its counter's old value + 1 (counters rest at -1). valid False: no draw."""
     return (tl.atomic_add(taken_ptr + part, 1, mask=valid, sem="relaxed", scope="gpu") + 1).to(tl.int32)
 
 
 @triton.jit
 def _softmax_lag_kernel(out_ptr, in_ptr, slots_ptr, taken_ptr, n_rows, n_cols, parts,
-                        BLOCK_N: tl.constexpr, PARTS_P2: tl.constexpr, ASM: tl.constexpr,
-                        FAST: tl.constexpr = False, AHEAD: tl.constexpr = True):
+                        BLOCK_N: tl.constexpr, PARTS_P2: tl.constexpr, WIDTH: tl.constexpr,
+                        ASM: tl.constexpr):
     # One chunk behind, rows from a counter per part (lag=1). A program keeps its part, pid % parts,
     # and takes that part's next row from taken_ptr[part] whenever it is done with one, so faster SMs
     # take more rows. It publishes (m, s) of the chunk it holds, reads the chunk of its next row, and
     # only then waits for the held chunk's row: the read is in flight through the wait, and the row's
-    # other programs published a chunk ago. AHEAD: the row after next is drawn as soon as the next
-    # chunk's read is issued, so that no read waits for a counter's round trip. No cycle of waits: a
-    # program never holds two chunks of one row, and the lowest row not yet published is held (or
-    # drawn ahead) only by programs that wait for lower rows, which are published (all programs
-    # resident: the host checks). A ticket past the last row reads nothing (every lane masked) and
-    # publishes nothing. The wait reads the row's slots until every word is this launch's: spinning on
-    # a counter with compare-and-swap, as the groups kernel does, ran 16384x131072 bf16 at 69% of a
-    # copy, polling at 97% (H100, scripts/lag_probe.py); the polls' extra reads stay in L1/L2.
+    # other programs published a chunk ago. No cycle of waits: a program never holds two chunks of one
+    # row, and the lowest row not yet published is held only by programs that wait for lower rows,
+    # which are published (all programs resident: the host checks). A ticket past the last row reads
+    # nothing (every lane masked) and publishes nothing. The wait reads the row's slots until every word
+    # is this launch's: spinning on a counter with compare-and-swap, as the groups kernel does, ran
+    # 16384x131072 bf16 at 69% of a copy, polling at 97% (H100, scripts/lag_probe.py); the polls'
+    # extra reads stay in L1/L2.
     # The launch leaves its words ready for the next one on the same stream, so that no fill kernel
     # runs before it: the part's last ticket resets the counter, and the part's epoch word
     # (taken_ptr[parts + part], starting at -1) counts launches; its parity gives the top bit of this
-    # launch's slot words (the mark), so last launch's words read as not yet written.
+    # launch's slot words (the mark), so the last launch's words read as not yet written.
     # (Shaped so that Triton 3.6 compiles it: slot addresses of clamped rows, rows carried as int32;
     # other forms crashed its RemoveLayoutConversions pass.)
     pid = tl.program_id(0)
@@ -270,9 +272,7 @@ def _softmax_lag_kernel(out_ptr, in_ptr, slots_ptr, taken_ptr, n_rows, n_cols, p
     # read this program's chunk of its first row (BLOCK_N elements)
     x = tl.load(in_ptr + row.to(tl.int64) * n_cols + cols, mask=cols < tl.where(row < n_rows, n_cols, 0),
                 other=-float("inf"))
-    if AHEAD:
-        ahead = tl.where(row < n_rows, _draw(taken_ptr, part, row < n_rows), row)
-    m, shift, e, s = _chunk_stats(x, FAST)
+    m, shift, e, s = _chunk_stats(x)
     # held through the wait in the input's dtype: 16-bit values pack two to a register, so a thread
     # holds 16 words, not 32 fp32 (one more rounding, within an ulp) and more programs, and more
     # reads in flight, fit on an SM
@@ -280,25 +280,23 @@ def _softmax_lag_kernel(out_ptr, in_ptr, slots_ptr, taken_ptr, n_rows, n_cols, p
     _publish(slots_ptr, None, tl.minimum(row, n_rows - 1).to(tl.int64), part, m, s, row < n_rows, PARTS_P2,
              mark)
     while row < n_rows:
-        nxt = ahead if AHEAD else _draw(taken_ptr, part, None)
+        nxt = _draw(taken_ptr, part, None)
         # read the next row's chunk (BLOCK_N elements): in flight while this program waits
         x = tl.load(in_ptr + nxt.to(tl.int64) * n_cols + cols,
                     mask=cols < tl.where(nxt < n_rows, n_cols, 0), other=-float("inf"))
-        if AHEAD:
-            ahead = tl.where(nxt < n_rows, _draw(taken_ptr, part, nxt < n_rows), nxt)
-        mx, total = _row_max_sum(slots_ptr, None, row.to(tl.int64), parts, PARTS_P2, mark)
+        mx, total = _row_max_sum(slots_ptr, None, row.to(tl.int64), parts, PARTS_P2, WIDTH, mark)
         # write the held chunk (BLOCK_N elements), as the groups kernel does
         y = h.to(tl.float32) * (tl.exp(shift - mx) / total)
         tl.store(out_ptr + row.to(tl.int64) * n_cols + cols, y.to(out_ptr.dtype.element_ty),
                  mask=cols < n_cols)
         row = nxt
-        m, shift, e, s = _chunk_stats(x, FAST)
+        m, shift, e, s = _chunk_stats(x)
         h = _held(e, in_ptr.dtype.element_ty, ASM)
         _publish(slots_ptr, None, tl.minimum(row, n_rows - 1).to(tl.int64), part, m, s, row < n_rows,
                  PARTS_P2, mark)
     # row is this program's last ticket, its first past the last row. Each program draws exactly one
     # such ticket, so the part's last (n_rows + groups - 1) is drawn after every program of the part
-    # has drawn its own, and read its epoch word long before: reset the counter, count the launch.
+    # has drawn its own, and read its epoch word before: reset the counter, count the launch.
     last = row == n_rows + groups - 1
     tl.atomic_xchg(taken_ptr + part, -1, mask=last, sem="relaxed", scope="gpu")
     tl.atomic_add(taken_ptr + parts + part, 1, mask=last, sem="relaxed", scope="gpu")
@@ -397,7 +395,7 @@ def _launch(x: torch.Tensor, c: dict[str, int], lag: bool, auto_grid: bool,
     """Run the groups kernel (lag False) or the lag kernel on x with split_config's c; on a GPU an auto
     grid becomes as many whole groups as the compiled kernel keeps resident. words: _workspace's words
     (None: the lag kernel's words kept for this stream, or, for the groups kernel, filled here by one more
-    kernel). knobs: the lag kernel's FAST and AHEAD."""
+    kernel). knobs: more launch options (e.g. Triton's maxnreg)."""
     m, n = x.shape
     out = torch.empty_like(x)
     sync = lag or c["parts"] > 1  # a groups row of one part needs no slots, no counters, no fill kernel
@@ -410,7 +408,8 @@ def _launch(x: torch.Tensor, c: dict[str, int], lag: bool, auto_grid: bool,
     if lag:
         kernel = _softmax_lag_kernel
         args = (out, x, slots, rest, m, n, c["parts"])
-        meta = {"BLOCK_N": c["BLOCK_N"], "PARTS_P2": c["PARTS_P2"], "ASM": not _interpreted(), **knobs}
+        meta = {"BLOCK_N": c["BLOCK_N"], "PARTS_P2": c["PARTS_P2"], "WIDTH": max(SLOT_WIDTH, c["PARTS_P2"]),
+                "ASM": not _interpreted(), **knobs}
     else:
         kernel = _softmax_split_kernel
         args = (out, x, slots, rest, m, n, c["parts"])

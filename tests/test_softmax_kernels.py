@@ -468,8 +468,7 @@ def test_split_lag_kernel_one_part_a_row(shape, programs, dtype, device, seed):
         assert out[0].isnan().all() and not out[1:].isnan().any()
 
 
-@pytest.mark.parametrize("ahead", [True, False], ids=["ahead", "no-ahead"])
-def test_split_lag_kernel_leaves_its_words_ready_for_the_next_launch(ahead, device, seed):
+def test_split_lag_kernel_leaves_its_words_ready_for_the_next_launch(device, seed):
     # No fill kernel between launches: the part's last ticket resets its counter to -1 and counts the
     # launch in its epoch word, whose parity marks the next launch's slot words (top bit); a new layout
     # gets new words. Three launches of one layout (marks 0, 1, 0), then another layout.
@@ -477,9 +476,9 @@ def test_split_lag_kernel_leaves_its_words_ready_for_the_next_launch(ahead, devi
     c = split.split_config(shape, FP32, 1024, 4, 5, lag=1)
     split._LAG_WORDS.clear()
     for launch in range(3):
-        case = _case_seed(seed, "words", launch, ahead)
+        case = _case_seed(seed, "words", launch)
         x = _inputs("softmax", shape, FP32, device, case)
-        out = split._launch(x, c, lag=True, auto_grid=False, AHEAD=ahead)
+        out = split._launch(x, c, lag=True, auto_grid=False)
         torch.testing.assert_close(out.double().cpu(), OPS["softmax"].reference(x).cpu(), atol=1e-6,
                                    rtol=1e-5, msg=f"seed={case}")
         _, words = split._lag_words(x, c)
@@ -790,18 +789,18 @@ def test_gpu_split_rows_with_infinities(dtype):
 @pytest.mark.parametrize("dtype", [FP32, BF16])
 def test_gpu_split_lag_launches_in_a_row_share_their_words(dtype, seed):
     # Launches of the lag kernel one after another on one stream, without a fill between them: one
-    # layout three times (the slot marks alternate), another layout, then the first again (new words),
-    # with and without drawing rows ahead, and on a second stream (its own words).
-    shapes = [(300, 131072)] * 3 + [(64, 65536), (300, 131072), (1000, 20000)]
+    # layout three times (the slot marks alternate), other layouts, then the first again (new words),
+    # and on a second stream (its own words); the slots read as a warp-wide vector and as a vector of
+    # PARTS_P2 lanes.
+    shapes = [(300, 131072)] * 3 + [(64, 65536), (300, 131072), (1000, 20000), (1000, 20000)]
     for i, shape in enumerate(shapes):
-        for ahead in (True, False):
-            case = _case_seed(seed, "lag-words", i, ahead)
-            x = _inputs("softmax", shape, dtype, "cuda", case)
-            c = split.split_config(shape, dtype, None, None, None, None, loop.sm_count("cuda"), lag=1)
-            out = split._launch(x, c, lag=True, auto_grid=True, AHEAD=ahead)
-            atol, rtol = _tol("softmax_split", dtype)
-            torch.testing.assert_close(out.double().cpu(), OPS["softmax"].reference(x).cpu(), atol=atol,
-                                       rtol=rtol, msg=f"{shape} seed={case}")
+        case = _case_seed(seed, "lag-words", i)
+        x = _inputs("softmax", shape, dtype, "cuda", case)
+        c = split.split_config(shape, dtype, None, None, None, None, loop.sm_count("cuda"), lag=1)
+        out = split._launch(x, c, lag=True, auto_grid=True, **({"WIDTH": c["PARTS_P2"]} if i == 6 else {}))
+        atol, rtol = _tol("softmax_split", dtype)
+        torch.testing.assert_close(out.double().cpu(), OPS["softmax"].reference(x).cpu(), atol=atol,
+                                   rtol=rtol, msg=f"{shape} seed={case}")
     stream = torch.cuda.Stream()
     with torch.cuda.stream(stream):
         x = _inputs("softmax", (300, 131072), dtype, "cuda", seed)
