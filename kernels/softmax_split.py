@@ -73,7 +73,9 @@ its next row, and only then waits for the held chunk's row and writes it. It pac
 statement that has side effects, which the compiler may not move, and so rounds once more (within an
 ulp): with Triton 3.6 it takes 56 registers a thread for bf16 and fp16 chunks of 4096 on 4 warps (9
 programs an SM, as many as the groups kernel, each with its next chunk in flight through the wait)
-and 96 for fp32 (5 an SM). It waits by reading the row's slots until none is EMPTY: spinning on a
+and 96 for fp32 (5 an SM), for rows of any number of parts: it reads a row's slots as a vector of at
+least a warp's 32 lanes, since a narrower one, which Triton replicates across the warp, took 64 and
+110 registers. It waits by reading the row's slots until all are written: spinning on a
 counter with compare-and-swap, as the groups kernel does, ran 16384x131072 bf16 at 69% of a copy,
 polling the slots at 97%, polling the counter with volatile loads at 21% (scripts/lag_probe.py,
 reports/bench/2026-11-23-h100-lag-probe, H100, 2026-11-23). In bench 2026-11-23-h100-r6: 16384x131072
@@ -81,6 +83,26 @@ at 2.89 ms in bf16 (98% of a copy; the groups kernel in r5: 3.08 ms, 92%) and 5.
 5.90 ms, 96%), 8192x32768 bf16 at 97% (91%). The price is bytes no model can count: every poll
 reads the slots again, so at 16384x131072 bf16 the L1 loads are 5.51 GB against the 4.83 GB
 modelled (ncu, reports/h100/split_lag_16384x131072), while DRAM reads stay at the minimum.
+
+The lag kernel leaves its words ready for its next launch on the same stream, so no fill kernel runs
+before it (only a new layout of rows and parts, or a new stream, gets new words, filled once): each
+part's last ticket resets the part's counter and counts the launch in the part's epoch word, whose
+parity is the top bit of the next launch's slot words (sums are >= 0, so the bit is free), and a
+waiting program reads the slots until every word carries its launch's bit. On the H100 that saved
+3.6 us a call at 8192x32768 bf16, 3.9 us in fp32, 2 us at 16384x131072 bf16 (same call, same kernel
+with a fill kernel before it; reports/bench/2026-11-23-h100-gaps, call 3).
+
+What did not help at 8192x32768 and 16384x131072 bf16 (scripts/softmax_gaps_probe.py, same folder,
+H100, 2026-11-23): eviction hints (evict_first loads, .cs streaming stores) cost 1-3% on this kernel
+and on the row kernels; drawing the row after next ahead, so that no read waits for a counter's round
+trip, took 8 more registers at 8192x32768 bf16 and was no faster anywhere; exp2 by one fma, fewer
+programs an SM (6, 7), other chunks (2048 to 16384 elements on 1 to 16 warps) and a maxnreg cap (its
+spills halve the speed) gained nothing; and 9 programs an SM at 8192x32768 bf16 ran no faster than 8.
+There softmax_split moves the minimum bytes (ncu: 537 MB of DRAM reads for 537 MB; L1 loads 5% above
+it from the polls; reports/h100/split_8192x32768_bf16) and runs at 0.96 of a copy: the time it loses
+is waiting between the programs of a row, which Triton lets them do only through global memory. A
+cluster of programs exchanging (max, sum) through distributed shared memory, as QuACK does, needs
+what Triton 3.6 does not expose.
 
 Programs that wait for each other must all be resident at once: the grid is checked against the
 compiled kernel's occupancy before launch, so a grid too large for the GPU is an error, not a hang;
