@@ -92,17 +92,17 @@ waiting program reads the slots until every word carries its launch's bit. On th
 3.6 us a call at 8192x32768 bf16, 3.9 us in fp32, 2 us at 16384x131072 bf16 (same call, same kernel
 with a fill kernel before it; reports/bench/2026-11-23-h100-gaps, call 3).
 
-What did not help at 8192x32768 and 16384x131072 bf16 (scripts/softmax_gaps_probe.py, same folder,
-H100, 2026-11-23): eviction hints (evict_first loads, .cs streaming stores) cost 1-3% on this kernel
-and on the row kernels; drawing the row after next ahead, so that no read waits for a counter's round
-trip, took 8 more registers at 8192x32768 bf16 and was no faster anywhere; exp2 by one fma, fewer
-programs an SM (6, 7), other chunks (2048 to 16384 elements on 1 to 16 warps) and a maxnreg cap (its
-spills halve the speed) gained nothing; and 9 programs an SM at 8192x32768 bf16 ran no faster than 8.
-There softmax_split moves the minimum bytes (ncu: 537 MB of DRAM reads for 537 MB; L1 loads 5% above
-it from the polls; reports/h100/split_8192x32768_bf16) and runs at 0.96 of a copy: the time it loses
-is waiting between the programs of a row, which Triton lets them do only through global memory. A
-cluster of programs exchanging (max, sum) through distributed shared memory, as QuACK does, needs
-what Triton 3.6 does not expose.
+What did not help at 8192x32768 and 16384x131072 bf16 (H100, 2026-11-23; the probe and its results in
+reports/bench/2026-11-23-h100-gaps): eviction hints (evict_first loads, .cs streaming stores) cost 1-3%
+on this kernel and on the row kernels; drawing the row after next ahead, so that no read waits for a
+counter's round trip, took 8 more registers at 8192x32768 bf16 and was no faster anywhere; exp2 by one
+fma, fewer programs an SM (6, 7), other chunks (2048 to 16384 elements on 1 to 16 warps) and a maxnreg
+cap (its spills halve the speed) gained nothing; and 9 programs an SM at 8192x32768 bf16 ran no faster
+than 8. There softmax_split moves the minimum bytes (ncu: 537 MB of DRAM reads for 537 MB; L1 loads 5%
+above it from the polls; reports/h100/split_8192x32768_bf16) and runs at 0.96 of a copy: the time it
+loses is waiting between the programs of a row, which Triton lets them do only through global memory. A
+cluster of programs exchanging (max, sum) through distributed shared memory, as QuACK does, needs what
+Triton 3.6 does not expose.
 
 Programs that wait for each other must all be resident at once: the grid is checked against the
 compiled kernel's occupancy before launch, so a grid too large for the GPU is an error, not a hang;
