@@ -77,7 +77,7 @@ def kernels(shape: tuple[int, int], dtype: str, block_n: int) -> list[tuple[str,
     lag_args = {k: v for k, v in common.items() if k != "count_ptr"}
     for asm, label in ((True, "lag"), (False, "lag, plain .to()")):  # the pack by asm, or not (see _held)
         out.append((label, sp._softmax_lag_kernel, {**lag_args, "taken_ptr": "*i64"},
-                    {"BLOCK_N": block_n, "PARTS_P2": p2, "ASM": asm}))
+                    {"BLOCK_N": block_n, "PARTS_P2": p2, "WIDTH": max(sp.SLOT_WIDTH, p2), "ASM": asm}))
     return out
 
 

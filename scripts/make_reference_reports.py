@@ -10,6 +10,7 @@ Each group is one `memtraffic measure` run (one ncu process) into its own named 
   long_rows_16384x131072         softmax_online, softmax_split, softmax_3pass, torch_softmax,
                                  torch_compiled on 512 KB (fp32) rows, fp32 and bf16
   split_lag_16384x131072         softmax_split (its lag kernel) on the long rows, traffic counters
+  split_8192x32768_bf16          softmax_split and softmax_online on 64 KB bf16 rows, byte counters
   passes_4096x4096               softmax_tiled, softmax_online forced to loop (BLOCK_N=1024) and
                                  softmax_3pass: one, two and three reads of the same rows
   matmul_4096x4096x4096          every matmul variant, fp32 and bf16
@@ -70,6 +71,9 @@ GROUPS = [
     # Traffic counters (six passes: about 1.5 minutes a dtype on the H100, memory backed up each pass).
     Group("split_lag_16384x131072", ("softmax",), ["16384x131072"], ["bf16", "fp32"],
           variants={"softmax_split": {}}, metrics="traffic"),
+    # The shape furthest from a copy (bf16, 64 KB rows): bytes at every level at the minimum, time not.
+    Group("split_8192x32768_bf16", ("softmax",), ["8192x32768"], ["bf16"],
+          variants={"softmax_split": {}, "softmax_online": {}}, metrics="bytes"),
     # The same passes at a size whose rows do fit: softmax_online forced to loop (BLOCK_N=1024).
     Group("passes_4096x4096", ("softmax",), ["4096x4096"], ["fp32", "bf16"],
           variants={"softmax_tiled": {}, "softmax_online": {"BLOCK_N": 1024}, "softmax_3pass": {}}),

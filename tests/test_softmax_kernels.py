@@ -424,18 +424,18 @@ def test_tiled_takes_the_flat_path_for_short_power_of_two_rows_when_m_is_a_multi
 
 def test_split_model_counts_chunks_slots_and_the_fill():
     # One read and one write of MN; per row and program one read of the row's PARTS_P2 8-byte slots by
-    # every warp (words and counters are written by atomics); a fill kernel sets the slots and the
-    # counters to EMPTY: m * PARTS_P2 slots, then one counter a part (lag kernel, the auto) or a row
-    # (groups kernel, lag=0).
+    # every warp (words and counters are written by atomics). The groups kernel (lag=0) has a fill
+    # kernel set m * PARTS_P2 slots and m counters to EMPTY; the lag kernel (the auto) leaves its words
+    # ready for its next launch and fills nothing.
     m, n = 1024, 131072
     mn4 = m * n * 4
     # 4 parts of 32768 on 32 warps: a 4-word slot vector is one sector
     read, write = _pred("softmax_split", (m, n), BLOCK_N=32768, num_warps=32)
-    assert (read, write) == (mn4 + m * 4 * 32 * 32, mn4 + (m * 4 + 4) * 8)
+    assert (read, write) == (mn4 + m * 4 * 32 * 32, mn4)
     assert _pred("softmax_split", (m, n), BLOCK_N=32768, num_warps=32, lag=0) == (read, mn4 + m * 5 * 8)
-    # 16 parts of 8192: 128-byte slot vectors, four sectors per warp request; the fill in whole sectors
+    # 16 parts of 8192: 128-byte slot vectors, four sectors per warp request
     read, write = _pred("softmax_split", (m, n), BLOCK_N=8192, num_warps=32)
-    assert (read, write) == (mn4 + m * 16 * 32 * 4 * 32, mn4 + 32 * -(-(8 * (m * 16 + 16)) // 32))
+    assert (read, write) == (mn4 + m * 16 * 32 * 4 * 32, mn4)
     assert _pred("softmax_split", (m, n), BLOCK_N=8192, num_warps=32, lag=0) == (read, mn4 + m * 17 * 8)
     # the grid does not change the bytes (slots are per row); prefetch=1 asks for the groups kernel
     assert _pred("softmax_split", (m, n), programs=64) == _pred("softmax_split", (m, n), programs=1024)
@@ -466,6 +466,30 @@ def test_split_lag_kernel_one_part_a_row(shape, programs, dtype, device, seed):
                                equal_nan=True, msg=lambda m: f"seed={case}: {m}")
     if shape[0] > 1:
         assert out[0].isnan().all() and not out[1:].isnan().any()
+
+
+def test_split_lag_kernel_leaves_its_words_ready_for_the_next_launch(device, seed):
+    # No fill kernel between launches: the part's last ticket resets its counter to -1 and counts the
+    # launch in its epoch word, whose parity marks the next launch's slot words (top bit); a new layout
+    # gets new words. Three launches of one layout (marks 0, 1, 0), then another layout.
+    shape = (37, 1000)
+    c = split.split_config(shape, FP32, 1024, 4, 5, lag=1)
+    split._LAG_WORDS.clear()
+    for launch in range(3):
+        case = _case_seed(seed, "words", launch)
+        x = _inputs("softmax", shape, FP32, device, case)
+        out = split._launch(x, c, lag=True, auto_grid=False)
+        torch.testing.assert_close(out.double().cpu(), OPS["softmax"].reference(x).cpu(), atol=1e-6,
+                                   rtol=1e-5, msg=f"seed={case}")
+        _, words = split._lag_words(x, c)
+        slots, counter, epoch = words[:37].cpu(), words[37].item(), words[38].item()
+        assert (counter, epoch) == (-1, launch)
+        assert ((slots < 0) == (launch % 2 == 1)).all()  # every slot holds this launch's word
+    assert len(split._LAG_WORDS) == 1
+    x = _inputs("softmax", (5, 1000), FP32, device, seed)
+    split._launch(x, {**c, "programs": 2}, lag=True, auto_grid=False)
+    _, words = split._lag_words(x, c)
+    assert words.numel() == 5 + 2 and words[-1].item() == 0  # new words for 5 rows, one launch counted
 
 
 def test_split_auto_config():
@@ -758,6 +782,31 @@ def test_gpu_split_rows_with_infinities(dtype):
     x = _hard_rows(dtype, 5000).cuda()
     out = VARIANTS["softmax_split"].run(x, BLOCK_N=1024, num_warps=4, lag=0)
     assert not out.isnan().any()
+    torch.testing.assert_close(out.double().cpu(), OPS["softmax"].reference(x).cpu(), atol=atol, rtol=rtol)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [FP32, BF16])
+def test_gpu_split_lag_launches_in_a_row_share_their_words(dtype, seed):
+    # Launches of the lag kernel one after another on one stream, without a fill between them: one
+    # layout three times (the slot marks alternate), other layouts, then the first again (new words),
+    # and on a second stream (its own words); the slots read as a warp-wide vector and as a vector of
+    # PARTS_P2 lanes.
+    shapes = [(300, 131072)] * 3 + [(64, 65536), (300, 131072), (1000, 20000), (1000, 20000)]
+    for i, shape in enumerate(shapes):
+        case = _case_seed(seed, "lag-words", i)
+        x = _inputs("softmax", shape, dtype, "cuda", case)
+        c = split.split_config(shape, dtype, None, None, None, None, loop.sm_count("cuda"), lag=1)
+        out = split._launch(x, c, lag=True, auto_grid=True, **({"WIDTH": c["PARTS_P2"]} if i == 6 else {}))
+        atol, rtol = _tol("softmax_split", dtype)
+        torch.testing.assert_close(out.double().cpu(), OPS["softmax"].reference(x).cpu(), atol=atol,
+                                   rtol=rtol, msg=f"{shape} seed={case}")
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        x = _inputs("softmax", (300, 131072), dtype, "cuda", seed)
+        out = VARIANTS["softmax_split"].run(x)
+    stream.synchronize()
+    atol, rtol = _tol("softmax_split", dtype)
     torch.testing.assert_close(out.double().cpu(), OPS["softmax"].reference(x).cpu(), atol=atol, rtol=rtol)
 
 
