@@ -172,7 +172,8 @@ def newest_bench(reports: Path) -> Path | None:
     """The newest committed benchmark: latest environment date, then folder name."""
     found = []
     for path in (reports / "bench").glob("*/results.json"):
-        date = json.loads(path.read_text()).get("environment", {}).get("date", "")
+        result = json.loads(path.read_text())
+        date = result.get("date") or result.get("environment", {}).get("date", "")  # older: in environment
         found.append((date, path.parent.name, path))
     return max(found)[2] if found else None
 
