@@ -2,12 +2,12 @@
 
 The public API, for notebooks and scripts (the same numbers as the CLI; see memtraffic.api):
 
-    run = memtraffic.load_run("reports/h100/seed")      # or any .ncu-rep
+    run = memtraffic.load_run("reports/h100/seed_1048576x2_fp32")  # or any .ncu-rep
     table = memtraffic.analyze(run)                      # `memtraffic analyze`; memtraffic.records(table)
     memtraffic.per_op(run), memtraffic.lines(run)        # --group-by op; `memtraffic lines`
     memtraffic.roofline(run).show(); memtraffic.traffic(run)
     with memtraffic.ops() as records: ...                # trace aten ops (imports torch)
-    with memtraffic.region("attn", reads=..., writes=...): ...
+    with memtraffic.region("attn", inputs=[q, k, v], outputs=[o]): ...  # any framework's arrays
 
 Every name loads on first use, so `import memtraffic` imports neither torch, pandas nor plotly.
 """
