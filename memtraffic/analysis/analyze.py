@@ -345,7 +345,9 @@ def diagnose(r: dict[str, Any], bound: str = "", role: str = "") -> str:
 def _below_minimum(r: dict[str, Any], bypass: Sequence[str], bound: str, wrote_notes: bool,
                    lsu_bypass: str = "TMA") -> list[str]:
     """A reason for each level that moved less than the minimum (efficiency above ABOVE); `lsu_bypass`
-    names what moves data past the LSU counters on the row's GPU."""
+    names what moves data past the LSU counters on the row's GPU. Output left in L2 (DRAM writes below
+    the minimum, which tables show only inside DRAM rd+wr) is said only on a row that has other notes:
+    a kernel at the minimum everywhere else stays without a diagnosis."""
     def above(key: str) -> bool:
         return _ok(r.get(key)) and r[key] > ABOVE
 
@@ -369,9 +371,15 @@ def _below_minimum(r: dict[str, Any], bypass: Sequence[str], bound: str, wrote_n
     if above("eff_dram") and not _ok(r.get("eff_dram_rd")):  # the table shows DRAM rd+wr then
         notes.append("DRAM bytes below the minimum: input served from L2, or output still in L2 when the "
                      "kernel ended")
-    elif above("eff_dram_wr") and (wrote_notes or notes):
+    elif wrote_below(r) and (wrote_notes or notes):
         notes.append("DRAM writes below the minimum: output still in L2 when the kernel ended")
     return notes
+
+
+def wrote_below(r: dict[str, Any]) -> bool:
+    """DRAM wrote less than the minimum write (none at all included, where eff_dram_wr is undefined)."""
+    wrote, minimum = r.get("dram_wr_bytes"), r.get("min_write_bytes")
+    return _ok(wrote) and _ok(minimum) and wrote * ABOVE < minimum
 
 
 def _names(levels: Sequence[str]) -> str:

@@ -66,11 +66,15 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
         worst = _worst(calls)
         s["diagnosis"], s["worst_range"] = worst["diagnosis"], worst["range"]
         above = [k for k in _LEVELS + ("eff_dram_rd",) if math.isfinite(s[k]) and s[k] > ABOVE]
-        if above:  # the op type moved less than its minimum somewhere: show the call that explains it
+        if above:  # the op type moved less than its minimum somewhere: add the reason the call that
+            # moved least gives, unless the worst call's diagnosis already says it
             best = calls.loc[calls[above].max(axis=1).idxmax()]
-            if best["range"] != worst["range"] and best["diagnosis"]:
-                s["diagnosis"] = "; ".join(filter(None, [worst["diagnosis"], f"{best['diagnosis']} (call "
-                                                                                 f"{best['range']})"]))
+            said = s["diagnosis"].split("; ")
+            reasons = [n for n in (best["diagnosis"] or "").split("; ") if "below the minimum" in n
+                       and n not in said]
+            if reasons:
+                s["diagnosis"] = "; ".join(filter(None, [s["diagnosis"], f"{'; '.join(reasons)} (call "
+                                                                          f"{best['range']})"]))
         rows.append(s)
     out = pd.DataFrame(rows, columns=COLUMNS)
     return out.sort_values("excess_bytes", ascending=False, na_position="last", kind="stable").reset_index(
