@@ -267,30 +267,15 @@ def test_the_example_pair_differs_in_one_line():
     assert [after[i].split("#")[0].strip() for i in changed] == ["offs = i"]
 
 
-_NO_TORCH = """
-import sys
-for name in ("torch", "triton"):
-    sys.modules[name] = None  # any import of them now raises ImportError
-from memtraffic.cli import app
-try:
-    app(sys.argv[1:], prog_name="memtraffic")
-finally:
-    loaded = [m for m, v in sys.modules.items() if v is not None and m.split(".")[0] in ("torch", "triton")]
-    assert not loaded, loaded
-"""
-
 
 @pytest.mark.parametrize("args", [
     ["diff", str(SEED), str(SUITE), "--format", "json"],
     ["check", str(SEED), "--expect", "examples/traffic.toml"],
 ])
 def test_diff_and_check_are_reading_side_no_torch(args):
-    import subprocess
-    import sys
+    from no_torch import cli_without_torch
 
-    root = Path(__file__).resolve().parent.parent
-    proc = subprocess.run([sys.executable, "-c", _NO_TORCH, *args], capture_output=True, text=True, cwd=root,
-                          timeout=300)
+    proc = cli_without_torch(*args)
     assert proc.returncode == 0, proc.stderr
     if args[0] == "diff":
         assert json.loads(proc.stdout) == json.loads(CliRunner().invoke(app, args).output)

@@ -16,26 +16,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from no_torch import cli_without_torch
 
 REPO = Path(__file__).resolve().parent.parent
 RUNS = sorted(p.parent for p in (REPO / "reports" / "h100").rglob("results.json"))  # ncu runs, not bench
-
-BLOCK = """
-import sys
-for name in ("torch", "triton"):
-    sys.modules[name] = None  # any import of them now raises ImportError
-from memtraffic.cli import app
-try:
-    app(sys.argv[1:], prog_name="memtraffic")
-finally:
-    loaded = [m for m, v in sys.modules.items() if v is not None and m.split(".")[0] in ("torch", "triton")]
-    assert not loaded, loaded
-"""
-
-
-def _no_torch(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", BLOCK, *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=300)
 
 
 def _same(a, b) -> bool:
@@ -50,7 +34,7 @@ def test_the_committed_runs_are_found():
 
 @pytest.mark.parametrize("run", RUNS, ids=lambda p: p.name)
 def test_analysis_without_torch_equals_what_measure_saved(run):
-    proc = _no_torch("analyze", str(run.relative_to(REPO)), "--format", "json")
+    proc = cli_without_torch("analyze", str(run.relative_to(REPO)), "--format", "json")
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout)
     saved = json.loads((run / "results.json").read_text())
@@ -94,11 +78,11 @@ def test_analysis_without_the_committed_tables_is_the_same(run, tmp_path, monkey
 def test_roofline_and_report_without_torch(tmp_path):
     run = "reports/h100/suite_4096x4096"
     html = tmp_path / "roof.html"
-    proc = _no_torch("roofline", run, "--out", str(html))
+    proc = cli_without_torch("roofline", run, "--out", str(html))
     assert proc.returncode == 0, proc.stderr
     assert html.stat().st_size > 10_000
     page = tmp_path / "seed.html"
-    proc = _no_torch("report", "reports/h100/seed_1048576x2_fp32", "--out", str(page))
+    proc = cli_without_torch("report", "reports/h100/seed_1048576x2_fp32", "--out", str(page))
     assert proc.returncode == 0, proc.stderr
     assert "softmax_naive" in page.read_text()
 
