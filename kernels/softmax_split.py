@@ -202,8 +202,8 @@ def _softmax_lag_kernel(out_ptr, in_ptr, slots_ptr, taken_ptr, n_rows, n_cols, p
     # which are published (all programs resident: the host checks). A ticket past the last row reads
     # nothing (every lane masked) and publishes nothing. The wait reads the row's slots until every word
     # is this launch's: spinning on a counter with compare-and-swap, as the groups kernel does, ran
-    # 16384x131072 bf16 at 69% of a copy, polling at 97% (H100, scripts/lag_probe.py); the polls'
-    # extra reads stay in L1/L2.
+    # 16384x131072 bf16 at 69% of a copy, polling at 97% (H100, reports/bench/2026-11-23-h100-lag-probe);
+    # the polls' extra reads stay in L1/L2.
     # The launch leaves its words ready for the next one on the same stream, so that no fill kernel
     # runs before it: the part's last ticket resets the counter, and the part's epoch word
     # (taken_ptr[parts + part], starting at -1) counts launches; its parity gives the top bit of this
