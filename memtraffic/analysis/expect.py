@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 import re
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,7 @@ from typing import Any
 
 from memtraffic.analysis.diff import check_devices, load_side, parse_fraction, pct, relative, row_label
 from memtraffic.core.errors import UsageError
+from memtraffic.core.files import read_toml
 from memtraffic.core.units import fmt_bytes, fmt_eff, fmt_time, parse_size
 
 BYTES = {"l1_ld": ("l1_ld_bytes",), "l1_st": ("l1_st_bytes",), "l1": ("l1_ld_bytes", "l1_st_bytes"),
@@ -144,26 +144,10 @@ def expectation(table: Mapping[str, Any], where: str) -> Expectation:
     return exp
 
 
-def _load_toml(path: Path) -> dict[str, Any]:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - Python 3.10
-        try:
-            import tomli as tomllib
-        except ImportError:
-            raise UsageError(f"reading {path} needs Python >= 3.11 or `pip install tomli`") from None
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise UsageError(f"cannot read the expectation file {path}: {err.strerror}") from None
-    except tomllib.TOMLDecodeError as err:
-        raise UsageError(f"{path} is not valid TOML: {err}") from None
-
-
 def load_expectations(path: str | Path) -> Expectations:
     """The expectation file: an optional top-level `baseline` and one or more [[expect]] tables."""
     path = Path(path)
-    data = _load_toml(path)
+    data = read_toml(path, "expectation file")
     unknown = [k for k in data if k not in ("baseline", "expect")]
     if unknown:
         raise UsageError(f"{path}: unknown top-level key {unknown[0]!r} (use baseline and [[expect]] tables)")

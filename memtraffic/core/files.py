@@ -8,12 +8,13 @@ import io
 import json
 import math
 import os
+import sys
 import tempfile
 from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
-from memtraffic.core.errors import ReportError
+from memtraffic.core.errors import ReportError, UsageError
 
 
 def read_json(path: Path, fix: str = "the file is damaged") -> Any:
@@ -97,3 +98,22 @@ def plain_records(df: Any, int_columns: Collection[str] = ()) -> list[dict[str, 
             out[key] = value
         records.append(out)
     return records
+
+
+def read_toml(path: Path, what: str, hint: str = "") -> dict[str, Any]:
+    """A TOML file as a dict; UsageError (one line naming `what` the file is, then `hint`) when it cannot
+    be read or parsed. Python 3.10 needs the tomli package."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        try:
+            import tomli as tomllib
+        except ImportError:
+            raise UsageError(f"reading the {what} {path} needs Python >= 3.11 or `pip install tomli`"
+                             f"{hint}") from None
+    try:
+        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as err:
+        raise UsageError(f"cannot read the {what} {path}: {err.strerror}") from None
+    except tomllib.TOMLDecodeError as err:
+        raise UsageError(f"{path} is not valid TOML ({err}){hint}") from None

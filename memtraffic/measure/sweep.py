@@ -24,13 +24,13 @@ always gives the same parts.
 from __future__ import annotations
 
 import hashlib
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from memtraffic.core.errors import GpuNotFoundError, UsageError
+from memtraffic.core.files import read_toml
 
 # Weights for balancing, not measurements to report: only the order of costs matters. The committed
 # H100 runs' status.jsonl record 0.3 to 2.7 s per small config under ncu (inputs, JIT, check, launch),
@@ -53,23 +53,6 @@ class Grid:
     dtypes: list[str] = field(default_factory=list)
     params: list[str] = field(default_factory=list)  # 'KEY=V1,V2', as --param takes them
     variant_files: list[str] = field(default_factory=list)
-
-
-def _load_toml(path: Path) -> dict[str, Any]:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - Python 3.10
-        try:
-            import tomli as tomllib
-        except ImportError:
-            raise UsageError(f"reading the sweep file {path} needs Python >= 3.11 or `pip install tomli`; "
-                             "or give the grid as --shape/--dtype/--param options") from None
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise UsageError(f"cannot read the sweep file {path}: {err.strerror}") from None
-    except tomllib.TOMLDecodeError as err:
-        raise UsageError(f"{path} is not valid TOML ({err}): see `memtraffic measure --help`") from None
 
 
 def _strings(path: Path, key: str, value: Any) -> list[str]:
@@ -114,7 +97,7 @@ def read_sweep(path: str | Path) -> list[Grid]:
     """The grids of a TOML sweep file: the top level's (when it names variants, or has no [[grid]] table),
     then one per [[grid]] table, whose missing keys come from the top level."""
     path = Path(path)
-    data = _load_toml(path)
+    data = read_toml(path, "sweep file", "; see `memtraffic measure --help`")
     top = _grid(path, data, None, "the top level")
     tables = data.get("grid", [])
     if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
