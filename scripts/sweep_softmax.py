@@ -1,7 +1,7 @@
 """Time a small grid of launch parameters for the softmax kernels on a GPU, beside a same-size copy and
 the torch baselines, and print the best configuration per shape with its fraction of copy speed.
 
-    python scripts/sweep_softmax.py OUT.json [--budget 200] [--families tiled,online,column,fused]
+    python scripts/sweep_softmax.py OUT.json [--budget 200] [--families tiled,online,split,cluster,...]
     python scripts/sweep_softmax.py --dry-run     # the plan (configs per family), no GPU needed
 
 Written for one short GPU call (under 4 minutes on an H100): each configuration is compiled once and
@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memtraffic.core.ops import OPS, Shape, dtype_name, format_shape  # noqa: E402
 from memtraffic.kernels import VARIANTS  # noqa: E402
+from memtraffic.kernels import softmax_cluster as cluster  # noqa: E402
 from memtraffic.measure import bench  # noqa: E402
 
 ROW_SHAPES: list[Shape] = [(1048576, 2), (32768, 32), (4096, 4096), (8192, 8192), (8192, 32768),
@@ -92,6 +93,14 @@ def _split(shape: Shape) -> list[Config]:
         ("softmax_split", {"BLOCK_N": n, "num_warps": 8, "prefetch": 1})]
 
 
+def _cluster(shape: Shape, dtype: torch.dtype) -> list[Config]:
+    """softmax_cluster's grid: (elements a thread, threads a block), the cluster as many blocks as cover
+    the row; pairs that would need more than its largest cluster are left out."""
+    pairs = [(16, 256), (32, 128), (32, 256), (64, 128), (64, 256)]
+    return [("softmax_cluster", {"per_thread": p, "threads": t}) for p, t in pairs
+            if cluster.cluster_config(shape, dtype, p, t)["cluster"] <= cluster.MAX_CLUSTER]
+
+
 def _column(shape: Shape, dtype: torch.dtype) -> list[Config]:
     m = shape[0]
     e = torch.finfo(dtype).bits // 8
@@ -116,6 +125,7 @@ def _fused(dtype: torch.dtype) -> list[Config]:
 
 BASELINES = ("torch_softmax", "torch_compiled", "softmax_column_strided", "matmul_softmax_unfused")
 FAMILY_OF = {"softmax_tiled": "tiled", "softmax_online": "online", "softmax_split": "split",
+             "softmax_cluster": "cluster",
              "softmax_column_coalesced": "column", "matmul_softmax_fused": "fused"}
 
 
@@ -138,6 +148,9 @@ def plan(sms: int, families: set[str], skip: frozenset[str] = frozenset(),
             if "split" in families and shape[1] >= 4096:
                 first.append(("softmax_split", None))
                 grid += _split(shape)
+            if "cluster" in families and shape[1] >= 4096:
+                first.append(("softmax_cluster", None))
+                grid += _cluster(shape, dtype)
             out.append(("softmax", shape, dtype, first, grid))
         for shape in COL_SHAPES:
             if "column" in families:
@@ -318,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", nargs="?", type=Path, help="JSON file to write")
     ap.add_argument("--budget", type=float, default=200.0, help="seconds after which configs are skipped")
-    ap.add_argument("--families", default="tiled,online,split,column,fused")
+    ap.add_argument("--families", default="tiled,online,split,cluster,column,fused")
     ap.add_argument("--shapes", default="", help="only these shapes, e.g. 1048576x2,16384x131072")
     ap.add_argument("--skip", default="", help="variants to leave out, e.g. torch_compiled")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and exit (no GPU needed)")

@@ -24,6 +24,7 @@ import triton
 from memtraffic.core.errors import UsageError
 from memtraffic.core.ops import OPS, element_size
 from memtraffic.kernels import VARIANTS, sectors
+from memtraffic.kernels import softmax_cluster as cluster
 from memtraffic.kernels import softmax_column as col
 from memtraffic.kernels import softmax_online as loop
 from memtraffic.kernels import softmax_rows as rows
@@ -539,6 +540,74 @@ def test_split_rows_need_a_gpu_in_the_interpreter(device):
         VARIANTS["softmax_split"].run(torch.randn(3, 300), BLOCK_N=128)
 
 
+def test_cluster_auto_config():
+    # 32 elements a thread on 256 threads, as many blocks as cover the row, whatever the dtype
+    assert cluster.cluster_config((8192, 32768), BF16) == {"per_thread": 32, "threads": 256, "cluster": 4}
+    assert cluster.cluster_config((16384, 131072), FP32) == {"per_thread": 32, "threads": 256, "cluster": 16}
+    assert cluster.cluster_config((4096, 4096), BF16) == {"per_thread": 32, "threads": 128, "cluster": 1}
+    assert cluster.cluster_config((10, 5), FP32) == {"per_thread": 32, "threads": 32, "cluster": 1}
+    # past 16 blocks: twice the elements a thread, then twice the threads
+    assert cluster.cluster_config((4, 200000), FP32) == {"per_thread": 64, "threads": 256, "cluster": 13}
+    assert cluster.cluster_config((4, 300000), FP32) == {"per_thread": 64, "threads": 512, "cluster": 10}
+    # a given value is kept, the others cover the row
+    assert cluster.cluster_config((4, 5000), FP32, threads=64, cluster=4) == {
+        "per_thread": 32, "threads": 64, "cluster": 4}
+    assert cluster.cluster_config((4, 40000), FP32, per_thread=16) == {
+        "per_thread": 16, "threads": 256, "cluster": 10}
+
+
+def test_cluster_refuses_what_it_cannot_run():
+    check = VARIANTS["softmax_cluster"].check
+    params = VARIANTS["softmax_cluster"].params
+    reason = check((4, 600000), FP32, dict(params))  # 19 blocks of 512 x 64
+    assert reason is not None and "more than 16 blocks" in reason and "softmax_split" in reason
+    reason = check((4, 5000), FP32, {**params, "cluster": 2, "threads": 32})  # 2 x 32 x 32 < 5000
+    assert reason is not None and "cluster=2" in reason
+    for bad, why in [({"per_thread": 12}, "per_thread=12 is invalid"),
+                     ({"threads": 48}, "threads=48 is invalid"),
+                     ({"cluster": 17}, "cluster=17 is invalid: it must be an integer from 1 to 16")]:
+        with pytest.raises(UsageError, match=why):
+            check((4, 4096), FP32, {**params, **bad})
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
+def test_cluster_says_why_it_cannot_run_here():
+    variant = VARIANTS["softmax_cluster"]
+    assert variant.needs_cuda
+    reason = variant.check((4, 4096), BF16, dict(variant.params))
+    assert reason is not None and "needs a CUDA GPU" in reason
+
+
+def _cluster_sectors_by_address(m: int, n: int, e: int, c: dict) -> int:
+    """Every warp instruction of the kernel, its lanes' byte ranges listed, distinct sectors counted."""
+    vb = 16 if (n * e) % 16 == 0 else e
+    nvec, per = n * e // vb, -(-c["per_thread"] * e // vb)
+    total = 0
+    for row in range(m):
+        for rank in range(c["cluster"]):
+            for k in range(per):
+                for warp in range(c["threads"] // 32):
+                    first = rank * c["threads"] * per + k * c["threads"] + warp * 32
+                    hit = {(row * n * e + j * vb + b) // 32 for j in range(first, min(first + 32, nvec))
+                           for b in (0, vb - 1)}
+                    total += len(hit)
+    return total
+
+
+@pytest.mark.parametrize("shape,dtype,params", [
+    ((7, 1000), FP16, {}),  # 16-byte accesses, rows alternately 0 and 16 bytes into a sector
+    ((5, 1001), BF16, {}),  # one element an access: rows start anywhere in a sector
+    ((3, 4100), FP32, {"cluster": 3, "threads": 64}),  # a cluster of 3, the last block mostly masked
+    ((9, 777), FP32, {"per_thread": 8, "threads": 32}),  # 4 blocks of one warp, scalar accesses
+])
+def test_cluster_model_counts_every_request(shape, dtype, params):
+    full = {**VARIANTS["softmax_cluster"].params, **params}
+    c = cluster.cluster_config(shape, dtype, full["per_thread"], full["threads"], full["cluster"])
+    want = _cluster_sectors_by_address(*shape, element_size(dtype), c) * 32
+    got = VARIANTS["softmax_cluster"].predicted(shape, dtype, full)
+    assert (got.read, got.write) == (want, want)
+
+
 def test_column_models():
     mn = 4096 * 4096
     # Strided: 32 rows of one column per request, each in its own sector: 32 B per element and pass.
@@ -705,7 +774,7 @@ GPU_SHAPES = [(1048576, 2), (4096, 4096), (8192, 8192), (1823, 781), (64, 100000
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [FP32, BF16])
 @pytest.mark.parametrize("shape", GPU_SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
-@pytest.mark.parametrize("name", ROW_VARIANTS + ["torch_compiled"] + COL_VARIANTS)
+@pytest.mark.parametrize("name", ROW_VARIANTS + ["softmax_cluster", "torch_compiled"] + COL_VARIANTS)
 def test_gpu_results_match_float64(name, shape, dtype, seed):
     variant = VARIANTS[name]
     if variant.check(shape, dtype, dict(variant.params)) is not None:
@@ -715,7 +784,7 @@ def test_gpu_results_match_float64(name, shape, dtype, seed):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ALL)
-@pytest.mark.parametrize("name", ROW_VARIANTS + COL_VARIANTS)
+@pytest.mark.parametrize("name", ROW_VARIANTS + ["softmax_cluster"] + COL_VARIANTS)
 def test_gpu_infinities_and_huge_values(name, dtype):
     variant = VARIANTS[name]
     x = _along(_hard_rows(dtype, 5000), variant.op).cuda()
@@ -759,6 +828,15 @@ def test_gpu_tiled_sweep_values(params, seed):
     ("softmax_split", (64, 65536), {"BLOCK_N": 8192, "num_warps": 8, "programs": 384, "lag": 0}),  # 3 an SM
     ("softmax_split", (16384, 4096), {"BLOCK_N": 1024}),  # lag: 4 parts, many rows a program
     ("softmax_split", (7, 65536), {"BLOCK_N": 4096, "programs": 16}),  # lag: one program a part
+    # cluster rows: 1 to 16 blocks a row, 16-byte accesses (N*E % 16 == 0) or one element each (odd N)
+    ("softmax_cluster", (300, 131072), {}),  # auto: 16 blocks of 256 x 32 (non-portable cluster)
+    ("softmax_cluster", (8, 131072), {"per_thread": 64, "threads": 128}),  # 16 blocks, 64 a thread
+    ("softmax_cluster", (257, 40001), {}),  # odd N: element accesses, 5 blocks, the last mostly masked
+    ("softmax_cluster", (1000, 3000), {}),  # one block a row (no cluster)
+    ("softmax_cluster", (33, 8192), {"cluster": 3, "threads": 128}),  # a cluster of 3
+    ("softmax_cluster", (511, 1000), {"cluster": 4, "threads": 64}),  # blocks 1-3 hold only padding
+    ("softmax_cluster", (64, 100000), {"per_thread": 16, "threads": 512, "cluster": 13}),  # 13 of 512 x 16
+    ("softmax_cluster", (100, 20000), {"per_thread": 16, "threads": 256}),  # 5 blocks
     ("softmax_column_coalesced", (4096, 4096), {"ROWS": 4096}),  # one chunk, one kernel
     ("softmax_column_coalesced", (4099, 1000), {}),  # auto chunks, partial last chunk and block
     ("softmax_column_coalesced", (4096, 4096), {"BLOCK_N": 8, "BLOCK_M": 256, "ROWS": 256}),  # 16 chunks
@@ -807,6 +885,29 @@ def test_gpu_split_lag_launches_in_a_row_share_their_words(dtype, seed):
         out = VARIANTS["softmax_split"].run(x)
     stream.synchronize()
     atol, rtol = _tol("softmax_split", dtype)
+    torch.testing.assert_close(out.double().cpu(), OPS["softmax"].reference(x).cpu(), atol=atol, rtol=rtol)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ALL)
+def test_gpu_cluster_rows_with_infinities_and_unaligned_rows(dtype, seed):
+    variant = VARIANTS["softmax_cluster"]
+    if variant.check((1, 1), FP32, dict(variant.params)) is not None:
+        pytest.skip(variant.check((1, 1), FP32, dict(variant.params)))
+    atol, rtol = _tol("softmax_cluster", dtype)
+    # 4 blocks of 64 x 32: warps of only -inf, a block holding the only finite value, huge values
+    x = _hard_rows(dtype, 5000).cuda()
+    out = variant.run(x, cluster=4, threads=64)
+    assert not out.isnan().any()
+    torch.testing.assert_close(out.double().cpu(), OPS["softmax"].reference(x).cpu(), atol=atol, rtol=rtol)
+    x = torch.full((3, 5000), -float("inf"), dtype=dtype, device="cuda")
+    assert variant.run(x, cluster=4, threads=64).isnan().all()
+    # rows 16-byte aligned in length but not in address: one element an access
+    case = _case_seed(seed, "cluster-unaligned", dtype)
+    buf = _inputs("softmax", (1, 1 + 300 * 4096), dtype, "cuda", case)
+    x = buf[0, 1:].view(300, 4096)
+    assert x.data_ptr() % 16 != 0
+    out = variant.run(x, cluster=2, threads=64)
     torch.testing.assert_close(out.double().cpu(), OPS["softmax"].reference(x).cpu(), atol=atol, rtol=rtol)
 
 

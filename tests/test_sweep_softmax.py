@@ -34,10 +34,13 @@ def sweep():
 
 def test_every_planned_config_passes_check_and_the_grid_stays_small(sweep):
     counts: dict[str, int] = {}
-    for _, shape, dtype, first, grid in sweep.plan(132, {"tiled", "online", "split", "column", "fused"}):
+    for _, shape, dtype, first, grid in sweep.plan(132, set(sweep.FAMILY_OF.values())):
         for name, params in first + grid:
             variant = VARIANTS[name]
-            assert variant.check(shape, dtype, {**variant.params, **(params or {})}) is None, (name, params)
+            reason = variant.check(shape, dtype, {**variant.params, **(params or {})})
+            # a CUDA C++ variant says here only that this machine cannot build it
+            ok = reason is None or (variant.needs_cuda and "needs a CUDA GPU" in reason)
+            assert ok, (name, params, reason)
             counts[name] = counts.get(name, 0) + 1
     for family in sweep.FAMILY_OF:
         # 86 configs (no torch.compile) took 17 s on the H100 (reports/bench/2026-11-23-h100-r3/sweeps/
