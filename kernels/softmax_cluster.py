@@ -39,7 +39,7 @@ from .sectors import SECTOR, WARP
 from .softmax_rows import contiguous_2d
 
 DEFAULTS: dict[str, Any] = {"per_thread": None, "threads": None, "cluster": None}
-PER_THREAD = (8, 16, 32, 64)  # elements a thread holds: the compiled choices
+PER_THREAD = (16, 32, 64)  # elements a thread holds: the compiled choices
 MAX_THREADS = 512
 MAX_CLUSTER = 16  # the H100's largest (non-portable) cluster; 8 is the portable size
 _RULES = {"per_thread": optional(power_of_two(PER_THREAD[0], PER_THREAD[-1])),
@@ -99,6 +99,9 @@ __device__ __forceinline__ float ex2(float v) {  // 2^v, one MUFU op (ex2(-inf) 
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
   return r;
 }
+// exp(x - shift), the difference taken first: x * log2(e) - shift * log2(e) by one fma is off by up to
+// half an ulp of x * log2(e), ~1e31 for x near the float maximum, which exp turns into inf or 0
+__device__ __forceinline__ float exp_shifted(float x, float shift) { return ex2((x - shift) * LOG2E); }
 __device__ __forceinline__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
@@ -108,23 +111,24 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 __device__ __forceinline__ uint32_t smem(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ float shift_of(float m) { return m == -INFINITY ? 0.0f : m; }
 
 // A warp's (max, sum) as one word, max in the low half
 __device__ __forceinline__ uint64_t pack(float m, float s) {
   return ((uint64_t)__float_as_uint(s) << 32) | __float_as_uint(m);
 }
 
-// Every warp reads the n words and returns the row's max M (shifted by LOG2E) and sum S
-__device__ __forceinline__ void combine(const uint64_t* words, int n, float& M2, float& S) {
+// Every warp reads the n words and returns the row's max M and sum S = sum s_w * exp(m_w - M)
+__device__ __forceinline__ void combine(const uint64_t* words, int n, float& M, float& S) {
   float m = -INFINITY;
   for (int i = threadIdx.x % 32; i < n; i += 32) m = fmaxf(m, __uint_as_float((uint32_t)words[i]));
-  m = warp_max(m);
-  M2 = m == -INFINITY ? 0.0f : m * LOG2E;
+  M = warp_max(m);
+  const float shift = shift_of(M);
   float s = 0.0f;
   for (int i = threadIdx.x % 32; i < n; i += 32) {
     const uint64_t w = words[i];
     const float mw = __uint_as_float((uint32_t)w), sw = __uint_as_float((uint32_t)(w >> 32));
-    if (sw != 0.0f) s += sw * ex2(mw * LOG2E - M2);  // a warp of only -inf has sw = 0
+    if (sw != 0.0f) s += sw * exp_shifted(mw, shift);  // a warp of only -inf has sw = 0
   }
   S = warp_sum(s);
 }
@@ -170,28 +174,28 @@ __global__ void __launch_bounds__(512) softmax_cluster_kernel(T* __restrict__ ou
     }
   }
 
-  // 2. the warp's max, e = exp(x - m_w) held in registers, and the warp's sum
+  // 2. the warp's max m_w, e = exp(x - m_w) kept in registers, and s_w = sum e
   float m = -INFINITY;
 #pragma unroll
   for (int k = 0; k < NV; ++k)
 #pragma unroll
     for (int i = 0; i < VEC; ++i) m = fmaxf(m, to_float(x[k].v[i]));
   m = warp_max(m);
-  const float m2 = m == -INFINITY ? 0.0f : m * LOG2E;  // shift 0 for a warp of only -inf: e = 0
+  const float shift = shift_of(m);  // 0 for a warp of only -inf: e = 0
   float e[NV * VEC];
   float s = 0.0f;
 #pragma unroll
   for (int k = 0; k < NV; ++k)
 #pragma unroll
     for (int i = 0; i < VEC; ++i) {
-      e[k * VEC + i] = ex2(fmaf(to_float(x[k].v[i]), LOG2E, -m2));
+      e[k * VEC + i] = exp_shifted(to_float(x[k].v[i]), shift);
       s += e[k * VEC + i];
     }
   s = warp_sum(s);
 
   // 3. the warps' words to every block of the row, 4. the row's (M, S)
   const uint64_t word = pack(m, s);
-  float M2, S;
+  float M, S;
   if (cluster > 1) {
 #if __CUDA_ARCH__ >= 900
     asm volatile("barrier.cluster.wait.aligned;" ::: "memory");  // every peer's barrier is set up
@@ -214,10 +218,11 @@ __global__ void __launch_bounds__(512) softmax_cluster_kernel(T* __restrict__ ou
     if (lane == 0) words[warp] = word;
     __syncthreads();
   }
-  combine(words, cluster * warps, M2, S);
+  combine(words, cluster * warps, M, S);
 
-  // 5. y = e * exp(m_w - M) / S, written once; a row of only -inf (M = -inf, S = 0) gives NaN
-  const float f = m == -INFINITY ? (S == 0.0f ? NAN : 0.0f) : ex2(m2 - M2) / S;
+  // 5. y = e * exp(m_w - M) / S, written once. A warp of only -inf has e = 0 (its f must not be inf);
+  // a row of only -inf (S = 0) gives NaN, as torch.softmax
+  const float f = m == -INFINITY ? (S == 0.0f ? NAN : 0.0f) : exp_shifted(m, shift_of(M)) / S;
   V* dst = reinterpret_cast<V*>(out + row * n_cols);
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
@@ -263,11 +268,10 @@ template <typename T, int VEC>
 void dispatch_per_thread(torch::Tensor& y, const torch::Tensor& x, int64_t per_thread, int64_t cluster,
                          int64_t threads) {
   switch (per_thread) {
-    case 8: launch<T, VEC, (8 + VEC - 1) / VEC>(y, x, cluster, threads); break;
     case 16: launch<T, VEC, 16 / VEC>(y, x, cluster, threads); break;
     case 32: launch<T, VEC, 32 / VEC>(y, x, cluster, threads); break;
     case 64: launch<T, VEC, 64 / VEC>(y, x, cluster, threads); break;
-    default: TORCH_CHECK(false, "softmax_cluster: per_thread must be 8, 16, 32 or 64");
+    default: TORCH_CHECK(false, "softmax_cluster: per_thread must be 16, 32 or 64");
   }
 }
 

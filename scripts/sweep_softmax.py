@@ -96,7 +96,7 @@ def _split(shape: Shape) -> list[Config]:
 def _cluster(shape: Shape, dtype: torch.dtype) -> list[Config]:
     """softmax_cluster's grid: (elements a thread, threads a block), the cluster as many blocks as cover
     the row; pairs that would need more than its largest cluster are left out."""
-    pairs = [(16, 256), (32, 128), (32, 256), (64, 128), (64, 256)]
+    pairs = [(16, 256), (16, 512), (32, 128), (32, 256), (32, 512), (64, 256), (64, 512)]
     return [("softmax_cluster", {"per_thread": p, "threads": t}) for p, t in pairs
             if cluster.cluster_config(shape, dtype, p, t)["cluster"] <= cluster.MAX_CLUSTER]
 

@@ -44,8 +44,9 @@ def test_every_planned_config_passes_check_and_the_grid_stays_small(sweep):
             counts[name] = counts.get(name, 0) + 1
     for family in sweep.FAMILY_OF:
         # 86 configs (no torch.compile) took 17 s on the H100 (reports/bench/2026-11-23-h100-r3/sweeps/
-        # sweep1.txt): 64 a family keeps the sweep one short GPU call
-        assert 0 < counts[family] <= 64, (family, counts[family])
+        # sweep1.txt), 106 of the split and cluster families 16 s: 80 a family keeps the sweep one short
+        # GPU call
+        assert 0 < counts[family] <= 80, (family, counts[family])
     # the shapes, both dtypes, and the row-softmax baselines on every row shape
     assert counts["torch_softmax"] == counts["torch_compiled"] == len(sweep.ROW_SHAPES) * 2
     assert sweep.plan(132, {"tiled"}, frozenset({"torch_compiled"}))[0][3] == [("torch_softmax", None),
