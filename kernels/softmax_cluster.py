@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from memtraffic.core.errors import GpuNotFoundError
-from memtraffic.core.ops import Shape, Traffic, dtype_name, element_size
+from memtraffic.core.ops import Shape, Traffic, element_size
 from memtraffic.core.variant import Variant
 
 from . import cuda_build
@@ -38,18 +38,15 @@ from ._params import int_range, optional, power_of_two, resolve_params
 from .sectors import SECTOR, WARP
 from .softmax_rows import contiguous_2d
 
-DEFAULTS: dict[str, Any] = {"per_thread": None, "threads": None, "cluster": None, "smem": None}
-PER_THREAD = (16, 32, 64)  # elements a thread holds in registers: the compiled choices
-PER_THREAD_SMEM = (32, 64, 128)  # elements a thread stages in shared memory (smem=1)
+DEFAULTS: dict[str, Any] = {"per_thread": None, "threads": None, "cluster": None}
+PER_THREAD = (16, 32, 64)  # elements a thread holds: the compiled choices
 MAX_THREADS = 512
 MAX_CLUSTER = 16  # the H100's largest (non-portable) cluster; 8 is the portable size
-_RULES = {"per_thread": optional(power_of_two(PER_THREAD[0], PER_THREAD_SMEM[-1])),
+_RULES = {"per_thread": optional(power_of_two(PER_THREAD[0], PER_THREAD[-1])),
           "threads": optional(power_of_two(WARP, MAX_THREADS)),
-          "cluster": optional(int_range(1, MAX_CLUSTER)), "smem": optional(int_range(0, 1))}
+          "cluster": optional(int_range(1, MAX_CLUSTER))}
 AUTO_PER_THREAD = 32
 AUTO_THREADS = 256
-AUTO_SMEM = 0
-AUTO_PER_THREAD_SMEM = 64
 _NEEDS_SM90 = "softmax_cluster needs thread-block clusters: a GPU of compute capability 9.0 (Hopper) or newer"
 
 _CUDA_SOURCE = r"""
@@ -97,19 +94,6 @@ __device__ __forceinline__ Vec<T, VEC> load(const Vec<T, VEC>* p) {  // read-onl
   return r;
 }
 
-__device__ __forceinline__ uint32_t smem(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
-// A staged 16-byte vector read from shared memory, every time it is asked for: the compiler may not keep
-// the first read's registers for the second pass (which would hold the chunk in registers after all)
-template <typename V>
-__device__ __forceinline__ V load_staged(const V* p) {
-  uint4 u;
-  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w) : "r"(smem(p)));
-  V r;
-  memcpy(&r, &u, 16);
-  return r;
-}
-
 __device__ __forceinline__ float ex2(float v) {  // 2^v, one MUFU op (ex2(-inf) = 0)
   float r;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
@@ -126,6 +110,7 @@ __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
+__device__ __forceinline__ uint32_t smem(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ float shift_of(float m) { return m == -INFINITY ? 0.0f : m; }
 
 // A warp's (max, sum) as one word, max in the low half
@@ -149,19 +134,13 @@ __device__ __forceinline__ void combine(const uint64_t* words, int n, float& M, 
 }
 
 // One cluster of `cluster` blocks a row; block r holds vectors r*T*NV + k*T + t (k < NV) of the row, T =
-// blockDim.x, each VEC elements (16 bytes, or one element when rows are not 16-byte aligned). SMEM: the
-// vectors are copied into shared memory by cp.async (16 bytes each, no register held while in flight)
-// and read from there twice, exp taken twice; else they are loaded into registers and e = exp(x - m_w)
-// is kept there.
-template <typename T, int VEC, int NV, bool SMEM>
+// blockDim.x, each VEC elements (16 bytes, or one element when rows are not 16-byte aligned).
+template <typename T, int VEC, int NV>
 __global__ void __launch_bounds__(512) softmax_cluster_kernel(T* __restrict__ out, const T* __restrict__ in,
                                                               int64_t n_cols, int cluster) {
   using V = Vec<T, VEC>;
-  static_assert(!SMEM || sizeof(V) == 16, "cp.async copies 16 bytes");
-  extern __shared__ __align__(16) unsigned char staged_bytes[];  // SMEM: NV * T vectors
   __shared__ uint64_t words[MAX_CLUSTER * MAX_WARPS];  // (m_w, s_w) of every warp of the row
   __shared__ uint64_t bar;  // transaction barrier: the words' bytes
-  V* const staged = reinterpret_cast<V*>(staged_bytes);
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t row = blockIdx.x / cluster;
   const int rank = blockIdx.x % cluster;  // clusters are runs of `cluster` consecutive blocks
@@ -183,58 +162,35 @@ __global__ void __launch_bounds__(512) softmax_cluster_kernel(T* __restrict__ ou
   const int64_t nvec = n_cols / VEC;
   const V* src = reinterpret_cast<const V*>(in + row * n_cols);
   const int64_t first = (int64_t)rank * blockDim.x * NV + threadIdx.x;
-  V pad;
+  V x[NV];
 #pragma unroll
-  for (int i = 0; i < VEC; ++i) pad.v[i] = from_float<T>(-INFINITY);
-  V x[SMEM ? 1 : NV];
-  float m = -INFINITY, s = 0.0f;  // 2. the warp's max m_w and s_w = sum exp(x - m_w)
-  float e[SMEM ? 1 : NV * VEC];   // without SMEM, e = exp(x - m_w) kept in registers
-  if constexpr (SMEM) {
-    // rolled loops: unrolled, the compiler keeps every vector's address and more (64+ registers)
-    V* const mine = staged + threadIdx.x;  // this thread's k-th vector at mine[k * T]
-#pragma unroll 1
-    for (int k = 0; k < NV; ++k) {
-      const int64_t j = first + (int64_t)k * blockDim.x;
-      if (j < nvec)
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem(mine + k * blockDim.x)),
-                     "l"(src + j) : "memory");
-      else
-        mine[k * blockDim.x] = pad;
+  for (int k = 0; k < NV; ++k) {
+    const int64_t j = first + (int64_t)k * blockDim.x;
+    if (j < nvec) {
+      x[k] = load(src + j);
+    } else {
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) x[k].v[i] = from_float<T>(-INFINITY);
     }
-    // each thread reads back only what it copied: its own wait, no block barrier
-    asm volatile("cp.async.wait_all;" ::: "memory");
-#pragma unroll 2
-    for (int k = 0; k < NV; ++k) {
-      const V v = load_staged(mine + k * blockDim.x);
-#pragma unroll
-      for (int i = 0; i < VEC; ++i) m = fmaxf(m, to_float(v.v[i]));
-    }
-    m = warp_max(m);
-#pragma unroll 2
-    for (int k = 0; k < NV; ++k) {
-      const V v = load_staged(mine + k * blockDim.x);
-#pragma unroll
-      for (int i = 0; i < VEC; ++i) s += exp_shifted(to_float(v.v[i]), shift_of(m));
-    }
-  } else {
-#pragma unroll
-    for (int k = 0; k < NV; ++k) {
-      const int64_t j = first + (int64_t)k * blockDim.x;
-      x[k] = j < nvec ? load(src + j) : pad;
-    }
-#pragma unroll
-    for (int k = 0; k < NV; ++k)
-#pragma unroll
-      for (int i = 0; i < VEC; ++i) m = fmaxf(m, to_float(x[k].v[i]));
-    m = warp_max(m);
-#pragma unroll
-    for (int k = 0; k < NV; ++k)
-#pragma unroll
-      for (int i = 0; i < VEC; ++i) {
-        e[k * VEC + i] = exp_shifted(to_float(x[k].v[i]), shift_of(m));  // 0 for a warp of only -inf
-        s += e[k * VEC + i];
-      }
   }
+
+  // 2. the warp's max m_w, e = exp(x - m_w) kept in registers, and s_w = sum e
+  float m = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < NV; ++k)
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) m = fmaxf(m, to_float(x[k].v[i]));
+  m = warp_max(m);
+  const float shift = shift_of(m);  // 0 for a warp of only -inf: e = 0
+  float e[NV * VEC];
+  float s = 0.0f;
+#pragma unroll
+  for (int k = 0; k < NV; ++k)
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) {
+      e[k * VEC + i] = exp_shifted(to_float(x[k].v[i]), shift);
+      s += e[k * VEC + i];
+    }
   s = warp_sum(s);
 
   // 3. the warps' words to every block of the row, 4. the row's (M, S)
@@ -264,53 +220,32 @@ __global__ void __launch_bounds__(512) softmax_cluster_kernel(T* __restrict__ ou
   }
   combine(words, cluster * warps, M, S);
 
-  // 5. y = exp(x - M) / S (kept e: e * exp(m_w - M) / S), written once. A row of only -inf (S = 0)
-  // gives NaN, as torch.softmax; a warp of only -inf has e = 0, so its f must not be inf
-  const float inv = 1.0f / S, row_shift = shift_of(M);
-  const float f = m == -INFINITY ? (S == 0.0f ? NAN : 0.0f) : exp_shifted(m, row_shift) * inv;
+  // 5. y = e * exp(m_w - M) / S, written once. A warp of only -inf has e = 0 (its f must not be inf);
+  // a row of only -inf (S = 0) gives NaN, as torch.softmax
+  const float f = m == -INFINITY ? (S == 0.0f ? NAN : 0.0f) : exp_shifted(m, shift_of(M)) / S;
   V* dst = reinterpret_cast<V*>(out + row * n_cols);
-  if constexpr (SMEM) {
-    const V* const mine = staged + threadIdx.x;
-#pragma unroll 2
-    for (int k = 0; k < NV; ++k) {
-      const int64_t j = first + (int64_t)k * blockDim.x;
-      if (j < nvec) {
-        const V v = load_staged(mine + k * blockDim.x);
-        V y;
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) y.v[i] = from_float<T>(exp_shifted(to_float(v.v[i]), row_shift) * inv);
-        dst[j] = y;
-      }
-    }
-  } else {
+  for (int k = 0; k < NV; ++k) {
+    const int64_t j = first + (int64_t)k * blockDim.x;
+    if (j < nvec) {
+      V y;
 #pragma unroll
-    for (int k = 0; k < NV; ++k) {
-      const int64_t j = first + (int64_t)k * blockDim.x;
-      if (j < nvec) {
-        V y;
-#pragma unroll
-        for (int i = 0; i < VEC; ++i) y.v[i] = from_float<T>(e[k * VEC + i] * f);
-        dst[j] = y;
-      }
+      for (int i = 0; i < VEC; ++i) y.v[i] = from_float<T>(e[k * VEC + i] * f);
+      dst[j] = y;
     }
   }
 }
 
-template <typename T, int VEC, int NV, bool SMEM>
+template <typename T, int VEC, int NV>
 void launch(torch::Tensor& y, const torch::Tensor& x, int64_t cluster, int64_t threads) {
   const int64_t m = x.size(0), n = x.size(1);
-  auto kernel = softmax_cluster_kernel<T, VEC, NV, SMEM>;
-  const int staged = SMEM ? (int)(NV * threads * 16) : 0;
-  if (staged > 48 * 1024)
-    C10_CUDA_CHECK(
-        cudaFuncSetAttribute((const void*)kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, staged));
+  auto kernel = softmax_cluster_kernel<T, VEC, NV>;
   if (cluster > 8)
     C10_CUDA_CHECK(
         cudaFuncSetAttribute((const void*)kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3((unsigned)(m * cluster));
   config.blockDim = dim3((unsigned)threads);
-  config.dynamicSmemBytes = staged;
   config.stream = c10::cuda::getCurrentCUDAStream();
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -322,41 +257,32 @@ void launch(torch::Tensor& y, const torch::Tensor& x, int64_t cluster, int64_t t
   if (cluster > 1) {
     int fit = 0;
     C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&fit, (const void*)kernel, &config));
-    TORCH_CHECK(fit > 0, "softmax_cluster: a cluster of ", cluster, " blocks of ", threads, " threads and ",
-                staged, " bytes of shared memory does not fit on this GPU: lower cluster or per_thread");
+    TORCH_CHECK(fit > 0, "softmax_cluster: a cluster of ", cluster, " blocks of ", threads,
+                " threads does not fit on this GPU: lower cluster (raise per_thread or threads)");
   }
   C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, reinterpret_cast<T*>(y.data_ptr()),
                                     reinterpret_cast<const T*>(x.data_ptr()), n, (int)cluster));
 }
 
-template <typename T>
-void dispatch(torch::Tensor& y, const torch::Tensor& x, bool vec16, bool staged, int64_t per_thread,
-              int64_t cluster, int64_t threads) {
-  constexpr int V16 = 16 / sizeof(T);
-  if (staged) {  // 16-byte vectors only
-    switch (per_thread) {
-      case 32: return launch<T, V16, 32 / V16, true>(y, x, cluster, threads);
-      case 64: return launch<T, V16, 64 / V16, true>(y, x, cluster, threads);
-      case 128: return launch<T, V16, 128 / V16, true>(y, x, cluster, threads);
-    }
-  } else if (vec16) {
-    switch (per_thread) {
-      case 16: return launch<T, V16, 16 / V16, false>(y, x, cluster, threads);
-      case 32: return launch<T, V16, 32 / V16, false>(y, x, cluster, threads);
-      case 64: return launch<T, V16, 64 / V16, false>(y, x, cluster, threads);
-    }
-  } else {
-    switch (per_thread) {
-      case 16: return launch<T, 1, 16, false>(y, x, cluster, threads);
-      case 32: return launch<T, 1, 32, false>(y, x, cluster, threads);
-      case 64: return launch<T, 1, 64, false>(y, x, cluster, threads);
-    }
+template <typename T, int VEC>
+void dispatch_per_thread(torch::Tensor& y, const torch::Tensor& x, int64_t per_thread, int64_t cluster,
+                         int64_t threads) {
+  switch (per_thread) {
+    case 16: launch<T, VEC, 16 / VEC>(y, x, cluster, threads); break;
+    case 32: launch<T, VEC, 32 / VEC>(y, x, cluster, threads); break;
+    case 64: launch<T, VEC, 64 / VEC>(y, x, cluster, threads); break;
+    default: TORCH_CHECK(false, "softmax_cluster: per_thread must be 16, 32 or 64");
   }
-  TORCH_CHECK(false, "softmax_cluster: per_thread must be 16, 32 or 64 (32, 64 or 128 with smem=1)");
 }
 
-torch::Tensor softmax_cluster_forward(torch::Tensor x, int64_t per_thread, int64_t threads, int64_t cluster,
-                                      bool smem) {
+template <typename T>
+void dispatch(torch::Tensor& y, const torch::Tensor& x, bool vec16, int64_t per_thread, int64_t cluster,
+              int64_t threads) {
+  if (vec16) dispatch_per_thread<T, 16 / sizeof(T)>(y, x, per_thread, cluster, threads);
+  else dispatch_per_thread<T, 1>(y, x, per_thread, cluster, threads);
+}
+
+torch::Tensor softmax_cluster_forward(torch::Tensor x, int64_t per_thread, int64_t threads, int64_t cluster) {
   TORCH_CHECK(x.is_cuda() && x.dim() == 2 && x.is_contiguous(),
               "softmax_cluster: x must be a contiguous 2-D CUDA tensor");
   TORCH_CHECK(threads % 32 == 0 && threads <= 512,
@@ -368,16 +294,14 @@ torch::Tensor softmax_cluster_forward(torch::Tensor x, int64_t per_thread, int64
   const int64_t e = x.element_size();
   const bool vec16 = (x.size(1) * e) % 16 == 0 && reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0 &&
                      reinterpret_cast<uintptr_t>(y.data_ptr()) % 16 == 0;
-  TORCH_CHECK(!smem || vec16,
-              "softmax_cluster: smem=1 needs rows of a multiple of 16 bytes, 16-byte aligned");
   const int64_t vec = vec16 ? 16 / e : 1;
   const int64_t nv = (per_thread + vec - 1) / vec;
   TORCH_CHECK(cluster * threads * nv * vec >= x.size(1), "softmax_cluster: ", cluster, " x ", threads,
               " threads x ", per_thread, " elements do not cover a row of ", x.size(1));
   switch (x.scalar_type()) {
-    case at::kFloat: dispatch<float>(y, x, vec16, smem, per_thread, cluster, threads); break;
-    case at::kHalf: dispatch<__half>(y, x, vec16, smem, per_thread, cluster, threads); break;
-    case at::kBFloat16: dispatch<__nv_bfloat16>(y, x, vec16, smem, per_thread, cluster, threads); break;
+    case at::kFloat: dispatch<float>(y, x, vec16, per_thread, cluster, threads); break;
+    case at::kHalf: dispatch<__half>(y, x, vec16, per_thread, cluster, threads); break;
+    case at::kBFloat16: dispatch<__nv_bfloat16>(y, x, vec16, per_thread, cluster, threads); break;
     default: TORCH_CHECK(false, "softmax_cluster: dtype must be float32, float16 or bfloat16");
   }
   return y;
@@ -385,56 +309,33 @@ torch::Tensor softmax_cluster_forward(torch::Tensor x, int64_t per_thread, int64
 """
 
 _CPP_DECL = ("torch::Tensor softmax_cluster_forward(torch::Tensor x, int64_t per_thread, int64_t threads, "
-             "int64_t cluster, bool smem);")
+             "int64_t cluster);")
 
 
 def cluster_config(shape: Shape, dtype: torch.dtype, per_thread: int | None = None,
-                   threads: int | None = None, cluster: int | None = None,
-                   smem: int | None = None) -> dict[str, int]:
-    """per_thread (elements a thread holds), threads (a block), cluster (blocks a row) and smem (1: the
-    elements staged in shared memory, 0: held in registers), autos filled in.
+                   threads: int | None = None, cluster: int | None = None) -> dict[str, int]:
+    """per_thread (elements a thread holds), threads (a block) and cluster (blocks a row), autos filled in.
 
-    Auto: smem AUTO_SMEM where rows are a multiple of 16 bytes (else 0); AUTO_PER_THREAD elements a
-    thread (AUTO_PER_THREAD_SMEM staged) on AUTO_THREADS threads, fewer threads for a short row (no fewer
-    than a warp), as many blocks as cover the row; past MAX_CLUSTER blocks, twice the elements a thread,
-    then twice the threads. A given value is kept; the others grow to cover the row."""
-    n, e = shape[1], element_size(dtype)
-    staged = (AUTO_SMEM if smem is None else smem) if (n * e) % 16 == 0 else 0 if smem is None else smem
-    choices = PER_THREAD_SMEM if staged else PER_THREAD
-    p = per_thread or (AUTO_PER_THREAD_SMEM if staged else AUTO_PER_THREAD)
+    Auto: AUTO_PER_THREAD elements a thread on AUTO_THREADS threads, fewer threads for a short row (no
+    fewer than a warp), as many blocks as cover the row; past MAX_CLUSTER blocks, twice the elements a
+    thread, then twice the threads. A given value is kept; the others grow to cover the row."""
+    n = shape[1]
+    p = per_thread or AUTO_PER_THREAD
     t = threads or min(AUTO_THREADS, max(WARP, 1 << (max(1, math.ceil(n / p)) - 1).bit_length()))
     c = cluster or math.ceil(n / (p * t))
     while cluster is None and c > MAX_CLUSTER:
-        if per_thread is None and p < choices[-1]:
+        if per_thread is None and p < PER_THREAD[-1]:
             p *= 2
         elif threads is None and t < MAX_THREADS:
             t *= 2
         else:
             break
         c = math.ceil(n / (p * t))
-    return {"per_thread": p, "threads": t, "cluster": c, "smem": staged}
+    return {"per_thread": p, "threads": t, "cluster": c}
 
 
 def _fits(shape: Shape, c: dict[str, int]) -> bool:
     return c["cluster"] <= MAX_CLUSTER and c["cluster"] * c["threads"] * c["per_thread"] >= shape[1]
-
-
-def _refusal(shape: Shape, dtype: torch.dtype, c: dict[str, int]) -> str | None:
-    """Why softmax_cluster cannot take this shape with config c (one line), or None."""
-    n = shape[1]
-    if c["smem"] and (n * element_size(dtype)) % 16:
-        return (f"softmax_cluster: smem=1 copies 16-byte pieces, but a row of {n} {dtype_name(dtype)} "
-                "elements is not a multiple of 16 bytes; use smem=0")
-    choices = PER_THREAD_SMEM if c["smem"] else PER_THREAD
-    if c["per_thread"] not in choices:
-        return (f"softmax_cluster: per_thread={c['per_thread']} with smem={c['smem']}: it must be one of "
-                f"{', '.join(map(str, choices))}")
-    if not _fits(shape, c):
-        return (f"softmax_cluster: a row of {n} elements needs more than {MAX_CLUSTER} blocks of "
-                f"{c['threads']} threads x {c['per_thread']} elements (per_thread={c['per_thread']}, "
-                f"threads={c['threads']}, cluster={c['cluster']}); raise per_thread or threads, "
-                "or use softmax_split")
-    return None
 
 
 def _runs_sectors(m: int, n: int, e: int, c: dict[str, int]) -> int:
@@ -460,44 +361,43 @@ def _runs_sectors(m: int, n: int, e: int, c: dict[str, int]) -> int:
     return total
 
 
-def _config(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> dict[str, int]:
-    p = resolve_params("softmax_cluster", DEFAULTS, params, _RULES)
-    return cluster_config(shape, dtype, p["per_thread"], p["threads"], p["cluster"], p["smem"])
-
-
 def _traffic(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> Traffic:
-    # staged or not, the same 16-byte accesses (cp.async's are counted as loads)
-    sectors = _runs_sectors(shape[0], shape[1], element_size(dtype), _config(shape, dtype, params))
+    p = resolve_params("softmax_cluster", DEFAULTS, params, _RULES)
+    c = cluster_config(shape, dtype, p["per_thread"], p["threads"], p["cluster"])
+    sectors = _runs_sectors(shape[0], shape[1], element_size(dtype), c)
     return Traffic(read=sectors * SECTOR, write=sectors * SECTOR)
 
 
 def _check(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> str | None:
-    c = _config(shape, dtype, params)
-    reason = _refusal(shape, dtype, c) or cuda_build.unavailable("softmax_cluster")
+    p = resolve_params("softmax_cluster", DEFAULTS, params, _RULES)
+    c = cluster_config(shape, dtype, p["per_thread"], p["threads"], p["cluster"])
+    if not _fits(shape, c):
+        return (f"softmax_cluster: a row of {shape[1]} elements needs more than {MAX_CLUSTER} blocks of "
+                f"{c['threads']} threads x {c['per_thread']} elements (per_thread={c['per_thread']}, "
+                f"threads={c['threads']}, cluster={c['cluster']}); raise per_thread or threads, "
+                "or use softmax_split")
+    reason = cuda_build.unavailable("softmax_cluster")
     if reason is None and c["cluster"] > 1 and torch.cuda.get_device_capability() < (9, 0):
         return _NEEDS_SM90
     return reason
 
 
 def softmax_cluster(x: torch.Tensor, per_thread: int | None = None, threads: int | None = None,
-                    cluster: int | None = None, smem: int | None = None) -> torch.Tensor:
-    """softmax(x, dim=-1), one thread-block cluster a row (see the module's docstring). Auto smem stages
-    only rows whose start is 16-byte aligned."""
+                    cluster: int | None = None) -> torch.Tensor:
+    """softmax(x, dim=-1), one thread-block cluster a row (see the module's docstring)."""
     reason = cuda_build.unavailable("softmax_cluster")
     if reason is not None:
         raise GpuNotFoundError(reason)
     x = contiguous_2d(x)
-    if smem is None and x.data_ptr() % 16:
-        smem = 0
-    c = cluster_config(tuple(x.shape), x.dtype, per_thread, threads, cluster, smem)
-    reason = _refusal(tuple(x.shape), x.dtype, c)
-    if reason is not None:
-        raise ValueError(reason)
+    c = cluster_config(tuple(x.shape), x.dtype, per_thread, threads, cluster)
+    if not _fits(tuple(x.shape), c):
+        raise ValueError(_check(tuple(x.shape), x.dtype, {"per_thread": per_thread, "threads": threads,
+                                                          "cluster": cluster}))
     if c["cluster"] > 1 and torch.cuda.get_device_capability(x.device) < (9, 0):
         raise GpuNotFoundError(_NEEDS_SM90)
     module = cuda_build.build("memtraffic_softmax_cluster", _CPP_DECL, _CUDA_SOURCE,
                               ("softmax_cluster_forward",))
-    return module.softmax_cluster_forward(x, c["per_thread"], c["threads"], c["cluster"], bool(c["smem"]))
+    return module.softmax_cluster_forward(x, c["per_thread"], c["threads"], c["cluster"])
 
 
 def _run(x: torch.Tensor, **params: Any) -> torch.Tensor:
@@ -507,17 +407,15 @@ def _run(x: torch.Tensor, **params: Any) -> torch.Tensor:
 SOFTMAX_CLUSTER = Variant(
     name="softmax_cluster",
     op="softmax",
-    description="CUDA C++, one thread-block cluster a row, in registers or staged in shared memory; warps' "
-    "(max, sum) exchanged through distributed shared memory: one read and one write of every row",
+    description="CUDA C++, one thread-block cluster a row, held in registers; warps' (max, sum) exchanged "
+    "through distributed shared memory: one read and one write of every row",
     run=_run,
     predicted=_traffic,
     params=dict(DEFAULTS),
-    constraints=f"any MxN with N <= {MAX_CLUSTER} x {MAX_THREADS} x {PER_THREAD[-1]} "
-    f"(x {PER_THREAD_SMEM[-1]} staged); per_thread: {'/'.join(map(str, PER_THREAD))} "
-    f"(smem=1: {'/'.join(map(str, PER_THREAD_SMEM))}) "
-    f"or auto; threads: power of two 32..{MAX_THREADS} or auto; cluster: 1..{MAX_CLUSTER} or auto; smem: 0/1 "
-    "or auto (1 needs rows of a multiple of 16 bytes); sm_90 or newer for clusters; CUDA GPU with nvcc and "
-    "ninja, built on first use",
+    constraints=f"any MxN with N <= {MAX_CLUSTER} x {MAX_THREADS} x {PER_THREAD[-1]}; per_thread: "
+    f"{'/'.join(map(str, PER_THREAD))} or auto; threads: power of two 32..{MAX_THREADS} or auto; cluster: "
+    f"1..{MAX_CLUSTER} or auto; sm_90 or newer for clusters; CUDA GPU with nvcc and ninja, built on first "
+    "use",
     check=_check,
     needs_cuda=True,
 )

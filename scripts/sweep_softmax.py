@@ -96,10 +96,9 @@ def _split(shape: Shape) -> list[Config]:
 def _cluster(shape: Shape, dtype: torch.dtype) -> list[Config]:
     """softmax_cluster's grid: (elements a thread, threads a block), the cluster as many blocks as cover
     the row; pairs that would need more than its largest cluster are left out."""
-    grid = [(16, 256, 0), (32, 128, 0), (32, 256, 0), (32, 512, 0), (64, 256, 0),
-            (32, 256, 1), (64, 128, 1), (64, 256, 1), (64, 512, 1), (128, 128, 1), (128, 256, 1)]
-    return [("softmax_cluster", {"per_thread": p, "threads": t, "smem": sm}) for p, t, sm in grid
-            if cluster.cluster_config(shape, dtype, p, t, None, sm)["cluster"] <= cluster.MAX_CLUSTER]
+    pairs = [(16, 256), (32, 128), (32, 256), (32, 512), (64, 256)]
+    return [("softmax_cluster", {"per_thread": p, "threads": t}) for p, t in pairs
+            if cluster.cluster_config(shape, dtype, p, t)["cluster"] <= cluster.MAX_CLUSTER]
 
 
 def _column(shape: Shape, dtype: torch.dtype) -> list[Config]:

@@ -541,43 +541,30 @@ def test_split_rows_need_a_gpu_in_the_interpreter(device):
 
 
 def test_cluster_auto_config():
-    cfg = cluster.cluster_config
-    # in registers: 32 elements a thread on 256 threads, as many blocks as cover the row
-    assert cfg((8192, 32768), BF16, smem=0) == {"per_thread": 32, "threads": 256, "cluster": 4, "smem": 0}
-    assert cfg((4096, 4096), BF16, smem=0) == {"per_thread": 32, "threads": 128, "cluster": 1, "smem": 0}
-    # 20 bytes a row: not staged
-    assert cfg((10, 5), FP32) == {"per_thread": 32, "threads": 32, "cluster": 1, "smem": 0}
+    # 32 elements a thread on 256 threads, as many blocks as cover the row, whatever the dtype
+    assert cluster.cluster_config((8192, 32768), BF16) == {"per_thread": 32, "threads": 256, "cluster": 4}
+    assert cluster.cluster_config((16384, 131072), FP32) == {"per_thread": 32, "threads": 256, "cluster": 16}
+    assert cluster.cluster_config((4096, 4096), BF16) == {"per_thread": 32, "threads": 128, "cluster": 1}
+    assert cluster.cluster_config((10, 5), FP32) == {"per_thread": 32, "threads": 32, "cluster": 1}
     # past 16 blocks: twice the elements a thread, then twice the threads
-    assert cfg((4, 200000), FP32, smem=0) == {"per_thread": 64, "threads": 256, "cluster": 13, "smem": 0}
-    assert cfg((4, 300000), FP32, smem=0) == {"per_thread": 64, "threads": 512, "cluster": 10, "smem": 0}
-    # staged in shared memory: 64 elements a thread, up to 128
-    assert cfg((16384, 131072), BF16, smem=1) == {"per_thread": 64, "threads": 256, "cluster": 8, "smem": 1}
-    assert cfg((4, 600000), FP32, smem=1) == {"per_thread": 128, "threads": 512, "cluster": 10, "smem": 1}
-    # a given value is kept, the others cover the row; rows not a multiple of 16 bytes are never staged
-    assert cfg((4, 5000), FP32, threads=64, cluster=4, smem=0) == {
-        "per_thread": 32, "threads": 64, "cluster": 4, "smem": 0}
-    assert cfg((4, 40000), BF16, per_thread=16, smem=0) == {"per_thread": 16, "threads": 256, "cluster": 10,
-                                                            "smem": 0}
-    assert cfg((4, 40001), BF16)["smem"] == 0
-    assert cfg((4, 40000), BF16)["smem"] == cluster.AUTO_SMEM
+    assert cluster.cluster_config((4, 200000), FP32) == {"per_thread": 64, "threads": 256, "cluster": 13}
+    assert cluster.cluster_config((4, 300000), FP32) == {"per_thread": 64, "threads": 512, "cluster": 10}
+    # a given value is kept, the others cover the row
+    assert cluster.cluster_config((4, 5000), FP32, threads=64, cluster=4) == {
+        "per_thread": 32, "threads": 64, "cluster": 4}
+    assert cluster.cluster_config((4, 40000), BF16, per_thread=16) == {
+        "per_thread": 16, "threads": 256, "cluster": 10}
 
 
 def test_cluster_refuses_what_it_cannot_run():
     check = VARIANTS["softmax_cluster"].check
     params = VARIANTS["softmax_cluster"].params
-    reason = check((4, 2000000), FP32, dict(params))  # 31 blocks of 512 x 128
+    reason = check((4, 600000), FP32, dict(params))  # 19 blocks of 512 x 64
     assert reason is not None and "more than 16 blocks" in reason and "softmax_split" in reason
-    reason = check((4, 5000), FP32, {**params, "cluster": 2, "threads": 32, "smem": 0})  # 2 x 32 x 32 < 5000
+    reason = check((4, 5000), FP32, {**params, "cluster": 2, "threads": 32})  # 2 x 32 x 32 < 5000
     assert reason is not None and "cluster=2" in reason
-    reason = check((4, 5001), BF16, {**params, "smem": 1})
-    assert reason is not None and "not a multiple of 16 bytes; use smem=0" in reason
-    reason = check((4, 5000), BF16, {**params, "smem": 0, "per_thread": 128})
-    assert reason is not None and "per_thread=128 with smem=0: it must be one of 16, 32, 64" in reason
-    reason = check((4, 5000), BF16, {**params, "smem": 1, "per_thread": 16})
-    assert reason is not None and "it must be one of 32, 64, 128" in reason
     for bad, why in [({"per_thread": 8}, "per_thread=8 is invalid"),
                      ({"threads": 48}, "threads=48 is invalid"),
-                     ({"smem": 2}, "smem=2 is invalid"),
                      ({"cluster": 17}, "cluster=17 is invalid: it must be an integer from 1 to 16")]:
         with pytest.raises(UsageError, match=why):
             check((4, 4096), FP32, {**params, **bad})
@@ -609,7 +596,6 @@ def _cluster_sectors_by_address(m: int, n: int, e: int, c: dict) -> int:
 
 @pytest.mark.parametrize("shape,dtype,params", [
     ((7, 1000), FP16, {}),  # 16-byte accesses, rows alternately 0 and 16 bytes into a sector
-    ((7, 1000), FP16, {"smem": 1, "per_thread": 128, "threads": 32}),  # staged: the same accesses
     ((5, 1001), BF16, {}),  # one element an access: rows start anywhere in a sector
     ((3, 4100), FP32, {"cluster": 3, "threads": 64}),  # a cluster of 3, the last block mostly masked
     ((9, 777), FP32, {"per_thread": 16, "threads": 32}),  # 2 blocks of one warp, scalar accesses
@@ -851,13 +837,7 @@ def test_gpu_tiled_sweep_values(params, seed):
     ("softmax_cluster", (33, 8192), {"cluster": 3, "threads": 128}),  # a cluster of 3
     ("softmax_cluster", (511, 1000), {"cluster": 4, "threads": 64}),  # blocks 1-3 hold only padding
     ("softmax_cluster", (64, 100000), {"per_thread": 16, "threads": 512, "cluster": 13}),  # 13 of 512 x 16
-    ("softmax_cluster", (100, 20000), {"per_thread": 16, "threads": 256, "smem": 0}),  # 5 blocks
-    # staged in shared memory (smem=1): 1 to 16 blocks, blocks holding only padding
-    ("softmax_cluster", (300, 131072), {"smem": 1}),  # 8 blocks of 256 x 64 (fp32: 16)
-    ("softmax_cluster", (257, 40000), {"smem": 1, "per_thread": 32, "threads": 128}),  # 10 blocks
-    ("softmax_cluster", (1000, 3000), {"smem": 1}),  # one block a row
-    ("softmax_cluster", (33, 8192), {"smem": 1, "cluster": 3, "threads": 64, "per_thread": 128}),
-    ("softmax_cluster", (64, 100000), {"smem": 1, "per_thread": 128, "threads": 512, "cluster": 2}),
+    ("softmax_cluster", (100, 20000), {"per_thread": 16, "threads": 256}),  # 5 blocks
     ("softmax_column_coalesced", (4096, 4096), {"ROWS": 4096}),  # one chunk, one kernel
     ("softmax_column_coalesced", (4099, 1000), {}),  # auto chunks, partial last chunk and block
     ("softmax_column_coalesced", (4096, 4096), {"BLOCK_N": 8, "BLOCK_M": 256, "ROWS": 256}),  # 16 chunks
@@ -918,21 +898,18 @@ def test_gpu_cluster_rows_with_infinities_and_unaligned_rows(dtype, seed):
     atol, rtol = _tol("softmax_cluster", dtype)
     # 4 blocks of 64 x 32: warps of only -inf, a block holding the only finite value, huge values
     x = _hard_rows(dtype, 5000).cuda()
-    for smem in (0, 1):
-        out = variant.run(x, cluster=4, threads=64, smem=smem)
-        assert not out.isnan().any()
-        torch.testing.assert_close(out.double().cpu(), OPS["softmax"].reference(x).cpu(), atol=atol, rtol=rtol)
+    out = variant.run(x, cluster=4, threads=64)
+    assert not out.isnan().any()
 
     torch.testing.assert_close(out.double().cpu(), OPS["softmax"].reference(x).cpu(), atol=atol, rtol=rtol)
     x = torch.full((3, 5000), -float("inf"), dtype=dtype, device="cuda")
-    assert variant.run(x, cluster=4, threads=64, smem=0).isnan().all()
-    assert variant.run(x, cluster=4, threads=64, smem=1).isnan().all()
+    assert variant.run(x, cluster=4, threads=64).isnan().all()
     # rows 16-byte aligned in length but not in address: one element an access
     case = _case_seed(seed, "cluster-unaligned", dtype)
     buf = _inputs("softmax", (1, 1 + 300 * 4096), dtype, "cuda", case)
     x = buf[0, 1:].view(300, 4096)
     assert x.data_ptr() % 16 != 0
-    out = variant.run(x, cluster=2, threads=64)  # auto smem: 0 (the start is not 16-byte aligned)
+    out = variant.run(x, cluster=2, threads=64)
     torch.testing.assert_close(out.double().cpu(), OPS["softmax"].reference(x).cpu(), atol=atol, rtol=rtol)
 
 
