@@ -23,7 +23,8 @@ RANGE_PREFIX = "mt|"
 # The shipped suite's names in its order (memtraffic/kernels/__init__.py's VARIANTS, checked by a test):
 # what measure checks names against before importing the kernels, and the order figures draw them in.
 SHIPPED_VARIANTS = (
-    "softmax_naive", "softmax_tiled", "softmax_online", "softmax_3pass", "softmax_split", "torch_softmax",
+    "softmax_naive", "softmax_tiled", "softmax_online", "softmax_3pass", "softmax_split", "softmax_cluster",
+    "torch_softmax",
     "torch_manual", "torch_compiled", "softmax_column_strided", "softmax_column_coalesced", "gelu_torch_ops",
     "gelu_triton", "gelu_compiled", "gelu_cuda", "matmul_triton", "matmul_torch", "matmul_softmax_fused",
     "matmul_softmax_unfused",
