@@ -43,13 +43,13 @@ from ._params import int_range, optional, power_of_two, resolve_params
 from .sectors import SECTOR, WARP
 from .softmax_rows import contiguous_2d
 
-DEFAULTS: dict[str, Any] = {"per_thread": None, "threads": None, "cluster": None, "policy": 0}
+DEFAULTS: dict[str, Any] = {"per_thread": None, "threads": None, "cluster": None}
 PER_THREAD = (16, 32, 64)  # elements a thread holds: the compiled choices
 MAX_THREADS = 512
 MAX_CLUSTER = 16  # the H100's largest (non-portable) cluster; 8 is the portable size
 _RULES = {"per_thread": optional(power_of_two(PER_THREAD[0], PER_THREAD[-1])),
           "threads": optional(power_of_two(WARP, MAX_THREADS)),
-          "cluster": optional(int_range(1, MAX_CLUSTER)), "policy": int_range(0, 2)}
+          "cluster": optional(int_range(1, MAX_CLUSTER))}
 AUTO_PER_THREAD = 32
 AUTO_THREADS = 256
 _NEEDS_SM90 = "softmax_cluster needs thread-block clusters: a GPU of compute capability 9.0 (Hopper) or newer"
@@ -242,14 +242,9 @@ __global__ void __launch_bounds__(512) softmax_cluster_kernel(T* __restrict__ ou
 }
 
 template <typename T, int VEC, int NV>
-void launch(torch::Tensor& y, const torch::Tensor& x, int64_t cluster, int64_t threads, int64_t policy) {
+void launch(torch::Tensor& y, const torch::Tensor& x, int64_t cluster, int64_t threads) {
   const int64_t m = x.size(0), n = x.size(1);
   auto kernel = softmax_cluster_kernel<T, VEC, NV>;
-  if (cluster > 1)
-    C10_CUDA_CHECK(cudaFuncSetAttribute((const void*)kernel, cudaFuncAttributeClusterSchedulingPolicyPreference,
-                                        (int)(policy == 1   ? cudaClusterSchedulingPolicySpread
-                                              : policy == 2 ? cudaClusterSchedulingPolicyLoadBalancing
-                                                            : cudaClusterSchedulingPolicyDefault)));
   if (cluster > 8)
     C10_CUDA_CHECK(
         cudaFuncSetAttribute((const void*)kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
@@ -276,24 +271,23 @@ void launch(torch::Tensor& y, const torch::Tensor& x, int64_t cluster, int64_t t
 
 template <typename T, int VEC>
 void dispatch_per_thread(torch::Tensor& y, const torch::Tensor& x, int64_t per_thread, int64_t cluster,
-                         int64_t threads, int64_t policy) {
+                         int64_t threads) {
   switch (per_thread) {
-    case 16: launch<T, VEC, 16 / VEC>(y, x, cluster, threads, policy); break;
-    case 32: launch<T, VEC, 32 / VEC>(y, x, cluster, threads, policy); break;
-    case 64: launch<T, VEC, 64 / VEC>(y, x, cluster, threads, policy); break;
+    case 16: launch<T, VEC, 16 / VEC>(y, x, cluster, threads); break;
+    case 32: launch<T, VEC, 32 / VEC>(y, x, cluster, threads); break;
+    case 64: launch<T, VEC, 64 / VEC>(y, x, cluster, threads); break;
     default: TORCH_CHECK(false, "softmax_cluster: per_thread must be 16, 32 or 64");
   }
 }
 
 template <typename T>
 void dispatch(torch::Tensor& y, const torch::Tensor& x, bool vec16, int64_t per_thread, int64_t cluster,
-              int64_t threads, int64_t policy) {
-  if (vec16) dispatch_per_thread<T, 16 / sizeof(T)>(y, x, per_thread, cluster, threads, policy);
-  else dispatch_per_thread<T, 1>(y, x, per_thread, cluster, threads, policy);
+              int64_t threads) {
+  if (vec16) dispatch_per_thread<T, 16 / sizeof(T)>(y, x, per_thread, cluster, threads);
+  else dispatch_per_thread<T, 1>(y, x, per_thread, cluster, threads);
 }
 
-torch::Tensor softmax_cluster_forward(torch::Tensor x, int64_t per_thread, int64_t threads, int64_t cluster,
-                                      int64_t policy) {
+torch::Tensor softmax_cluster_forward(torch::Tensor x, int64_t per_thread, int64_t threads, int64_t cluster) {
   TORCH_CHECK(x.is_cuda() && x.dim() == 2 && x.is_contiguous(),
               "softmax_cluster: x must be a contiguous 2-D CUDA tensor");
   TORCH_CHECK(threads % 32 == 0 && threads <= 512,
@@ -310,9 +304,9 @@ torch::Tensor softmax_cluster_forward(torch::Tensor x, int64_t per_thread, int64
   TORCH_CHECK(cluster * threads * nv * vec >= x.size(1), "softmax_cluster: ", cluster, " x ", threads,
               " threads x ", per_thread, " elements do not cover a row of ", x.size(1));
   switch (x.scalar_type()) {
-    case at::kFloat: dispatch<float>(y, x, vec16, per_thread, cluster, threads, policy); break;
-    case at::kHalf: dispatch<__half>(y, x, vec16, per_thread, cluster, threads, policy); break;
-    case at::kBFloat16: dispatch<__nv_bfloat16>(y, x, vec16, per_thread, cluster, threads, policy); break;
+    case at::kFloat: dispatch<float>(y, x, vec16, per_thread, cluster, threads); break;
+    case at::kHalf: dispatch<__half>(y, x, vec16, per_thread, cluster, threads); break;
+    case at::kBFloat16: dispatch<__nv_bfloat16>(y, x, vec16, per_thread, cluster, threads); break;
     default: TORCH_CHECK(false, "softmax_cluster: dtype must be float32, float16 or bfloat16");
   }
   return y;
@@ -320,7 +314,7 @@ torch::Tensor softmax_cluster_forward(torch::Tensor x, int64_t per_thread, int64
 """
 
 _CPP_DECL = ("torch::Tensor softmax_cluster_forward(torch::Tensor x, int64_t per_thread, int64_t threads, "
-             "int64_t cluster, int64_t policy);")
+             "int64_t cluster);")
 
 
 def cluster_config(shape: Shape, dtype: torch.dtype, per_thread: int | None = None,
@@ -394,7 +388,7 @@ def _check(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> str | No
 
 
 def softmax_cluster(x: torch.Tensor, per_thread: int | None = None, threads: int | None = None,
-                    cluster: int | None = None, policy: int = 0) -> torch.Tensor:
+                    cluster: int | None = None) -> torch.Tensor:
     """softmax(x, dim=-1), one thread-block cluster a row (see the module's docstring)."""
     reason = cuda_build.unavailable("softmax_cluster")
     if reason is not None:
@@ -408,7 +402,7 @@ def softmax_cluster(x: torch.Tensor, per_thread: int | None = None, threads: int
         raise GpuNotFoundError(_NEEDS_SM90)
     module = cuda_build.build("memtraffic_softmax_cluster", _CPP_DECL, _CUDA_SOURCE,
                               ("softmax_cluster_forward",))
-    return module.softmax_cluster_forward(x, c["per_thread"], c["threads"], c["cluster"], policy)
+    return module.softmax_cluster_forward(x, c["per_thread"], c["threads"], c["cluster"])
 
 
 def _run(x: torch.Tensor, **params: Any) -> torch.Tensor:

@@ -28,7 +28,8 @@ row's 8-byte slots by each warp of each program (from L2). The lag kernel's poll
 which no model counts: its measured L1 loads sit above the model while DRAM reads stay at the minimum
 (reports/h100/split_lag_16384x131072, reports/h100/split_8192x32768_bf16). A row of one chunk needs no
 exchange. What is left of the gap to a copy is the programs of a row waiting for each other, which
-Triton lets them do only through global memory (no cluster shared memory). The README's "Long rows at
+Triton lets them do only through global memory (no cluster shared memory); softmax_cluster (CUDA C++)
+exchanges through distributed shared memory instead. The README's "Long rows at
 copy speed" gives the timings; what was tried and measured is in reports/bench/ (2026-11-23-h100-gaps
 and earlier) and the git history.
 

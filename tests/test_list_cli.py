@@ -10,6 +10,7 @@ import io
 import json
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from memtraffic.cli import app
@@ -40,7 +41,10 @@ def test_json_every_softmax_variant_has_the_8mb_minimum(rows):
                 "torch_manual", "torch_compiled", "softmax_column_strided", "softmax_column_coalesced"}
     assert {r["name"] for r in softmax} >= expected
     for r in softmax:
-        assert r["supported"], r
+        # a CUDA C++ variant (softmax_cluster) cannot run on a machine without a GPU
+        assert r["supported"] or (VARIANTS[r["name"]].needs_cuda and not torch.cuda.is_available()), r
+        if not r["supported"]:
+            continue
         assert (r["min_read_bytes"], r["min_write_bytes"]) == (MB8, MB8), r["name"]
         assert r["pred_read_bytes"] >= r["min_read_bytes"] and r["pred_write_bytes"] >= r["min_write_bytes"]
         assert r["shape"] == "1048576x2" and r["dtype"] == "fp32"
