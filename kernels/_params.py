@@ -26,6 +26,14 @@ def int_range(lo: int, hi: int) -> Rule:
     return rule
 
 
+def one_of(*values: int) -> Rule:
+    def rule(value: Any) -> str | None:
+        ok = isinstance(value, int) and value in values
+        return None if ok else f"must be one of {', '.join(map(str, values))}"
+
+    return rule
+
+
 def optional(rule: Rule) -> Rule:
     """A rule that also accepts None or 'auto' (the launcher then picks the value from the shape)."""
 

@@ -40,17 +40,19 @@ from memtraffic.core.ops import Shape, Traffic, element_size
 from memtraffic.core.variant import Variant
 
 from . import cuda_build
-from ._params import int_range, optional, power_of_two, resolve_params
+from ._params import int_range, one_of, optional, power_of_two, resolve_params
 from .sectors import SECTOR, WARP
 from .softmax_rows import contiguous_2d
 
-DEFAULTS: dict[str, Any] = {"per_thread": None, "threads": None, "cluster": None}
+DEFAULTS: dict[str, Any] = {"per_thread": None, "threads": None, "cluster": None, "min_blocks": None}
 PER_THREAD = (16, 32, 64)  # elements a thread holds: the compiled choices
 MAX_THREADS = 512
 MAX_CLUSTER = 16  # the H100's largest (non-portable) cluster; 8 is the portable size
+CAPPED_BLOCKS = 5  # min_blocks: registers capped so that five blocks of 256 threads fit an SM (48)
+CAPPED_FROM_CLUSTER = 9  # auto min_blocks: capped for 16-bit rows in clusters of more than 8 blocks
 _RULES = {"per_thread": optional(power_of_two(PER_THREAD[0], PER_THREAD[-1])),
           "threads": optional(power_of_two(WARP, MAX_THREADS)),
-          "cluster": optional(int_range(1, MAX_CLUSTER))}
+          "cluster": optional(int_range(1, MAX_CLUSTER)), "min_blocks": optional(one_of(0, CAPPED_BLOCKS))}
 AUTO_PER_THREAD = 32
 AUTO_THREADS = 256
 _NEEDS_SM90 = "softmax_cluster needs thread-block clusters: a GPU of compute capability 9.0 (Hopper) or newer"
@@ -142,8 +144,8 @@ __device__ __forceinline__ void combine(const uint64_t* words, int n, float& M, 
 // One cluster of `cluster` blocks a row; block r holds vectors r*T*NV + k*T + t (k < NV) of the row, T =
 // blockDim.x, each VEC elements (16 bytes, or one element when rows are not 16-byte aligned).
 template <typename T, int VEC, int NV>
-__global__ void __launch_bounds__(512) softmax_cluster_kernel(T* __restrict__ out, const T* __restrict__ in,
-                                                              int64_t n_cols, int cluster) {
+__device__ __forceinline__ void softmax_rows(T* __restrict__ out, const T* __restrict__ in, int64_t n_cols,
+                                             int cluster) {
   using V = Vec<T, VEC>;
   __shared__ uint64_t words[MAX_CLUSTER * MAX_WARPS];  // (m_w, s_w) of every warp of the row
   __shared__ uint64_t bar;  // transaction barrier: the words' bytes
@@ -242,10 +244,28 @@ __global__ void __launch_bounds__(512) softmax_cluster_kernel(T* __restrict__ ou
   }
 }
 
+// The kernel as nvcc allocates it (64 registers a thread at 32 elements, sm_90), and the same capped so
+// that MINB blocks of up to 256 threads fit an SM (48 registers at 5): five blocks an SM pack whole
+// clusters of 16 into the H100's GPCs, four leave slots no cluster can take
+// (reports/bench/2026-11-24-h100-cluster-probe, calls 5 and 6). An explicit minimum of 1 is not the
+// same as none: nvcc then took 72 registers (three blocks an SM).
 template <typename T, int VEC, int NV>
+__global__ void __launch_bounds__(512) softmax_cluster_kernel(T* __restrict__ out, const T* __restrict__ in,
+                                                              int64_t n_cols, int cluster) {
+  softmax_rows<T, VEC, NV>(out, in, n_cols, cluster);
+}
+template <typename T, int VEC, int NV, int MINB>
+__global__ void __launch_bounds__(256, MINB) softmax_cluster_kernel_capped(
+    T* __restrict__ out, const T* __restrict__ in, int64_t n_cols, int cluster) {
+  softmax_rows<T, VEC, NV>(out, in, n_cols, cluster);
+}
+
+template <typename T, int VEC, int NV, int MINB>
 void launch(torch::Tensor& y, const torch::Tensor& x, int64_t cluster, int64_t threads) {
   const int64_t m = x.size(0), n = x.size(1);
-  auto kernel = softmax_cluster_kernel<T, VEC, NV>;
+  void (*kernel)(T*, const T*, int64_t, int);
+  if constexpr (MINB > 0) kernel = softmax_cluster_kernel_capped<T, VEC, NV, MINB>;
+  else kernel = softmax_cluster_kernel<T, VEC, NV>;
   if (cluster > 8)
     C10_CUDA_CHECK(
         cudaFuncSetAttribute((const void*)kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
@@ -272,23 +292,30 @@ void launch(torch::Tensor& y, const torch::Tensor& x, int64_t cluster, int64_t t
 
 template <typename T, int VEC>
 void dispatch_per_thread(torch::Tensor& y, const torch::Tensor& x, int64_t per_thread, int64_t cluster,
-                         int64_t threads) {
+                         int64_t threads, int64_t min_blocks) {
+  if (min_blocks == 5) {
+    TORCH_CHECK(per_thread == 32 && threads <= 256,
+                "softmax_cluster: min_blocks=5 needs per_thread=32, threads <= 256");
+    return launch<T, VEC, 32 / VEC, 5>(y, x, cluster, threads);
+  }
+  TORCH_CHECK(min_blocks == 0, "softmax_cluster: min_blocks must be 0 or 5");
   switch (per_thread) {
-    case 16: launch<T, VEC, 16 / VEC>(y, x, cluster, threads); break;
-    case 32: launch<T, VEC, 32 / VEC>(y, x, cluster, threads); break;
-    case 64: launch<T, VEC, 64 / VEC>(y, x, cluster, threads); break;
+    case 16: launch<T, VEC, 16 / VEC, 0>(y, x, cluster, threads); break;
+    case 32: launch<T, VEC, 32 / VEC, 0>(y, x, cluster, threads); break;
+    case 64: launch<T, VEC, 64 / VEC, 0>(y, x, cluster, threads); break;
     default: TORCH_CHECK(false, "softmax_cluster: per_thread must be 16, 32 or 64");
   }
 }
 
 template <typename T>
 void dispatch(torch::Tensor& y, const torch::Tensor& x, bool vec16, int64_t per_thread, int64_t cluster,
-              int64_t threads) {
-  if (vec16) dispatch_per_thread<T, 16 / sizeof(T)>(y, x, per_thread, cluster, threads);
-  else dispatch_per_thread<T, 1>(y, x, per_thread, cluster, threads);
+              int64_t threads, int64_t min_blocks) {
+  if (vec16) dispatch_per_thread<T, 16 / sizeof(T)>(y, x, per_thread, cluster, threads, min_blocks);
+  else dispatch_per_thread<T, 1>(y, x, per_thread, cluster, threads, min_blocks);
 }
 
-torch::Tensor softmax_cluster_forward(torch::Tensor x, int64_t per_thread, int64_t threads, int64_t cluster) {
+torch::Tensor softmax_cluster_forward(torch::Tensor x, int64_t per_thread, int64_t threads, int64_t cluster,
+                                      int64_t min_blocks) {
   TORCH_CHECK(x.is_cuda() && x.dim() == 2 && x.is_contiguous(),
               "softmax_cluster: x must be a contiguous 2-D CUDA tensor");
   TORCH_CHECK(threads % 32 == 0 && threads <= 512,
@@ -305,9 +332,9 @@ torch::Tensor softmax_cluster_forward(torch::Tensor x, int64_t per_thread, int64
   TORCH_CHECK(cluster * threads * nv * vec >= x.size(1), "softmax_cluster: ", cluster, " x ", threads,
               " threads x ", per_thread, " elements do not cover a row of ", x.size(1));
   switch (x.scalar_type()) {
-    case at::kFloat: dispatch<float>(y, x, vec16, per_thread, cluster, threads); break;
-    case at::kHalf: dispatch<__half>(y, x, vec16, per_thread, cluster, threads); break;
-    case at::kBFloat16: dispatch<__nv_bfloat16>(y, x, vec16, per_thread, cluster, threads); break;
+    case at::kFloat: dispatch<float>(y, x, vec16, per_thread, cluster, threads, min_blocks); break;
+    case at::kHalf: dispatch<__half>(y, x, vec16, per_thread, cluster, threads, min_blocks); break;
+    case at::kBFloat16: dispatch<__nv_bfloat16>(y, x, vec16, per_thread, cluster, threads, min_blocks); break;
     default: TORCH_CHECK(false, "softmax_cluster: dtype must be float32, float16 or bfloat16");
   }
   return y;
@@ -315,16 +342,23 @@ torch::Tensor softmax_cluster_forward(torch::Tensor x, int64_t per_thread, int64
 """
 
 _CPP_DECL = ("torch::Tensor softmax_cluster_forward(torch::Tensor x, int64_t per_thread, int64_t threads, "
-             "int64_t cluster);")
+             "int64_t cluster, int64_t min_blocks);")
 
 
 def cluster_config(shape: Shape, dtype: torch.dtype, per_thread: int | None = None,
-                   threads: int | None = None, cluster: int | None = None) -> dict[str, int]:
-    """per_thread (elements a thread holds), threads (a block) and cluster (blocks a row), autos filled in.
+                   threads: int | None = None, cluster: int | None = None,
+                   min_blocks: int | None = None) -> dict[str, int]:
+    """per_thread (elements a thread holds), threads (a block), cluster (blocks a row) and min_blocks
+    (CAPPED_BLOCKS: registers capped so that that many blocks fit an SM; 0: as nvcc allocates), autos
+    filled in.
 
     Auto: AUTO_PER_THREAD elements a thread on AUTO_THREADS threads, fewer threads for a short row (no
     fewer than a warp), as many blocks as cover the row; past MAX_CLUSTER blocks, twice the elements a
-    thread, then twice the threads. A given value is kept; the others grow to cover the row."""
+    thread, then twice the threads. A given value is kept; the others grow to cover the row. min_blocks
+    is capped for 16-bit rows in clusters of CAPPED_FROM_CLUSTER blocks or more where the kernel allows it
+    (32 elements a thread, at most 256 threads): H100, 16384x131072 bf16 in 16 blocks a row, 0.991 of a
+    copy capped against 0.964 (reports/bench/2026-11-24-h100-cluster-probe, call 6); 4 blocks a row ran
+    faster as allocated (1.007 in bench r8, 0.987 capped)."""
     n = shape[1]
     p = per_thread or AUTO_PER_THREAD
     t = threads or min(AUTO_THREADS, max(WARP, 1 << (max(1, math.ceil(n / p)) - 1).bit_length()))
@@ -337,11 +371,27 @@ def cluster_config(shape: Shape, dtype: torch.dtype, per_thread: int | None = No
         else:
             break
         c = math.ceil(n / (p * t))
-    return {"per_thread": p, "threads": t, "cluster": c}
+    if min_blocks is None:
+        capped = element_size(dtype) == 2 and c >= CAPPED_FROM_CLUSTER and p == 32 and t <= 256
+        min_blocks = CAPPED_BLOCKS if capped else 0
+    return {"per_thread": p, "threads": t, "cluster": c, "min_blocks": min_blocks}
 
 
 def _fits(shape: Shape, c: dict[str, int]) -> bool:
     return c["cluster"] <= MAX_CLUSTER and c["cluster"] * c["threads"] * c["per_thread"] >= shape[1]
+
+
+def _refusal(shape: Shape, c: dict[str, int]) -> str | None:
+    """Why softmax_cluster cannot take this shape with config c (one line), or None."""
+    if not _fits(shape, c):
+        return (f"softmax_cluster: a row of {shape[1]} elements needs more than {MAX_CLUSTER} blocks of "
+                f"{c['threads']} threads x {c['per_thread']} elements (per_thread={c['per_thread']}, "
+                f"threads={c['threads']}, cluster={c['cluster']}); raise per_thread or threads, "
+                "or use softmax_split")
+    if c["min_blocks"] and (c["per_thread"] != 32 or c["threads"] > 256):
+        return (f"softmax_cluster: min_blocks={c['min_blocks']} is compiled for per_thread=32 on at most 256 "
+                f"threads, not per_thread={c['per_thread']} on {c['threads']}; use min_blocks=0")
+    return None
 
 
 def _runs_sectors(m: int, n: int, e: int, c: dict[str, int]) -> int:
@@ -367,43 +417,40 @@ def _runs_sectors(m: int, n: int, e: int, c: dict[str, int]) -> int:
     return total
 
 
-def _traffic(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> Traffic:
+def _config(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> dict[str, int]:
     p = resolve_params("softmax_cluster", DEFAULTS, params, _RULES)
-    c = cluster_config(shape, dtype, p["per_thread"], p["threads"], p["cluster"])
-    sectors = _runs_sectors(shape[0], shape[1], element_size(dtype), c)
+    return cluster_config(shape, dtype, p["per_thread"], p["threads"], p["cluster"], p["min_blocks"])
+
+
+def _traffic(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> Traffic:
+    sectors = _runs_sectors(shape[0], shape[1], element_size(dtype), _config(shape, dtype, params))
     return Traffic(read=sectors * SECTOR, write=sectors * SECTOR)
 
 
 def _check(shape: Shape, dtype: torch.dtype, params: dict[str, Any]) -> str | None:
-    p = resolve_params("softmax_cluster", DEFAULTS, params, _RULES)
-    c = cluster_config(shape, dtype, p["per_thread"], p["threads"], p["cluster"])
-    if not _fits(shape, c):
-        return (f"softmax_cluster: a row of {shape[1]} elements needs more than {MAX_CLUSTER} blocks of "
-                f"{c['threads']} threads x {c['per_thread']} elements (per_thread={c['per_thread']}, "
-                f"threads={c['threads']}, cluster={c['cluster']}); raise per_thread or threads, "
-                "or use softmax_split")
-    reason = cuda_build.unavailable("softmax_cluster")
+    c = _config(shape, dtype, params)
+    reason = _refusal(shape, c) or cuda_build.unavailable("softmax_cluster")
     if reason is None and c["cluster"] > 1 and torch.cuda.get_device_capability() < (9, 0):
         return _NEEDS_SM90
     return reason
 
 
 def softmax_cluster(x: torch.Tensor, per_thread: int | None = None, threads: int | None = None,
-                    cluster: int | None = None) -> torch.Tensor:
+                    cluster: int | None = None, min_blocks: int | None = None) -> torch.Tensor:
     """softmax(x, dim=-1), one thread-block cluster a row (see the module's docstring)."""
     reason = cuda_build.unavailable("softmax_cluster")
     if reason is not None:
         raise GpuNotFoundError(reason)
     x = contiguous_2d(x)
-    c = cluster_config(tuple(x.shape), x.dtype, per_thread, threads, cluster)
-    if not _fits(tuple(x.shape), c):
-        raise ValueError(_check(tuple(x.shape), x.dtype, {"per_thread": per_thread, "threads": threads,
-                                                          "cluster": cluster}))
+    c = cluster_config(tuple(x.shape), x.dtype, per_thread, threads, cluster, min_blocks)
+    reason = _refusal(tuple(x.shape), c)
+    if reason is not None:
+        raise ValueError(reason)
     if c["cluster"] > 1 and torch.cuda.get_device_capability(x.device) < (9, 0):
         raise GpuNotFoundError(_NEEDS_SM90)
     module = cuda_build.build("memtraffic_softmax_cluster", _CPP_DECL, _CUDA_SOURCE,
                               ("softmax_cluster_forward",))
-    return module.softmax_cluster_forward(x, c["per_thread"], c["threads"], c["cluster"])
+    return module.softmax_cluster_forward(x, c["per_thread"], c["threads"], c["cluster"], c["min_blocks"])
 
 
 def _run(x: torch.Tensor, **params: Any) -> torch.Tensor:

@@ -541,19 +541,24 @@ def test_split_rows_need_a_gpu_in_the_interpreter(device):
 
 
 def test_cluster_auto_config():
-    # 32 elements a thread on 256 threads, as many blocks as cover the row, whatever the dtype
-    assert cluster.cluster_config((8192, 32768), BF16) == {"per_thread": 32, "threads": 256, "cluster": 4}
-    assert cluster.cluster_config((16384, 131072), FP32) == {"per_thread": 32, "threads": 256, "cluster": 16}
-    assert cluster.cluster_config((4096, 4096), BF16) == {"per_thread": 32, "threads": 128, "cluster": 1}
-    assert cluster.cluster_config((10, 5), FP32) == {"per_thread": 32, "threads": 32, "cluster": 1}
+    cfg = cluster.cluster_config
+    # 32 elements a thread on 256 threads, as many blocks as cover the row
+    assert cfg((8192, 32768), BF16) == {"per_thread": 32, "threads": 256, "cluster": 4, "min_blocks": 0}
+    assert cfg((4096, 4096), BF16) == {"per_thread": 32, "threads": 128, "cluster": 1, "min_blocks": 0}
+    assert cfg((10, 5), FP32) == {"per_thread": 32, "threads": 32, "cluster": 1, "min_blocks": 0}
+    # 16-bit rows in more than 8 blocks: registers capped for five blocks an SM; fp32 as allocated
+    assert cfg((16384, 131072), BF16) == {"per_thread": 32, "threads": 256, "cluster": 16, "min_blocks": 5}
+    assert cfg((16384, 131072), FP16)["min_blocks"] == 5
+    assert cfg((16384, 131072), FP32) == {"per_thread": 32, "threads": 256, "cluster": 16, "min_blocks": 0}
+    assert cfg((8, 131072), BF16, threads=512)["min_blocks"] == 0  # 512 threads: not compiled capped
     # past 16 blocks: twice the elements a thread, then twice the threads
-    assert cluster.cluster_config((4, 200000), FP32) == {"per_thread": 64, "threads": 256, "cluster": 13}
-    assert cluster.cluster_config((4, 300000), FP32) == {"per_thread": 64, "threads": 512, "cluster": 10}
+    assert cfg((4, 200000), FP32) == {"per_thread": 64, "threads": 256, "cluster": 13, "min_blocks": 0}
+    assert cfg((4, 300000), FP32) == {"per_thread": 64, "threads": 512, "cluster": 10, "min_blocks": 0}
     # a given value is kept, the others cover the row
-    assert cluster.cluster_config((4, 5000), FP32, threads=64, cluster=4) == {
-        "per_thread": 32, "threads": 64, "cluster": 4}
-    assert cluster.cluster_config((4, 40000), BF16, per_thread=16) == {
-        "per_thread": 16, "threads": 256, "cluster": 10}
+    assert cfg((4, 5000), FP32, threads=64, cluster=4, min_blocks=5) == {
+        "per_thread": 32, "threads": 64, "cluster": 4, "min_blocks": 5}
+    assert cfg((4, 40000), FP32, per_thread=16) == {"per_thread": 16, "threads": 256, "cluster": 10,
+                                                    "min_blocks": 0}
 
 
 def test_cluster_refuses_what_it_cannot_run():
@@ -563,7 +568,10 @@ def test_cluster_refuses_what_it_cannot_run():
     assert reason is not None and "more than 16 blocks" in reason and "softmax_split" in reason
     reason = check((4, 5000), FP32, {**params, "cluster": 2, "threads": 32})  # 2 x 32 x 32 < 5000
     assert reason is not None and "cluster=2" in reason
+    reason = check((4, 5000), BF16, {**params, "min_blocks": 5, "per_thread": 64})
+    assert reason is not None and "min_blocks=5 is compiled for per_thread=32 on at most 256" in reason
     for bad, why in [({"per_thread": 8}, "per_thread=8 is invalid"),
+                     ({"min_blocks": 4}, "min_blocks=4 is invalid: it must be one of 0, 5"),
                      ({"threads": 48}, "threads=48 is invalid"),
                      ({"cluster": 17}, "cluster=17 is invalid: it must be an integer from 1 to 16")]:
         with pytest.raises(UsageError, match=why):
@@ -829,7 +837,10 @@ def test_gpu_tiled_sweep_values(params, seed):
     ("softmax_split", (16384, 4096), {"BLOCK_N": 1024}),  # lag: 4 parts, many rows a program
     ("softmax_split", (7, 65536), {"BLOCK_N": 4096, "programs": 16}),  # lag: one program a part
     # cluster rows: 1 to 16 blocks a row, 16-byte accesses (N*E % 16 == 0) or one element each (odd N)
-    ("softmax_cluster", (300, 131072), {}),  # auto: 16 blocks of 256 x 32 (non-portable cluster)
+    ("softmax_cluster", (300, 131072), {}),  # auto: 16 blocks of 256 x 32 (non-portable cluster), bf16 capped
+    ("softmax_cluster", (300, 131072), {"min_blocks": 0}),  # the same as nvcc allocates it
+    ("softmax_cluster", (257, 40001), {"min_blocks": 5}),  # capped, element accesses
+    ("softmax_cluster", (33, 8192), {"cluster": 3, "threads": 128, "min_blocks": 5}),  # capped, 3 blocks
     ("softmax_cluster", (8, 131072), {"per_thread": 64, "threads": 128}),  # 16 blocks, 64 a thread
     ("softmax_cluster", (300, 131072), {"per_thread": 32, "threads": 512}),  # 8 blocks of 512 x 32
     ("softmax_cluster", (257, 40001), {}),  # odd N: element accesses, 5 blocks, the last mostly masked
