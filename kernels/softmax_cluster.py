@@ -52,7 +52,7 @@ CAPPED_BLOCKS = 5  # min_blocks: registers capped so that five blocks of 256 thr
 CAPPED_FROM_CLUSTER = 9  # auto min_blocks: capped for 16-bit rows in clusters of more than 8 blocks
 _RULES = {"per_thread": optional(power_of_two(PER_THREAD[0], PER_THREAD[-1])),
           "threads": optional(power_of_two(WARP, MAX_THREADS)),
-          "cluster": optional(int_range(1, MAX_CLUSTER)), "min_blocks": optional(one_of(0, CAPPED_BLOCKS))}
+          "cluster": optional(int_range(1, MAX_CLUSTER)), "min_blocks": optional(one_of(0, CAPPED_BLOCKS, 6))}
 AUTO_PER_THREAD = 32
 AUTO_THREADS = 256
 _NEEDS_SM90 = "softmax_cluster needs thread-block clusters: a GPU of compute capability 9.0 (Hopper) or newer"
@@ -266,6 +266,10 @@ void launch(torch::Tensor& y, const torch::Tensor& x, int64_t cluster, int64_t t
   void (*kernel)(T*, const T*, int64_t, int);
   if constexpr (MINB > 0) kernel = softmax_cluster_kernel_capped<T, VEC, NV, MINB>;
   else kernel = softmax_cluster_kernel<T, VEC, NV>;
+  static const bool balance = getenv("MT_PROBE_BALANCE") != nullptr;  // probe only
+  if (cluster > 1 && balance)
+    C10_CUDA_CHECK(cudaFuncSetAttribute((const void*)kernel, cudaFuncAttributeClusterSchedulingPolicyPreference,
+                                        (int)cudaClusterSchedulingPolicyLoadBalancing));
   if (cluster > 8)
     C10_CUDA_CHECK(
         cudaFuncSetAttribute((const void*)kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
@@ -293,9 +297,10 @@ void launch(torch::Tensor& y, const torch::Tensor& x, int64_t cluster, int64_t t
 template <typename T, int VEC>
 void dispatch_per_thread(torch::Tensor& y, const torch::Tensor& x, int64_t per_thread, int64_t cluster,
                          int64_t threads, int64_t min_blocks) {
-  if (min_blocks == 5) {
+  if (min_blocks == 5 || min_blocks == 6) {
     TORCH_CHECK(per_thread == 32 && threads <= 256,
                 "softmax_cluster: min_blocks=5 needs per_thread=32, threads <= 256");
+    if (min_blocks == 6) return launch<T, VEC, 32 / VEC, 6>(y, x, cluster, threads);
     return launch<T, VEC, 32 / VEC, 5>(y, x, cluster, threads);
   }
   TORCH_CHECK(min_blocks == 0, "softmax_cluster: min_blocks must be 0 or 5");
