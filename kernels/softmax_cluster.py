@@ -23,8 +23,10 @@ once its own words are in: no peer stores into it later. A row of only -inf give
 
 Auto: 32 elements a thread on 256 threads (64 registers, four blocks an SM on the H100), from the sweeps in
 reports/bench/2026-11-24-h100-cluster-probe: 8192x32768 bf16 at a copy's speed, where softmax_split's
-programs waiting through global memory lose 4-5%; 16384x131072 bf16 at 0.96, behind softmax_split, with
-its bytes at the minimum on every level (README "A cluster a row"). It is a kernel for long rows: a row
+programs waiting through global memory lose 4-5%. A cluster's blocks share one GPC, and clusters of 16 pack
+badly at four blocks an SM (28 resident, 448 blocks of 528): for 16-bit rows in more than 8 blocks the auto
+caps registers at 48 (min_blocks=5, five blocks an SM), 16384x131072 bf16 from 0.96 to 0.99 of a copy
+(README "A cluster a row"). It is a kernel for long rows: a row
 takes a block however short it is (1048576x2 fp32: 1.31 ms, softmax_tiled 8.5 us, bench r8).
 """
 
@@ -52,7 +54,7 @@ CAPPED_BLOCKS = 5  # min_blocks: registers capped so that five blocks of 256 thr
 CAPPED_FROM_CLUSTER = 9  # auto min_blocks: capped for 16-bit rows in clusters of more than 8 blocks
 _RULES = {"per_thread": optional(power_of_two(PER_THREAD[0], PER_THREAD[-1])),
           "threads": optional(power_of_two(WARP, MAX_THREADS)),
-          "cluster": optional(int_range(1, MAX_CLUSTER)), "min_blocks": optional(one_of(0, CAPPED_BLOCKS, 6))}
+          "cluster": optional(int_range(1, MAX_CLUSTER)), "min_blocks": optional(one_of(0, CAPPED_BLOCKS))}
 AUTO_PER_THREAD = 32
 AUTO_THREADS = 256
 _NEEDS_SM90 = "softmax_cluster needs thread-block clusters: a GPU of compute capability 9.0 (Hopper) or newer"
@@ -266,10 +268,6 @@ void launch(torch::Tensor& y, const torch::Tensor& x, int64_t cluster, int64_t t
   void (*kernel)(T*, const T*, int64_t, int);
   if constexpr (MINB > 0) kernel = softmax_cluster_kernel_capped<T, VEC, NV, MINB>;
   else kernel = softmax_cluster_kernel<T, VEC, NV>;
-  static const bool balance = getenv("MT_PROBE_BALANCE") != nullptr;  // probe only
-  if (cluster > 1 && balance)
-    C10_CUDA_CHECK(cudaFuncSetAttribute((const void*)kernel, cudaFuncAttributeClusterSchedulingPolicyPreference,
-                                        (int)cudaClusterSchedulingPolicyLoadBalancing));
   if (cluster > 8)
     C10_CUDA_CHECK(
         cudaFuncSetAttribute((const void*)kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
@@ -297,10 +295,9 @@ void launch(torch::Tensor& y, const torch::Tensor& x, int64_t cluster, int64_t t
 template <typename T, int VEC>
 void dispatch_per_thread(torch::Tensor& y, const torch::Tensor& x, int64_t per_thread, int64_t cluster,
                          int64_t threads, int64_t min_blocks) {
-  if (min_blocks == 5 || min_blocks == 6) {
+  if (min_blocks == 5) {
     TORCH_CHECK(per_thread == 32 && threads <= 256,
                 "softmax_cluster: min_blocks=5 needs per_thread=32, threads <= 256");
-    if (min_blocks == 6) return launch<T, VEC, 32 / VEC, 6>(y, x, cluster, threads);
     return launch<T, VEC, 32 / VEC, 5>(y, x, cluster, threads);
   }
   TORCH_CHECK(min_blocks == 0, "softmax_cluster: min_blocks must be 0 or 5");
