@@ -470,8 +470,9 @@ SOFTMAX_CLUSTER = Variant(
     params=dict(DEFAULTS),
     constraints=f"any MxN with N <= {MAX_CLUSTER} x {MAX_THREADS} x {PER_THREAD[-1]}; per_thread: "
     f"{'/'.join(map(str, PER_THREAD))} or auto; threads: power of two 32..{MAX_THREADS} or auto; cluster: "
-    f"1..{MAX_CLUSTER} or auto; sm_90 or newer for clusters; CUDA GPU with nvcc and ninja, built on first "
-    "use",
+    f"1..{MAX_CLUSTER} or auto; min_blocks: 0 (as nvcc allocates) or {CAPPED_BLOCKS} (registers capped, "
+    "per_thread 32 on <= 256 threads) or auto; sm_90 or newer for clusters; CUDA GPU with nvcc and ninja, "
+    "built on first use",
     check=_check,
     needs_cuda=True,
 )
