@@ -379,13 +379,9 @@ def cluster_config(shape: Shape, dtype: torch.dtype, per_thread: int | None = No
     return {"per_thread": p, "threads": t, "cluster": c, "min_blocks": min_blocks}
 
 
-def _fits(shape: Shape, c: dict[str, int]) -> bool:
-    return c["cluster"] <= MAX_CLUSTER and c["cluster"] * c["threads"] * c["per_thread"] >= shape[1]
-
-
 def _refusal(shape: Shape, c: dict[str, int]) -> str | None:
     """Why softmax_cluster cannot take this shape with config c (one line), or None."""
-    if not _fits(shape, c):
+    if c["cluster"] > MAX_CLUSTER or c["cluster"] * c["threads"] * c["per_thread"] < shape[1]:
         return (f"softmax_cluster: a row of {shape[1]} elements needs more than {MAX_CLUSTER} blocks of "
                 f"{c['threads']} threads x {c['per_thread']} elements (per_thread={c['per_thread']}, "
                 f"threads={c['threads']}, cluster={c['cluster']}); raise per_thread or threads, "
