@@ -21,12 +21,13 @@ barrier runs once, at the start (arrive) and before the first remote store (wait
 stores into a peer whose transaction barrier is not yet set up; the wait is past by then. A block exits
 once its own words are in: no peer stores into it later. A row of only -inf gives NaN, as torch.softmax.
 
-Auto: 32 elements a thread on 256 threads (64 registers, four blocks an SM on the H100), from the sweeps in
-reports/bench/2026-11-24-h100-cluster-probe: 8192x32768 bf16 at a copy's speed, where softmax_split's
+Auto: 32 elements a thread on 256 threads (57-61 registers, four blocks an SM on the H100), from the sweeps
+in reports/bench/2026-11-24-h100-cluster-probe: 8192x32768 bf16 at a copy's speed, where softmax_split's
 programs waiting through global memory lose 4-5%. A cluster's blocks share one GPC, and clusters of 16 pack
-badly at four blocks an SM (28 resident, 448 blocks of 528): for 16-bit rows in more than 8 blocks the auto
-caps registers at 48 (min_blocks=5, five blocks an SM), 16384x131072 bf16 from 0.96 to 0.99 of a copy
-(README "A cluster a row"). It is a kernel for long rows: a row
+badly at four blocks an SM (28 resident, 448 blocks of 528): for 16-byte-aligned 16-bit rows in more than 8
+blocks the auto caps registers at 48 (min_blocks=5, five blocks an SM), 16384x131072 bf16 from 0.97 to
+1.00 of a copy (README "A cluster a row"). The cap is free only without spills: 16-bit elements are held
+two a register, offsets in 32 bits, the max taken on packed pairs. It is a kernel for long rows: a row
 takes a block however short it is (1048576x2 fp32: 1.31 ms, softmax_tiled 8.5 us, bench r8).
 """
 
@@ -68,6 +69,7 @@ _CUDA_SOURCE = r"""
 #include <cuda_fp16.h>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 constexpr int MAX_CLUSTER = 16;
 constexpr int MAX_WARPS = 16;  // 512 threads
@@ -83,9 +85,74 @@ template <> __device__ __forceinline__ __half from_float<__half>(float v) { retu
 template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
 }
+__device__ __forceinline__ uint32_t pair_of(__half, float lo, float hi) {  // two elements in one word
+  const __half2 h = __floats2half2_rn(lo, hi);
+  uint32_t w;
+  memcpy(&w, &h, 4);
+  return w;
+}
+__device__ __forceinline__ uint32_t pair_of(__nv_bfloat16, float lo, float hi) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  uint32_t w;
+  memcpy(&w, &h, 4);
+  return w;
+}
 
+// VEC elements, one load and one store: 16 bytes (VEC = 16 / sizeof(T)) or one element. Held as words,
+// two 16-bit elements a register: as T[VEC], nvcc gives each 16-bit element a register of its own.
 template <typename T, int VEC>
-struct alignas(sizeof(T) * VEC) Vec { T v[VEC]; };  // VEC elements: one load, one store
+struct Vec {
+  using W = std::conditional_t<sizeof(T) * VEC >= 4, uint32_t, uint16_t>;
+  static constexpr int WORDS = sizeof(T) * VEC / sizeof(W);
+  alignas(sizeof(T) * VEC) W w[WORDS];
+
+  __device__ __forceinline__ float get(int i) const {  // element i as float
+    if constexpr (sizeof(T) == 4) {
+      return __uint_as_float(w[i]);
+    } else {
+      const uint16_t bits = WORDS * 2 == VEC ? (uint16_t)(w[i / 2] >> (16 * (i % 2))) : (uint16_t)w[0];
+      T t;
+      memcpy(&t, &bits, 2);
+      return to_float(t);
+    }
+  }
+  __device__ __forceinline__ void set(const float* f) {  // from VEC floats, rounded to T
+    if constexpr (sizeof(T) == 4) {
+      for (int i = 0; i < VEC; ++i) w[i] = __float_as_uint(f[i]);
+    } else if constexpr (VEC == 1) {
+      const T t = from_float<T>(f[0]);
+      memcpy(&w[0], &t, 2);
+    } else {
+      for (int i = 0; i < WORDS; ++i) w[i] = pair_of(T(), f[2 * i], f[2 * i + 1]);
+    }
+  }
+  __device__ __forceinline__ void fill_neg_inf() {
+    float f[VEC];
+    for (int i = 0; i < VEC; ++i) f[i] = -INFINITY;
+    set(f);
+  }
+  // The largest element. 16-bit pairs by packed max (exact): the elements are converted to float only
+  // where they are used next, not here, where the floats would be held until then (fp16: 24 bytes spilled
+  // at 48 registers)
+  __device__ __forceinline__ float max() const {
+    if constexpr (sizeof(T) == 2 && WORDS * 2 == VEC) {
+      using T2 = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
+      T2 acc, v;
+      memcpy(&acc, &w[0], 4);
+#pragma unroll
+      for (int i = 1; i < WORDS; ++i) {
+        memcpy(&v, &w[i], 4);
+        acc = __hmax2(acc, v);
+      }
+      return fmaxf(to_float(acc.x), to_float(acc.y));
+    } else {
+      float m = get(0);
+#pragma unroll
+      for (int i = 1; i < VEC; ++i) m = fmaxf(m, get(i));
+      return m;
+    }
+  }
+};
 
 template <typename T, int VEC>
 __device__ __forceinline__ Vec<T, VEC> load(const Vec<T, VEC>* p) {  // read-only path, as __ldg
@@ -169,27 +236,26 @@ __device__ __forceinline__ void softmax_rows(T* __restrict__ out, const T* __res
 #endif
 
   // 1. this block's vectors of the row: NV * VEC elements a thread, E bytes each, read once
-  const int64_t nvec = n_cols / VEC;
+  // Offsets within a row in 32 bits (a row is at most 16 x 512 x 64 elements): 64-bit ones cost the
+  // registers that decide how many blocks fit an SM.
+  const int nvec = (int)(n_cols / VEC);
   const V* src = reinterpret_cast<const V*>(in + row * n_cols);
-  const int64_t first = (int64_t)rank * blockDim.x * NV + threadIdx.x;
+  const int first = rank * blockDim.x * NV + threadIdx.x;
   V x[NV];
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
-    const int64_t j = first + (int64_t)k * blockDim.x;
+    const int j = first + k * blockDim.x;
     if (j < nvec) {
       x[k] = load(src + j);
     } else {
-#pragma unroll
-      for (int i = 0; i < VEC; ++i) x[k].v[i] = from_float<T>(-INFINITY);
+      x[k].fill_neg_inf();
     }
   }
 
   // 2. the warp's max m_w, e = exp(x - m_w) kept in registers, and s_w = sum e
   float m = -INFINITY;
 #pragma unroll
-  for (int k = 0; k < NV; ++k)
-#pragma unroll
-    for (int i = 0; i < VEC; ++i) m = fmaxf(m, to_float(x[k].v[i]));
+  for (int k = 0; k < NV; ++k) m = fmaxf(m, x[k].max());
   m = warp_max(m);
   const float shift = shift_of(m);  // 0 for a warp of only -inf: e = 0
   float e[NV * VEC];
@@ -198,7 +264,7 @@ __device__ __forceinline__ void softmax_rows(T* __restrict__ out, const T* __res
   for (int k = 0; k < NV; ++k)
 #pragma unroll
     for (int i = 0; i < VEC; ++i) {
-      e[k * VEC + i] = exp_shifted(to_float(x[k].v[i]), shift);
+      e[k * VEC + i] = exp_shifted(x[k].get(i), shift);
       s += e[k * VEC + i];
     }
   s = warp_sum(s);
@@ -236,20 +302,23 @@ __device__ __forceinline__ void softmax_rows(T* __restrict__ out, const T* __res
   V* dst = reinterpret_cast<V*>(out + row * n_cols);
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
-    const int64_t j = first + (int64_t)k * blockDim.x;
+    const int j = first + k * blockDim.x;
     if (j < nvec) {
-      V y;
+      float y[VEC];
 #pragma unroll
-      for (int i = 0; i < VEC; ++i) y.v[i] = from_float<T>(e[k * VEC + i] * f);
-      dst[j] = y;
+      for (int i = 0; i < VEC; ++i) y[i] = e[k * VEC + i] * f;
+      V v;
+      v.set(y);
+      dst[j] = v;
     }
   }
 }
 
-// The kernel as nvcc allocates it (64 registers a thread at 32 elements, sm_90), and the same capped so
-// that MINB blocks of up to 256 threads fit an SM (48 registers at 5): five blocks an SM pack whole
-// clusters of 16 into the H100's GPCs, four leave slots no cluster can take
-// (reports/bench/2026-11-24-h100-cluster-probe, calls 5 and 6). An explicit minimum of 1 is not the
+// The kernel as nvcc allocates it (57 registers a thread at 32 16-bit elements, 61 at 32 floats; sm_90,
+// nvcc 13.0), and the same capped so that MINB blocks of up to 256 threads fit an SM (48 registers at 5,
+// no spills for 16-byte-aligned 16-bit rows; 8 bytes for floats, 220 for unaligned 16-bit rows): five
+// blocks an SM pack whole clusters of 16 into the H100's GPCs, four leave slots no cluster can take
+// (reports/bench/2026-11-24-h100-cluster-probe, calls 5, 6 and 9). An explicit minimum of 1 is not the
 // same as none: nvcc then took 72 registers (three blocks an SM).
 template <typename T, int VEC, int NV>
 __global__ void __launch_bounds__(512) softmax_cluster_kernel(T* __restrict__ out, const T* __restrict__ in,
@@ -357,10 +426,11 @@ def cluster_config(shape: Shape, dtype: torch.dtype, per_thread: int | None = No
     Auto: AUTO_PER_THREAD elements a thread on AUTO_THREADS threads, fewer threads for a short row (no
     fewer than a warp), as many blocks as cover the row; past MAX_CLUSTER blocks, twice the elements a
     thread, then twice the threads. A given value is kept; the others grow to cover the row. min_blocks
-    is capped for 16-bit rows in clusters of CAPPED_FROM_CLUSTER blocks or more where the kernel allows it
-    (32 elements a thread, at most 256 threads): H100, 16384x131072 bf16 in 16 blocks a row, 0.991 of a
-    copy capped against 0.964 (reports/bench/2026-11-24-h100-cluster-probe, call 6); 4 blocks a row ran
-    faster as allocated (1.007 in bench r8, 0.987 capped)."""
+    is capped for 16-byte-aligned 16-bit rows in clusters of CAPPED_FROM_CLUSTER blocks or more where the
+    kernel allows it (32 elements a thread, at most 256 threads): H100, 16384x131072 bf16 in 16 blocks a
+    row, 1.003 of a copy capped against 0.966 (reports/bench/2026-11-24-h100-cluster-probe, call 9); in 4
+    blocks a row capped and not ran alike (1.010); unaligned 16-bit rows spill when capped, floats lose
+    2% (call 9)."""
     n = shape[1]
     p = per_thread or AUTO_PER_THREAD
     t = threads or min(AUTO_THREADS, max(WARP, 1 << (max(1, math.ceil(n / p)) - 1).bit_length()))
@@ -374,7 +444,8 @@ def cluster_config(shape: Shape, dtype: torch.dtype, per_thread: int | None = No
             break
         c = math.ceil(n / (p * t))
     if min_blocks is None:
-        capped = element_size(dtype) == 2 and c >= CAPPED_FROM_CLUSTER and p == 32 and t <= 256
+        e = element_size(dtype)
+        capped = e == 2 and (n * e) % 16 == 0 and c >= CAPPED_FROM_CLUSTER and p == 32 and t <= 256
         min_blocks = CAPPED_BLOCKS if capped else 0
     return {"per_thread": p, "threads": t, "cluster": c, "min_blocks": min_blocks}
 

@@ -551,6 +551,9 @@ def test_cluster_auto_config():
     assert cfg((16384, 131072), FP16)["min_blocks"] == 5
     assert cfg((16384, 131072), FP32) == {"per_thread": 32, "threads": 256, "cluster": 16, "min_blocks": 0}
     assert cfg((8, 131072), BF16, threads=512)["min_blocks"] == 0  # 512 threads: not compiled capped
+    # rows not 16-byte aligned take one element a load and spill when capped: as allocated
+    assert cfg((8, 131071), BF16) == {"per_thread": 32, "threads": 256, "cluster": 16, "min_blocks": 0}
+    assert cfg((8, 131064), FP16)["min_blocks"] == 5  # 131064 x 2 bytes: 16-byte rows
     # past 16 blocks: twice the elements a thread, then twice the threads
     assert cfg((4, 200000), FP32) == {"per_thread": 64, "threads": 256, "cluster": 13, "min_blocks": 0}
     assert cfg((4, 300000), FP32) == {"per_thread": 64, "threads": 512, "cluster": 10, "min_blocks": 0}
@@ -839,6 +842,8 @@ def test_gpu_tiled_sweep_values(params, seed):
     # cluster rows: 1 to 16 blocks a row, 16-byte accesses (N*E % 16 == 0) or one element each (odd N)
     ("softmax_cluster", (300, 131072), {}),  # auto: 16 blocks of 256 x 32 (non-portable cluster), bf16 capped
     ("softmax_cluster", (300, 131072), {"min_blocks": 0}),  # the same as nvcc allocates it
+    ("softmax_cluster", (300, 131071), {}),  # auto: 16 blocks, element accesses, not capped
+    ("softmax_cluster", (300, 131071), {"min_blocks": 5}),  # the same capped (spills)
     ("softmax_cluster", (257, 40001), {"min_blocks": 5}),  # capped, element accesses
     ("softmax_cluster", (33, 8192), {"cluster": 3, "threads": 128, "min_blocks": 5}),  # capped, 3 blocks
     ("softmax_cluster", (8, 131072), {"per_thread": 64, "threads": 128}),  # 16 blocks, 64 a thread
@@ -901,26 +906,32 @@ def test_gpu_split_lag_launches_in_a_row_share_their_words(dtype, seed):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("min_blocks", [0, 5])
 @pytest.mark.parametrize("dtype", ALL)
-def test_gpu_cluster_rows_with_infinities_and_unaligned_rows(dtype, seed):
+def test_gpu_cluster_rows_with_infinities_and_unaligned_rows(dtype, min_blocks, seed):
     variant = VARIANTS["softmax_cluster"]
     if variant.check((1, 1), FP32, dict(variant.params)) is not None:
         pytest.skip(variant.check((1, 1), FP32, dict(variant.params)))
     atol, rtol = _tol("softmax_cluster", dtype)
     # 4 blocks of 64 x 32: warps of only -inf, a block holding the only finite value, huge values
     x = _hard_rows(dtype, 5000).cuda()
-    out = variant.run(x, cluster=4, threads=64)
+    out = variant.run(x, cluster=4, threads=64, min_blocks=min_blocks)
     assert not out.isnan().any()
 
     torch.testing.assert_close(out.double().cpu(), OPS["softmax"].reference(x).cpu(), atol=atol, rtol=rtol)
     x = torch.full((3, 5000), -float("inf"), dtype=dtype, device="cuda")
-    assert variant.run(x, cluster=4, threads=64).isnan().all()
+    assert variant.run(x, cluster=4, threads=64, min_blocks=min_blocks).isnan().all()
+    # a NaN makes its row NaN, as torch.softmax (the max skips it, exp does not)
+    x = torch.randn(3, 5000, device="cuda").to(dtype)
+    x[1, 4321] = float("nan")
+    out = variant.run(x, cluster=4, threads=64, min_blocks=min_blocks)
+    assert out[1].isnan().all() and not out[[0, 2]].isnan().any()
     # rows 16-byte aligned in length but not in address: one element an access
     case = _case_seed(seed, "cluster-unaligned", dtype)
     buf = _inputs("softmax", (1, 1 + 300 * 4096), dtype, "cuda", case)
     x = buf[0, 1:].view(300, 4096)
     assert x.data_ptr() % 16 != 0
-    out = variant.run(x, cluster=2, threads=64)
+    out = variant.run(x, cluster=2, threads=64, min_blocks=min_blocks)
     torch.testing.assert_close(out.double().cpu(), OPS["softmax"].reference(x).cpu(), atol=atol, rtol=rtol)
 
 
