@@ -169,12 +169,14 @@ def suite_table(reports: Path) -> list[str]:
 
 
 def newest_bench(reports: Path) -> Path | None:
-    """The newest committed benchmark: latest environment date, then folder name."""
+    """The newest committed benchmark: latest date, then folder name with its numbers compared as numbers
+    (a day's r10 is newer than its r9)."""
     found = []
     for path in (reports / "bench").glob("*/results.json"):
         result = json.loads(path.read_text())
         date = result.get("date") or result.get("environment", {}).get("date", "")  # older: in environment
-        found.append((date, path.parent.name, path))
+        name = [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path.parent.name)]
+        found.append((date, name, path))
     return max(found)[2] if found else None
 
 

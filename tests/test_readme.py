@@ -110,3 +110,10 @@ def test_bench_block_shows_the_newest_run(tmp_path):
     bench = _block(readme.read_text(), "bench")
     assert "GPU B, 2030-03-04" in bench and "GPU A" not in bench and "old" not in bench
     assert "| softmax_tiled | 64x64 | fp32 | 1.0 us | 1.00 GB/s | 50% | 2.00x | - |" in bench
+
+
+def test_bench_block_takes_a_days_tenth_run_over_its_ninth(tmp_path):
+    tables = _tables()
+    reports = _reports(tmp_path, [("2030-01-02-gpu-r9", "GPU nine", "2030-01-02"),
+                                  ("2030-01-02-gpu-r10", "GPU ten", "2030-01-02")])
+    assert tables.newest_bench(reports).parent.name == "2030-01-02-gpu-r10"
