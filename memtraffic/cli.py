@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
 from pathlib import Path
@@ -10,32 +9,17 @@ from typing import Annotated
 
 import typer
 
+from memtraffic.cli_errors import Cli
 from memtraffic.core.errors import MemtrafficError, UsageError, warn
 
 app = typer.Typer(
+    cls=Cli,
     rich_markup_mode="rich",
     no_args_is_help=True,
     add_completion=False,
     help="Where did my bytes go? Run GPU kernel variants under Nsight Compute and compare the bytes each "
     "memory level moved (L1, L2, DRAM) with the operation's theoretical minimum.",
 )
-
-
-def _errors_to_exit(func):
-    """Turn package errors into one readable line and an exit code; keep tracebacks for real bugs."""
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except MemtrafficError as err:
-            typer.echo(f"error: {err}", err=True)
-            raise typer.Exit(code=err.exit_code) from None
-        except KeyboardInterrupt:
-            typer.echo("interrupted", err=True)
-            raise typer.Exit(code=130) from None
-
-    return wrapper
 
 
 def _print_version(value: bool) -> None:
@@ -103,7 +87,6 @@ def _check_format(fmt: str, allowed: tuple[str, ...]) -> None:
 
 
 @app.command("list")
-@_errors_to_exit
 def list_(
     variants: Annotated[
         list[str] | None, typer.Argument(help="With --count: the variants of the grid (or --all).")
@@ -167,7 +150,6 @@ def list_(
 
 
 @app.command()
-@_errors_to_exit
 def measure(
     variants: Annotated[
         list[str] | None, typer.Argument(help="Variant names (see 'memtraffic list'); or use --all.")
@@ -326,7 +308,6 @@ def measure(
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-@_errors_to_exit
 def profile(
     ctx: typer.Context,
     torch_ops: Annotated[
@@ -428,7 +409,6 @@ def profile(
 
 
 @app.command()
-@_errors_to_exit
 def analyze(
     path: Annotated[Path, typer.Argument(help="A run folder from 'memtraffic measure', or any .ncu-rep.")],
     min_bytes: Annotated[
@@ -484,7 +464,6 @@ def analyze(
 
 
 @app.command()
-@_errors_to_exit
 def diff(
     a: Annotated[Path, typer.Argument(help="Before: a run folder, a .ncu-rep, or a saved table "
                                       "(results.json, analyze --format json).")],
@@ -534,7 +513,6 @@ def diff(
 
 
 @app.command()
-@_errors_to_exit
 def check(
     run: Annotated[Path, typer.Argument(help="A run folder, .ncu-rep or saved table to check.")],
     expect: Annotated[Path, typer.Option(help="The TOML file of expectations (see below).")],
@@ -578,7 +556,6 @@ def check(
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-@_errors_to_exit
 def ops(
     command: Annotated[
         list[str] | None, typer.Argument(help="The program to run, after --: python train.py ARGS.")
@@ -621,7 +598,6 @@ def ops(
 
 
 @app.command()
-@_errors_to_exit
 def lines(
     path: Annotated[Path, typer.Argument(help="A run folder measured with --source, or any .ncu-rep with "
                                          "ncu's SourceCounters section.")],
@@ -662,7 +638,6 @@ def lines(
 
 
 @app.command()
-@_errors_to_exit
 def merge(
     runs: Annotated[list[Path], typer.Argument(help="Run folders to combine (shards, reruns, machines).")],
     out: Annotated[Path, typer.Option(help="New or empty folder for the merged run (never overwritten).")],
@@ -695,7 +670,6 @@ def merge(
 
 
 @app.command()
-@_errors_to_exit
 def roofline(
     runs: Annotated[
         list[Path] | None, typer.Argument(help="Run folders from 'memtraffic measure'; default: the newest.")
@@ -735,7 +709,6 @@ def roofline(
 
 
 @app.command()
-@_errors_to_exit
 def report(
     run: Annotated[Path, typer.Argument(help="Run folder from 'memtraffic measure'.")],
     out: Annotated[
@@ -767,7 +740,6 @@ def report(
 
 
 @app.command()
-@_errors_to_exit
 def metrics(
     chip: Annotated[str | None, typer.Option(help="A chip of `ncu --list-chips` (ga102, gh100, ...); "
                                              "default: this machine's GPU, asked through ncu.")] = None,
@@ -811,7 +783,6 @@ def metrics(
 
 
 @app.command()
-@_errors_to_exit
 def ceilings(
     refresh: Annotated[bool, typer.Option("--refresh", help="Measure again though cached.")] = False,
     ncu: Annotated[bool, typer.Option("--ncu/--no-ncu", help="Also read ncu's theoretical peaks.")] = True,
@@ -846,7 +817,6 @@ def ceilings(
 
 
 @app.command()
-@_errors_to_exit
 def bench(
     variants: Annotated[
         list[str] | None, typer.Argument(help="Variants to time; default: every softmax variant.")

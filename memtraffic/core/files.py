@@ -4,6 +4,7 @@ folder."""
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
 import math
@@ -27,6 +28,31 @@ def read_json(path: Path, fix: str = "the file is damaged") -> Any:
         raise ReportError(f"{path} is not valid JSON (binary data): {fix}") from None
     except OSError as err:
         raise ReportError(f"cannot read {path}: {err.strerror}") from None
+
+
+_OS_HINTS = {
+    errno.ENOSPC: "the disk is full: free some space or write elsewhere",
+    errno.EDQUOT: "the disk quota is used up: free some space or write elsewhere",
+    errno.EROFS: "a read-only file system: write elsewhere",
+    errno.EACCES: "no permission: write elsewhere, or change the folder's permissions",
+    errno.EPERM: "not permitted: write elsewhere, or change the folder's permissions",
+}
+
+
+def os_error_line(err: OSError, path: Path | str | None = None, doing: str = "") -> str:
+    """One line for a file-system error: what was being done to which path, the system's reason and, for
+    a full, read-only or forbidden disk, what to do. A deleted working folder is said as such."""
+    path = path if path is not None else err.filename
+    if path is None:
+        try:
+            os.getcwd()
+        except FileNotFoundError:
+            return "the current folder no longer exists (deleted?): cd into an existing folder and run again"
+    reason = _OS_HINTS.get(err.errno or 0) or err.strerror or type(err).__name__
+    if err.strerror and err.errno in _OS_HINTS:
+        reason = f"{err.strerror} ({reason})"
+    where = f"{doing} {path}" if doing else str(path) if path is not None else ""
+    return f"{where}: {reason}" if where else reason
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
