@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -124,6 +125,7 @@ def list_(
       memtraffic list --count --sweep grid.toml
     """
     from memtraffic.core.ops import parse_dtype, parse_shape, torch_dtype
+    from memtraffic.core.plan import ModelError
     from memtraffic.measure.variants import describe, load_variants
     from memtraffic.views.tables import render
 
@@ -145,7 +147,12 @@ def list_(
                          "--count (the table takes one --shape and one --dtype)")
     dt = torch_dtype(parse_dtype(dtype[0] if dtype else "fp32"))
     sh = parse_shape(shape[0]) if shape else None
-    rows = [describe(v, sh, dt) for v in load_variants(variant_files or [], on_problem=warn).values()]
+    rows = []
+    for variant in load_variants(variant_files or [], on_problem=warn).values():
+        try:
+            rows.append(describe(variant, sh, dt))
+        except ModelError as err:  # one broken variant of a user's file: said, left out, the others listed
+            warn(f"{err.problem}: left out")
     typer.echo(render(rows, fmt, kind="list"))
 
 
@@ -841,12 +848,18 @@ def bench(
 
     Example: memtraffic bench softmax_tiled torch_softmax --shape 4096x4096 --dtype bf16
     """
+    from memtraffic.core.files import refuse_nonempty
     from memtraffic.core.ops import parse_dtype, parse_shape, torch_dtype
     from memtraffic.measure import bench as b
     from memtraffic.measure.variants import get_variant, load_variants
     from memtraffic.views.tables import bench_table, dump
 
-    _check_format(fmt, ("table", "json"))
+    _check_format(fmt, ("table", "json", "csv"))
+    if not 0 < budget < math.inf:
+        raise UsageError(f"--budget {budget}: give the seconds of timed repetitions per config, more than 0 "
+                         "(e.g. 0.3)")
+    if out is not None:
+        refuse_nonempty(out)  # before the GPU work, not after it
     catalogue = load_variants(variant_files or [], on_problem=warn)
     names = variants or [n for n, v in catalogue.items() if v.op in b.SUITE]
     for n in names:
@@ -857,7 +870,9 @@ def bench(
                          catalogue=catalogue)
     if out is not None:
         b.write_result(result, out, bench_table(result))
-    typer.echo(bench_table(result) if fmt == "table" else dump([result], "json"))
+    # json: the whole result (environment, rows); csv: a line per row
+    typer.echo(bench_table(result) if fmt == "table" else dump([result] if fmt == "json" else result["rows"],
+                                                               fmt))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -33,6 +34,16 @@ VARIANTS = {"broken_model": Variant(name="broken_model", op="softmax", descripti
                                     predicted=_predicted)}
 '''
 
+# appended to BROKEN_MODEL: a model that returns nothing, and a good variant
+MORE_VARIANTS = """
+from memtraffic.core.ops import OPS
+
+VARIANTS["no_model"] = Variant(name="no_model", op="softmax", description="a copy", run=_run,
+                               predicted=lambda shape, dtype, params: None)
+VARIANTS["good"] = Variant(name="good", op="softmax", description="a copy", run=_run,
+                           predicted=lambda shape, dtype, params: OPS["softmax"].minimum(shape, dtype))
+"""
+
 
 def _one_line(args: list[str], code: int) -> str:
     res = CliRunner().invoke(app, args)
@@ -60,13 +71,40 @@ def test_a_zero_minimum_is_refused(value):
                     "(more than 0), e.g. 8MiB or 8MiB:8MiB")
 
 
-@pytest.mark.parametrize("args", [["list"], ["list", "--count", "broken_model"]], ids=["list", "count"])
-def test_a_variant_model_that_raises_is_one_line(tmp_path, args):
+def test_a_variant_model_that_raises_is_left_out_of_the_list(tmp_path):
+    variants = tmp_path / "mine.py"
+    variants.write_text(BROKEN_MODEL + MORE_VARIANTS)
+    res = CliRunner().invoke(app, ["list", "--variants", str(variants), "--format", "json"])
+    assert res.exit_code == 0, res.output
+    assert res.stderr == (
+        "warning: variant broken_model: its predicted((1048576, 2), torch.float32, {}) raised ValueError: "
+        f"my model is broken at {variants}:10: left out\n"
+        "warning: variant no_model: its predicted((1048576, 2), torch.float32, {}) returned None, not a "
+        "Traffic: left out\n")
+    names = [r["name"] for r in json.loads(res.stdout)]
+    assert "good" in names and "softmax_tiled" in names
+    assert "broken_model" not in names and "no_model" not in names
+
+
+def test_a_variant_model_that_raises_is_skipped_by_the_plan(tmp_path):
     variants = tmp_path / "mine.py"
     variants.write_text(BROKEN_MODEL)
-    line = _one_line([*args, "--variants", str(variants)], 2)
-    assert line == ("error: variant broken_model: its predicted((1048576, 2), torch.float32, {}) raised "
-                    f"ValueError: my model is broken at {variants}:10; fix the variant (or leave it out)")
+    line = _one_line(["list", "--count", "broken_model", "--variants", str(variants)], 2)
+    assert line == ("error: nothing to measure: variant broken_model: its predicted((1048576, 2), "
+                    f"torch.float32, {{}}) raised ValueError: my model is broken at {variants}:10")
+    res = CliRunner().invoke(app, ["list", "--count", "broken_model", "softmax_tiled", "--variants",
+                                   str(variants), "--format", "json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout) == [{"variant": "softmax_tiled", "configs": 1, "skipped": 0},
+                                      {"variant": "broken_model", "configs": 0, "skipped": 1}]
+
+
+def test_a_variant_file_that_calls_sys_exit_is_one_line(tmp_path):
+    variants = tmp_path / "exits.py"
+    variants.write_text("import sys\nsys.exit(3)\n")
+    line = _one_line(["list", "--variants", str(variants)], 2)
+    assert line == (f"error: --variants {variants} called sys.exit(3) while being imported: a variant file "
+                    "only defines VARIANTS")
 
 
 @pytest.mark.parametrize(("text", "what"), [

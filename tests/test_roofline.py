@@ -348,7 +348,7 @@ def test_png_export_names_what_is_missing(tmp_path, monkeypatch):
     def no_chrome(*args, **kwargs):  # what kaleido 1.x raises without a browser
         raise RuntimeError("\n\nKaleido requires Google Chrome to be installed.\n")
 
-    monkeypatch.setattr(type(fig), "write_image", no_chrome)
+    monkeypatch.setattr(type(fig), "to_image", no_chrome)
     monkeypatch.setattr(figure_files.shutil, "which", lambda name: None)
     with pytest.raises(ReportError, match=r"Chromium or Chrome browser .* none was found: install Debian's"):
         write_png(fig, tmp_path / "t.png")

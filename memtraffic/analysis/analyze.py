@@ -24,7 +24,7 @@ from memtraffic.core.arch import chip_for_gpu
 from memtraffic.core.errors import ReportError, UsageError
 from memtraffic.core.files import dump, plain_records, read_json, write_json
 from memtraffic.core.ops import format_shape
-from memtraffic.core.units import ABOVE, fmt_rate, parse_size
+from memtraffic.core.units import ABOVE, compile_regex, fmt_rate, parse_size
 from memtraffic.ncu.metrics import METRICS
 from memtraffic.ncu.report import ADDITIVE_UNITS, EmptyReportError
 from memtraffic.ncu.run import Run, kernel_table, load_run
@@ -87,7 +87,7 @@ def parse_min_bytes_options(texts: Sequence[str]) -> tuple[tuple[float, float, f
             raise UsageError(f"malformed --min-bytes {text!r}: write REGEX=READ:WRITE or REGEX=TOTAL, "
                              "e.g. 'attention=8MiB:8MiB'")
         try:
-            rules.append((re.compile(pattern), parse_min_bytes(size)))
+            rules.append((compile_regex(pattern), parse_min_bytes(size)))
         except re.error as err:
             raise UsageError(f"--min-bytes {text!r}: {pattern!r} is not a regular expression ({err})"
                              ) from None

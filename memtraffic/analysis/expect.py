@@ -33,7 +33,7 @@ from typing import Any
 from memtraffic.analysis.diff import check_devices, load_side, parse_fraction, pct, relative, row_label
 from memtraffic.core.errors import UsageError
 from memtraffic.core.files import read_toml
-from memtraffic.core.units import fmt_bytes, fmt_eff, fmt_time, parse_size
+from memtraffic.core.units import compile_regex, fmt_bytes, fmt_eff, fmt_time, parse_size
 
 BYTES = {"l1_ld": ("l1_ld_bytes",), "l1_st": ("l1_st_bytes",), "l1": ("l1_ld_bytes", "l1_st_bytes"),
          "l2_rd": ("l2_rd_bytes",), "l2_wr": ("l2_wr_bytes",), "l2": ("l2_rd_bytes", "l2_wr_bytes"),
@@ -119,7 +119,7 @@ def expectation(table: Mapping[str, Any], where: str) -> Expectation:
     if not isinstance(text, str) or not text:
         raise UsageError(f"{where}: 'match' (a regex over row names) is required, e.g. match = \"softmax\"")
     try:
-        pattern = re.compile(text)
+        pattern = compile_regex(text)
     except re.error as err:
         raise UsageError(f"{where}: match = {text!r} is not a regular expression ({err})") from None
     by = table.get("by", "range")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from memtraffic.core.errors import ReportError, UsageError
-from memtraffic.core.units import fmt_bytes
+from memtraffic.core.units import compile_regex, fmt_bytes
 from memtraffic.ncu.run import load_run, measured_lines_of
 from memtraffic.ncu.source import SECTOR, measured_lines, opcode
 
@@ -108,7 +108,7 @@ def read_lines(path: str | Path, kernel: str | None = None, top: int | None = No
     """`memtraffic lines`: a run folder or .ncu-rep -> rows (COLUMNS), kernel by kernel in launch order,
     each kernel's lines by excess. `kernel` is a regex searched in the kernel name and the range."""
     try:
-        pattern = re.compile(kernel) if kernel else None
+        pattern = compile_regex(kernel) if kernel else None
     except re.error as err:
         raise UsageError(f"--kernel {kernel!r} is not a regular expression ({err})") from None
     if top is not None and top < 1:

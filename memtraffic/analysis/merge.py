@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from memtraffic.core.errors import ReportError, UsageError, say
-from memtraffic.core.files import write_json
-from memtraffic.core.rundir import append_status, new_run_dir, partial_reports_expected, utc_now
+from memtraffic.core.files import new_folder, write_json
+from memtraffic.core.rundir import append_status, partial_reports_expected, utc_now
 from memtraffic.ncu.report import EmptyReportError
 from memtraffic.ncu.run import kernel_table, load_run, write_kernel_table
 
@@ -123,8 +123,22 @@ def merge_runs(sources: Sequence[Path], out: Path, allow_mixed: bool = False,
         notes.append(shard)
     if out.resolve() in {p.resolve() for p in paths}:
         raise UsageError(f"--out {out} is one of the runs: merge into a new folder")
-    out = new_run_dir([], out)  # refuses a non-empty folder: never overwritten
+    with new_folder(out) as building:  # a failure or Ctrl-C leaves nothing; a non-empty --out is refused
+        plan, run = _write_merged(building, out.name, paths, loaded, measured, notes)
+    for note in notes:
+        echo(f"note: {note}")
+    echo(f"merged {len(plan['configs'])} configs of {len(paths)} runs into {out}")
+    missing = run["missing"]
+    if missing:
+        shown = ", ".join(missing[:6]) + (" ..." if len(missing) > 6 else "")
+        echo(f"error: {len(missing)} configs ran but have no kernel in their reports (cut short?): {shown}; "
+             f"they are listed to rerun: `memtraffic measure --rerun {out}`")
+    return out, run
 
+
+def _write_merged(out: Path, name: str, paths: Sequence[Path], loaded: Sequence[tuple[Any, Any, Any]],
+                  measured: Sequence[set[str]], notes: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Fill the folder `out` (to be renamed `name`) with the merged run; its plan and run.json."""
     first_plan, first_run, _ = loaded[0]
     plan: dict[str, Any] = {k: first_plan[k] for k in ("version", "seed", "metrics", "options")
                             if k in first_plan}
@@ -186,21 +200,14 @@ def merge_runs(sources: Sequence[Path], out: Path, allow_mixed: bool = False,
     run["missing"] = missing
     write_json(out / "plan.json", plan)
     write_json(out / "run.json", run)
-    for note in notes:
-        echo(f"note: {note}")
 
     from memtraffic.analysis import analyze
 
     try:
         table, _ = analyze.analyze_reports([out / r for r in run["reports"]], plan,
-                                           allow_partial=partial_reports_expected(run), run_name=out.name)
+                                           allow_partial=partial_reports_expected(run), run_name=name)
     except EmptyReportError:  # every config is listed under 'missing' or 'rerun'
         table = None
     if table is not None and len(table):
         analyze.save_results(table, out)
-    echo(f"merged {len(plan['configs'])} configs of {len(paths)} runs into {out}")
-    if missing:
-        shown = ", ".join(missing[:6]) + (" ..." if len(missing) > 6 else "")
-        echo(f"error: {len(missing)} configs ran but have no kernel in their reports (cut short?): {shown}; "
-             f"they are listed to rerun: `memtraffic measure --rerun {out}`")
-    return out, run
+    return plan, run

@@ -1,17 +1,19 @@
-"""The one JSON reader, the one atomic writer (JSON or bytes), rows as JSON or CSV text, the user cache
-folder."""
+"""The one JSON reader, the one atomic writer (JSON or bytes, a file or a whole folder, exclusive or
+replacing), file-system errors in one line, rows as JSON or CSV text, the user cache folder."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import errno
 import io
 import json
 import math
 import os
+import shutil
 import sys
 import tempfile
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,8 @@ def read_json(path: Path, fix: str = "the file is damaged") -> Any:
         raise ReportError(f"{path} is not valid JSON ({err.msg}, line {err.lineno}): {fix}") from None
     except UnicodeDecodeError:
         raise ReportError(f"{path} is not valid JSON (binary data): {fix}") from None
+    except RecursionError:
+        raise ReportError(f"{path} is not valid JSON (nested too deeply): {fix}") from None
     except OSError as err:
         raise ReportError(f"cannot read {path}: {err.strerror}") from None
 
@@ -55,11 +59,31 @@ def os_error_line(err: OSError, path: Path | str | None = None, doing: str = "")
     return f"{where}: {reason}" if where else reason
 
 
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write a file whole or not at all: a temporary file beside it, then os.replace (a crash or a reader
-    at the same moment never sees half a file)."""
+def exists_message(path: Path, option: str = "--out") -> str:
+    """The one refusal of an output that exists (a file: pass --force; a run folder: never overwritten)."""
+    return (f"{path} already exists: memtraffic does not overwrite it; give another {option}, or pass "
+            "--force to replace it")
+
+
+def _renamed(err: OSError, path: Path) -> OSError:
+    """The same error, naming the file the user asked for instead of its temporary sibling."""
+    return OSError(err.errno, err.strerror, str(path)) if err.errno else err
+
+
+def write_bytes_atomic(path: Path, data: bytes, *, exclusive: bool = False, option: str = "--out") -> None:
+    """Write a file whole or not at all: a temporary file beside it, then a rename (a crash, a full disk or
+    a reader at the same moment never sees half a file; the temporary file is removed on any failure).
+
+    exclusive: `path` must not exist, checked by the rename itself (os.link fails if the name is taken), so
+    of two writers racing for one name exactly one wins and the other gets a UsageError (exists_message).
+    Otherwise an existing file is replaced. A file system that refuses (full, read-only, no permission)
+    raises its OSError naming `path`.
+    """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as err:
+        raise _renamed(err, path) from None
     try:
         # mkstemp makes the file private (0600); give it the mode a plain open() would under this umask
         umask = os.umask(0)
@@ -67,19 +91,84 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
         os.fchmod(fd, 0o666 & ~umask)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
+        if exclusive:
+            _link_new(tmp, path, option)
+        else:
+            os.replace(tmp, path)
+    except OSError as err:
+        raise _renamed(err, path) from None
+    finally:
         Path(tmp).unlink(missing_ok=True)
-        raise
 
 
-def write_json(path: Path, data: Any, sort_keys: bool = False) -> Path:
-    """Write `data` as indented JSON (ending in a newline), atomically (write_bytes_atomic); the folder
-    is made if missing."""
+def _link_new(tmp: str, path: Path, option: str) -> None:
+    """Give the finished temporary file the name `path` unless that name exists, atomically."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise UsageError(exists_message(path, option)) from None
+    except OSError as err:
+        if err.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+            raise
+        # no hard links here (some network and FUSE file systems): claim the name with O_EXCL, then rename
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:
+            raise UsageError(exists_message(path, option)) from None
+        os.replace(tmp, path)
+
+
+def write_json(path: Path, data: Any, sort_keys: bool = False, *, exclusive: bool = False) -> Path:
+    """Write `data` as indented JSON (ending in a newline), atomically (write_bytes_atomic, `exclusive`
+    as there); the folder is made if missing."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_bytes_atomic(path, (json.dumps(data, indent=2, sort_keys=sort_keys) + "\n").encode())
+    write_bytes_atomic(path, (json.dumps(data, indent=2, sort_keys=sort_keys) + "\n").encode(),
+                       exclusive=exclusive)
     return path
+
+
+@contextlib.contextmanager
+def new_folder(out: Path, option: str = "--out") -> Iterator[Path]:
+    """Build a new folder whole or not at all: the caller fills a hidden temporary folder beside `out`,
+    which is renamed to `out` when the block ends; on any failure or Ctrl-C the temporary folder is removed
+    and nothing is left behind (a retry starts clean).
+
+    `out` may be missing or an empty folder; anything else is refused before the block starts and, should
+    another process fill `out` meanwhile, again at the rename itself (renaming onto a non-empty folder
+    fails), so nothing is ever overwritten.
+    """
+    out = Path(out)
+    refuse_nonempty(out, option)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+    except OSError as err:
+        raise _renamed(err, out) from None
+    try:
+        yield tmp
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's folder is private; give it a plain mkdir's mode
+        try:
+            os.rename(tmp, out)  # onto a missing name or an empty folder; a non-empty one refuses
+        except OSError as err:
+            if err.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
+                raise UsageError(_folder_exists(out, option)) from None
+            raise _renamed(err, out) from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _folder_exists(out: Path, option: str) -> str:
+    return (f"{out} already exists and is not empty: memtraffic never overwrites a run; choose a new "
+            f"{option} folder")
+
+
+def refuse_nonempty(out: Path, option: str = "--out") -> None:
+    """UsageError unless `out` is missing or an empty folder (checked early; new_folder checks again)."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(_folder_exists(out, option))
 
 
 def cache_dir() -> Path:
@@ -141,5 +230,10 @@ def read_toml(path: Path, what: str, hint: str = "") -> dict[str, Any]:
         return tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as err:
         raise UsageError(f"cannot read the {what} {path}: {err.strerror}") from None
+    except UnicodeDecodeError as err:
+        raise UsageError(f"{path} is not valid TOML (not UTF-8 text: byte {err.start} is "
+                         f"{err.object[err.start:err.start + 1]!r}){hint}") from None
     except tomllib.TOMLDecodeError as err:
-        raise UsageError(f"{path} is not valid TOML ({err}){hint}") from None
+        raise UsageError(f"{path} is not valid TOML ({' '.join(str(err).split())}){hint}") from None
+    except RecursionError:
+        raise UsageError(f"{path} is not valid TOML (nested too deeply){hint}") from None

@@ -31,19 +31,33 @@ SHIPPED_VARIANTS = (
 )
 
 
-def call_model(owner: str, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+class ModelError(UsageError):
+    """A variant's or op's own code raised: `problem` says which call and where, the message adds the fix."""
+
+    def __init__(self, problem: str):
+        super().__init__(f"{problem}; fix the variant (or leave it out)")
+        self.problem = problem
+
+
+def call_model(owner: str, what: str, fn: Callable[..., Any], *args: Any, returns: Any = None) -> Any:
     """Call a variant's or an op's own code (a model, a check: often a user's variant file); what it
-    raises becomes a UsageError naming the variant, the call and the line that raised."""
+    raises, or a result that is not an instance of `returns` (when given), becomes a ModelError naming the
+    variant, the call and the line that raised."""
+    shown = ", ".join(map(repr, args))
     try:
-        return fn(*args)
+        result = fn(*args)
     except MemtrafficError:
         raise
     except Exception as err:
         frames = traceback.extract_tb(err.__traceback__)
         where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
-        shown = ", ".join(map(repr, args))
-        raise UsageError(f"{owner}: its {what}({shown}) raised {type(err).__name__}: {err}{where}; fix the "
-                         "variant (or leave it out)") from None
+        first = (str(err).strip().splitlines() or [""])[0]
+        problem = f"{owner}: its {what}({shown}) raised {type(err).__name__}: {first}{where}"
+        raise ModelError(problem) from None
+    if returns is not None and (not isinstance(result, returns) or isinstance(result, bool)):
+        wanted = returns.__name__ if isinstance(returns, type) else "number"
+        raise ModelError(f"{owner}: its {what}({shown}) returned {result!r:.60}, not a {wanted}")
+    return result
 
 
 def parse_param_value(text: str) -> Any:

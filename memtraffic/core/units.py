@@ -1,4 +1,4 @@
-"""Readable units, and parsing of sizes the user types ('8MB', '8MiB', '8388608')."""
+"""Readable units, and parsing of what the user types: sizes ('8MB', '8MiB', '8388608'), regexes."""
 
 from __future__ import annotations
 
@@ -30,7 +30,24 @@ def parse_size(text: str) -> int:
     if not match:
         raise UsageError(f"malformed size {text!r}: write bytes as 8388608, 8.39MB or 8MiB")
     value = float(match.group(1)) * _FACTORS[match.group(2).lower()]
+    if not math.isfinite(value):  # '9' * 400 reads as infinity
+        raise UsageError(f"size {text!r} is too large: write bytes as 8388608, 8.39MB or 8MiB")
     return int(round(value))
+
+
+def compile_regex(text: str) -> re.Pattern[str]:
+    """re.compile, with every way a user's pattern can fail raised as re.error (which callers turn into one
+    line): besides bad syntax, a repeat count too large ('a{4294967296}') or nesting too deep."""
+    try:
+        return re.compile(text)
+    except re.error:
+        raise
+    except OverflowError as err:  # 'the repetition number is too large'
+        raise re.error(str(err)) from None
+    except RecursionError:
+        raise re.error("nested too deeply") from None
+    except (ValueError, MemoryError) as err:
+        raise re.error(f"{type(err).__name__}: {err}") from None
 
 
 def fmt_bytes(n: float | None) -> str:

@@ -22,8 +22,7 @@ from typing import Any
 
 import torch
 
-from memtraffic.core.errors import UsageError
-from memtraffic.core.files import write_json
+from memtraffic.core.files import new_folder, write_json
 from memtraffic.core.ops import OPS, Shape, dtype_name, error_limit, format_shape
 from memtraffic.core.rundir import environment, utc_now
 from memtraffic.measure.gpu import Timing, require_gpu, time_cuda
@@ -154,10 +153,9 @@ def run_bench(
 
 
 def write_result(result: dict[str, Any], out: Path, table: str) -> Path:
-    """Write results.json and table.txt (the rendered `table`) into a new folder; refuse to overwrite."""
-    if out.exists() and any(out.iterdir()):
-        raise UsageError(f"{out} already exists and is not empty: choose a new --out folder")
-    out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "results.json", result)
-    (out / "table.txt").write_text(table + "\n")
+    """Write results.json and table.txt (the rendered `table`) into a new folder, whole or not at all
+    (core.files.new_folder); a non-empty folder is refused, never overwritten."""
+    with new_folder(out) as building:
+        write_json(building / "results.json", result)
+        (building / "table.txt").write_text(table + "\n")
     return out

@@ -4,13 +4,23 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import numbers
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from memtraffic.core.errors import UsageError
-from memtraffic.core.ops import OPS, Shape, dtype_name, format_shape, parse_dtype, parse_shape, torch_dtype
-from memtraffic.core.plan import SHIPPED_VARIANTS, call_model, parse_params, range_name
+from memtraffic.core.ops import (
+    OPS,
+    Shape,
+    Traffic,
+    dtype_name,
+    format_shape,
+    parse_dtype,
+    parse_shape,
+    torch_dtype,
+)
+from memtraffic.core.plan import SHIPPED_VARIANTS, ModelError, call_model, parse_params, range_name
 from memtraffic.measure.variants import get_variant, load_variants, unsupported_reason
 
 
@@ -86,9 +96,14 @@ def build_plan(variants: Sequence[str], shapes: Sequence[str | Shape], dtypes: S
             if reason is not None:
                 skipped.append({**entry, "reason": reason})
                 continue
-            minimum = call_model(f"op {op.name}", "minimum", op.minimum, shape, dt)
-            predicted = call_model(f"variant {variant.name}", "predicted", variant.predicted, shape, dt,
-                                   {**variant.params, **explicit})
+            try:  # a model that raises (a user's variant file) skips this config, not the others
+                minimum = call_model(f"op {op.name}", "minimum", op.minimum, shape, dt, returns=Traffic)
+                predicted = call_model(f"variant {variant.name}", "predicted", variant.predicted, shape, dt,
+                                       {**variant.params, **explicit}, returns=Traffic)
+                flops = call_model(f"op {op.name}", "flops", op.flops, shape, returns=numbers.Real)
+            except ModelError as err:
+                skipped.append({**entry, "reason": err.problem})
+                continue
             configs.append({
                 "id": len(configs),
                 **entry,
@@ -97,7 +112,7 @@ def build_plan(variants: Sequence[str], shapes: Sequence[str | Shape], dtypes: S
                 "min_write_bytes": minimum.write,
                 "pred_read_bytes": predicted.read,
                 "pred_write_bytes": predicted.write,
-                "model_flops": call_model(f"op {op.name}", "flops", op.flops, shape),
+                "model_flops": flops,
             })
     if not configs:
         why = "; ".join(s["reason"] for s in skipped[:3]) or "no variant matches the shapes"

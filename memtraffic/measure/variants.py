@@ -13,6 +13,7 @@ import difflib
 import functools
 import hashlib
 import importlib.util
+import numbers
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Any
 import torch
 
 from memtraffic.core.errors import UsageError, warn
-from memtraffic.core.ops import OPS, Op, Shape, dtype_name, format_shape
+from memtraffic.core.ops import OPS, Op, Shape, Traffic, dtype_name, format_shape
 from memtraffic.core.plan import call_model
 from memtraffic.core.variant import Variant
 
@@ -40,6 +41,10 @@ def _import_file(path: Path) -> Any:
         sys.path.append(str(path.parent))
     try:
         spec.loader.exec_module(module)
+    except SystemExit as err:  # sys.exit() in the user's file would end memtraffic without a word
+        del sys.modules[name]
+        raise UsageError(f"--variants {path} called sys.exit({'' if err.code is None else repr(err.code)}) "
+                         "while being imported: a variant file only defines VARIANTS") from None
     except Exception as err:  # the user's code: any error is theirs to fix, said in one line
         del sys.modules[name]
         first = (str(err).strip().splitlines() or [""])[0]
@@ -143,10 +148,10 @@ def describe(variant: Variant, shape: Shape | None, dtype: torch.dtype) -> dict[
     reason = unsupported_reason(variant, shape, dtype, {})
     if reason is not None:
         return {**row, "supported": False, "reason": reason}
-    minimum = call_model(f"op {op.name}", "minimum", op.minimum, shape, dtype)
+    minimum = call_model(f"op {op.name}", "minimum", op.minimum, shape, dtype, returns=Traffic)
     predicted = call_model(f"variant {variant.name}", "predicted", variant.predicted, shape, dtype,
-                           dict(variant.params))
-    flops = call_model(f"op {op.name}", "flops", op.flops, shape)
+                           dict(variant.params), returns=Traffic)
+    flops = call_model(f"op {op.name}", "flops", op.flops, shape, returns=numbers.Real)
     return {
         **row,
         "supported": True,

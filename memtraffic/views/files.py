@@ -8,20 +8,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memtraffic.core.errors import ReportError, UsageError
-from memtraffic.core.files import write_bytes_atomic
+from memtraffic.core.files import exists_message, write_bytes_atomic
 
 if TYPE_CHECKING:  # plotly is imported inside the functions: it is slow to import
     import plotly.graph_objects as go
 
 
 def check_new_file(path: Path, force: bool = False, option: str = "--out") -> None:
-    """UsageError unless path can be written as a new file: an existing file needs force; a folder never."""
+    """UsageError unless path can be written as a new file: an existing file needs force; a folder never.
+    Checked before the work, to fail fast; the writers check again at the rename (write_page, write_png)."""
     if path.is_dir():
         example = path / ("figure.png" if option == "--png" else "page.html")
         raise UsageError(f"{option} {path} is a folder: give a file name, e.g. {option} {example}")
     if path.exists() and not force:
-        raise UsageError(f"{path} already exists: memtraffic does not overwrite it; give another {option}, "
-                         "or pass --force to replace it")
+        raise UsageError(exists_message(path, option))
     if any(p.exists() and not p.is_dir() for p in path.parents):
         raise UsageError(f"{path}: a part of its folder path is a file, not a folder")
 
@@ -33,10 +33,11 @@ def default_output(kind: str, run_dirs: Sequence[Path]) -> Path:
     return Path(f"{kind}-{label}.html")
 
 
-def write_page(path: Path, text: str) -> Path:
-    """An HTML page, written whole (a temporary file, then renamed)."""
+def write_page(path: Path, text: str, force: bool = False) -> Path:
+    """An HTML page, written whole (a temporary file, then renamed); an existing file is replaced only
+    with force, and without it the rename itself refuses a file another process wrote meanwhile."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_bytes_atomic(path, text.encode("utf-8"))
+    write_bytes_atomic(path, text.encode("utf-8"), exclusive=not force)
     return path
 
 
@@ -54,7 +55,8 @@ def figures_html(figs: Sequence[go.Figure]) -> list[str]:
             for i, f in enumerate(figs)]
 
 
-def write_html(figs: Sequence[go.Figure], path: Path, title: str, notes: Sequence[str] = ()) -> Path:
+def write_html(figs: Sequence[go.Figure], path: Path, title: str, notes: Sequence[str] = (),
+               force: bool = False) -> Path:
     """A self-contained page holding the figures (no network needed to open it)."""
     import html
 
@@ -63,11 +65,13 @@ def write_html(figs: Sequence[go.Figure], path: Path, title: str, notes: Sequenc
     page = (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(title)}</title></head>"
             f"<body style='font-family:sans-serif;margin:1em 2em'>\n<h1>{html.escape(title)}</h1>\n{body}\n"
             + (f"<ul>{note_html}</ul>" if notes else "") + "</body></html>\n")
-    return write_page(path, page)
+    return write_page(path, page, force)
 
 
-def write_png(fig: go.Figure, path: Path, width: int | None = None, height: int | None = None) -> Path:
+def write_png(fig: go.Figure, path: Path, width: int | None = None, height: int | None = None,
+              force: bool = False) -> Path:
     """Static PNG through kaleido 1.x, which drives a Chromium; say which piece is missing if it fails.
+    Written whole as write_page writes (force as there).
 
     The size defaults to the figure's own (the figures size themselves to their legend and bars)."""
     width = width or fig.layout.width or 1200
@@ -79,8 +83,7 @@ def write_png(fig: go.Figure, path: Path, width: int | None = None, height: int 
                           "browser (Debian: apt-get install chromium); HTML output works without them"
                           ) from None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.write_image(str(path), width=width, height=height, scale=1)
+        data = fig.to_image(format="png", width=width, height=height, scale=1)
     except Exception as err:  # kaleido/choreographer raise plain RuntimeErrors
         text = " ".join(str(err).split())
         if "chrome" in text.lower() or "chromium" in text.lower() or "browser" in text.lower():
@@ -93,4 +96,6 @@ def write_png(fig: go.Figure, path: Path, width: int | None = None, height: int 
                 "BROWSER_PATH at one; HTML output works without it"
             ) from None
         raise ReportError(f"PNG export to {path} failed: {type(err).__name__}: {text[:300]}") from None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(path, data, exclusive=not force, option="--png")
     return path

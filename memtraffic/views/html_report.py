@@ -339,7 +339,7 @@ def write_report(run_dir: Path, out: Path | None = None, ceilings_file: Path | N
 
     out = Path(out) if out is not None else default_output("report", [Path(run_dir)])
     check_new_file(out, force)
-    return write_page(out, build_report(Path(run_dir), ceilings_file, baseline))
+    return write_page(out, build_report(Path(run_dir), ceilings_file, baseline), force)
 
 
 def latest_run(root: Path | None = None) -> Path:
@@ -377,10 +377,10 @@ def plot_runs(run_dirs: Sequence[Path], levels: Sequence[str], out: Path | None 
     traffic = traffic_figure(df, levels)
     written: list[Path] = []
     if png is not None:
-        written.append(write_png(roof, Path(png)))
-        written.append(write_png(traffic, traffic_png))  # its own size: it grows with its bars
+        written.append(write_png(roof, Path(png), force=force))
+        written.append(write_png(traffic, traffic_png, force=force))  # its own size: it grows with its bars
     if out is not None:
         names = ", ".join(Path(d).name for d in run_dirs)
         page_title = f"memtraffic roofline: {names}"
-        written.insert(0, write_html([roof, traffic], out, page_title, [rf.FLOPS_NOTE] + notes))
+        written.insert(0, write_html([roof, traffic], out, page_title, [rf.FLOPS_NOTE] + notes, force))
     return written, notes
