@@ -20,7 +20,11 @@ from memtraffic.core.errors import NcuError, UsageError
 from memtraffic.measure import measure as collect
 from memtraffic.measure import planning as plan_mod
 from memtraffic.ncu import command as ncu_mod
+from memtraffic.ncu import session as session_mod
 from memtraffic.ncu.command import NcuRun
+
+# profile_plan and profile_gpus get an ncu session; 'ncu' and metric 'm' keep the argv short
+SESSION = session_mod.NcuSession(Path("ncu"), (2025, 3, 1), "Fake GPU", ncu_mod.MetricSpec(["m"], []))
 
 
 def fake_ncu(path: Path, body: str) -> Path:
@@ -239,7 +243,7 @@ def test_crashed_runner_gets_a_fresh_ncu_for_the_rest(tmp_path):
         return NcuRun(returncode=0, passes=5, interrupted=False, no_kernels=False, tail=[])
 
     opts = collect.MeasureOptions(variants=[])
-    out = collect.profile_plan(plan, tmp_path, Path("ncu"), ["m"], opts, echo=lambda s: None,
+    out = collect.profile_plan(plan, tmp_path, SESSION, opts, echo=lambda s: None,
                                ncu_runner=fake_run)
     final = rundir.read_status(status)
     assert [final[i]["status"] for i in range(3)] == ["ok", "failed", "ok"]
@@ -257,7 +261,7 @@ def test_no_progress_is_an_error_not_a_loop(tmp_path):
 
     opts = collect.MeasureOptions(variants=[])
     with pytest.raises(NcuError, match="before profiling anything: ==ERROR== unrecognised option"):
-        collect.profile_plan(_plan(2), tmp_path, Path("ncu"), ["m"], opts, ncu_runner=fake_run)
+        collect.profile_plan(_plan(2), tmp_path, SESSION, opts, ncu_runner=fake_run)
 
 
 def test_interrupt_keeps_what_finished(tmp_path):
@@ -269,7 +273,7 @@ def test_interrupt_keeps_what_finished(tmp_path):
         return NcuRun(returncode=130, passes=5, interrupted=True, no_kernels=False, tail=[])
 
     opts = collect.MeasureOptions(variants=[])
-    out = collect.profile_plan(plan, tmp_path, Path("ncu"), ["m"], opts, ncu_runner=fake_run)
+    out = collect.profile_plan(plan, tmp_path, SESSION, opts, ncu_runner=fake_run)
     final = rundir.read_status(status)
     assert out["interrupted"] and final[0]["status"] == "ok"
     assert final[1]["status"] == final[2]["status"] == "not run"
@@ -382,7 +386,7 @@ def _stand_in(tmp_path, monkeypatch):
     monkeypatch.setenv("MEMTRAFFIC_NCU", str(ncu))
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     monkeypatch.setattr(collect, "gpu_name", lambda: "Fake GPU")
-    monkeypatch.setattr(collect, "query_metric_names", lambda ncu, key=None: ncu_mod.parse_query_metrics(
+    monkeypatch.setattr(session_mod, "query_metric_names", lambda ncu, key=None: ncu_mod.parse_query_metrics(
         "\n".join(ncu_mod.base_name(n) for n in ncu_mod.resolve_metrics("traffic"))))
 
 

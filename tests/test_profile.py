@@ -16,6 +16,7 @@ from memtraffic.core.errors import NcuError, UsageError
 from memtraffic.core.tracefile import read_trace
 from memtraffic.measure import profile as prof
 from memtraffic.ncu import command as ncu_mod
+from memtraffic.ncu import session as session_mod
 
 
 def test_profile_argv_is_exact():
@@ -141,7 +142,7 @@ def stand_in(tmp_path, monkeypatch):
     ncu = fake_ncu(tmp_path / "ncu", PASS_THROUGH)
     monkeypatch.setenv("MEMTRAFFIC_NCU", str(ncu))
     monkeypatch.setattr(prof, "gpu_name", lambda: "Fake GPU")
-    monkeypatch.setattr(prof, "query_metric_names", lambda ncu, key=None: ncu_mod.parse_query_metrics(
+    monkeypatch.setattr(session_mod, "query_metric_names", lambda ncu, key=None: ncu_mod.parse_query_metrics(
         "\n".join(ncu_mod.base_name(n) for n in ncu_mod.resolve_metrics("traffic"))))
     program = tmp_path / "prog.py"
     program.write_text(REGION_PROGRAM)

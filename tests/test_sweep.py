@@ -20,7 +20,11 @@ from memtraffic.measure import measure as collect
 from memtraffic.measure import sweep
 from memtraffic.measure.planning import build_plan
 from memtraffic.ncu import command as ncu_mod
+from memtraffic.ncu import session as session_mod
 from memtraffic.ncu.command import NcuRun
+
+# profile_plan and profile_gpus get an ncu session; 'ncu' and metric 'm' keep the argv short
+SESSION = session_mod.NcuSession(Path("ncu"), (2025, 3, 1), "Fake GPU", ncu_mod.MetricSpec(["m"], []))
 
 
 def _invoke(args, env=None):
@@ -205,7 +209,7 @@ def _fake_measure(tmp_path, monkeypatch, gpus=("Fake GPU", "Fake GPU")):
     monkeypatch.setenv("MEMTRAFFIC_NCU", str(fake_ncu(tmp_path / "ncu", PER_GPU)))
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     monkeypatch.setattr(collect, "cuda_device_names", lambda: list(gpus))
-    monkeypatch.setattr(collect, "query_metric_names", lambda ncu, key=None: ncu_mod.parse_query_metrics(
+    monkeypatch.setattr(session_mod, "query_metric_names", lambda ncu, key=None: ncu_mod.parse_query_metrics(
         "\n".join(ncu_mod.base_name(n) for n in ncu_mod.resolve_metrics("traffic"))))
 
 
@@ -282,7 +286,7 @@ def test_a_crashed_runner_restarts_on_its_own_gpu_only(tmp_path):
         return NcuRun(returncode=0, passes=5, interrupted=False, no_kernels=False, tail=[])
 
     slots = [collect.GpuSlot(0, "0"), collect.GpuSlot(1, "1")]
-    out = collect.profile_gpus(plan, tmp_path, Path("ncu"), ["m"], collect.MeasureOptions(variants=[]), slots,
+    out = collect.profile_gpus(plan, tmp_path, SESSION, collect.MeasureOptions(variants=[]), slots,
                                echo=lambda s: None, ncu_runner=fake_run)
     assert sorted(calls) == [(0, "profile-gpu0.ncu-rep"), (1, "profile-gpu1-2.ncu-rep"),
                              (1, "profile-gpu1.ncu-rep")]
@@ -304,7 +308,7 @@ def test_interrupt_on_one_gpu_stops_the_restarts_and_keeps_what_finished(tmp_pat
         return NcuRun(returncode=130, passes=5, interrupted=False, no_kernels=False, tail=[])
 
     slots = [collect.GpuSlot(0, "0"), collect.GpuSlot(1, "1")]
-    out = collect.profile_gpus(plan, tmp_path, Path("ncu"), ["m"], collect.MeasureOptions(variants=[]), slots,
+    out = collect.profile_gpus(plan, tmp_path, SESSION, collect.MeasureOptions(variants=[]), slots,
                                echo=lambda s: None, ncu_runner=fake_run)
     assert out["interrupted"] and out["reports"] == []
     for g in (0, 1):

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memtraffic.core.arch import chip_for_gpu
 from memtraffic.core.errors import NcuError, UsageError, say
 from memtraffic.core.files import write_json  # atomic: the runner may be waiting for plan.json
 from memtraffic.core.ops import Shape, format_shape, parse_dtype, parse_shape
@@ -35,7 +34,6 @@ from memtraffic.core.plan import parse_params
 from memtraffic.core.rundir import (
     DEFAULT_RUNS_ROOT,
     append_status,
-    environment,
     gpu_name,
     new_run_dir,
     read_status,
@@ -56,17 +54,12 @@ from memtraffic.measure.sweep import (
 from memtraffic.ncu.command import (
     NVTX_INCLUDE,
     NcuRun,
-    build_ncu_command,
     check_ncu_options,
-    find_ncu,
     metric_tokens,
-    metrics_cache_key,
-    ncu_version,
-    query_metric_names,
-    resolve_metric_spec,
     run_ncu,
 )
 from memtraffic.ncu.run import keep_kernel_tables
+from memtraffic.ncu.session import NcuSession
 
 
 def runner_argv(plan_path: Path) -> list[str]:
@@ -125,7 +118,7 @@ class MeasureResult:
     clock: float = 0.0  # perf_counter() when the environment was recorded: the ncu + analysis lap starts
 
 
-def profile_plan(plan: dict[str, Any], run_dir: Path, ncu: Path, metrics: Sequence[str], opts: MeasureOptions,
+def profile_plan(plan: dict[str, Any], run_dir: Path, session: NcuSession, opts: MeasureOptions,
                  echo: Callable[[str], None] | None = None,
                  ncu_runner: Callable[..., NcuRun] = run_ncu, *, gpu: GpuSlot | None = None,
                  stop: threading.Event | None = None,
@@ -171,9 +164,9 @@ def profile_plan(plan: dict[str, Any], run_dir: Path, ncu: Path, metrics: Sequen
             break
         report = run_dir / (f"profile{tag}.ncu-rep" if attempt == 1 else f"profile{tag}-{attempt}.ncu-rep")
         waiting = ids is None  # the runner starts up while the plan is built, then reads it
-        argv = build_ncu_command(ncu, metrics, report, app + (["--wait-for-plan"] if waiting else []),
-                                 cache_control=opts.cache_control, clock_control=opts.clock_control,
-                                 source=opts.source)
+        argv = session.command(report, app + (["--wait-for-plan"] if waiting else []),
+                               cache_control=opts.cache_control, clock_control=opts.clock_control,
+                               source=opts.source)
         result = ncu_runner(argv, log_path, echo=echo, verbose=opts.verbose, **extra)
         if waiting:
             ids = config_ids(ready())  # raises the plan's error: its runner exited without running
@@ -206,7 +199,7 @@ def profile_plan(plan: dict[str, Any], run_dir: Path, ncu: Path, metrics: Sequen
     return {"attempts": attempts, "reports": reports, "interrupted": interrupted}
 
 
-def profile_gpus(plan: dict[str, Any], run_dir: Path, ncu: Path, metrics: Sequence[str], opts: MeasureOptions,
+def profile_gpus(plan: dict[str, Any], run_dir: Path, session: NcuSession, opts: MeasureOptions,
                  slots: Sequence[GpuSlot], echo: Callable[[str], None],
                  ncu_runner: Callable[..., NcuRun] = run_ncu) -> dict[str, Any]:
     """`profile_plan` for every GPU at once, one thread and one ncu process per GPU.
@@ -233,7 +226,7 @@ def profile_gpus(plan: dict[str, Any], run_dir: Path, ncu: Path, metrics: Sequen
     def work(slot: GpuSlot) -> None:
         t0 = time.perf_counter()
         try:
-            out = profile_plan(plan, run_dir, ncu, metrics, opts, say(slot), ncu_runner, gpu=slot, stop=stop,
+            out = profile_plan(plan, run_dir, session, opts, say(slot), ncu_runner, gpu=slot, stop=stop,
                                on_start=started)
             out["error"] = None
         except Exception as err:  # NcuError or a bug: this GPU's configs are lost, not the others'
@@ -441,18 +434,15 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
     else:
         plan = plan_for(opts)
     lap("plan_s")
-    ncu = find_ncu()
-    version = ncu_version(ncu)
+    session = NcuSession.find()
     lap("ncu_version_s")
     if opts.gpus:
         slots, gpu = _gpu_slots(opts.gpus)
     else:  # nvidia-smi, not torch: the parent need not import torch (the runner checks CUDA)
         slots, gpu = [], gpu_name() if overlap else require_gpu("`memtraffic measure` needs one (and ncu)")
     lap("gpu_check_s")
-    spec = resolve_metric_spec(tokens, query_metric_names(ncu, metrics_cache_key(ncu, version, gpu)),
-                               chip_for_gpu(gpu))
-    metrics = spec.names
-    for note in spec.notes:  # what this GPU cannot count: measured without it
+    session = session.on_gpu(gpu, tokens)
+    for note in session.spec.notes:  # what this GPU cannot count: measured without it
         echo(f"not measured on {gpu}: {note}")
     lap("query_metrics_s")
 
@@ -460,7 +450,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
     assignment: dict[int, list[int]] = {}
 
     def finish_plan(plan: dict[str, Any]) -> dict[str, Any]:
-        plan["metrics"] = {"spec": opts.metrics, "names": metrics, "notes": spec.notes}
+        plan["metrics"] = session.metric_record(opts.metrics)
         plan["options"] = {"clock_control": opts.clock_control, "cache_control": opts.cache_control,
                            "source": opts.source}
         if slots:  # one status file per GPU: the runners never write the same file
@@ -471,7 +461,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
             echo(f"skip {s['variant']} {'x'.join(map(str, s['shape']))} {s['dtype']}: {s['reason']}")
         where = f"{len(slots)} GPUs ({', '.join(f'{s.tag}: {len(assignment[s.index])}' for s in slots)})" \
             if slots else "one ncu process"
-        echo(f"profiling {len(plan['configs'])} configs on {where} with {ncu} into {run_dir}")
+        echo(f"profiling {len(plan['configs'])} configs on {where} with {session.path} into {run_dir}")
         return plan
 
     pending = _PlanInBackground(lambda: finish_plan(plan_for(opts)), run_dir / "plan.json") \
@@ -481,11 +471,11 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
     run: dict[str, Any] = {
         "started": utc_now(),
         "command": shlex.join(sys.argv),
-        "environment": environment(gpu, ncu, version),
+        "environment": session.environment(),
         "params": opts.params,
         "metric_set": opts.metrics,
-        "metric_names": metrics,
-        "metric_notes": spec.notes,
+        "metric_names": session.metrics,
+        "metric_notes": session.spec.notes,
         "clock_control": opts.clock_control,
         "cache_control": opts.cache_control,
         "source": opts.source,
@@ -498,9 +488,9 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
     t0 = time.perf_counter()
     try:
         if slots:
-            outcome = profile_gpus(plan, run_dir, ncu, metrics, opts, slots, echo, ncu_runner)
+            outcome = profile_gpus(plan, run_dir, session, opts, slots, echo, ncu_runner)
         else:
-            outcome = profile_plan(plan, run_dir, ncu, metrics, opts, echo, ncu_runner,
+            outcome = profile_plan(plan, run_dir, session, opts, echo, ncu_runner,
                                    ready=pending.result if pending else None)
     except UsageError:  # the plan could not be built: nothing was measured, and nothing is kept
         shutil.rmtree(run_dir, ignore_errors=True)

@@ -24,24 +24,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memtraffic.core.arch import chip_for_gpu
 from memtraffic.core.errors import MemtrafficError, NcuError, UsageError, say
 from memtraffic.core.files import write_json
-from memtraffic.core.rundir import DEFAULT_RUNS_ROOT, environment, gpu_name, new_run_dir, utc_now
+from memtraffic.core.rundir import DEFAULT_RUNS_ROOT, gpu_name, new_run_dir, utc_now
 from memtraffic.core.tracefile import TRACE_ENV, TRACE_FROM, read_trace
 from memtraffic.measure.ops import tracer_env, tracer_warnings
 from memtraffic.ncu.command import (
-    build_ncu_command,
     check_ncu_options,
-    find_ncu,
     metric_tokens,
-    metrics_cache_key,
-    ncu_version,
-    query_metric_names,
-    resolve_metric_spec,
     run_ncu,
 )
 from memtraffic.ncu.run import keep_kernel_tables
+from memtraffic.ncu.session import NcuSession
 
 TRACE_FILE = "trace.jsonl"
 TORCH_MARK_FILE = "torch-imported"
@@ -166,13 +160,10 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
     check_ncu_options(opts.cache_control, opts.clock_control, opts.target_processes, opts.launch_skip,
                       opts.launch_count)
     tokens = metric_tokens(opts.metrics)  # a name not even metric-shaped fails before ncu is found
-    ncu = find_ncu()
-    version = ncu_version(ncu)
+    session = NcuSession.find()
     gpu = gpu_name()
-    spec = resolve_metric_spec(tokens, query_metric_names(ncu, metrics_cache_key(ncu, version, gpu)),
-                               chip_for_gpu(gpu))
-    metrics = spec.names
-    for note in spec.notes:  # what this GPU cannot count: measured without it
+    session = session.on_gpu(gpu, tokens)
+    for note in session.spec.notes:  # what this GPU cannot count: measured without it
         echo(f"not measured on {gpu}: {note}")
 
     app = [program, *opts.command[1:]]
@@ -180,21 +171,21 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
         app = with_launcher(app, trace_mode(opts)) or app  # others rely on sitecustomize (program_env)
     run_dir = new_run_dir([_label(opts.command)], opts.out, opts.runs_root)
     report = run_dir / REPORT_FILE
-    argv = build_ncu_command(
-        ncu, metrics, report, app, cache_control=opts.cache_control,
+    argv = session.command(
+        report, app, cache_control=opts.cache_control,
         clock_control=opts.clock_control, nvtx_include=opts.nvtx_include,
         target_processes=opts.target_processes, kernel_name=opts.kernel_name, launch_skip=opts.launch_skip,
         launch_count=opts.launch_count, profile_from_start=opts.profile_from_start, source=opts.source)
-    echo(f"profiling {shlex.join(opts.command)} with {ncu} into {run_dir}")
+    echo(f"profiling {shlex.join(opts.command)} with {session.path} into {run_dir}")
     run: dict[str, Any] = {
         "kind": "profile",
         "started": utc_now(),
         "command": shlex.join(sys.argv),
         "program": list(opts.command),
-        "environment": environment(gpu, ncu, version),
+        "environment": session.environment(),
         "metric_set": opts.metrics,
-        "metric_names": metrics,
-        "metric_notes": spec.notes,
+        "metric_names": session.metrics,
+        "metric_notes": session.spec.notes,
         "torch_ops": opts.torch_ops,
         "traced_from": TRACE_FROM[trace_mode(opts)] if opts.torch_ops else None,
         "source": opts.source,
@@ -214,7 +205,7 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
 
     configs = [{**r, "id": i} for i, r in enumerate(read_trace(run_dir / TRACE_FILE))]  # plan configs
     plan = {"version": 1, "kind": "profile", "program": list(opts.command), "configs": configs, "skipped": [],
-            "metrics": {"spec": opts.metrics, "names": metrics, "notes": spec.notes}}
+            "metrics": session.metric_record(opts.metrics)}
     write_json(run_dir / "plan.json", plan)
     write_json(run_dir / "run.json", run)  # saved before analysis can fail
     keep_kernel_tables([report] if has_report else [])  # every later reading starts from it
