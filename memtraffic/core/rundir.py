@@ -17,7 +17,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from memtraffic.core.errors import GpuNotFoundError, UsageError
+from memtraffic.core.errors import GpuNotFoundError
+from memtraffic.core.files import refuse_nonempty
 
 DEFAULT_RUNS_ROOT = Path("reports") / "runs"
 
@@ -26,9 +27,7 @@ def new_run_dir(variants: Sequence[str], out: Path | None = None, root: Path = D
                 now: datetime | None = None) -> Path:
     """A fresh, empty folder for this run; an existing, non-empty --out is an error, never overwritten."""
     if out is not None:
-        if out.exists() and (not out.is_dir() or any(out.iterdir())):
-            raise UsageError(f"{out} already exists and is not empty: memtraffic never overwrites a run; "
-                             "choose a new --out folder")
+        refuse_nonempty(out)
         out.mkdir(parents=True, exist_ok=True)
         return out
     stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")

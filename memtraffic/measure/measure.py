@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from memtraffic.core.errors import NcuError, UsageError, say
-from memtraffic.core.files import write_json  # atomic: the runner may be waiting for plan.json
+from memtraffic.core.files import refuse_nonempty, write_json  # atomic: the runner may wait for plan.json
 from memtraffic.core.ops import Shape, format_shape, parse_dtype, parse_shape
 from memtraffic.core.plan import parse_params
 from memtraffic.core.rundir import (
@@ -43,6 +43,7 @@ from memtraffic.measure.gpu import cuda_device_names, require_gpu
 from memtraffic.measure.planning import build_plan, check_names
 from memtraffic.measure.sweep import (
     assign_gpus,
+    gpu_indices,
     parse_gpus,
     parse_shard,
     plan_from_grids,
@@ -424,6 +425,10 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
 
     check_ncu_options(cache_control=opts.cache_control, clock_control=opts.clock_control)
     tokens = metric_tokens(opts.metrics)  # a name not even metric-shaped fails before ncu is found
+    if opts.gpus:
+        gpu_indices(opts.gpus)  # every flag is checked before ncu and the GPU are looked for
+    if opts.out is not None:
+        refuse_nonempty(opts.out)
     # One GPU: the plan is built (torch, triton and the kernels imported: ~6 s on the H100 machine) while
     # ncu starts the runner, which imports the same and then waits for plan.json. Several GPUs: the
     # plan first, since its configs are split across the GPUs before any ncu starts.

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from memtraffic.core.errors import MemtrafficError, NcuError, UsageError, say
-from memtraffic.core.files import write_json
+from memtraffic.core.files import refuse_nonempty, write_json
 from memtraffic.core.rundir import DEFAULT_RUNS_ROOT, gpu_name, new_run_dir, utc_now
 from memtraffic.core.tracefile import TRACE_ENV, TRACE_FROM, read_trace
 from memtraffic.measure.ops import tracer_env, tracer_warnings
@@ -160,6 +160,8 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
     check_ncu_options(opts.cache_control, opts.clock_control, opts.target_processes, opts.launch_skip,
                       opts.launch_count)
     tokens = metric_tokens(opts.metrics)  # a name not even metric-shaped fails before ncu is found
+    if opts.out is not None:
+        refuse_nonempty(opts.out)  # a usage error, said before ncu is looked for
     session = NcuSession.find()
     gpu = gpu_name()
     session = session.on_gpu(gpu, tokens)

@@ -195,24 +195,34 @@ def shard_plan(plan: Mapping[str, Any], index: int, count: int) -> dict[str, Any
 # --- GPUs ---------------------------------------------------------------------------------------------------
 
 
-def parse_gpus(text: str, available: int) -> list[int]:
-    """'all' -> [0, ..., available-1]; '0,2' -> [0, 2], each checked against the GPUs this machine has."""
-    if available < 1:
-        raise GpuNotFoundError(f"--gpus {text}: no CUDA GPU is visible on this machine; `memtraffic analyze` "
-                               "reads existing runs anywhere")
+def gpu_indices(text: str) -> list[int] | None:
+    """'all' -> None; '0,2' -> [0, 2] (repeats dropped); UsageError for anything else. Needs no GPU: measure
+    checks the flag before it looks for one."""
     if text.strip().lower() == "all":
-        return list(range(available))
+        return None
     gpus: list[int] = []
     for token in text.split(","):
         token = token.strip()
-        if not token.isdigit():
+        if not (token.isascii() and token.isdigit()):
             raise UsageError(f"bad --gpus {text!r}: write all, or GPU indices like 0,1")
-        if int(token) >= available:
-            raise UsageError(f"--gpus {text}: there is no GPU {token}; this machine shows {available} "
-                             f"(0-{available - 1}; see nvidia-smi and CUDA_VISIBLE_DEVICES)")
         if int(token) not in gpus:
             gpus.append(int(token))
     return gpus
+
+
+def parse_gpus(text: str, available: int) -> list[int]:
+    """'all' -> [0, ..., available-1]; '0,2' -> [0, 2], each checked against the GPUs this machine has."""
+    indices = gpu_indices(text)
+    if available < 1:
+        raise GpuNotFoundError(f"--gpus {text}: no CUDA GPU is visible on this machine; `memtraffic analyze` "
+                               "reads existing runs anywhere")
+    if indices is None:
+        return list(range(available))
+    for index in indices:
+        if index >= available:
+            raise UsageError(f"--gpus {text}: there is no GPU {index}; this machine shows {available} "
+                             f"(0-{available - 1}; see nvidia-smi and CUDA_VISIBLE_DEVICES)")
+    return indices
 
 
 def visible_id(index: int, env_value: str | None) -> str:
