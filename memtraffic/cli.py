@@ -226,7 +226,7 @@ def measure(
     ] = None,
     sweep: Annotated[
         Path | None,
-        typer.Option(help="A TOML sweep file (variants, shapes, dtypes, [params], [[grid]] tables) "
+        typer.Option(help="A TOML sweep file (variants, shapes, dtypes, \\[params], \\[\\[grid]] tables) "
                      "instead of variant names and grid options."),
     ] = None,
     shard: Annotated[

@@ -41,14 +41,14 @@ def usage_line(err: click.UsageError) -> str:
     return text[:1].lower() + text[1:]
 
 
-def _exit_code(err: BaseException) -> tuple[int, str | None]:
-    """(exit code, the one line to print or None) for an exception that ended a command."""
+def _exit_code(err: BaseException, command: str = "") -> tuple[int, str | None]:
+    """(exit code, the line(s) to print or None) for an exception that ended `memtraffic COMMAND`."""
     if isinstance(err, typer.Exit):
         return err.exit_code, None
     if isinstance(err, getattr(click, "NoArgsIsHelpError", ())):
         return 2, err.ctx.get_help() if err.ctx else None  # bare `memtraffic`: the help, as click does
     if isinstance(err, click.UsageError):
-        where = err.ctx.command_path if err.ctx else "memtraffic"
+        where = err.ctx.command_path if err.ctx and err.ctx.parent else f"memtraffic {command}".strip()
         return 2, f"error: {usage_line(err)}\nTry '{where} --help' for help."
     if isinstance(err, click.ClickException):
         return err.exit_code, f"error: {' '.join(err.format_message().split())}"
@@ -72,7 +72,10 @@ class Cli(typer.core.TyperGroup):
              complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
         args = sys.argv[1:] if args is None else list(args)
         try:
-            with self.make_context(prog_name or "memtraffic", args, **extra) as ctx:
+            # always 'memtraffic' (not 'python -m memtraffic.cli', not a test runner's name): the usage and
+            # 'Try ... --help' lines name the command a user types
+            with self.make_context("memtraffic", args, **extra) as ctx:
+                os.getcwd()  # a deleted working folder: said here, before torch (which aborts in one) loads
                 self.invoke(ctx)
             code, line = 0, None
         except Exception as err:
@@ -81,7 +84,7 @@ class Cli(typer.core.TyperGroup):
                 traceback.print_exc()
                 code, line = 1, None
             else:
-                code, line = _exit_code(err)
+                code, line = _exit_code(err, args[0] if args and args[0] in self.commands else "")
         except KeyboardInterrupt as err:
             code, line = _exit_code(err)
         if line is not None:
