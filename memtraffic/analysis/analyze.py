@@ -22,7 +22,7 @@ import pandas as pd
 
 from memtraffic.core.arch import chip_for_gpu
 from memtraffic.core.errors import ReportError, UsageError
-from memtraffic.core.files import dump, plain_records, read_json, write_json
+from memtraffic.core.files import dump, plain_records, read_json, write_bytes_atomic, write_json
 from memtraffic.core.ops import format_shape
 from memtraffic.core.units import ABOVE, compile_regex, fmt_rate, parse_size
 from memtraffic.ncu.metrics import METRICS
@@ -542,4 +542,4 @@ def save_results(df: pd.DataFrame, run_dir: Path) -> None:
     """results.json (list of objects, raw numbers) and results.csv beside the reports."""
     records = to_records(df)
     write_json(run_dir / "results.json", records)
-    (run_dir / "results.csv").write_text(dump(records, "csv") + "\n")
+    write_bytes_atomic(run_dir / "results.csv", (dump(records, "csv") + "\n").encode())

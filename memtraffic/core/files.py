@@ -118,13 +118,12 @@ def _link_new(tmp: str, path: Path, option: str) -> None:
         os.replace(tmp, path)
 
 
-def write_json(path: Path, data: Any, sort_keys: bool = False, *, exclusive: bool = False) -> Path:
-    """Write `data` as indented JSON (ending in a newline), atomically (write_bytes_atomic, `exclusive`
-    as there); the folder is made if missing."""
+def write_json(path: Path, data: Any, sort_keys: bool = False) -> Path:
+    """Write `data` as indented JSON (ending in a newline), atomically (write_bytes_atomic); the folder
+    is made if missing."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_bytes_atomic(path, (json.dumps(data, indent=2, sort_keys=sort_keys) + "\n").encode(),
-                       exclusive=exclusive)
+    write_bytes_atomic(path, (json.dumps(data, indent=2, sort_keys=sort_keys) + "\n").encode())
     return path
 
 
@@ -146,7 +145,10 @@ def new_folder(out: Path, option: str = "--out") -> Iterator[Path]:
     except OSError as err:
         raise _renamed(err, out) from None
     try:
-        yield tmp
+        try:
+            yield tmp
+        except OSError as err:  # a full disk while filling it: said of the folder the user asked for
+            raise _renamed(err, out) from None
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's folder is private; give it a plain mkdir's mode

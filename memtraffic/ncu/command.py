@@ -19,7 +19,7 @@ from pathlib import Path
 
 from memtraffic.core.arch import Chip
 from memtraffic.core.errors import NcuError, UsageError, say
-from memtraffic.core.files import cache_dir
+from memtraffic.core.files import cache_dir, write_bytes_atomic
 from memtraffic.ncu.metrics import base_name
 
 MIN_NCU_VERSION = (2023, 1)
@@ -160,7 +160,7 @@ def query_metric_names(ncu: Path, cache_key: str | None = None) -> frozenset[str
     if cache is not None:
         try:
             cache.parent.mkdir(parents=True, exist_ok=True)
-            cache.write_text("\n".join(sorted(names)) + "\n")
+            write_bytes_atomic(cache, ("\n".join(sorted(names)) + "\n").encode())  # never half a list
         except OSError:  # a read-only home: the next run asks ncu again
             pass
     return frozenset(names)
