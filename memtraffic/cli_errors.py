@@ -58,6 +58,7 @@ def _exit_code(err: BaseException, command: str = "") -> tuple[int, str | None]:
         return 130, "interrupted"
     if isinstance(err, OSError):
         if err.errno == errno.EPIPE:  # `memtraffic ... | head`: the reader left, nothing to say
+            _silence()
             return 1, None
         return 1, f"error: {os_error_line(err)}"
     first = (str(err).strip().splitlines() or [""])[0][:300]
@@ -99,4 +100,9 @@ def print_line(line: str, to_stdout: bool = False) -> None:
     try:
         echo(line, err=not to_stdout)
     except OSError:
-        sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - interpreter shutdown flushes it
+        _silence()
+
+
+def _silence() -> None:
+    """Send what is still buffered for a closed pipe nowhere: the interpreter's final flush must not fail."""
+    sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - lives until the interpreter exits
