@@ -263,3 +263,26 @@ def test_any_flag_value_is_accepted_or_one_line(option, value):
 @given(option=st.sampled_from(["--shape", "--dtype", "--param"]), value=FLAG_VALUE)
 def test_any_grid_value_is_a_count_or_one_line(option, value):
     _clean(_run(["list", "--count", "softmax_tiled", option, value]))
+
+
+@FEW
+@given(option=st.sampled_from([
+    ("measure", "softmax_tiled", "--metrics"), ("measure", "softmax_tiled", "--gpus"),
+    ("measure", "softmax_tiled", "--shard"), ("measure", "softmax_tiled", "--clock-control"),
+    ("measure", "softmax_tiled", "--cache-control"), ("profile", "--launch-count"),
+    ("profile", "--launch-skip"),
+    ("profile", "--target-processes"), ("profile", "--metrics"), ("profile", "--profile-from-start"),
+    ("bench", "--budget"), ("bench", "--dtype"), ("bench", "--shape")]), value=FLAG_VALUE)
+def test_any_measuring_flag_is_refused_before_ncu_or_reaches_it(monkeypatch, option, value):
+    """Flags first, then the machine: a bad value is a usage error (2); a good one gets as far as looking
+    for ncu (here: not there) or a GPU (none here), never further and never a traceback."""
+    monkeypatch.setenv("MEMTRAFFIC_NCU", "/nonexistent/ncu")
+    *command, flag = option
+    tail = ["--", "true"] if command[0] == "profile" else []
+    res = _run([*command, flag, value, *tail])
+    errors = _clean(res, codes=(1, 2))
+    if res.exit_code == 1:
+        assert errors[0] in (
+            "error: MEMTRAFFIC_NCU=/nonexistent/ncu is not an executable file: point it at the ncu binary",
+            "error: no CUDA GPU is visible: bench needs one; `memtraffic analyze` reads existing runs on any "
+            "machine"), errors
