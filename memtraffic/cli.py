@@ -1,4 +1,5 @@
-"""Thin typer commands over the pipeline stages. Errors become one line on stderr and a non-zero exit."""
+"""Thin typer commands over the pipeline stages. Errors end in memtraffic/cli_errors.py: a line or two on
+stderr and an exit code."""
 
 from __future__ import annotations
 

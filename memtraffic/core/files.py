@@ -43,20 +43,19 @@ _OS_HINTS = {
 }
 
 
-def os_error_line(err: OSError, path: Path | str | None = None, doing: str = "") -> str:
-    """One line for a file-system error: what was being done to which path, the system's reason and, for
-    a full, read-only or forbidden disk, what to do. A deleted working folder is said as such."""
-    path = path if path is not None else err.filename
-    if path is None:
+def os_error_line(err: OSError) -> str:
+    """One line for a file-system error: the path, the system's reason and, for a full, read-only or
+    forbidden disk, what to do ('PATH: No space left on device (the disk is full: ...)'). A deleted working
+    folder is said as such."""
+    if err.filename is None:
         try:
             os.getcwd()
         except FileNotFoundError:
             return "the current folder no longer exists (deleted?): cd into an existing folder and run again"
-    reason = _OS_HINTS.get(err.errno or 0) or err.strerror or type(err).__name__
-    if err.strerror and err.errno in _OS_HINTS:
-        reason = f"{err.strerror} ({reason})"
-    where = f"{doing} {path}" if doing else str(path) if path is not None else ""
-    return f"{where}: {reason}" if where else reason
+    reason = err.strerror or str(err) or type(err).__name__
+    if err.errno in _OS_HINTS:
+        reason = f"{reason} ({_OS_HINTS[err.errno]})"
+    return f"{err.filename}: {reason}" if err.filename is not None else reason
 
 
 def exists_message(path: Path, option: str = "--out") -> str:
