@@ -423,12 +423,12 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
         timings[name] = round(now - clock, 3)
         clock = now
 
-    check_ncu_options(cache_control=opts.cache_control, clock_control=opts.clock_control)
-    tokens = metric_tokens(opts.metrics)  # a name not even metric-shaped fails before ncu is found
-    if opts.gpus:
-        gpu_indices(opts.gpus)  # every flag is checked before ncu and the GPU are looked for
+    if opts.gpus:  # every flag is checked before ncu and the GPU are looked for
+        gpu_indices(opts.gpus)
     if opts.out is not None:
         refuse_nonempty(opts.out)
+    check_ncu_options(cache_control=opts.cache_control, clock_control=opts.clock_control)
+    tokens = metric_tokens(opts.metrics)  # a name not even metric-shaped fails before ncu is found
     # One GPU: the plan is built (torch, triton and the kernels imported: ~6 s on the H100 machine) while
     # ncu starts the runner, which imports the same and then waits for plan.json. Several GPUs: the
     # plan first, since its configs are split across the GPUs before any ncu starts.
