@@ -194,3 +194,22 @@ def test_a_folder_is_whole_or_absent(tmp_path):
     with files.new_folder(out) as building:
         (building / "results.json").write_text("{}")
     assert _names(out) == ["results.json"] and oct(out.stat().st_mode & 0o777) != "0o700"
+
+
+def test_two_runs_with_one_new_out_folder_one_is_refused(tmp_path, monkeypatch):
+    from memtraffic.core import rundir
+
+    out, check = tmp_path / "run", rundir.refuse_nonempty
+    calls = []
+
+    def other_run_makes_it_after_our_check(path, *args):
+        check(path, *args)
+        if not calls:
+            path.mkdir()  # the other `measure --out run`, between our check and our mkdir
+        calls.append(path)
+
+    monkeypatch.setattr(rundir, "refuse_nonempty", other_run_makes_it_after_our_check)
+    with pytest.raises(UsageError) as err:
+        rundir.new_run_dir(["softmax_tiled"], out)
+    assert str(err.value) == f"{out} was just made by another process: choose a new --out folder"
+    assert rundir.new_run_dir(["softmax_tiled"], tmp_path / "new").is_dir()

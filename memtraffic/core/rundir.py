@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from memtraffic.core.errors import GpuNotFoundError
+from memtraffic.core.errors import GpuNotFoundError, UsageError
 from memtraffic.core.files import refuse_nonempty
 
 DEFAULT_RUNS_ROOT = Path("reports") / "runs"
@@ -25,10 +25,16 @@ DEFAULT_RUNS_ROOT = Path("reports") / "runs"
 
 def new_run_dir(variants: Sequence[str], out: Path | None = None, root: Path = DEFAULT_RUNS_ROOT,
                 now: datetime | None = None) -> Path:
-    """A fresh, empty folder for this run; an existing, non-empty --out is an error, never overwritten."""
+    """A fresh, empty folder for this run; an existing, non-empty --out is an error, never overwritten.
+    A missing --out is made exclusively: of two runs starting with the same new --out, one is refused."""
     if out is not None:
+        existed = out.is_dir()
         refuse_nonempty(out)
-        out.mkdir(parents=True, exist_ok=True)
+        try:
+            out.mkdir(parents=True, exist_ok=existed)
+        except FileExistsError:  # made by another run since the check
+            refuse_nonempty(out)
+            raise UsageError(f"{out} was just made by another process: choose a new --out folder") from None
         return out
     stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
     label = re.sub(r"[^A-Za-z0-9_.-]", "_", variants[0] if variants else "run")
