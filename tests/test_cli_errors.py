@@ -190,7 +190,9 @@ def test_a_program_that_cannot_run_is_one_line(tmp_path):
 
 SIZE_TEXT = st.one_of(
     st.text(max_size=12),
-    st.from_regex(r"\A\s?[0-9]{0,400}\.?[0-9]{0,3}\s?([kKmMgGtT]i?)?[bB]?[a-zA-Z:=x]{0,2}\Z"),
+    st.from_regex(r"\A\s?[0-9]{0,12}\.?[0-9]{0,3}\s?([kKmMgGtT]i?)?[bB]?[a-zA-Z:=x]{0,2}\Z"),
+    st.builds(lambda n, unit: "9" * n + unit, st.integers(min_value=1, max_value=400),  # up to overflow
+              st.sampled_from(["", "MiB", "kB", "TB", "MiBx", ":1"])),
 )
 
 
