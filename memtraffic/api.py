@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memtraffic.analysis.analyze import analyze_path, analyze_reports, save_results, to_records
-from memtraffic.core.rundir import partial_reports_expected
 from memtraffic.ncu.report import EmptyReportError
 from memtraffic.ncu.run import Run, load_run  # noqa: F401 - public: load_run(path) -> Run
 
@@ -91,9 +90,8 @@ def run_measure(opts: MeasureOptions, echo: Echo | None = None, **kwargs: Any) -
 
     result = measure(opts, echo, **kwargs)
     try:
-        table, kernels = analyze_reports(result.reports, result.plan,
-                                         allow_partial=partial_reports_expected(result.run),
-                                         run_name=result.run_dir.name)
+        table, kernels = analyze_reports(result.reports, result.plan, run_name=result.run_dir.name,
+                                         meta=result.run)
     except EmptyReportError:  # ncu wrote reports without kernels: record_analysis names the ranges
         table, kernels = analyze_reports([], result.plan)
     if len(table):
@@ -109,8 +107,8 @@ def run_profile(opts: ProfileOptions, echo: Echo | None = None) -> ProfileResult
 
     result = profile(opts, echo)
     try:
-        table, _ = analyze_reports([result.report], result.plan, allow_partial=result.partial,
-                                   run_name=result.run_dir.name)
+        table, _ = analyze_reports([result.report], result.plan, run_name=result.run_dir.name,
+                                   meta=result.run)
     except EmptyReportError:
         table, _ = analyze_reports([], result.plan)
     if len(table):

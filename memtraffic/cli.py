@@ -67,6 +67,12 @@ VariantFiles = Annotated[
 ]
 
 
+Partial = Annotated[
+    bool,
+    typer.Option("--partial", help="Accept a run that lacks what its plan lists (a report cut short or "
+                 "missing, an interrupted run): exit 0, with each gap named on stderr and marked in the "
+                 "'status' column (missing, failed, partial). Without it such a run exits 1."),
+]
 Baseline = Annotated[
     Path | None,
     typer.Option(help="An earlier run folder, .ncu-rep or saved table (analyze --format json): print "
@@ -457,6 +463,7 @@ def analyze(
             "bytes, ns, B/s; stable keys) or csv (same columns).",
         ),
     ] = "table",
+    partial: Partial = False,
 ) -> None:
     """Per-level efficiency: minimum bytes / bytes moved (1.00 is ideal).
 
@@ -476,11 +483,13 @@ def analyze(
       memtraffic analyze RUN --group-by kernel --format json > rows.json
       memtraffic analyze RUN --group-by op
     """
-    from memtraffic.analysis.analyze import analyze_path
+    from memtraffic.analysis.analyze import analyze_path, require_whole
     from memtraffic.views.tables import render_results
 
     _check_format(fmt, ("table", "json", "csv"))
-    typer.echo(render_results(analyze_path(path, min_bytes=min_bytes, group_by=group_by), fmt, group_by))
+    table = analyze_path(path, min_bytes=min_bytes, group_by=group_by)
+    typer.echo(render_results(table, fmt, group_by))
+    require_whole(table, str(path), partial)  # after the table: what there is, is shown
 
 
 @app.command()
@@ -508,6 +517,7 @@ def diff(
         typer.Option("--format", "-f", help="table (A, B and change per matched row, with a verdict), json "
                      "or csv (a row per match: each measure's _a, _b, _change, _rel, time_noise, verdict)."),
     ] = "table",
+    partial: Partial = False,
 ) -> None:
     """Did my change help? Two runs matched config by config: bytes per level, time, efficiency, change.
 
@@ -529,8 +539,14 @@ def diff(
     from memtraffic.views.diff_table import render
 
     _check_format(fmt, ("table", "json", "csv"))
+    from memtraffic.analysis.analyze import require_whole
+
     tolerance = parse_fraction(time_tolerance, "--time-tolerance")
-    typer.echo(render(diff_runs(a, b, group_by, tolerance, allow_mixed), fmt))
+    result = diff_runs(a, b, group_by, tolerance, allow_mixed)
+    typer.echo(render(result, fmt))
+    cut = [side for side in (result.a, result.b) if side.gaps]
+    require_whole([g for side in cut for g in side.gaps], " and ".join(str(side.path) for side in cut),
+                  partial)
 
 
 @app.command()
@@ -710,6 +726,7 @@ def roofline(
         Path | None, typer.Option("--ceilings", help="Ceilings JSON; default: cached, then committed ones.")
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace output files that exist.")] = False,
+    partial: Partial = False,
 ) -> None:
     """Hierarchical roofline (log-log) and traffic-vs-minimum bars of one or more runs.
 
@@ -727,7 +744,8 @@ def roofline(
 
     levels = parse_levels(level)
     run_dirs = list(runs) if runs else [latest_run()]
-    written, notes = plot_runs(run_dirs, levels, out=out, png=png, ceilings_file=ceilings_file, force=force)
+    written, notes = plot_runs(run_dirs, levels, out=out, png=png, ceilings_file=ceilings_file, force=force,
+                               partial=partial)
     for note in notes:
         typer.echo(f"note: {note}", err=True)
     for path in written:
@@ -750,6 +768,7 @@ def report(
                      "BASELINE RUN' and both runs' tables and traffic bars side by side."),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace the output file if it exists.")] = False,
+    partial: Partial = False,
 ) -> None:
     """One self-contained HTML page of a run: environment, analyzed table, diagnoses, roofline, traffic.
 
@@ -763,7 +782,7 @@ def report(
     """
     from memtraffic.views.html_report import write_report
 
-    typer.echo(f"wrote {write_report(run, out, ceilings_file, baseline, force=force)}")
+    typer.echo(f"wrote {write_report(run, out, ceilings_file, baseline, force=force, partial=partial)}")
 
 
 @app.command()

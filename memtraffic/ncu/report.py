@@ -21,7 +21,6 @@ from typing import Any
 import pandas as pd
 
 from memtraffic.core.errors import ReportError
-from memtraffic.core.files import read_json as read_json_file
 from memtraffic.core.plan import RANGE_PREFIX
 from memtraffic.ncu.metrics import DEVICE_NAME, LAUNCH_BLOCK, LAUNCH_GRID, METRICS, REPLAY_PASSES, Metric
 from memtraffic.ncu.source import measured_lines
@@ -211,8 +210,3 @@ def read_report(path: str | Path, allow_partial: bool = False) -> pd.DataFrame:
     rows, damaged, _ = read_rows(path)
     check_rows(path, len(rows), damaged, allow_partial)
     return pd.DataFrame([{"report": str(path), **r} for r in rows])
-
-
-def read_json(path: Path) -> Any:
-    """A JSON file of a run folder (plan.json, run.json); None when the folder has none."""
-    return read_json_file(path, "the run folder is damaged") if path.is_file() else None
