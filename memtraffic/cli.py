@@ -675,6 +675,20 @@ def lines(
 
     _check_format(fmt, ("table", "json", "csv"))
     typer.echo(render_lines(read_lines(path, kernel=kernel, top=top), fmt))
+    _name_gaps(path)
+
+
+def _name_gaps(path: Path) -> None:
+    """What the run lacks of its plan, one warning line each (lines shows what there is)."""
+    from memtraffic.analysis.analyze import analyze_path, gaps
+    from memtraffic.core.errors import ReportError
+
+    try:
+        found = gaps(analyze_path(path))
+    except ReportError:  # a report without traffic counters: its lines are all there is to show
+        return
+    for line in found:
+        warn(line)
 
 
 @app.command()

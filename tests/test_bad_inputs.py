@@ -126,8 +126,8 @@ def test_a_folder_as_a_variant_file(tmp_path):
 @pytest.mark.parametrize(("name", "text", "message"), [
     ("plan.json", '{"configs": 5}', "configs is an integer, expected a list"),
     ("plan.json", "[1]", "holds a list, expected an object"),
-    ("plan.json", '{"configs": [{"range": "r", "params": 3}]}', "configs[0].params is an integer, expected an "
-                                                                 "object"),
+    ("plan.json", '{"configs": [{"range": "r", "params": 3}]}',
+     "configs[0].params is an integer, expected an object"),
     ("run.json", '{"reports": 3}', "reports is an integer, expected a list"),
     ("run.json", '{"attempts": [1]}', "attempts[0] is an integer, expected an object"),
 ])
@@ -138,7 +138,8 @@ def test_a_damaged_run_folder(tmp_path, name, text, message, command):
     (run / name).write_text(text)
     args = [command, str(run)] + (["--out", str(tmp_path / "out")] if command in ("report", "merge") else [])
     line = _one_line(args, 1)
-    assert line == f"error: {run / name}: {message}: the run folder is damaged (restore the file, or measure again)"
+    damaged = "the run folder is damaged (restore the file, or measure again)"
+    assert line == f"error: {run / name}: {message}: {damaged}"
     assert not (tmp_path / "out").exists()
 
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from memtraffic.core.errors import ReportError, UsageError, warn
+from memtraffic.core.errors import ReportError, UsageError
 from memtraffic.core.units import fmt_bytes
 from memtraffic.ncu.run import load_run, measured_lines_of
 from memtraffic.ncu.source import SECTOR, measured_lines, opcode
@@ -116,7 +116,6 @@ def read_lines(path: str | Path, kernel: str | None = None, top: int | None = No
     run = load_run(path)
     if not run.reports:
         raise ReportError(f"{path}: no .ncu-rep file in this folder")
-    _name_gaps(run)
     rows, kernels = report_lines(run.reports, run.plan)
     if not kernels:
         raise ReportError(f"{path} holds no profiled kernel: is it an Nsight Compute report?")
@@ -130,18 +129,6 @@ def read_lines(path: str | Path, kernel: str | None = None, top: int | None = No
         by_kernel = itertools.groupby(rows, key=lambda r: r["launch"])
         rows = [r for _, group in by_kernel for r in list(group)[:top]]
     return rows
-
-
-def _name_gaps(run: Any) -> None:
-    """What the run lacks of its plan (analyze.gaps), one warning line each: lines shows what is there."""
-    from memtraffic.analysis.analyze import analyze_run, gaps
-
-    try:
-        found = gaps(analyze_run(run))
-    except ReportError:  # a report without traffic counters: read_lines says what it needs
-        return
-    for line in found:
-        warn(line)
 
 
 def worst_line(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
