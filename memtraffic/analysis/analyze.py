@@ -519,7 +519,7 @@ def _planned_against_found(plan: dict[str, Any] | None, meta: dict[str, Any] | N
             status[end] = "partial"
             after = len(configs) - reached[-1] - 1
             lines.append(f"the report ends at {end}: the {after} op calls or regions traced after it have "
-                         "no kernel in the report (those that launch kernels were not profiled)")
+                         "no kernel in the report (any of them that launches kernels was not profiled)")
         return status, [], lines
     lost: list[str] = []
     for c in configs:

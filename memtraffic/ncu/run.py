@@ -107,16 +107,19 @@ def interrupted_profile(folder: Path, meta: dict[str, Any] | None
     """(plan, run.json, notes) of a `profile` run folder without plan.json: the program (or ncu) was killed
     before profile saved it. trace.jsonl holds a record (with its minimum) of every op call or region the
     program reached, so the plan is rebuilt from it; the note says so and gives the command that
-    profiles the program again (read from run.json, else from the ncu argv at the top of ncu.log)."""
+    profiles the program again (from run.json, else from the ncu argv at the top of ncu.log)."""
     records = read_trace(folder / TRACE_FILE)
     configs = [r for r in records if problem(r, CONFIG) is None]
-    program = (meta or {}).get("program") or _program_of_log(folder / "ncu.log")
+    program, options = _program_of_log(folder / "ncu.log")
+    if meta and meta.get("program"):
+        program = list(meta["program"])
+        options = _TRACE_OPTIONS.get(str(meta.get("traced_from")), options)
     plan = dict(plan_from_trace(configs, program))
     meta = dict(meta or {})
     meta.setdefault("kind", "profile")
     meta["interrupted"] = True
-    again = (f"memtraffic profile --torch-ops --out NEW_FOLDER -- {shlex.join(program)}" if program
-             else "memtraffic profile --torch-ops --out NEW_FOLDER -- YOUR_PROGRAM")
+    again = shlex.join(["memtraffic", "profile", "--torch-ops", *options, "--out", "NEW_FOLDER", "--",
+                        *(program or ["YOUR_PROGRAM"])])
     lost = len(records) - len(configs)
     dropped = f", {lost} damaged records left out" if lost else ""
     note = (f"{folder}: the run was interrupted (profile was killed before it saved plan.json and run.json): "
@@ -125,20 +128,33 @@ def interrupted_profile(folder: Path, meta: dict[str, Any] | None
     return plan, meta, [note]
 
 
-def _program_of_log(log: Path) -> list[str]:
-    """The profiled program from the ncu argv run_ncu writes at the top of ncu.log ('$ ncu ... --export
-    REPORT PROGRAM...'), without memtraffic's launcher; [] when the log does not say."""
+# profile's options for each trace mode (memtraffic.core.tracefile.TRACE_FROM), by the launcher's
+# --trace-from value and by run.json's traced_from.
+_TRACE_OPTIONS = {"window": ["--profile-from-start", "off"], "forward": ["--from-first-forward"],
+                  "profiler window": ["--profile-from-start", "off"],
+                  "first forward": ["--from-first-forward"]}
+
+
+def _program_of_log(log: Path) -> tuple[list[str], list[str]]:
+    """(the profiled program, profile's options for its trace mode) from the ncu argv run_ncu writes at the
+    top of ncu.log ('$ ncu ... --export REPORT PROGRAM...'), without memtraffic's launcher; ([], []) when
+    the log does not say."""
     try:
         first = log.read_text(encoding="utf-8", errors="replace").split("\n", 1)[0]
         argv = shlex.split(first.removeprefix("$ "))
     except (OSError, ValueError):
-        return []
+        return [], []
     if "--export" not in argv or argv.index("--export") + 2 > len(argv):
-        return []
+        return [], []
     program = argv[argv.index("--export") + 2:]
+    options: list[str] = []
     if len(program) > 1 and program[1].endswith(LAUNCHER_NAME):  # python .../launch.py [--trace-from=X] ...
-        program = [program[0], *(w for w in program[2:3] if not w.startswith("--trace-from=")), *program[3:]]
-    return program
+        rest = program[2:]
+        if rest and rest[0].startswith("--trace-from="):
+            options = _TRACE_OPTIONS.get(rest[0].split("=", 1)[1], [])
+            rest = rest[1:]
+        program = [program[0], *rest]
+    return program, options
 
 
 # --- tables kept per report ---------------------------------------------------------------------------------
