@@ -320,7 +320,9 @@ def measure(
     if len(result.table):
         typer.echo(render_results(result.table, fmt))
         _print_baseline_diff(baseline, result.run_dir, fmt)
-    failed = [c for c in result.run["configs"] if c["status"] != "ok" or not c["profiled"]]
+    from memtraffic.core.runfile import needs_rerun
+
+    failed = [c for c in result.run["configs"] if needs_rerun(c)]
     for c in failed:
         typer.echo(f"{c['range']}: {c['status']}{': ' + c['error'] if c.get('error') else ''}", err=True)
     typer.echo(f"saved in {result.run_dir}", err=True)

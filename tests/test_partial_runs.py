@@ -164,6 +164,26 @@ def test_every_reader_refuses_a_cut_run_unless_partial(tmp_path):
     assert "torch_softmax 1048576x2 fp32 [missing]" in (tmp_path / "r.html").read_text()
 
 
+def test_recorded_launch_counts_tell_a_whole_config_from_a_cut_one(tmp_path):
+    """measure records each config's launch count in run.json: a config whose report ends right after it is
+    then 'ok' when all its launches are there and 'partial' when some are not, not merely suspect."""
+    end = next(end for end, k in launch_boundaries(SEED / "profile.ncu-rep") if k == 1)
+    cut = cut_copy(SEED, tmp_path, end)
+    meta = json.loads((cut / "run.json").read_text())
+    for config, kernels in zip(meta["configs"], (1, 1, 1), strict=True):
+        config["kernels"] = kernels
+    (cut / "run.json").write_text(json.dumps(meta))
+    statuses = lambda: [r["status"] for r in json.loads(CliRunner().invoke(  # noqa: E731
+        app, ["analyze", str(cut), "--format", "json", "--partial"]).stdout)]
+    assert statuses() == ["ok", "missing", "missing"]
+    meta["configs"][0]["kernels"] = 2  # had it launched two kernels, the report would lack one
+    (cut / "run.json").write_text(json.dumps(meta))
+    assert statuses() == ["partial", "missing", "missing"]
+    res = CliRunner().invoke(app, ["analyze", str(cut)])
+    assert (f"warning: {planned(SEED)[0]}: partial: 1 of its 2 kernel launches are in the reports"
+            in res.stderr.splitlines())
+
+
 def test_check_never_passes_a_run_with_missing_planned_rows(tmp_path):
     end = next(end for end, k in launch_boundaries(SEED / "profile.ncu-rep") if k == 2)
     cut = cut_copy(SEED, tmp_path, end)
