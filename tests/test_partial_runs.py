@@ -238,7 +238,7 @@ def test_an_interrupted_profile_shows_its_ops_minimums_and_says_so(name, tmp_pat
     options = " --profile-from-start off" if meta.get("traced_from") == "profiler window" else ""
     note, *cut, error = res.stderr.splitlines()
     assert note == (f"warning: {copy}: the run was interrupted (profile was killed before it saved "
-                    f"plan.json and run.json): the plan is rebuilt from trace.jsonl ({len(records)} op calls "
+                    f"plan.json): the plan is rebuilt from trace.jsonl ({len(records)} op calls "
                     "and regions) and the report holds what ncu profiled before; profile the program again "
                     f"to complete it: `memtraffic profile --torch-ops{options} --out NEW_FOLDER -- "
                     f"/opt/torch/.venv/bin/python3 {meta['program'][-1]}`")
@@ -269,3 +269,21 @@ def test_an_interrupted_profile_cut_mid_program_names_where_it_ends(tmp_path):
     rows = json.loads(res.stdout)
     assert [r["status"] for r in rows] == ["ok"] * (len(rows) - 1) + ["partial"]
     assert rows[-1]["range"] == last
+
+
+def test_an_interrupted_profile_with_its_early_run_json_gives_its_own_command(tmp_path):
+    """profile writes run.json before the program starts: a killed run then has it, without plan.json."""
+    run = H100 / "profile_train_step"
+    copy = cut_copy(run, tmp_path, None)
+    (copy / "plan.json").unlink()
+    meta = json.loads((run / "run.json").read_text())
+    early = {k: meta[k] for k in ("kind", "started", "command", "program", "environment", "torch_ops",
+                                  "traced_from")}
+    (copy / "run.json").write_text(json.dumps(early))
+    res = CliRunner().invoke(app, ["analyze", str(copy), "--partial", "--format", "json"])
+    assert res.exit_code == 0
+    assert res.stderr.splitlines()[0].endswith(
+        "profile the program again to complete it: `memtraffic profile --torch-ops --profile-from-start off "
+        "--out NEW_FOLDER -- python3 examples/train_step.py`")
+    assert meta["traced_from"] == "profiler window"
+    assert meta["program"] == ["python3", "examples/train_step.py"]

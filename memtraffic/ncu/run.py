@@ -122,7 +122,7 @@ def interrupted_profile(folder: Path, meta: dict[str, Any] | None
                         *(program or ["YOUR_PROGRAM"])])
     lost = len(records) - len(configs)
     dropped = f", {lost} damaged records left out" if lost else ""
-    note = (f"{folder}: the run was interrupted (profile was killed before it saved plan.json and run.json): "
+    note = (f"{folder}: the run was interrupted (profile was killed before it saved plan.json): "
             f"the plan is rebuilt from {TRACE_FILE} ({len(configs)} op calls and regions{dropped}) and the "
             f"report holds what ncu profiled before; profile the program again to complete it: `{again}`")
     return plan, meta, [note]
