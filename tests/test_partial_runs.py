@@ -160,8 +160,9 @@ def test_every_reader_refuses_a_cut_run_unless_partial(tmp_path):
     verdicts = {r["range_a"]: r["verdict"] for r in json.loads(res.stdout)}
     assert all(verdicts[r].startswith("B missing (analyze: planned, not measured whole)") for r in lost)
     res = CliRunner().invoke(app, ["report", str(cut), "--out", str(tmp_path / "r.html"), "--partial"])
-    assert res.exit_code == 0
-    assert "torch_softmax 1048576x2 fp32 [missing]" in (tmp_path / "r.html").read_text()
+    page = (tmp_path / "r.html").read_text()
+    assert res.exit_code == 0 and "torch_softmax 1048576x2 fp32 [missing]" in page
+    assert f"<li>incomplete run {cut.name}: mt|torch_softmax|1048576x2|fp32{MISSING}</li>" in page
 
 
 def test_recorded_launch_counts_tell_a_whole_config_from_a_cut_one(tmp_path):

@@ -33,7 +33,6 @@ from memtraffic.core.errors import ReportError
 from memtraffic.core.files import cache_dir, write_bytes_atomic
 from memtraffic.core.runfile import (
     CONFIG,
-    partial_reports_expected,
     plan_from_trace,
     problem,
     read_plan,
@@ -65,16 +64,6 @@ class Run:
     reports: list[Path] = field(default_factory=list)
     # Why the run may be incomplete before any report is read (an interrupted profile), one line each.
     notes: list[str] = field(default_factory=list)
-
-    @property
-    def partial(self) -> bool:
-        """True when the run was interrupted or its runner crashed: a damaged last launch is dropped."""
-        return partial_reports_expected(self.meta or {})
-
-    def kernels(self) -> pd.DataFrame:
-        """Every report's kernel table, stacked (see kernel_table)."""
-        frames = [kernel_table(r, self.partial).kernels for r in self.reports]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def load_run(path: str | Path) -> Run:

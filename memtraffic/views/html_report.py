@@ -41,10 +41,12 @@ def load_results(run_dir: Path, partial: bool = False) -> pd.DataFrame:
 
 def load_runs(run_dirs: Sequence[Path], partial: bool = False) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """Several runs stacked into one table (a 'run' column tells them apart) and their run.json; an
-    incomplete run only with `partial` (its gaps are named on stderr either way)."""
+    incomplete run only with `partial` (its gaps are named on stderr either way, and kept in the
+    table's gaps for the page's notes)."""
+    from memtraffic.analysis.analyze import gaps
     from memtraffic.analysis.analyze import load_results as analyzed
 
-    frames, metas = [], []
+    frames, metas, found = [], [], []
     for d in run_dirs:
         run = _load(d)
         df = analyzed(run, partial)
@@ -55,7 +57,10 @@ def load_runs(run_dirs: Sequence[Path], partial: bool = False) -> tuple[pd.DataF
             df = df.assign(device=_device_name(meta))
         frames.append(df)
         metas.append(meta)
-    return pd.concat(frames, ignore_index=True), metas
+        found += [f"incomplete run {run.name}: {gap}" for gap in gaps(df)]
+    table = pd.concat(frames, ignore_index=True)
+    table.attrs["gaps"] = found
+    return table, metas
 
 
 def _device_name(meta: Mapping[str, Any]) -> str | None:
@@ -252,7 +257,7 @@ def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Pat
 
     sections += source_lines_section(run_dir)
 
-    notes = [FLOPS_NOTE] + ceiling_notes
+    notes = df.attrs.get("gaps", []) + [FLOPS_NOTE] + ceiling_notes
     sections.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
     env_rows = environment_rows(meta) or [("run.json", "missing: environment unknown")]
     sections.append("<h2>Environment</h2>" + _html_table(["key", "value"], env_rows, cls="env"))
@@ -385,5 +390,6 @@ def plot_runs(run_dirs: Sequence[Path], levels: Sequence[str], out: Path | None 
     if out is not None:
         names = ", ".join(Path(d).name for d in run_dirs)
         page_title = f"memtraffic roofline: {names}"
-        written.insert(0, write_html([roof, traffic], out, page_title, [rf.FLOPS_NOTE] + notes))
+        page_notes = df.attrs.get("gaps", []) + [rf.FLOPS_NOTE] + notes  # gaps: said on stderr already
+        written.insert(0, write_html([roof, traffic], out, page_title, page_notes))
     return written, notes
