@@ -288,3 +288,21 @@ def test_an_interrupted_profile_with_its_early_run_json_gives_its_own_command(tm
         "--out NEW_FOLDER -- python3 examples/train_step.py`")
     assert meta["traced_from"] == "profiler window"
     assert meta["program"] == ["python3", "examples/train_step.py"]
+
+
+def test_a_two_gpu_sweep_with_one_report_cut_names_that_gpus_lost_configs(tmp_path):
+    run = REPO / "reports" / "h200x2" / "softmax_sweep_80"
+    report = run / "profile-gpu1.ncu-rep"
+    whole = committed_ranges(report)
+    end, k = next((end, k) for end, k in launch_boundaries(report) if k >= len(whole) // 2)
+    copy = tmp_path / run.name
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("*.json.gz", "results.*"))
+    (copy / report.name).write_bytes(report.read_bytes()[:end])
+    res = CliRunner().invoke(app, ["analyze", str(copy), "--format", "json"])
+    assert res.exit_code == 1
+    configs = json.loads((run / "plan.json").read_text())["configs"]
+    lost = [c["range"] for c in configs if c["gpu"] == 1 and c["range"] not in set(whole[:k])]
+    assert lost and named_missing(res.stderr) == lost
+    statuses = {r["range"]: r["status"] for r in json.loads(res.stdout)}
+    assert [r for r, s in statuses.items() if s != "ok"] == [whole[k - 1], *lost]  # plan order
+    assert all(statuses[c["range"]] == "ok" for c in configs if c["gpu"] == 0)

@@ -548,7 +548,8 @@ def _planned_against_found(plan: dict[str, Any] | None, meta: dict[str, Any] | N
 def _cut_after(rng: str, configs: Sequence[dict[str, Any]], status: dict[str, str], damaged: bool,
                outcomes: dict[Any, dict[str, Any]]) -> bool:
     """Whether a report ending with config `rng` was cut there: it ends in a damaged launch, or the next
-    config of the same GPU is missing (not failed), and run.json does not record `rng`'s launch count."""
+    config of the same report (same GPU, same part of a merge) is missing (not failed), and run.json does
+    not record `rng`'s launch count."""
     if isinstance(outcomes.get(rng, {}).get("kernels"), int):
         return False
     if damaged:
@@ -556,8 +557,8 @@ def _cut_after(rng: str, configs: Sequence[dict[str, Any]], status: dict[str, st
     at = next((i for i, c in enumerate(configs) if c["range"] == rng), None)
     if at is None:
         return False
-    gpu = configs[at].get("gpu")
-    after = [c for c in configs[at + 1:] if c.get("gpu") == gpu]
+    gpu, part = configs[at].get("gpu"), configs[at].get("part")
+    after = [c for c in configs[at + 1:] if c.get("gpu") == gpu and c.get("part") == part]
     return bool(after) and status.get(after[0]["range"]) == "missing"
 
 
