@@ -665,14 +665,18 @@ def kernel_list(names: Sequence[str]) -> str:
 
 
 def load_results(run: str | Path | Run, partial: bool = False) -> pd.DataFrame:
-    """The analyzed table of a run: from its reports (current models), else its folder's results.json.
-    A run that lacks what its plan lists is PartialRunError unless `partial` (see require_whole)."""
+    """The analyzed table of a run: from its reports (current models), else (no report there, or none
+    readable) its folder's results.json. A run that lacks what its plan lists is PartialRunError unless
+    `partial` (see require_whole)."""
     run = run if isinstance(run, Run) else load_run(run)
+    saved = run.folder / "results.json" if run.folder is not None else None
+    kept = saved is not None and saved.is_file()
     try:
+        if kept and not any(r.is_file() for r in run.reports):  # reports left out to save room
+            raise ReportError(f"{run.path}: no report of this run is there")
         table = analyze_run(run)
     except ReportError:
-        saved = run.folder / "results.json" if run.folder is not None else None
-        if saved is None or not saved.is_file():
+        if not kept:
             raise
         try:
             return pd.DataFrame(read_json(saved, "the run folder is damaged"))

@@ -124,10 +124,11 @@ ATTEMPT = Obj({"argv": ListOf(str), "returncode": INT_OR_NONE, "passes": INT_OR_
                "no_kernels_message": BOOL_OR_NONE, "gpu": int, "part": int})
 OUTCOME = Obj({"id": int, "range": str, "status": str, "error": STR_OR_NONE, "profiled": BOOL_OR_NONE,
                "kernels": int, "params": dict, "shape": ListOf(int), "gpu": int, "part": int})
+ENVIRONMENT = Obj({"gpu": STR_OR_NONE, "chip": STR_OR_NONE, "ncu": STR_OR_NONE, "ncu_version": STR_OR_NONE})
 RUN = Obj({
     "attempts": ListOf(ATTEMPT), "reports": ListOf(str), "interrupted": bool, "returncode": INT_OR_NONE,
     "configs": ListOf(OUTCOME), "rerun": ListOf(str), "missing": ListOf(str), "skipped": ListOf(dict),
-    "environment": (dict, type(None)), "passes": INT_OR_NONE, "kind": str, "program": ListOf(str),
+    "environment": (ENVIRONMENT, type(None)), "passes": INT_OR_NONE, "kind": str, "program": ListOf(str),
     "gpus": ListOf(dict), "parts": ListOf(dict), "kernels_profiled": INT_OR_NONE, "command": str,
 })
 SCHEMAS = {PLAN_FILE: PLAN, RUN_FILE: RUN}
@@ -141,31 +142,36 @@ def _kind(value: Any) -> str:
 
 
 def _expected(spec: Any) -> str:
+    if isinstance(spec, tuple):  # any of these
+        return " or ".join(dict.fromkeys(_expected(k) for k in spec))
     if isinstance(spec, Obj) or spec is dict or isinstance(spec, MapOf):
         return "an object"
     if isinstance(spec, ListOf):
         return "a list"
-    kinds = spec if isinstance(spec, tuple) else (spec,)
-    return " or ".join(dict.fromkeys(_NAMES.get(k, k.__name__) for k in kinds))
+    return _NAMES.get(spec, spec.__name__)
 
 
 def _is(value: Any, spec: Any) -> bool:
+    if isinstance(spec, tuple):
+        return any(_is(value, k) for k in spec)
     if isinstance(spec, Obj | MapOf) or spec is dict:
         return isinstance(value, dict)
     if isinstance(spec, ListOf):
         return isinstance(value, list)
-    kinds = spec if isinstance(spec, tuple) else (spec,)
     if isinstance(value, bool):  # JSON true is no count
-        return bool in kinds
-    if isinstance(value, int) and float in kinds:
+        return spec is bool
+    if isinstance(value, int) and spec is float:
         return True
-    return isinstance(value, kinds)
+    return isinstance(value, spec)
 
 
 def problem(value: Any, spec: Any, field: str = "") -> str | None:
-    """Where value departs from spec, as "FIELD is X, expected Y", or None when it conforms."""
+    """Where value departs from spec, as "FIELD is X, expected Y", or None when it conforms. A tuple
+    spec is any of its members (the first one the value's type fits is followed inside)."""
     if not _is(value, spec):
         return f"{field + ' is' if field else 'holds'} {_kind(value)}, expected {_expected(spec)}"
+    if isinstance(spec, tuple):
+        return problem(value, next(k for k in spec if _is(value, k)), field)
     if isinstance(spec, Obj):
         for key in spec.required:
             if key not in value:
