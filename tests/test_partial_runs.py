@@ -185,6 +185,16 @@ def test_recorded_launch_counts_tell_a_whole_config_from_a_cut_one(tmp_path):
             in res.stderr.splitlines())
 
 
+def test_measure_rerun_of_a_cut_run_plans_its_missing_configs(tmp_path):
+    from memtraffic.measure.measure import rerun_plan
+
+    end = next(end for end, k in launch_boundaries(SEED / "profile.ncu-rep") if k == 1)
+    cut = cut_copy(SEED, tmp_path, end)
+    again = rerun_plan(cut)  # run.json lists nothing to rerun: every config finished when measured
+    assert [c["range"] for c in again["configs"]] == planned(SEED)[1:]
+    assert [c["id"] for c in again["configs"]] == [0, 1]
+
+
 def test_check_never_passes_a_run_with_missing_planned_rows(tmp_path):
     end = next(end for end, k in launch_boundaries(SEED / "profile.ncu-rep") if k == 2)
     cut = cut_copy(SEED, tmp_path, end)

@@ -80,7 +80,8 @@ def test_a_run_whose_reports_were_not_committed_names_them():
     res = CliRunner().invoke(app, ["analyze", str(folder)])
     assert res.exit_code == 1
     assert res.stderr.splitlines()[-1] == (f"error: {folder} is incomplete ({len(found)} gaps named above): "
-                                           "measure what is missing again, or pass --partial to accept "
+                                           "measure what is missing again (`memtraffic measure --rerun RUN` "
+                                           "measures a run's missing configs), or pass --partial to accept "
                                            "partial results")
     assert CliRunner().invoke(app, ["analyze", str(folder), "--partial"]).exit_code == 0
 

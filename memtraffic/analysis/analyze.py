@@ -615,8 +615,9 @@ def require_whole(table: pd.DataFrame | Sequence[str], what: str, partial: bool 
         echo(line)
     if not partial:
         raise PartialRunError(f"{what} is incomplete ({len(found)} {'gap' if len(found) == 1 else 'gaps'} "
-                              "named above): measure what is missing again, or pass --partial to accept "
-                              "partial results")
+                              "named above): measure what is missing again (`memtraffic measure --rerun "
+                              "RUN` measures a run's missing configs), or pass --partial to accept partial "
+                              "results")
 
 
 # --- output -------------------------------------------------------------------------------------------------

@@ -298,8 +298,9 @@ def _config_entries(plan: Mapping[str, Any], status: Mapping[int, dict[str, Any]
 
 
 def rerun_plan(run_dir: Path) -> dict[str, Any]:
-    """The configs a run folder lists under 'rerun' (failed, interrupted, or on a GPU that failed), as a
-    plan of their own: measure them again, then `memtraffic merge` the two runs."""
+    """The configs a run folder lists under 'rerun' (failed, interrupted, or on a GPU that failed), and
+    those its reports hold no kernel of (a report cut short or lost after the run), as a plan of their
+    own: measure them again, then `memtraffic merge` the two runs."""
     from memtraffic.ncu.run import load_run
 
     if not run_dir.is_dir():
@@ -309,15 +310,32 @@ def rerun_plan(run_dir: Path) -> dict[str, Any]:
     plan, run = loaded.plan, loaded.meta
     if plan is None or run is None:
         raise UsageError(f"--rerun {run_dir}: not a run folder (no plan.json and run.json)")
-    wanted = set(run.get("rerun") or [])
+    found = _ranges_in(loaded.reports)
+    wanted = set(run.get("rerun") or []) | {c["range"] for c in plan["configs"] if c.get("kind", "variant")
+                                            == "variant" and c.get("nvtx_range", c["range"]) not in found}
     if not wanted:
-        raise UsageError(f"--rerun {run_dir}: its run.json lists no config to rerun; every config finished")
+        raise UsageError(f"--rerun {run_dir}: its run.json lists no config to rerun and its reports hold "
+                         "every config; every config finished")
     configs = [{k: v for k, v in c.items() if k != "gpu"} for c in plan["configs"] if c["range"] in wanted]
     for i, config in enumerate(configs):
         config["id"] = i
     keep = ("version", "seed", "variant_files")
     return {**{k: plan[k] for k in keep if k in plan}, "status_file": "status.jsonl", "configs": configs,
             "skipped": []}
+
+
+def _ranges_in(reports: Sequence[Path]) -> set[str]:
+    """The NVTX ranges the reports hold kernels of (a report missing or unreadable holds none)."""
+    from memtraffic.core.errors import ReportError
+    from memtraffic.ncu.run import kernel_table
+
+    found: set[str] = set()
+    for report in reports:
+        try:
+            found.update(kernel_table(report, allow_partial=True).kernels["range"])
+        except ReportError:
+            continue
+    return found
 
 
 def plan_for(opts: MeasureOptions) -> dict[str, Any]:
