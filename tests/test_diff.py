@@ -43,7 +43,8 @@ def test_shared_configs_carry_each_sides_analyze_numbers():
         ("mt|softmax_tiled|1048576x2|fp32|BLOCK_M=128", "mt|softmax_tiled|1048576x2|fp32"),
         ("mt|torch_softmax|1048576x2|fp32", "mt|torch_softmax|1048576x2|fp32")}
     tiled = next(r for r in both if "tiled" in r["range_a"])
-    assert tiled["verdict"].startswith("parameters differ: BLOCK_M 128 -> auto; ")
+    assert tiled["verdict"] == ("parameters differ: BLOCK_M 128 -> auto (launched 8192x128 -> 1024x128); "
+                                "bytes within 1%; time -13%")
     for row in both:
         for m in MEASURES["range"]:
             a, b = float(seed[row["range_a"]][m]), float(suite[row["range_b"]][m])
@@ -302,3 +303,26 @@ def test_the_committed_pair_tells_its_story():
         assert "sector waste gone" in r["verdict"] and "worst line in A: my_gelu.py:" in r["verdict"]
     lines = diff(*PAIR, group_by="line").rows
     assert lines and all(r["status"] == "both" and "my_gelu.py:" in r["match"] for r in lines)
+
+
+def test_configs_spelled_differently_pair_by_what_they_launched(tmp_path):
+    """Each side holds two softmax_tiled 1048576x2 fp32 configs, so pairing by 'one left on each side'
+    cannot decide: the one whose BLOCK_M=1024 is written out pairs with the auto one, which launched the
+    same grid (1024 blocks of 128 threads), and BLOCK_M=128 with BLOCK_M=128. The rows are the committed
+    runs' own (analyze --format json); only the first's parameters are written as a user would."""
+    seed = json.loads(CliRunner().invoke(app, ["analyze", str(SEED), "--format", "json"]).stdout)
+    suite = json.loads(CliRunner().invoke(app, ["analyze", str(SUITE), "--format", "json"]).stdout)
+    tiled_128 = next(r for r in seed if r["variant"] == "softmax_tiled")
+    tiled_auto = next(r for r in suite if r["variant"] == "softmax_tiled")
+    assert (tiled_128["launch_dims"], tiled_auto["launch_dims"]) == (["8192x128"], ["1024x128"])
+    spelled = {**tiled_auto, "range": "mt|softmax_tiled|1048576x2|fp32|BLOCK_M=1024",
+               "params": {"BLOCK_M": 1024, "num_warps": None}}
+    (tmp_path / "a.json").write_text(json.dumps([spelled, tiled_128]))
+    (tmp_path / "b.json").write_text(json.dumps([tiled_auto, tiled_128]))
+    rows = diff(tmp_path / "a.json", tmp_path / "b.json").rows
+    assert {(r["range_a"], r["range_b"]) for r in rows} == {
+        ("mt|softmax_tiled|1048576x2|fp32|BLOCK_M=1024", "mt|softmax_tiled|1048576x2|fp32"),
+        ("mt|softmax_tiled|1048576x2|fp32|BLOCK_M=128", "mt|softmax_tiled|1048576x2|fp32|BLOCK_M=128")}
+    spelled_row = next(r for r in rows if r["range_a"].endswith("1024"))
+    assert spelled_row["verdict"].startswith(
+        "parameters differ: BLOCK_M 1024 -> auto (the same launch: 1024x128); no change: same bytes")

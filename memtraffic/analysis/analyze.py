@@ -43,7 +43,10 @@ COLUMNS = [
 ]
 # Also in every table, after COLUMNS: the total minimum, DRAM per direction, replay passes, and the
 # report's other metric aliases (summed over a range's kernels where they are counts).
-EXTRA_COLUMNS = ["min_bytes", "eff_dram_rd", "eff_dram_wr", "passes", "report", "status"]
+EXTRA_COLUMNS = ["min_bytes", "eff_dram_rd", "eff_dram_wr", "passes", "report", "status", "launch_dims"]
+# status: analyze.STATUSES; launch_dims: each kernel's 'GRIDxBLOCK' (blocks x threads a block) in launch
+# order, what the config actually launched (diff pairs configs by it when their parameters are spelled
+# differently).
 
 # Any one of these makes a report worth analyzing; time is always needed.
 _TRAFFIC_ALIASES = ["l1_ld_bytes", "l1_st_bytes", "l2_rd_sectors", "l2_wr_sectors", "dram_rd_bytes",
@@ -161,9 +164,11 @@ def _check_metrics(kernels: pd.DataFrame, report: str) -> None:
 
 def _group(kernels: pd.DataFrame, group_by: str) -> pd.DataFrame:
     """Sum the counts of each range's kernels (kernels without a range stay single rows)."""
+    dims = [_dims(g, b) for g, b in zip(kernels["grid_size"], kernels["block_size"], strict=True)]
     if group_by == "kernel":
         out = kernels.copy()
         out["kernels"] = [[k] for k in out["kernel"]]
+        out["launch_dims"] = [[d] for d in dims]
         out["n_kernels"] = 1
         return out
     # Kernels outside any range stay one row each.
@@ -181,11 +186,22 @@ def _group(kernels: pd.DataFrame, group_by: str) -> pd.DataFrame:
     out = first.join(summed.join(averaged)[aliases])
     out["passes"] = grouped["passes"].max()
     names: dict[str, list[str]] = {}  # each range's kernels in launch order (faster than groupby lists)
-    for key, name in zip(kernels["_key"], kernels["kernel"], strict=True):
+    shapes: dict[str, list[str]] = {}
+    for key, name, dim in zip(kernels["_key"], kernels["kernel"], dims, strict=True):
         names.setdefault(key, []).append(name)
+        shapes.setdefault(key, []).append(dim)
     out["kernels"] = [names[key] for key in out.index]
+    out["launch_dims"] = [shapes[key] for key in out.index]
     out["n_kernels"] = grouped["kernel"].size()
     return out.reset_index(drop=True)
+
+
+def _dims(grid: Any, block: Any) -> str:
+    """'8192x128': a launch's blocks and threads a block ('?' where the report lacks them)."""
+    try:
+        return f"{int(grid)}x{int(block)}"
+    except (TypeError, ValueError):
+        return "?"
 
 
 def compute(rows: pd.DataFrame, plan: dict[str, Any] | None = None,
@@ -196,6 +212,8 @@ def compute(rows: pd.DataFrame, plan: dict[str, Any] | None = None,
     df = rows.reindex(columns=list(dict.fromkeys([*rows.columns, *METRICS])))
     if rows.get("status") is None:
         df["status"] = "ok"
+    if rows.get("launch_dims") is None:
+        df["launch_dims"] = [[] for _ in range(len(df))]
     models = _config_models(plan)
     cfgs = [models.get(r, {}) for r in df["range"]]
     df["variant"] = [c.get("variant", "") for c in cfgs]
@@ -450,7 +468,8 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
     if not frames:  # every report empty or missing: every planned config is missing
         found_gaps += [str(e) for e in empty]
     kernels = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        columns=["run", "launch", "range", "kernel", "device", "report", "passes", *METRICS])
+        columns=["run", "launch", "range", "kernel", "grid_size", "block_size", "device", "report", "passes",
+                 *METRICS])
     rows = _group(kernels, "kernel" if group_by == "kernel" else "range")
     rows["status"] = "ok"
     statuses, lost, reconcile_gaps = _planned_against_found(plan, meta, kernels, cut)
@@ -459,8 +478,8 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
                                                         if r in statuses]
     if lost:
         lost_rows = pd.DataFrame({"run": run_name or "", "range": lost, "device": "", "report": "",
-                                  "kernels": [[] for _ in lost], "n_kernels": 0,
-                                  "status": [statuses[r] for r in lost]})
+                                  "kernels": [[] for _ in lost], "launch_dims": [[] for _ in lost],
+                                  "n_kernels": 0, "status": [statuses[r] for r in lost]})
         rows = pd.concat([rows, lost_rows], ignore_index=True)
     table = compute(rows, plan, min_bytes, min_rules)
     if with_lines:

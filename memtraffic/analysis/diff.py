@@ -225,22 +225,38 @@ def _loose(key: tuple) -> tuple | None:
     return (*key[:5], *key[6:]) if key and key[0] == "config" else None
 
 
-def pair_keys(keys_a: Sequence[tuple], keys_b: Sequence[tuple]) -> dict[tuple, tuple]:
-    """Which key of A matches which of B: equal keys; then a config left alone in each run with the same
-    variant, op, shape and dtype but other parameter values (a default spelled out on one side, an auto
-    value the variant resolves at launch on the other, or a change of the parameter itself: the row's
-    verdict names the values)."""
-    b_set = set(keys_b)
-    pairs = {k: k for k in dict.fromkeys(keys_a) if k in b_set}
-    left_a: dict[tuple, list[tuple]] = {}
-    left_b: dict[tuple, list[tuple]] = {}
-    for keys, left, other in ((keys_a, left_a, set(pairs)), (keys_b, left_b, set(pairs.values()))):
-        for k in dict.fromkeys(keys):
-            if k not in other and (loose := _loose(k)) is not None:
-                left.setdefault(loose, []).append(k)
-    for loose, ks in left_a.items():
-        if len(ks) == 1 and len(left_b.get(loose, [])) == 1:
-            pairs[ks[0]] = left_b[loose][0]
+def _launched(rows: Sequence[dict[str, Any]], keys: Sequence[tuple]) -> dict[tuple, tuple]:
+    """Each key's launches ('GRIDxBLOCK' per kernel, its first row's); () where the table has none."""
+    out: dict[tuple, tuple] = {}
+    for r, k in zip(rows, keys, strict=True):
+        dims = r.get("launch_dims")
+        out.setdefault(k, tuple(dims) if isinstance(dims, list) and "?" not in dims else ())
+    return out
+
+
+def pair_keys(a: Side, b: Side) -> dict[tuple, tuple]:
+    """Which key of A matches which of B: equal keys (variant, op, shape, dtype and every parameter value,
+    defaults filled in); then, among the configs left, one of each run with the same variant, op, shape
+    and dtype that launched the same grid and blocks (parameters spelled differently: a default written
+    out on one side, an auto value the variant resolves at launch on the other); then one left alone in
+    each run with the same variant, op, shape and dtype (a change of the parameter itself). The verdict
+    of a row paired past the first step names the parameters and launches that differ."""
+    pairs = {k: k for k in dict.fromkeys(a.keys) if k in set(b.keys)}
+    launched_a, launched_b = _launched(a.rows, a.keys), _launched(b.rows, b.keys)
+    for same_launch in (True, False):
+        left_a: dict[tuple, list[tuple]] = {}
+        left_b: dict[tuple, list[tuple]] = {}
+        for keys, left, taken, launched in ((a.keys, left_a, set(pairs), launched_a),
+                                            (b.keys, left_b, set(pairs.values()), launched_b)):
+            for k in dict.fromkeys(keys):
+                if k in taken or (loose := _loose(k)) is None:
+                    continue
+                if same_launch and not launched[k]:
+                    continue
+                left.setdefault((loose, launched[k]) if same_launch else loose, []).append(k)
+        for group, ks in left_a.items():
+            if len(ks) == 1 and len(left_b.get(group, [])) == 1:
+                pairs[ks[0]] = left_b[group][0]
     return pairs
 
 
@@ -452,7 +468,7 @@ def compare(a: Side, b: Side, group_by: str = "range", time_tolerance: float = T
     for rows, keys, groups in ((a.rows, a.keys, groups_a), (b.rows, b.keys, groups_b)):
         for r, k in zip(rows, keys, strict=True):
             groups.setdefault(k, []).append(r)
-    pairs = pair_keys(list(groups_a), list(groups_b))
+    pairs = pair_keys(a, b)
     paired_b = set(pairs.values())
     matched = [_row(rows, groups_b[pairs[k]], group_by, time_tolerance) for k, rows in groups_a.items()
                if k in pairs]
@@ -495,8 +511,9 @@ def _row(rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]], gro
 
 
 def _params_change(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
-    """'BLOCK_M 128 -> auto': the parameters whose values differ between two rows of one config (None is
-    'auto': the variant picks at launch); '' when they agree."""
+    """'BLOCK_M 128 -> auto (launched 8192x128 -> 1024x128)': the parameters whose values differ between
+    two rows of one config (None is 'auto': the variant picks at launch), and what each launched (grid x
+    block per kernel); '' when the parameters agree."""
     pa = a.get("params") if isinstance(a.get("params"), dict) else {}
     pb = b.get("params") if isinstance(b.get("params"), dict) else {}
 
@@ -504,7 +521,11 @@ def _params_change(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
         return "unset" if key not in params else "auto" if params[key] is None else str(params[key])
 
     keys = list(dict.fromkeys([*pa, *pb]))
-    return ", ".join(f"{k} {shown(pa, k)} -> {shown(pb, k)}" for k in keys if shown(pa, k) != shown(pb, k))
+    text = ", ".join(f"{k} {shown(pa, k)} -> {shown(pb, k)}" for k in keys if shown(pa, k) != shown(pb, k))
+    da, db = (", ".join(r.get("launch_dims") or []) for r in (a, b))
+    if text and da and db:
+        text += f" (the same launch: {da})" if da == db else f" (launched {da} -> {db})"
+    return text
 
 
 def parse_fraction(text: str | float, what: str) -> float:

@@ -260,7 +260,7 @@ def check(run: str | Path, expectations: Expectations, baseline: str | Path | No
             by_key: dict[tuple, dict[str, Any]] = {}
             for k, r in zip(base_side.keys, base_side.rows, strict=True):
                 by_key.setdefault(k, r)
-            pairs = pair_keys(side.keys, base_side.keys)  # matched as `memtraffic diff` matches
+            pairs = pair_keys(side, base_side)  # matched as `memtraffic diff` matches
             bases[exp.by] = {k: by_key[pairs[k]] for k in dict.fromkeys(side.keys) if k in pairs}
         hits = 0
         for key, r in zip(side.keys, side.rows, strict=True):
