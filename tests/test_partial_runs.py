@@ -316,3 +316,20 @@ def test_a_two_gpu_sweep_with_one_report_cut_names_that_gpus_lost_configs(tmp_pa
     statuses = {r["range"]: r["status"] for r in json.loads(res.stdout)}
     assert [r for r, s in statuses.items() if s != "ok"] == [whole[k - 1], *lost]  # plan order
     assert all(statuses[c["range"]] == "ok" for c in configs if c["gpu"] == 0)
+
+
+def test_a_killed_measure_is_said_interrupted_and_its_rerun_plans_what_is_missing(tmp_path):
+    """measure writes plan.json first and run.json last: killed between, the folder has a plan, a status
+    file and a report cut short."""
+    from memtraffic.measure.measure import rerun_plan
+
+    end = next(end for end, k in launch_boundaries(SEED / "profile.ncu-rep") if k == 1)
+    cut = cut_copy(SEED, tmp_path, end)
+    (cut / "run.json").unlink()
+    res = CliRunner().invoke(app, ["analyze", str(cut)])
+    assert res.exit_code == 1
+    assert res.stderr.splitlines()[0] == (
+        f"warning: {cut}: the run was interrupted (measure was killed before it saved run.json): the configs "
+        f"its reports lack are named below; `memtraffic measure --rerun {cut}` measures them")
+    assert named_missing(res.stderr) == planned(SEED)[1:]
+    assert [c["range"] for c in rerun_plan(cut)["configs"]] == planned(SEED)[1:]

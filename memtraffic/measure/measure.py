@@ -307,9 +307,9 @@ def rerun_plan(run_dir: Path) -> dict[str, Any]:
         what = "no such folder" if not run_dir.exists() else "not a folder"
         raise UsageError(f"--rerun {run_dir}: not a run folder ({what})")
     loaded = load_run(run_dir)
-    plan, run = loaded.plan, loaded.meta
-    if plan is None or run is None:
-        raise UsageError(f"--rerun {run_dir}: not a run folder (no plan.json and run.json)")
+    plan, run = loaded.plan, loaded.meta or {}  # no run.json: measure was killed before it saved it
+    if plan is None:
+        raise UsageError(f"--rerun {run_dir}: not a run folder (no plan.json)")
     found = _ranges_in(loaded.reports)
     wanted = set(run.get("rerun") or []) | {c["range"] for c in plan["configs"] if c.get("kind", "variant")
                                             == "variant" and c.get("nvtx_range", c["range"]) not in found}

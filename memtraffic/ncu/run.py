@@ -82,6 +82,10 @@ def load_run(path: str | Path) -> Run:
     notes: list[str] = []
     if plan is None and (folder / TRACE_FILE).is_file():
         plan, meta, notes = interrupted_profile(folder, meta)
+    elif plan is not None and meta is None and any(folder.glob("status*.jsonl")):  # measure's, killed
+        notes = [f"{folder}: the run was interrupted (measure was killed before it saved run.json): the "
+                 f"configs its reports lack are named below; `memtraffic measure --rerun {folder}` measures "
+                 "them"]
     listed = (meta or {}).get("reports")
     if path.is_dir():
         reports = [folder / r for r in listed] if listed else sorted(folder.glob("*" + REPORT_SUFFIX))
