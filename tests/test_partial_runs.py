@@ -333,3 +333,14 @@ def test_a_killed_measure_is_said_interrupted_and_its_rerun_plans_what_is_missin
         f"its reports lack are named below; `memtraffic measure --rerun {cut}` measures them")
     assert named_missing(res.stderr) == planned(SEED)[1:]
     assert [c["range"] for c in rerun_plan(cut)["configs"]] == planned(SEED)[1:]
+
+
+def test_an_interrupted_profile_of_regions_is_given_back_without_torch_ops(tmp_path):
+    run = H100 / "profile_cupy_region"
+    copy = interrupted(run, tmp_path, None)
+    res = CliRunner().invoke(app, ["analyze", str(copy), "--partial"])
+    assert res.exit_code == 0
+    program = json.loads((run / "run.json").read_text())["program"]
+    assert res.stderr.splitlines()[0].endswith(
+        "profile the program again to complete it: `memtraffic profile --out NEW_FOLDER -- "
+        f"/opt/torch/.venv/bin/python3 {program[-1]}`")

@@ -106,12 +106,13 @@ def interrupted_profile(folder: Path, meta: dict[str, Any] | None
     program, options = _program_of_log(folder / "ncu.log")
     if meta and meta.get("program"):
         program = list(meta["program"])
-        options = _TRACE_OPTIONS.get(str(meta.get("traced_from")), options)
+        options = (["--torch-ops"] if meta.get("torch_ops") else []) + _TRACE_OPTIONS.get(
+            str(meta.get("traced_from")), [])
     plan = dict(plan_from_trace(configs, program))
     meta = dict(meta or {})
     meta.setdefault("kind", "profile")
     meta["interrupted"] = True
-    again = shlex.join(["memtraffic", "profile", "--torch-ops", *options, "--out", "NEW_FOLDER", "--",
+    again = shlex.join(["memtraffic", "profile", *options, "--out", "NEW_FOLDER", "--",
                         *(program or ["YOUR_PROGRAM"])])
     lost = len(records) - len(configs)
     dropped = f", {lost} damaged records left out" if lost else ""
@@ -129,9 +130,9 @@ _TRACE_OPTIONS = {"window": ["--profile-from-start", "off"], "forward": ["--from
 
 
 def _program_of_log(log: Path) -> tuple[list[str], list[str]]:
-    """(the profiled program, profile's options for its trace mode) from the ncu argv run_ncu writes at the
-    top of ncu.log ('$ ncu ... --export REPORT PROGRAM...'), without memtraffic's launcher; ([], []) when
-    the log does not say."""
+    """(the profiled program, profile's options for it: --torch-ops and its trace mode where memtraffic's
+    launcher ran it) from the ncu argv run_ncu writes at the top of ncu.log ('$ ncu ... --export REPORT
+    PROGRAM...'), without the launcher; ([], []) when the log does not say."""
     try:
         first = log.read_text(encoding="utf-8", errors="replace").split("\n", 1)[0]
         argv = shlex.split(first.removeprefix("$ "))
@@ -142,9 +143,9 @@ def _program_of_log(log: Path) -> tuple[list[str], list[str]]:
     program = argv[argv.index("--export") + 2:]
     options: list[str] = []
     if len(program) > 1 and program[1].endswith(LAUNCHER_NAME):  # python .../launch.py [--trace-from=X] ...
-        rest = program[2:]
+        options, rest = ["--torch-ops"], program[2:]
         if rest and rest[0].startswith("--trace-from="):
-            options = _TRACE_OPTIONS.get(rest[0].split("=", 1)[1], [])
+            options += _TRACE_OPTIONS.get(rest[0].split("=", 1)[1], [])
             rest = rest[1:]
         program = [program[0], *rest]
     return program, options
