@@ -4,6 +4,7 @@ The public API, for notebooks and scripts (the same numbers as the CLI; see memt
 
     run = memtraffic.load_run("reports/h100/seed_1048576x2_fp32")  # or any .ncu-rep
     table = memtraffic.analyze(run)                      # `memtraffic analyze`; memtraffic.records(table)
+    memtraffic.gaps(table)                               # what the run lacks of its plan ([] if whole)
     memtraffic.per_op(run), memtraffic.lines(run)        # --group-by op; `memtraffic lines`
     memtraffic.roofline(run).show(); memtraffic.traffic(run)
     with memtraffic.ops() as records: ...                # trace aten ops (imports torch)
@@ -19,8 +20,8 @@ from memtraffic.core.version import __version__
 # name -> module that defines it. The region module is not region.py: importing a submodule named
 # `region` would rebind memtraffic.region from the function to the module.
 _LAZY = {
-    **dict.fromkeys(("Run", "load_run", "analyze", "per_op", "lines", "records", "roofline", "traffic",
-                     "run_measure", "run_profile"), "memtraffic.api"),
+    **dict.fromkeys(("Run", "load_run", "analyze", "gaps", "per_op", "lines", "records", "roofline",
+                     "traffic", "run_measure", "run_profile"), "memtraffic.api"),
     "Variant": "memtraffic.core.variant",
     "ops": "memtraffic.measure.tracer",
     "region": "memtraffic.measure.regions",

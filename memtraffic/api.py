@@ -15,8 +15,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memtraffic.analysis.analyze import analyze_path, analyze_reports, save_results, to_records
-from memtraffic.core.rundir import partial_reports_expected
+from memtraffic.analysis.analyze import (
+    analyze_path,
+    analyze_reports,
+    gaps,  # noqa: F401 - public: what an analyzed run lacks of its plan
+    save_results,
+    to_records,
+)
 from memtraffic.ncu.report import EmptyReportError
 from memtraffic.ncu.run import Run, load_run  # noqa: F401 - public: load_run(path) -> Run
 
@@ -33,7 +38,9 @@ LEVELS = ("dram", "l2", "l1")
 
 def analyze(run: str | Path | Run, min_bytes: str | Sequence[str] | None = None,
             group_by: str = "range") -> pd.DataFrame:
-    """`memtraffic analyze RUN`: one row per NVTX range (group_by 'kernel': per launch, 'op': per op)."""
+    """`memtraffic analyze RUN`: one row per NVTX range (group_by 'kernel': per launch, 'op': per op).
+    Each row has a `status` (ok, partial, missing, failed); `gaps(table)` names what the run lacks of
+    its plan, one line each (the CLI's warnings; it exits 1 on them unless --partial)."""
     return analyze_path(run.path if isinstance(run, Run) else run, min_bytes=min_bytes, group_by=group_by)
 
 
@@ -91,9 +98,8 @@ def run_measure(opts: MeasureOptions, echo: Echo | None = None, **kwargs: Any) -
 
     result = measure(opts, echo, **kwargs)
     try:
-        table, kernels = analyze_reports(result.reports, result.plan,
-                                         allow_partial=partial_reports_expected(result.run),
-                                         run_name=result.run_dir.name)
+        table, kernels = analyze_reports(result.reports, result.plan, run_name=result.run_dir.name,
+                                         meta=result.run)
     except EmptyReportError:  # ncu wrote reports without kernels: record_analysis names the ranges
         table, kernels = analyze_reports([], result.plan)
     if len(table):
@@ -109,8 +115,8 @@ def run_profile(opts: ProfileOptions, echo: Echo | None = None) -> ProfileResult
 
     result = profile(opts, echo)
     try:
-        table, _ = analyze_reports([result.report], result.plan, allow_partial=result.partial,
-                                   run_name=result.run_dir.name)
+        table, _ = analyze_reports([result.report], result.plan, run_name=result.run_dir.name,
+                                   meta=result.run)
     except EmptyReportError:
         table, _ = analyze_reports([], result.plan)
     if len(table):

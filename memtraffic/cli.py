@@ -53,6 +53,12 @@ VariantFiles = Annotated[
 ]
 
 
+Partial = Annotated[
+    bool,
+    typer.Option("--partial", help="Accept a run that lacks what its plan lists (a report cut short or "
+                 "missing, an interrupted run): exit 0, with each gap named on stderr and marked in the "
+                 "'status' column (missing, failed, partial). Without it such a run exits 1."),
+]
 Baseline = Annotated[
     Path | None,
     typer.Option(help="An earlier run folder, .ncu-rep or saved table (analyze --format json): print "
@@ -304,7 +310,9 @@ def measure(
     if len(result.table):
         typer.echo(render_results(result.table, fmt))
         _print_baseline_diff(baseline, result.run_dir, fmt)
-    failed = [c for c in result.run["configs"] if c["status"] != "ok" or not c["profiled"]]
+    from memtraffic.core.runfile import needs_rerun
+
+    failed = [c for c in result.run["configs"] if needs_rerun(c)]
     for c in failed:
         typer.echo(f"{c['range']}: {c['status']}{': ' + c['error'] if c.get('error') else ''}", err=True)
     typer.echo(f"saved in {result.run_dir}", err=True)
@@ -445,6 +453,7 @@ def analyze(
             "bytes, ns, B/s; stable keys) or csv (same columns).",
         ),
     ] = "table",
+    partial: Partial = False,
 ) -> None:
     """Per-level efficiency: minimum bytes / bytes moved (1.00 is ideal).
 
@@ -464,11 +473,13 @@ def analyze(
       memtraffic analyze RUN --group-by kernel --format json > rows.json
       memtraffic analyze RUN --group-by op
     """
-    from memtraffic.analysis.analyze import analyze_path
+    from memtraffic.analysis.analyze import analyze_path, require_whole
     from memtraffic.views.tables import render_results
 
     _check_format(fmt, ("table", "json", "csv"))
-    typer.echo(render_results(analyze_path(path, min_bytes=min_bytes, group_by=group_by), fmt, group_by))
+    table = analyze_path(path, min_bytes=min_bytes, group_by=group_by)
+    typer.echo(render_results(table, fmt, group_by))
+    require_whole(table, str(path), partial)  # after the table: what there is, is shown
 
 
 @app.command()
@@ -495,6 +506,7 @@ def diff(
         typer.Option("--format", "-f", help="table (A, B and change per matched row, with a verdict), json "
                      "or csv (a row per match: each measure's _a, _b, _change, _rel, time_noise, verdict)."),
     ] = "table",
+    partial: Partial = False,
 ) -> None:
     """Did my change help? Two runs matched config by config: bytes per level, time, efficiency, change.
 
@@ -516,8 +528,14 @@ def diff(
     from memtraffic.views.diff_table import render
 
     _check_format(fmt, ("table", "json", "csv"))
+    from memtraffic.analysis.analyze import require_whole
+
     tolerance = parse_fraction(time_tolerance, "--time-tolerance")
-    typer.echo(render(diff_runs(a, b, group_by, tolerance, allow_mixed), fmt))
+    result = diff_runs(a, b, group_by, tolerance, allow_mixed)
+    typer.echo(render(result, fmt))
+    cut = [side for side in (result.a, result.b) if side.gaps]
+    require_whole([g for side in cut for g in side.gaps], " and ".join(str(side.path) for side in cut),
+                  partial)
 
 
 @app.command()
@@ -643,6 +661,20 @@ def lines(
 
     _check_format(fmt, ("table", "json", "csv"))
     typer.echo(render_lines(read_lines(path, kernel=kernel, top=top), fmt))
+    _name_gaps(path)
+
+
+def _name_gaps(path: Path) -> None:
+    """What the run lacks of its plan, one warning line each (lines shows what there is)."""
+    from memtraffic.analysis.analyze import analyze_path, gaps
+    from memtraffic.core.errors import ReportError
+
+    try:
+        found = gaps(analyze_path(path))
+    except ReportError:  # a report without traffic counters: its lines are all there is to show
+        return
+    for line in found:
+        warn(line)
 
 
 @app.command()
@@ -692,6 +724,7 @@ def roofline(
         Path | None, typer.Option("--ceilings", help="Ceilings JSON; default: cached, then committed ones.")
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace output files that exist.")] = False,
+    partial: Partial = False,
 ) -> None:
     """Hierarchical roofline (log-log) and traffic-vs-minimum bars of one or more runs.
 
@@ -709,7 +742,8 @@ def roofline(
 
     levels = parse_levels(level)
     run_dirs = list(runs) if runs else [latest_run()]
-    written, notes = plot_runs(run_dirs, levels, out=out, png=png, ceilings_file=ceilings_file, force=force)
+    written, notes = plot_runs(run_dirs, levels, out=out, png=png, ceilings_file=ceilings_file, force=force,
+                               partial=partial)
     for note in notes:
         typer.echo(f"note: {note}", err=True)
     for path in written:
@@ -731,6 +765,7 @@ def report(
                      "BASELINE RUN' and both runs' tables and traffic bars side by side."),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace the output file if it exists.")] = False,
+    partial: Partial = False,
 ) -> None:
     """One self-contained HTML page of a run: environment, analyzed table, diagnoses, roofline, traffic.
 
@@ -744,7 +779,7 @@ def report(
     """
     from memtraffic.views.html_report import write_report
 
-    typer.echo(f"wrote {write_report(run, out, ceilings_file, baseline, force=force)}")
+    typer.echo(f"wrote {write_report(run, out, ceilings_file, baseline, force=force, partial=partial)}")
 
 
 @app.command()

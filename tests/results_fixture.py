@@ -38,7 +38,7 @@ def _row(variant, op, shape, dtype, params, time_ns, l1, l2, dram, minimum, flop
         "req_ld_bytes": req[0], "req_st_bytes": req[1], "min_read_bytes": mr, "min_write_bytes": mw,
         "min_bytes": mr + mw, "fadd": math.nan, "fmul": math.nan, "ffma": math.nan, "hw_flops": hw,
         "model_flops": flops, "pred_read_bytes": l1_ld, "pred_write_bytes": l1_st, "diagnosis": diagnosis,
-        "passes": 5, "report": "profile.ncu-rep",
+        "passes": 5, "report": "profile.ncu-rep", "status": "ok", "launch_dims": ["64x128"],
     }
     div = lambda a, b: a / b if b else math.nan
     r.update(

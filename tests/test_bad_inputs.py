@@ -162,10 +162,12 @@ def test_a_folder_as_a_variant_file(tmp_path):
 
 
 @pytest.mark.parametrize(("name", "text", "message"), [
-    ("plan.json", '{"configs": 5}',
-     "'configs' is not a list of configs that each name their 'range': the run folder is damaged"),
-    ("plan.json", "[1]", "holds a list, not an object: the run folder is damaged"),
-    ("run.json", '{"reports": 3}', "'reports' is not a list of file names: the run folder is damaged"),
+    ("plan.json", '{"configs": 5}', "configs is an integer, expected a list"),
+    ("plan.json", "[1]", "holds a list, expected an object"),
+    ("plan.json", '{"configs": [{"range": "r", "params": 3}]}',
+     "configs[0].params is an integer, expected an object"),
+    ("run.json", '{"reports": 3}', "reports is an integer, expected a list"),
+    ("run.json", '{"attempts": [1]}', "attempts[0] is an integer, expected an object"),
 ])
 @pytest.mark.parametrize("command", ["analyze", "lines", "report", "merge"])
 def test_a_damaged_run_folder(tmp_path, name, text, message, command):
@@ -174,7 +176,8 @@ def test_a_damaged_run_folder(tmp_path, name, text, message, command):
     (run / name).write_text(text)
     args = [command, str(run)] + (["--out", str(tmp_path / "out")] if command in ("report", "merge") else [])
     line = _one_line(args, 1)
-    assert line == f"error: {run / name}{':' if 'holds' not in message else ''} {message}"
+    damaged = "the run folder is damaged (restore the file, or measure again)"
+    assert line == f"error: {run / name}: {message}: {damaged}"
     assert not (tmp_path / "out").exists()
 
 

@@ -365,6 +365,7 @@ def test_measure_end_to_end_on_gpu(tmp_path):
                                                 shapes=["65536x32"], out=out))
     assert [c["status"] for c in result.run["configs"]] == ["ok", "ok"]
     assert all(c["profiled"] for c in result.run["configs"])
+    assert [c["kernels"] for c in result.run["configs"]] == [1, 5]  # readers then know a cut inside one
     rows = {r["variant"]: r for r in to_records(result.table)}
     assert rows["torch_softmax"]["n_kernels"] == 1 and rows["torch_manual"]["n_kernels"] == 5
     assert rows["torch_softmax"]["min_read_bytes"] == 65536 * 32 * 4

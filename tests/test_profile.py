@@ -303,3 +303,21 @@ def test_profile_from_start_off_plans_only_the_calls_in_the_window(tmp_path, sta
     assert [c["op"] for c in configs] == ["aten.ones.default", "aten.sum.default"]
     assert configs[0]["shape"] == [7]
     assert json.loads((out / "run.json").read_text())["traced_from"] == "profiler window"
+
+
+SEES_RUN_JSON = """
+import json, os, pathlib
+run = json.loads((pathlib.Path(os.environ["MEMTRAFFIC_TRACE"]).parent / "run.json").read_text())
+print("run.json while running:", run["program"], "finished" in run)
+"""
+
+
+def test_run_json_is_there_while_the_program_runs(tmp_path, stand_in):
+    """A program killed under ncu leaves run.json (with the program) for reading to rebuild the run."""
+    program = tmp_path / "sees.py"
+    program.write_text(SEES_RUN_JSON)
+    lines: list[str] = []
+    with pytest.raises(NcuError):  # the stand-in profiles no kernel
+        run_profile(prof.ProfileOptions(command=[sys.executable, str(program)], out=tmp_path / "run"),
+                    lines.append)
+    assert f"run.json while running: {[sys.executable, str(program)]} False" in lines

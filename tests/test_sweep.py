@@ -346,7 +346,7 @@ def test_cli_configs_given_two_ways_and_rerun_of_a_complete_run(tmp_path):
     run = tmp_path / "run"
     shutil.copytree(H200X2 / "softmax_sweep_80", run)
     line = _one_error_line(_invoke(["measure", "--rerun", str(run)]), 2)
-    assert "lists no config to rerun; every config finished" in line
+    assert "lists no config to rerun and its reports hold every config; every config finished" in line
     assert "not a run folder" in _one_error_line(_invoke(["measure", "--rerun", str(tmp_path)]), 2)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from memtraffic.core.arch import chip_for_gpu
-from memtraffic.core.errors import ReportError, UsageError
+from memtraffic.core.errors import ReportError, UsageError, warn
 from memtraffic.core.files import dump, plain_records, read_json, write_bytes_atomic, write_json
 from memtraffic.core.ops import format_shape
 from memtraffic.core.units import ABOVE, compile_regex, fmt_rate, parse_size
@@ -43,7 +43,10 @@ COLUMNS = [
 ]
 # Also in every table, after COLUMNS: the total minimum, DRAM per direction, replay passes, and the
 # report's other metric aliases (summed over a range's kernels where they are counts).
-EXTRA_COLUMNS = ["min_bytes", "eff_dram_rd", "eff_dram_wr", "passes", "report"]
+EXTRA_COLUMNS = ["min_bytes", "eff_dram_rd", "eff_dram_wr", "passes", "report", "status", "launch_dims"]
+# status: analyze.STATUSES; launch_dims: each kernel's 'GRIDxBLOCK' (blocks x threads a block) in launch
+# order, what the config actually launched (diff pairs configs by it when their parameters are spelled
+# differently).
 
 # Any one of these makes a report worth analyzing; time is always needed.
 _TRAFFIC_ALIASES = ["l1_ld_bytes", "l1_st_bytes", "l2_rd_sectors", "l2_wr_sectors", "dram_rd_bytes",
@@ -161,9 +164,11 @@ def _check_metrics(kernels: pd.DataFrame, report: str) -> None:
 
 def _group(kernels: pd.DataFrame, group_by: str) -> pd.DataFrame:
     """Sum the counts of each range's kernels (kernels without a range stay single rows)."""
+    dims = [_dims(g, b) for g, b in zip(kernels["grid_size"], kernels["block_size"], strict=True)]
     if group_by == "kernel":
         out = kernels.copy()
         out["kernels"] = [[k] for k in out["kernel"]]
+        out["launch_dims"] = [[d] for d in dims]
         out["n_kernels"] = 1
         return out
     # Kernels outside any range stay one row each.
@@ -181,11 +186,22 @@ def _group(kernels: pd.DataFrame, group_by: str) -> pd.DataFrame:
     out = first.join(summed.join(averaged)[aliases])
     out["passes"] = grouped["passes"].max()
     names: dict[str, list[str]] = {}  # each range's kernels in launch order (faster than groupby lists)
-    for key, name in zip(kernels["_key"], kernels["kernel"], strict=True):
+    shapes: dict[str, list[str]] = {}
+    for key, name, dim in zip(kernels["_key"], kernels["kernel"], dims, strict=True):
         names.setdefault(key, []).append(name)
+        shapes.setdefault(key, []).append(dim)
     out["kernels"] = [names[key] for key in out.index]
+    out["launch_dims"] = [shapes[key] for key in out.index]
     out["n_kernels"] = grouped["kernel"].size()
     return out.reset_index(drop=True)
+
+
+def _dims(grid: Any, block: Any) -> str:
+    """'8192x128': a launch's blocks and threads a block ('?' where the report lacks them)."""
+    try:
+        return f"{int(grid)}x{int(block)}"
+    except (TypeError, ValueError):
+        return "?"
 
 
 def compute(rows: pd.DataFrame, plan: dict[str, Any] | None = None,
@@ -194,6 +210,10 @@ def compute(rows: pd.DataFrame, plan: dict[str, Any] | None = None,
     """The analyzed table (COLUMNS + EXTRA_COLUMNS + other aliases) from grouped launch rows."""
     # A GPU without some level's counter (no DRAM counter on unified memory) has no column for it: NaN.
     df = rows.reindex(columns=list(dict.fromkeys([*rows.columns, *METRICS])))
+    if rows.get("status") is None:
+        df["status"] = "ok"
+    if rows.get("launch_dims") is None:
+        df["launch_dims"] = [[] for _ in range(len(df))]
     models = _config_models(plan)
     cfgs = [models.get(r, {}) for r in df["range"]]
     df["variant"] = [c.get("variant", "") for c in cfgs]
@@ -397,22 +417,39 @@ def _merged_ranges(plan: dict[str, Any] | None) -> dict[tuple[str, str], str]:
 
 def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None, *,
                     min_bytes: tuple[float, float, float] | None = None, group_by: str = "range",
-                    allow_partial: bool = False, run_name: str | None = None,
-                    min_rules: Sequence[MinRule] = ()) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(analyzed table, launch table) of the given reports. Empty tables when there are no reports."""
+                    run_name: str | None = None, min_rules: Sequence[MinRule] = (),
+                    meta: dict[str, Any] | None = None, notes: Sequence[str] = ()
+                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(analyzed table, launch table) of the given reports. Empty tables when there are no reports.
+
+    Planned configs meet found kernels here, once for every reader: each row has a `status` (STATUSES)
+    and the table's `gaps` (see gaps()) name, one line each, what the plan lists that the reports lack
+    (a report cut short, a report missing, a config that failed), a damaged launch, and `notes` (why the
+    run is incomplete, from load_run). `meta` is run.json: per-config outcomes and launch counts."""
     if group_by not in ("range", "kernel", "op"):
         raise UsageError(f"unknown --group-by {group_by!r}: use range, kernel or op")
     frames = []
     empty: list[EmptyReportError] = []
+    found_gaps: list[str] = list(notes)
+    cut: list[str] = []  # reports that end in a damaged launch: their last found config may lack kernels
     renamed = _merged_ranges(plan)
     with_lines = []  # reports with per-line counters
     for report in reports:
+        if not Path(report).is_file():  # a shard or part the run lists, not there
+            found_gaps.append(f"{report}: a report of this run is missing (listed in run.json): the configs "
+                              "it held are missing")
+            continue
         try:
-            read = kernel_table(report, allow_partial=allow_partial)
+            read = kernel_table(report, allow_partial=True)
         except EmptyReportError as err:  # e.g. the attempt of a run whose runner died before profiling
             empty.append(err)
             continue
         kernels = read.kernels
+        if read.damaged:
+            shown = ", ".join(f"#{n}" for n in read.damaged)
+            found_gaps.append(f"{report} is truncated or damaged: kernel launch {shown} has no name or "
+                              "metrics (left out)")
+            cut.append(str(report))
         if read.source_counters:
             with_lines.append(report)
         _check_metrics(kernels, str(report))
@@ -421,12 +458,29 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
             kernels["range"] = [renamed.get((name, r), r) for r in kernels["range"]]
         kernels.insert(0, "run", run_name or Path(report).name.removesuffix(".ncu-rep"))
         frames.append(kernels)
-    if not frames:
+    planned = bool(plan and plan.get("configs"))
+    if not frames and (not planned or not empty and not found_gaps):
         if empty:
             raise empty[0]
-        return pd.DataFrame(columns=COLUMNS + EXTRA_COLUMNS), pd.DataFrame()
-    kernels = pd.concat(frames, ignore_index=True)
+        table = pd.DataFrame(columns=COLUMNS + EXTRA_COLUMNS)
+        table.attrs["gaps"] = found_gaps
+        return table, pd.DataFrame()
+    if not frames:  # every report empty or missing: every planned config is missing
+        found_gaps += [str(e) for e in empty]
+    kernels = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["run", "launch", "range", "kernel", "grid_size", "block_size", "device", "report", "passes",
+                 *METRICS])
     rows = _group(kernels, "kernel" if group_by == "kernel" else "range")
+    rows["status"] = "ok"
+    statuses, lost, reconcile_gaps = _planned_against_found(plan, meta, kernels, cut)
+    found_gaps += reconcile_gaps
+    rows.loc[rows["range"].isin(statuses), "status"] = [statuses[r] for r in rows["range"]
+                                                        if r in statuses]
+    if lost:
+        lost_rows = pd.DataFrame({"run": run_name or "", "range": lost, "device": "", "report": "",
+                                  "kernels": [[] for _ in lost], "launch_dims": [[] for _ in lost],
+                                  "n_kernels": 0, "status": [statuses[r] for r in lost]})
+        rows = pd.concat([rows, lost_rows], ignore_index=True)
     table = compute(rows, plan, min_bytes, min_rules)
     if with_lines:
         table = _name_worst_lines(table, with_lines, plan)
@@ -438,7 +492,93 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
         from memtraffic.analysis.per_op import summarize
 
         table = summarize(table)
+    table.attrs["gaps"] = found_gaps
     return table, kernels
+
+
+STATUSES = {
+    "ok": "measured whole, as far as the run folder tells",
+    "partial": "measured, but its report ends inside or right after it: kernels may be missing",
+    "missing": "planned, no kernel in the reports (a report cut short or missing)",
+    "failed": "planned, did not run to the end (run.json says why)",
+}
+
+
+def gaps(table: pd.DataFrame) -> list[str]:
+    """What the analyzed table lacks of its run, one line each ([] when the run is whole)."""
+    return list(table.attrs.get("gaps", []))
+
+
+def _planned_against_found(plan: dict[str, Any] | None, meta: dict[str, Any] | None, kernels: pd.DataFrame,
+                           cut: Sequence[str]) -> tuple[dict[str, str], list[str], list[str]]:
+    """({range: status other than ok}, planned ranges with no kernel, one line per gap).
+
+    measure's configs: each config of the plan with no kernel is 'failed' where run.json says it did not
+    finish, else 'missing'; a found config whose launches are fewer than run.json recorded, or whose
+    report ends right after it (the report has a damaged last launch, or the next config of its report
+    is missing), is 'partial'. profile's op calls and regions: many launch no kernel at all, so only a cut
+    is said: the last op call found is 'partial' and the calls traced after it are counted."""
+    configs = (plan or {}).get("configs", [])
+    if not configs:
+        return {}, [], []
+    outcomes = {c.get("range"): c for c in (meta or {}).get("configs", []) if isinstance(c, dict)}
+    counts = kernels.groupby("range").size().to_dict() if len(kernels) else {}
+    last = {}  # report -> range of its last found launch
+    if len(kernels):
+        for report, launches in kernels.groupby("report", sort=False):
+            last[str(report)] = launches.sort_values("launch")["range"].iloc[-1]
+    status: dict[str, str] = {}
+    lines: list[str] = []
+    traced = [c for c in configs if c.get("kind", "variant") != "variant"]
+    if traced:
+        interrupted = bool((meta or {}).get("interrupted")) or bool((meta or {}).get("returncode")) or cut
+        reached = [i for i, c in enumerate(configs) if c["range"] in counts]
+        if interrupted and reached and reached[-1] + 1 < len(configs):
+            end = configs[reached[-1]]["range"]
+            status[end] = "partial"
+            after = len(configs) - reached[-1] - 1
+            lines.append(f"the report ends at {end}: the {after} op calls or regions traced after it have "
+                         "no kernel in the report (any of them that launches kernels was not profiled)")
+        return status, [], lines
+    lost: list[str] = []
+    for c in configs:
+        rng = c["range"]
+        outcome = outcomes.get(rng, {})
+        found = counts.get(rng, 0)
+        if not found:
+            failed = outcome.get("status") not in (None, "ok")
+            status[rng] = "failed" if failed else "missing"
+            lost.append(rng)
+            why = f" ({outcome.get('error') or outcome.get('status')})" if failed else ""
+            lines.append(f"{rng}: {status[rng]}: planned, no kernel in the reports{why}")
+            continue
+        expected = outcome.get("kernels")
+        if isinstance(expected, int) and found < expected:
+            status[rng] = "partial"
+            lines.append(f"{rng}: partial: {found} of its {expected} kernel launches are in the reports")
+    for report, rng in last.items():  # the config a cut report ends in or right after
+        if rng not in status and _cut_after(rng, configs, status, report in cut, outcomes):
+            status[rng] = "partial"
+            lines.append(f"{rng}: partial: its report ({report}) ends in or right after it, so some of its "
+                         "kernel launches may be missing")
+    return status, lost, lines
+
+
+def _cut_after(rng: str, configs: Sequence[dict[str, Any]], status: dict[str, str], damaged: bool,
+               outcomes: dict[Any, dict[str, Any]]) -> bool:
+    """Whether a report ending with config `rng` was cut there: it ends in a damaged launch, or the next
+    config of the same report (same GPU, same part of a merge) is missing (not failed), and run.json does
+    not record `rng`'s launch count."""
+    if isinstance(outcomes.get(rng, {}).get("kernels"), int):
+        return False
+    if damaged:
+        return True
+    at = next((i for i, c in enumerate(configs) if c["range"] == rng), None)
+    if at is None:
+        return False
+    gpu, part = configs[at].get("gpu"), configs[at].get("part")
+    after = [c for c in configs[at + 1:] if c.get("gpu") == gpu and c.get("part") == part]
+    return bool(after) and status.get(after[0]["range"]) == "missing"
 
 
 def _name_worst_lines(table: pd.DataFrame, reports: Sequence[Path],
@@ -474,8 +614,29 @@ def analyze_run(run: Run, *, min_bytes: tuple[float, float, float] | None = None
     if not run.reports:
         raise ReportError(f"{run.path}: no .ncu-rep file in this folder")
     table, _ = analyze_reports(run.reports, run.plan, min_bytes=min_bytes, group_by=group_by,
-                               allow_partial=run.partial, run_name=run.name, min_rules=min_rules)
+                               run_name=run.name, min_rules=min_rules, meta=run.meta, notes=run.notes)
     return table
+
+
+class PartialRunError(ReportError):
+    """The run lacks what its plan lists (see gaps) and the user did not accept partial results."""
+
+
+def require_whole(table: pd.DataFrame | Sequence[str], what: str, partial: bool = False,
+                  echo: Callable[[str], None] | None = None) -> None:
+    """Name each gap of the table (or each of these gap lines) on stderr ('warning: ...'); then, unless
+    `partial`, PartialRunError: `what` (the run's path) is incomplete, pass --partial to accept it."""
+    found = gaps(table) if isinstance(table, pd.DataFrame) else list(table)
+    if not found:
+        return
+    echo = echo or warn
+    for line in found:
+        echo(line)
+    if not partial:
+        raise PartialRunError(f"{what} is incomplete ({len(found)} {'gap' if len(found) == 1 else 'gaps'} "
+                              "named above): measure what is missing again (`memtraffic measure --rerun "
+                              "RUN` measures a run's missing configs), or pass --partial to accept partial "
+                              "results")
 
 
 # --- output -------------------------------------------------------------------------------------------------
@@ -504,7 +665,7 @@ def row_label(r: dict[str, Any]) -> str:
         seq = parts[2] if parts[1] == "op" else parts[-1]
         name = r["op"] if parts[1] == "op" else f"region {r['op']}"
         return " ".join(p for p in (f"{name} #{seq}", r["shape"], r["dtype"]) if p)
-    return r["range"] or r["kernels"][0]
+    return r["range"] or (r["kernels"] or ["?"])[0]
 
 
 def _explicit(r: dict[str, Any]) -> dict[str, Any]:
@@ -523,19 +684,26 @@ def kernel_list(names: Sequence[str]) -> str:
     return ", ".join(name if n == 1 else f"{n} x {name}" for name, n in counts.items())
 
 
-def load_results(run: str | Path | Run) -> pd.DataFrame:
-    """The analyzed table of a run: from its reports (current models), else its folder's results.json."""
+def load_results(run: str | Path | Run, partial: bool = False) -> pd.DataFrame:
+    """The analyzed table of a run: from its reports (current models), else (no report there, or none
+    readable) its folder's results.json. A run that lacks what its plan lists is PartialRunError unless
+    `partial` (see require_whole)."""
     run = run if isinstance(run, Run) else load_run(run)
+    saved = run.folder / "results.json" if run.folder is not None else None
+    kept = saved is not None and saved.is_file()
     try:
-        return analyze_run(run)
+        if kept and not any(r.is_file() for r in run.reports):  # reports left out to save room
+            raise ReportError(f"{run.path}: no report of this run is there")
+        table = analyze_run(run)
     except ReportError:
-        saved = run.folder / "results.json" if run.folder is not None else None
-        if saved is None or not saved.is_file():
+        if not kept:
             raise
         try:
             return pd.DataFrame(read_json(saved, "the run folder is damaged"))
         except ValueError as err:
             raise ReportError(f"{saved} is not a results table ({err}): the run folder is damaged") from None
+    require_whole(table, str(run.path), partial)
+    return table
 
 
 def save_results(df: pd.DataFrame, run_dir: Path) -> None:

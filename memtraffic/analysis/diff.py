@@ -67,6 +67,7 @@ class Side:
     rows: list[dict[str, Any]]
     devices: list[str]
     keys: list[tuple] = field(default_factory=list)
+    gaps: list[str] = field(default_factory=list)  # what the run lacks of its plan (analyze.gaps)
 
 
 @dataclass
@@ -132,7 +133,7 @@ def _run_devices(run: Mapping[str, Any] | None, table_devices: Sequence[str]) ->
 
 def load_side(path: str | Path, group_by: str = "range") -> Side:
     """A run folder, .ncu-rep or saved JSON table -> its rows for this grouping, keyed for matching."""
-    from memtraffic.analysis.analyze import analyze_run
+    from memtraffic.analysis.analyze import analyze_run, gaps
     from memtraffic.ncu.run import load_run
 
     path = Path(path)
@@ -145,6 +146,8 @@ def load_side(path: str | Path, group_by: str = "range") -> Side:
         devices = sorted({str(d) for d in df.get("device", []) if isinstance(d, str) and d})
         side = Side(path, path.stem if path.name != "results.json" else path.parent.name,
                     df.to_dict("records"), devices)
+        side.gaps = [f"{path}: {row_label(r, group_by)}: {r['status']}" for r in side.rows
+                     if isinstance(r.get("status"), str) and r["status"] != "ok"]
     else:
         run = load_run(path)
         name = run.name
@@ -159,8 +162,8 @@ def load_side(path: str | Path, group_by: str = "range") -> Side:
             for r, k in zip(rows, keys, strict=True):  # named as the range's row and its line
                 r["config"] = row_label(ranges[r["range"]], "range") if r["range"] in ranges else r["kernel"]
                 r["where"] = k[-1]
-            return Side(path, name, rows, devices, keys)
-        side = Side(path, name, table.to_dict("records"), devices)
+            return Side(path, name, rows, devices, keys, gaps(table))
+        side = Side(path, name, table.to_dict("records"), devices, gaps=gaps(table))
     side.keys = _row_keys(side.rows, group_by)
     return side
 
@@ -215,6 +218,46 @@ class _Keys:
             self.launches[(ident, launch)] = self.kernels[(ident, kernel)]
             self.kernels[(ident, kernel)] += 1
         return self.launches[(ident, launch)]
+
+
+def _loose(key: tuple) -> tuple | None:
+    """A config's key without its parameters (key[5]); None for other rows."""
+    return (*key[:5], *key[6:]) if key and key[0] == "config" else None
+
+
+def _launched(rows: Sequence[dict[str, Any]], keys: Sequence[tuple]) -> dict[tuple, tuple]:
+    """Each key's launches ('GRIDxBLOCK' per kernel, its first row's); () where the table has none."""
+    out: dict[tuple, tuple] = {}
+    for r, k in zip(rows, keys, strict=True):
+        dims = r.get("launch_dims")
+        out.setdefault(k, tuple(dims) if isinstance(dims, list) and "?" not in dims else ())
+    return out
+
+
+def pair_keys(a: Side, b: Side) -> dict[tuple, tuple]:
+    """Which key of A matches which of B: equal keys (variant, op, shape, dtype and every parameter value,
+    defaults filled in); then, among the configs left, one of each run with the same variant, op, shape
+    and dtype that launched the same grid and blocks (parameters spelled differently: a default written
+    out on one side, an auto value the variant resolves at launch on the other); then one left alone in
+    each run with the same variant, op, shape and dtype (a change of the parameter itself). The verdict
+    of a row paired past the first step names the parameters and launches that differ."""
+    pairs = {k: k for k in dict.fromkeys(a.keys) if k in set(b.keys)}
+    launched_a, launched_b = _launched(a.rows, a.keys), _launched(b.rows, b.keys)
+    for same_launch in (True, False):
+        left_a: dict[tuple, list[tuple]] = {}
+        left_b: dict[tuple, list[tuple]] = {}
+        for keys, left, taken, launched in ((a.keys, left_a, set(pairs), launched_a),
+                                            (b.keys, left_b, set(pairs.values()), launched_b)):
+            for k in dict.fromkeys(keys):
+                if k in taken or (loose := _loose(k)) is None:
+                    continue
+                if same_launch and not launched[k]:
+                    continue
+                left.setdefault((loose, launched[k]) if same_launch else loose, []).append(k)
+        for group, ks in left_a.items():
+            if len(ks) == 1 and len(left_b.get(group, [])) == 1:
+                pairs[ks[0]] = left_b[group][0]
+    return pairs
 
 
 def _row_keys(rows: Sequence[dict[str, Any]], group_by: str) -> list[tuple]:
@@ -425,11 +468,13 @@ def compare(a: Side, b: Side, group_by: str = "range", time_tolerance: float = T
     for rows, keys, groups in ((a.rows, a.keys, groups_a), (b.rows, b.keys, groups_b)):
         for r, k in zip(rows, keys, strict=True):
             groups.setdefault(k, []).append(r)
-    matched = [_row(rows, groups_b[k], group_by, time_tolerance) for k, rows in groups_a.items()
-               if k in groups_b]
+    pairs = pair_keys(a, b)
+    paired_b = set(pairs.values())
+    matched = [_row(rows, groups_b[pairs[k]], group_by, time_tolerance) for k, rows in groups_a.items()
+               if k in pairs]
     matched.sort(key=lambda r: -_score(r, group_by))
-    only_a = [_row(rows, [], group_by, time_tolerance) for k, rows in groups_a.items() if k not in groups_b]
-    only_b = [_row([], rows, group_by, time_tolerance) for k, rows in groups_b.items() if k not in groups_a]
+    only_a = [_row(rows, [], group_by, time_tolerance) for k, rows in groups_a.items() if k not in pairs]
+    only_b = [_row([], rows, group_by, time_tolerance) for k, rows in groups_b.items() if k not in paired_b]
     if not matched:
         notes.append("no row of A matches a row of B: are they runs of the same configs?")
     return Diff(a, b, group_by, time_tolerance, matched + only_a + only_b, notes)
@@ -454,8 +499,33 @@ def _row(rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]], gro
         row.update(time_runs_a=len(rows_a), time_runs_b=len(rows_b), time_spread_a=spread_a,
                    time_spread_b=spread_b, time_band=band,
                    time_noise=None if math.isnan(rel) else bool(abs(rel) <= band))
+    row["status_a"], row["status_b"] = (r.get("status", "ok") if r else None for r in (ra, rb))
     row["verdict"] = verdict(ra, rb, row, group_by) if status == "both" else f"only in {status[-1].upper()}"
+    notes = [f"{side} {st} (analyze: planned, not measured whole)" for side, st in
+             (("A", row["status_a"]), ("B", row["status_b"])) if st not in (None, "ok")]
+    if status == "both" and (changed := _params_change(ra, rb)):
+        notes.append(f"parameters differ: {changed}")
+    if notes:
+        row["verdict"] = "; ".join([*notes, row["verdict"]])
     return row
+
+
+def _params_change(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
+    """'BLOCK_M 128 -> auto (launched 8192x128 -> 1024x128)': the parameters whose values differ between
+    two rows of one config (None is 'auto': the variant picks at launch), and what each launched (grid x
+    block per kernel); '' when the parameters agree."""
+    pa = a.get("params") if isinstance(a.get("params"), dict) else {}
+    pb = b.get("params") if isinstance(b.get("params"), dict) else {}
+
+    def shown(params: Mapping[str, Any], key: str) -> str:
+        return "unset" if key not in params else "auto" if params[key] is None else str(params[key])
+
+    keys = list(dict.fromkeys([*pa, *pb]))
+    text = ", ".join(f"{k} {shown(pa, k)} -> {shown(pb, k)}" for k in keys if shown(pa, k) != shown(pb, k))
+    da, db = (", ".join(r.get("launch_dims") or []) for r in (a, b))
+    if text and da and db:
+        text += f" (the same launch: {da})" if da == db else f" (launched {da} -> {db})"
+    return text
 
 
 def parse_fraction(text: str | float, what: str) -> float:

@@ -11,8 +11,10 @@
     no_worse_than = "5%"              # than the baseline's matching row (see below)
 
 Every row the regex matches is held to every limit of its [[expect]] table; each (row, limit) is one
-check. Levels for max_bytes: l1_ld, l1_st, l1, l2_rd, l2_wr, l2, dram_rd, dram_wr, dram (l1 = ld + st,
-l2 and dram = read + write); for min_efficiency: l1_ld, l1_st, l2, dram, dram_rd, dram_wr.
+check. A run that lacks what its plan lists (a report cut short or missing, a config that failed: see
+memtraffic.analysis.analyze.gaps) never passes: each gap is a failed check of its own. Levels for
+max_bytes: l1_ld, l1_st, l1, l2_rd, l2_wr, l2, dram_rd, dram_wr, dram (l1 = ld + st, l2 and dram =
+read + write); for min_efficiency: l1_ld, l1_st, l2, dram, dram_rd, dram_wr.
 no_worse_than matches each row to the baseline as `memtraffic diff` does and allows each of L1 loads,
 L1 stores, L2 reads, L2 writes, DRAM reads and time to exceed the baseline's by at most that fraction;
 DRAM writes are left out (they vary run to run with L2 write-back), and the fraction is the only
@@ -30,7 +32,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memtraffic.analysis.diff import check_devices, load_side, parse_fraction, pct, relative, row_label
+from memtraffic.analysis.diff import (
+    check_devices,
+    load_side,
+    pair_keys,
+    parse_fraction,
+    pct,
+    relative,
+    row_label,
+)
 from memtraffic.core.errors import UsageError
 from memtraffic.core.files import read_toml
 from memtraffic.core.units import compile_regex, fmt_bytes, fmt_eff, fmt_time, parse_size
@@ -247,9 +257,11 @@ def check(run: str | Path, expectations: Expectations, baseline: str | Path | No
                                  "the top of the file, or pass --baseline RUN")
             base_side = load_side(baseline, exp.by)
             check_devices(base_side, side, allow_mixed=False)
-            bases[exp.by] = {}
+            by_key: dict[tuple, dict[str, Any]] = {}
             for k, r in zip(base_side.keys, base_side.rows, strict=True):
-                bases[exp.by].setdefault(k, r)
+                by_key.setdefault(k, r)
+            pairs = pair_keys(side, base_side)  # matched as `memtraffic diff` matches
+            bases[exp.by] = {k: by_key[pairs[k]] for k in dict.fromkeys(side.keys) if k in pairs}
         hits = 0
         for key, r in zip(side.keys, side.rows, strict=True):
             label = row_label(r, exp.by)
@@ -263,6 +275,9 @@ def check(run: str | Path, expectations: Expectations, baseline: str | Path | No
             listed = "; ".join(names[:5]) + ("; ..." if len(names) > 5 else "")
             raise UsageError(f"{exp.where}: match {exp.match!r} matches no row of {run} (by {exp.by}; its "
                              f"rows: {listed})")
+    for gap in dict.fromkeys(g for side in sides.values() for g in side.gaps):  # never a pass on a cut run
+        results.append({"expectation": None, "match": None, "row": None, "check": "whole_run", "value": None,
+                        "limit": None, "ok": False, "message": f"incomplete run {run}: {gap}"})
     return results
 
 

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from memtraffic.core.errors import ReportError, UsageError, say
-from memtraffic.core.files import new_folder, write_json
-from memtraffic.core.rundir import append_status, partial_reports_expected, utc_now
+from memtraffic.core.files import new_folder
+from memtraffic.core.rundir import append_status, utc_now
+from memtraffic.core.runfile import partial_reports_expected, rerun_list, write_plan, write_run
 from memtraffic.ncu.report import EmptyReportError
 from memtraffic.ncu.run import kernel_table, load_run, write_kernel_table
 
@@ -50,20 +51,25 @@ def _load_run(path: Path) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     return run.plan, run.meta, [r.name for r in run.reports]
 
 
-def _measured_ranges(path: Path, run: dict[str, Any], reports: Sequence[str]) -> set[str]:
+def _measured_ranges(path: Path, run: dict[str, Any], reports: Sequence[str],
+                     echo: Callable[[str], None]) -> set[str]:
     """The NVTX ranges the run's reports hold kernels of; ReportError naming the run when one is unreadable
-    (read before anything is written, so a failed merge leaves no folder behind)."""
+    (read before anything is written, so a failed merge leaves no folder behind). An interrupted run's
+    damaged last launch is left out, and said."""
     ranges: set[str] = set()
     empty: EmptyReportError | None = None
     for report in reports:
         try:
-            kernels = kernel_table(path / report, allow_partial=partial_reports_expected(run)).kernels
+            read = kernel_table(path / report, allow_partial=partial_reports_expected(run))
         except EmptyReportError as err:  # an attempt whose runner died before profiling: no kernel
             empty = err
             continue
         except ReportError as err:
             raise ReportError(f"cannot merge {path}: {err}; leave the run out, or measure it again") from None
-        ranges.update(kernels["range"])
+        for n in read.damaged:
+            echo(f"warning: {path / report} is truncated or damaged: kernel launch #{n} has no name or "
+                 "metrics (left out)")
+        ranges.update(read.kernels["range"])
     if empty is not None and not ranges and any(c.get("status") == "ok" for c in run.get("configs", [])):
         raise ReportError(f"cannot merge {path}: {empty}; leave the run out, or measure it again")
     return ranges
@@ -116,7 +122,8 @@ def merge_runs(sources: Sequence[Path], out: Path, allow_mixed: bool = False,
     if len({p.resolve() for p in paths}) < len(paths):
         raise UsageError("a run folder is given twice: each run can be merged once")
     loaded = [_load_run(p) for p in paths]
-    measured = [_measured_ranges(p, run, reports) for p, (_, run, reports) in zip(paths, loaded, strict=True)]
+    measured = [_measured_ranges(p, run, reports, echo) for p, (_, run, reports) in zip(paths, loaded,
+                                                                                     strict=True)]
     notes = _check_same(paths, [run for _, run, _ in loaded], allow_mixed)
     shard = _shard_note([run for _, run, _ in loaded])
     if shard:
@@ -194,18 +201,17 @@ def _write_merged(out: Path, name: str, paths: Sequence[Path], loaded: Sequence[
     run["interrupted"] = any(r.get("interrupted") for _, r, _ in loaded)
     passes = [r.get("passes") for _, r, _ in loaded if r.get("passes")]
     run["passes"] = max(passes) if passes else None
-    run["rerun"] = [c["range"] for c in run["configs"]
-                    if c.get("status") != "ok" or c.get("profiled") is False]
+    run["rerun"] = rerun_list(run["configs"])
     run["notes"] = notes
     run["missing"] = missing
-    write_json(out / "plan.json", plan)
-    write_json(out / "run.json", run)
+    write_plan(out, plan)
+    write_run(out, run)
 
     from memtraffic.analysis import analyze
 
     try:
-        table, _ = analyze.analyze_reports([out / r for r in run["reports"]], plan,
-                                           allow_partial=partial_reports_expected(run), run_name=name)
+        table, _ = analyze.analyze_reports([out / r for r in run["reports"]], plan, run_name=name,
+                                           meta=run)
     except EmptyReportError:  # every config is listed under 'missing' or 'rerun'
         table = None
     if table is not None and len(table):

@@ -25,7 +25,7 @@ MEASURED = ["time_ns", "l1_ld_bytes", "l1_st_bytes", "l2_rd_bytes", "l2_wr_bytes
 MINIMUM = ["min_read_bytes", "min_write_bytes", "min_bytes"]
 COLUMNS = ["op", "calls", "n_kernels", *MEASURED, *MINIMUM, "excess_l1_bytes", "excess_l2_bytes",
            "excess_dram_bytes", "excess_bytes", "eff_l1_ld", "eff_l1_st", "eff_l2", "eff_dram", "eff_dram_rd",
-           "diagnosis", "worst_range"]
+           "diagnosis", "worst_range", "status"]
 _LEVELS = ("eff_l1_ld", "eff_l1_st", "eff_l2", "eff_dram")
 _COUNTS = ("time_ns", "calls", "n_kernels")
 
@@ -75,10 +75,20 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
             if reasons:
                 s["diagnosis"] = "; ".join(filter(None, [s["diagnosis"], f"{'; '.join(reasons)} (call "
                                                                           f"{best['range']})"]))
+        s["status"] = _status(calls)
         rows.append(s)
     out = pd.DataFrame(rows, columns=COLUMNS)
     return out.sort_values("excess_bytes", ascending=False, na_position="last", kind="stable").reset_index(
         drop=True)
+
+
+def _status(calls: pd.DataFrame) -> str:
+    """An op type's status: 'ok' when every call is (analyze.STATUSES), 'missing' when none was
+    measured, else 'partial'."""
+    found = set(calls["status"]) if "status" in calls else {"ok"}
+    if found <= {"ok"}:
+        return "ok"
+    return "missing" if found <= {"missing", "failed"} else "partial"
 
 
 def to_records(df: pd.DataFrame) -> list[dict[str, Any]]:

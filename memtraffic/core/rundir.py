@@ -64,8 +64,8 @@ def read_status(path: Path) -> dict[int, dict[str, Any]]:
             rec = json.loads(line)
         except json.JSONDecodeError:  # a line cut short by a crash
             continue
-        if isinstance(rec, dict) and "id" in rec:
-            latest[int(rec["id"])] = rec
+        if isinstance(rec, dict) and isinstance(rec.get("id"), int) and not isinstance(rec["id"], bool):
+            latest[rec["id"]] = rec
     return latest
 
 
@@ -143,8 +143,3 @@ def environment(gpu: str | None, ncu: Path | None = None, version: Sequence[int]
 
 def utc_now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def partial_reports_expected(run: Mapping[str, Any]) -> bool:
-    """After Ctrl-C or a runner crash a report may end in a damaged launch: drop it, keep the rest."""
-    return bool(run.get("interrupted")) or any(a.get("returncode") for a in run.get("attempts", []))

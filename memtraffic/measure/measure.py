@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from memtraffic.core.errors import NcuError, UsageError, say
-from memtraffic.core.files import refuse_nonempty, write_json  # atomic: the runner may wait for plan.json
+from memtraffic.core.files import refuse_nonempty
 from memtraffic.core.ops import Shape, format_shape, parse_dtype, parse_shape
 from memtraffic.core.plan import parse_params
 from memtraffic.core.rundir import (
@@ -39,6 +39,7 @@ from memtraffic.core.rundir import (
     read_status,
     utc_now,
 )
+from memtraffic.core.runfile import rerun_list, write_plan, write_run  # atomic: the runner may wait
 from memtraffic.measure.gpu import cuda_device_names, require_gpu
 from memtraffic.measure.planning import build_plan, check_names
 from memtraffic.measure.sweep import (
@@ -271,8 +272,10 @@ def profile_gpus(plan: dict[str, Any], run_dir: Path, session: NcuSession, opts:
 
 
 def _config_entries(plan: Mapping[str, Any], status: Mapping[int, dict[str, Any]],
-                    profiled: set[str] | None) -> list[dict[str, Any]]:
-    """run.json's per-config lines: status ok/failed/not run, error text, and whether ncu profiled it."""
+                    launches: Mapping[str, int] | None) -> list[dict[str, Any]]:
+    """run.json's per-config lines: status ok/failed/not run, error text, whether ncu profiled it and how
+    many launches (`launches`: per range, once the reports are read; readers then know a config whose
+    report was cut inside it)."""
     entries = []
     for c in plan["configs"]:
         rec = status.get(c["id"], {})
@@ -280,7 +283,9 @@ def _config_entries(plan: Mapping[str, Any], status: Mapping[int, dict[str, Any]
         if "gpu" in c:
             entry["gpu"] = c["gpu"]
         entry.update(status=rec.get("status", "not run"), error=rec.get("error"), max_err=rec.get("max_err"),
-                     profiled=None if profiled is None else c["range"] in profiled)
+                     profiled=None if launches is None else c["range"] in launches)
+        if launches:
+            entry["kernels"] = int(launches.get(c["range"], 0))
         if entry["status"] == "ok" and entry["profiled"] is False:
             entry["error"] = "no kernel was profiled inside its NVTX range"
         entries.append(entry)
@@ -288,26 +293,44 @@ def _config_entries(plan: Mapping[str, Any], status: Mapping[int, dict[str, Any]
 
 
 def rerun_plan(run_dir: Path) -> dict[str, Any]:
-    """The configs a run folder lists under 'rerun' (failed, interrupted, or on a GPU that failed), as a
-    plan of their own: measure them again, then `memtraffic merge` the two runs."""
+    """The configs a run folder lists under 'rerun' (failed, interrupted, or on a GPU that failed), and
+    those its reports hold no kernel of (a report cut short or lost after the run), as a plan of their
+    own: measure them again, then `memtraffic merge` the two runs."""
     from memtraffic.ncu.run import load_run
 
     if not run_dir.is_dir():
         what = "no such folder" if not run_dir.exists() else "not a folder"
         raise UsageError(f"--rerun {run_dir}: not a run folder ({what})")
     loaded = load_run(run_dir)
-    plan, run = loaded.plan, loaded.meta
-    if plan is None or run is None:
-        raise UsageError(f"--rerun {run_dir}: not a run folder (no plan.json and run.json)")
-    wanted = set(run.get("rerun") or [])
+    plan, run = loaded.plan, loaded.meta or {}  # no run.json: measure was killed before it saved it
+    if plan is None:
+        raise UsageError(f"--rerun {run_dir}: not a run folder (no plan.json)")
+    found = _ranges_in(loaded.reports)
+    wanted = set(run.get("rerun") or []) | {c["range"] for c in plan["configs"] if c.get("kind", "variant")
+                                            == "variant" and c.get("nvtx_range", c["range"]) not in found}
     if not wanted:
-        raise UsageError(f"--rerun {run_dir}: its run.json lists no config to rerun; every config finished")
+        raise UsageError(f"--rerun {run_dir}: its run.json lists no config to rerun and its reports hold "
+                         "every config; every config finished")
     configs = [{k: v for k, v in c.items() if k != "gpu"} for c in plan["configs"] if c["range"] in wanted]
     for i, config in enumerate(configs):
         config["id"] = i
     keep = ("version", "seed", "variant_files")
     return {**{k: plan[k] for k in keep if k in plan}, "status_file": "status.jsonl", "configs": configs,
             "skipped": []}
+
+
+def _ranges_in(reports: Sequence[Path]) -> set[str]:
+    """The NVTX ranges the reports hold kernels of (a report missing or unreadable holds none)."""
+    from memtraffic.core.errors import ReportError
+    from memtraffic.ncu.run import kernel_table
+
+    found: set[str] = set()
+    for report in reports:
+        try:
+            found.update(kernel_table(report, allow_partial=True).kernels["range"])
+        except ReportError:
+            continue
+    return found
 
 
 def plan_for(opts: MeasureOptions) -> dict[str, Any]:
@@ -393,7 +416,7 @@ class _PlanInBackground:
     def _build(self, make: Callable[[], dict[str, Any]], path: Path) -> None:
         try:
             self._plan = make()
-            write_json(path, self._plan)
+            write_plan(path.parent, self._plan)
         except BaseException as err:  # re-raised in the main thread by result()
             self._error = err
             path.with_suffix(".abort").write_text(f"{type(err).__name__}: {err}\n")
@@ -472,7 +495,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
     pending = _PlanInBackground(lambda: finish_plan(plan_for(opts)), run_dir / "plan.json") \
         if overlap else None
     if plan is not None:
-        write_json(run_dir / "plan.json", finish_plan(plan))
+        write_plan(run_dir, finish_plan(plan))
     run: dict[str, Any] = {
         "started": utc_now(),
         "command": shlex.join(sys.argv),
@@ -502,7 +525,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
         raise
     except NcuError as err:
         run.update(wall_time_s=round(time.perf_counter() - t0, 3), error=str(err), configs=[])
-        write_json(run_dir / "run.json", run)
+        write_run(run_dir, run)
         raise
     plan = pending.result() if pending else plan
     run.update(variants=list(dict.fromkeys(c["variant"] for c in plan["configs"])),
@@ -522,9 +545,9 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
     for g in outcome.get("gpus", []):  # a GPU whose ncu failed: its configs say why
         for cid in g["configs"] if g["error"] else []:
             status.setdefault(cid, {"status": "not run", "error": f"GPU {g['index']} failed: {g['error']}"})
-    run["configs"] = _config_entries(plan, status, profiled=None)
+    run["configs"] = _config_entries(plan, status, launches=None)
     run["skipped"] = plan["skipped"]
-    write_json(run_dir / "run.json", run)  # saved before analysis can fail
+    write_run(run_dir, run)  # saved before analysis can fail
     keep_kernel_tables([run_dir / r for r in outcome["reports"]])  # every later reading starts from these
     return MeasureResult(run_dir, run, plan, [run_dir / r for r in outcome["reports"]], status=status,
                          timings=timings, clock=clock)
@@ -539,17 +562,17 @@ def record_analysis(result: MeasureResult, kernels: Any, echo: Callable[[str], N
     if run["passes"] is None and len(kernels) and "passes" in kernels:
         found = kernels["passes"].dropna()
         run["passes"] = int(found.max()) if len(found) else None
-    profiled = set(kernels["range"]) if len(kernels) else set()
-    run["configs"] = _config_entries(plan, result.status, profiled)
-    run["rerun"] = [c["range"] for c in run["configs"] if c["status"] != "ok" or not c["profiled"]]
+    launches = kernels.groupby("range").size().to_dict() if len(kernels) else {}
+    run["configs"] = _config_entries(plan, result.status, launches)
+    run["rerun"] = rerun_list(run["configs"])
     timings = result.timings
     timings["ncu_and_analysis_s"] = round(time.perf_counter() - result.clock, 3)
     timings["analysis_s"] = round(timings["ncu_and_analysis_s"] - run["wall_time_s"], 3)
     run["timings"] = timings
-    write_json(run_dir / "run.json", run)
+    write_run(run_dir, run)
 
     ok_ranges = [c["range"] for c in run["configs"] if c["status"] == "ok"]
-    if ok_ranges and not profiled and not run["interrupted"]:
+    if ok_ranges and not launches and not run["interrupted"]:
         raise NcuError(
             f"ncu profiled no kernel inside the NVTX ranges {', '.join(ok_ranges[:4])}"
             f"{' ...' if len(ok_ranges) > 4 else ''} (filter --nvtx-include {NVTX_INCLUDE}): do these "

@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from memtraffic.core.errors import MemtrafficError, NcuError, UsageError, say
-from memtraffic.core.files import refuse_nonempty, write_json
+from memtraffic.core.files import refuse_nonempty
 from memtraffic.core.rundir import DEFAULT_RUNS_ROOT, gpu_name, new_run_dir, utc_now
+from memtraffic.core.runfile import plan_from_trace, write_plan, write_run
 from memtraffic.core.tracefile import TRACE_ENV, TRACE_FROM, read_trace
 from memtraffic.measure.ops import tracer_env, tracer_warnings
 from memtraffic.ncu.command import (
@@ -34,10 +35,9 @@ from memtraffic.ncu.command import (
     metric_tokens,
     run_ncu,
 )
-from memtraffic.ncu.run import keep_kernel_tables
+from memtraffic.ncu.run import TRACE_FILE, keep_kernel_tables
 from memtraffic.ncu.session import NcuSession
 
-TRACE_FILE = "trace.jsonl"
 TORCH_MARK_FILE = "torch-imported"
 REPORT_FILE = "profile.ncu-rep"
 
@@ -194,6 +194,7 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
         "clock_control": opts.clock_control,
         "cache_control": opts.cache_control,
     }
+    write_run(run_dir, run)  # kept if the program or ncu is killed: reading then rebuilds the plan (load_run)
     t0 = time.perf_counter()
     result = run_ncu(argv, run_dir / "ncu.log", echo=echo, verbose=opts.verbose,
                      env=program_env(run_dir, opts.torch_ops, mode=trace_mode(opts)), progress_every_s=2.0)
@@ -205,11 +206,11 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
                returncode=result.returncode, kernels_profiled=result.kernels, passes=result.passes,
                reports=[report.name] if has_report else [])
 
-    configs = [{**r, "id": i} for i, r in enumerate(read_trace(run_dir / TRACE_FILE))]  # plan configs
-    plan = {"version": 1, "kind": "profile", "program": list(opts.command), "configs": configs, "skipped": [],
-            "metrics": session.metric_record(opts.metrics)}
-    write_json(run_dir / "plan.json", plan)
-    write_json(run_dir / "run.json", run)  # saved before analysis can fail
+    plan = plan_from_trace(read_trace(run_dir / TRACE_FILE), opts.command,
+                           session.metric_record(opts.metrics))
+    configs = plan["configs"]
+    write_plan(run_dir, plan)
+    write_run(run_dir, run)  # saved before analysis can fail
     keep_kernel_tables([report] if has_report else [])  # every later reading starts from it
     echo(f"ncu profiled {result.kernels} kernel launches; the program recorded {len(configs)} ops/regions")
     if opts.torch_ops and not (run_dir / TORCH_MARK_FILE).exists():

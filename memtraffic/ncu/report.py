@@ -8,12 +8,16 @@ that has no name and no metrics, so both are checked here and become ReportError
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import importlib
 import os
+import re
 import shutil
 import sys
+import tempfile
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -21,7 +25,6 @@ from typing import Any
 import pandas as pd
 
 from memtraffic.core.errors import ReportError
-from memtraffic.core.files import read_json as read_json_file
 from memtraffic.core.plan import RANGE_PREFIX
 from memtraffic.ncu.metrics import DEVICE_NAME, LAUNCH_BLOCK, LAUNCH_GRID, METRICS, REPLAY_PASSES, Metric
 from memtraffic.ncu.source import measured_lines
@@ -135,9 +138,41 @@ def load_ncu_report(path: str | Path) -> Any:
     check_report_file(path)
     ncu_report = import_ncu_report()
     try:
-        return ncu_report.load_report(str(path))
+        with _native_noise_dropped():
+            return ncu_report.load_report(str(path))
     except Exception as err:  # the module raises assorted types for unreadable files
         raise ReportError(f"{path} cannot be read as an Nsight Compute report: {err}") from None
+
+
+# What ncu_report's native code logs to the process's stderr on a report cut inside a launch (its protobuf
+# parser's "Can't parse message ... missing required fields", after an absl preamble): the damage is
+# said by check_rows in one line, so these lines are dropped; anything else it writes is passed on.
+_NATIVE_NOISE = re.compile(r"^(WARNING: All log messages before absl::InitializeLog|E\d{4} .*\] Can't parse "
+                           r"message of type)")
+
+
+@contextlib.contextmanager
+def _native_noise_dropped() -> Iterator[None]:
+    """File descriptor 2 goes to a temporary file while the block runs; its lines, less _NATIVE_NOISE,
+    are written back to stderr afterwards."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no real stderr (an embedding host): nothing to filter
+        yield
+        return
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            kept = [line for line in sink.read().decode(errors="replace").splitlines()
+                    if not _NATIVE_NOISE.match(line)]
+            if kept:
+                print("\n".join(kept), file=sys.stderr, flush=True)
 
 
 def read_rows(path: str | Path) -> tuple[list[dict[str, Any]], list[int], list[dict[str, Any]]]:
@@ -211,8 +246,3 @@ def read_report(path: str | Path, allow_partial: bool = False) -> pd.DataFrame:
     rows, damaged, _ = read_rows(path)
     check_rows(path, len(rows), damaged, allow_partial)
     return pd.DataFrame([{"report": str(path), **r} for r in rows])
-
-
-def read_json(path: Path) -> Any:
-    """A JSON file of a run folder (plan.json, run.json); None when the folder has none."""
-    return read_json_file(path, "the run folder is damaged") if path.is_file() else None

@@ -21,6 +21,7 @@ import gzip
 import hashlib
 import json
 import math
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,12 +31,21 @@ import pandas as pd
 
 from memtraffic.core.errors import ReportError
 from memtraffic.core.files import cache_dir, write_bytes_atomic
-from memtraffic.core.rundir import partial_reports_expected
+from memtraffic.core.runfile import (
+    CONFIG,
+    plan_from_trace,
+    problem,
+    read_plan,
+    read_run,
+)
+from memtraffic.core.tracefile import read_trace
 from memtraffic.ncu.metrics import METRICS
-from memtraffic.ncu.report import REPORT_SUFFIX, check_report_file, check_rows, read_json, read_rows
+from memtraffic.ncu.report import REPORT_SUFFIX, check_report_file, check_rows, read_rows
 from memtraffic.ncu.source import LINES_VERSION
 
 TABLE_FORMAT = 1
+TRACE_FILE = "trace.jsonl"  # what `profile` names its trace (memtraffic.measure.profile)
+LAUNCHER_NAME = "launch.py"  # memtraffic/_inject/launch.py: profile --torch-ops puts it after the interpreter
 # Columns of a kernel table besides the metric aliases, in read_report's order ('report' is the path
 # the table is read for, so it is added on reading, never stored).
 _INFO_COLUMNS = ["launch", "range", "nvtx", "kernel", "kernel_full", "grid_size", "block_size", "device",
@@ -52,54 +62,93 @@ class Run:
     plan: dict[str, Any] | None
     meta: dict[str, Any] | None  # run.json
     reports: list[Path] = field(default_factory=list)
-
-    @property
-    def partial(self) -> bool:
-        """True when the run was interrupted or its runner crashed: a damaged last launch is dropped."""
-        return partial_reports_expected(self.meta or {})
-
-    def kernels(self) -> pd.DataFrame:
-        """Every report's kernel table, stacked (see kernel_table)."""
-        frames = [kernel_table(r, self.partial).kernels for r in self.reports]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    # Why the run may be incomplete before any report is read (an interrupted profile), one line each.
+    notes: list[str] = field(default_factory=list)
 
 
 def load_run(path: str | Path) -> Run:
     """A run folder or a .ncu-rep -> Run. ReportError when the path does not exist or a JSON file of the
-    folder is damaged. A folder's reports are those its run.json lists, else every .ncu-rep in it (the
-    list may be empty: `analyze` then says so, `merge` and `measure --rerun` check what they need).
-    A report inside one of our run folders gets that folder's plan, so ranges map to variants."""
+    folder is damaged (memtraffic.core.runfile checks them). A folder's reports are those its run.json
+    lists, else every .ncu-rep in it (the list may be empty: `analyze` then says so, `merge` and
+    `measure --rerun` check what they need). A report inside one of our run folders gets that folder's
+    plan, so ranges map to variants. A `profile` killed under ncu leaves no plan.json: its plan is
+    rebuilt from trace.jsonl and the run is said to be interrupted (see interrupted_profile)."""
     path = Path(path)
     if not path.exists():
         raise ReportError(f"{path}: no such file or folder")
     folder = path if path.is_dir() else path.parent
-    plan = read_json(folder / "plan.json")
-    meta = read_json(folder / "run.json")
-    for name, data in (("plan.json", plan), ("run.json", meta)):
-        if data is not None and not isinstance(data, dict):
-            raise ReportError(f"{folder / name} holds a {type(data).__name__}, not an object: "
-                              "the run folder is damaged")
-    _check_plan(plan, folder / "plan.json")
+    plan = read_plan(folder)
+    meta = read_run(folder)
+    notes: list[str] = []
+    if plan is None and (folder / TRACE_FILE).is_file():
+        plan, meta, notes = interrupted_profile(folder, meta)
+    elif plan is not None and meta is None and any(folder.glob("status*.jsonl")):  # measure's, killed
+        notes = [f"{folder}: the run was interrupted (measure was killed before it saved run.json): the "
+                 f"configs its reports lack are named below; `memtraffic measure --rerun {folder}` measures "
+                 "them"]
     listed = (meta or {}).get("reports")
-    if listed is not None and not (isinstance(listed, list) and all(isinstance(r, str) for r in listed)):
-        raise ReportError(f"{folder / 'run.json'}: 'reports' is not a list of file names: the run folder is "
-                          "damaged")
     if path.is_dir():
         reports = [folder / r for r in listed] if listed else sorted(folder.glob("*" + REPORT_SUFFIX))
-        return Run(path, folder.name or folder.resolve().name, folder, plan, meta, reports)
+        return Run(path, folder.name or folder.resolve().name, folder, plan, meta, reports, notes)
     if plan is None:
         return Run(path, path.name.removesuffix(REPORT_SUFFIX), None, None, None, [path])
-    return Run(path, folder.name or folder.resolve().name, folder, plan, meta, [path])
+    return Run(path, folder.name or folder.resolve().name, folder, plan, meta, [path], notes)
 
 
-def _check_plan(plan: dict[str, Any] | None, where: Path) -> None:
-    """ReportError unless the plan's configs are a list of objects that each name their range."""
-    configs = (plan or {}).get("configs", [])
-    ok = isinstance(configs, list) and all(isinstance(c, dict) and isinstance(c.get("range"), str)
-                                           for c in configs)
-    if not ok:
-        raise ReportError(f"{where}: 'configs' is not a list of configs that each name their 'range': "
-                          "the run folder is damaged")
+def interrupted_profile(folder: Path, meta: dict[str, Any] | None
+                        ) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    """(plan, run.json, notes) of a `profile` run folder without plan.json: the program (or ncu) was killed
+    before profile saved it. trace.jsonl holds a record (with its minimum) of every op call or region the
+    program reached, so the plan is rebuilt from it; the note says so and gives the command that
+    profiles the program again (from run.json, else from the ncu argv at the top of ncu.log)."""
+    records = read_trace(folder / TRACE_FILE)
+    configs = [r for r in records if problem(r, CONFIG) is None]
+    program, options = _program_of_log(folder / "ncu.log")
+    if meta and meta.get("program"):
+        program = list(meta["program"])
+        options = (["--torch-ops"] if meta.get("torch_ops") else []) + _TRACE_OPTIONS.get(
+            str(meta.get("traced_from")), [])
+    plan = dict(plan_from_trace(configs, program))
+    meta = dict(meta or {})
+    meta.setdefault("kind", "profile")
+    meta["interrupted"] = True
+    again = shlex.join(["memtraffic", "profile", *options, "--out", "NEW_FOLDER", "--",
+                        *(program or ["YOUR_PROGRAM"])])
+    lost = len(records) - len(configs)
+    dropped = f", {lost} damaged records left out" if lost else ""
+    note = (f"{folder}: the run was interrupted (profile was killed before it saved plan.json): "
+            f"the plan is rebuilt from {TRACE_FILE} ({len(configs)} op calls and regions{dropped}) and the "
+            f"report holds what ncu profiled before; profile the program again to complete it: `{again}`")
+    return plan, meta, [note]
+
+
+# profile's options for each trace mode (memtraffic.core.tracefile.TRACE_FROM), by the launcher's
+# --trace-from value and by run.json's traced_from.
+_TRACE_OPTIONS = {"window": ["--profile-from-start", "off"], "forward": ["--from-first-forward"],
+                  "profiler window": ["--profile-from-start", "off"],
+                  "first forward": ["--from-first-forward"]}
+
+
+def _program_of_log(log: Path) -> tuple[list[str], list[str]]:
+    """(the profiled program, profile's options for it: --torch-ops and its trace mode where memtraffic's
+    launcher ran it) from the ncu argv run_ncu writes at the top of ncu.log ('$ ncu ... --export REPORT
+    PROGRAM...'), without the launcher; ([], []) when the log does not say."""
+    try:
+        first = log.read_text(encoding="utf-8", errors="replace").split("\n", 1)[0]
+        argv = shlex.split(first.removeprefix("$ "))
+    except (OSError, ValueError):
+        return [], []
+    if "--export" not in argv or argv.index("--export") + 2 > len(argv):
+        return [], []
+    program = argv[argv.index("--export") + 2:]
+    options: list[str] = []
+    if len(program) > 1 and program[1].endswith(LAUNCHER_NAME):  # python .../launch.py [--trace-from=X] ...
+        options, rest = ["--torch-ops"], program[2:]
+        if rest and rest[0].startswith("--trace-from="):
+            options += _TRACE_OPTIONS.get(rest[0].split("=", 1)[1], [])
+            rest = rest[1:]
+        program = [program[0], *rest]
+    return program, options
 
 
 # --- tables kept per report ---------------------------------------------------------------------------------
@@ -127,8 +176,11 @@ def _encode(doc: dict[str, Any]) -> bytes:
     return gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), compresslevel=6, mtime=0)
 
 
-def _read_stored(path: Path, digest: str, version: Any) -> dict[str, Any] | None:
-    """The table at path if it is one for this report content and version, else None (damaged or stale)."""
+def _read_stored(path: Path, digest: str, version: Any, kind: str = "kernels", cached: bool = False
+                 ) -> dict[str, Any] | None:
+    """The table at path if it is one for this report content and version, else None (damaged or stale).
+    A kernel table of this content whose fields are damaged is a ReportError beside a report (a run
+    folder's file), and ignored in the user cache (made again)."""
     try:
         doc = json.loads(gzip.decompress(path.read_bytes()))
     except (OSError, EOFError, ValueError):
@@ -136,7 +188,42 @@ def _read_stored(path: Path, digest: str, version: Any) -> dict[str, Any] | None
     if (not isinstance(doc, dict) or doc.get("format") != TABLE_FORMAT or doc.get("report_sha256") != digest
             or doc.get("version") != version):
         return None
+    if kind == "kernels" and (found := _table_problem(doc)):
+        if cached:
+            return None
+        raise ReportError(f"{path}: {found}: the table is damaged; delete it and the report is read again")
     return doc
+
+
+def _table_problem(doc: dict[str, Any]) -> str | None:
+    """Where a kernel table (a doc of _kernels_doc) departs from its shape, or None."""
+    rows = doc.get("rows")
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
+        return "rows is not a count"
+    for key in ("damaged", "lines"):
+        if not isinstance(doc.get(key), list):
+            return f"{key} is not a list"
+    if not all(isinstance(n, int) for n in doc["damaged"]):
+        return "damaged is not a list of launch numbers"
+    if not isinstance(doc.get("launches"), int):
+        return "launches is not a count"
+    columns = doc.get("columns")
+    if not isinstance(columns, dict):
+        return "columns is not an object"
+    for col in _INFO_COLUMNS:
+        if col not in columns:
+            return f"columns.{col} is missing"
+    for col, values in columns.items():
+        if not isinstance(values, list) or len(values) != rows:
+            return f"columns.{col} does not hold one value per row ({rows} rows)"
+    for col in ("range", "nvtx", "kernel", "kernel_full", "device"):
+        if not all(isinstance(v, str) for v in columns[col]):
+            return f"columns.{col} holds a value that is not text"
+    for col in ("launch", "passes", *METRICS):
+        if any(v is not None and (isinstance(v, bool) or not isinstance(v, int | float))
+               for v in columns.get(col, [])):
+            return f"columns.{col} holds a value that is not a number"
+    return None
 
 
 def _keep(path: Path, data: bytes) -> None:
@@ -162,8 +249,8 @@ def stored_table(report: str | Path, kind: str, version: Any,
     report = Path(report)
     check_report_file(report)
     digest = file_digest(report)
-    for stored in (table_path(report, kind), cached_table_path(digest, kind)):
-        if stored.is_file() and (doc := _read_stored(stored, digest, version)) is not None:
+    for stored, cached in ((table_path(report, kind), False), (cached_table_path(digest, kind), True)):
+        if stored.is_file() and (doc := _read_stored(stored, digest, version, kind, cached)) is not None:
             return doc
     doc = {"format": TABLE_FORMAT, "report_sha256": digest, "version": version, **make(report)}
     _keep(cached_table_path(digest, kind), _encode(doc))
@@ -175,10 +262,12 @@ def stored_table(report: str | Path, kind: str, version: Any,
 
 @dataclass
 class KernelTable:
-    """One report's launches (read_report's rows) and whether any has per-line counters."""
+    """One report's launches (read_report's rows), whether any has per-line counters, and the launches
+    that were damaged (a report cut short: no name or metrics; dropped from `kernels`)."""
 
     kernels: pd.DataFrame
     source_counters: bool
+    damaged: list[int] = field(default_factory=list)
 
 
 def _kernels_version() -> dict[str, Any]:
@@ -216,11 +305,12 @@ def _frame(doc: dict[str, Any], report: Path) -> pd.DataFrame:
 
 
 def kernel_table(report: str | Path, allow_partial: bool = False) -> KernelTable:
-    """The report's kernel table (see stored_table): the same rows and errors as read_report."""
+    """The report's kernel table (see stored_table): the same rows and errors as read_report, except
+    that with allow_partial the damaged launches are returned (`damaged`) for the caller to name."""
     report = Path(report)
     doc = stored_table(report, "kernels", _kernels_version(), _kernels_doc)
-    check_rows(report, doc["rows"], doc["damaged"], allow_partial)
-    return KernelTable(_frame(doc, report), bool(doc["lines"]))
+    check_rows(report, doc["rows"], [] if allow_partial else doc["damaged"], allow_partial)
+    return KernelTable(_frame(doc, report), bool(doc["lines"]), list(doc["damaged"]))
 
 
 def measured_lines_of(report: Path) -> tuple[list[dict[str, Any]], int]:

@@ -31,21 +31,25 @@ def _load(run_dir: Path) -> Run:
     return load_run(run_dir)
 
 
-def load_results(run_dir: Path) -> pd.DataFrame:
-    """The analyzed table of a run folder, from the loader `memtraffic analyze` uses."""
+def load_results(run_dir: Path, partial: bool = False) -> pd.DataFrame:
+    """The analyzed table of a run folder, from the loader `memtraffic analyze` uses (an incomplete run
+    only with `partial`)."""
     from memtraffic.analysis.analyze import load_results as analyzed
 
-    return analyzed(_load(run_dir))
+    return analyzed(_load(run_dir), partial)
 
 
-def load_runs(run_dirs: Sequence[Path]) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
-    """Several runs stacked into one table (a 'run' column tells them apart) and their run.json."""
+def load_runs(run_dirs: Sequence[Path], partial: bool = False) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """Several runs stacked into one table (a 'run' column tells them apart) and their run.json; an
+    incomplete run only with `partial` (its gaps are named on stderr either way, and kept in the
+    table's gaps for the page's notes)."""
+    from memtraffic.analysis.analyze import gaps
     from memtraffic.analysis.analyze import load_results as analyzed
 
-    frames, metas = [], []
+    frames, metas, found = [], [], []
     for d in run_dirs:
         run = _load(d)
-        df = analyzed(run)
+        df = analyzed(run, partial)
         meta = run.meta or {}
         if "run" not in df.columns:
             df = df.assign(run=run.name)
@@ -53,7 +57,10 @@ def load_runs(run_dirs: Sequence[Path]) -> tuple[pd.DataFrame, list[dict[str, An
             df = df.assign(device=_device_name(meta))
         frames.append(df)
         metas.append(meta)
-    return pd.concat(frames, ignore_index=True), metas
+        found += [f"incomplete run {run.name}: {gap}" for gap in gaps(df)]
+    table = pd.concat(frames, ignore_index=True)
+    table.attrs["gaps"] = found
+    return table, metas
 
 
 def _device_name(meta: Mapping[str, Any]) -> str | None:
@@ -190,7 +197,8 @@ def _shown_rows(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     return shown, sections
 
 
-def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Path | None = None) -> str:
+def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Path | None = None,
+                 partial: bool = False) -> str:
     """The HTML text of the report of one run folder: results and diagnoses first (with a baseline, the
     diff of the two and their tables and traffic bars side by side before them), then the figures and
     source lines, notes, and the environment last. A large run is summarized (see MAX_ROWS)."""
@@ -200,7 +208,7 @@ def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Pat
     from memtraffic.views.traffic_chart import traffic_figure
 
     run_dir = Path(run_dir)
-    df, metas = load_runs([run_dir])
+    df, metas = load_runs([run_dir], partial)
     meta = metas[0]
     if df.empty:
         raise ReportError(f"{run_dir} holds no analyzed rows: nothing to report")
@@ -249,7 +257,7 @@ def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Pat
 
     sections += source_lines_section(run_dir)
 
-    notes = [FLOPS_NOTE] + ceiling_notes
+    notes = df.attrs.get("gaps", []) + [FLOPS_NOTE] + ceiling_notes
     sections.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
     env_rows = environment_rows(meta) or [("run.json", "missing: environment unknown")]
     sections.append("<h2>Environment</h2>" + _html_table(["key", "value"], env_rows, cls="env"))
@@ -332,14 +340,14 @@ def _fragments(figs: list) -> list[str]:
 
 
 def write_report(run_dir: Path, out: Path | None = None, ceilings_file: Path | None = None,
-                 baseline: Path | None = None, force: bool = False) -> Path:
+                 baseline: Path | None = None, force: bool = False, partial: bool = False) -> Path:
     """Write the report (default: report-<run>.html in the current folder) and return its path. An
-    existing file is replaced only with force."""
+    existing file is replaced only with force; an incomplete run is reported only with partial."""
     from memtraffic.views.files import check_new_file, default_output, write_page
 
     out = Path(out) if out is not None else default_output("report", [Path(run_dir)])
     check_new_file(out, force)
-    return write_page(out, build_report(Path(run_dir), ceilings_file, baseline), force)
+    return write_page(out, build_report(Path(run_dir), ceilings_file, baseline, partial), force)
 
 
 def latest_run(root: Path | None = None) -> Path:
@@ -356,7 +364,7 @@ def latest_run(root: Path | None = None) -> Path:
 
 def plot_runs(run_dirs: Sequence[Path], levels: Sequence[str], out: Path | None = None,
               png: Path | None = None, ceilings_file: Path | None = None,
-              force: bool = False) -> tuple[list[Path], list[str]]:
+              force: bool = False, partial: bool = False) -> tuple[list[Path], list[str]]:
     """Roofline + traffic figures of one or more runs: an offline HTML page (default: roofline-<run>.html
     in the current folder) and/or PNGs. An existing file is replaced only with force. (paths, notes)."""
     from memtraffic.views import roofline as rf
@@ -370,7 +378,7 @@ def plot_runs(run_dirs: Sequence[Path], levels: Sequence[str], out: Path | None 
     if out is not None or png is None:
         out = Path(out) if out is not None else default_output("roofline", run_dirs)
         check_new_file(out, force)
-    df, metas = load_runs(run_dirs)
+    df, metas = load_runs(run_dirs, partial)
     ceilings, notes = resolve_ceilings(devices_of(df, metas), ceilings_file)
     notes += rf.roofline_points(df, levels).attrs.get("notes", [])
     roof = rf.roofline_figure(df, ceilings, levels)
@@ -382,5 +390,6 @@ def plot_runs(run_dirs: Sequence[Path], levels: Sequence[str], out: Path | None 
     if out is not None:
         names = ", ".join(Path(d).name for d in run_dirs)
         page_title = f"memtraffic roofline: {names}"
-        written.insert(0, write_html([roof, traffic], out, page_title, [rf.FLOPS_NOTE] + notes, force))
+        page_notes = df.attrs.get("gaps", []) + [rf.FLOPS_NOTE] + notes  # gaps: said on stderr already
+        written.insert(0, write_html([roof, traffic], out, page_title, page_notes, force))
     return written, notes

@@ -247,8 +247,10 @@ def results_table_rows(df: pd.DataFrame, group_by: str = "range") -> tuple[list[
     body = []
     for r in df.to_dict("records"):
         label = row_label(r)
-        if group_by == "kernel" and r["variant"]:
+        if group_by == "kernel" and r["variant"] and r["kernels"]:
             label += f" [{r['kernels'][0]}]"
+        if r.get("status", "ok") != "ok":  # planned, not measured whole (analyze.STATUSES)
+            label += f" [{r['status']}]"
         body.append([
             label, str(r["n_kernels"]), fmt_time(r["time_ns"]),
             cell("l1_ld_bytes", fmt_bytes(r["l1_ld_bytes"])),
@@ -321,7 +323,8 @@ def per_op_table(df: pd.DataFrame) -> str:
     def cell(level: str, text: str) -> str:
         return "n/a" if level in absent else text
 
-    body = [[r["op"], str(r["calls"]), str(r["n_kernels"]), fmt_time(r["time_ns"]),
+    body = [[r["op"] + (f" [{r['status']}]" if r.get("status", "ok") != "ok" else ""), str(r["calls"]),
+             str(r["n_kernels"]), fmt_time(r["time_ns"]),
              cell("l1_ld_bytes", fmt_bytes(r["l1_ld_bytes"] + r["l1_st_bytes"])),
              cell("l2_rd_bytes", fmt_bytes(r["l2_rd_bytes"] + r["l2_wr_bytes"])),
              cell("dram_rd_bytes", fmt_bytes(r["dram_rd_bytes"] + r["dram_wr_bytes"])),
