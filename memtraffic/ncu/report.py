@@ -183,8 +183,8 @@ def read_rows(path: str | Path) -> tuple[list[dict[str, Any]], list[int], list[d
                 "device": _value(action, DEVICE_NAME) or "",
                 "passes": _number(_value(action, REPLAY_PASSES)),
             }
-            for column, name in LAUNCH_STATS.items():
-                row[column] = _number(_value(action, name))
+            for column, stat in LAUNCH_STATS.items():
+                row[column] = _number(_value(action, stat))
             for alias, metric in METRICS.items():
                 row[alias] = alias_value(action, metric)
             lines = measured_lines(action)
