@@ -97,7 +97,7 @@ def test_a_stack_of_one_and_a_half_waves_is_its_tail(h100_rows):
 
 def test_the_seed_softmax_time_is_its_l1_traffic(h100_rows):
     r = _row(h100_rows, "seed_1048576x2_fp32", "mt|softmax_naive")
-    assert f"L1 moves {1 / r['eff_l1_ld']:.0f}x the minimum" in r["diagnosis"]
+    assert f"L1 loads move {1 / r['eff_l1_ld']:.0f}x their minimum" in r["diagnosis"]
 
 
 def test_launch_statistics_come_from_every_committed_report(h100_rows):

@@ -51,7 +51,7 @@ EXTRA_COLUMNS = ["min_bytes", "eff_dram_rd", "eff_dram_wr", "passes", "report", 
 
 # Any one of these makes a report worth analyzing; time is always needed.
 _TRAFFIC_ALIASES = ["l1_ld_bytes", "l1_st_bytes", "l2_rd_sectors", "l2_wr_sectors", "dram_rd_bytes",
-                    "dram_wr_bytes"]
+                    "dram_wr_bytes", "l1_local_ld_bytes", "l1_local_st_bytes"]
 
 
 def parse_min_bytes(text: str) -> tuple[float, float, float]:
@@ -186,8 +186,8 @@ def _group(kernels: pd.DataFrame, group_by: str) -> pd.DataFrame:
     out["passes"] = grouped["passes"].max()
     # The launch of each range's longest kernel: what a time diagnosis names.
     launch = ["grid_size", "block_size", *LAUNCH_STATS]
-    longest = kernels.loc[grouped["time"].idxmax().dropna(), ["_key", *launch]].set_index("_key")
-    out = out.join(longest.reindex(columns=launch))
+    longest = kernels.reindex(columns=["_key", *launch]).loc[grouped["time"].idxmax().dropna()]
+    out = out.join(longest.set_index("_key"))
     names: dict[str, list[str]] = {}  # each range's kernels in launch order (faster than groupby lists)
     for key, name in zip(kernels["_key"], kernels["kernel"], strict=True):
         names.setdefault(key, []).append(name)
@@ -387,12 +387,10 @@ def diagnose(r: dict[str, Any], bound: str = "", role: str = "", roofs: dict[str
     eff_dram = r.get("eff_dram")
     if _ok(eff_dram) and eff_dram < GOOD:
         notes.append(f"DRAM moves {_times(1 / eff_dram)} the minimum")
-    notes += _below_minimum(r, bypass, bound, wrote_notes=bool(notes),
+    slow = explain_time(r, roofs)  # last, but a row with it has notes: DRAM writes left in L2 are said
+    notes += _below_minimum(r, bypass, bound, wrote_notes=bool(notes or slow),
                             lsu_bypass="TMA" if tma else async_copies)
-    slow = explain_time(r, roofs)
-    if slow:
-        notes.append(slow)
-    return "; ".join(notes)
+    return "; ".join([*notes, slow] if slow else notes)
 
 
 def _below_minimum(r: dict[str, Any], bypass: Sequence[str], bound: str, wrote_notes: bool,

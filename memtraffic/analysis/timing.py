@@ -149,10 +149,11 @@ def _reason(r: Mapping[str, Any], measured: Mapping[str, Any], copy: float, ns: 
         if need * 1e9 >= COMPUTE_NEAR * ns:
             return f"compute-bound: {at}"
         more = f"; {at}{more}"
-    amp = max([1 / e for k in ("eff_l1_ld", "eff_l1_st") if (e := _num(r, k))], default=0.0)
-    if amp >= L1_EXCESS:
-        return (f"the bytes are at the minimum only from L2 on: L1 moves {_times(amp)} the minimum (the "
-                f"notes above), and its requests take the time{more}")
+    amps = {d: 1 / e for d, k in (("loads", "eff_l1_ld"), ("stores", "eff_l1_st")) if (e := _num(r, k))}
+    worst = max(amps, key=amps.__getitem__, default=None)
+    if worst is not None and amps[worst] >= L1_EXCESS:
+        return (f"the bytes are at the minimum only from L2 on: L1 {worst} move {_times(amps[worst])} their "
+                f"minimum, and those requests take the time{more}")
     waves, grid, block = _num(r, "waves"), _num(r, "grid_size"), _num(r, "block_size")
     sms = _num(r, "sm_count")
     if waves is not None and waves < 1 and grid and block:
