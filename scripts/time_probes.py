@@ -20,6 +20,10 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -57,29 +61,50 @@ def launch_floor_s(out: Path) -> float:
     return float(statistics.median(times)) * 1e-9
 
 
-def dram_latency_s() -> float:
+def cycle(n: int, device: str, seed: int = 0) -> torch.Tensor:
+    """int32 next-indices of one random cycle through all n elements."""
+    import torch
+
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed)).to(device)
+    nxt = torch.empty(n, dtype=torch.int32, device=device)
+    nxt[order] = torch.roll(order, -1).to(torch.int32)
+    return nxt
+
+
+def chase(nxt: torch.Tensor, steps: int) -> torch.Tensor:
+    """Follow `steps` links from element 0 in one program, each load waiting for the one before; returns
+    the index reached (a 1-element int64 tensor), which the launch must compute, so nothing is skipped."""
     import torch
     import triton
     import triton.language as tl
 
-    @triton.jit
-    def _chase(next_ptr, out_ptr, steps):
-        i = tl.load(next_ptr).to(tl.int64) * 0  # start at 0, as a run-time value
-        for _ in range(steps):
-            i = tl.load(next_ptr + i).to(tl.int64)  # each load waits for the one before
-        tl.store(out_ptr, i)
+    global _chase_kernel
+    if _chase_kernel is None:
+        @triton.jit
+        def _chase(next_ptr, out_ptr, steps):
+            i = tl.load(next_ptr).to(tl.int64) * 0  # start at 0, as a run-time value
+            for _ in range(steps):
+                i = tl.load(next_ptr + i).to(tl.int64)
+            tl.store(out_ptr, i)
 
-    n = 1 << 25
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    order = torch.randperm(n, device="cuda", generator=gen)
-    nxt = torch.empty(n, dtype=torch.int32, device="cuda")
-    nxt[order] = torch.roll(order, -1).to(torch.int32)  # one cycle through every element
-    out = torch.empty(1, dtype=torch.int64, device="cuda")
+        _chase_kernel = _chase
+    out = torch.empty(1, dtype=torch.int64, device=nxt.device)
+    _chase_kernel[(1,)](nxt, out, steps, num_warps=1)
+    return out
+
+
+_chase_kernel = None
+
+
+def dram_latency_s() -> float:
+    import torch
+
+    nxt = cycle(1 << 25, "cuda")  # 128 MiB: beyond the 50 MB L2
 
     def run(steps: int) -> float:
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        _chase[(1,)](nxt, out, steps, num_warps=1)
+        chase(nxt, steps)
         stop.record()
         torch.cuda.synchronize()
         return start.elapsed_time(stop) * 1e-3

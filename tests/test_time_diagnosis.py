@@ -201,11 +201,7 @@ def test_the_spills_set_is_its_own():
 
 
 def test_probes_merge_into_a_copy_of_the_ceilings(tmp_path):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("time_probes", REPO / "scripts" / "time_probes.py")
-    probes = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(probes)
+    probes = _probes()
     name = "NVIDIA_H100_80GB_HBM3.json"
     shutil.copy(COMMITTED_DIR / name, tmp_path / name)
     made = {"device": DEVICE, "date": "2026-11-25", "launch_s": 2e-6, "dram_latency_s": 7e-7,
@@ -256,3 +252,30 @@ def test_one_warp_spills_and_sixteen_do_not():
         spills[warps] = compiled.n_spills
     print(spills)
     assert spills[1] > 0 and spills[16] == 0
+
+
+def _probes():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("time_probes", REPO / "scripts" / "time_probes.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_latency_probe_follows_its_cycle(device):
+    probes = _probes()
+    nxt = probes.cycle(64, device, seed=3)
+    i = 0
+    for _ in range(100):  # the same walk in Python
+        i = int(nxt[i])
+    assert int(probes.chase(nxt, 100)[0]) == i
+    seen, j = {0}, int(nxt[0])
+    while j != 0:  # one cycle through every element
+        seen.add(j)
+        j = int(nxt[j])
+    assert seen == set(range(64))
+
+
+def test_the_empty_kernel_program_compiles():
+    compile(_probes()._EMPTY_PROGRAM, "<empty>", "exec")
