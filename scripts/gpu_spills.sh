@@ -24,7 +24,7 @@ step() {  # step NAME COMMAND...: run, log to $out/NAME.txt, time it; a failed s
 }
 # 1. The spill and its fix: softmax_naive holds a 16384-float row in registers; one warp gives each thread
 #    512 floats (it spills), 16 warps 32 (it does not). Traffic + spills counters, and per line (--source).
-step spills_run memtraffic measure softmax_naive --shape 2048x16384 --param num_warps=1,2,4,8,16 \
+step spills_run memtraffic measure softmax_naive --shape 2048x16384 --param num_warps=1,4,16 \
   --metrics traffic,spills --source --out "$out/spills_softmax_naive_2048x16384"
 step spills_analyze memtraffic analyze "$out/spills_softmax_naive_2048x16384" --format json
 step spills_lines memtraffic lines "$out/spills_softmax_naive_2048x16384" --top 3

@@ -279,3 +279,15 @@ def test_the_latency_probe_follows_its_cycle(device):
 
 def test_the_empty_kernel_program_compiles():
     compile(_probes()._EMPTY_PROGRAM, "<empty>", "exec")
+
+
+def test_a_flop_floor_short_of_the_time_goes_beside_the_reason():
+    # at 5e13 FLOP/s 3 GFLOP take 60 us of the row's 1 ms: not compute-bound; the grid is the reason
+    r = _slow_row(time_ns=1e6, model_flops=3e9, waves=0.5, grid_size=66.0, block_size=128.0)
+    note = explain_time(r, {**ROOFS, "dram_latency_s": 1e-6})
+    reason = note.split("): ", 1)[1]
+    assert reason.startswith("the grid fills 0.5 of one wave")
+    parts = reason.split("; ")
+    assert parts[1].startswith("the minimum's 3 GFLOP take 60.0 us") and parts[1].endswith("6% of the time")
+    assert parts[2].startswith("the copy roof needs")
+    assert len(parts) == len(set(parts)) == 3

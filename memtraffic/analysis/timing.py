@@ -8,8 +8,8 @@ times or more the time a copy of its minimum takes at the device's measured copy
 2. launch: the time is within LAUNCH_NEAR of an empty kernel's (the ceilings' measured `launch_s`);
 3. compute: the minimum's FLOPs at the measured FLOP roof of the row's dtype take COMPUTE_NEAR of the
    time or more (a FLOP floor above the copy's but further from the time is said beside a later reason);
-3b. L1: L1 moves L1_EXCESS times the minimum or more (caches absorbed it before DRAM; the time pays);
 4. grid: fewer blocks than one wave fills (ncu's launch__waves_per_multiprocessor < 1);
+4b. L1: L1 moves L1_EXCESS times the minimum or more (caches absorbed it before DRAM; the time pays);
 5. occupancy: a theoretical occupancy under LOW_OCCUPANCY (and what limits it), or an achieved one
    (`spills` set) well under the theoretical;
 6. tail: between one and TAIL_WAVES waves with a last wave at most half full;
@@ -135,6 +135,7 @@ def _reason(r: Mapping[str, Any], measured: Mapping[str, Any], copy: float, ns: 
         regs = _num(r, "registers")
         at = f" at {regs:.0f} registers a thread" if regs else ""
         return f"spills{at}: {fmt_bytes(spilled)} of local memory ({_times(spilled / minimum)} the minimum)"
+    compute = ""  # a FLOP floor above the copy's, said beside the reason found
     floor, kernels = _num(measured, "launch_s"), _num(r, "n_kernels") or 1.0
     if floor and ns * 1e-9 <= LAUNCH_NEAR * floor * kernels:
         each = f" each of {kernels:.0f} kernels" if kernels > 1 else ""
@@ -148,18 +149,19 @@ def _reason(r: Mapping[str, Any], measured: Mapping[str, Any], copy: float, ns: 
               f"{ROOFS[roof_key][0]} roof ({fmt_rate(roof, 'FLOP/s')}), {need * 1e9 / ns:.0%} of the time")
         if need * 1e9 >= COMPUTE_NEAR * ns:
             return f"compute-bound: {at}"
+        compute = at
         more = f"; {at}{more}"
-    amps = {d: 1 / e for d, k in (("loads", "eff_l1_ld"), ("stores", "eff_l1_st")) if (e := _num(r, k))}
-    worst = max(amps, key=amps.__getitem__, default=None)
-    if worst is not None and amps[worst] >= L1_EXCESS:
-        return (f"the bytes are at the minimum only from L2 on: L1 {worst} move {_times(amps[worst])} their "
-                f"minimum, and those requests take the time{more}")
     waves, grid, block = _num(r, "waves"), _num(r, "grid_size"), _num(r, "block_size")
     sms = _num(r, "sm_count")
     if waves is not None and waves < 1 and grid and block:
         on = f" on {sms:.0f} SMs" if sms else ""
         return (f"the grid fills {waves:.2g} of one wave ({grid:.0f} blocks of {block:.0f} threads{on}): too "
-                f"few threads to keep the bytes in flight{more}")
+                f"few threads to fill the GPU{more}")
+    amps = {d: 1 / e for d, k in (("loads", "eff_l1_ld"), ("stores", "eff_l1_st")) if (e := _num(r, k))}
+    worst = max(amps, key=amps.__getitem__, default=None)
+    if worst is not None and amps[worst] >= L1_EXCESS:
+        return (f"the bytes are at the minimum only from L2 on: L1 {worst} move {_times(amps[worst])} their "
+                f"minimum, and those requests take the time{more}")
     occ, achieved = _num(r, "occupancy_pct"), _num(r, "warps_active_pct")
     if occ is not None and occ < LOW_OCCUPANCY:
         limit = _limiter(r)
@@ -170,6 +172,6 @@ def _reason(r: Mapping[str, Any], measured: Mapping[str, Any], copy: float, ns: 
         return (f"tail: {waves:.2f} waves, the last one {waves % 1:.0%} full (the GPU idles while it runs)"
                 f"{more}")
     if flight:
-        return flight + more
+        return flight + (f"; {compute}" if compute else "")
     return ("not launch, FLOPs, grid, occupancy or tail: measure with --metrics traffic,spills for spills "
             "and achieved occupancy")
