@@ -8,7 +8,7 @@ times or more the time a copy of its minimum takes at the device's measured copy
 2. launch: the time is within LAUNCH_NEAR of an empty kernel's (the ceilings' measured `launch_s`);
 3. compute: the minimum's FLOPs at the measured FLOP roof of the row's dtype take COMPUTE_NEAR of the
    time or more (a FLOP floor above the copy's but further from the time is said beside a later reason);
-4. grid: fewer blocks than one wave fills (ncu's launch__waves_per_multiprocessor < 1);
+4. grid: fewer blocks than GRID_SHORT of a wave (ncu's launch__waves_per_multiprocessor);
 4b. L1: L1 moves L1_EXCESS times the minimum or more (caches absorbed it before DRAM; the time pays);
 5. occupancy: a theoretical occupancy under LOW_OCCUPANCY (and what limits it), or an achieved one
    (`spills` set) well under the theoretical;
@@ -34,6 +34,7 @@ from memtraffic.core.units import fmt_bytes, fmt_rate, fmt_time
 AT_MINIMUM = 0.95  # DRAM read efficiency from which bytes are "at the minimum"
 SLOW = 3.0  # time, in copies of the minimum, from which time is worth explaining
 LAUNCH_NEAR = 2.0  # a time within this factor of an empty kernel's is launch-bound
+GRID_SHORT = 0.8  # waves below this: the grid leaves SMs (or their warp slots) empty
 LOW_OCCUPANCY = 50.0  # theoretical occupancy (% of the SM's warps) below which it is named
 ACHIEVED_SHORT = 0.6  # achieved occupancy below this fraction of the theoretical is named
 COMPUTE_NEAR = 0.5  # FLOPs at the roof taking this share of the time or more: compute-bound
@@ -153,7 +154,7 @@ def _reason(r: Mapping[str, Any], measured: Mapping[str, Any], copy: float, ns: 
         more = f"; {at}{more}"
     waves, grid, block = _num(r, "waves"), _num(r, "grid_size"), _num(r, "block_size")
     sms = _num(r, "sm_count")
-    if waves is not None and waves < 1 and grid and block:
+    if waves is not None and waves < GRID_SHORT and grid and block:
         on = f" on {sms:.0f} SMs" if sms else ""
         return (f"the grid fills {waves:.2g} of one wave ({grid:.0f} blocks of {block:.0f} threads{on}): too "
                 f"few threads to fill the GPU{more}")
