@@ -44,5 +44,5 @@ step rerun_suite memtraffic measure softmax_naive softmax_online softmax_3pass s
 step rerun_matmul_softmax memtraffic measure matmul_softmax_fused matmul_softmax_unfused \
   --shape 4096x1024x1024 --dtype fp32 --dtype bf16 --metrics traffic,spills --out "$out/rerun_matmul_softmax"
 # 5. The gpu-marked tests of this issue.
-step gpu_tests python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_time_diagnosis.py
+step gpu_tests python3 -m pytest -q -s -m gpu -p no:cacheprovider tests/test_softmax_kernels.py -k spill
 echo done | tee "$out/DONE_SPILLS"

@@ -1,6 +1,6 @@
-"""Spills and time beside the bytes (issue 35): memtraffic.analysis.timing, the spill columns of analyze,
-local memory per line, the `spills` metric set, and the spilling teaching example (softmax_naive with one
-warp on 16384-float rows)."""
+"""Spills and time beside the bytes (issue 35): memtraffic.analysis.timing on the committed H100 runs and
+on made-up rows, the spill columns of analyze, local memory per line, the `spills` metric set, and
+scripts/time_probes.py. The spilling kernel itself is tested in test_softmax_kernels.py."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -213,45 +212,6 @@ def test_probes_merge_into_a_copy_of_the_ceilings(tmp_path):
     assert entry["method"]["launch_s"].endswith("(2026-11-25)")
     before = json.loads((COMMITTED_DIR / name).read_text())
     assert all(entry["measured"][k] == v for k, v in before["measured"].items())
-
-
-# --- the teaching example: softmax_naive, one warp on 16384-float rows ------------------------------------
-
-
-def test_the_spilling_config_and_its_fix_have_one_global_model():
-    from memtraffic.kernels import VARIANTS
-
-    v = VARIANTS["softmax_naive"]
-    spill, fixed = (v.predicted((2048, 16384), torch.float32, {"num_warps": w}) for w in (1, 16))
-    assert spill == fixed  # spills are not in the model: only the local-memory counters see them
-    assert spill.read == spill.write == 2048 * 16384 * 4
-
-
-@pytest.mark.parametrize("num_warps", [1, 16])
-def test_one_warp_on_a_16384_row_is_correct(device, num_warps):
-    from memtraffic.kernels import VARIANTS
-
-    x = torch.randn(2, 16384, generator=torch.Generator().manual_seed(0)).to(device)
-    y = VARIANTS["softmax_naive"].run(x, num_warps=num_warps)
-    ref = torch.softmax(x.double().cpu(), dim=-1)
-    assert torch.allclose(y.double().cpu(), ref, rtol=1e-5, atol=1e-9)
-
-
-@pytest.mark.gpu
-def test_one_warp_spills_and_sixteen_do_not():
-    # Triton's own count of what ptxas spilled, for the kernel measured in reports/h100/spills_*
-    from memtraffic.kernels.softmax_rows import naive_launch
-
-    x = torch.randn(4, 16384, device="cuda")
-    spills = {}
-    for warps in (1, 16):
-        launch = naive_launch(tuple(x.shape), warps)
-        compiled = launch.kernel[(launch.grid,)](torch.empty_like(x), x, **launch.scalars,
-                                                 **launch.constexprs, num_warps=warps)
-        compiled._init_handles()
-        spills[warps] = compiled.n_spills
-    print(spills)
-    assert spills[1] > 0 and spills[16] == 0
 
 
 def _probes():
