@@ -204,12 +204,12 @@ def test_probes_merge_into_a_copy_of_the_ceilings(tmp_path):
     name = "NVIDIA_H100_80GB_HBM3.json"
     shutil.copy(COMMITTED_DIR / name, tmp_path / name)
     made = {"device": DEVICE, "date": "2026-11-25", "launch_s": 2e-6, "dram_latency_s": 7e-7,
-            "method": probes.METHOD}
+            "method": {"launch_s": "a", "dram_latency_s": "b"}}
     (tmp_path / "p.json").write_text(json.dumps(made))
     out = probes.merge(tmp_path / "p.json", tmp_path / name)
     entry = json.loads(out.read_text())
     assert entry["measured"]["launch_s"] == 2e-6 and entry["measured"]["dram_latency_s"] == 7e-7
-    assert entry["method"]["launch_s"].endswith("(2026-11-25)")
+    assert entry["method"]["launch_s"] == "a (2026-11-25)"
     before = json.loads((COMMITTED_DIR / name).read_text())
     assert all(entry["measured"][k] == v for k, v in before["measured"].items())
 
@@ -224,12 +224,13 @@ def _probes():
 
 
 def test_the_latency_probe_follows_its_cycle(device):
-    probes = _probes()
-    nxt = probes.cycle(64, device, seed=3)
+    from memtraffic.measure.ceilings import chase, pointer_cycle
+
+    nxt = pointer_cycle(64, device, seed=3)
     i = 0
     for _ in range(100):  # the same walk in Python
         i = int(nxt[i])
-    assert int(probes.chase(nxt, 100)[0]) == i
+    assert int(chase(nxt, 100)[0]) == i
     seen, j = {0}, int(nxt[0])
     while j != 0:  # one cycle through every element
         seen.add(j)
@@ -237,17 +238,12 @@ def test_the_latency_probe_follows_its_cycle(device):
     assert seen == set(range(64))
 
 
-def test_the_empty_kernel_program_compiles():
-    compile(_probes()._EMPTY_PROGRAM, "<empty>", "exec")
+def test_the_launch_probe_command_is_exact(tmp_path):
+    from memtraffic.measure.ceilings import LAUNCH_PROBES, ncu_launch_command
 
-
-def test_a_flop_floor_short_of_the_time_goes_beside_the_reason():
-    # at 5e13 FLOP/s 3 GFLOP take 60 us of the row's 1 ms: not compute-bound; the grid is the reason
-    r = _slow_row(time_ns=1e6, model_flops=3e9, waves=0.5, grid_size=66.0, block_size=128.0)
-    note = explain_time(r, {**ROOFS, "dram_latency_s": 1e-6})
-    reason = note.split("): ", 1)[1]
-    assert reason.startswith("the grid fills 0.5 of one wave")
-    parts = reason.split("; ")
-    assert parts[1].startswith("the minimum's 3 GFLOP take 60.0 us") and parts[1].endswith("6% of the time")
-    assert parts[2].startswith("the copy roof needs")
-    assert len(parts) == len(set(parts)) == 3
+    argv = ncu_launch_command("/opt/ncu", tmp_path / "launch", python="/usr/bin/python3")
+    assert argv[:-1] == ["/opt/ncu", "--metrics", "gpu__time_duration.sum", "--nvtx", "--cache-control",
+                         "all", "--clock-control", "none", "--import-sass", "no", "--target-processes",
+                         "application-only", "--launch-skip", "1", "--launch-count", str(LAUNCH_PROBES),
+                         "--export", str(tmp_path / "launch"), "/usr/bin/python3", "-c"]
+    compile(argv[-1], "<launch probe>", "exec")

@@ -91,7 +91,13 @@ def ceilings_table(entry: Mapping[str, Any]) -> str:
                      f"{100 * r['fraction']:.0f}%" if r["fraction"] else "-"])
     head = f"{entry['device']}" + (f", measured {entry['date']}" if entry.get("date") else "")
     text = head + "\n" + text_table(["roof", "measured", "ncu theoretical", "measured/theoretical"], body)
-    methods = [f"  {ROOFS[k][0]}: {v}" for k, v in entry.get("method", {}).items() if k in ROOFS]
+    # Not roofs, but what analyze's time notes use beside them (memtraffic.analysis.timing).
+    latencies = {"launch_s": "launch floor", "dram_latency_s": "DRAM latency"}
+    measured = entry.get("measured", {})
+    text += "".join(f"\n{label}: {fmt_time(measured[k] * 1e9)}" for k, label in latencies.items()
+                    if measured.get(k))
+    methods = [f"  {ROOFS[k][0] if k in ROOFS else latencies[k]}: {v}"
+               for k, v in entry.get("method", {}).items() if k in ROOFS or k in latencies]
     if methods:
         text += "\n\nhow measured:\n" + "\n".join(methods)
     if entry.get("ncu_note"):
