@@ -16,6 +16,7 @@ from memtraffic.analysis.analyze import analyze_path, diagnose
 from memtraffic.analysis.lines import judge
 from memtraffic.analysis.timing import AT_MINIMUM, SLOW, explain_time, slow_at_minimum
 from memtraffic.core.roofs import COMMITTED_DIR, find_ceilings
+from memtraffic.core.units import fmt_bytes
 from memtraffic.ncu.metrics import METRIC_SETS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -135,7 +136,7 @@ def test_occupancy_names_what_limits_it():
     r = _slow_row(occupancy_pct=25.0, registers=128.0, limit_registers=2.0, limit_shared_mem=8.0,
                   limit_blocks=32.0, limit_warps=8.0)
     assert explain_time(r, ROOFS).endswith(
-        "theoretical occupancy 25% (limited by registers, 128 a thread: 2 blocks an SM)")
+        "theoretical occupancy 25% (limited by registers (128 a thread): 2 blocks an SM)")
 
 
 def test_achieved_occupancy_short_of_theoretical():
@@ -247,3 +248,86 @@ def test_the_launch_probe_command_is_exact(tmp_path):
                          "application-only", "--launch-skip", "1", "--launch-count", str(LAUNCH_PROBES),
                          "--export", str(tmp_path / "launch"), "/usr/bin/python3", "-c"]
     compile(argv[-1], "<launch probe>", "exec")
+
+
+# --- the committed GPU runs of issue 35 (scripts/gpu_spills.sh, H100, 2026-11-25) -------------------------
+
+SPILLS = H100 / "spills_softmax_naive_2048x16384"
+PASSES = H100 / "spills_passes"
+
+
+@pytest.fixture(scope="module")
+def spills() -> dict[int, dict]:
+    """num_warps -> the analyzed row of softmax_naive 2048x16384 fp32 (1: spills; 4, 16: its fixes)."""
+    return {int(r["range"].rsplit("=", 1)[1]): r for r in analyze_path(SPILLS).to_dict("records")}
+
+
+def test_one_warp_spills_and_the_diagnosis_names_it_with_its_registers(spills):
+    r = spills[1]
+    local = r["local_ld_bytes"] + r["local_st_bytes"]
+    assert r["local_ld_bytes"] > 0 and r["local_st_bytes"] > 0
+    assert r["diagnosis"].startswith(f"spills at {r['registers']:.0f} registers a thread: {fmt_bytes(local)} "
+                                     "of local memory through L1")
+    # counted as excess at L1: the minimum over global + local bytes
+    assert r["eff_l1_ld"] == pytest.approx(r["min_read_bytes"] / (r["l1_ld_bytes"] + r["local_ld_bytes"]))
+    assert r["eff_l1_st"] == pytest.approx(r["min_write_bytes"] / (r["l1_st_bytes"] + r["local_st_bytes"]))
+
+
+def test_its_fixes_spill_nothing_and_run_faster(spills):
+    for warps in (4, 16):
+        fixed = spills[warps]
+        assert fixed["local_ld_bytes"] == fixed["local_st_bytes"] == 0
+        assert "spill" not in fixed["diagnosis"]
+        assert fixed["eff_l1_ld"] == pytest.approx(1.0, abs=0.01) and fixed["time_ns"] < spills[1]["time_ns"]
+    # the global bytes are the same: only the local-memory counters tell the spill apart
+    assert spills[1]["l1_ld_bytes"] == spills[16]["l1_ld_bytes"]
+
+
+def test_in_the_table_a_local_column_sits_beside_the_global_l1_bytes():
+    from memtraffic.views.tables import results_table_rows
+
+    headers, body = results_table_rows(analyze_path(SPILLS))
+    assert headers[3:6] == ["L1 ld", "L1 st", "L1 local ld+st"]
+    assert [row[5] for row in body][1:] == ["0 B", "0 B"] and body[0][5] != "0 B"
+
+
+def test_per_line_local_bytes_add_up_to_the_kernels(spills):
+    from memtraffic.analysis.lines import read_lines
+
+    rows = read_lines(SPILLS)
+    for r in spills.values():
+        mine = [x for x in rows if x["range"] == r["range"]]
+        assert sum(x["local_bytes"] for x in mine) == r["local_ld_bytes"] + r["local_st_bytes"]
+    spilling = [x for x in rows if x["local_bytes"]]
+    assert spilling and all(x["verdict"].startswith("spill: ") for x in spilling)
+    assert "(spill, " in spills[1]["diagnosis"]  # the worst line named in analyze's diagnosis
+
+
+def test_the_spills_set_costs_passes_of_its_own():
+    passes = {p.name: json.loads((p / "run.json").read_text())["passes"]
+              for p in PASSES.iterdir() if (p / "run.json").is_file()}
+    assert set(passes) == {"traffic", "spills", "traffic_spills", "bytes", "bytes_spills"}
+    # beside the default set, and beside the one-pass set, it adds passes: so it is a set of its own
+    assert passes["traffic_spills"] > passes["traffic"] and passes["bytes_spills"] > passes["bytes"]
+    assert not set(METRIC_SETS["spills"][1:]) & (set(METRIC_SETS["traffic"]) | set(METRIC_SETS["bytes"]))
+    # each report's kernels carry the passes their run.json states
+    for name, n in passes.items():
+        kernels = analyze_path(PASSES / name)
+        assert (kernels["passes"] == n).all()
+
+
+def test_reruns_with_the_spills_set_carry_achieved_occupancy():
+    # a range's achieved occupancy is its longest kernel's, as its theoretical one
+    for run in ("spills_suite_1048576x2_fp32", "spills_matmul_softmax_4096x1024x1024"):
+        rows = analyze_path(H100 / run).to_dict("records")
+        assert rows and all(0 < r["warps_active_pct"] <= r["occupancy_pct"] + 1 for r in rows)
+        assert all(r["local_ld_bytes"] == 0 for r in rows)
+
+
+def test_a_tie_of_limits_names_every_limiter(spills):
+    from memtraffic.analysis.timing import _limiter
+
+    r = spills[1]  # one warp a block at 64 registers: registers, blocks and shared memory all allow 32
+    shared = fmt_bytes(r["shared_mem_per_block"])
+    assert _limiter(r) == (f"limited by registers (64 a thread), shared memory ({shared} a block) and blocks "
+                           "per SM: 32 blocks an SM")

@@ -184,10 +184,10 @@ def _group(kernels: pd.DataFrame, group_by: str) -> pd.DataFrame:
     first = grouped[["run", "range", "device", "report"]].first()
     out = first.join(summed.join(averaged)[aliases])
     out["passes"] = grouped["passes"].max()
-    # The launch of each range's longest kernel: what a time diagnosis names.
-    launch = ["grid_size", "block_size", *LAUNCH_STATS]
+    # The launch of each range's longest kernel, and its achieved occupancy: what a time diagnosis names.
+    launch = ["grid_size", "block_size", *LAUNCH_STATS, "warps_active_pct"]
     longest = kernels.reindex(columns=["_key", *launch]).loc[grouped["time"].idxmax().dropna()]
-    out = out.join(longest.set_index("_key"))
+    out = out.drop(columns=[c for c in launch if c in out]).join(longest.set_index("_key"))
     names: dict[str, list[str]] = {}  # each range's kernels in launch order (faster than groupby lists)
     for key, name in zip(kernels["_key"], kernels["kernel"], strict=True):
         names.setdefault(key, []).append(name)

@@ -80,17 +80,22 @@ def local_bytes(r: Mapping[str, Any]) -> float:
 
 
 def _limiter(r: Mapping[str, Any]) -> str:
-    """'registers (40 a thread)': the resource that allows the fewest blocks per SM."""
+    """'limited by registers (40 a thread): 2 blocks an SM': the resources that allow the fewest blocks per
+    SM (all of them when several tie)."""
     limits = {k: v for k in LIMITS if (v := _num(r, k)) is not None}
     if not limits:
         return ""
-    key = min(limits, key=limits.__getitem__)
-    what = LIMITS[key]
-    if key == "limit_registers" and _num(r, "registers"):
-        what += f", {_num(r, 'registers'):.0f} a thread"
-    elif key == "limit_shared_mem" and _num(r, "shared_mem_per_block"):
-        what += f", {fmt_bytes(_num(r, 'shared_mem_per_block'))} a block"
-    return f"limited by {what}: {limits[key]:.0f} blocks an SM"
+    fewest = min(limits.values())
+    names = []
+    for key in (k for k in limits if limits[k] == fewest):
+        what = LIMITS[key]
+        if key == "limit_registers" and _num(r, "registers"):
+            what += f" ({_num(r, 'registers'):.0f} a thread)"
+        elif key == "limit_shared_mem" and _num(r, "shared_mem_per_block"):
+            what += f" ({fmt_bytes(_num(r, 'shared_mem_per_block'))} a block)"
+        names.append(what)
+    listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+    return f"limited by {listed}: {fewest:.0f} blocks an SM"
 
 
 def _resident_threads(r: Mapping[str, Any]) -> float | None:

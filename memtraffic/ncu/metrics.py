@@ -153,8 +153,9 @@ METRIC_SETS: dict[str, list[str]] = {
     # the first (reports/h200x2/pair_probe: one metric, one pass, no slowdown).
     "bytes": ["time", "l1_ld_bytes", "l1_st_bytes", "l2_rd_sectors", "l2_wr_sectors", "dram_rd_bytes",
               "dram_wr_bytes"],
-    # Why time sits above a copy of the minimum when bytes do not: spills and achieved occupancy. Its own
-    # set until reports/h100/spills_passes shows what it adds to 'traffic' (tests/test_time_diagnosis.py).
+    # Why time sits above a copy of the minimum when bytes do not: spills and achieved occupancy. A set of
+    # its own: beside 'traffic' or 'bytes' it costs replay passes of its own (H100, ncu 2025.3.1,
+    # 2026-11-25: reports/h100/spills_passes, run.json 'passes'; tests/test_time_diagnosis.py reads them).
     "spills": ["time", "l1_local_ld_bytes", "l1_local_st_bytes", "warps_active_pct"],
     "flops": [
         "time", "fadd", "fmul", "ffma", "hadd", "hmul", "hfma", "tc_ops_fp16", "tc_ops_bf16", "tc_ops_tf32",
