@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from memtraffic.analysis.timing import copy_seconds, explain_time, local_bytes
 from memtraffic.core.arch import chip_for_gpu
 from memtraffic.core.errors import ReportError, UsageError
 from memtraffic.core.files import dump, plain_records, read_json, write_json
@@ -279,8 +280,6 @@ def _measured_roofs(devices: pd.Series) -> dict[str, dict[str, Any]]:
 
 def _time_vs_copy(r: dict[str, Any], measured: dict[str, Any] | None) -> float:
     """The row's time over a copy of its minimum at the measured copy roof (NaN when either is unknown)."""
-    from memtraffic.analysis.timing import copy_seconds
-
     copy = copy_seconds(r, measured or {})
     return r["time_ns"] * 1e-9 / copy if copy and _ok(r.get("time_ns")) else math.nan
 
@@ -323,8 +322,6 @@ def diagnose(r: dict[str, Any], bound: str = "", role: str = "", roofs: dict[str
     reads are at it ('' otherwise). `bound`: why the row's minimum is only an upper bound, if it is;
     `role`: the row's place among its range's kernels; `roofs`: the device's measured roofs (the time
     note needs them: memtraffic.analysis.timing)."""
-    from memtraffic.analysis.timing import explain_time, local_bytes
-
     notes: list[str] = [role] if role else []
     spilled = local_bytes(r)
     if spilled > 0:  # local memory: excess at L1, and at L2/DRAM for what misses L1
