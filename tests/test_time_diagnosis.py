@@ -128,8 +128,11 @@ def test_spills_come_first_with_registers():
 def test_launch_bound_needs_the_measured_floor():
     r = _slow_row(time_ns=3_000.0, min_bytes=3e5)
     assert "launch-bound" not in explain_time(r, ROOFS)
-    assert "launch-bound: 3.0 us is within 2x of an empty kernel's 2.0 us" in explain_time(
+    assert "launch-bound: 3.0 us, within 2x of an empty kernel's 2.0 us (measured" in explain_time(
         r, {**ROOFS, "launch_s": 2e-6})
+    two = {**r, "n_kernels": 2, "time_ns": 6_000.0}
+    assert "launch-bound: 6.0 us over 2 kernels, within 2x of an empty kernel's 2.0 us each" in explain_time(
+        two, {**ROOFS, "launch_s": 2e-6})
 
 
 def test_occupancy_names_what_limits_it():

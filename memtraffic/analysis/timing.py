@@ -144,8 +144,9 @@ def _reason(r: Mapping[str, Any], measured: Mapping[str, Any], copy: float, ns: 
     compute = ""  # a FLOP floor above the copy's, said beside the reason found
     floor, kernels = _num(measured, "launch_s"), _num(r, "n_kernels") or 1.0
     if floor and ns * 1e-9 <= LAUNCH_NEAR * floor * kernels:
-        each = f" each of {kernels:.0f} kernels" if kernels > 1 else ""
-        return (f"launch-bound: {fmt_time(ns)} is within {LAUNCH_NEAR:g}x of an empty kernel's "
+        over = f" over {kernels:.0f} kernels" if kernels > 1 else ""
+        each = " each" if kernels > 1 else ""
+        return (f"launch-bound: {fmt_time(ns)}{over}, within {LAUNCH_NEAR:g}x of an empty kernel's "
                 f"{fmt_time(floor * 1e9)}{each} (measured under ncu): too small to reach the roof")
     flops, roof_key = _num(r, "model_flops"), FLOP_ROOF.get(str(r.get("dtype") or ""))
     roof = _num(measured, roof_key) if roof_key else None
