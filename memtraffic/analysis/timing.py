@@ -5,15 +5,15 @@ times or more the time a copy of its minimum takes at the device's measured copy
 `dram_Bps`, read + write). The note names the first reason the numbers show, in this order:
 
 1. spills: local-memory bytes (the `spills` metric set), which are traffic beside the global bytes;
-2. launch: the time is within LAUNCH_NEAR of an empty kernel's (the ceilings' measured `launch_s`);
+2. launch: the time is within LAUNCH_NEAR of a kernel's with nothing to do (the ceilings' `launch_s`);
 3. compute: the minimum's FLOPs at the measured FLOP roof of the row's dtype take COMPUTE_NEAR of the
    time or more (a FLOP floor above the copy's but further from the time is said beside a later reason);
 4. grid: fewer blocks than GRID_SHORT of a wave (ncu's launch__waves_per_multiprocessor);
-4b. L1: L1 moves L1_EXCESS times the minimum or more (caches absorbed it before DRAM; the time pays);
-5. occupancy: a theoretical occupancy under LOW_OCCUPANCY (and what limits it), or an achieved one
+5. L1: L1 moves L1_EXCESS times the minimum or more (caches absorbed it before DRAM; the time pays);
+6. occupancy: a theoretical occupancy under LOW_OCCUPANCY (and what limits it), or an achieved one
    (`spills` set) well under the theoretical;
-6. tail: between one and TAIL_WAVES waves with a last wave at most half full;
-7. bytes in flight (Little's law): the copy roof needs roof x DRAM latency (the ceilings' measured
+7. tail: between one and TAIL_WAVES waves with a last wave at most half full;
+8. bytes in flight (Little's law): the copy roof needs roof x DRAM latency (the ceilings' measured
    `dram_latency_s`) bytes in flight; divided over the threads the launch keeps resident, that is what
    each thread must have outstanding.
 The grid, occupancy and tail reasons also give the bytes in flight each resident thread needs, when the
@@ -33,7 +33,7 @@ from memtraffic.core.units import fmt_bytes, fmt_rate, fmt_time
 
 AT_MINIMUM = 0.95  # DRAM read efficiency from which bytes are "at the minimum"
 SLOW = 3.0  # time, in copies of the minimum, from which time is worth explaining
-LAUNCH_NEAR = 2.0  # a time within this factor of an empty kernel's is launch-bound
+LAUNCH_NEAR = 2.0  # a time within this factor of a do-nothing kernel's is launch-bound
 GRID_SHORT = 0.8  # waves below this: the grid leaves SMs (or their warp slots) empty
 LOW_OCCUPANCY = 50.0  # theoretical occupancy (% of the SM's warps) below which it is named
 ACHIEVED_SHORT = 0.6  # achieved occupancy below this fraction of the theoretical is named
