@@ -192,7 +192,7 @@ def measure(
     metrics: Annotated[
         str,
         typer.Option(
-            help="Comma-separated metric sets (traffic, bytes, flops, peaks, roofline), aliases from "
+            help="Comma-separated metric sets (traffic, bytes, spills, flops, peaks, roofline), aliases from "
             "memtraffic/metrics.py, or raw ncu names; checked against this GPU's "
             "'ncu --query-metrics'. The kernel time is always collected. 'bytes' (L1, L2 and DRAM "
             "bytes only, no request counters) takes ncu one replay pass per kernel where 'traffic' "
@@ -342,8 +342,9 @@ def profile(
                            "per-op summary and the worst calls (results.csv always holds every call).")
     ] = False,
     metrics: Annotated[
-        str, typer.Option(help="Metric sets (traffic, bytes, flops, peaks, roofline), aliases or raw ncu "
-                          "names; bytes (no request counters) costs one replay pass per kernel, traffic six.")
+        str, typer.Option(help="Metric sets (traffic, bytes, spills, flops, peaks, roofline), aliases or "
+                          "raw ncu names; bytes (no request counters) costs one replay pass per kernel, "
+                          "traffic six.")
     ] = "traffic",
     source: Annotated[
         bool, typer.Option("--source", help="Also per-line counters and the embedded source, for "
@@ -787,8 +788,8 @@ def metrics(
     chip: Annotated[str | None, typer.Option(help="A chip of `ncu --list-chips` (ga102, gh100, ...); "
                                              "default: this machine's GPU, asked through ncu.")] = None,
     all_chips: Annotated[bool, typer.Option("--all-chips", help="Every chip ncu 2025.3.1 knows.")] = False,
-    set_name: Annotated[str | None, typer.Option("--set", help="One metric set (traffic, bytes, flops, "
-                                                 "peaks, roofline); default: all.")] = None,
+    set_name: Annotated[str | None, typer.Option("--set", help="One metric set (traffic, bytes, spills, "
+                                                 "flops, peaks, roofline); default: all.")] = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="table (for people) or json.")] = "table",
 ) -> None:
     """What each metric set measures on a GPU, with which ncu names, and what it cannot count there.

@@ -64,7 +64,7 @@ def results() -> pd.DataFrame:
              (65536, 8192), (32768, 8192), (16384, 8192), (16384, 8192), 2 * 64**3, (65536, 8192)),
     ]
     df = pd.DataFrame(rows)
-    return df[COLUMNS + EXTRA_COLUMNS]
+    return df.reindex(columns=COLUMNS + EXTRA_COLUMNS)  # columns no row here sets are NaN
 
 
 def write_run(folder: Path, df: pd.DataFrame | None = None, run_json: dict | None = None) -> Path:

@@ -270,7 +270,7 @@ def test_metrics_json_of_every_chip():
 @pytest.mark.parametrize(("args", "message"), [
     (["--chip", "gx999"], "error: unknown chip 'gx999': use one of " + ", ".join(ALL_CHIPS)),
     (["--chip", "ga102", "--set", "nope"],
-     "error: unknown metric set 'nope': use one of traffic, bytes, flops, peaks, roofline"),
+     "error: unknown metric set 'nope': use one of traffic, bytes, spills, flops, peaks, roofline"),
     (["--chip", "ga102", "--all-chips"], "error: give --chip CHIP or --all-chips, not both"),
 ])
 def test_metrics_bad_input_is_one_line_and_exit_2(args, message):

@@ -941,3 +941,36 @@ def test_gpu_split_refuses_a_grid_that_cannot_be_resident():
     x = torch.randn(4096, 65536, device="cuda")
     with pytest.raises(ValueError, match="fit on the GPU at once"):
         VARIANTS["softmax_split"].run(x, BLOCK_N=32768, num_warps=32, programs=100 * 132)
+
+
+# --- issue 35's spill example: softmax_naive, one warp on 16384-float rows (512 floats a thread) ---------
+
+
+def test_the_spilling_config_and_its_fix_have_one_global_model():
+    v = VARIANTS["softmax_naive"]
+    spill, fixed = (v.predicted((2048, 16384), torch.float32, {"num_warps": w}) for w in (1, 16))
+    assert spill == fixed  # spills are not in the model: only the local-memory counters see them
+    assert spill.read == spill.write == 2048 * 16384 * 4
+
+
+@pytest.mark.parametrize("num_warps", [1, 16])
+def test_one_warp_on_a_16384_row_is_correct(device, num_warps):
+    x = torch.randn(2, 16384, generator=torch.Generator().manual_seed(0)).to(device)
+    y = VARIANTS["softmax_naive"].run(x, num_warps=num_warps)
+    ref = torch.softmax(x.double().cpu(), dim=-1)
+    assert torch.allclose(y.double().cpu(), ref, rtol=1e-5, atol=1e-9)
+
+
+@pytest.mark.gpu
+def test_one_warp_spills_and_sixteen_do_not():
+    # Triton's own count of what ptxas spilled, for the kernel measured in reports/h100/spills_*
+    x = torch.randn(4, 16384, device="cuda")
+    spills = {}
+    for warps in (1, 16):
+        launch = rows.naive_launch(tuple(x.shape), warps)
+        compiled = launch.kernel[(launch.grid,)](torch.empty_like(x), x, **launch.scalars,
+                                                 **launch.constexprs, num_warps=warps)
+        compiled._init_handles()
+        spills[warps] = compiled.n_spills
+    print(spills)
+    assert spills[1] > 0 and spills[16] == 0

@@ -20,12 +20,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from memtraffic.analysis.timing import copy_seconds, explain_time, local_bytes
 from memtraffic.core.arch import chip_for_gpu
 from memtraffic.core.errors import ReportError, UsageError, warn
 from memtraffic.core.files import dump, plain_records, read_json, write_bytes_atomic, write_json
 from memtraffic.core.ops import format_shape
-from memtraffic.core.units import ABOVE, compile_regex, fmt_rate, parse_size
-from memtraffic.ncu.metrics import METRICS
+from memtraffic.core.roofs import find_ceilings
+from memtraffic.core.units import ABOVE, compile_regex, fmt_bytes, fmt_rate, parse_size
+from memtraffic.ncu.metrics import LAUNCH_STATS, METRICS
 from memtraffic.ncu.report import ADDITIVE_UNITS, EmptyReportError
 from memtraffic.ncu.run import Run, kernel_table, load_run
 
@@ -41,16 +43,19 @@ COLUMNS = [
     "sector_eff_ld", "sector_eff_st", "bw_min_Bps", "bw_dram_Bps",
     "fadd", "fmul", "ffma", "hw_flops", "model_flops", "pred_read_bytes", "pred_write_bytes", "diagnosis",
 ]
-# Also in every table, after COLUMNS: the total minimum, DRAM per direction, replay passes, and the
-# report's other metric aliases (summed over a range's kernels where they are counts).
-EXTRA_COLUMNS = ["min_bytes", "eff_dram_rd", "eff_dram_wr", "passes", "report", "status", "launch_dims"]
+# Also in every table, after COLUMNS: the total minimum, DRAM per direction, replay passes, the status,
+# the launches, local-memory (spill) bytes, the launch (of a range's longest kernel: grid, block,
+# registers, waves, occupancy and its limits), the time over a copy of the minimum at the measured roof,
+# and the report's other metric aliases (summed over a range's kernels where they are counts).
 # status: analyze.STATUSES; launch_dims: each kernel's 'GRIDxBLOCK' (blocks x threads a block) in launch
 # order, what the config actually launched (diff pairs configs by it when their parameters are spelled
 # differently).
+EXTRA_COLUMNS = ["min_bytes", "eff_dram_rd", "eff_dram_wr", "passes", "report", "status", "launch_dims",
+                 "local_ld_bytes", "local_st_bytes", "grid_size", "block_size", *LAUNCH_STATS, "time_vs_copy"]
 
 # Any one of these makes a report worth analyzing; time is always needed.
 _TRAFFIC_ALIASES = ["l1_ld_bytes", "l1_st_bytes", "l2_rd_sectors", "l2_wr_sectors", "dram_rd_bytes",
-                    "dram_wr_bytes"]
+                    "dram_wr_bytes", "l1_local_ld_bytes", "l1_local_st_bytes"]
 
 
 def parse_min_bytes(text: str) -> tuple[float, float, float]:
@@ -185,6 +190,10 @@ def _group(kernels: pd.DataFrame, group_by: str) -> pd.DataFrame:
     first = grouped[["run", "range", "device", "report"]].first()
     out = first.join(summed.join(averaged)[aliases])
     out["passes"] = grouped["passes"].max()
+    # The launch of each range's longest kernel, and its achieved occupancy: what a time diagnosis names.
+    launch = ["grid_size", "block_size", *LAUNCH_STATS, "warps_active_pct"]
+    longest = kernels.reindex(columns=["_key", *launch]).loc[grouped["time"].idxmax().dropna()]
+    out = out.drop(columns=[c for c in launch if c in out]).join(longest.set_index("_key"))
     names: dict[str, list[str]] = {}  # each range's kernels in launch order (faster than groupby lists)
     shapes: dict[str, list[str]] = {}
     for key, name, dim in zip(kernels["_key"], kernels["kernel"], dims, strict=True):
@@ -238,6 +247,11 @@ def compute(rows: pd.DataFrame, plan: dict[str, Any] | None = None,
     roles = _split_range_minimum(df)
 
     df["time_ns"] = df["time"]
+    # Local memory (spills): its own columns, and excess at L1 against the minimum (never compulsory).
+    df["local_ld_bytes"] = df["l1_local_ld_bytes"]
+    df["local_st_bytes"] = df["l1_local_st_bytes"]
+    l1_ld = df["l1_ld_bytes"] + df["local_ld_bytes"].fillna(0)
+    l1_st = df["l1_st_bytes"] + df["local_st_bytes"].fillna(0)
     # cp.async (LDGSTS) copies, the way pipelined kernels load: l1tex's op_ld bytes already count them (on
     # the H100 reference runs cuBLAS's fp32 gemm runs no LDG, yet its op_ld bytes equal its LDGSTS bytes),
     # while the SASS bytes requested by loads do not, so only the requested side adds them.
@@ -247,8 +261,8 @@ def compute(rows: pd.DataFrame, plan: dict[str, Any] | None = None,
     df["l2_wr_bytes"] = df["l2_wr_sectors"] * SECTOR_BYTES
     l2 = df["l2_rd_bytes"] + df["l2_wr_bytes"]
     dram = df["dram_rd_bytes"] + df["dram_wr_bytes"]
-    df["eff_l1_ld"] = _div(df["min_read_bytes"], df["l1_ld_bytes"])
-    df["eff_l1_st"] = _div(df["min_write_bytes"], df["l1_st_bytes"])
+    df["eff_l1_ld"] = _div(df["min_read_bytes"], l1_ld)
+    df["eff_l1_st"] = _div(df["min_write_bytes"], l1_st)
     df["eff_l2"] = _div(df["min_bytes"], l2)
     df["eff_dram"] = _div(df["min_bytes"], dram)
     df["eff_dram_rd"] = _div(df["min_read_bytes"], df["dram_rd_bytes"])
@@ -261,11 +275,33 @@ def compute(rows: pd.DataFrame, plan: dict[str, Any] | None = None,
     df["bw_min_Bps"] = _div(df["min_bytes"], seconds)
     df["bw_dram_Bps"] = _div(dram, seconds)
     df["hw_flops"] = df["fadd"] + df["fmul"] + 2 * df["ffma"]
-    df["diagnosis"] = [diagnose(r, bound=b, role=role)
+    roofs = _measured_roofs(df["device"])
+    df["time_vs_copy"] = [_time_vs_copy(r, roofs.get(r["device"])) for r in df.to_dict("records")]
+    df["diagnosis"] = [diagnose(r, bound=b, role=role, roofs=roofs.get(r["device"]))
                        for r, b, role in zip(df.to_dict("records"), bounds, roles, strict=True)]
 
     others = [a for a in METRICS if a in df and a not in COLUMNS and a != "time"]
     return df[COLUMNS + EXTRA_COLUMNS + others].reset_index(drop=True)
+
+
+def _measured_roofs(devices: pd.Series) -> dict[str, dict[str, Any]]:
+    """device -> its measured roofs (the ceilings' 'measured': copy bandwidth, FLOP rates, launch floor,
+    DRAM latency), for the devices that have ceilings (user cache, else reports/ceilings/)."""
+    out = {}
+    for device in {d for d in devices if isinstance(d, str) and d}:
+        try:
+            entry = find_ceilings(device)
+        except (ReportError, UsageError):  # a damaged cache costs the time notes, not the table
+            entry = None
+        if entry is not None:
+            out[device] = dict(entry.get("measured", {}))
+    return out
+
+
+def _time_vs_copy(r: dict[str, Any], measured: dict[str, Any] | None) -> float:
+    """The row's time over a copy of its minimum at the measured copy roof (NaN when either is unknown)."""
+    copy = copy_seconds(r, measured or {})
+    return r["time_ns"] * 1e-9 / copy if copy and _ok(r.get("time_ns")) else math.nan
 
 
 def _split_range_minimum(df: pd.DataFrame) -> list[str]:
@@ -300,11 +336,22 @@ def _times(x: float) -> str:
     return f"{x:.0f}x" if abs(x - round(x)) < 0.05 * x else f"{x:.1f}x"
 
 
-def diagnose(r: dict[str, Any], bound: str = "", role: str = "") -> str:
+def diagnose(r: dict[str, Any], bound: str = "", role: str = "", roofs: dict[str, Any] | None = None) -> str:
     """One factual line naming what the numbers show where an efficiency falls below ~0.9 or rises
-    above 1.05 ('' otherwise). `bound`: why the row's minimum is only an upper bound, if it is; `role`:
-    the row's place among its range's kernels."""
+    above 1.05, where the kernel spills, and why time is far above a copy of the minimum when DRAM
+    reads are at it ('' otherwise). `bound`: why the row's minimum is only an upper bound, if it is;
+    `role`: the row's place among its range's kernels; `roofs`: the device's measured roofs (the time
+    note needs them: memtraffic.analysis.timing)."""
     notes: list[str] = [role] if role else []
+    spilled = local_bytes(r)
+    if spilled > 0:  # local memory: excess at L1, and at L2/DRAM for what misses L1
+        regs = r.get("registers")
+        at = f" at {regs:.0f} registers a thread" if _ok(regs) else ""
+        minimum = r.get("min_bytes")
+        share = f", {_times(spilled / minimum)} the minimum" if _ok(minimum) and minimum > 0 else ""
+        notes.append(f"spills{at}: {fmt_bytes(spilled)} of local memory through L1 (loads "
+                     f"{fmt_bytes(r.get('l1_local_ld_bytes') or 0)}, stores "
+                     f"{fmt_bytes(r.get('l1_local_st_bytes') or 0)}{share})")
     # TMA (bulk async) copies move data between global and shared memory without the LSU, so the L1
     # counters read ~0 while L2 moved the data (cuBLAS's bf16 gemm on Hopper): the L1 columns say nothing.
     # A GPU older than Hopper has no TMA (an unknown device name is not ruled out).
@@ -357,9 +404,10 @@ def diagnose(r: dict[str, Any], bound: str = "", role: str = "") -> str:
     eff_dram = r.get("eff_dram")
     if _ok(eff_dram) and eff_dram < GOOD:
         notes.append(f"DRAM moves {_times(1 / eff_dram)} the minimum")
-    notes += _below_minimum(r, bypass, bound, wrote_notes=bool(notes),
+    slow = explain_time(r, roofs)  # last, but a row with it has notes: DRAM writes left in L2 are said
+    notes += _below_minimum(r, bypass, bound, wrote_notes=bool(notes or slow),
                             lsu_bypass="TMA" if tma else async_copies)
-    return "; ".join(notes)
+    return "; ".join([*notes, slow] if slow else notes)
 
 
 def _below_minimum(r: dict[str, Any], bypass: Sequence[str], bound: str, wrote_notes: bool,

@@ -32,6 +32,9 @@ NO_SOURCE_HINT = (
 def verdict(row: dict[str, Any]) -> str:
     """Name the excess of one line: sector waste (ncu's ideal), redundancy (the kernel's minimum), or fine."""
     parts = []
+    if row.get("local_bytes"):  # spills are never compulsory: every local byte is excess
+        parts.append(f"spill: {fmt_bytes(row['local_bytes'])} of local memory (registers spilled, or a "
+                     "per-thread array indexed at run time)")
     sectors, ideal = row["sectors"], row["ideal_sectors"]
     if ideal and sectors / ideal > THRESHOLD:
         used = SECTOR * ideal / sectors
@@ -64,12 +67,13 @@ def judge(measured: Sequence[dict[str, Any]], min_read: float | None = None,
         # Excess: ncu's waste inside sectors, plus ideal sectors beyond the kernel's whole minimum in this
         # direction (a line's own share of it is unknown, so this is a lower bound of its redundancy).
         beyond = max(0.0, row["ideal_sectors"] - minimum / SECTOR) if minimum else 0.0
-        row["excess_sectors"] = int(row["sectors"] - row["ideal_sectors"] + beyond)
+        local = row.get("local_bytes", 0) // SECTOR  # local-memory sectors: all excess
+        row["excess_sectors"] = int(row["sectors"] - row["ideal_sectors"] + beyond + local)
         row["verdict"] = verdict(row)
         rows.append(row)
-    total = sum(r["bytes_moved"] for r in rows)
+    total = sum(r["bytes_moved"] + r.get("local_bytes", 0) for r in rows)
     for r in rows:
-        r["share"] = r["bytes_moved"] / total if total else 0.0
+        r["share"] = (r["bytes_moved"] + r.get("local_bytes", 0)) / total if total else 0.0
     rows.sort(key=lambda r: (-r["excess_sectors"], -r["bytes_moved"]))
     return rows
 
@@ -83,7 +87,7 @@ def kernel_lines(action: Any, min_read: float | None = None,
 
 COLUMNS = ("launch", "range", "kernel", "file", "line", "pc", "source", "operation", "inst_executed",
            "requests", "sectors", "ideal_sectors", "ncu_excessive_sectors", "excess_sectors", "access_sizes",
-           "bytes_requested", "bytes_moved", "share", "min_bytes", "verdict")
+           "bytes_requested", "bytes_moved", "local_bytes", "share", "min_bytes", "verdict")
 
 
 def report_lines(reports: Sequence[Path],
@@ -101,7 +105,7 @@ def report_lines(reports: Sequence[Path],
             rows += [{"launch": offset + k["launch"], "range": k["range"], "kernel": k["kernel"], **r}
                      for r in judge(k["lines"], min_read, min_write)]
         offset += n_launches
-    return [{c: r[c] for c in COLUMNS} for r in rows], offset
+    return [{c: r.get(c, 0) if c == "local_bytes" else r[c] for c in COLUMNS} for r in rows], offset
 
 
 def read_lines(path: str | Path, kernel: str | None = None, top: int | None = None) -> list[dict[str, Any]]:

@@ -35,6 +35,44 @@ def ncu_probe_command(ncu: str, report_base: Path, python: str = sys.executable,
                              launch_count=1)
 
 
+# A launch's floor as analyze's times count it: ncu's gpu__time_duration of a kernel with nothing to do
+# (torch's fill_ of one element: one block), median of LAUNCH_PROBES launches after a first one.
+LAUNCH_PROBES = 20
+_LAUNCH_CODE = ("import torch; x = torch.zeros(1, device='cuda')\n"
+                f"for _ in range({LAUNCH_PROBES + 1}): x.fill_(1.0)\n"
+                "torch.cuda.synchronize()")
+LAUNCH_METHOD = (f"ncu gpu__time_duration.sum of a 1-element torch fill_ (one block), median of "
+                 f"{LAUNCH_PROBES} launches (--cache-control all --clock-control none)")
+
+
+def ncu_launch_command(ncu: str, report_base: Path, python: str = sys.executable) -> list[str]:
+    """The ncu command that times LAUNCH_PROBES launches of a kernel with nothing to do."""
+    return build_ncu_command(ncu, [METRICS["time"].ncu], report_base, [python, "-c", _LAUNCH_CODE],
+                             nvtx_include=(), launch_skip=1, launch_count=LAUNCH_PROBES)
+
+
+def ncu_launch_floor(timeout_s: float = 300) -> tuple[float | None, str]:
+    """(seconds, note): the median ncu time of a kernel with nothing to do; None and why when ncu fails."""
+    import statistics
+
+    from memtraffic.ncu.run import kernel_table
+
+    ncu = _find_ncu()
+    if ncu is None:
+        return None, "ncu not found (put Nsight Compute's ncu on PATH for the launch floor)"
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp) / "launch"
+        try:
+            proc = subprocess.run(ncu_launch_command(ncu, base), capture_output=True, text=True,
+                                  timeout=timeout_s)
+            times = kernel_table(base.with_suffix(".ncu-rep")).kernels["time"].dropna()
+        except (OSError, subprocess.TimeoutExpired, ReportError) as err:
+            return None, f"ncu launch probe failed: {err}"
+    if proc.returncode != 0 or times.empty:
+        return None, f"ncu launch probe failed (exit {proc.returncode})"
+    return float(statistics.median(times)) * 1e-9, LAUNCH_METHOD
+
+
 def _find_ncu() -> str | None:
     from memtraffic.ncu.command import find_ncu
 
@@ -143,6 +181,54 @@ def _triton_kernels():
     return l2_copy_kernel, fma_kernel
 
 
+@functools.cache
+def _chase_kernel():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def chase_kernel(next_ptr, out_ptr, steps):
+        # One program follows the links: each load's address is the value the load before returned.
+        i = tl.load(next_ptr).to(tl.int64) * 0  # 0, as a run-time value
+        for _ in range(steps):
+            i = tl.load(next_ptr + i).to(tl.int64)
+        tl.store(out_ptr, i)  # the launch must compute where the walk ends: nothing is skipped
+
+    return chase_kernel
+
+
+def pointer_cycle(n: int, device: str, seed: int = 0):
+    """int32 next-indices of one random cycle through all n elements."""
+    import torch
+
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed)).to(device)
+    nxt = torch.empty(n, dtype=torch.int32, device=device)
+    nxt[order] = torch.roll(order, -1).to(torch.int32)
+    return nxt
+
+
+def chase(nxt, steps: int):
+    """The index reached after `steps` links from element 0 (1-element int64 tensor); works under
+    TRITON_INTERPRET."""
+    import torch
+
+    out = torch.empty(1, dtype=torch.int64, device=nxt.device)
+    _chase_kernel()[(1,)](nxt, out, steps, num_warps=1)
+    return out
+
+
+def measure_dram_latency(torch, n: int = 1 << 25) -> tuple[float, str]:
+    """Seconds per dependent load over a random cycle of n int32 (128 MiB: beyond an H100's 50 MB L2)."""
+    nxt = pointer_cycle(n, "cuda")
+    short, long = 10_000, 200_000
+    chase(nxt, 10)  # compile
+    t_short = median_time_s(lambda: chase(nxt, short), repeats=5)
+    t_long = median_time_s(lambda: chase(nxt, long), repeats=5)
+    return (t_long - t_short) / (long - short), (
+        f"Triton pointer chase, one program, random cycle over {4 * n / 2**20:.0f} MiB of int32 (TLB misses "
+        f"included): (median time of {long} steps - of {short}) / {long - short}, median of 5")
+
+
 FMA_CHAINS = 4  # FFMAs per element per loop step in fma_kernel
 
 
@@ -224,9 +310,10 @@ def measure_ceilings(with_ncu: bool = True,
         ("fp32_flops", lambda: measure_fp32(torch, sm_count)),
         ("bf16_tc_flops", lambda: measure_matmul(torch, torch.bfloat16)),
         ("fp16_tc_flops", lambda: measure_matmul(torch, torch.float16)),
+        ("dram_latency_s", lambda: measure_dram_latency(torch)),  # Little's law (analysis.timing)
     ]
     for key, step in steps:
-        progress(f"measuring {ROOFS[key][0]}")
+        progress(f"measuring {ROOFS[key][0] if key in ROOFS else 'DRAM latency'}")
         measured[key], method[key] = step()
         torch.cuda.empty_cache()
     entry: dict[str, Any] = {
@@ -241,6 +328,12 @@ def measure_ceilings(with_ncu: bool = True,
     if with_ncu:
         progress("reading theoretical peaks with ncu")
         entry["ncu_theoretical"], entry["ncu_note"] = ncu_theoretical()
+        progress("timing a launch with nothing to do under ncu")
+        floor, note = ncu_launch_floor()
+        if floor is not None:
+            measured["launch_s"], method["launch_s"] = floor, note
+        else:
+            entry["ncu_note"] += f"; {note}"
     return entry
 
 

@@ -107,6 +107,18 @@ _TABLE = [
            "tensor-core math ops, BF16 inputs", (), "tensor-core BF16 ops"),
     Metric("tc_ops_tf32", "sm__ops_path_tensor_src_tf32_dst_fp32.sum", "op",
            "tensor-core math ops, TF32 inputs", (), "tensor-core TF32 ops"),
+    # Local memory (register spills, per-thread arrays indexed at run time): what local loads and stores
+    # moved through L1, beside the global bytes above. Never compulsory: analyze counts them as excess
+    # against the minimum. The part that misses L1 is inside the L2 and DRAM bytes (those counters do not
+    # split local from global).
+    Metric("l1_local_ld_bytes", "l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum", "byte",
+           "L1 local-memory load bytes (spills)", (), "L1 local-memory bytes"),
+    Metric("l1_local_st_bytes", "l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum", "byte",
+           "L1 local-memory store bytes (spills)", (), "L1 local-memory bytes"),
+    # Achieved occupancy: warps resident per active cycle, % of the SM's maximum. The theoretical
+    # occupancy and what limits it are launch statistics (LAUNCH_STATS below), recorded for free.
+    Metric("warps_active_pct", "sm__warps_active.avg.pct_of_peak_sustained_active", "%",
+           "achieved occupancy (active warps, % of the maximum per SM)"),
     # Theoretical peaks (ncu's own roofline sections use these): per-cycle peak x clock rate.
     # .sum.peak_sustained already sums over all units (SMs, L2 slices, DRAM channels).
     Metric("peak_dram_bytes_per_cycle", "dram__bytes.sum.peak_sustained", "byte/cycle",
@@ -141,6 +153,10 @@ METRIC_SETS: dict[str, list[str]] = {
     # the first (reports/h200x2/pair_probe: one metric, one pass, no slowdown).
     "bytes": ["time", "l1_ld_bytes", "l1_st_bytes", "l2_rd_sectors", "l2_wr_sectors", "dram_rd_bytes",
               "dram_wr_bytes"],
+    # Why time sits above a copy of the minimum when bytes do not: spills and achieved occupancy. A set of
+    # its own: beside 'traffic' or 'bytes' it costs replay passes of its own (H100, ncu 2025.3.1,
+    # 2026-11-25: reports/h100/spills_passes, run.json 'passes'; tests/test_time_diagnosis.py reads them).
+    "spills": ["time", "l1_local_ld_bytes", "l1_local_st_bytes", "warps_active_pct"],
     "flops": [
         "time", "fadd", "fmul", "ffma", "hadd", "hmul", "hfma", "tc_ops_fp16", "tc_ops_bf16", "tc_ops_tf32",
     ],
@@ -232,6 +248,20 @@ LAUNCH_GRID = "launch__grid_size"
 LAUNCH_BLOCK = "launch__block_size"
 DEVICE_NAME = "device__attribute_display_name"
 REPLAY_PASSES = "profiler__replayer_passes"
+# Launch statistics ncu records for every launch at no replay cost (the Launch Statistics and Occupancy
+# sections' inputs; absent from `ncu --query-metrics`, so they are no aliases): column -> ncu name.
+# The occupancy limits are blocks per SM that each resource allows; the smallest one limits.
+LAUNCH_STATS = {
+    "registers": "launch__registers_per_thread",
+    "shared_mem_per_block": "launch__shared_mem_per_block",
+    "waves": "launch__waves_per_multiprocessor",
+    "sm_count": "launch__sm_count",
+    "occupancy_pct": "sm__maximum_warps_per_active_cycle_pct",  # theoretical occupancy
+    "limit_registers": "launch__occupancy_limit_registers",
+    "limit_shared_mem": "launch__occupancy_limit_shared_mem",
+    "limit_blocks": "launch__occupancy_limit_blocks",
+    "limit_warps": "launch__occupancy_limit_warps",
+}
 
 # Per-instruction metrics of the SourceCounters section (memtraffic lines; memtraffic/analysis/lines.py
 # says what each counts). Values are per PC, joined by correlation id.
@@ -243,3 +273,4 @@ ACCESS_BITS = "memory_access_size_type"
 ACCESS_TYPE = "memory_access_type"
 INST = "inst_executed"
 THREAD_INST = "thread_inst_executed_true"
+LOCAL_SECTORS = "memory_l2_theoretical_sectors_local"  # local-memory (spill) sectors per instruction

@@ -26,7 +26,15 @@ import pandas as pd
 
 from memtraffic.core.errors import ReportError
 from memtraffic.core.plan import RANGE_PREFIX
-from memtraffic.ncu.metrics import DEVICE_NAME, LAUNCH_BLOCK, LAUNCH_GRID, METRICS, REPLAY_PASSES, Metric
+from memtraffic.ncu.metrics import (
+    DEVICE_NAME,
+    LAUNCH_BLOCK,
+    LAUNCH_GRID,
+    LAUNCH_STATS,
+    METRICS,
+    REPLAY_PASSES,
+    Metric,
+)
 from memtraffic.ncu.source import measured_lines
 
 REPORT_SUFFIX = ".ncu-rep"
@@ -210,6 +218,8 @@ def read_rows(path: str | Path) -> tuple[list[dict[str, Any]], list[int], list[d
                 "device": _value(action, DEVICE_NAME) or "",
                 "passes": _number(_value(action, REPLAY_PASSES)),
             }
+            for column, stat in LAUNCH_STATS.items():
+                row[column] = _number(_value(action, stat))
             for alias, metric in METRICS.items():
                 row[alias] = alias_value(action, metric)
             lines = measured_lines(action)

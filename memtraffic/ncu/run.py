@@ -39,7 +39,7 @@ from memtraffic.core.runfile import (
     read_run,
 )
 from memtraffic.core.tracefile import read_trace
-from memtraffic.ncu.metrics import METRICS
+from memtraffic.ncu.metrics import LAUNCH_STATS, METRICS
 from memtraffic.ncu.report import REPORT_SUFFIX, check_report_file, check_rows, read_rows
 from memtraffic.ncu.source import LINES_VERSION
 
@@ -49,7 +49,7 @@ LAUNCHER_NAME = "launch.py"  # memtraffic/_inject/launch.py: profile --torch-ops
 # Columns of a kernel table besides the metric aliases, in read_report's order ('report' is the path
 # the table is read for, so it is added on reading, never stored).
 _INFO_COLUMNS = ["launch", "range", "nvtx", "kernel", "kernel_full", "grid_size", "block_size", "device",
-                 "passes"]
+                 "passes", *LAUNCH_STATS]
 
 
 @dataclass
@@ -273,7 +273,7 @@ class KernelTable:
 def _kernels_version() -> dict[str, Any]:
     """What a kernel table depends on: each alias's ncu forms, and how per-line counters are read."""
     return {"metrics": {alias: [str(f) for f in m.forms] for alias, m in METRICS.items()},
-            "lines": LINES_VERSION}
+            "launch": LAUNCH_STATS, "lines": LINES_VERSION}
 
 
 def _kernels_doc(report: Path) -> dict[str, Any]:
@@ -299,7 +299,7 @@ def _frame(doc: dict[str, Any], report: Path) -> pd.DataFrame:
     for alias in METRICS:
         data[alias] = cols.get(alias, [None] * n)
     df = pd.DataFrame(data)
-    for col in ["passes", *METRICS]:
+    for col in ["passes", *LAUNCH_STATS, *METRICS]:
         df[col] = df[col].astype(float)
     return df
 

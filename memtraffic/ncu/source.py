@@ -17,6 +17,8 @@ mean, checked on H100 reports (ncu 2025.3.1) against ncu's own source page:
 - memory_access_size_type: bits per thread access (32, 64, 128); memory_access_type: 2 load, 4 store;
   inst_executed: warp-level executions; thread_inst_executed_true: thread executions with the predicate
   on (threads that really accessed memory).
+- memory_l2_theoretical_sectors_local: the 32-byte sectors of local-memory accesses (register spills,
+  per-thread arrays), per instruction; never part of an operation's minimum.
 
 Kernels without line info (torch's and cuBLAS's own) get one row per memory instruction (PC, SASS).
 Judging the lines against the operation's minimum is memtraffic.analysis.lines' job.
@@ -31,6 +33,7 @@ from memtraffic.ncu.metrics import (
     ACCESS_TYPE,
     IDEAL,
     INST,
+    LOCAL_SECTORS,
     NCU_EXCESSIVE,
     REQUESTS,
     SECTORS,
@@ -41,7 +44,7 @@ SECTOR = 32
 OPERATIONS = {2: "load", 4: "store"}  # memory_access_type codes (ncu's source page: Access Operation)
 
 # What measured_lines gives: bump it when that changes, so kept tables are read again.
-LINES_VERSION = 1
+LINES_VERSION = 2
 
 
 def _per_pc(action: Any, name: str) -> dict[int, float]:
@@ -77,11 +80,12 @@ def _source_text(action: Any, file: str, line: int, cache: dict[str, list[str]])
 
 
 def measured_lines(action: Any) -> list[dict[str, Any]]:
-    """One row per source line (or per memory instruction, without line info) that touches global memory:
-    what ncu counted, before any minimum is applied (see judge). Empty without per-line counters."""
+    """One row per source line (or per memory instruction, without line info) that touches global or local
+    memory: what ncu counted, before any minimum is applied (see judge). Empty without per-line counters."""
     sectors = _per_pc(action, SECTORS)
     if not sectors:
         return []
+    local = _per_pc(action, LOCAL_SECTORS)
     requests, ideal = _per_pc(action, REQUESTS), _per_pc(action, IDEAL)
     excessive, bits = _per_pc(action, NCU_EXCESSIVE), _per_pc(action, ACCESS_BITS)
     kinds, inst, threads = _per_pc(action, ACCESS_TYPE), _per_pc(action, INST), _per_pc(action, THREAD_INST)
@@ -90,7 +94,8 @@ def measured_lines(action: Any) -> list[dict[str, Any]]:
         info = action.source_info(pc)
         return (info.file_name(), int(info.line())) if info is not None else None
 
-    memory = [pc for pc, n in sectors.items() if n or requests.get(pc)]
+    memory = [pc for pc in dict.fromkeys([*sectors, *local])
+              if sectors.get(pc) or requests.get(pc) or local.get(pc)]
     groups: dict[tuple[str, int] | int, list[int]] = {}
     for pc in memory:
         groups.setdefault(where(pc) or pc, []).append(pc)
@@ -118,13 +123,14 @@ def measured_lines(action: Any) -> list[dict[str, Any]]:
         row.update(
             operation=operation,
             requests=int(sum(requests.get(pc, 0) for pc in pcs)),
-            sectors=int(sum(sectors[pc] for pc in pcs)),
+            sectors=int(sum(sectors.get(pc, 0) for pc in pcs)),
             ideal_sectors=int(sum(ideal.get(pc, 0) for pc in pcs)),
             ncu_excessive_sectors=int(sum(excessive.get(pc, 0) for pc in pcs)),
             access_sizes=sizes,
             bytes_requested=int(sum(threads.get(pc, 0) * bits.get(pc, 0) // 8 for pc in pcs)),
         )
         row["bytes_moved"] = row["sectors"] * SECTOR
+        row["local_bytes"] = int(sum(local.get(pc, 0) for pc in pcs)) * SECTOR
         rows.append(row)
     return rows
 

@@ -91,7 +91,13 @@ def ceilings_table(entry: Mapping[str, Any]) -> str:
                      f"{100 * r['fraction']:.0f}%" if r["fraction"] else "-"])
     head = f"{entry['device']}" + (f", measured {entry['date']}" if entry.get("date") else "")
     text = head + "\n" + text_table(["roof", "measured", "ncu theoretical", "measured/theoretical"], body)
-    methods = [f"  {ROOFS[k][0]}: {v}" for k, v in entry.get("method", {}).items() if k in ROOFS]
+    # Not roofs, but what analyze's time notes use beside them (memtraffic.analysis.timing).
+    latencies = {"launch_s": "launch floor", "dram_latency_s": "DRAM latency"}
+    measured = entry.get("measured", {})
+    text += "".join(f"\n{label}: {fmt_time(measured[k] * 1e9)}" for k, label in latencies.items()
+                    if measured.get(k))
+    methods = [f"  {ROOFS[k][0] if k in ROOFS else latencies[k]}: {v}"
+               for k, v in entry.get("method", {}).items() if k in ROOFS or k in latencies]
     if methods:
         text += "\n\nhow measured:\n" + "\n".join(methods)
     if entry.get("ncu_note"):
@@ -264,6 +270,12 @@ def results_table_rows(df: pd.DataFrame, group_by: str = "range") -> tuple[list[
             cell("l1_ld_bytes", fmt_eff(r["sector_eff_ld"])) + "/"
             + cell("l1_st_bytes", fmt_eff(r["sector_eff_st"])),
         ])
+    # Local memory (spills) beside the global L1 bytes, where a report counted some.
+    local = [(r.get("local_ld_bytes") or 0) + (r.get("local_st_bytes") or 0) for r in df.to_dict("records")]
+    if any(x > 0 for x in local):
+        headers.insert(5, "L1 local ld+st")
+        for row, x in zip(body, local, strict=True):
+            row.insert(5, fmt_bytes(x))
     return headers, body
 
 
@@ -352,9 +364,14 @@ def lines_table(rows: Sequence[dict[str, Any]], width: int = 100) -> str:
         mine = [r for r in rows if r["launch"] == launch]
         first = mine[0]
         out.append(f"== {first['kernel']}" + (f"  [{first['range']}]" if first["range"] else ""))
-        out.append(text_table(headers, [
-            [location(r), r["operation"], r["inst_executed"], r["requests"], r["sectors"], r["ideal_sectors"],
-             r["excess_sectors"], fmt_bytes(r["bytes_moved"]), f"{r['share']:.0%}"] for r in mine]))
+        spills = any(r.get("local_bytes") for r in mine)  # a column for local memory where a line spills
+        body = [[location(r), r["operation"], r["inst_executed"], r["requests"], r["sectors"],
+                 r["ideal_sectors"], r["excess_sectors"], fmt_bytes(r["bytes_moved"]), f"{r['share']:.0%}"]
+                for r in mine]
+        if spills:
+            for row, r in zip(body, mine, strict=True):
+                row.insert(8, fmt_bytes(r.get("local_bytes", 0)))
+        out.append(text_table([*headers[:8], "local", headers[8]] if spills else headers, body))
         for r in mine:
             source = r["source"] if len(r["source"]) <= width else r["source"][: width - 3] + "..."
             out.append(f"  {location(r)}  {source}\n      {r['verdict']}")
