@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memtraffic.analysis.analyze import analyze_path, analyze_reports, save_results, to_records
+from memtraffic.analysis.reuse import reuse_counts
+from memtraffic.core.errors import say
 from memtraffic.core.rundir import partial_reports_expected
 from memtraffic.ncu.report import EmptyReportError
 from memtraffic.ncu.run import Run, load_run  # noqa: F401 - public: load_run(path) -> Run
@@ -109,10 +111,13 @@ def run_profile(opts: ProfileOptions, echo: Echo | None = None) -> ProfileResult
 
     result = profile(opts, echo)
     try:
-        table, _ = analyze_reports([result.report], result.plan, allow_partial=result.partial,
-                                   run_name=result.run_dir.name)
+        table, kernels = analyze_reports([result.report], result.plan, allow_partial=result.partial,
+                                         run_name=result.run_dir.name)
     except EmptyReportError:
-        table, _ = analyze_reports([], result.plan)
+        table, kernels = analyze_reports([], result.plan)
+    counts = reuse_counts(kernels, result.plan)
+    if counts is not None:  # --distinct: say what was measured and what reuses it
+        (echo or say)(counts.line())
     if len(table):
         save_results(table, result.run_dir)
     result.table = table

@@ -20,9 +20,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from memtraffic.analysis.reuse import add_reused
 from memtraffic.core.arch import chip_for_gpu
 from memtraffic.core.errors import ReportError, UsageError
 from memtraffic.core.files import dump, plain_records, read_json, write_json
+from memtraffic.core.launches import measured_range
 from memtraffic.core.ops import format_shape
 from memtraffic.core.units import ABOVE, fmt_rate, parse_size
 from memtraffic.ncu.metrics import METRICS
@@ -43,7 +45,8 @@ COLUMNS = [
 ]
 # Also in every table, after COLUMNS: the total minimum, DRAM per direction, replay passes, and the
 # report's other metric aliases (summed over a range's kernels where they are counts).
-EXTRA_COLUMNS = ["min_bytes", "eff_dram_rd", "eff_dram_wr", "passes", "report"]
+# `reuses`: the range whose counters the row reuses (a repeat under profile --distinct), '' if measured.
+EXTRA_COLUMNS = ["min_bytes", "eff_dram_rd", "eff_dram_wr", "passes", "report", "reuses"]
 
 # Any one of these makes a report worth analyzing; time is always needed.
 _TRAFFIC_ALIASES = ["l1_ld_bytes", "l1_st_bytes", "l2_rd_sectors", "l2_wr_sectors", "dram_rd_bytes",
@@ -177,7 +180,8 @@ def _group(kernels: pd.DataFrame, group_by: str) -> pd.DataFrame:
     # metric no kernel of the range had NaN, not zero.
     summed = grouped[counts].sum(min_count=1)
     averaged = grouped[[a for a in aliases if a not in counts]].mean()
-    first = grouped[["run", "range", "device", "report"]].first()
+    kept = ["run", "range", "device", "report", *(["reuses"] if "reuses" in kernels else [])]
+    first = grouped[kept].first()
     out = first.join(summed.join(averaged)[aliases])
     out["passes"] = grouped["passes"].max()
     names: dict[str, list[str]] = {}  # each range's kernels in launch order (faster than groupby lists)
@@ -193,7 +197,8 @@ def compute(rows: pd.DataFrame, plan: dict[str, Any] | None = None,
             min_rules: Sequence[MinRule] = ()) -> pd.DataFrame:
     """The analyzed table (COLUMNS + EXTRA_COLUMNS + other aliases) from grouped launch rows."""
     # A GPU without some level's counter (no DRAM counter on unified memory) has no column for it: NaN.
-    df = rows.reindex(columns=list(dict.fromkeys([*rows.columns, *METRICS])))
+    df = rows.reindex(columns=list(dict.fromkeys([*rows.columns, *METRICS, "reuses"])))
+    df["reuses"] = df["reuses"].fillna("")
     models = _config_models(plan)
     cfgs = [models.get(r, {}) for r in df["range"]]
     df["variant"] = [c.get("variant", "") for c in cfgs]
@@ -425,7 +430,7 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
         if empty:
             raise empty[0]
         return pd.DataFrame(columns=COLUMNS + EXTRA_COLUMNS), pd.DataFrame()
-    kernels = pd.concat(frames, ignore_index=True)
+    kernels = add_reused(pd.concat(frames, ignore_index=True), plan)  # repeats get their first call's rows
     rows = _group(kernels, "kernel" if group_by == "kernel" else "range")
     table = compute(rows, plan, min_bytes, min_rules)
     if with_lines:
@@ -498,12 +503,13 @@ def row_label(r: dict[str, Any]) -> str:
         if again.startswith("#"):  # a merge's second measurement of the same config
             text += f" {again}"
         return text
-    parts = (r["range"] or "").split("|")
+    parts = measured_range(r["range"] or "").split("|")
     if len(parts) >= 4 and parts[0] == "mt" and parts[1] in ("op", "region") and r["op"]:
         # 'mt|op|<seq>|<overload>' / 'mt|region|<name>|<seq>': name, call number, first input
         seq = parts[2] if parts[1] == "op" else parts[-1]
         name = r["op"] if parts[1] == "op" else f"region {r['op']}"
-        return " ".join(p for p in (f"{name} #{seq}", r["shape"], r["dtype"]) if p)
+        reused = " (reused)" if r.get("reuses") else ""  # a repeat: its first call's counters
+        return " ".join(p for p in (f"{name} #{seq}", r["shape"], r["dtype"]) if p) + reused
     return r["range"] or r["kernels"][0]
 
 

@@ -276,6 +276,7 @@ def build_ncu_command(
     clock_control: str = "none",
     import_sass: bool = False,
     nvtx_include: Sequence[str] = (NVTX_INCLUDE,),
+    nvtx_exclude: Sequence[str] = (),
     target_processes: str = "application-only",
     kernel_name: str | None = None,
     launch_skip: int | None = None,
@@ -286,13 +287,16 @@ def build_ncu_command(
     """The ncu argv that profiles `app` into `report` (a pure function: tests compare it exactly).
 
     `measure` keeps the defaults: only kernels inside our NVTX ranges of the runner process. `profile`
-    passes the user's filters. `source` adds the per-instruction SourceCounters section with the CUDA
-    source and SASS embedded, which `memtraffic lines` reads.
+    passes the user's filters, and under --distinct excludes the repeats' ranges
+    (memtraffic.core.launches.NVTX_EXCLUDE). `source` adds the per-instruction SourceCounters section
+    with the CUDA source and SASS embedded, which `memtraffic lines` reads.
     """
     check_ncu_options(cache_control, clock_control, target_processes, launch_skip, launch_count)
     argv = [str(ncu), "--metrics", ",".join(metrics), "--nvtx"]
     for include in nvtx_include:
         argv += ["--nvtx-include", include]
+    for exclude in nvtx_exclude:
+        argv += ["--nvtx-exclude", exclude]
     argv += [
         "--cache-control", cache_control,
         "--clock-control", clock_control,
