@@ -149,3 +149,43 @@ def test_premise_check_groups_calls_by_signature_on_a_real_report():
     for r in flagged.to_dict("records"):
         assert r["l1_ld_bytes_spread"] > 0.01 or r["l1_st_bytes_spread"] > 0.01 \
             or r["dram_rd_bytes_spread"] > 0.03 or r["dram_wr_bytes_spread"] > 0.03
+
+
+def test_a_repeat_ncu_measured_after_all_keeps_its_own_counters():
+    run = load_run(TRAIN_STEP)
+    plan, _, first = _as_distinct(run.plan, "aten.add.Tensor", [4, 128, 256])
+    for c in plan["configs"]:  # the repeats keep their measured range names: the report has their kernels
+        c["range"] = launches.measured_range(c["range"])
+    table, kernels = analyze_reports(run.reports, plan, run_name=run.name)
+    assert not table["reuses"].astype(bool).any() and len(kernels) == len(run.kernels())
+
+
+NESTED = """
+import torch
+import memtraffic
+x = torch.ones(256, 256, device="cuda")
+with memtraffic.region("outer"):
+    for _ in range(3):
+        y = x * 2
+torch.cuda.synchronize()
+"""
+
+
+@pytest.mark.ncu
+def test_ncu_skips_repeats_inside_a_measured_region(tmp_path):
+    """On the GPU: the exclude filter skips a repeat's kernel also when a measured range encloses it."""
+    try:
+        ncu_mod.find_ncu()
+    except Exception as err:  # noqa: BLE001 - no ncu: nothing to test here
+        pytest.skip(str(err))
+    program = tmp_path / "nested.py"
+    program.write_text(NESTED)
+    lines: list[str] = []
+    result = run_profile(prof.ProfileOptions(command=[sys.executable, str(program)], torch_ops=True,
+                                             out=tmp_path / "run"), lines.append)
+    muls = result.table[result.table["op"] == "aten.mul.Tensor"]
+    assert list(muls["reuses"].astype(bool)) == [False, True, True]
+    assert muls["l1_ld_bytes"].nunique() == 1 and muls["l1_ld_bytes"].iloc[0] >= 256 * 256 * 4
+    kernels = load_run(tmp_path / "run").kernels()
+    assert not any(launches.is_repeat(r) for r in kernels["range"])  # ncu profiled no repeat
+    assert any(line.startswith("measured ") and "2 repeats reuse" in line for line in lines)

@@ -26,8 +26,9 @@ def repeats(plan: Mapping[str, Any] | None) -> list[dict[str, Any]]:
 
 def add_reused(kernels: pd.DataFrame, plan: Mapping[str, Any] | None) -> pd.DataFrame:
     """The kernel table with a row per kernel of each repeat, copied from the range it reuses (same run),
-    and the REUSES column ('' on measured rows). A repeat whose source has no kernel in the report (the
-    program ended first, or it was never measured) gets no row: reuse_summary counts it."""
+    and the REUSES column ('' on measured rows). A repeat with kernels of its own in the report keeps
+    them; one whose source has no kernel in the report (the program ended first, or it was never
+    measured) gets no row: reuse_counts counts it."""
     kernels = kernels.assign(**{REUSES: ""})
     wanted = [(c["range"], c["reuses"]) for c in repeats(plan) if c.get("reuses")]
     if not wanted or kernels.empty:
@@ -35,6 +36,8 @@ def add_reused(kernels: pd.DataFrame, plan: Mapping[str, Any] | None) -> pd.Data
     rows_of: dict[str, list[int]] = {}
     for i, rng in enumerate(kernels["range"]):
         rows_of.setdefault(rng, []).append(i)
+    # A repeat ncu measured after all (a filter it did not apply) keeps its own counters.
+    wanted = [(rng, source) for rng, source in wanted if rng not in rows_of]
     take: list[int] = []
     names: list[str] = []
     sources: list[str] = []
