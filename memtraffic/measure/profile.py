@@ -31,6 +31,7 @@ from memtraffic.core.launches import DISTINCT_ENV, NVTX_EXCLUDE
 from memtraffic.core.rundir import DEFAULT_RUNS_ROOT, environment, gpu_name, new_run_dir, utc_now
 from memtraffic.core.tracefile import TRACE_ENV, TRACE_FROM, read_trace
 from memtraffic.measure.ops import tracer_env, tracer_warnings
+from memtraffic.measure.progress import TraceProgress, earlier_run, end_text
 from memtraffic.ncu.command import (
     build_ncu_command,
     check_ncu_options,
@@ -211,10 +212,17 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
         "clock_control": opts.clock_control,
         "cache_control": opts.cache_control,
     }
+    # What an earlier run of the same command measured gives the progress line its ETA.
+    expected = earlier_run([opts.runs_root, run_dir.parent], opts.command,
+                           {k: run[k] for k in ("metric_set", "torch_ops", "traced_from", "distinct")},
+                           exclude=run_dir)
+    if expected is not None:
+        echo(f"expecting {expected.kernels} kernel launches to measure, as {expected.run_dir} did")
+    progress = TraceProgress(run_dir / TRACE_FILE, expected)
     t0 = time.perf_counter()
     result = run_ncu(argv, run_dir / "ncu.log", echo=echo, verbose=opts.verbose,
                      env=program_env(run_dir, opts.torch_ops, mode=trace_mode(opts), distinct=opts.distinct),
-                     progress_every_s=2.0)
+                     progress_every_s=2.0, describe=progress.line)
     has_report = report.is_file() and report.stat().st_size > 0
     run.update(wall_time_s=round(time.perf_counter() - t0, 3), finished=utc_now(),
                interrupted=result.interrupted,
@@ -230,6 +238,8 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
     write_json(run_dir / "run.json", run)  # saved before analysis can fail
     keep_kernel_tables([report] if has_report else [])  # every later reading starts from it
     echo(f"ncu profiled {result.kernels} kernel launches; the program recorded {len(configs)} ops/regions")
+    if (short := end_text(result.kernels, expected)) is not None:
+        echo(short)
     if opts.torch_ops and not (run_dir / TORCH_MARK_FILE).exists():
         echo("warning: --torch-ops traced nothing: the program never imported torch (is it a Python "
              "program run by this Python's environment?)")

@@ -337,9 +337,11 @@ _PASSES = re.compile(r"-\s+(\d+)\s+pass(?:es)?\b")
 def run_ncu(argv: Sequence[str], log_path: Path, echo: Callable[[str], None] | None = None,
             verbose: bool = False, env: Mapping[str, str] | None = None,
             progress_every_s: float | None = None,
-            on_start: Callable[[subprocess.Popen], None] | None = None) -> NcuRun:
+            on_start: Callable[[subprocess.Popen], None] | None = None,
+            describe: Callable[[int], str] | None = None) -> NcuRun:
     """Run ncu, teeing its output into log_path. The program's lines go to `echo`, ==PROF== lines only if
-    verbose; with progress_every_s, a line 'ncu: N kernels profiled (last: NAME)' at most that often.
+    verbose; with progress_every_s, a line 'ncu: N kernels profiled (last: NAME)' at most that often
+    (`describe(N)` replaces its first part: profile's launches measured and repeats skipped, an ETA).
     `on_start` gets the ncu process (measure --gpus runs several from threads and may have to kill them).
 
     Ctrl-C: the runner stops after its current config and ncu writes the report of what it profiled;
@@ -381,7 +383,8 @@ def run_ncu(argv: Sequence[str], log_path: Path, echo: Callable[[str], None] | N
                         elif profiling and progress_every_s is not None \
                                 and time.monotonic() - last_note >= progress_every_s:
                             last_note = time.monotonic()
-                            echo(f"ncu: {kernels} kernels profiled (last: {profiling.group(1)[:80]})")
+                            done = describe(kernels) if describe else f"ncu: {kernels} kernels profiled"
+                            echo(f"{done} (last: {profiling.group(1)[:80]})")
                     else:
                         echo(line)
                 proc.wait()
