@@ -41,6 +41,11 @@ def test_signature_keys_shape_strides_dtype_alignment_aliasing_and_scalars():
     assert len({base, *different}) == len(different) + 1
     aligned = big[4:4100].view(64, 64)  # 16 bytes in: aligned again
     assert _sig(aten.add.Tensor, aligned, x + 1) == base
+    # a learning rate is keyed by sign, a value kernels specialize on by value
+    assert _sig(aten.add.Tensor, x, x + 1, alpha=-1e-3) == _sig(aten.add.Tensor, x, x + 1, alpha=-2e-3)
+    assert _sig(aten.add.Tensor, x, x + 1, alpha=-1e-3) != _sig(aten.add.Tensor, x, x + 1, alpha=1e-3)
+    pows = {launches.signature_digest(_sig(aten.pow.Tensor_Scalar, x, e)) for e in (2.0, 0.5, 3.0, 2.5, 2)}
+    assert len(pows) == 5  # the int 2 apart from the float 2.0 too
 
 
 def test_tracer_measures_each_signature_once_and_value_dependent_ops_always(distinct):

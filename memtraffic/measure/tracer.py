@@ -141,9 +141,15 @@ def _tensor_signature(t: torch.Tensor, storages: dict[int, int]) -> tuple[Any, .
         return base
 
 
+# Float arguments kernels may specialize on (pow's square and root paths, a zero or unit alpha): keyed by
+# value; any other float only by its sign, so steps with a new learning rate or step size are repeats.
+_SPECIAL_FLOATS = {0.0, 1.0, -1.0, 2.0, -2.0, 3.0, 0.5, -0.5, float("inf"), float("-inf")}
+
+
 def call_signature(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
     """What one op call's traffic depends on, its data values aside (memtraffic.core.launches): the
-    overload, every tensor argument's _tensor_signature, scalar and other arguments by value."""
+    overload, every tensor argument's _tensor_signature, other arguments by value (floats other than
+    _SPECIAL_FLOATS by sign only)."""
     storages: dict[int, int] = {}
 
     def part(value: Any) -> Any:
@@ -151,6 +157,8 @@ def call_signature(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
             return _tensor_signature(value, storages)
         if isinstance(value, list | tuple):
             return tuple(part(v) for v in value)
+        if isinstance(value, float) and value not in _SPECIAL_FLOATS and value == value:
+            return ("float", value > 0)  # a learning rate, a step size: the same kernel whatever its value
         if value is None or isinstance(value, bool | int | float | str):
             return value
         if isinstance(value, torch.dtype | torch.device | torch.layout | torch.memory_format):
