@@ -132,6 +132,32 @@ def test_diff_by_op_of_every_launch_and_distinct_matches_op_by_op(tmp_path):
     assert _base_key({"range": "mt|rep|op|3|aten.add"}) == _base_key({"range": "mt|op|3|aten.add"})
 
 
+def _script(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, f"scripts/{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_launches_summary_compares_a_pair_op_by_op(tmp_path):
+    run = load_run(TRAIN_STEP)
+    plan, _, _ = _as_distinct(run.plan, "aten.add.Tensor", [4, 128, 256])
+    for name, their_plan in (("profile_full_ts", run.plan), ("profile_sampled_ts", plan)):
+        (tmp_path / name).mkdir()
+        for f in ("profile.ncu-rep", "profile.kernels.json.gz", "run.json"):
+            (tmp_path / name / f).write_bytes((run.folder / f).read_bytes())
+        (tmp_path / name / "plan.json").write_text(json.dumps(their_plan))
+    summary = _script("launches_summary").summarize(tmp_path)
+    p = summary["pairs"]["ts"]
+    assert p["time_ratio"] == 1.0 and p["ops_compared"] > 10
+    # the only op type off: the repeats' own kernels, still in this copied every-launch report, now match
+    # no plan range (a real distinct report has none)
+    assert p["ops_off"] == [{"op": "(outside any op or region)", "why": "only_in_b"}]
+    assert p["full"]["kernels_profiled"] == run.meta["kernels_profiled"] and summary["other_runs"] == []
+
+
 def test_premise_check_groups_calls_by_signature_on_a_real_report():
     run = load_run(TRAIN_STEP)
     plan = copy.deepcopy(run.plan)
