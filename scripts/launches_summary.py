@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from memtraffic.analysis.diff import compare, load_side
+from memtraffic.core.errors import MemtrafficError
 from memtraffic.ncu.run import load_run
 
 L1_BAR = 0.01
@@ -61,8 +62,13 @@ def pair(full: Path, sampled: Path) -> dict[str, Any]:
 def summarize(folder: Path) -> dict[str, Any]:
     runs = sorted(p for p in folder.iterdir() if (p / "run.json").is_file())
     names = {p.name.removeprefix("profile_full_") for p in runs if p.name.startswith("profile_full_")}
-    pairs = {n: pair(folder / f"profile_full_{n}", folder / f"profile_sampled_{n}") for n in sorted(names)
-             if (folder / f"profile_sampled_{n}").is_dir()}
+    pairs: dict[str, Any] = {}
+    for n in sorted(names):
+        if (folder / f"profile_sampled_{n}").is_dir():
+            try:
+                pairs[n] = pair(folder / f"profile_full_{n}", folder / f"profile_sampled_{n}")
+            except MemtrafficError as err:  # one failed run loses only its pair
+                pairs[n] = {"error": str(err)}
     others = [_run_facts(p) for p in runs if not p.name.startswith(("profile_full_", "profile_sampled_"))]
     return {"pairs": pairs, "other_runs": others}
 
@@ -74,6 +80,9 @@ def main() -> int:
     args = parser.parse_args()
     summary = summarize(args.folder)
     for name, p in summary["pairs"].items():
+        if "error" in p:
+            print(f"{name}: {p['error']}")
+            continue
         print(f"{name}: full {p['full']['wall_time_s']} s ({p['full']['kernels_profiled']} kernels), sampled "
               f"{p['sampled']['wall_time_s']} s ({p['sampled']['kernels_profiled']} kernels): ratio "
               f"{p['time_ratio']}; {p['ops_compared']} op types compared, {len(p['ops_off'])} off the bar")

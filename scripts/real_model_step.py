@@ -3,9 +3,10 @@ a Hugging Face transformers GPT-2 (random weights from a config, nothing downloa
 resnet18, whichever is installed (--model picks). One warm-up step runs outside the CUDA profiler window
 (optimizer state, cuBLAS/cuDNN handles); the --steps after it run inside.
 
-    python scripts/real_model_step.py [--model auto|gpt2|resnet18] [--layers 12] [--steps 1]
+    python scripts/real_model_step.py [--model auto|gpt2|resnet18] [--layers 12] [--steps 1] [--check]
 
-`--model auto` prints the model it chose; exit code 3 when neither package is importable.
+It prints "model NAME" first (`--model auto`: the first installed); --check stops there (no GPU work).
+Exit code 3 when neither package is importable.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ def main() -> int:
     parser.add_argument("--model", default="auto", choices=["auto", "gpt2", "resnet18"])
     parser.add_argument("--layers", type=int, default=12, help="GPT-2 blocks (resnet18 has its own)")
     parser.add_argument("--steps", type=int, default=1)
+    parser.add_argument("--check", action="store_true", help="print the model's name and stop")
     args = parser.parse_args()
     name = args.model
     if name == "auto":
@@ -55,7 +57,12 @@ def main() -> int:
         if name is None:
             print("neither transformers nor torchvision is installed", file=sys.stderr)
             return 3
+    if not available(name):
+        print(f"{name} is not installed", file=sys.stderr)
+        return 3
     print(f"model {name}", flush=True)
+    if args.check:
+        return 0
     torch.manual_seed(0)
     model, loss_of = {"gpt2": gpt2, "resnet18": resnet18}[name](args.layers)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -70,6 +77,7 @@ def main() -> int:
     step()  # warm-up
     torch.cuda.synchronize()
     torch.cuda.profiler.start()
+    loss = torch.zeros(())
     for _ in range(args.steps):
         loss = step()
     torch.cuda.synchronize()
