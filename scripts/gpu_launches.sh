@@ -10,7 +10,8 @@
 #   4. the cost of each metric set: a 2-layer MLP step, every launch, sets traffic, bytes, flops, roofline
 #      (metric_<SET>), and the program's own time without ncu;
 #   5. the MLP distinct run again, to show the progress ETA from the first (logs only).
-# Steps after the first skip themselves once BUDGET_S (default 400) seconds have passed.
+#   0. first, the GPU tests of tests/test_reuse.py (ncu skips repeats, also inside a measured region);
+# Steps after the first pair skip themselves once BUDGET_S (default 400) seconds have passed.
 # Usage: bash scripts/gpu_launches.sh OUT   (after `pip install -e . --no-deps`)
 # OUT gets: reports/h100/profile_{full,sampled}_<NAME>/ and metric_<SET>/ (run folders, --import-sass no),
 # logs/ (each command's stdout/stderr, diffs, premise checks), timings.txt, summary.json/.txt
@@ -62,6 +63,13 @@ pair() {  # pair NAME SET FROM -- PROGRAM...
     >"$logs/premise_$name.txt" 2>&1
   head -3 "$logs/premise_$name.txt"
 }
+
+# ncu's exclude filter on a small program: repeats skipped, also inside a measured region (tests/test_reuse.py)
+if python3 -m pytest --version >/dev/null 2>&1; then
+  python3 -m pytest -q -p no:cacheprovider -m "gpu or ncu" tests/test_reuse.py tests/test_distinct.py \
+    >"$logs/pytest.txt" 2>&1
+  echo "pytest (gpu, ncu) rc=$? $(tail -1 "$logs/pytest.txt")" | tee -a "$out/timings.txt"
+fi
 
 # the MLP calls no cudaProfilerStart: profiled from the start, as make_many_kernels_report.sh did
 pair mlp64 bytes on -- python3 scripts/many_kernels_mlp.py --layers 64 --steps 2
