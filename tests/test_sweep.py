@@ -462,3 +462,21 @@ def test_gpu_names_from_nvidia_smi_as_cuda_visible_devices_narrow_them(tmp_path,
     else:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     assert gpu._smi_names() == names
+
+
+def test_measure_gpus_splits_each_gpus_wall_time_into_configs_and_fixed_cost():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("measure_gpus", "scripts/measure_gpus.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    run_dir = H200X2 / "softmax_sweep_80"
+    info = json.loads((run_dir / "run.json").read_text())
+    split = script.gpu_split(run_dir, info)
+    assert [g["index"] for g in split] == [0, 1] and [g["configs"] for g in split] == [40, 40]
+    for g, part in zip(info["gpus"], split, strict=True):
+        seconds = [json.loads(line).get("seconds", 0) for line in
+                   (run_dir / g["status_file"]).read_text().splitlines() if '"ok"' in line]
+        assert part["configs_s"] == pytest.approx(sum(seconds), abs=1e-3)
+        assert part["fixed_s"] == pytest.approx(g["wall_time_s"] - sum(seconds), abs=1e-3)
+        assert part["fixed_s"] > 0
