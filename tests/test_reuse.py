@@ -99,6 +99,8 @@ def test_repeats_reuse_their_first_calls_counters_on_a_real_report():
     assert counts == reuse.ReuseCounts(n_measured, 7, 7, 0)
     assert counts.line() == (f"measured {n_measured} of {n_measured + 7} kernel launches; 7 repeats reuse "
                              "their first call's counters (7 repeated calls)")
+    assert reuse.table_reuse_line(table) == counts.line()  # what reports say, from the table alone
+    assert reuse.table_reuse_line(analyze_reports(run.reports, run.plan, run_name=run.name)[0]) is None
     per_op, _ = analyze_reports(run.reports, plan, run_name=run.name, group_by="op")
     add = per_op.set_index("op").loc["aten.add.Tensor"]
     assert (add["calls"], add["reused"]) == (8, 7)
@@ -128,6 +130,10 @@ def test_diff_by_op_of_every_launch_and_distinct_matches_op_by_op(tmp_path):
     add = next(r for r in d.rows if r["match"] == "aten.add.Tensor")
     assert add["status"] == "both" and (add["reused_a"], add["reused_b"]) == (0, 7)
     assert add["l1_ld_bytes_rel"] == 0 and add["dram_rd_bytes_rel"] == 0
+    from memtraffic.views.html_report import build_report
+
+    page = build_report(distinct)
+    assert "7 repeats reuse their first call&#x27;s counters (7 repeated calls); rows marked (reused)" in page
     # by range, a repeat is keyed as the same call measured
     assert _base_key({"range": "mt|rep|op|3|aten.add"}) == _base_key({"range": "mt|op|3|aten.add"})
 

@@ -83,6 +83,16 @@ def reuse_counts(kernels: pd.DataFrame, plan: Mapping[str, Any] | None) -> Reuse
     return ReuseCounts(int((~reused).sum()), int(reused.sum()), len(calls), unmatched)
 
 
+def table_reuse_line(table: pd.DataFrame) -> str | None:
+    """reuse_counts' line from an analyzed per-range table (reports and saved tables have no plan at
+    hand): kernel launches of measured rows and of reused rows; None when no row is reused."""
+    if REUSES not in table or not table[REUSES].astype(bool).any():
+        return None
+    reused = table[REUSES].astype(bool)
+    kernels = table["n_kernels"].fillna(0)
+    return ReuseCounts(int(kernels[~reused].sum()), int(kernels[reused].sum()), int(reused.sum()), 0).line()
+
+
 # --- the premise check ------------------------------------------------------------------------------------
 
 L1_TOLERANCE = 0.01
