@@ -20,6 +20,7 @@ import sys
 
 from memtraffic.analysis.analyze import analyze_run
 from memtraffic.analysis.reuse import signature_groups
+from memtraffic.core.errors import MemtrafficError
 from memtraffic.core.files import plain_records
 from memtraffic.ncu.run import load_run
 
@@ -30,7 +31,11 @@ def main() -> int:
     parser.add_argument("--json", help="write every group here")
     parser.add_argument("--all", action="store_true", help="print every group, not only those that differ")
     args = parser.parse_args()
-    run = load_run(args.run)
+    try:
+        run = load_run(args.run)
+    except MemtrafficError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     if (run.meta or {}).get("distinct"):
         print(f"warning: {args.run} was profiled with --distinct {run.meta['distinct']}: its repeats were "
               "not measured; check an --every-launch run", file=sys.stderr)

@@ -221,3 +221,30 @@ def test_ncu_skips_repeats_inside_a_measured_region(tmp_path):
     kernels = load_run(tmp_path / "run").kernels()
     assert not any(launches.is_repeat(r) for r in kernels["range"])  # ncu profiled no repeat
     assert any(line.startswith("measured ") and "2 repeats reuse" in line for line in lines)
+
+
+def test_check_repeats_script_exit_codes_and_summary(tmp_path, capsys, monkeypatch):
+    script = _script("check_repeats")
+    run = load_run(TRAIN_STEP)
+    folder = tmp_path / "full"
+    folder.mkdir()
+    for f in ("profile.ncu-rep", "profile.kernels.json.gz", "run.json"):
+        (folder / f).write_bytes((run.folder / f).read_bytes())
+    (folder / "plan.json").write_text(json.dumps(run.plan))  # no signatures: profiled before they existed
+    monkeypatch.setattr(sys, "argv", ["check_repeats.py", str(folder)])
+    assert script.main() == 2
+    assert "trace has no call signatures" in capsys.readouterr().err
+    plan = copy.deepcopy(run.plan)
+    for c in plan["configs"]:
+        c["signature"] = launches.signature_digest((c["op"], json.dumps(c["inputs"]), tuple(c["shape"])))
+    (folder / "plan.json").write_text(json.dumps(plan))
+    out = tmp_path / "groups.json"
+    monkeypatch.setattr(sys, "argv", ["check_repeats.py", str(folder), "--json", str(out)])
+    code = script.main()
+    groups = json.loads(out.read_text())
+    differ = [g for g in groups if g["differs"]]
+    assert code == (1 if differ else 0)
+    first = capsys.readouterr().out.splitlines()[0]
+    calls = sum(g["calls"] for g in groups)
+    assert first == (f"{len(groups)} signatures ran more than once ({calls} calls); "
+                     f"{len(differ)} differ (L1 beyond 1% or DRAM beyond 3%)")
