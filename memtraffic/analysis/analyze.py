@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from memtraffic.analysis.reuse import add_reused
+from memtraffic.analysis.reuse import REUSES, add_reused
 from memtraffic.core.arch import chip_for_gpu
 from memtraffic.core.errors import ReportError, UsageError
 from memtraffic.core.files import dump, plain_records, read_json, write_json
@@ -45,8 +45,8 @@ COLUMNS = [
 ]
 # Also in every table, after COLUMNS: the total minimum, DRAM per direction, replay passes, and the
 # report's other metric aliases (summed over a range's kernels where they are counts).
-# `reuses`: the range whose counters the row reuses (a repeat under profile --distinct), '' if measured.
-EXTRA_COLUMNS = ["min_bytes", "eff_dram_rd", "eff_dram_wr", "passes", "report", "reuses"]
+EXTRA_COLUMNS = ["min_bytes", "eff_dram_rd", "eff_dram_wr", "passes", "report"]
+# Last: REUSES, the range whose counters the row reuses (a repeat under profile --distinct), '' if measured.
 
 # Any one of these makes a report worth analyzing; time is always needed.
 _TRAFFIC_ALIASES = ["l1_ld_bytes", "l1_st_bytes", "l2_rd_sectors", "l2_wr_sectors", "dram_rd_bytes",
@@ -180,7 +180,7 @@ def _group(kernels: pd.DataFrame, group_by: str) -> pd.DataFrame:
     # metric no kernel of the range had NaN, not zero.
     summed = grouped[counts].sum(min_count=1)
     averaged = grouped[[a for a in aliases if a not in counts]].mean()
-    kept = ["run", "range", "device", "report", *(["reuses"] if "reuses" in kernels else [])]
+    kept = ["run", "range", "device", "report", *([REUSES] if REUSES in kernels else [])]
     first = grouped[kept].first()
     out = first.join(summed.join(averaged)[aliases])
     out["passes"] = grouped["passes"].max()
@@ -197,8 +197,8 @@ def compute(rows: pd.DataFrame, plan: dict[str, Any] | None = None,
             min_rules: Sequence[MinRule] = ()) -> pd.DataFrame:
     """The analyzed table (COLUMNS + EXTRA_COLUMNS + other aliases) from grouped launch rows."""
     # A GPU without some level's counter (no DRAM counter on unified memory) has no column for it: NaN.
-    df = rows.reindex(columns=list(dict.fromkeys([*rows.columns, *METRICS, "reuses"])))
-    df["reuses"] = df["reuses"].fillna("")
+    df = rows.reindex(columns=list(dict.fromkeys([*rows.columns, *METRICS, REUSES])))
+    df[REUSES] = df[REUSES].fillna("")
     models = _config_models(plan)
     cfgs = [models.get(r, {}) for r in df["range"]]
     df["variant"] = [c.get("variant", "") for c in cfgs]
@@ -250,7 +250,7 @@ def compute(rows: pd.DataFrame, plan: dict[str, Any] | None = None,
                        for r, b, role in zip(df.to_dict("records"), bounds, roles, strict=True)]
 
     others = [a for a in METRICS if a in df and a not in COLUMNS and a != "time"]
-    return df[COLUMNS + EXTRA_COLUMNS + others].reset_index(drop=True)
+    return df[COLUMNS + EXTRA_COLUMNS + others + [REUSES]].reset_index(drop=True)
 
 
 def _split_range_minimum(df: pd.DataFrame) -> list[str]:
