@@ -22,6 +22,8 @@ from memtraffic.analysis.analyze import (
     save_results,
     to_records,
 )
+from memtraffic.analysis.reuse import reuse_counts
+from memtraffic.core.errors import say
 from memtraffic.ncu.report import EmptyReportError
 from memtraffic.ncu.run import Run, load_run  # noqa: F401 - public: load_run(path) -> Run
 
@@ -115,10 +117,13 @@ def run_profile(opts: ProfileOptions, echo: Echo | None = None) -> ProfileResult
 
     result = profile(opts, echo)
     try:
-        table, _ = analyze_reports([result.report], result.plan, run_name=result.run_dir.name,
-                                   meta=result.run)
+        table, kernels = analyze_reports([result.report], result.plan, run_name=result.run_dir.name,
+                                         meta=result.run)
     except EmptyReportError:
-        table, _ = analyze_reports([], result.plan)
+        table, kernels = analyze_reports([], result.plan)
+    counts = reuse_counts(kernels, result.plan)
+    if counts is not None:  # --distinct: say what was measured and what reuses it
+        (echo or say)(counts.line())
     if len(table):
         save_results(table, result.run_dir)
     result.table = table

@@ -364,6 +364,15 @@ def profile(
         list[str] | None, typer.Option(help="Only kernels inside matching NVTX ranges (ncu --nvtx-include "
                                        "syntax, e.g. 'step/'); repeatable.")
     ] = None,
+    distinct: Annotated[
+        int, typer.Option(help="Measure the first K calls of each op signature (op, shapes, strides, dtypes, "
+                          "alignment, scalars); the repeats run unprofiled and reuse the first call's "
+                          "counters, labelled reused. Gathers, scatters, sorts and other value-dependent ops "
+                          "are measured every time; regions unless declared repeats_same.")
+    ] = 1,
+    every_launch: Annotated[
+        bool, typer.Option("--every-launch", help="Measure every kernel launch (--distinct 0).")
+    ] = False,
     target_processes: Annotated[
         str, typer.Option(help="all (the program and its children) or application-only.")
     ] = "all",
@@ -411,7 +420,7 @@ def profile(
         launch_skip=launch_skip, launch_count=launch_count, nvtx_include=list(nvtx_include or []),
         target_processes=target_processes, profile_from_start=profile_from_start == "on",
         from_first_forward=from_first_forward, clock_control=clock_control, cache_control=cache_control,
-        out=out, verbose=verbose)
+        out=out, verbose=verbose, distinct=0 if every_launch else distinct)
     result = run_profile(opts, echo=lambda line: typer.echo(line, err=True))
     if len(result.table) and torch_ops and fmt == "table" and not all_calls:
         typer.echo(op_calls_table(result.table))

@@ -11,7 +11,8 @@ the ncu metric list is cached before the first run, so none pays `ncu --query-me
 that of the whole `memtraffic measure` command (start-up, planning, profiling, analysis); run.json's
 wall_time_s (profiling only) is recorded beside it. A run that fails is reported and left out.
 
-OUT gets: summary.json (devices, date, versions, wall times, ratios, per-GPU split, and per counter
+OUT gets: summary.json (devices, date, versions, wall times, ratios, per-GPU split (each GPU's wall time,
+its configs' seconds and the fixed rest: gpu_split), measure's own timings, and per counter
 how many configs have identical values in each pair of runs), comparison.csv (one row per config:
 each counter in every run), all-1.tgz (the first --gpus all run folder) and logs.tgz (progress).
 """
@@ -78,6 +79,25 @@ def compare(a, b) -> dict[str, int]:
     """Counter -> how many configs (ranges of both tables) have exactly the same value in both."""
     common = sorted(set(a.index) & set(b.index))
     return {col: sum(bool(a[col][r] == b[col][r]) for r in common) for col in collected([a, b])}
+
+
+def gpu_split(run_dir: Path, info: dict) -> list[dict]:
+    """Per GPU of a run: its configs, predicted and measured seconds, and where its wall time went: the
+    runner's configs (status file 'seconds': inputs, warm-up, check, the profiled call) and the rest, its
+    fixed cost (ncu and the runner starting, python and torch imported, the report written)."""
+    out = []
+    for g in info["gpus"]:
+        status = {}
+        path = run_dir / g.get("status_file", f"status-gpu{g['index']}.jsonl")
+        for line in path.read_text().splitlines() if path.is_file() else []:
+            rec = json.loads(line)
+            if rec.get("status") == "ok":
+                status[rec["id"]] = rec.get("seconds") or 0.0
+        configs_s = round(sum(status.values()), 3)
+        out.append({"index": g["index"], "configs": len(g["configs"]),
+                    "predicted_cost_s": g["predicted_cost_s"], "wall_time_s": g["wall_time_s"],
+                    "configs_s": configs_s, "fixed_s": round(g["wall_time_s"] - configs_s, 3)})
+    return out
 
 
 def main() -> None:
@@ -148,9 +168,9 @@ def main() -> None:
         "ratio_all_over_one": {f"{b} / {a}": round(walls[b] / walls[a], 3) for a, b in ratios},
         "profiling_ratio_all_over_one": {f"{b} / {a}": round(profiled[b] / profiled[a], 3)
                                          for a, b in ratios},
-        "per_gpu": {n: [{"index": g["index"], "configs": len(g["configs"]),
-                         "predicted_cost_s": g["predicted_cost_s"], "wall_time_s": g["wall_time_s"]}
-                        for g in infos[n]["gpus"]] for n in names},
+        "per_gpu": {n: gpu_split(work / n, infos[n]) for n in names},
+        # measure's own steps before profiling (plan, ncu version, GPU check, metric list, environment)
+        "measure_timings": {n: infos[n].get("timings") for n in names},
         "identical_configs_per_counter": {f"{a} vs {b}": compare(tables[a], tables[b]) for a, b in pairs},
         "identical_in_every_run": same_everywhere,
     }

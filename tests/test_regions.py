@@ -44,7 +44,7 @@ def test_region_bytes_from_arrays_counts_an_array_passed_twice_once(tmp_path, mo
         "outputs": [{"shape": [16, 8], "dtype": "fp64"}],
         "min_read_bytes": 16 * 8 * (4 + 2), "min_write_bytes": 16 * 8 * 8, "min_note": "",
         "model_flops": 4096,
-        "pred_read_bytes": None, "pred_write_bytes": None,
+        "pred_read_bytes": None, "pred_write_bytes": None, "signature": record["signature"],
     }
 
 

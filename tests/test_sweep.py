@@ -232,7 +232,9 @@ def test_measure_gpus_runs_one_ncu_per_gpu_into_one_run(tmp_path, monkeypatch):
         (attempt,) = [a for a in run["attempts"] if a["gpu"] == g]
         argv = attempt["argv"]
         assert argv[argv.index("--export") + 1] == str(out / f"profile-gpu{g}.ncu-rep")
-        assert argv[-4:] == ["--gpu", str(g), "--status", str(out / f"status-gpu{g}.jsonl")]
+        # the runners start while the plan is built, and each then takes its own configs
+        status = str(out / f"status-gpu{g}.jsonl")
+        assert argv[-5:] == ["--gpu", str(g), "--status", status, "--wait-for-plan"]
         assert attempt["cuda_visible_devices"] == visible
         assert (out / f"profile-gpu{g}.ncu-rep.env").read_text() == visible
         status = rundir.read_status(out / f"status-gpu{g}.jsonl")
@@ -240,6 +242,17 @@ def test_measure_gpus_runs_one_ncu_per_gpu_into_one_run(tmp_path, monkeypatch):
         assert any(line.startswith(f"[gpu{g}] [1/2] ") for line in lines)
     assert [c["gpu"] for c in run["configs"]] == [c["gpu"] for c in plan["configs"]]
     assert all(c["status"] == "ok" for c in run["configs"])
+
+
+def test_a_plan_that_fails_while_the_gpus_start_stops_every_runner_and_keeps_nothing(tmp_path, monkeypatch):
+    """With --gpus too the runners start while the plan is built: its one-line error, no run folder."""
+    _fake_measure(tmp_path, monkeypatch)
+    out = tmp_path / "run"
+    opts = collect.MeasureOptions(variants=["torch_softmax"], shapes=["4x8"], params=["BLOCK_M=4"], out=out,
+                                  gpus="all")
+    with pytest.raises(UsageError, match="no selected variant takes parameter BLOCK_M"):
+        run_measure(opts, echo=lambda line: None)
+    assert not out.exists()
 
 
 def test_a_failing_gpu_keeps_the_others_and_lists_its_configs(tmp_path, monkeypatch):
@@ -435,3 +448,39 @@ def test_merging_runs_of_different_gpus_is_refused():
                    "--out", "/nonexistent/never-created"])
     line = _one_error_line(res, 2)
     assert "different GPUs" in line and "NVIDIA H200" in line and "NVIDIA H100 80GB HBM3" in line
+
+
+@pytest.mark.parametrize(("visible", "names"), [
+    (None, ["GPU A", "GPU B", "GPU C"]), ("2,0", ["GPU C", "GPU A"]), ("1,7,0", ["GPU B"]), ("", []),
+    ("GPU-1234-uuid", None),  # only CUDA can say: torch is asked
+])
+def test_gpu_names_from_nvidia_smi_as_cuda_visible_devices_narrow_them(tmp_path, monkeypatch, visible, names):
+    from memtraffic.measure import gpu
+
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\nprintf 'GPU A\\nGPU B\\nGPU C\\n'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert gpu._smi_names() == names
+
+
+def test_measure_gpus_splits_each_gpus_wall_time_into_configs_and_fixed_cost():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("measure_gpus", "scripts/measure_gpus.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    run_dir = H200X2 / "softmax_sweep_80"
+    info = json.loads((run_dir / "run.json").read_text())
+    split = script.gpu_split(run_dir, info)
+    assert [g["index"] for g in split] == [0, 1] and [g["configs"] for g in split] == [40, 40]
+    for g, part in zip(info["gpus"], split, strict=True):
+        seconds = [json.loads(line).get("seconds", 0) for line in
+                   (run_dir / g["status_file"]).read_text().splitlines() if '"ok"' in line]
+        assert part["configs_s"] == pytest.approx(sum(seconds), abs=1e-3)
+        assert part["fixed_s"] == pytest.approx(g["wall_time_s"] - sum(seconds), abs=1e-3)
+        assert part["fixed_s"] > 0

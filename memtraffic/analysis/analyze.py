@@ -20,10 +20,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from memtraffic.analysis.reuse import REUSES, add_reused
 from memtraffic.analysis.timing import copy_seconds, explain_time, local_bytes
 from memtraffic.core.arch import chip_for_gpu
 from memtraffic.core.errors import ReportError, UsageError, warn
 from memtraffic.core.files import dump, plain_records, read_json, write_bytes_atomic, write_json
+from memtraffic.core.launches import measured_range
 from memtraffic.core.ops import format_shape
 from memtraffic.core.roofs import find_ceilings
 from memtraffic.core.units import ABOVE, compile_regex, fmt_bytes, fmt_rate, parse_size
@@ -52,6 +54,7 @@ COLUMNS = [
 # differently).
 EXTRA_COLUMNS = ["min_bytes", "eff_dram_rd", "eff_dram_wr", "passes", "report", "status", "launch_dims",
                  "local_ld_bytes", "local_st_bytes", "grid_size", "block_size", *LAUNCH_STATS, "time_vs_copy"]
+# Last: REUSES, the range whose counters the row reuses (a repeat under profile --distinct), '' if measured.
 
 # Any one of these makes a report worth analyzing; time is always needed.
 _TRAFFIC_ALIASES = ["l1_ld_bytes", "l1_st_bytes", "l2_rd_sectors", "l2_wr_sectors", "dram_rd_bytes",
@@ -187,7 +190,8 @@ def _group(kernels: pd.DataFrame, group_by: str) -> pd.DataFrame:
     # metric no kernel of the range had NaN, not zero.
     summed = grouped[counts].sum(min_count=1)
     averaged = grouped[[a for a in aliases if a not in counts]].mean()
-    first = grouped[["run", "range", "device", "report"]].first()
+    kept = ["run", "range", "device", "report", *([REUSES] if REUSES in kernels else [])]
+    first = grouped[kept].first()
     out = first.join(summed.join(averaged)[aliases])
     out["passes"] = grouped["passes"].max()
     # The launch of each range's longest kernel, and its achieved occupancy: what a time diagnosis names.
@@ -218,7 +222,8 @@ def compute(rows: pd.DataFrame, plan: dict[str, Any] | None = None,
             min_rules: Sequence[MinRule] = ()) -> pd.DataFrame:
     """The analyzed table (COLUMNS + EXTRA_COLUMNS + other aliases) from grouped launch rows."""
     # A GPU without some level's counter (no DRAM counter on unified memory) has no column for it: NaN.
-    df = rows.reindex(columns=list(dict.fromkeys([*rows.columns, *METRICS])))
+    df = rows.reindex(columns=list(dict.fromkeys([*rows.columns, *METRICS, REUSES])))
+    df[REUSES] = df[REUSES].fillna("")
     if rows.get("status") is None:
         df["status"] = "ok"
     if rows.get("launch_dims") is None:
@@ -281,7 +286,7 @@ def compute(rows: pd.DataFrame, plan: dict[str, Any] | None = None,
                        for r, b, role in zip(df.to_dict("records"), bounds, roles, strict=True)]
 
     others = [a for a in METRICS if a in df and a not in COLUMNS and a != "time"]
-    return df[COLUMNS + EXTRA_COLUMNS + others].reset_index(drop=True)
+    return df[COLUMNS + EXTRA_COLUMNS + others + [REUSES]].reset_index(drop=True)
 
 
 def _measured_roofs(devices: pd.Series) -> dict[str, dict[str, Any]]:
@@ -518,6 +523,7 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
     kernels = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["run", "launch", "range", "kernel", "grid_size", "block_size", "device", "report", "passes",
                  *METRICS])
+    kernels = add_reused(kernels, plan)  # repeats get their first call's rows
     rows = _group(kernels, "kernel" if group_by == "kernel" else "range")
     rows["status"] = "ok"
     statuses, lost, reconcile_gaps = _planned_against_found(plan, meta, kernels, cut)
@@ -707,12 +713,13 @@ def row_label(r: dict[str, Any]) -> str:
         if again.startswith("#"):  # a merge's second measurement of the same config
             text += f" {again}"
         return text
-    parts = (r["range"] or "").split("|")
+    parts = measured_range(r["range"] or "").split("|")
     if len(parts) >= 4 and parts[0] == "mt" and parts[1] in ("op", "region") and r["op"]:
         # 'mt|op|<seq>|<overload>' / 'mt|region|<name>|<seq>': name, call number, first input
         seq = parts[2] if parts[1] == "op" else parts[-1]
         name = r["op"] if parts[1] == "op" else f"region {r['op']}"
-        return " ".join(p for p in (f"{name} #{seq}", r["shape"], r["dtype"]) if p)
+        reused = " (reused)" if r.get("reuses") else ""  # a repeat: its first call's counters
+        return " ".join(p for p in (f"{name} #{seq}", r["shape"], r["dtype"]) if p) + reused
     return r["range"] or (r["kernels"] or ["?"])[0]
 
 

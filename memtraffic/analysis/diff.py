@@ -37,6 +37,7 @@ from typing import Any
 import pandas as pd
 
 from memtraffic.core.errors import UsageError
+from memtraffic.core.launches import measured_range
 
 GROUPS = ("range", "op", "kernel", "line")
 TIME_TOLERANCE = 0.05
@@ -51,7 +52,7 @@ _EFFS = ["eff_l1_ld", "eff_l1_st", "eff_l2", "eff_dram", "eff_dram_rd"]
 MEASURES = {  # what each grouping compares, in column order
     "range": ["time_ns", *_LEVELS, *_EFFS, "min_bytes", "n_kernels"],
     "kernel": ["time_ns", *_LEVELS, *_EFFS, "min_bytes"],
-    "op": ["time_ns", *_LEVELS, *_EFFS, "min_bytes", "excess_bytes", "calls", "n_kernels"],
+    "op": ["time_ns", *_LEVELS, *_EFFS, "min_bytes", "excess_bytes", "calls", "reused", "n_kernels"],
     "line": ["bytes_moved", "excess_sectors", "sectors", "ideal_sectors", "requests", "inst_executed"],
 }
 BYTE_MEASURES = {"range": _LEVELS, "kernel": _LEVELS, "op": _LEVELS,
@@ -180,7 +181,7 @@ def _base_key(r: Mapping[str, Any]) -> tuple:
     if isinstance(r.get("variant"), str) and r["variant"]:
         return ("config", r["variant"], r.get("op", ""), r.get("shape", ""), r.get("dtype", ""),
                 _params_text(r.get("params")))
-    rng = r.get("range") or ""
+    rng = measured_range(r.get("range") or "")  # a repeat matches the same call measured
     parts = rng.split("|")
     if len(parts) >= 4 and parts[0] == "mt" and parts[1] == "op":
         return ("op", "|".join(parts[3:]))

@@ -1,7 +1,8 @@
 """`analyze --group-by op`: one row per op type of a traced program (or region name), worst excess first.
 
 Input: analyze's per-range table, where each `mt|op|...` range is one op call with its minimum from the
-trace. Per op type: calls (those that launched kernels), kernels, time, bytes each level moved, the
+trace. Per op type: calls (those that launched kernels), of them reused (repeats that reuse their first
+call's counters under profile --distinct), kernels, time, bytes each level moved, the
 minimum, the excess (measured minus minimum) per level, efficiency per level (summed minimum /
 summed bytes), and the diagnosis of its worst call (lowest efficiency at any level) with that call's
 range. Sorted by `excess_bytes`, the largest excess of the three levels: L1 shows repeated requests
@@ -23,11 +24,11 @@ OUTSIDE = "(outside any op or region)"  # kernels in no `mt|` range, or in a ran
 MEASURED = ["time_ns", "l1_ld_bytes", "l1_st_bytes", "l2_rd_bytes", "l2_wr_bytes", "dram_rd_bytes",
             "dram_wr_bytes"]
 MINIMUM = ["min_read_bytes", "min_write_bytes", "min_bytes"]
-COLUMNS = ["op", "calls", "n_kernels", *MEASURED, *MINIMUM, "excess_l1_bytes", "excess_l2_bytes",
+COLUMNS = ["op", "calls", "reused", "n_kernels", *MEASURED, *MINIMUM, "excess_l1_bytes", "excess_l2_bytes",
            "excess_dram_bytes", "excess_bytes", "eff_l1_ld", "eff_l1_st", "eff_l2", "eff_dram", "eff_dram_rd",
            "diagnosis", "worst_range", "status"]
 _LEVELS = ("eff_l1_ld", "eff_l1_st", "eff_l2", "eff_dram")
-_COUNTS = ("time_ns", "calls", "n_kernels")
+_COUNTS = ("time_ns", "calls", "reused", "n_kernels")
 
 
 def _ratio(num: float, den: float) -> float:
@@ -47,7 +48,8 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
     ops = table["op"].where(table["op"].astype(bool), OUTSIDE)
     rows = []
     for op, calls in table.groupby(ops, sort=False):
-        s: dict[str, Any] = {"op": op, "calls": len(calls), "n_kernels": int(calls["n_kernels"].sum())}
+        s: dict[str, Any] = {"op": op, "calls": len(calls), "n_kernels": int(calls["n_kernels"].sum()),
+                             "reused": int(calls["reuses"].astype(bool).sum()) if "reuses" in calls else 0}
         for column in MEASURED:
             s[column] = calls[column].sum(min_count=1)
         for column in MINIMUM:  # a call without a minimum leaves the op type without one

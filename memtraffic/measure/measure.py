@@ -201,10 +201,12 @@ def profile_plan(plan: dict[str, Any], run_dir: Path, session: NcuSession, opts:
     return {"attempts": attempts, "reports": reports, "interrupted": interrupted}
 
 
-def profile_gpus(plan: dict[str, Any], run_dir: Path, session: NcuSession, opts: MeasureOptions,
+def profile_gpus(plan: dict[str, Any] | None, run_dir: Path, session: NcuSession, opts: MeasureOptions,
                  slots: Sequence[GpuSlot], echo: Callable[[str], None],
-                 ncu_runner: Callable[..., NcuRun] = run_ncu) -> dict[str, Any]:
-    """`profile_plan` for every GPU at once, one thread and one ncu process per GPU.
+                 ncu_runner: Callable[..., NcuRun] = run_ncu,
+                 ready: Callable[[], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """`profile_plan` for every GPU at once, one thread and one ncu process per GPU. With `ready` (plan
+    None) the runners start while the plan is built, as profile_plan's does.
 
     Lines are prefixed with the GPU ('[gpu1] ...'). One GPU's failure is recorded in its entry and the
     others go on. Ctrl-C reaches the runners through the terminal (they stop after their current config
@@ -229,7 +231,7 @@ def profile_gpus(plan: dict[str, Any], run_dir: Path, session: NcuSession, opts:
         t0 = time.perf_counter()
         try:
             out = profile_plan(plan, run_dir, session, opts, say(slot), ncu_runner, gpu=slot, stop=stop,
-                               on_start=started)
+                               on_start=started, ready=ready)
             out["error"] = None
         except Exception as err:  # NcuError or a bug: this GPU's configs are lost, not the others'
             out = {"attempts": [], "reports": [], "interrupted": False,
@@ -257,6 +259,8 @@ def profile_gpus(plan: dict[str, Any], run_dir: Path, session: NcuSession, opts:
             stop.set()
             echo("interrupted: waiting for each GPU's ncu to write the report of its finished configs "
                  "(Ctrl-C again to kill them)")
+    if plan is None:
+        plan = ready()  # raises why the plan could not be built (each GPU's runner then ran nothing)
     gpus = []
     for slot in slots:
         out = results[slot.index]
@@ -452,10 +456,10 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
         refuse_nonempty(opts.out)
     check_ncu_options(cache_control=opts.cache_control, clock_control=opts.clock_control)
     tokens = metric_tokens(opts.metrics)  # a name not even metric-shaped fails before ncu is found
-    # One GPU: the plan is built (torch, triton and the kernels imported: ~6 s on the H100 machine) while
-    # ncu starts the runner, which imports the same and then waits for plan.json. Several GPUs: the
-    # plan first, since its configs are split across the GPUs before any ncu starts.
-    overlap = not opts.gpus and opts.plan is None
+    # The plan is built (torch, triton and the kernels imported: ~6 s on the H100 machine) while ncu
+    # starts the runners (one per GPU), which import the same and then wait for plan.json; its configs
+    # are split across the GPUs (finish_plan) before it is written, each runner takes its own.
+    overlap = opts.plan is None
     if overlap:
         precheck(opts)
         plan = None
@@ -516,7 +520,8 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
     t0 = time.perf_counter()
     try:
         if slots:
-            outcome = profile_gpus(plan, run_dir, session, opts, slots, echo, ncu_runner)
+            outcome = profile_gpus(plan, run_dir, session, opts, slots, echo, ncu_runner,
+                                   ready=pending.result if pending else None)
         else:
             outcome = profile_plan(plan, run_dir, session, opts, echo, ncu_runner,
                                    ready=pending.result if pending else None)

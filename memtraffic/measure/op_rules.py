@@ -500,3 +500,28 @@ RULES: dict[Any, Rule] = {
     aten.native_group_norm_backward: _without(only_if={"weight": 0}),
     aten.native_batch_norm_backward: _batch_norm_backward,
 }
+
+
+def _packets(*names: str) -> frozenset[Any]:
+    """The overload packets of these aten names that this torch has."""
+    return frozenset(getattr(aten, n) for n in names if hasattr(aten, n))
+
+
+# Ops whose traffic depends on the values they are given, not only on shapes and strides: what they
+# index, sort, select or count. `memtraffic profile --distinct` measures every call of them.
+VALUE_DEPENDENT = _packets(
+    # gathers and scatters (the rules above count the distinct rows they touch)
+    "embedding", "index_select", "index", "_unsafe_index", "gather", "take", "index_put_", "_index_put_impl_",
+    "index_put", "index_add_", "index_add", "index_reduce_", "index_copy_", "index_fill_", "scatter_",
+    "scatter", "scatter_add_", "scatter_add", "scatter_reduce_", "scatter_reduce", "masked_fill_",
+    "masked_scatter_", "masked_scatter", "put_", "embedding_dense_backward", "embedding_backward",
+    "_embedding_bag", "_embedding_bag_backward", "embedding_bag", "gather_backward", "index_select_backward",
+    "max_pool2d_with_indices_backward", "max_pool3d_with_indices_backward", "adaptive_max_pool2d_backward",
+    "max_unpool2d", "max_unpool3d", "_unsafe_index_put",
+    # losses that read one logit per target
+    "nll_loss_forward", "nll_loss2d_forward", "nll_loss_backward", "nll_loss2d_backward",
+    # sorts, selections and counts
+    "sort", "argsort", "topk", "kthvalue", "median", "nanmedian", "mode", "msort", "unique_consecutive",
+    "_unique", "_unique2", "unique_dim", "nonzero", "nonzero_static", "masked_select", "bincount", "histc",
+    "histogram", "searchsorted", "bucketize", "multinomial", "randperm", "_local_scalar_dense",
+)

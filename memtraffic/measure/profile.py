@@ -26,10 +26,12 @@ from typing import Any
 
 from memtraffic.core.errors import MemtrafficError, NcuError, UsageError, say
 from memtraffic.core.files import refuse_nonempty
+from memtraffic.core.launches import DISTINCT_ENV, NVTX_EXCLUDE
 from memtraffic.core.rundir import DEFAULT_RUNS_ROOT, gpu_name, new_run_dir, utc_now
 from memtraffic.core.runfile import plan_from_trace, write_plan, write_run
 from memtraffic.core.tracefile import TRACE_ENV, TRACE_FROM, read_trace
 from memtraffic.measure.ops import tracer_env, tracer_warnings
+from memtraffic.measure.progress import TraceProgress, earlier_run, end_text
 from memtraffic.ncu.command import (
     check_ncu_options,
     metric_tokens,
@@ -60,6 +62,8 @@ class ProfileOptions:
     launch_skip: int | None = None
     launch_count: int | None = None
     nvtx_include: list[str] = field(default_factory=list)
+    # Measure the first `distinct` calls of each signature; repeats reuse their counters (0: every call).
+    distinct: int = 1
     target_processes: str = "all"
     profile_from_start: bool = True
     from_first_forward: bool = False
@@ -101,10 +105,12 @@ def resolve_program(command: Sequence[str]) -> str:
 
 
 def program_env(run_dir: Path, torch_ops: bool, base: dict[str, str] | None = None,
-                mode: str = "1") -> dict[str, str]:
+                mode: str = "1", distinct: int = 0) -> dict[str, str]:
     """The program's environment: regions and the op tracer append their records to the run's trace.
-    `mode`: which op calls the tracer records (memtraffic.core.tracefile.TRACE_FROM)."""
+    `mode`: which op calls the tracer records (memtraffic.core.tracefile.TRACE_FROM); `distinct`: how
+    many calls of each signature are measured (memtraffic.core.launches; 0: every call)."""
     env = dict(os.environ if base is None else base)
+    env[DISTINCT_ENV] = str(distinct)
     if torch_ops:  # the tracer starts with the program (sitecustomize); the mark says torch was imported
         return tracer_env(run_dir / TRACE_FILE, env, torch_mark=run_dir / TORCH_MARK_FILE, mode=mode)
     env[TRACE_ENV] = str(run_dir / TRACE_FILE)
@@ -159,6 +165,9 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
     program = resolve_program(opts.command)
     check_ncu_options(opts.cache_control, opts.clock_control, opts.target_processes, opts.launch_skip,
                       opts.launch_count)
+    if opts.distinct < 0:
+        raise UsageError(f"--distinct {opts.distinct}: give how many calls of each signature to measure "
+                         "(>= 1), or --every-launch")
     tokens = metric_tokens(opts.metrics)  # a name not even metric-shaped fails before ncu is found
     if opts.out is not None:
         refuse_nonempty(opts.out)  # a usage error, said before ncu is looked for
@@ -176,7 +185,8 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
     argv = session.command(
         report, app, cache_control=opts.cache_control,
         clock_control=opts.clock_control, nvtx_include=opts.nvtx_include,
-        target_processes=opts.target_processes, kernel_name=opts.kernel_name, launch_skip=opts.launch_skip,
+        nvtx_exclude=[NVTX_EXCLUDE] if opts.distinct else [], target_processes=opts.target_processes,
+        kernel_name=opts.kernel_name, launch_skip=opts.launch_skip,
         launch_count=opts.launch_count, profile_from_start=opts.profile_from_start, source=opts.source)
     echo(f"profiling {shlex.join(opts.command)} with {session.path} into {run_dir}")
     run: dict[str, Any] = {
@@ -190,14 +200,23 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
         "metric_notes": session.spec.notes,
         "torch_ops": opts.torch_ops,
         "traced_from": TRACE_FROM[trace_mode(opts)] if opts.torch_ops else None,
+        "distinct": opts.distinct,  # calls measured per signature, 0: every launch
         "source": opts.source,
         "clock_control": opts.clock_control,
         "cache_control": opts.cache_control,
     }
     write_run(run_dir, run)  # kept if the program or ncu is killed: reading then rebuilds the plan (load_run)
+    # What an earlier run of the same command measured gives the progress line its ETA.
+    expected = earlier_run([opts.runs_root, run_dir.parent], opts.command,
+                           {k: run[k] for k in ("metric_set", "torch_ops", "traced_from", "distinct")},
+                           exclude=run_dir)
+    if expected is not None:
+        echo(f"expecting {expected.kernels} kernel launches to measure, as {expected.run_dir} did")
+    progress = TraceProgress(run_dir / TRACE_FILE, expected)
     t0 = time.perf_counter()
     result = run_ncu(argv, run_dir / "ncu.log", echo=echo, verbose=opts.verbose,
-                     env=program_env(run_dir, opts.torch_ops, mode=trace_mode(opts)), progress_every_s=2.0)
+                     env=program_env(run_dir, opts.torch_ops, mode=trace_mode(opts), distinct=opts.distinct),
+                     progress_every_s=2.0, describe=progress.line)
     has_report = report.is_file() and report.stat().st_size > 0
     run.update(wall_time_s=round(time.perf_counter() - t0, 3), finished=utc_now(),
                interrupted=result.interrupted,
@@ -213,6 +232,8 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
     write_run(run_dir, run)  # saved before analysis can fail
     keep_kernel_tables([report] if has_report else [])  # every later reading starts from it
     echo(f"ncu profiled {result.kernels} kernel launches; the program recorded {len(configs)} ops/regions")
+    if (short := end_text(result.kernels, expected)) is not None:
+        echo(short)
     if opts.torch_ops and not (run_dir / TORCH_MARK_FILE).exists():
         echo("warning: --torch-ops traced nothing: the program never imported torch (is it a Python "
              "program run by this Python's environment?)")

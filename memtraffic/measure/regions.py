@@ -11,6 +11,13 @@ The minimum is each distinct input's bytes read once and each output's written o
 `mt|region|<name>|<seq>` holds every kernel launched inside (an `mt|op|...` range of a traced torch op
 inside it is more specific and wins). The record (memtraffic.core.tracefile) is written when the block
 ends. Torch-free: it imports no framework to push the range.
+
+A region is measured every time it runs: the code inside is the user's, and the same name, shapes and
+dtypes do not prove the same work (a loop whose length depends on data, a cache that warms). With
+`repeats_same=True` the user says it does: under `memtraffic profile --distinct K` the first K calls of
+each signature (name, each input's and output's shape, dtype and pointer alignment as far as the array
+tells, the bytes and FLOPs given) are measured and the others reuse the first one's counters
+(memtraffic.core.launches). Traced ops inside a measured region are decided op by op.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from memtraffic.core import launches
 from memtraffic.core.errors import UsageError
 from memtraffic.core.tracefile import dtype_name, emit, make_record, next_seq
 
@@ -103,6 +111,24 @@ def _describe(obj: Any) -> dict[str, Any]:
     return {"shape": [int(d) for d in shape], "dtype": "" if dtype is None else dtype_name(dtype)}
 
 
+def _pointer_alignment(obj: Any) -> int | None:
+    """data pointer % 16 of a torch, CuPy or numba array (CUDA array interface), else None."""
+    try:
+        if hasattr(obj, "data_ptr"):
+            return int(obj.data_ptr()) % 16
+        interface = (getattr(obj, "__cuda_array_interface__", None)
+                     or getattr(obj, "__array_interface__", None))
+        return None if interface is None else int(interface["data"][0]) % 16
+    except Exception:  # an array that cannot say where it lives: keyed without it
+        return None
+
+
+def _signature(r: Region) -> tuple[Any, ...]:
+    arrays = tuple((tuple(d["shape"]), d["dtype"], _pointer_alignment(o))
+                   for o in (*r.inputs, *r.outputs) for d in [_describe(o)])
+    return ("region", r.name, len(r.inputs), arrays, r.read_bytes, r.write_bytes, r.flops)
+
+
 def _distinct(objs: Sequence[Any]) -> list[Any]:
     return list({id(o): o for o in objs}.values())  # the same array passed twice is read once
 
@@ -117,23 +143,28 @@ def _minimum(r: Region) -> tuple[int, int]:
 @contextmanager
 def region(name: str, inputs: Sequence[Any] = (), outputs: Sequence[Any] = (), *,
            read_bytes: int | None = None, write_bytes: int | None = None,
-           flops: int | None = None) -> Iterator[Region]:
-    """An NVTX range `mt|region|<name>|<seq>` whose minimum traffic analysis uses (see module docstring)."""
+           flops: int | None = None, repeats_same: bool = False) -> Iterator[Region]:
+    """An NVTX range `mt|region|<name>|<seq>` whose minimum traffic analysis uses (see module docstring).
+    `repeats_same`: calls with the same signature do the same work, so a repeat may reuse the first
+    call's counters under `profile --distinct` (default: every call measured)."""
     if not isinstance(name, str) or not name or "|" in name:
         raise UsageError(f"region name {name!r}: give a non-empty string without '|'")
     r = Region(name, list(inputs), list(outputs), _count(read_bytes, "read_bytes", name),
                _count(write_bytes, "write_bytes", name), _count(flops, "flops", name))
     _minimum(r)  # bad inputs fail here, before the block runs
     seq = next_seq()
-    range_name = f"mt|region|{name}|{seq}"
+    decision = launches.decide(f"mt|region|{name}|{seq}", _signature(r), always=not repeats_same)
     nvtx = _push_pop()
     if nvtx:
-        nvtx[0](range_name)
+        nvtx[0](decision.range)
     try:
         yield r
     finally:
         if nvtx:
             nvtx[1]()
+        launches.done(decision)
         read, write = _minimum(r)
-        emit(make_record("region", seq, name, range_name, [_describe(o) for o in _distinct(r.inputs)],
-                         [_describe(o) for o in _distinct(r.outputs)], read, write, r.flops))
+        record = make_record("region", seq, name, decision.range, [_describe(o) for o in _distinct(r.inputs)],
+                             [_describe(o) for o in _distinct(r.outputs)], read, write, r.flops)
+        record.update(decision.fields())
+        emit(record)

@@ -38,8 +38,9 @@ from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatc
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sdpa_flop_count
 
+from memtraffic.core import launches
 from memtraffic.core.tracefile import TORCH_MARK_ENV, collect, dtype_name, emit, make_record, next_seq
-from memtraffic.measure.op_rules import RULES, Traffic, storage_of
+from memtraffic.measure.op_rules import RULES, VALUE_DEPENDENT, Traffic, storage_of
 from memtraffic.measure.op_rules import tensor_bytes as tensor_bytes  # re-exported: the public helper
 
 aten = torch.ops.aten
@@ -125,6 +126,50 @@ def op_record(func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[s
                        note=note, main=None if main is None else _describe(main))
 
 
+ALIGNMENT = 16  # bytes: vectorized (128-bit) loads need it, kernels fall back to narrower ones without
+
+
+def _tensor_signature(t: torch.Tensor, storages: dict[int, int]) -> tuple[Any, ...]:
+    """Shape, strides, dtype, device, layout, data_ptr % ALIGNMENT, and which earlier argument's storage
+    it shares (its number among the call's distinct storages): what a kernel's traffic depends on, values
+    aside."""
+    base = (tuple(t.shape), str(t.dtype), str(t.device), str(t.layout))
+    try:
+        shared = storages.setdefault(storage_of(t) or 0, len(storages))
+        return (*base, tuple(t.stride()), t.data_ptr() % ALIGNMENT, shared)
+    except (RuntimeError, NotImplementedError):  # no strides or storage (sparse, meta, some subclasses)
+        return base
+
+
+# Float arguments kernels may specialize on (pow's square and root paths, a zero or unit alpha): keyed by
+# value; any other float only by its sign, so steps with a new learning rate or step size are repeats.
+_SPECIAL_FLOATS = {0.0, 1.0, -1.0, 2.0, -2.0, 3.0, 0.5, -0.5, float("inf"), float("-inf")}
+
+
+def call_signature(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """What one op call's traffic depends on, its data values aside (memtraffic.core.launches): the
+    overload, every tensor argument's _tensor_signature, other arguments by value (floats other than
+    _SPECIAL_FLOATS by sign only)."""
+    storages: dict[int, int] = {}
+
+    def part(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return _tensor_signature(value, storages)
+        if isinstance(value, list | tuple):
+            return tuple(part(v) for v in value)
+        if isinstance(value, float) and value not in _SPECIAL_FLOATS and value == value:
+            return ("float", value > 0)  # a learning rate, a step size: the same kernel whatever its value
+        if value is None or isinstance(value, bool | int | float | str):
+            return value
+        if isinstance(value, torch.dtype | torch.device | torch.layout | torch.memory_format):
+            return str(value)
+        if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
+            return str(value)
+        return type(value).__name__  # a Generator, an opaque object: its type is all we key on
+
+    return (str(func), part(args), tuple(sorted((k, part(v)) for k, v in kwargs.items())))
+
+
 def _shape(t: Any) -> tuple[int, ...]:
     return tuple(t.shape)
 
@@ -186,15 +231,21 @@ class OpTracer(TorchDispatchMode):
             with self:
                 return _decompose(func, args, kwargs)
         seq = next_seq()
-        name = f"mt|op|{seq}|{func}"
+        # Measured, or a repeat of an earlier call with the same signature (memtraffic.core.launches):
+        # a repeat's range is one ncu skips. Ops whose traffic depends on values are always measured.
+        decision = launches.decide(f"mt|op|{seq}|{func}", call_signature(func, args, kwargs),
+                                   always=func.overloadpacket in VALUE_DEPENDENT)
         if self._nvtx:
-            torch.cuda.nvtx.range_push(name)
+            torch.cuda.nvtx.range_push(decision.range)
         try:
             out = func(*args, **kwargs)
         finally:
             if self._nvtx:
                 torch.cuda.nvtx.range_pop()
-        emit(op_record(func, args, kwargs, out, seq, name))
+            launches.done(decision)
+        record = op_record(func, args, kwargs, out, seq, decision.range)
+        record.update(decision.fields())
+        emit(record)
         return out
 
 

@@ -276,6 +276,7 @@ def build_ncu_command(
     clock_control: str = "none",
     import_sass: bool = False,
     nvtx_include: Sequence[str] = (NVTX_INCLUDE,),
+    nvtx_exclude: Sequence[str] = (),
     target_processes: str = "application-only",
     kernel_name: str | None = None,
     launch_skip: int | None = None,
@@ -286,13 +287,16 @@ def build_ncu_command(
     """The ncu argv that profiles `app` into `report` (a pure function: tests compare it exactly).
 
     `measure` keeps the defaults: only kernels inside our NVTX ranges of the runner process. `profile`
-    passes the user's filters. `source` adds the per-instruction SourceCounters section with the CUDA
-    source and SASS embedded, which `memtraffic lines` reads.
+    passes the user's filters, and under --distinct excludes the repeats' ranges
+    (memtraffic.core.launches.NVTX_EXCLUDE). `source` adds the per-instruction SourceCounters section
+    with the CUDA source and SASS embedded, which `memtraffic lines` reads.
     """
     check_ncu_options(cache_control, clock_control, target_processes, launch_skip, launch_count)
     argv = [str(ncu), "--metrics", ",".join(metrics), "--nvtx"]
     for include in nvtx_include:
         argv += ["--nvtx-include", include]
+    for exclude in nvtx_exclude:
+        argv += ["--nvtx-exclude", exclude]
     argv += [
         "--cache-control", cache_control,
         "--clock-control", clock_control,
@@ -333,9 +337,11 @@ _PASSES = re.compile(r"-\s+(\d+)\s+pass(?:es)?\b")
 def run_ncu(argv: Sequence[str], log_path: Path, echo: Callable[[str], None] | None = None,
             verbose: bool = False, env: Mapping[str, str] | None = None,
             progress_every_s: float | None = None,
-            on_start: Callable[[subprocess.Popen], None] | None = None) -> NcuRun:
+            on_start: Callable[[subprocess.Popen], None] | None = None,
+            describe: Callable[[int], str] | None = None) -> NcuRun:
     """Run ncu, teeing its output into log_path. The program's lines go to `echo`, ==PROF== lines only if
-    verbose; with progress_every_s, a line 'ncu: N kernels profiled (last: NAME)' at most that often.
+    verbose; with progress_every_s, a line 'ncu: N kernels profiled (last: NAME)' at most that often
+    (`describe(N)` replaces its first part: profile's launches measured and repeats skipped, an ETA).
     `on_start` gets the ncu process (measure --gpus runs several from threads and may have to kill them).
 
     Ctrl-C: the runner stops after its current config and ncu writes the report of what it profiled;
@@ -377,7 +383,8 @@ def run_ncu(argv: Sequence[str], log_path: Path, echo: Callable[[str], None] | N
                         elif profiling and progress_every_s is not None \
                                 and time.monotonic() - last_note >= progress_every_s:
                             last_note = time.monotonic()
-                            echo(f"ncu: {kernels} kernels profiled (last: {profiling.group(1)[:80]})")
+                            done = describe(kernels) if describe else f"ncu: {kernels} kernels profiled"
+                            echo(f"{done} (last: {profiling.group(1)[:80]})")
                     else:
                         echo(line)
                 proc.wait()

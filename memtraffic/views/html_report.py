@@ -181,7 +181,8 @@ def _shown_rows(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         ops = summarize(df)
         headers = ["op", "calls", "kernels", "time", "share of time", "excess bytes", "eff L1 ld", "eff L2",
                    "eff DRAM"]
-        rows = [[r["op"], r["calls"], r["n_kernels"], fmt_time(r["time_ns"]),
+        rows = [[r["op"], f"{r['calls']} ({r['reused']} reused)" if r.get("reused") else r["calls"],
+                 r["n_kernels"], fmt_time(r["time_ns"]),
                  f"{r['time_ns'] / total:.0%}" if total else "-", fmt_bytes(r["excess_bytes"]),
                  fmt_eff(r["eff_l1_ld"]), fmt_eff(r["eff_l2"]), fmt_eff(r["eff_dram"])]
                 for r in ops.head(MAX_ROWS).to_dict("records")]
@@ -217,8 +218,12 @@ def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Pat
 
     shown, sections = _shown_rows(df)
     headers, rows = results_table_rows(shown)  # the rows `memtraffic analyze` prints
+    from memtraffic.analysis.reuse import table_reuse_line
+
+    reuse = table_reuse_line(df)  # profile --distinct: what was measured, what reuses it
     sections.append("<h2>Measured traffic vs minimum</h2>" + _html_table(headers, rows)
-                    + "<p class='note'>efficiency = minimum bytes / measured bytes (1.00 is ideal).</p>")
+                    + "<p class='note'>efficiency = minimum bytes / measured bytes (1.00 is ideal)."
+                    + (f" {html.escape(reuse)}; rows marked (reused).</p>" if reuse else "</p>"))
 
     if "diagnosis" in shown.columns:
         items = "".join(f"<li><b>{html.escape(row[0])}</b>: {html.escape(str(d))}</li>"

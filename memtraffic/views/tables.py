@@ -335,7 +335,8 @@ def per_op_table(df: pd.DataFrame) -> str:
     def cell(level: str, text: str) -> str:
         return "n/a" if level in absent else text
 
-    body = [[r["op"] + (f" [{r['status']}]" if r.get("status", "ok") != "ok" else ""), str(r["calls"]),
+    body = [[r["op"] + (f" [{r['status']}]" if r.get("status", "ok") != "ok" else ""),
+             f"{r['calls']} ({r['reused']} reused)" if r.get("reused") else str(r["calls"]),
              str(r["n_kernels"]), fmt_time(r["time_ns"]),
              cell("l1_ld_bytes", fmt_bytes(r["l1_ld_bytes"] + r["l1_st_bytes"])),
              cell("l2_rd_bytes", fmt_bytes(r["l2_rd_bytes"] + r["l2_wr_bytes"])),

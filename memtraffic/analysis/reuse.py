@@ -1,0 +1,142 @@
+"""Distinct-launch runs read back: repeats get their first call's counters, labelled reused; the premise
+check compares the calls of one signature in an every-launch run.
+
+Under `profile --distinct K` (memtraffic.core.launches) a repeated call ran in an `mt|rep|...` range that
+ncu skipped; its trace record (a plan config) says `"repeat": true, "reuses": <first measured range>`.
+`add_reused` copies that range's kernel rows onto the repeat, with the `reuses` column naming the source,
+so every table, per-op sum and diff counts the repeat's bytes and time, and can say they were reused.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+REUSES = "reuses"  # kernel and analyzed tables' column: the range whose counters a row reuses ('' if none)
+
+
+def repeats(plan: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The repeat configs of a plan (records of calls ncu skipped), in plan order."""
+    return [c for c in (plan or {}).get("configs", []) if c.get("repeat")]
+
+
+def add_reused(kernels: pd.DataFrame, plan: Mapping[str, Any] | None) -> pd.DataFrame:
+    """The kernel table with a row per kernel of each repeat, copied from the range it reuses (same run),
+    and the REUSES column ('' on measured rows). A repeat with kernels of its own in the report keeps
+    them; one whose source has no kernel in the report (the program ended first, or it was never
+    measured) gets no row: reuse_counts counts it."""
+    kernels = kernels.assign(**{REUSES: ""})
+    wanted = [(c["range"], c["reuses"]) for c in repeats(plan) if c.get("reuses")]
+    if not wanted or kernels.empty:
+        return kernels
+    rows_of: dict[str, list[int]] = {}
+    for i, rng in enumerate(kernels["range"]):
+        rows_of.setdefault(rng, []).append(i)
+    # A repeat ncu measured after all (a filter it did not apply) keeps its own counters.
+    wanted = [(rng, source) for rng, source in wanted if rng not in rows_of]
+    take: list[int] = []
+    names: list[str] = []
+    sources: list[str] = []
+    for rng, source in wanted:
+        for i in rows_of.get(source, []):
+            take.append(i)
+            names.append(rng)
+            sources.append(source)
+    if not take:
+        return kernels
+    copies = kernels.iloc[take].assign(range=names, **{REUSES: sources})
+    return pd.concat([kernels, copies], ignore_index=True)
+
+
+@dataclass
+class ReuseCounts:
+    """How a run's kernel launches were measured (kernel rows) and its calls decided (plan configs)."""
+
+    measured_kernels: int
+    reused_kernels: int
+    repeat_calls: int
+    unmatched_calls: int  # repeats with no measured source in the report
+
+    def line(self) -> str:
+        """'measured 212 of 3336 kernel launches; 3124 repeats reuse their first call's counters'."""
+        total = self.measured_kernels + self.reused_kernels
+        text = (f"measured {self.measured_kernels} of {total} kernel launches; {self.reused_kernels} repeats "
+                f"reuse their first call's counters ({self.repeat_calls} repeated calls)")
+        if self.unmatched_calls:
+            text += (f"; {self.unmatched_calls} repeated calls have no measured first call in the report "
+                     "(the program ended first, or they ran inside a skipped range): not counted")
+        return text
+
+
+def reuse_counts(kernels: pd.DataFrame, plan: Mapping[str, Any] | None) -> ReuseCounts | None:
+    """Counts of a kernel table made by add_reused; None when the plan has no repeat (all measured)."""
+    calls = repeats(plan)
+    if not calls:
+        return None
+    reused = kernels[REUSES].astype(bool) if REUSES in kernels else pd.Series(False, index=kernels.index)
+    found = set(kernels.loc[~reused, "range"]) if len(kernels) else set()
+    unmatched = sum(1 for c in calls if c.get("reuses") not in found)
+    return ReuseCounts(int((~reused).sum()), int(reused.sum()), len(calls), unmatched)
+
+
+def table_reuse_line(table: pd.DataFrame) -> str | None:
+    """reuse_counts' line from an analyzed per-range table (reports and saved tables have no plan at
+    hand): kernel launches of measured rows and of reused rows; None when no row is reused."""
+    if REUSES not in table or not table[REUSES].astype(bool).any():
+        return None
+    reused = table[REUSES].astype(bool)
+    kernels = table["n_kernels"].fillna(0)
+    return ReuseCounts(int(kernels[~reused].sum()), int(kernels[reused].sum()), int(reused.sum()), 0).line()
+
+
+# --- the premise check ------------------------------------------------------------------------------------
+
+L1_TOLERANCE = 0.01
+DRAM_TOLERANCE = 0.03
+_CHECKED = (("l1_ld_bytes", L1_TOLERANCE), ("l1_st_bytes", L1_TOLERANCE), ("dram_rd_bytes", DRAM_TOLERANCE),
+            ("dram_wr_bytes", DRAM_TOLERANCE))
+
+
+def _spread(values: Sequence[float]) -> float:
+    """(max - min) / max of finite values; 0 for fewer than two or all zero."""
+    finite = [v for v in values if isinstance(v, int | float) and math.isfinite(v)]
+    if len(finite) < 2 or max(finite) <= 0:
+        return 0.0
+    return (max(finite) - min(finite)) / max(finite)
+
+
+def signature_groups(table: pd.DataFrame, plan: Mapping[str, Any] | None) -> pd.DataFrame:
+    """The premise check of distinct-launch profiling, on an every-launch run's per-range table: the calls
+    of each signature (plan configs' `signature`) that ran more than once, with the spread of their
+    counters ((max - min) / max) at L1 (ld, st) and DRAM (rd, wr), and `differs` where L1 spreads beyond
+    1% or DRAM beyond 3%. Largest spread first."""
+    by_range = {c["range"]: c for c in (plan or {}).get("configs", []) if c.get("signature")}
+    keyed = table[[r in by_range for r in table["range"]]]
+    rows = []
+    for sig, calls in keyed.groupby([by_range[r]["signature"] for r in keyed["range"]], sort=False):
+        if len(calls) < 2:
+            continue
+        first = calls.iloc[0]
+        row: dict[str, Any] = {"signature": sig, "op": first["op"], "shape": first["shape"],
+                               "dtype": first["dtype"], "calls": len(calls),
+                               "kernels": ", ".join(dict.fromkeys(k for ks in calls["kernels"] for k in ks))}
+        differs = []
+        for column, tolerance in _CHECKED:
+            row[f"{column}_spread"] = s = _spread(list(calls[column]))
+            if s > tolerance:
+                differs.append(column)
+        row["differs"] = ", ".join(differs)
+        row["first_range"] = first["range"]
+        rows.append(row)
+    columns = ["signature", "op", "shape", "dtype", "calls", "kernels",
+               *[f"{c}_spread" for c, _ in _CHECKED], "differs", "first_range"]
+    out = pd.DataFrame(rows, columns=columns)
+    if out.empty:
+        return out
+    worst = out[[f"{c}_spread" for c, _ in _CHECKED]].max(axis=1)
+    out = out.assign(_w=worst).sort_values("_w", ascending=False, kind="stable")
+    return out.drop(columns="_w").reset_index(drop=True)

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# GPU, TWO GPUs of one host (nvidia-h100-x2; issue 33): `measure --gpus all` against one GPU on the
+# 160-config sweep (scripts/sweeps/softmax_h200x2_160.toml), with scripts/measure_gpus.py, now that the
+# runners start while the plan is built (they used to wait for it: ~6 s of torch and kernel imports in
+# the parent, paid before any ncu started).
+#   bytes set (one replay pass): one GPU, all GPUs, twice (--repeat 2);
+#   traffic set (six passes, where two ncu processes' passes take turns): once (--repeat 1);
+# both with one Triton cache warmed by an untimed first run (--warm-triton), as issue 33's baseline was.
+# Each run's summary.json holds the ratios, each GPU's wall time split into its configs' seconds and the
+# fixed rest, and measure's own timings. The traffic step skips itself when the first took past BUDGET_S (250) seconds.
+# Usage: bash scripts/gpu_gpus.sh OUT   (after `pip install -e . --no-deps`)
+# OUT gets reports/h100x2/gpus_vs_one_160_{bytes,traffic}/ (summary.json, comparison.csv, logs.tgz,
+# all-1.tgz) and machine.txt; commit the summary.json files (and comparison.csv) under reports/h100x2/.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: bash scripts/gpu_gpus.sh OUT}
+budget=${BUDGET_S:-250}
+mkdir -p "$out/reports/h100x2"
+start=$(date +%s)
+{ nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader; date -u +%FT%TZ; git rev-parse HEAD
+  ncu --version | tail -1; nproc; } >"$out/machine.txt" 2>&1
+cat "$out/machine.txt"
+sweep=scripts/sweeps/softmax_h200x2_160.toml
+for spec in bytes:2 traffic:1; do
+  set_=${spec%%:*}
+  repeat=${spec##*:}
+  if [ "$(( $(date +%s) - start ))" -ge "$budget" ]; then
+    echo "SKIPPED $set_: over the budget of $budget s" | tee -a "$out/machine.txt"
+    continue
+  fi
+  dest=$out/reports/h100x2/gpus_vs_one_160_$set_
+  t0=$(date +%s)
+  python3 scripts/measure_gpus.py "$dest" --sweep "$sweep" --metrics "$set_" --repeat "$repeat" --warm-triton \
+    >"$dest.stdout.txt" 2>"$dest.stderr.txt"
+  echo "$set_: measure_gpus.py exited $? after $(( $(date +%s) - t0 )) s"
+  python3 - "$dest/summary.json" <<'PY'
+import json, sys
+try:
+    s = json.load(open(sys.argv[1]))
+except OSError as err:
+    sys.exit(f"no summary: {err}")
+print("wall_s", s["wall_s"])
+print("ratio_all_over_one", s["ratio_all_over_one"])
+print("profiling_ratio_all_over_one", s["profiling_ratio_all_over_one"])
+for run, gpus in s["per_gpu"].items():
+    print(run, [(g["index"], g["wall_time_s"], g["configs_s"], g["fixed_s"]) for g in gpus])
+print("measure_timings", s.get("measure_timings"))
+PY
+done
+echo "total $(( $(date +%s) - start )) s"

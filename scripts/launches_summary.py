@@ -1,0 +1,100 @@
+"""Every-launch against distinct-launch runs, pair by pair: profiling time and agreement per op type.
+
+    python scripts/launches_summary.py FOLDER [--json OUT.json]
+
+FOLDER holds pairs of `memtraffic profile` run folders named profile_full_<NAME> (--every-launch) and
+profile_sampled_<NAME> (--distinct K), as scripts/gpu_launches.sh writes them. Per pair: each run's
+wall time (run.json's wall_time_s: ncu and the program), kernels measured, replay passes, the time ratio
+sampled/full, and `diff --group-by op` between them reduced to its verdict: the op types whose L1 load
+bytes differ beyond 1% or DRAM read bytes beyond 3% (issue 33's bar). Other run folders (metric_*,
+one run each) are listed with their seconds per measured kernel. No GPU needed: it reads run folders.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from memtraffic.analysis.diff import compare, load_side
+from memtraffic.core.errors import MemtrafficError
+from memtraffic.ncu.run import load_run
+
+L1_BAR = 0.01
+DRAM_BAR = 0.03
+
+
+def _run_facts(folder: Path) -> dict[str, Any]:
+    run = load_run(folder).meta or {}
+    kernels = run.get("kernels_profiled") or 0
+    wall = run.get("wall_time_s")
+    return {"folder": folder.name, "metric_set": run.get("metric_set"), "distinct": run.get("distinct"),
+            "wall_time_s": wall, "kernels_profiled": kernels, "passes": run.get("passes"),
+            "s_per_kernel": round(wall / kernels, 4) if wall and kernels else None}
+
+
+def _finite(x: Any) -> float:
+    return x if isinstance(x, int | float) and math.isfinite(x) else 0.0
+
+
+def pair(full: Path, sampled: Path) -> dict[str, Any]:
+    """One pair's facts, ratio and per-op agreement."""
+    a, b = _run_facts(full), _run_facts(sampled)
+    d = compare(load_side(full, "op"), load_side(sampled, "op"), "op")
+    ops, off = 0, []
+    for r in d.rows:
+        if r["status"] != "both":
+            off.append({"op": r["match"], "why": r["status"]})
+            continue
+        ops += 1
+        l1, dram = abs(_finite(r["l1_ld_bytes_rel"])), abs(_finite(r["dram_rd_bytes_rel"]))
+        if l1 > L1_BAR or dram > DRAM_BAR:
+            off.append({"op": r["match"], "l1_ld_rel": r["l1_ld_bytes_rel"],
+                        "dram_rd_rel": r["dram_rd_bytes_rel"]})
+    ratio = b["wall_time_s"] / a["wall_time_s"] if a["wall_time_s"] and b["wall_time_s"] else None
+    return {"full": a, "sampled": b, "time_ratio": None if ratio is None else round(ratio, 4),
+            "ops_compared": ops, "ops_off": off}
+
+
+def summarize(folder: Path) -> dict[str, Any]:
+    runs = sorted(p for p in folder.iterdir() if (p / "run.json").is_file())
+    names = {p.name.removeprefix("profile_full_") for p in runs if p.name.startswith("profile_full_")}
+    pairs: dict[str, Any] = {}
+    for n in sorted(names):
+        if (folder / f"profile_sampled_{n}").is_dir():
+            try:
+                pairs[n] = pair(folder / f"profile_full_{n}", folder / f"profile_sampled_{n}")
+            except MemtrafficError as err:  # one failed run loses only its pair
+                pairs[n] = {"error": str(err)}
+    others = [_run_facts(p) for p in runs if not p.name.startswith(("profile_full_", "profile_sampled_"))]
+    return {"pairs": pairs, "other_runs": others}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    summary = summarize(args.folder)
+    for name, p in summary["pairs"].items():
+        if "error" in p:
+            print(f"{name}: {p['error']}")
+            continue
+        print(f"{name}: full {p['full']['wall_time_s']} s ({p['full']['kernels_profiled']} kernels), sampled "
+              f"{p['sampled']['wall_time_s']} s ({p['sampled']['kernels_profiled']} kernels): ratio "
+              f"{p['time_ratio']}; {p['ops_compared']} op types compared, {len(p['ops_off'])} off the bar")
+        for o in p["ops_off"]:
+            print(f"  off: {o}")
+    for r in summary["other_runs"]:
+        print(f"{r['folder']}: {r['metric_set']}, {r['passes']} passes, {r['kernels_profiled']} kernels in "
+              f"{r['wall_time_s']} s ({r['s_per_kernel']} s a kernel)")
+    if args.json:
+        args.json.write_text(json.dumps(summary, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
