@@ -9,6 +9,7 @@ exits non-zero unless --partial; `check` never passes such a run.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import shutil
@@ -22,6 +23,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from memtraffic.cli import app
+from memtraffic.core.errors import ReportError
 from memtraffic.ncu.report import read_rows
 from memtraffic.ncu.run import table_path
 
@@ -344,3 +346,14 @@ def test_an_interrupted_profile_of_regions_is_given_back_without_torch_ops(tmp_p
     assert res.stderr.splitlines()[0].endswith(
         "profile the program again to complete it: `memtraffic profile --out NEW_FOLDER -- "
         f"/opt/torch/.venv/bin/python3 {program[-1]}`")
+
+
+def test_ncu_reports_native_log_on_a_cut_report_is_kept_off_stderr(tmp_path, capfd):
+    """ncu_report's C++ parser logs "Can't parse message ... missing required fields" (after an absl
+    preamble) to the process's stderr for some cuts; the damage is said in one line instead."""
+    cut = tmp_path / "cut.ncu-rep"
+    for end in range(42_640, 60_394, 97):  # cuts through the seed report's second launch
+        cut.write_bytes(SEED_BYTES[:end])
+        with contextlib.suppress(ReportError):  # a cut the module cannot open at all
+            read_rows(cut)
+    assert capfd.readouterr().err == ""

@@ -252,3 +252,22 @@ def test_a_status_file_with_odd_ids_is_read_without_them(tmp_path):
     status = tmp_path / "status.jsonl"
     status.write_text('{"id": 0, "status": "ok"}\n{"id": "x"}\n{"id": [1]}\n{"id": true}\n{"id": 1, "st\n')
     assert read_status(status) == {0: {"id": 0, "status": "ok"}}
+
+
+def test_a_trace_record_that_is_no_config_is_skipped_and_a_bad_write_is_one_line(tmp_path):
+    from memtraffic.core.errors import UsageError
+    from memtraffic.core.runfile import write_plan
+
+    records = [json.loads(line) for line in (REPO / "reports" / "h100" / "profile_torch_model" /
+                                              "trace.jsonl").read_text().splitlines()][:3]
+    records[1] = {**records[1], "shape": ["s0", 4]}  # a symbolic size, say
+    plan = plan_from_trace(records, ["python", "x.py"])
+    assert [c["id"] for c in plan["configs"]] == [0, 1]
+    assert plan["skipped"] == [{"range": records[1]["range"],
+                                "reason": "trace record: shape[0] is a string, expected an integer"}]
+    with pytest.raises(UsageError) as err:
+        write_plan(tmp_path, {"configs": [{"range": "r", "pred_read_bytes": "12"}]})
+    assert str(err.value) == (f"cannot write {tmp_path / 'plan.json'}: configs[0].pred_read_bytes is a "
+                              "string, expected an integer or a number or null (a variant's model or the "
+                              "program gave a value of the wrong kind)")
+    assert not (tmp_path / "plan.json").exists()

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypedDict
 
-from memtraffic.core.errors import ReportError
+from memtraffic.core.errors import ReportError, UsageError
 from memtraffic.core.files import read_json, write_json
 
 PLAN_FILE = "plan.json"
@@ -229,8 +229,9 @@ def write_run(folder: Path, run: Mapping[str, Any]) -> Path:
 
 def _write(folder: Path, name: str, data: Mapping[str, Any]) -> Path:
     found = problem(data, SCHEMAS[name])
-    if found:
-        raise AssertionError(f"memtraffic wrote a {name} that breaks its schema: {found}")
+    if found:  # values come from variants' models and programs' traces too
+        raise UsageError(f"cannot write {folder / name}: {found} (a variant's model or the program gave a "
+                         "value of the wrong kind)")
     return write_json(folder / name, dict(data))
 
 
@@ -255,9 +256,17 @@ def partial_reports_expected(run: Mapping[str, Any]) -> bool:
 def plan_from_trace(records: Sequence[Mapping[str, Any]], program: Sequence[str] | None = None,
                     metrics: Mapping[str, Any] | None = None) -> Plan:
     """The plan of a traced program: each trace record (memtraffic.core.tracefile) is a config, numbered
-    in program order. What `profile` writes, and what reading rebuilds when the run was killed first."""
+    in program order; a record that is no config (a damaged line) is listed under 'skipped' with why.
+    What `profile` writes, and what reading rebuilds when the run was killed first."""
+    configs, skipped = [], []
+    for r in records:
+        found = problem(r, CONFIG)
+        if found is None:
+            configs.append({**r, "id": len(configs)})
+        else:
+            skipped.append({"range": str(r.get("range")), "reason": f"trace record: {found}"})
     plan: dict[str, Any] = {"version": 1, "kind": "profile", "program": list(program or []),
-                            "configs": [{**r, "id": i} for i, r in enumerate(records)], "skipped": []}
+                            "configs": configs, "skipped": skipped}
     if metrics is not None:
         plan["metrics"] = dict(metrics)
     return plan  # type: ignore[return-value]

@@ -187,8 +187,13 @@ def read_rows(path: str | Path) -> tuple[list[dict[str, Any]], list[int], list[d
     """(one dict per kernel launch, the damaged launches (no name or metrics: dropped), the launches with
     per-line counters: launch, range, kernel and their lines as memtraffic.ncu.source.measured_lines
     reads them). The rows are read_report's without its 'report' column. One pass over the report:
-    ncu_report materializes each launch when it is first touched, so it is touched once."""
-    report = load_ncu_report(path)
+    ncu_report materializes each launch when it is first touched, so it is touched once (and what its
+    native code logs about a damaged launch then is dropped: the damage is returned)."""
+    with _native_noise_dropped():
+        return _read_rows(load_ncu_report(path))
+
+
+def _read_rows(report: Any) -> tuple[list[dict[str, Any]], list[int], list[dict[str, Any]]]:
     rows: list[dict[str, Any]] = []
     damaged: list[int] = []
     with_lines: list[dict[str, Any]] = []

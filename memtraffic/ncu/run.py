@@ -32,9 +32,7 @@ import pandas as pd
 from memtraffic.core.errors import ReportError
 from memtraffic.core.files import cache_dir, write_bytes_atomic
 from memtraffic.core.runfile import (
-    CONFIG,
     plan_from_trace,
-    problem,
     read_plan,
     read_run,
 )
@@ -102,22 +100,22 @@ def interrupted_profile(folder: Path, meta: dict[str, Any] | None
     program reached, so the plan is rebuilt from it; the note says so and gives the command that
     profiles the program again (from run.json, else from the ncu argv at the top of ncu.log)."""
     records = read_trace(folder / TRACE_FILE)
-    configs = [r for r in records if problem(r, CONFIG) is None]
     program, options = _program_of_log(folder / "ncu.log")
     if meta and meta.get("program"):
         program = list(meta["program"])
         options = (["--torch-ops"] if meta.get("torch_ops") else []) + _TRACE_OPTIONS.get(
             str(meta.get("traced_from")), [])
-    plan = dict(plan_from_trace(configs, program))
+    plan = dict(plan_from_trace(records, program))
     meta = dict(meta or {})
     meta.setdefault("kind", "profile")
     meta["interrupted"] = True
     again = shlex.join(["memtraffic", "profile", *options, "--out", "NEW_FOLDER", "--",
                         *(program or ["YOUR_PROGRAM"])])
-    lost = len(records) - len(configs)
+    lost = len(plan["skipped"])
     dropped = f", {lost} damaged records left out" if lost else ""
+    calls = len(plan["configs"])
     note = (f"{folder}: the run was interrupted (profile was killed before it saved plan.json): "
-            f"the plan is rebuilt from {TRACE_FILE} ({len(configs)} op calls and regions{dropped}) and the "
+            f"the plan is rebuilt from {TRACE_FILE} ({calls} op calls and regions{dropped}) and the "
             f"report holds what ncu profiled before; profile the program again to complete it: `{again}`")
     return plan, meta, [note]
 
