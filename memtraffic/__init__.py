@@ -33,5 +33,11 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        try:
+            module = importlib.import_module(_LAZY[name])
+        except ModuleNotFoundError as err:  # e.g. memtraffic.ops without the [measure] extra's torch
+            from memtraffic.core.extras import missing_extra
+
+            raise missing_extra(err, f"memtraffic.{name}") or err from None
+        return getattr(module, name)
     raise AttributeError(f"module 'memtraffic' has no attribute {name!r}")

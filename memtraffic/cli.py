@@ -31,6 +31,14 @@ def _errors_to_exit(func):
         except MemtrafficError as err:
             typer.echo(f"error: {err}", err=True)
             raise typer.Exit(code=err.exit_code) from None
+        except ModuleNotFoundError as err:  # an extra the base install leaves out (torch, kaleido)
+            from memtraffic.core.extras import missing_extra
+
+            missing = missing_extra(err, f"memtraffic {func.__name__.rstrip('_')}")
+            if missing is None:
+                raise
+            typer.echo(f"error: {missing}", err=True)
+            raise typer.Exit(code=missing.exit_code) from None
         except KeyboardInterrupt:
             typer.echo("interrupted", err=True)
             raise typer.Exit(code=130) from None
@@ -141,7 +149,6 @@ def list_(
       memtraffic list --count --sweep grid.toml
     """
     from memtraffic.core.ops import parse_dtype, parse_shape, torch_dtype
-    from memtraffic.measure.variants import describe, load_variants
     from memtraffic.views.tables import render
 
     _check_format(fmt, ("table", "json", "csv"))
@@ -160,9 +167,22 @@ def list_(
     if variants or param or all_variants or sweep or len(shape or []) > 1 or len(dtype or []) > 1:
         raise UsageError("variant names, --param, --all, --sweep and repeated --shape/--dtype go with "
                          "--count (the table takes one --shape and one --dtype)")
-    dt = torch_dtype(parse_dtype(dtype[0] if dtype else "fp32"))
+    dt = parse_dtype(dtype[0] if dtype else "fp32")
     sh = parse_shape(shape[0]) if shape else None
-    rows = [describe(v, sh, dt) for v in load_variants(variant_files or [], on_problem=warn).values()]
+    try:
+        from memtraffic.measure.variants import describe, load_variants
+    except ModuleNotFoundError as err:  # the base install: the ops' minimums, without the variants' models
+        from memtraffic.core.extras import missing_extra
+        from memtraffic.core.variant import minimum_row, shipped_catalog
+
+        missing = missing_extra(err, "predicting bytes (each variant's model)")
+        if missing is None or variant_files:
+            raise
+        warn(f"{missing}; listed: the minimum each variant's op must move")
+        typer.echo(render([minimum_row(e, sh, dt) for e in shipped_catalog()], fmt, kind="list"))
+        return
+    found = load_variants(variant_files or [], on_problem=warn)
+    rows = [describe(v, sh, torch_dtype(dt)) for v in found.values()]
     typer.echo(render(rows, fmt, kind="list"))
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memtraffic.core.errors import ReportError, UsageError
+from memtraffic.core.extras import install_line
 from memtraffic.core.files import write_bytes_atomic
 
 if TYPE_CHECKING:  # plotly is imported inside the functions: it is slow to import
@@ -75,8 +76,8 @@ def write_png(fig: go.Figure, path: Path, width: int | None = None, height: int 
     try:
         import kaleido  # noqa: F401
     except ImportError:
-        raise ReportError("PNG export needs the kaleido package (pip install 'kaleido>=1') and a Chromium "
-                          "browser (Debian: apt-get install chromium); HTML output works without them"
+        raise ReportError("PNG export needs the kaleido package and a Chromium browser (Debian: apt-get "
+                          f"install chromium); HTML output works without them: {install_line('png')}"
                           ) from None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

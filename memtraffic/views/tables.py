@@ -60,7 +60,9 @@ def _list_table(rows: Sequence[dict[str, Any]]) -> str:
             body.append([r["name"], r["op"], r["shape"], r["dtype"]] + ["n/a"] * 7)
             notes.append(f"  {r['name']}: {r['reason']}")
             continue
-        amp = (r["pred_read_bytes"] + r["pred_write_bytes"]) / (r["min_read_bytes"] + r["min_write_bytes"])
+        predicted = r["pred_read_bytes"] is not None  # None: listed without torch (no model)
+        amp = ((r["pred_read_bytes"] + r["pred_write_bytes"]) / (r["min_read_bytes"] + r["min_write_bytes"])
+               if predicted else None)
         body.append(
             [
                 r["name"],
@@ -69,9 +71,9 @@ def _list_table(rows: Sequence[dict[str, Any]]) -> str:
                 r["dtype"],
                 fmt_bytes(r["min_read_bytes"]),
                 fmt_bytes(r["min_write_bytes"]),
-                fmt_bytes(r["pred_read_bytes"]),
-                fmt_bytes(r["pred_write_bytes"]),
-                f"{amp:.2f}x",
+                fmt_bytes(r["pred_read_bytes"]) if predicted else None,
+                fmt_bytes(r["pred_write_bytes"]) if predicted else None,
+                f"{amp:.2f}x" if predicted else None,
                 f"{r['flops']:.3g}",
                 f"{r['intensity']:.3g}",
             ]
