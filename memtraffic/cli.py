@@ -75,6 +75,18 @@ VariantFiles = Annotated[
 ]
 
 
+Wide = Annotated[
+    bool, typer.Option("--wide", help="Tables and notes one line each, however long (by default they fit "
+                       "120 columns: long names go above their numbers, notes wrap; the same cells).")
+]
+
+
+def _width(wide: bool) -> int | None:
+    from memtraffic.views.tables import WIDTH
+
+    return None if wide else WIDTH
+
+
 Baseline = Annotated[
     Path | None,
     typer.Option(help="An earlier run folder, .ncu-rep or saved table (analyze --format json): print "
@@ -82,7 +94,7 @@ Baseline = Annotated[
 ]
 
 
-def _print_baseline_diff(baseline: Path | None, run_dir: Path, fmt: str) -> None:
+def _print_baseline_diff(baseline: Path | None, run_dir: Path, fmt: str, width: int | None = None) -> None:
     """The diff of a new run against its --baseline; a refusal (other GPU) is a warning, the run stays."""
     if baseline is None:
         return
@@ -90,7 +102,7 @@ def _print_baseline_diff(baseline: Path | None, run_dir: Path, fmt: str) -> None
     from memtraffic.views.diff_table import render
 
     try:
-        text = render(diff(baseline, run_dir), "table")
+        text = render(diff(baseline, run_dir), "table", width)
     except MemtrafficError as err:
         warn(f"no diff against {baseline}: {err}")
         return
@@ -136,6 +148,7 @@ def list_(
     ] = False,
     variant_files: VariantFiles = None,
     fmt: Fmt = "table",
+    wide: Wide = False,
 ) -> None:
     """List the kernel variants with their minimum vs predicted traffic, FLOPs and arithmetic intensity.
 
@@ -179,11 +192,11 @@ def list_(
         if missing is None or variant_files:
             raise
         warn(f"{missing}; listed: the minimum each variant's op must move")
-        typer.echo(render([minimum_row(e, sh, dt) for e in shipped_catalog()], fmt, kind="list"))
+        typer.echo(render([minimum_row(e, sh, dt) for e in shipped_catalog()], fmt, "list", _width(wide)))
         return
     found = load_variants(variant_files or [], on_problem=warn)
     rows = [describe(v, sh, torch_dtype(dt)) for v in found.values()]
-    typer.echo(render(rows, fmt, kind="list"))
+    typer.echo(render(rows, fmt, "list", _width(wide)))
 
 
 @app.command()
@@ -272,6 +285,7 @@ def measure(
     ] = None,
     baseline: Baseline = None,
     fmt: Fmt = "table",
+    wide: Wide = False,
 ) -> None:
     """Profile variants under Nsight Compute (ncu) and analyze their traffic.
 
@@ -332,8 +346,8 @@ def measure(
     )
     result = run_measure(opts, echo=lambda line: typer.echo(line, err=True))
     if len(result.table):
-        typer.echo(render_results(result.table, fmt))
-        _print_baseline_diff(baseline, result.run_dir, fmt)
+        typer.echo(render_results(result.table, fmt, width=_width(wide)))
+        _print_baseline_diff(baseline, result.run_dir, fmt, _width(wide))
     failed = [c for c in result.run["configs"] if c["status"] != "ok" or not c["profiled"]]
     for c in failed:
         typer.echo(f"{c['range']}: {c['status']}{': ' + c['error'] if c.get('error') else ''}", err=True)
@@ -403,6 +417,7 @@ def profile(
     ] = False,
     baseline: Baseline = None,
     fmt: Fmt = "table",
+    wide: Wide = False,
 ) -> None:
     """Profile ANY program under Nsight Compute: ... profile [OPTIONS] -- CMD [ARGS]
 
@@ -436,10 +451,10 @@ def profile(
         out=out, verbose=verbose)
     result = run_profile(opts, echo=lambda line: typer.echo(line, err=True))
     if len(result.table) and torch_ops and fmt == "table" and not all_calls:
-        typer.echo(op_calls_table(result.table))
+        typer.echo(op_calls_table(result.table, width=_width(wide)))
     elif len(result.table):
-        typer.echo(render_results(result.table, fmt))
-        _print_baseline_diff(baseline, result.run_dir, fmt)
+        typer.echo(render_results(result.table, fmt, width=_width(wide)))
+        _print_baseline_diff(baseline, result.run_dir, fmt, _width(wide))
     typer.echo(f"saved in {result.run_dir}", err=True)
     if result.returncode:
         typer.echo(f"the program exited with code {result.returncode}: the kernels profiled before it ended "
@@ -477,6 +492,7 @@ def analyze(
             "bytes, ns, B/s; stable keys) or csv (same columns).",
         ),
     ] = "table",
+    wide: Wide = False,
 ) -> None:
     """Per-level efficiency: minimum bytes / bytes moved (1.00 is ideal).
 
@@ -500,7 +516,8 @@ def analyze(
     from memtraffic.views.tables import render_results
 
     _check_format(fmt, ("table", "json", "csv"))
-    typer.echo(render_results(analyze_path(path, min_bytes=min_bytes, group_by=group_by), fmt, group_by))
+    table = analyze_path(path, min_bytes=min_bytes, group_by=group_by)
+    typer.echo(render_results(table, fmt, group_by, _width(wide)))
 
 
 @app.command()
@@ -528,6 +545,7 @@ def diff(
         typer.Option("--format", "-f", help="table (A, B and change per matched row, with a verdict), json "
                      "or csv (a row per match: each measure's _a, _b, _change, _rel, time_noise, verdict)."),
     ] = "table",
+    wide: Wide = False,
 ) -> None:
     """Did my change help? Two runs matched config by config: bytes per level, time, efficiency, change.
 
@@ -550,7 +568,7 @@ def diff(
 
     _check_format(fmt, ("table", "json", "csv"))
     tolerance = parse_fraction(time_tolerance, "--time-tolerance")
-    typer.echo(render(diff_runs(a, b, group_by, tolerance, allow_mixed), fmt))
+    typer.echo(render(diff_runs(a, b, group_by, tolerance, allow_mixed), fmt, _width(wide)))
 
 
 @app.command()
@@ -655,6 +673,7 @@ def lines(
         str,
         typer.Option("--format", "-f", help="table (for people), json (objects, raw counts) or csv."),
     ] = "table",
+    wide: Wide = False,
 ) -> None:
     """Which source line moves the bytes: per line, global-memory requests, sectors, bytes and a verdict.
 
@@ -678,7 +697,7 @@ def lines(
     from memtraffic.views.tables import render_lines
 
     _check_format(fmt, ("table", "json", "csv"))
-    typer.echo(render_lines(read_lines(path, kernel=kernel, top=top), fmt))
+    typer.echo(render_lines(read_lines(path, kernel=kernel, top=top), fmt, _width(wide)))
 
 
 @app.command()
@@ -690,6 +709,7 @@ def merge(
         bool, typer.Option("--allow-mixed", help="Merge runs of different GPUs or ncu versions anyway.")
     ] = False,
     fmt: Fmt = "table",
+    wide: Wide = False,
 ) -> None:
     """Combine run folders into one new run: reports copied, one plan, one run.json.
 
@@ -709,7 +729,7 @@ def merge(
 
     _check_format(fmt, ("table", "json", "csv"))
     merged, run = merge_runs(runs, out, allow_mixed, echo=lambda line: typer.echo(line, err=True))
-    typer.echo(render_results(analyze_path(merged), fmt))
+    typer.echo(render_results(analyze_path(merged), fmt, width=_width(wide)))
     if run["missing"]:
         raise typer.Exit(code=1)
 

@@ -91,7 +91,7 @@ def test_verdict_names_what_changed_and_the_worst_line(tmp_path, source_rows):
     naive, tiled = source_rows[0], source_rows[1]
     after = {**tiled, "range": naive["range"], "variant": naive["variant"], "params": naive["params"]}
     res = CliRunner().invoke(app, ["diff", str(_table(tmp_path, "before", [naive])),
-                                   str(_table(tmp_path, "after", [after]))])
+                                   str(_table(tmp_path, "after", [after])), "--wide"])
     assert res.exit_code == 0, res.output
     verdict = next(ln for ln in res.output.splitlines() if ln.startswith("  => "))
     assert verdict.startswith("  => L1 loads -94%, L1 stores -75%: load and store sector waste gone (used 8 "
