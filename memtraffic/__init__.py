@@ -8,6 +8,10 @@ The public API, for notebooks and scripts (the same numbers as the CLI; see memt
     memtraffic.roofline(run).show(); memtraffic.traffic(run)
     with memtraffic.ops() as records: ...                # trace aten ops (imports torch)
     with memtraffic.region("attn", inputs=[q, k, v], outputs=[o]): ...  # any framework's arrays
+    memtraffic.minimum("softmax", "1048576x2", "fp32"); memtraffic.ceilings("reports/ceilings/X.json")
+    memtraffic.list_variants("4096x4096"); memtraffic.predicted("softmax_naive", "1048576x2")
+    memtraffic.measure("softmax_tiled", shape="4096x4096")   # a CUDA GPU and ncu; %%memtraffic in Jupyter
+    memtraffic.show(table_or_figure_or_markdown)          # Jupyter, GitHub, HTML export and plain Python
 
 Every name loads on first use, so `import memtraffic` imports neither torch, pandas nor plotly.
 """
@@ -20,10 +24,15 @@ from memtraffic.core.version import __version__
 # `region` would rebind memtraffic.region from the function to the module.
 _LAZY = {
     **dict.fromkeys(("Run", "load_run", "analyze", "per_op", "lines", "records", "roofline", "traffic",
-                     "run_measure", "run_profile"), "memtraffic.api"),
+                     "minimum", "ceilings", "list_variants", "load_variants", "predicted", "check_variant",
+                     "measure", "run_measure", "run_profile"), "memtraffic.api"),
+    **dict.fromkeys(("fmt_bytes", "fmt_time", "fmt_rate"), "memtraffic.core.units"),
+    **dict.fromkeys(("Traffic", "element_size"), "memtraffic.core.ops"),
     "Variant": "memtraffic.core.variant",
     "ops": "memtraffic.measure.tracer",
     "region": "memtraffic.measure.regions",
+    "show": "memtraffic.views.notebook",
+    "load_ipython_extension": "memtraffic.magic",  # %load_ext memtraffic: the %%memtraffic cell magic
 }
 
 __all__ = ["__version__", *_LAZY]

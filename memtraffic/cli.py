@@ -161,7 +161,7 @@ def list_(
       memtraffic list --count softmax_tiled --shape 4096x4096 --shape 1024x1024 --param num_warps=4,8
       memtraffic list --count --sweep grid.toml
     """
-    from memtraffic.core.ops import parse_dtype, parse_shape, torch_dtype
+    from memtraffic.api import list_rows
     from memtraffic.views.tables import render
 
     _check_format(fmt, ("table", "json", "csv"))
@@ -180,22 +180,7 @@ def list_(
     if variants or param or all_variants or sweep or len(shape or []) > 1 or len(dtype or []) > 1:
         raise UsageError("variant names, --param, --all, --sweep and repeated --shape/--dtype go with "
                          "--count (the table takes one --shape and one --dtype)")
-    dt = parse_dtype(dtype[0] if dtype else "fp32")
-    sh = parse_shape(shape[0]) if shape else None
-    try:
-        from memtraffic.measure.variants import describe, load_variants
-    except ModuleNotFoundError as err:  # the base install: the ops' minimums, without the variants' models
-        from memtraffic.core.extras import missing_extra
-        from memtraffic.core.variant import minimum_row, shipped_catalog
-
-        missing = missing_extra(err, "predicting bytes (each variant's model)")
-        if missing is None or variant_files:
-            raise
-        warn(f"{missing}; listed: the minimum each variant's op must move")
-        typer.echo(render([minimum_row(e, sh, dt) for e in shipped_catalog()], fmt, "list", _width(wide)))
-        return
-    found = load_variants(variant_files or [], on_problem=warn)
-    rows = [describe(v, sh, torch_dtype(dt)) for v in found.values()]
+    rows = list_rows(shape[0] if shape else None, dtype[0] if dtype else "fp32", variant_files or [])
     typer.echo(render(rows, fmt, "list", _width(wide)))
 
 
