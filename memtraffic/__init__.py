@@ -10,7 +10,7 @@ The public API, for notebooks and scripts (the same numbers as the CLI; see memt
     with memtraffic.region("attn", inputs=[q, k, v], outputs=[o]): ...  # any framework's arrays
     memtraffic.minimum("softmax", "1048576x2", "fp32"); memtraffic.ceilings("reports/ceilings/X.json")
     memtraffic.list_variants("4096x4096"); memtraffic.predicted("softmax_naive", "1048576x2")
-    memtraffic.measure("softmax_tiled", shape="4096x4096")   # a CUDA GPU and ncu; %%memtraffic in Jupyter
+    memtraffic.measure_variants("softmax_tiled", shape="4096x4096")  # a GPU and ncu; %%memtraffic: Jupyter
     memtraffic.show(table_or_figure_or_markdown)          # Jupyter, GitHub, HTML export and plain Python
 
 Every name loads on first use, so `import memtraffic` imports neither torch, pandas nor plotly.
@@ -20,15 +20,16 @@ from typing import Any
 
 from memtraffic.core.version import __version__
 
-# name -> module that defines it. The region module is not region.py: importing a submodule named
-# `region` would rebind memtraffic.region from the function to the module.
+# name -> module that defines it. No public name is also a submodule's (region.py, measure/): importing
+# that submodule would rebind memtraffic.NAME from the function to the module.
 _LAZY = {
     **dict.fromkeys(("Run", "load_run", "analyze", "per_op", "lines", "records", "roofline", "traffic",
                      "minimum", "ceilings", "list_variants", "load_variants", "predicted", "check_variant",
-                     "measure", "run_measure", "run_profile"), "memtraffic.api"),
+                     "measure_variants", "run_measure", "run_profile"), "memtraffic.api"),
     **dict.fromkeys(("fmt_bytes", "fmt_time", "fmt_rate"), "memtraffic.core.units"),
     **dict.fromkeys(("Traffic", "element_size"), "memtraffic.core.ops"),
     "Variant": "memtraffic.core.variant",
+    "MemtrafficError": "memtraffic.core.errors",  # every error memtraffic raises on purpose
     "ops": "memtraffic.measure.tracer",
     "region": "memtraffic.measure.regions",
     "show": "memtraffic.views.notebook",

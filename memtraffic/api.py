@@ -63,7 +63,7 @@ def _table(run: str | Path | Run | pd.DataFrame) -> pd.DataFrame:
 
 
 def roofline(run: str | Path | Run | pd.DataFrame, levels: Sequence[str] = LEVELS,
-             ceilings: str | Path | None = None) -> go.Figure:
+             ceilings: str | Path | None = None, title: str | None = None) -> go.Figure:
     """`memtraffic roofline`'s roofline: one panel per level, with this device's roofs where known
     (a ceilings file, else the cache, else reports/ceilings/)."""
     from memtraffic.views.html_report import devices_of, resolve_ceilings
@@ -71,14 +71,15 @@ def roofline(run: str | Path | Run | pd.DataFrame, levels: Sequence[str] = LEVEL
 
     table = _table(run)
     entries, _ = resolve_ceilings(devices_of(table), Path(ceilings) if ceilings else None)
-    return roofline_figure(table, entries, levels)
+    return roofline_figure(table, entries, levels, title=title)
 
 
-def traffic(run: str | Path | Run | pd.DataFrame, levels: Sequence[str] = LEVELS) -> go.Figure:
+def traffic(run: str | Path | Run | pd.DataFrame, levels: Sequence[str] = LEVELS,
+            title: str | None = None) -> go.Figure:
     """`memtraffic roofline`'s traffic chart: bytes each level moved beside the minimum, per config."""
     from memtraffic.views.traffic_chart import traffic_figure
 
-    return traffic_figure(_table(run), levels)
+    return traffic_figure(_table(run), levels, title)
 
 
 def run_measure(opts: MeasureOptions, echo: Echo | None = None, **kwargs: Any) -> MeasureResult:
@@ -248,9 +249,9 @@ def check_variant(variant: Any, shape: str | Sequence[int], dtype: str = "fp32",
     return check_output(v.run(*inputs, **{**v.params, **params}), op.reference(*inputs), dtype)
 
 
-def measure(*variants: str, shape: str | Sequence[str] = (), dtype: str | Sequence[str] = "fp32",
-            variant_files: Sequence[str | Path] = (), echo: Echo | None = None, **options: Any
-            ) -> MeasureResult:
+def measure_variants(*variants: str, shape: str | Sequence[str] = (), dtype: str | Sequence[str] = "fp32",
+                     variant_files: Sequence[str | Path] = (), echo: Echo | None = None, **options: Any
+                     ) -> MeasureResult:
     """`memtraffic measure VARIANTS --shape S --dtype D [--variants FILE]` from Python (a CUDA GPU and ncu):
     the result's `table` is the analysis, `run_dir` the new run folder. `options` are MeasureOptions' fields
     (out, metrics, params=['BLOCK=64,128'], source, ...)."""

@@ -71,7 +71,7 @@ def test_show_in_plain_python_prints_text_tables_and_figure_titles(capsys):
     memtraffic.show(pd.DataFrame({"a": [1]}))
     memtraffic.show(memtraffic.traffic(REPO / "reports" / "h100" / "seed_1048576x2_fp32"))
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == "**bold** words" and out[1:3] == ["   a", "0  1"]
+    assert out[0] == "**bold** words" and out[1:3] == [" a", " 1"]
     assert out[3].startswith("[figure: ") and "Markdown object" not in "".join(out)
 
 

@@ -46,17 +46,21 @@ def show(obj: Any) -> None:
     reader sees it; in plain Python print it (a figure as its title: run the notebook to draw it)."""
     shell = _shell()
     is_figure = hasattr(obj, "to_plotly_json")
+    is_table = hasattr(obj, "to_html") and hasattr(obj, "to_string") and not is_figure  # a DataFrame
     if shell is None:
         if is_figure:
             print(f"[figure: {obj.layout.title.text or 'untitled'}]")
         else:
-            print(obj.to_string() if hasattr(obj, "to_string") else obj)
+            print(obj.to_string(index=False) if is_table else obj)
         return
-    from IPython.display import Markdown, display
+    from IPython.display import display
 
-    if isinstance(obj, str):
-        display(Markdown(obj))
+    if isinstance(obj, str):  # the text itself where markdown is not rendered, not Markdown's repr
+        display({"text/markdown": obj, "text/plain": obj}, raw=True)
     elif is_figure:
         display(figure_bundle(obj), raw=True)
+    elif is_table:  # without the row numbers, the same HTML on every run (no styler ids)
+        display({"text/html": obj.to_html(index=False, border=0), "text/plain": obj.to_string(index=False)},
+                raw=True)
     else:
         display(obj)
