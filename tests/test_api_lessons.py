@@ -87,3 +87,27 @@ def test_a_figure_bundle_has_plotly_json_and_a_png_or_says_why_not():
         assert base64.b64decode(bundle["image/png"])[:8] == b"\x89PNG\r\n\x1a\n"
     else:
         assert "no static image" in bundle["text/plain"] and "memtraffic[png]" in bundle["text/plain"]
+
+
+def _notebook_variant_source() -> str:
+    """The variant file notebook 03 writes (its VARIANT_SOURCE), read from the notebook's source."""
+    import ast
+
+    tree = ast.parse((REPO / "notebooks" / "03_measure_your_kernel.py").read_text())
+    return next(n.value.value for n in tree.body if isinstance(n, ast.Assign)
+                and getattr(n.targets[0], "id", "") == "VARIANT_SOURCE")
+
+
+@pytest.mark.gpu
+@pytest.mark.ncu
+def test_measure_variants_measures_notebook_03s_variant_as_its_model_predicts(tmp_path):
+    """On the GPU, what notebook 03's measuring cell does: its own softmax_pairs beside softmax_tiled."""
+    variants = tmp_path / "my_variants.py"
+    variants.write_text(_notebook_variant_source())
+    result = memtraffic.measure_variants("softmax_pairs", "softmax_tiled", shape="1048576x2",
+                                         variant_files=[variants], out=tmp_path / "run")
+    rows = result.table.set_index("variant")
+    pred = memtraffic.predicted(memtraffic.load_variants(variants)["softmax_pairs"], "1048576x2")
+    assert rows.loc["softmax_pairs", "l1_ld_bytes"] == pytest.approx(pred["read"], rel=0.02)
+    assert rows.loc["softmax_pairs", "l1_st_bytes"] == pytest.approx(pred["write"], rel=0.02)
+    assert rows.loc["softmax_tiled", "eff_l1_ld"] == pytest.approx(1.0, abs=0.02)

@@ -88,3 +88,18 @@ def test_python_m_memtraffic_is_the_cli():
     proc = subprocess.run([sys.executable, "-m", "memtraffic", "--version"], capture_output=True, text=True,
                           cwd=REPO, timeout=120)
     assert proc.returncode == 0 and proc.stdout.startswith("memtraffic ")
+
+
+@pytest.mark.gpu
+@pytest.mark.ncu
+def test_the_magic_profiles_a_cell_on_the_gpu(tmp_path, capsys):
+    """The real thing: the cell under ncu with --torch-ops, its softmax op against its minimum."""
+    cell = ("import torch\nx = torch.randn(4096, 4096, device='cuda')\n"
+            "torch.cuda.synchronize()\ny = torch.softmax(x, dim=-1)\ntorch.cuda.synchronize()\n")
+    table = run_cell(f"--torch-ops --out {tmp_path / 'run'}", cell)
+    printed = capsys.readouterr().out
+    assert table is not None, printed
+    assert f"saved in {tmp_path / 'run'}" in printed
+    softmax = table[table["range"].str.contains("softmax")]
+    assert len(softmax) == 1, table["range"].tolist()
+    assert softmax["eff_dram_rd"].iloc[0] > 0.5  # read about once: the minimum is known and met
