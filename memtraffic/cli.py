@@ -351,9 +351,9 @@ def profile(
     torch_ops: Annotated[
         bool,
         typer.Option("--torch-ops", help="Trace every aten op of a PyTorch program: each gets its NVTX range "
-                     "and its minimum (what any implementation must move: README 'PyTorch programs, op by "
-                     "op') and FLOPs. Under --profile-from-start off only the calls between "
-                     "cudaProfilerStart and cudaProfilerStop are traced."),
+                     "and its minimum (what any implementation must move: docs/op-rules.md) and FLOPs. "
+                     "Under --profile-from-start off only the calls between cudaProfilerStart and "
+                     "cudaProfilerStop are traced."),
     ] = False,
     from_first_forward: Annotated[
         bool, typer.Option("--from-first-forward", help="With --torch-ops: trace from the program's first "
@@ -621,7 +621,7 @@ def ops(
     Per op call (the ten moving the most bytes; every call in program
     order with --all-calls): the aten overload, shape and dtype of its
     result, the minimum bytes read and written (what any implementation
-    must move: README 'PyTorch programs, op by op'), model FLOPs and
+    must move: docs/op-rules.md), model FLOPs and
     FLOP/byte; then a summary per op type, most bytes first. Regions (memtraffic.region) are
     listed too. The program is not edited: memtraffic traces it from the
     moment it imports torch. Its own output goes to stderr.

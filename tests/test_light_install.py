@@ -85,3 +85,34 @@ def test_the_api_names_the_extra_for_a_measuring_name():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == f"memtraffic.ops {MEASURE_LINE}\n"
+
+
+def test_the_readmes_first_command_runs_the_main_job_without_torch_in_under_600_mb(tmp_path):
+    """The README's first command, verbatim, in a copy of the clone: a fresh virtual environment of the base
+    install (from the package index), then the main job. Slow (a minute on 2 cores); skipped offline."""
+    import re
+    import shutil
+    import subprocess
+
+    readme = (REPO / "README.md").read_text()
+    first = next(line for line in readme.split("```bash", 1)[1].split("```", 1)[0].splitlines()
+                 if line and not line.startswith("#"))
+    clone = tmp_path / "clone"
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    for name in ("memtraffic", "kernels"):
+        shutil.copytree(REPO / name, clone / name, ignore=ignore)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, clone / name)
+    run = "reports/h100/seed_1048576x2_fp32"
+    shutil.copytree(REPO / run, clone / run)
+    env = {"PATH": "/usr/bin:/bin", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "HOME": str(tmp_path)}
+    proc = subprocess.run(["bash", "-c", first], cwd=clone, capture_output=True, text=True, timeout=900,
+                          env=env)
+    if proc.returncode and re.search(r"(?i)could not find a version|connection|network|resolve", proc.stderr):
+        pytest.skip(f"no package index reachable: {proc.stderr.strip().splitlines()[-1]}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "softmax_naive 1048576x2 fp32 num_warps=4" in proc.stdout
+    site = next((clone / ".venv" / "lib").glob("python3*/site-packages"))
+    assert not [p.name for p in site.iterdir() if p.name.split("-")[0] in ("torch", "triton")]
+    size = sum(p.stat().st_size for p in (clone / ".venv").rglob("*") if p.is_file() and not p.is_symlink())
+    assert size < 600e6, f"the base install takes {size / 1e6:.0f} MB"
