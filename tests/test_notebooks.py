@@ -88,6 +88,16 @@ def test_committed_with_outputs_and_a_static_image_for_every_figure(name):
         assert figures, f"{name} shows no figure"
 
 
+@pytest.mark.parametrize("name", [n for n in NAMES if not n.startswith("03")])
+def test_an_html_export_shows_every_figure(name):
+    """`jupyter nbconvert --to html`: each figure is an image in the page (it runs no plotly.js)."""
+    exporter = pytest.importorskip("nbconvert").HTMLExporter()
+    page, _ = exporter.from_notebook_node(committed(name))
+    figures = sum(PLOTLY in o.get("data", {}) for c in committed(name).cells for o in c.get("outputs", []))
+    assert figures and len(re.findall(r'<img [^>]*src="data:image/png;base64,', page)) == figures
+    assert "Markdown object" not in page
+
+
 def test_a_figure_output_is_plotly_json_with_a_png():
     """What test above relies on: GitHub and nbconvert pick image/png, since they know no plotly mime."""
     nb = committed("01_arithmetic_intensity")
