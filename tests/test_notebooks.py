@@ -64,12 +64,22 @@ def shown(output) -> dict:
     return {"data": data} if data else {}
 
 
+def shown_all(outputs) -> list[dict]:
+    """A cell's outputs as shown, consecutive stdout pieces joined (the kernel flushes them as it likes)."""
+    out: list[dict] = []
+    for s in (shown(o) for o in outputs):
+        if "stdout" in s and out and "stdout" in out[-1]:
+            out[-1] = {"stdout": out[-1]["stdout"] + s["stdout"]}
+        elif s:
+            out.append(s)
+    return out
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_a_fresh_run_reproduces_the_committed_outputs(name):
     for old, new in zip(committed(name).cells, executed(name).cells, strict=True):
         if old.cell_type == "code":
-            want = [s for o in old.outputs if (s := shown(o))]
-            got = [s for o in new.outputs if (s := shown(o))]
+            want, got = shown_all(old.outputs), shown_all(new.outputs)
             assert got == want, f"{name}: outputs changed (run scripts/execute_notebooks.py):\n{old.source}"
 
 
