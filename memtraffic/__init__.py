@@ -9,6 +9,10 @@ The public API, for notebooks and scripts (the same numbers as the CLI; see memt
     memtraffic.roofline(run).show(); memtraffic.traffic(run)
     with memtraffic.ops() as records: ...                # trace aten ops (imports torch)
     with memtraffic.region("attn", inputs=[q, k, v], outputs=[o]): ...  # any framework's arrays
+    memtraffic.minimum("softmax", "1048576x2", "fp32"); memtraffic.ceilings("reports/ceilings/X.json")
+    memtraffic.list_variants("4096x4096"); memtraffic.predicted("softmax_naive", "1048576x2")
+    memtraffic.measure_variants("softmax_tiled", shape="4096x4096")  # a GPU and ncu; %%memtraffic: Jupyter
+    memtraffic.show(table_or_figure_or_markdown)          # Jupyter, GitHub, HTML export and plain Python
 
 Every name loads on first use, so `import memtraffic` imports neither torch, pandas nor plotly.
 """
@@ -17,14 +21,21 @@ from typing import Any
 
 from memtraffic.core.version import __version__
 
-# name -> module that defines it. The region module is not region.py: importing a submodule named
-# `region` would rebind memtraffic.region from the function to the module.
+# name -> module that defines it. No public name is also a submodule's (region.py, measure/): importing
+# that submodule would rebind memtraffic.NAME from the function to the module.
 _LAZY = {
     **dict.fromkeys(("Run", "load_run", "analyze", "gaps", "per_op", "lines", "records", "roofline",
-                     "traffic", "run_measure", "run_profile"), "memtraffic.api"),
+                     "traffic", "minimum", "ceilings", "list_variants", "load_variants", "predicted",
+                     "check_variant",
+                     "measure_variants", "run_measure", "run_profile"), "memtraffic.api"),
+    **dict.fromkeys(("fmt_bytes", "fmt_time", "fmt_rate"), "memtraffic.core.units"),
+    **dict.fromkeys(("Traffic", "element_size"), "memtraffic.core.ops"),
     "Variant": "memtraffic.core.variant",
+    "MemtrafficError": "memtraffic.core.errors",  # every error memtraffic raises on purpose
     "ops": "memtraffic.measure.tracer",
     "region": "memtraffic.measure.regions",
+    "show": "memtraffic.views.notebook",
+    "load_ipython_extension": "memtraffic.magic",  # %load_ext memtraffic: the %%memtraffic cell magic
 }
 
 __all__ = ["__version__", *_LAZY]
@@ -34,5 +45,11 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        try:
+            module = importlib.import_module(_LAZY[name])
+        except ModuleNotFoundError as err:  # e.g. memtraffic.ops without the [measure] extra's torch
+            from memtraffic.core.extras import missing_extra
+
+            raise missing_extra(err, f"memtraffic.{name}") or err from None
+        return getattr(module, name)
     raise AttributeError(f"module 'memtraffic' has no attribute {name!r}")

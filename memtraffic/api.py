@@ -72,7 +72,7 @@ def _table(run: str | Path | Run | pd.DataFrame) -> pd.DataFrame:
 
 
 def roofline(run: str | Path | Run | pd.DataFrame, levels: Sequence[str] = LEVELS,
-             ceilings: str | Path | None = None) -> go.Figure:
+             ceilings: str | Path | None = None, title: str | None = None) -> go.Figure:
     """`memtraffic roofline`'s roofline: one panel per level, with this device's roofs where known
     (a ceilings file, else the cache, else reports/ceilings/)."""
     from memtraffic.views.html_report import devices_of, resolve_ceilings
@@ -80,14 +80,15 @@ def roofline(run: str | Path | Run | pd.DataFrame, levels: Sequence[str] = LEVEL
 
     table = _table(run)
     entries, _ = resolve_ceilings(devices_of(table), Path(ceilings) if ceilings else None)
-    return roofline_figure(table, entries, levels)
+    return roofline_figure(table, entries, levels, title=title)
 
 
-def traffic(run: str | Path | Run | pd.DataFrame, levels: Sequence[str] = LEVELS) -> go.Figure:
+def traffic(run: str | Path | Run | pd.DataFrame, levels: Sequence[str] = LEVELS,
+            title: str | None = None) -> go.Figure:
     """`memtraffic roofline`'s traffic chart: bytes each level moved beside the minimum, per config."""
     from memtraffic.views.traffic_chart import traffic_figure
 
-    return traffic_figure(_table(run), levels)
+    return traffic_figure(_table(run), levels, title)
 
 
 def run_measure(opts: MeasureOptions, echo: Echo | None = None, **kwargs: Any) -> MeasureResult:
@@ -128,3 +129,154 @@ def run_profile(opts: ProfileOptions, echo: Echo | None = None) -> ProfileResult
         save_results(table, result.run_dir)
     result.table = table
     return result
+
+
+# --- models, roofs and your own variants (the lessons in notebooks/ use these) -----------------------------
+
+
+def minimum(op: str, shape: str | Sequence[int], dtype: str = "fp32") -> dict[str, Any]:
+    """An op's minimum traffic and model FLOPs at a shape: what `memtraffic list` puts in its minimum
+    columns (read, write and total bytes, FLOPs, FLOP per byte at the minimum, and how FLOPs are counted)."""
+    from memtraffic.core.errors import UsageError
+    from memtraffic.core.ops import OPS, format_shape, parse_dtype, parse_shape
+
+    if op not in OPS:
+        raise UsageError(f"unknown op {op!r}: use one of {', '.join(OPS)}")
+    dims = parse_shape(shape) if isinstance(shape, str) else tuple(shape)
+    least = OPS[op].minimum(dims, parse_dtype(dtype))
+    flops = OPS[op].flops(dims)
+    return {"op": op, "shape": format_shape(dims), "dtype": parse_dtype(dtype), "read": least.read,
+            "write": least.write, "total": least.total, "flops": flops, "intensity": flops / least.total,
+            "flops_note": OPS[op].flops_note}
+
+
+def ceilings(source: str | Path) -> dict[str, Any]:
+    """A GPU's roofs, as `memtraffic ceilings` measured them: from a ceilings file (reports/ceilings/*.json)
+    or by device name (this machine's cache, then reports/ceilings/). Keys: device, date, measured,
+    ncu_theoretical (bytes/s and FLOP/s), method."""
+    from memtraffic.core.errors import UsageError
+    from memtraffic.core.roofs import find_ceilings, load_ceilings_file
+
+    if Path(source).suffix == ".json" or Path(source).exists():
+        return load_ceilings_file(Path(source))
+    entry = find_ceilings(str(source))
+    if entry is None:
+        raise UsageError(f"no ceilings known for {source!r}: give a ceilings file, or run 'memtraffic "
+                         "ceilings' on that GPU")
+    return entry
+
+
+def list_variants(shape: str | Sequence[int] | None = None, dtype: str = "fp32",
+                  variant_files: Sequence[str | Path] = ()) -> pd.DataFrame:
+    """`memtraffic list`: every shipped variant (then those of your variant files) with its op's minimum and
+    its own predicted bytes, FLOPs and intensity at a shape (default: each op's own). Without torch (the
+    base install) the predicted columns are empty and a warning says why."""
+    import pandas as pd
+
+    return pd.DataFrame(list_rows(shape, dtype, variant_files))
+
+
+def list_rows(shape: str | Sequence[int] | None, dtype: str, variant_files: Sequence[str | Path] = ()
+              ) -> list[dict[str, Any]]:
+    """The rows of `memtraffic list` (see list_variants)."""
+    from memtraffic.core.errors import warn
+    from memtraffic.core.extras import missing_extra
+    from memtraffic.core.ops import parse_dtype, parse_shape, torch_dtype
+
+    dt = parse_dtype(dtype)
+    sh = (parse_shape(shape) if isinstance(shape, str) else tuple(shape)) if shape is not None else None
+    try:
+        from memtraffic.measure.variants import describe
+        from memtraffic.measure.variants import load_variants as load
+    except ModuleNotFoundError as err:  # the base install: the ops' minimums, without the variants' models
+        from memtraffic.core.variant import minimum_row, shipped_catalog
+
+        missing = missing_extra(err, "predicting bytes (each variant's model)")
+        if missing is None or variant_files:
+            raise
+        warn(f"{missing}; listed: the minimum each variant's op must move")
+        return [minimum_row(e, sh, dt) for e in shipped_catalog()]
+    _triton_on_cpu()
+    from memtraffic.core.plan import ModelError
+
+    rows = []
+    for variant in load([str(f) for f in variant_files], on_problem=warn).values():
+        try:
+            rows.append(describe(variant, sh, torch_dtype(dt)))
+        except ModelError as err:  # one broken variant of a user's file: said, left out, the others listed
+            warn(f"{err.problem}: left out")
+    return rows
+
+
+def _triton_on_cpu() -> None:
+    """Without a CUDA GPU, Triton kernels run in its interpreter: chosen before the first one is imported."""
+    import os
+
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def load_variants(*files: str | Path) -> dict[str, Any]:
+    """The shipped variants, then those of each variant file (`--variants FILE`): name -> Variant. Without
+    a CUDA GPU, Triton kernels are set to run in Triton's interpreter (TRITON_INTERPRET=1)."""
+    _triton_on_cpu()
+    from memtraffic.measure.variants import load_variants as load
+
+    return load(files)
+
+
+def predicted(variant: Any, shape: str | Sequence[int], dtype: str = "fp32",
+              params: dict[str, Any] | None = None) -> dict[str, int]:
+    """A variant's own model of the bytes its loads and stores move through L1 (read, write), at a shape,
+    with its default parameters updated by `params`. `variant`: a Variant or a shipped variant's name."""
+    from memtraffic.core.ops import parse_shape, torch_dtype
+    from memtraffic.core.plan import call_model
+    from memtraffic.measure.variants import get_variant
+
+    _triton_on_cpu()
+    v = get_variant(variant) if isinstance(variant, str) else variant
+    dims = parse_shape(shape) if isinstance(shape, str) else tuple(shape)
+    traffic = call_model(f"variant {v.name}", "predicted", v.predicted, dims, torch_dtype(dtype),
+                         {**v.params, **(params or {})})
+    return {"read": traffic.read, "write": traffic.write}
+
+
+def check_variant(variant: Any, shape: str | Sequence[int], dtype: str = "fp32", device: str | None = None,
+                  **params: Any) -> float:
+    """Run a variant once on seeded inputs and check its output against the op's float64 reference, as the
+    measuring process does before ncu counts: the max abs error, or an error beyond the dtype's tolerance
+    (or a shape the variant refuses). `device`: cuda when there is one, else cpu (Triton's interpreter)."""
+    _triton_on_cpu()
+    import torch
+
+    from memtraffic.core.errors import UsageError
+    from memtraffic.core.ops import OPS, parse_shape, torch_dtype
+    from memtraffic.measure.runner import check_output
+    from memtraffic.measure.variants import get_variant, unsupported_reason
+
+    v = get_variant(variant) if isinstance(variant, str) else variant
+    dims = parse_shape(shape) if isinstance(shape, str) else tuple(shape)
+    reason = unsupported_reason(v, dims, torch_dtype(dtype), params)
+    if reason is not None:
+        raise UsageError(reason)
+    op = OPS[v.op]
+    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    inputs = op.make_inputs(dims, torch_dtype(dtype), dev, torch.Generator().manual_seed(0))
+    return check_output(v.run(*inputs, **{**v.params, **params}), op.reference(*inputs), dtype)
+
+
+def measure_variants(*variants: str, shape: str | Sequence[str] = (), dtype: str | Sequence[str] = "fp32",
+                     variant_files: Sequence[str | Path] = (), echo: Echo | None = None, **options: Any
+                     ) -> MeasureResult:
+    """`memtraffic measure VARIANTS --shape S --dtype D [--variants FILE]` from Python (a CUDA GPU and ncu):
+    the result's `table` is the analysis, `run_dir` the new run folder. `options` are MeasureOptions' fields
+    (out, metrics, params=['BLOCK=64,128'], source, ...)."""
+    from memtraffic.measure.measure import MeasureOptions
+
+    shapes = [shape] if isinstance(shape, str) else list(shape)
+    dtypes = [dtype] if isinstance(dtype, str) else list(dtype)
+    opts = MeasureOptions(variants=list(variants), shapes=shapes, dtypes=dtypes,
+                          variant_files=[str(f) for f in variant_files], **options)
+    return run_measure(opts, echo)

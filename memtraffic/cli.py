@@ -59,6 +59,18 @@ Partial = Annotated[
                  "missing, an interrupted run): exit 0, with each gap named on stderr and marked in the "
                  "'status' column (missing, failed, partial). Without it such a run exits 1."),
 ]
+Wide = Annotated[
+    bool, typer.Option("--wide", help="Tables and notes one line each, however long (by default they fit "
+                       "120 columns: long names go above their numbers, notes wrap; the same cells).")
+]
+
+
+def _width(wide: bool) -> int | None:
+    from memtraffic.views.tables import WIDTH
+
+    return None if wide else WIDTH
+
+
 Baseline = Annotated[
     Path | None,
     typer.Option(help="An earlier run folder, .ncu-rep or saved table (analyze --format json): print "
@@ -66,7 +78,7 @@ Baseline = Annotated[
 ]
 
 
-def _print_baseline_diff(baseline: Path | None, run_dir: Path, fmt: str) -> None:
+def _print_baseline_diff(baseline: Path | None, run_dir: Path, fmt: str, width: int | None = None) -> None:
     """The diff of a new run against its --baseline; a refusal (other GPU) is a warning, the run stays."""
     if baseline is None:
         return
@@ -74,7 +86,7 @@ def _print_baseline_diff(baseline: Path | None, run_dir: Path, fmt: str) -> None
     from memtraffic.views.diff_table import render
 
     try:
-        text = render(diff(baseline, run_dir), "table")
+        text = render(diff(baseline, run_dir), "table", width)
     except MemtrafficError as err:
         warn(f"no diff against {baseline}: {err}")
         return
@@ -119,6 +131,7 @@ def list_(
     ] = False,
     variant_files: VariantFiles = None,
     fmt: Fmt = "table",
+    wide: Wide = False,
 ) -> None:
     """List the kernel variants with their minimum vs predicted traffic, FLOPs and arithmetic intensity.
 
@@ -131,9 +144,7 @@ def list_(
       memtraffic list --count softmax_tiled --shape 4096x4096 --shape 1024x1024 --param num_warps=4,8
       memtraffic list --count --sweep grid.toml
     """
-    from memtraffic.core.ops import parse_dtype, parse_shape, torch_dtype
-    from memtraffic.core.plan import ModelError
-    from memtraffic.measure.variants import describe, load_variants
+    from memtraffic.api import list_rows
     from memtraffic.views.tables import render
 
     _check_format(fmt, ("table", "json", "csv"))
@@ -152,15 +163,8 @@ def list_(
     if variants or param or all_variants or sweep or len(shape or []) > 1 or len(dtype or []) > 1:
         raise UsageError("variant names, --param, --all, --sweep and repeated --shape/--dtype go with "
                          "--count (the table takes one --shape and one --dtype)")
-    dt = torch_dtype(parse_dtype(dtype[0] if dtype else "fp32"))
-    sh = parse_shape(shape[0]) if shape else None
-    rows = []
-    for variant in load_variants(variant_files or [], on_problem=warn).values():
-        try:
-            rows.append(describe(variant, sh, dt))
-        except ModelError as err:  # one broken variant of a user's file: said, left out, the others listed
-            warn(f"{err.problem}: left out")
-    typer.echo(render(rows, fmt, kind="list"))
+    rows = list_rows(shape[0] if shape else None, dtype[0] if dtype else "fp32", variant_files or [])
+    typer.echo(render(rows, fmt, "list", _width(wide)))
 
 
 @app.command()
@@ -248,6 +252,7 @@ def measure(
     ] = None,
     baseline: Baseline = None,
     fmt: Fmt = "table",
+    wide: Wide = False,
 ) -> None:
     """Profile variants under Nsight Compute (ncu) and analyze their traffic.
 
@@ -308,8 +313,8 @@ def measure(
     )
     result = run_measure(opts, echo=lambda line: typer.echo(line, err=True))
     if len(result.table):
-        typer.echo(render_results(result.table, fmt))
-        _print_baseline_diff(baseline, result.run_dir, fmt)
+        typer.echo(render_results(result.table, fmt, width=_width(wide)))
+        _print_baseline_diff(baseline, result.run_dir, fmt, _width(wide))
     from memtraffic.core.runfile import needs_rerun
 
     failed = [c for c in result.run["configs"] if needs_rerun(c)]
@@ -329,9 +334,9 @@ def profile(
     torch_ops: Annotated[
         bool,
         typer.Option("--torch-ops", help="Trace every aten op of a PyTorch program: each gets its NVTX range "
-                     "and its minimum (what any implementation must move: README 'PyTorch programs, op by "
-                     "op') and FLOPs. Under --profile-from-start off only the calls between "
-                     "cudaProfilerStart and cudaProfilerStop are traced."),
+                     "and its minimum (what any implementation must move: docs/op-rules.md) and FLOPs. "
+                     "Under --profile-from-start off only the calls between cudaProfilerStart and "
+                     "cudaProfilerStop are traced."),
     ] = False,
     from_first_forward: Annotated[
         bool, typer.Option("--from-first-forward", help="With --torch-ops: trace from the program's first "
@@ -390,6 +395,7 @@ def profile(
     ] = False,
     baseline: Baseline = None,
     fmt: Fmt = "table",
+    wide: Wide = False,
 ) -> None:
     """Profile ANY program under Nsight Compute: ... profile [OPTIONS] -- CMD [ARGS]
 
@@ -423,10 +429,10 @@ def profile(
         out=out, verbose=verbose, distinct=0 if every_launch else distinct)
     result = run_profile(opts, echo=lambda line: typer.echo(line, err=True))
     if len(result.table) and torch_ops and fmt == "table" and not all_calls:
-        typer.echo(op_calls_table(result.table))
+        typer.echo(op_calls_table(result.table, width=_width(wide)))
     elif len(result.table):
-        typer.echo(render_results(result.table, fmt))
-        _print_baseline_diff(baseline, result.run_dir, fmt)
+        typer.echo(render_results(result.table, fmt, width=_width(wide)))
+        _print_baseline_diff(baseline, result.run_dir, fmt, _width(wide))
     typer.echo(f"saved in {result.run_dir}", err=True)
     if result.returncode:
         typer.echo(f"the program exited with code {result.returncode}: the kernels profiled before it ended "
@@ -464,6 +470,7 @@ def analyze(
         ),
     ] = "table",
     partial: Partial = False,
+    wide: Wide = False,
 ) -> None:
     """Per-level efficiency: minimum bytes / bytes moved (1.00 is ideal).
 
@@ -488,7 +495,7 @@ def analyze(
 
     _check_format(fmt, ("table", "json", "csv"))
     table = analyze_path(path, min_bytes=min_bytes, group_by=group_by)
-    typer.echo(render_results(table, fmt, group_by))
+    typer.echo(render_results(table, fmt, group_by, _width(wide)))
     require_whole(table, str(path), partial)  # after the table: what there is, is shown
 
 
@@ -517,6 +524,7 @@ def diff(
                      "or csv (a row per match: each measure's _a, _b, _change, _rel, time_noise, verdict)."),
     ] = "table",
     partial: Partial = False,
+    wide: Wide = False,
 ) -> None:
     """Did my change help? Two runs matched config by config: bytes per level, time, efficiency, change.
 
@@ -542,7 +550,7 @@ def diff(
 
     tolerance = parse_fraction(time_tolerance, "--time-tolerance")
     result = diff_runs(a, b, group_by, tolerance, allow_mixed)
-    typer.echo(render(result, fmt))
+    typer.echo(render(result, fmt, _width(wide)))
     cut = [side for side in (result.a, result.b) if side.gaps]
     require_whole([g for side in cut for g in side.gaps], " and ".join(str(side.path) for side in cut),
                   partial)
@@ -611,7 +619,7 @@ def ops(
     Per op call (the ten moving the most bytes; every call in program
     order with --all-calls): the aten overload, shape and dtype of its
     result, the minimum bytes read and written (what any implementation
-    must move: README 'PyTorch programs, op by op'), model FLOPs and
+    must move: docs/op-rules.md), model FLOPs and
     FLOP/byte; then a summary per op type, most bytes first. Regions (memtraffic.region) are
     listed too. The program is not edited: memtraffic traces it from the
     moment it imports torch. Its own output goes to stderr.
@@ -647,6 +655,7 @@ def lines(
         str,
         typer.Option("--format", "-f", help="table (for people), json (objects, raw counts) or csv."),
     ] = "table",
+    wide: Wide = False,
 ) -> None:
     """Which source line moves the bytes: per line, global-memory requests, sectors, bytes and a verdict.
 
@@ -670,7 +679,7 @@ def lines(
     from memtraffic.views.tables import render_lines
 
     _check_format(fmt, ("table", "json", "csv"))
-    typer.echo(render_lines(read_lines(path, kernel=kernel, top=top), fmt))
+    typer.echo(render_lines(read_lines(path, kernel=kernel, top=top), fmt, _width(wide)))
     _name_gaps(path)
 
 
@@ -695,6 +704,7 @@ def merge(
         bool, typer.Option("--allow-mixed", help="Merge runs of different GPUs or ncu versions anyway.")
     ] = False,
     fmt: Fmt = "table",
+    wide: Wide = False,
 ) -> None:
     """Combine run folders into one new run: reports copied, one plan, one run.json.
 
@@ -714,7 +724,7 @@ def merge(
 
     _check_format(fmt, ("table", "json", "csv"))
     merged, run = merge_runs(runs, out, allow_mixed, echo=lambda line: typer.echo(line, err=True))
-    typer.echo(render_results(analyze_path(merged), fmt))
+    typer.echo(render_results(analyze_path(merged), fmt, width=_width(wide)))
     if run["missing"]:
         raise typer.Exit(code=1)
 

@@ -56,6 +56,12 @@ def _exit_code(err: BaseException, command: str = "") -> tuple[int, str | None]:
         return err.exit_code, f"error: {err}"
     if isinstance(err, KeyboardInterrupt | typer.Abort):
         return 130, "interrupted"
+    if isinstance(err, ModuleNotFoundError):  # an extra the base install leaves out (torch, kaleido)
+        from memtraffic.core.extras import missing_extra
+
+        missing = missing_extra(err, f"memtraffic {command}".strip())
+        if missing is not None:
+            return missing.exit_code, f"error: {missing}"
     if isinstance(err, OSError):
         if err.errno == errno.EPIPE:  # `memtraffic ... | head`: the reader left, nothing to say
             _silence()

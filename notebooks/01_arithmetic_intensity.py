@@ -23,20 +23,16 @@
 #
 # It needs no GPU: every number below is read from the committed Nsight Compute reports
 # (`profile.ncu-rep`) and from the ceilings measured on the same H100 (`reports/ceilings/`), or
-# computed by `memtraffic.core.ops`. None is typed in.
+# computed by memtraffic's models (`memtraffic.minimum`). None is typed in. It uses only memtraffic's
+# public API (`import memtraffic`).
 
 # %%
-import json
 from pathlib import Path
 
 import pandas as pd
-from IPython.display import Markdown, display
 
-from memtraffic.analysis.analyze import analyze_path
-from memtraffic.core.ops import OPS, element_size, format_shape, parse_dtype
-from memtraffic.core.roofs import load_ceilings_file
-from memtraffic.core.units import fmt_bytes, fmt_rate, fmt_time
-from memtraffic.views.roofline import roofline_figure
+import memtraffic
+from memtraffic import fmt_bytes, fmt_rate, fmt_time, show
 
 
 def find_root() -> Path:
@@ -49,9 +45,9 @@ def find_root() -> Path:
 
 ROOT = find_root()
 REPORTS = ROOT / "reports" / "h100"
-CEILINGS = load_ceilings_file(next((ROOT / "reports" / "ceilings").glob("*H100*.json")))
+CEILINGS_FILE = next((ROOT / "reports" / "ceilings").glob("*H100*.json"))
+CEILINGS = memtraffic.ceilings(CEILINGS_FILE)
 DEVICE = CEILINGS["device"]
-KEY: dict = {"reports": {}, "model": {}, "ceilings": {}, "derived": {}}  # numbers the tests check
 print(f"reports from {REPORTS.relative_to(ROOT)}; ceilings of the {DEVICE}, measured {CEILINGS['date']}")
 
 # %% [markdown]
@@ -71,8 +67,8 @@ print(f"reports from {REPORTS.relative_to(ROOT)}; ceilings of the {DEVICE}, meas
 # | softmax over each row of an MxN matrix | MN | MN | a handful per element |
 # | matmul C = A @ B, A is MxK, B is KxN | MK + KN | MN | 2MNK (a multiply and an add per term) |
 #
-# `memtraffic.core.ops.OPS` holds these counts. Here is the softmax minimum counted by hand, then checked
-# against the model:
+# `memtraffic.minimum(op, shape, dtype)` gives these counts. Here is the softmax minimum counted by hand,
+# then checked against the model:
 
 # %%
 def softmax_minimum_by_hand(m: int, n: int, element_bytes: int) -> tuple[int, int]:
@@ -81,13 +77,13 @@ def softmax_minimum_by_hand(m: int, n: int, element_bytes: int) -> tuple[int, in
     return read, write
 
 
-shape, dtype = (1048576, 2), parse_dtype("fp32")
-by_hand = softmax_minimum_by_hand(*shape, element_size(dtype))
-model = OPS["softmax"].minimum(shape, dtype)
-assert by_hand == (model.read, model.write)
-print(f"softmax {format_shape(shape)} fp32: read {fmt_bytes(model.read)}, write {fmt_bytes(model.write)} "
+shape, dtype = (1048576, 2), "fp32"
+by_hand = softmax_minimum_by_hand(*shape, memtraffic.element_size(dtype))
+model = memtraffic.minimum("softmax", shape, dtype)
+assert by_hand == (model["read"], model["write"])
+print(f"softmax {model['shape']} fp32: read {fmt_bytes(model['read'])}, write {fmt_bytes(model['write'])} "
       f"(by hand and by the model)")
-print("FLOPs counted as:", OPS["softmax"].flops_note)
+print("FLOPs counted as:", model["flops_note"])
 
 # %% [markdown]
 # The same count for each operation at the shapes of the committed reference runs. Note how the
@@ -105,18 +101,13 @@ CASES = [  # (op, shape, dtype): the shapes the reference runs measured
 
 
 def model_row(op: str, shape: tuple[int, ...], dtype: str) -> dict:
-    minimum = OPS[op].minimum(shape, parse_dtype(dtype))
-    flops = OPS[op].flops(shape)
-    return {"op": op, "shape": format_shape(shape), "dtype": dtype, "min read": minimum.read,
-            "min write": minimum.write, "FLOPs": flops, "intensity [FLOP/B]": flops / minimum.total}
+    m = memtraffic.minimum(op, shape, dtype)
+    return {"op": op, "shape": m["shape"], "dtype": dtype, "min read": fmt_bytes(m["read"]),
+            "min write": fmt_bytes(m["write"]), "FLOPs": f"{m['flops']:.3g}",
+            "intensity [FLOP/B]": f"{m['intensity']:.3g}"}
 
 
-model_table = pd.DataFrame([model_row(*case) for case in CASES])
-for row in model_table.to_dict("records"):
-    KEY["model"][f"{row['op']} {row['shape']} {row['dtype']}"] = {
-        "read": row["min read"], "write": row["min write"], "flops": row["FLOPs"]}
-model_table.style.format({"min read": fmt_bytes, "min write": fmt_bytes, "FLOPs": "{:.3g}",
-                          "intensity [FLOP/B]": "{:.3g}"}).hide(axis="index")
+show(pd.DataFrame([model_row(*case) for case in CASES]))
 
 # %% [markdown]
 # ## The roofline model
@@ -143,22 +134,19 @@ for kind in ("measured", "ncu_theoretical"):
         roofs.append({"kind": kind, "roof": key, "value": fmt_rate(value, unit),
                       "method": CEILINGS.get("method", {}).get(key, "") if kind == "measured" else
                       CEILINGS.get("ncu_note", "")})
-        KEY["ceilings"][f"{kind}.{key}"] = value
-pd.DataFrame(roofs).style.hide(axis="index")
+show(pd.DataFrame(roofs))
 
 # %%
 measured = CEILINGS["measured"]
 ridge_fp32 = measured["fp32_flops"] / measured["dram_Bps"]
 ridge_bf16 = measured["bf16_tc_flops"] / measured["dram_Bps"]
-KEY["derived"]["ridge_fp32"] = ridge_fp32
-KEY["derived"]["ridge_bf16_tc"] = ridge_bf16
-display(Markdown(
+show(
     f"Measured ridge points of the {DEVICE} against DRAM ({fmt_rate(measured['dram_Bps'])}): "
     f"**{ridge_fp32:.1f} FLOP/byte** for FP32 on CUDA cores ({fmt_rate(measured['fp32_flops'], 'FLOP/s')}) "
     f"and **{ridge_bf16:.0f} FLOP/byte** for BF16 on tensor cores "
     f"({fmt_rate(measured['bf16_tc_flops'], 'FLOP/s')}). An operation needs at least that many FLOPs per "
     "byte before compute, rather than memory, limits it."
-))
+)
 
 # %% [markdown]
 # ## Where the operations sit: the committed H100 measurements
@@ -179,16 +167,11 @@ PICK = {  # report folder -> ranges to place on the roofline
 }
 frames = []
 for folder, ranges in PICK.items():
-    table = analyze_path(REPORTS / folder)
+    table = memtraffic.analyze(REPORTS / folder)
     frames.append(table[table["range"].isin(ranges)].assign(report=folder))
     missing = set(ranges) - set(table["range"])
     assert not missing, f"{folder} lacks {missing}"
 rows = pd.concat(frames, ignore_index=True)
-
-COLUMNS_KEPT = [
-    "time_ns", "dram_rd_bytes", "dram_wr_bytes", "min_read_bytes", "min_write_bytes", "model_flops"]
-for r in rows.to_dict("records"):
-    KEY["reports"].setdefault(r["report"], {})[r["range"]] = {c: r[c] for c in COLUMNS_KEPT}
 
 dram_bytes = rows["dram_rd_bytes"] + rows["dram_wr_bytes"]
 min_bytes = rows["min_read_bytes"] + rows["min_write_bytes"]
@@ -209,17 +192,16 @@ placed = pd.DataFrame({
     "fraction of roof": [(f / s) / min(p, i * measured["dram_Bps"]) for f, s, p, i in
                          zip(rows["model_flops"], seconds, peak, i_min, strict=True)],
 })
-placed.style.format({"intensity at minimum": "{:.3g}", "intensity at DRAM": "{:.3g}",
-                     "fraction of roof": "{:.2f}"}).hide(axis="index")
+shown = {c: placed[c].map("{:.3g}".format) for c in ("intensity at minimum", "intensity at DRAM")}
+show(placed.assign(**shown, **{"fraction of roof": placed["fraction of roof"].map("{:.2f}".format)}))
 
 # %% [markdown]
 # The hierarchical roofline below draws each variant's DRAM point (diamond) against the measured roofs
 # (solid) and ncu's theoretical ones (dashed). Hover a point for its bytes, time and efficiency.
 
 # %%
-fig = roofline_figure(rows, [CEILINGS], levels=("dram",),
-                      title=f"DRAM roofline - {DEVICE} (committed reference runs)")
-fig.show()
+show(memtraffic.roofline(rows, levels=("dram",), ceilings=CEILINGS_FILE,
+                         title=f"DRAM roofline - {DEVICE} (committed reference runs)"))
 
 # %%
 best = placed.loc[placed["fraction of roof"].idxmax()]
@@ -229,12 +211,10 @@ gelu_i = ops.loc[ops["op"] == "gelu", "i_min"].iloc[0]
 mm_bf16 = ops[(ops["op"] == "matmul") & (ops["dtype"] == "bf16")].iloc[0]
 unfused = rows[rows["variant"] == "gelu_torch_ops"].iloc[0]
 fused = rows[rows["variant"] == "gelu_triton"].iloc[0]
-KEY["derived"]["gelu_unfused_dram_over_fused"] = (
-    (unfused["dram_rd_bytes"] + unfused["dram_wr_bytes"]) / (fused["dram_rd_bytes"] + fused["dram_wr_bytes"]))
-KEY["derived"]["gelu_unfused_time_over_fused"] = unfused["time_ns"] / fused["time_ns"]
-gelu_bytes = KEY["derived"]["gelu_unfused_dram_over_fused"]
-gelu_time = KEY["derived"]["gelu_unfused_time_over_fused"]
-display(Markdown(f"""
+gelu_bytes = ((unfused["dram_rd_bytes"] + unfused["dram_wr_bytes"])
+              / (fused["dram_rd_bytes"] + fused["dram_wr_bytes"]))
+gelu_time = unfused["time_ns"] / fused["time_ns"]
+show(f"""
 What the measurements say:
 
 - GELU and softmax sit far left of the ridge: GELU's minimum intensity is {gelu_i:.2f} FLOP/byte against
@@ -247,7 +227,7 @@ What the measurements say:
 - Closest to its roof: `{best['variant']}` {best['shape']} {best['dtype']} ({best['fraction of roof']:.2f});
   furthest: `{worst['variant']}` {worst['shape']} {worst['dtype']} ({worst['fraction of roof']:.2f}).
   Notebook 02 takes that softmax apart.
-"""))
+""")
 above = rows[placed["fraction of roof"] > 1]
 if len(above):
     names = ", ".join(f"`{v}` {s} {d}" for v, s, d in zip(above["variant"], above["shape"], above["dtype"],
@@ -257,12 +237,12 @@ if len(above):
     if (above["dram_wr_bytes"] < above["min_write_bytes"]).all():
         text += (" Here, too, part of the output was still in L2 when the kernel ended (DRAM writes below "
                  "the minimum), so fewer bytes crossed the bus in its time than the minimum charges it for.")
-    display(Markdown(text))
+    show(text)
 
 # %% [markdown]
 # ## Exercises
 #
-# Work each one out by hand first, then run the answer cell: the answers come from `memtraffic.core.ops`
+# Work each one out by hand first, then run the answer cell: the answers come from `memtraffic.minimum`
 # and from the measured ceilings.
 #
 # **1.** Softmax over the rows of a 1048576x2 fp32 matrix. How many bytes must any implementation read
@@ -270,11 +250,9 @@ if len(above):
 
 # %%
 def answer(op: str, shape: tuple[int, ...], dtype: str) -> dict:
-    minimum = OPS[op].minimum(shape, parse_dtype(dtype))
-    flops = OPS[op].flops(shape)
-    out = {"read": minimum.read, "write": minimum.write, "flops": flops, "intensity": flops / minimum.total}
-    print(f"{op} {format_shape(shape)} {dtype}: read {fmt_bytes(minimum.read)} + write "
-          f"{fmt_bytes(minimum.write)} = {fmt_bytes(minimum.total)}; {flops:.4g} FLOPs; "
+    out = memtraffic.minimum(op, shape, dtype)
+    print(f"{op} {out['shape']} {dtype}: read {fmt_bytes(out['read'])} + write "
+          f"{fmt_bytes(out['write'])} = {fmt_bytes(out['total'])}; {out['flops']:.4g} FLOPs; "
           f"intensity {out['intensity']:.3g} FLOP/byte")
     return out
 
@@ -309,18 +287,9 @@ print(f"the tensor cores compute {measured['bf16_tc_flops'] / measured['fp32_flo
 # %%
 floor_ns = ex1["read"] + ex1["write"]
 floor_ns = floor_ns / measured["dram_Bps"] * 1e9
-seed = analyze_path(REPORTS / "seed_1048576x2_fp32")
+seed = memtraffic.analyze(REPORTS / "seed_1048576x2_fp32")
 fastest = seed.loc[seed["time_ns"].idxmin()]
-KEY["derived"]["softmax_floor_ns"] = floor_ns
-KEY["reports"].setdefault("seed_1048576x2_fp32", {}).setdefault(fastest["range"], {})["time_ns"] = (
-    fastest["time_ns"])
 print(f"bytes / bandwidth = {fmt_time(floor_ns)}; fastest measured: {fastest['variant']} in "
       f"{fmt_time(fastest['time_ns'])} ({floor_ns / fastest['time_ns']:.2f} of the floor's speed)")
 print("a kernel this short also pays for filling and draining the GPU, which the large copy that measured "
       "the bandwidth spreads over far more bytes")
-
-# %% [markdown]
-# The numbers of this notebook that the tests compare with the reports, the model and the ceilings:
-
-# %% tags=["key-numbers"]
-print(json.dumps(KEY, indent=1, sort_keys=True, default=float))

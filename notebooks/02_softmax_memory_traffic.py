@@ -33,23 +33,16 @@
 # code as `memtraffic analyze`; none is typed in.
 
 # %%
-import json
 from pathlib import Path
 
 import pandas as pd
 import plotly.graph_objects as go
-from IPython.display import Markdown, display
 from plotly.subplots import make_subplots
 
-from memtraffic.analysis.analyze import SECTOR_BYTES, analyze_path
-from memtraffic.analysis.lines import read_lines
-from memtraffic.core.ops import element_size, parse_shape, torch_dtype
-from memtraffic.core.roofs import load_ceilings_file
-from memtraffic.core.units import fmt_bytes, fmt_rate, fmt_time
-from memtraffic.kernels import VARIANTS
-from memtraffic.ncu.report import read_report
-from memtraffic.views.roofline import roofline_figure
-from memtraffic.views.traffic_chart import traffic_figure
+import memtraffic
+from memtraffic import fmt_bytes, fmt_rate, fmt_time, show
+
+SECTOR_BYTES = 32  # the unit L1 and L2 move: a request that uses part of a sector moves all of it
 
 
 def find_root() -> Path:
@@ -62,24 +55,19 @@ def find_root() -> Path:
 
 ROOT = find_root()
 REPORTS = ROOT / "reports" / "h100"
-CEILINGS = load_ceilings_file(next((ROOT / "reports" / "ceilings").glob("*H100*.json")))
-RUNS = {name: analyze_path(REPORTS / name) for name in
+CEILINGS_FILE = next((ROOT / "reports" / "ceilings").glob("*H100*.json"))
+CEILINGS = memtraffic.ceilings(CEILINGS_FILE)
+RUNS = {name: memtraffic.analyze(REPORTS / name) for name in
         ("seed_1048576x2_fp32", "suite_1048576x2_fp32", "suite_8192x8192", "suite_4096x4096",
          "split_lag_16384x131072")}
-KEY: dict = {"reports": {}, "derived": {}}  # numbers the tests compare with the reports
-KEPT = ["time_ns", "l1_ld_bytes", "l1_st_bytes", "req_ld_bytes", "req_st_bytes", "l2_rd_bytes", "l2_wr_bytes",
-        "dram_rd_bytes", "dram_wr_bytes", "min_read_bytes", "min_write_bytes", "n_kernels"]
 
 
 def rows_of(run: str, *ranges: str) -> pd.DataFrame:
-    """The rows of a run with these NVTX ranges, in this order; recorded in KEY for the tests."""
+    """The rows of a run with these NVTX ranges, in this order."""
     table = RUNS[run].set_index("range")
     missing = [r for r in ranges if r not in table.index]
     assert not missing, f"{run} lacks {missing}"
-    out = table.loc[list(ranges)].reset_index()
-    for r in out.to_dict("records"):
-        KEY["reports"].setdefault(run, {})[r["range"]] = {c: r[c] for c in KEPT}
-    return out
+    return table.loc[list(ranges)].reset_index()
 
 
 def name(r) -> str:
@@ -133,11 +121,11 @@ SEED = "seed_1048576x2_fp32"
 seed = rows_of(SEED, "mt|softmax_naive|1048576x2|fp32|num_warps=4",
                "mt|softmax_tiled|1048576x2|fp32|BLOCK_M=128", "mt|torch_softmax|1048576x2|fp32")
 naive, tiled, torch_row = (seed.iloc[i] for i in range(3))
-m, n = parse_shape(naive["shape"])
-elem = element_size(naive["dtype"])
-display(Markdown(
+m, n = (int(x) for x in naive["shape"].split("x"))
+elem = memtraffic.element_size(naive["dtype"])
+show(
     f"{m} rows x {n} columns x {elem} bytes: the minimum is {fmt_bytes(naive['min_read_bytes'])} read and "
-    f"{fmt_bytes(naive['min_write_bytes'])} written. Measured on the {naive['device']}:"))
+    f"{fmt_bytes(naive['min_write_bytes'])} written. Measured on the {naive['device']}:")
 
 
 def traffic_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -152,10 +140,10 @@ def traffic_table(df: pd.DataFrame) -> pd.DataFrame:
         "DRAM writes": df["dram_wr_bytes"].map(fmt_bytes),
         "L1 loads / min": (df["l1_ld_bytes"] / df["min_read_bytes"]).map("{:.2f}x".format),
         "DRAM reads / min": (df["dram_rd_bytes"] / df["min_read_bytes"]).map("{:.2f}x".format),
-    }).style.hide(axis="index")
+    })
 
 
-traffic_table(seed)
+show(traffic_table(seed))
 
 # %% [markdown]
 # Below, the loads of each kernel in steps: the **minimum** it needs, the bytes its load instructions
@@ -176,7 +164,7 @@ for label, col, color in steps:
 fig.update_layout(title="Loads of softmax over 1M rows of 2 fp32 columns (labels: x the minimum read)",
                   barmode="group", template="plotly_white", height=460, yaxis_title="bytes",
                   yaxis_exponentformat="SI")
-fig.show()
+show(fig)
 
 # %% [markdown]
 # ## 2. Sector granularity times redundant loads
@@ -196,7 +184,7 @@ def load_factors(r) -> dict:
             "store_sector_waste": r["l1_st_bytes"] / r["req_st_bytes"]}
 
 
-kernels = read_report(REPORTS / SEED / "profile.ncu-rep").set_index("range")
+kernels = memtraffic.load_run(REPORTS / SEED).kernels().set_index("range")  # one row per launch
 factors = {}
 for r in seed.to_dict("records"):
     launch = kernels.loc[r["range"]]
@@ -206,10 +194,9 @@ for r in seed.to_dict("records"):
         "sectors_per_load_request": r["l1_ld_sectors"] / r["l1_ld_requests"],
         "useful_bytes_per_sector": SECTOR_BYTES * r["req_ld_bytes"] / r["l1_ld_bytes"]}
     factors[r["variant"]] = f
-    KEY["derived"][r["variant"]] = f
 fn, ft, fo = factors["softmax_naive"], factors["softmax_tiled"], factors["torch_softmax"]
 warps = naive["params"]["num_warps"]
-display(Markdown(f"""
+show(f"""
 **softmax_naive** launches {fn['programs']} programs, one per row, of {fn['threads_per_program']} threads
 ({warps} warps). Its tile is one row: `BLOCK_N` = {n} elements. Triton lays a tile over all the threads of
 the program, and a tile smaller than the threads *wraps around*: every warp holds its own copy of the row
@@ -234,27 +221,29 @@ programs: a warp's request covers consecutive rows, {ft['sectors_per_load_reques
 
 **torch_softmax** requests each byte {fo['redundancy']:.2f}x but uses
 {fo['useful_bytes_per_sector']:.0f} bytes of each sector it touches: {fo['l1_ld_over_min']:.2f}x at L1.
-"""))
+""")
 
 # %% [markdown]
-# The variants carry their own traffic models (`Variant.predicted`, from Triton's layout rules and the
+# The variants carry their own traffic models (`memtraffic.predicted`, from Triton's layout rules and the
 # sector size). Before any measurement they said:
 
 # %%
+def predicted_read(r) -> int:
+    return memtraffic.predicted(r["variant"], r["shape"], r["dtype"], dict(r["params"]))["read"]
+
+
 pred = pd.DataFrame([{
     "variant": name(r),
-    "predicted L1 loads": fmt_bytes(VARIANTS[r["variant"]].predicted(
-        parse_shape(r["shape"]), torch_dtype(r["dtype"]), dict(r["params"])).read),
+    "predicted L1 loads": fmt_bytes(predicted_read(r)),
     "measured L1 loads": fmt_bytes(r["l1_ld_bytes"]),
-    "predicted / measured": VARIANTS[r["variant"]].predicted(
-        parse_shape(r["shape"]), torch_dtype(r["dtype"]), dict(r["params"])).read / r["l1_ld_bytes"],
+    "predicted / measured": predicted_read(r) / r["l1_ld_bytes"],
 } for r in seed.to_dict("records")])
 off = pred[(pred["predicted / measured"] - 1).abs() > 0.05]
-display(pred.style.format({"predicted / measured": "{:.2f}"}).hide(axis="index"))
+show(pred.assign(**{"predicted / measured": pred["predicted / measured"].map("{:.2f}".format)}))
 if len(off):
-    display(Markdown("Where the two differ (" + ", ".join(f"`{v}`" for v in off["variant"]) + "), the model "
+    show("Where the two differ (" + ", ".join(f"`{v}`" for v in off["variant"]) + "), the model "
                      "misses part of what that kernel does: a library kernel's access pattern is not "
-                     "known in advance, which is what measuring is for."))
+                     "known in advance, which is what measuring is for.")
 
 # %% [markdown]
 # ## 3. The caches hide the excess from DRAM, not from the clock
@@ -262,9 +251,7 @@ if len(off):
 # %%
 dram_eff = {r["variant"]: r["dram_rd_bytes"] / r["min_read_bytes"] for r in seed.to_dict("records")}
 time_ratio = naive["time_ns"] / tiled["time_ns"]
-KEY["derived"]["naive_time_over_tiled"] = time_ratio
-KEY["derived"]["torch_time_over_tiled"] = torch_row["time_ns"] / tiled["time_ns"]
-display(Markdown(f"""
+show(f"""
 DRAM reads are {', '.join(f'{v:.2f}x' for v in dram_eff.values())} the minimum for the three kernels: the
 repeated requests of `softmax_naive` hit in L1 and L2, so DRAM sees each byte about once. A DRAM-only view
 would call the three kernels equally good.
@@ -275,7 +262,7 @@ The clock disagrees: `softmax_naive` takes {fmt_time(naive['time_ns'])}, **{time
 {fmt_rate(CEILINGS['measured']['dram_Bps'])} a copy reaches on this GPU. Every request and every sector
 costs the SM's load/store unit and L1 time even when it hits; and one row per program means
 {fn['programs'] // ft['programs']}x as many programs to schedule, each with little work.
-"""))
+""")
 cost = pd.DataFrame({
     "variant": [name(r) for r in seed.to_dict("records")],
     "time": seed["time_ns"].map(fmt_time),
@@ -284,7 +271,7 @@ cost = pd.DataFrame({
     "L1 load sectors": seed["l1_ld_sectors"].astype(int),
     "DRAM reads": seed["dram_rd_bytes"].map(fmt_bytes),
 })
-cost.style.hide(axis="index")
+show(cost)
 
 # %%
 fig = make_subplots(rows=1, cols=2, subplot_titles=("DRAM reads / minimum read", "kernel time"))
@@ -298,7 +285,7 @@ fig.update_yaxes(title_text="x the minimum", row=1, col=1)
 fig.update_yaxes(type="log", title_text="microseconds (log)", row=1, col=2)
 fig.update_layout(title="Same DRAM traffic, very different time", template="plotly_white", height=420,
                   showlegend=False)
-fig.show()
+show(fig)
 
 # %% [markdown]
 # The hierarchical roofline shows the same thing level by level: each kernel's FLOPs over the bytes it
@@ -310,7 +297,7 @@ for r in (naive, tiled):
     print(f"{r['variant']}: intensity at L1 {r['model_flops'] / (r['l1_ld_bytes'] + r['l1_st_bytes']):.3g}, "
           f"at DRAM {r['model_flops'] / (r['dram_rd_bytes'] + r['dram_wr_bytes']):.3g} FLOP/byte; "
           f"{fmt_rate(r['model_flops'] / (r['time_ns'] * 1e-9), 'FLOP/s')}")
-roofline_figure(seed, [CEILINGS]).show()
+show(memtraffic.roofline(seed, ceilings=CEILINGS_FILE))
 
 # %% [markdown]
 # ## 4. Five kernels against one
@@ -328,45 +315,45 @@ big = rows_of("suite_8192x8192", "mt|torch_manual|8192x8192|fp32", "mt|torch_sof
               "mt|torch_compiled|8192x8192|fp32", "mt|softmax_tiled|8192x8192|fp32")
 five = big.iloc[0]
 fused = big.iloc[1:]
-KEY["derived"]["manual_8192_dram_over_min"] = (five["dram_rd_bytes"] + five["dram_wr_bytes"]) / (
+dram_over_min = (five["dram_rd_bytes"] + five["dram_wr_bytes"]) / (
     five["min_read_bytes"] + five["min_write_bytes"])
-KEY["derived"]["manual_8192_time_over_best_fused"] = five["time_ns"] / fused["time_ns"].min()
-manual_pred = VARIANTS["torch_manual"].predicted(parse_shape(five["shape"]), torch_dtype(five["dtype"]), {})
-pred_reads = manual_pred.read / five["min_read_bytes"]
-pred_writes = manual_pred.write / five["min_write_bytes"]
-display(Markdown(f"""
+time_over_fused = five["time_ns"] / fused["time_ns"].min()
+manual_pred = memtraffic.predicted("torch_manual", five["shape"], five["dtype"])
+pred_reads = manual_pred["read"] / five["min_read_bytes"]
+pred_writes = manual_pred["write"] / five["min_write_bytes"]
+show(f"""
 At 8192x8192 fp32 ({fmt_bytes(five['min_read_bytes'])} each way, more than the L2 cache holds) the five
-kernels ({', '.join(five['kernels'])}) move {KEY['derived']['manual_8192_dram_over_min']:.1f}x the
+kernels ({', '.join(five['kernels'])}) move {dram_over_min:.1f}x the
 minimum at DRAM (the model: {pred_reads:.1f}x reads, {pred_writes:.1f}x writes) and take
-{KEY['derived']['manual_8192_time_over_best_fused']:.1f}x the time of the fastest fused kernel.
-"""))
+{time_over_fused:.1f}x the time of the fastest fused kernel.
+""")
 small = manual.iloc[0]
-cache_control = json.loads((REPORTS / SUITE / "run.json").read_text())["cache_control"]
-small_pred = VARIANTS["torch_manual"].predicted(parse_shape(small["shape"]), torch_dtype(small["dtype"]), {})
-KEY["derived"]["manual_1m_dram_reads_over_min"] = small["dram_rd_bytes"] / small["min_read_bytes"]
-KEY["derived"]["manual_1m_dram_writes_over_min"] = small["dram_wr_bytes"] / small["min_write_bytes"]
-display(Markdown(f"""
+cache_control = memtraffic.load_run(REPORTS / SUITE).meta["cache_control"]  # the run's run.json
+small_pred = memtraffic.predicted("torch_manual", small["shape"], small["dtype"])
+small_reads = small["dram_rd_bytes"] / small["min_read_bytes"]
+small_writes = small["dram_wr_bytes"] / small["min_write_bytes"]
+show(f"""
 A note on how these were measured: ncu profiles each kernel on its own, and with `--cache-control
 {cache_control}` (the setting of these runs) it flushes the caches before each one. So each of the five
 kernels reads its input from DRAM: at {small['shape']} DRAM reads are
-{KEY['derived']['manual_1m_dram_reads_over_min']:.1f}x the minimum read (the model:
-{small_pred.read / small['min_read_bytes']:.1f}x), while each kernel's output, small enough, is still in L2
-when it ends (DRAM writes {KEY['derived']['manual_1m_dram_writes_over_min']:.2f}x the minimum write). Run
+{small_reads:.1f}x the minimum read (the model:
+{small_pred['read'] / small['min_read_bytes']:.1f}x), while each kernel's output, small enough, is still in L2
+when it ends (DRAM writes {small_writes:.2f}x the minimum write). Run
 back to back outside the profiler, some intermediates could stay in L2 between kernels; the L1 counters
 and the time count every pass either way: {fmt_time(small['time_ns'])} for the five kernels against
 {fmt_time(manual['time_ns'].iloc[1:].min())} for the fastest fused one.
-"""))
-traffic_table(pd.concat([manual, big], ignore_index=True))
+""")
+show(traffic_table(pd.concat([manual, big], ignore_index=True)))
 
 # %%
-amplification_bars(pd.concat([manual, big], ignore_index=True),
-                   "Five kernels (torch_manual) against fused ones, at two shapes").show()
+show(amplification_bars(pd.concat([manual, big], ignore_index=True),
+                        "Five kernels (torch_manual) against fused ones, at two shapes"))
 
 # %% [markdown]
 # `memtraffic report` draws the same comparison per level (read + write), as below.
 
 # %%
-traffic_figure(big).show()
+show(memtraffic.traffic(big))
 
 # %% [markdown]
 # ## 5. Long rows: one pass, online softmax, three passes
@@ -384,9 +371,6 @@ traffic_figure(big).show()
 # %%
 long_rows = rows_of("suite_8192x8192", "mt|softmax_tiled|8192x8192|fp32", "mt|softmax_online|8192x8192|fp32",
                     "mt|softmax_3pass|8192x8192|fp32")
-for r in long_rows.to_dict("records"):
-    KEY["derived"][f"{r['variant']}_8192_l1_reads"] = r["l1_ld_bytes"] / r["min_read_bytes"]
-    KEY["derived"][f"{r['variant']}_8192_dram_reads"] = r["dram_rd_bytes"] / r["min_read_bytes"]
 one, online, three = (long_rows.iloc[i] for i in range(3))
 dram_follows = all(r["dram_rd_bytes"] > 0.9 * r["l1_ld_bytes"] for r in (online, three))
 cache_note = (f"at this size ({fmt_bytes(one['min_read_bytes'])}) L2 keeps almost nothing of a row between "
@@ -394,14 +378,14 @@ cache_note = (f"at this size ({fmt_bytes(one['min_read_bytes'])}) L2 keeps almos
               "L2 keeps part of each row between passes, so DRAM pays for less than every pass.")
 l1_reads = [r["l1_ld_bytes"] / r["min_read_bytes"] for r in (one, online, three)]
 dram_reads = [r["dram_rd_bytes"] / r["min_read_bytes"] for r in (one, online, three)]
-display(Markdown(f"""
+show(f"""
 At L1 the passes show exactly: {l1_reads[0]:.2f}x, {l1_reads[1]:.2f}x and {l1_reads[2]:.2f}x the minimum
 read. DRAM reads are {dram_reads[0]:.2f}x, {dram_reads[1]:.2f}x and {dram_reads[2]:.2f}x: {cache_note}
 Time follows: {fmt_time(one['time_ns'])}, {fmt_time(online['time_ns'])}, {fmt_time(three['time_ns'])}.
 The online softmax saves a full read of the input over three passes, which is why fused attention
 kernels use it.
-"""))
-amplification_bars(long_rows, "Rows of 8192 fp32: passes over memory").show()
+""")
+show(amplification_bars(long_rows, "Rows of 8192 fp32: passes over memory"))
 
 # %% [markdown]
 # At 1M rows of 2 columns the online and three-pass kernels also run one row per program, so they pay
@@ -410,11 +394,12 @@ amplification_bars(long_rows, "Rows of 8192 fp32: passes over memory").show()
 # %%
 short = rows_of(SUITE, "mt|softmax_naive|1048576x2|fp32", "mt|softmax_online|1048576x2|fp32",
                 "mt|softmax_3pass|1048576x2|fp32")
-pd.DataFrame({"variant": [name(r) for r in short.to_dict("records")],
-              "L1 loads / min": (short["l1_ld_bytes"] / short["min_read_bytes"]).map("{:.0f}x".format),
-              "sector waste": (short["l1_ld_bytes"] / short["req_ld_bytes"]).map("{:.0f}x".format),
-              "requested / min": (short["req_ld_bytes"] / short["min_read_bytes"]).map("{:.0f}x".format),
-              "time": short["time_ns"].map(fmt_time)}).style.hide(axis="index")
+show(pd.DataFrame({
+    "variant": [name(r) for r in short.to_dict("records")],
+    "L1 loads / min": (short["l1_ld_bytes"] / short["min_read_bytes"]).map("{:.0f}x".format),
+    "sector waste": (short["l1_ld_bytes"] / short["req_ld_bytes"]).map("{:.0f}x".format),
+    "requested / min": (short["req_ld_bytes"] / short["min_read_bytes"]).map("{:.0f}x".format),
+    "time": short["time_ns"].map(fmt_time)}))
 
 # %% [markdown]
 # Rows too long for one program's registers (131072 elements) cannot be read once by one program, and
@@ -429,15 +414,12 @@ split = rows_of("split_lag_16384x131072", "mt|softmax_split|16384x131072|bf16",
                 "mt|softmax_split|16384x131072|fp32")
 lines = []
 for r in split.to_dict("records"):
-    model = VARIANTS["softmax_split"].predicted(parse_shape(r["shape"]), torch_dtype(r["dtype"]), {}).read
-    factors = {"l1_reads": r["l1_ld_bytes"], "model_reads": model, "dram_reads": r["dram_rd_bytes"]}
-    for k, v in factors.items():
-        KEY["derived"][f"split_{r['dtype']}_{k}"] = v / r["min_read_bytes"]
+    model = memtraffic.predicted("softmax_split", r["shape"], r["dtype"])["read"]
     lines.append(f"- {r['dtype']}: L1 loads {r['l1_ld_bytes'] / r['min_read_bytes']:.2f}x the minimum read "
                  f"(the model: {model / r['min_read_bytes']:.2f}x), DRAM reads "
                  f"{r['dram_rd_bytes'] / r['min_read_bytes']:.2f}x, in {fmt_time(r['time_ns'])}")
-display(Markdown("\n".join(lines) + "\n\nThe polls stay in the caches: DRAM sees one read. Under ncu "
-                 "the time is the profiled kernel's; `memtraffic bench` times it against a copy."))
+show("\n".join(lines) + "\n\nThe polls stay in the caches: DRAM sees one read. Under ncu "
+                 "the time is the profiled kernel's; `memtraffic bench` times it against a copy.")
 
 # %% [markdown]
 # ## 6. Down the columns: strided against coalesced
@@ -461,27 +443,26 @@ lines = []
 for r in cols.to_dict("records"):
     useful = SECTOR_BYTES * r["req_ld_bytes"] / r["l1_ld_bytes"]
     dram = (r["dram_rd_bytes"] + r["dram_wr_bytes"]) / (r["min_read_bytes"] + r["min_write_bytes"])
-    KEY["derived"][f"{r['variant']}_{r['dtype']}_useful_bytes_per_sector"] = useful
-    lines.append(f"- `{r['variant']}` {r['dtype']} ({element_size(r['dtype'])}-byte elements): "
+    lines.append(f"- `{r['variant']}` {r['dtype']} ({memtraffic.element_size(r['dtype'])}-byte elements): "
                  f"{useful:.0f} useful bytes per {SECTOR_BYTES}-byte sector, L1 loads "
                  f"{r['l1_ld_bytes'] / r['min_read_bytes']:.1f}x the minimum, DRAM reads+writes "
                  f"{dram:.2f}x, "
                  f"{fmt_time(r['time_ns'])}")
 strided, coalesced = cols.iloc[0], cols.iloc[1]
 per_sector = {(r["variant"], r["dtype"]): SECTOR_BYTES * r["req_ld_bytes"] / r["l1_ld_bytes"]
-              / element_size(r["dtype"]) for r in cols.to_dict("records")}
+              / memtraffic.element_size(r["dtype"]) for r in cols.to_dict("records")}
 strided_counts = {v for (name_, _), v in per_sector.items() if name_ == "softmax_column_strided"}
 assert len(strided_counts) == 1, per_sector  # the sentence below assumes fp32 and bf16 agree
 strided_elems = strided_counts.pop()
-KEY["derived"]["column_fp32_strided_time_over_coalesced"] = strided["time_ns"] / coalesced["time_ns"]
-display(Markdown("\n".join(lines) + f"""
+strided_over_coalesced = strided["time_ns"] / coalesced["time_ns"]
+show("\n".join(lines) + f"""
 
 A strided load uses {strided_elems:.0f} element of each sector it moves, whatever the element size, so
 the smaller the element the larger the waste. The strided fp32 kernel takes
-{KEY['derived']['column_fp32_strided_time_over_coalesced']:.1f}x the time of the coalesced one. The same
+{strided_over_coalesced:.1f}x the time of the coalesced one. The same
 bytes of input, read in a different order.
-"""))
-amplification_bars(cols, "Softmax down the columns of 4096x4096").show()
+""")
+show(amplification_bars(cols, "Softmax down the columns of 4096x4096"))
 
 # %% [markdown]
 # ## 7. Which line moves the bytes
@@ -495,15 +476,13 @@ amplification_bars(cols, "Softmax down the columns of 4096x4096").show()
 
 # %%
 SOURCE = "source_seed_1048576x2_fp32"
-per_line = read_lines(REPORTS / SOURCE, kernel="naive|tiled")
+per_line = memtraffic.lines(REPORTS / SOURCE, kernel="naive|tiled")
 SHOWN = ["kernel", "line", "operation", "sectors", "ideal_sectors", "ncu_excessive_sectors", "excess_sectors",
          "verdict"]
-KEY["lines"] = {SOURCE: [{k: r[k] for k in SHOWN} for r in per_line]}
-display(pd.DataFrame([{k: r[k] for k in SHOWN} | {"moved": fmt_bytes(r["bytes_moved"])} for r in per_line])
-        .style.hide(axis="index"))
+show(pd.DataFrame([{k: r[k] for k in SHOWN} | {"moved": fmt_bytes(r["bytes_moved"])} for r in per_line]))
 naive_load = next(r for r in per_line if r["kernel"] == "_softmax_naive_kernel" and r["operation"] == "load")
 tiled_lines = [r for r in per_line if r["kernel"] == "_softmax_tiled_kernel"]
-display(Markdown(f"""
+show(f"""
 The naive kernel's load, line {naive_load['line']}:
 
 `{naive_load['source']}`
@@ -514,7 +493,7 @@ sectors alone are {naive_load['ideal_sectors'] * SECTOR_BYTES / naive_load['min_
 kernel's minimum read ({fmt_bytes(naive_load['min_bytes'])}): *{naive_load['verdict']}*. The tiled kernel's
 lines move {fmt_bytes(sum(r['bytes_moved'] for r in tiled_lines))} for a minimum of
 {fmt_bytes(sum(r['min_bytes'] for r in tiled_lines))}: {", ".join(r['verdict'] for r in tiled_lines)}.
-"""))
+""")
 
 fig = go.Figure()
 labels = [f"{r['kernel'].strip('_').removesuffix('_kernel')} line {r['line']} ({r['operation']})"
@@ -526,7 +505,7 @@ fig.add_trace(go.Bar(y=labels, x=excess, orientation="h", name="excess", marker_
 fig.update_layout(barmode="stack", template="plotly_white", height=320, width=900,
                   title="Bytes each source line moves (sectors x 32)", xaxis_title="MB",
                   yaxis={"autorange": "reversed"})
-fig.show()
+show(fig)
 
 # %% [markdown]
 # ## What to take away
@@ -541,6 +520,3 @@ fig.show()
 #   against the minimum.
 #
 # Notebook 03 shows how to add a kernel of your own with its predicted traffic, and measure it.
-
-# %% tags=["key-numbers"]
-print(json.dumps(KEY, indent=1, sort_keys=True, default=lambda x: x.item() if hasattr(x, "item") else str(x)))

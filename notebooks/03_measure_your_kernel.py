@@ -22,29 +22,19 @@
 # Triton interpreter), lists it beside the suite, and measures it under Nsight Compute.
 #
 # The measuring cells need a CUDA GPU and `ncu`. Without them (a laptop, CI) the notebook says so and
-# shows the committed H100 results of the suite's kernels for the same shape instead.
+# shows the committed H100 results of the suite's kernels for the same shape instead. The last section
+# measures any code of yours straight from a cell (`%%memtraffic`). Only memtraffic's public API is used
+# (`import memtraffic`).
 
 # %%
-import json
-import os
 import tempfile
 from pathlib import Path
 
+import pandas as pd
 import torch
 
-if not torch.cuda.is_available():  # Triton's interpreter must be chosen before any @triton.jit runs
-    os.environ.setdefault("TRITON_INTERPRET", "1")
-
-import pandas as pd
-from IPython.display import Markdown, display
-
-from memtraffic.analysis.analyze import analyze_path
-from memtraffic.core.errors import MemtrafficError
-from memtraffic.core.ops import OPS, parse_shape, torch_dtype
-from memtraffic.core.units import fmt_bytes
-from memtraffic.measure.runner import check_output
-from memtraffic.measure.variants import describe, load_variants
-from memtraffic.views.tables import render, results_table
+import memtraffic
+from memtraffic import fmt_bytes, fmt_time, show
 
 
 def find_root() -> Path:
@@ -57,10 +47,9 @@ def find_root() -> Path:
 
 ROOT = find_root()
 REPORTS = ROOT / "reports" / "h100"
-KEY: dict = {"reports": {}, "model": {}, "derived": {}}  # numbers the tests check
 device = "cuda" if torch.cuda.is_available() else "cpu"
-interpreted = os.environ.get("TRITON_INTERPRET") == "1"
-print(f"torch {torch.__version__} on {device}; Triton interpreter: {interpreted}")
+print(f"torch {torch.__version__} on {device}" + ("" if device == "cuda" else
+                                                  " (Triton kernels run in Triton's interpreter)"))
 
 # %% [markdown]
 # ## 1. The kernel and its model
@@ -89,8 +78,7 @@ import torch
 import triton
 import triton.language as tl
 
-from memtraffic.core.variant import Variant
-from memtraffic.core.ops import Traffic, element_size
+from memtraffic import Traffic, Variant, element_size
 
 
 @triton.jit
@@ -157,25 +145,25 @@ MODULE.write_text(VARIANT_SOURCE)
 
 # The same loader as `memtraffic list|measure|bench --variants my_variants.py`: the shipped suite plus
 # the file's VARIANTS.
-VARIANTS = load_variants([MODULE])
+VARIANTS = memtraffic.load_variants(MODULE)
 MY = VARIANTS["softmax_pairs"]
 print(f"registered {MY.name}: {MY.description}")
 
 # %% [markdown]
 # ## 2. Check it on the CPU
 #
-# The same check the measuring process applies (`memtraffic.measure.runner.check_output`: the variant's output
-# against the op's float64 reference), on a small shape that the Triton interpreter runs quickly.
+# The same check the measuring process applies before ncu counts anything (`memtraffic.check_variant`:
+# the variant's output against the op's float64 reference), on small shapes that the Triton interpreter
+# runs quickly.
 
 # %%
-op = OPS[MY.op]
-for shape, dtype in [((1000, 2), "fp32"), ((4096, 2), "bf16")]:
-    gen = torch.Generator().manual_seed(0)
-    (x,) = op.make_inputs(shape, torch_dtype(dtype), torch.device(device), gen)
-    out = MY.run(x, BLOCK=256)
-    err = check_output(out, op.reference(x), dtype)
-    print(f"{MY.name} {shape[0]}x{shape[1]} {dtype}: max abs error {err:.2g} against float64 - ok")
-print("refused:", MY.check((1000, 3), torch.float32, {}))
+for shape, dtype in [("1000x2", "fp32"), ("4096x2", "bf16")]:
+    err = memtraffic.check_variant(MY, shape, dtype, BLOCK=256)
+    print(f"{MY.name} {shape} {dtype}: max abs error {err:.2g} against float64 - ok")
+try:
+    memtraffic.check_variant(MY, "1000x3")
+except memtraffic.MemtrafficError as refused:
+    print("refused:", refused)
 
 # %% [markdown]
 # ## 3. List and describe it beside the suite
@@ -184,77 +172,58 @@ print("refused:", MY.check((1000, 3), torch.float32, {}))
 # is each variant's predicted L1 traffic over the op's minimum.
 
 # %%
-SHAPE, DTYPE = parse_shape("1048576x2"), torch_dtype("fp32")
+SHAPE, DTYPE = "1048576x2", "fp32"
 names = ["softmax_naive", "softmax_tiled", "torch_softmax", MY.name]
-listing = [describe(VARIANTS[v], SHAPE, DTYPE) for v in names]
-print(render(listing, "table", "list"))
-mine_row = listing[-1]
-KEY["model"][f"{MY.name} 1048576x2 fp32"] = {k: mine_row[k] for k in (
-    "min_read_bytes", "min_write_bytes", "pred_read_bytes", "pred_write_bytes")}
-KEY["derived"]["pred_read_over_min"] = mine_row["pred_read_bytes"] / mine_row["min_read_bytes"]
-KEY["derived"]["pred_write_over_min"] = mine_row["pred_write_bytes"] / mine_row["min_write_bytes"]
-display(Markdown(
-    f"`{MY.name}` at 1048576x2 fp32: predicted {fmt_bytes(mine_row['pred_read_bytes'])} of loads and "
-    f"{fmt_bytes(mine_row['pred_write_bytes'])} of stores through L1, "
-    f"{KEY['derived']['pred_read_over_min']:.1f}x and {KEY['derived']['pred_write_over_min']:.1f}x the "
-    "minimum."))
+listing = memtraffic.list_variants(SHAPE, DTYPE, variant_files=[MODULE]).set_index("name").loc[names]
+show(pd.DataFrame({
+    "variant": names, "min read": listing["min_read_bytes"].map(fmt_bytes).tolist(),
+    "min write": listing["min_write_bytes"].map(fmt_bytes).tolist(),
+    "pred read": listing["pred_read_bytes"].map(fmt_bytes).tolist(),
+    "pred write": listing["pred_write_bytes"].map(fmt_bytes).tolist(),
+    "pred/min": ((listing["pred_read_bytes"] + listing["pred_write_bytes"])
+                 / (listing["min_read_bytes"] + listing["min_write_bytes"])).map("{:.2f}x".format).tolist(),
+}))
+mine = listing.loc[MY.name]
+show(f"`{MY.name}` at {SHAPE} {DTYPE}: predicted {fmt_bytes(mine['pred_read_bytes'])} of loads and "
+     f"{fmt_bytes(mine['pred_write_bytes'])} of stores through L1, "
+     f"{mine['pred_read_bytes'] / mine['min_read_bytes']:.1f}x and "
+     f"{mine['pred_write_bytes'] / mine['min_write_bytes']:.1f}x the minimum.")
 
 # %% [markdown]
 # ## 4. Measure it
 #
-# Measuring needs a CUDA GPU and Nsight Compute. `memtraffic.ncu.command` finds `ncu` the way
-# `memtraffic measure` does ($MEMTRAFFIC_NCU, then PATH, the CUDA toolkit, /opt/nvidia/nsight-compute).
-
-# %%
-from memtraffic.measure.gpu import require_gpu  # noqa: E402
-from memtraffic.ncu.command import find_ncu, ncu_version  # noqa: E402
-
-try:
-    NCU = find_ncu()
-    ncu_version(NCU)
-    GPU = require_gpu("measuring a variant needs one")
-    CAN_MEASURE, WHY_NOT = True, ""
-except MemtrafficError as err:
-    CAN_MEASURE, WHY_NOT = False, str(err)
-print(f"measuring with {NCU} on {GPU}" if CAN_MEASURE else f"not measuring here: {WHY_NOT}")
-
-# %% [markdown]
-# What the measurement does, step by step (it is `memtraffic measure ... --variants my_variants.py`:
-# the plan records your file, and the profiled runner loads it with the same loader):
+# `memtraffic.measure_variants` is `memtraffic measure VARIANTS --variants my_variants.py --shape S
+# --dtype D` from Python, step by step:
 #
 # 1. a plan: every config (variant, shape, dtype, parameters) with its minimum and predicted traffic;
-# 2. ncu runs `memtraffic.measure.runner` on the plan: each config is warmed up, checked, then run once inside
-#    its own NVTX range, which is all ncu profiles;
-# 3. the report is read and analyzed against the plan, exactly as `memtraffic analyze` does.
-
-# %%
-def measure_with_my_variants(variants: list[str], shape: str, dtype: str) -> tuple[pd.DataFrame, Path]:
-    """`memtraffic measure VARIANTS --variants my_variants.py --shape SHAPE --dtype DTYPE`, from Python."""
-    from memtraffic.api import run_measure
-    from memtraffic.measure.measure import MeasureOptions
-
-    result = run_measure(MeasureOptions(variants=variants, shapes=[shape], dtypes=[dtype],
-                                        variant_files=[str(MODULE)], runs_root=ROOT / "reports" / "runs"))
-    return result.table, result.run_dir
-
+# 2. ncu runs memtraffic's runner on the plan in a fresh process (your file is loaded there by the same
+#    loader): each config is warmed up, checked, then run once inside its own NVTX range, which is all
+#    ncu profiles;
+# 3. the report is read and analyzed against the plan, exactly as `memtraffic analyze` does, into a new
+#    run folder.
+#
+# It needs a CUDA GPU and Nsight Compute; without them it says which is missing, and the notebook shows
+# the committed H100 run of the suite's kernels instead.
 
 # %%
 COMPARE = [MY.name, "softmax_tiled", "softmax_naive"]
-if CAN_MEASURE:
-    table, run_dir = measure_with_my_variants(COMPARE, "1048576x2", "fp32")
-    SOURCE = f"measured now on the {GPU}, saved in {run_dir.relative_to(ROOT)}"
-    KEY["source"] = "measured"
-else:
-    committed = analyze_path(REPORTS / "seed_1048576x2_fp32")
-    table = committed[committed["variant"].isin(COMPARE)].reset_index(drop=True)
-    SOURCE = (f"committed reference run reports/h100/seed_1048576x2_fp32 ({table['device'].iloc[0]}); "
-              f"{MY.name} itself was not measured here")
-    KEY["source"] = "committed"
-    for r in table.to_dict("records"):
-        KEY["reports"].setdefault("seed_1048576x2_fp32", {})[r["range"]] = {
-            c: r[c] for c in ("l1_ld_bytes", "l1_st_bytes", "dram_rd_bytes", "time_ns")}
-print(SOURCE)
-print(results_table(table))
+try:
+    result = memtraffic.measure_variants(*COMPARE, shape=SHAPE, dtype=DTYPE, variant_files=[MODULE],
+                                runs_root=ROOT / "reports" / "runs")
+    table, measured = result.table, True
+    print(f"measured now on the {table['device'].iloc[0]}, saved in {result.run_dir.relative_to(ROOT)}")
+except memtraffic.MemtrafficError as err:
+    committed = memtraffic.analyze(REPORTS / "seed_1048576x2_fp32")
+    table, measured = committed[committed["variant"].isin(COMPARE)].reset_index(drop=True), False
+    print(f"not measured here ({err})")
+    print(f"showing the committed reference run reports/h100/seed_1048576x2_fp32 "
+          f"({table['device'].iloc[0]}); {MY.name} itself was not measured there")
+show(pd.DataFrame({
+    "config": table["range"], "time": table["time_ns"].map(fmt_time),
+    "L1 loads": table["l1_ld_bytes"].map(fmt_bytes), "L1 stores": table["l1_st_bytes"].map(fmt_bytes),
+    "DRAM reads": table["dram_rd_bytes"].map(fmt_bytes), "minimum": table["min_bytes"].map(fmt_bytes),
+    "eff L1 ld": table["eff_l1_ld"].map("{:.2f}".format)}))
+show("\n".join(f"- `{r['variant']}`: {r['diagnosis']}" for r in table.to_dict("records") if r["diagnosis"]))
 
 # %% [markdown]
 # ## 5. Prediction against measurement
@@ -265,30 +234,25 @@ print(results_table(table))
 # %%
 rows = []
 for v in COMPARE:
-    pred = VARIANTS[v].predicted(SHAPE, DTYPE, dict(VARIANTS[v].params))
+    pred = memtraffic.predicted(VARIANTS[v], SHAPE, DTYPE)
     got = table[table["variant"] == v]
-    row = {"variant": v, "predicted L1 loads": fmt_bytes(pred.read),
-           "predicted L1 stores": fmt_bytes(pred.write), "measured L1 loads": "-", "measured L1 stores": "-",
-           "measured / predicted loads": None}
+    row = {"variant": v, "predicted L1 loads": fmt_bytes(pred["read"]),
+           "predicted L1 stores": fmt_bytes(pred["write"]), "measured L1 loads": "-",
+           "measured L1 stores": "-", "measured / predicted loads": "-"}
     if len(got):
         r = got.iloc[0]
         row.update({"measured L1 loads": fmt_bytes(r["l1_ld_bytes"]),
                     "measured L1 stores": fmt_bytes(r["l1_st_bytes"]),
-                    "measured / predicted loads": r["l1_ld_bytes"] / pred.read})
+                    "measured / predicted loads": f"{r['l1_ld_bytes'] / pred['read']:.2f}"})
     rows.append(row)
-comparison = pd.DataFrame(rows)
-display(comparison.style.format({"measured / predicted loads": lambda x: "-" if pd.isna(x) else f"{x:.2f}"})
-        .hide(axis="index"))
-if KEY["source"] == "measured":
+show(pd.DataFrame(rows))
+if measured:
     r = table[table["variant"] == MY.name].iloc[0]
-    KEY["measured"] = {c: r[c] for c in ("l1_ld_bytes", "l1_st_bytes", "min_read_bytes", "min_write_bytes",
-                                         "req_ld_bytes", "dram_rd_bytes", "time_ns")}
-    display(Markdown(f"`{MY.name}`: {r['l1_ld_bytes'] / r['min_read_bytes']:.2f}x the minimum at L1 loads, "
-                     f"{r['l1_st_bytes'] / r['min_write_bytes']:.2f}x at L1 stores; sector efficiency of its "
-                     f"loads {r['sector_eff_ld']:.2f}. Diagnosis: {r['diagnosis'] or 'none'}"))
+    show(f"`{MY.name}`: {r['l1_ld_bytes'] / r['min_read_bytes']:.2f}x the minimum at L1 loads, "
+         f"{r['l1_st_bytes'] / r['min_write_bytes']:.2f}x at L1 stores; sector efficiency of its "
+         f"loads {r['sector_eff_ld']:.2f}. Diagnosis: {r['diagnosis'] or 'none'}")
 else:
-    display(Markdown(f"Run this notebook on a machine with a CUDA GPU and ncu to fill in `{MY.name}`'s "
-                     "measured column."))
+    show(f"Run this notebook on a machine with a CUDA GPU and ncu to fill in `{MY.name}`'s measured column.")
 
 # %% [markdown]
 # ## 6. Your turn
@@ -303,5 +267,25 @@ else:
 #   with the same option. To ship it with memtraffic, put the module in `kernels/` and add it to the
 #   `VARIANTS` dict in `kernels/__init__.py`.
 
-# %% tags=["key-numbers"]
-print(json.dumps(KEY, indent=1, sort_keys=True, default=lambda x: x.item() if hasattr(x, "item") else str(x)))
+
+# %% [markdown]
+# ## 7. Measure any code from a cell
+#
+# Not every kernel is a variant. `%load_ext memtraffic` adds a cell magic: `%%memtraffic [OPTIONS]`
+# runs the cell as a program under ncu (`memtraffic profile [OPTIONS] -- python CELL.py`) and returns
+# its analysis. With `--torch-ops` every aten op the cell runs gets its own range and its minimum. The
+# cell runs in a fresh Python (ncu starts the process it measures), so it builds what it measures
+# itself: the notebook's variables are not there. Other options: `--kernel-name REGEX`,
+# `--launch-count N`, `--source` (per-line counters), `--out DIR`.
+#
+# Without a GPU and ncu the cell prints why it could not measure and returns nothing.
+
+# %%
+# %load_ext memtraffic
+
+# %%
+# %%memtraffic --torch-ops
+import torch  # noqa: E402 - the cell is a program of its own
+
+x = torch.randn(8192, 8192, device="cuda" if torch.cuda.is_available() else "cpu")
+y = torch.softmax(x, dim=-1)

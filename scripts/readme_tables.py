@@ -1,7 +1,8 @@
-"""Regenerate the measured tables in README.md from the committed reports, so no number is typed.
+"""Regenerate the measured tables in README.md and docs/*.md from the committed reports, so no number is
+typed.
 
-Each table lives between marker comments that this script owns; the prose around them is the
-README's own:
+Each table lives between marker comments that this script owns, in whichever of those files holds them
+(the seed table in README.md, the rest in docs/ pages); the prose around them is the file's own:
 
   <!-- table:seed -->   ... <!-- /table:seed -->    the seed softmax (1048576x2 fp32) from
                                                     reports/h100/seed_1048576x2_fp32, beside the published
@@ -20,10 +21,10 @@ README's own:
 Numbers come from the .ncu-rep files through `memtraffic.analysis.analyze` (the current op models give the
 minimum) and from the runs' run.json (device, ncu version, date). The three published RTX 3080 Ti
 figures in PUBLISHED are the only numbers written here, and the table labels them as quoted.
-Blocks whose markers are missing are appended under "## Measured on the H100".
+Blocks whose markers are in no file are appended to the first, under "## Measured on the H100".
 
-Usage: python scripts/readme_tables.py [--check] [--readme README.md] [--reports reports]
-  --check   change nothing; exit 1 when README.md differs from what the reports give
+Usage: python scripts/readme_tables.py [--check] [--readme FILE ...] [--reports reports]
+  --check   change nothing; exit 1 when a file differs from what the reports give
 """
 
 from __future__ import annotations
@@ -215,8 +216,9 @@ PROFILE_RUNS = (  # (run, analyze --group-by, the command that made it)
 
 
 def profile_output(reports: Path) -> list[str]:
-    """What `memtraffic analyze RUN [--group-by op]` prints for each committed profile run."""
+    """What `memtraffic analyze RUN [--group-by op]` prints (120 columns) for each committed profile run."""
     from memtraffic.analysis.analyze import analyze_path
+    from memtraffic.views.tables import WIDTH
     from memtraffic.views.tables import render_results as render
 
     lines: list[str] = []
@@ -225,7 +227,8 @@ def profile_output(reports: Path) -> list[str]:
         table = analyze_path(folder, group_by=group_by)
         flag = " --group-by op" if group_by == "op" else ""
         lines += [f"`{command}`, then `memtraffic analyze reports/{run}{flag}`; measured on "
-                  f"{_source(folder, reports)}:", "", "```text", render(table, "table", group_by), "```", ""]
+                  f"{_source(folder, reports)}:", "", "```text", render(table, "table", group_by, WIDTH),
+                  "```", ""]
     return lines[:-1]
 
 
@@ -279,16 +282,18 @@ NO_DIFF = ("_The before/after pair is not committed yet: `bash scripts/make_diff
 
 
 def diff_output(reports: Path) -> list[str] | None:
-    """What `memtraffic diff BEFORE AFTER` prints for the committed pair; None while it is not committed."""
+    """What `memtraffic diff BEFORE AFTER` prints (120 columns) for the committed pair; None while it is not
+    committed."""
     from memtraffic.analysis.diff import diff
     from memtraffic.views.diff_table import render
+    from memtraffic.views.tables import WIDTH
 
     before, after = (reports / run for run in DIFF_PAIR)
     if not (before / "run.json").is_file() or not (after / "run.json").is_file():
         return None
     return [f"`bash scripts/make_diff_pair.sh`, then `memtraffic diff reports/{DIFF_PAIR[0]} "
             f"reports/{DIFF_PAIR[1]}`; measured on {_source(after, reports)}:", "", "```text",
-            render(diff(before, after), "table"), "```"]
+            render(diff(before, after), "table", WIDTH), "```"]
 
 
 BLOCKS: dict[str, Callable[[Path], list[str] | None]] = {
@@ -302,9 +307,11 @@ def _pattern(name: str) -> re.Pattern[str]:
     return re.compile(rf"(<!-- table:{name} -->\n)(.*?)(<!-- /table:{name} -->)", re.DOTALL)
 
 
-def render(text: str, reports: Path) -> str:
-    """The README text with every block regenerated (missing blocks appended under HEADING)."""
-    missing = [name for name in BLOCKS if not _pattern(name).search(text)]
+def render(text: str, reports: Path, prefix: str = "", append: list[str] | None = None) -> str:
+    """The text with every block it holds regenerated, and the blocks named in `append` (default: those it
+    lacks) appended under HEADING. `prefix` goes before the repository paths the blocks link to ('../'
+    for a page in docs/)."""
+    missing = [name for name in BLOCKS if not _pattern(name).search(text)] if append is None else append
     if missing:
         if HEADING not in text:
             text = text.rstrip("\n") + f"\n\n{HEADING}\n"
@@ -312,10 +319,12 @@ def render(text: str, reports: Path) -> str:
             placeholder = {"bench": NO_BENCH, "diff": NO_DIFF}.get(name, "")
             text = text.rstrip("\n") + f"\n\n<!-- table:{name} -->\n{placeholder}\n<!-- /table:{name} -->\n"
     for name, make in BLOCKS.items():
+        if not _pattern(name).search(text):
+            continue
         lines = make(reports)
         if lines is None:  # nothing to show (no benchmark or diff pair committed): keep what the block holds
             continue
-        body = "\n".join(lines) + "\n"
+        body = re.sub(r"\]\((reports|examples|kernels|scripts)/", rf"]({prefix}\1/", "\n".join(lines) + "\n")
         text = _pattern(name).sub(lambda m, body=body: m.group(1) + body + m.group(3), text, count=1)
     return text
 
@@ -323,24 +332,32 @@ def render(text: str, reports: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    parser.add_argument("--check", action="store_true", help="exit 1 if README.md is out of date")
-    parser.add_argument("--readme", type=Path, default=REPO / "README.md")
+    parser.add_argument("--check", action="store_true", help="exit 1 if a file is out of date")
+    parser.add_argument("--readme", type=Path, action="append",
+                        help="a Markdown file holding blocks (repeatable; default: README.md and docs/*.md); "
+                        "blocks found in none are appended to the first")
     parser.add_argument("--reports", type=Path, default=REPO / "reports")
     args = parser.parse_args(argv)
 
-    old = args.readme.read_text()
-    new = render(old, args.reports.resolve())
-    if new == old:
-        print(f"{args.readme}: tables up to date")
+    files = args.readme or [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    old = {f: f.read_text() for f in files}
+    missing = [n for n in BLOCKS if not any(_pattern(n).search(t) for t in old.values())]
+    new = {f: render(old[f], args.reports.resolve(), "../" if f.resolve().parent.name == "docs" else "",
+                     missing if i == 0 else []) for i, f in enumerate(files)}
+    stale = [f for f in files if new[f] != old[f]]
+    if not stale:
+        print("tables up to date: " + ", ".join(str(f) for f in files))
         return 0
     if args.check:
-        stale = [n for n in BLOCKS if (m := _pattern(n).search(old)) is None
-                 or m.group(0) not in new]
-        print(f"{args.readme}: out of date ({', '.join(stale) or 'layout'}): "
-              "run python scripts/readme_tables.py", file=sys.stderr)
+        for f in stale:
+            names = [n for n in BLOCKS if (m := _pattern(n).search(old[f])) and m.group(0) not in new[f]]
+            names += missing if f == files[0] else []
+            print(f"{f}: out of date ({', '.join(names) or 'layout'}): run python scripts/readme_tables.py",
+                  file=sys.stderr)
         return 1
-    args.readme.write_text(new)
-    print(f"{args.readme}: tables regenerated")
+    for f in stale:
+        f.write_text(new[f])
+        print(f"{f}: tables regenerated")
     return 0
 
 

@@ -236,7 +236,7 @@ def _cells(output: str, label: str) -> list[str]:
 
 
 def test_cli_analyze_run_folder_prints_the_table():
-    res = CliRunner().invoke(app, ["analyze", str(REAL["path"])])
+    res = CliRunner().invoke(app, ["analyze", str(REAL["path"]), "--wide"])  # a line a row (test_width.py)
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
     assert lines[0] == "NVIDIA H100 80GB HBM3"
@@ -268,13 +268,13 @@ def test_cli_analyze_group_by_kernel_gives_a_row_per_launch():
     manual = [r["kernels"][0] for r in records if r["variant"] == "torch_manual"]
     assert manual == ["reduce_kernel", "elementwise_kernel", "vectorized_elementwise_kernel", "reduce_kernel",
                       "elementwise_kernel"]
-    res = CliRunner().invoke(app, ["analyze", str(run), "--group-by", "kernel"])
+    res = CliRunner().invoke(app, ["analyze", str(run), "--group-by", "kernel", "--wide"])
     assert res.exit_code == 0 and res.output.splitlines()[1].startswith("kernel ")
     assert "torch_manual 1048576x2 fp32 [vectorized_elementwise_kernel]" in res.output
 
 
 def test_cli_analyze_bare_report_with_min_bytes(bare):
-    res = CliRunner().invoke(app, ["analyze", str(bare), "--min-bytes", "8MiB:8MiB"])
+    res = CliRunner().invoke(app, ["analyze", str(bare), "--min-bytes", "8MiB:8MiB", "--wide"])
     assert res.exit_code == 0, res.output
     assert _cells(res.output, REAL["tiled"])[8:12] == ["1.00", "1.00", "1.00", "1.00"]
     assert _cells(res.output, REAL["naive"])[8:10] == ["0.06", "0.25"]

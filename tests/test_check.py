@@ -159,12 +159,12 @@ def test_assert_traffic_passes_and_fails_with_the_failed_lines(tmp_path):
 
 
 def test_the_readme_quotes_the_example_file_and_its_snippet_runs(monkeypatch):
-    """The README shows examples/traffic.toml whole, and its assert_traffic test passes on the committed
-    seed run (from the repository root, where its paths point)."""
+    """docs/comparing-runs.md shows examples/traffic.toml whole, and its assert_traffic test passes on the
+    committed seed run (from the repository root, where its paths point)."""
     import re
 
     root = Path(__file__).resolve().parent.parent
-    readme = (root / "README.md").read_text()
+    readme = (root / "docs" / "comparing-runs.md").read_text()
     example = root / "examples" / "traffic.toml"
     assert example.read_text() in re.findall(r"```toml\n(.*?)```", readme, flags=re.S)
     res = _check(str(SEED), "--expect", str(example))

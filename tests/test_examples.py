@@ -1,5 +1,5 @@
-"""The examples the README shows: the variant file runs like a shipped variant, the README quotes it whole,
-and the torch example traces under `memtraffic ops` on a CPU."""
+"""The examples the docs show: the variant file runs like a shipped variant, docs/your-code.md quotes it
+whole, and the torch example traces under `memtraffic ops` on a CPU."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ REPO = Path(__file__).resolve().parent.parent
 VARIANT_FILE = REPO / "examples" / "my_variants.py"
 
 
-def test_the_readme_quotes_the_variant_file_whole():
-    readme = (REPO / "README.md").read_text()
+def test_the_docs_quote_the_variant_file_whole():
+    readme = (REPO / "docs" / "your-code.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.S)
     assert VARIANT_FILE.read_text() in blocks
 

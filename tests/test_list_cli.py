@@ -75,7 +75,7 @@ def test_csv_has_a_header_and_one_line_per_variant():
 
 
 def test_table_shows_readable_bytes_and_notes():
-    res = _invoke("--shape", "1048576x2")
+    res = _invoke("--shape", "1048576x2", "--wide")
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
     assert lines[0].split()[:3] == ["variant", "op", "shape"]

@@ -92,7 +92,7 @@ def test_cli_group_by_op_json_and_table(run):
     assert [r["op"] for r in rows[:2]] == ["attn", "aten._softmax.default"]
     assert rows[1]["excess_bytes"] == 4096 and isinstance(rows[1]["excess_bytes"], int)
     assert rows[-1]["excess_bytes"] is None
-    res = CliRunner().invoke(app, ["analyze", str(run), "--group-by", "op"])
+    res = CliRunner().invoke(app, ["analyze", str(run), "--group-by", "op", "--wide"])
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
     assert lines[3].split()[:3] == ["aten._softmax.default", "2", "3"]

@@ -1,27 +1,76 @@
-"""The README's first lines are the contract with a new user and with CI: keep them in step."""
+"""The README's first lines are the contract with a new user and with CI: keep them in step. Its Quickstart
+runs as written; it fits a screen's worth of reading, and every link in it and in docs/ leads somewhere."""
 
 import json
+import os
+import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 
 def _readme_commands() -> list[str]:
-    text = (ROOT / "README.md").read_text()
-    block = text.split("```bash", 1)[1].split("```", 1)[0]
+    block = README.split("```bash", 1)[1].split("```", 1)[0]
     return [line for line in block.splitlines() if line and not line.startswith("#")]
 
 
 def test_readme_opens_with_run_and_test_commands():
-    assert (ROOT / "README.md").read_text().splitlines()[2] == "```bash"
+    assert README.splitlines()[2] == "```bash"
     run, test = _readme_commands()
     assert "memtraffic " in run and "pytest" in test
+    # the main job installs the base only: no torch, no extra
+    assert "torch" not in run and "pip install -q -e . &&" in run
 
 
 def test_ci_runs_the_readme_test_command_verbatim():
     _, test = _readme_commands()
     ci_lines = (ROOT / ".ci" / "run").read_text().splitlines()
     assert test in ci_lines
+
+
+def test_readme_fits_250_lines_and_every_topic_has_its_page():
+    assert len(README.splitlines()) <= 250
+    for page in ("your-code", "op-rules", "comparing-runs", "sweeps", "gpus", "output-formats",
+                 "how-it-works", "results", "notebooks"):
+        assert f"(docs/{page}.md)" in README, page
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_leads_to_a_file(page):
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)  # links, not code
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+        if not re.match(r"[a-z]+:", target):
+            assert (page.parent / target).exists(), f"{page.name}: {target}"
+
+
+def _quickstart() -> list[str]:
+    """The Quickstart's lines up to the GPU part (the CPU-runnable ones), as written."""
+    block = README.split("## Quickstart", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    cpu = block.split("# On a machine with a CUDA GPU", 1)[0]
+    return [line for line in cpu.splitlines() if line.strip()]
+
+
+def test_the_quickstart_runs_as_written(tmp_path):
+    """Each CPU line of the Quickstart, verbatim, in a folder that looks like the clone after the README's
+    two commands (its reports and examples, and the .venv these tests run in)."""
+    lines = _quickstart()
+    assert lines[0] == "source .venv/bin/activate" and len(lines) >= 8
+    for name in ("reports", "examples"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    (tmp_path / ".venv").symlink_to(Path(sys.prefix))
+    for line in lines[1:]:
+        proc = subprocess.run(["bash", "-c", f"set -eo pipefail; {lines[0]}; {line}"], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=600, env={**os.environ})
+        assert proc.returncode == 0, f"{line}\n{proc.stderr[-2000:]}"
+        assert proc.stdout.strip(), line
+    assert (tmp_path / "roof.html").is_file() and (tmp_path / "report.html").is_file()
 
 
 # --- the measured tables, regenerated from the committed reports by scripts/readme_tables.py ----------------
@@ -44,24 +93,40 @@ def test_readme_tables_match_the_committed_reports():
     assert _tables().main(["--check"]) == 0, "README.md is stale: run python scripts/readme_tables.py"
 
 
+def _copies(tmp_path) -> list[str]:
+    """README.md and docs/*.md copied (docs/ kept a folder, for its '../' links): --readme arguments."""
+    (tmp_path / "docs").mkdir()
+    args = []
+    for page in PAGES:
+        copy = tmp_path / page.relative_to(ROOT)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(page, copy)
+        args += ["--readme", str(copy)]
+    return args
+
+
 def test_check_fails_on_a_stale_table_and_a_rerun_fixes_it(tmp_path, capsys):
     tables = _tables()
-    text = (ROOT / "README.md").read_text()
-    seed = _block(text, "seed")
-    # softmax_naive's ncu time in the committed seed run (H100 80GB HBM3, ncu 2025.3.1, 2026-11-22)
-    assert "632.7 us" in seed
-    readme = tmp_path / "README.md"
-    readme.write_text(text.replace(seed, seed.replace("632.7 us", "634 us")))
-    assert tables.main(["--check", "--readme", str(readme)]) == 1
-    assert "out of date (seed)" in capsys.readouterr().err
-    assert "634 us" in readme.read_text()  # --check changes nothing
-    assert tables.main(["--readme", str(readme)]) == 0
-    assert readme.read_text() == text
+    args = _copies(tmp_path)
+    cases = [("seed", "README.md", "632.7 us"), ("profile", "docs/your-code.md", "180.5 us")]
+    for name, page, stale in cases:
+        text = (ROOT / page).read_text()
+        block = _block(text, name)
+        # softmax_naive's ncu time in the committed seed run (H100 80GB HBM3, ncu 2025.3.1, 2026-11-22);
+        # the first op time of the committed torch model profile
+        assert stale in block, (name, stale)
+        copy = tmp_path / page
+        copy.write_text(text.replace(block, block.replace(stale, "634 us")))
+        assert tables.main(["--check", *args]) == 1
+        assert f"{copy}: out of date ({name})" in capsys.readouterr().err
+        assert "634 us" in copy.read_text()  # --check changes nothing
+        assert tables.main(args) == 0
+        assert copy.read_text() == text
 
 
 def test_seed_table_labels_the_published_figures():
     tables = _tables()
-    seed = _block((ROOT / "README.md").read_text(), "seed")
+    seed = _block(README, "seed")
     assert "2026-11-22" in seed and "ncu 2025.3.1" in seed and "NVIDIA H100 80GB HBM3" in seed
     assert f"{tables.PUBLISHED_SOURCE} (" in seed
     rows = [line for line in seed.splitlines() if line.startswith("| ")][2:]

@@ -353,7 +353,8 @@ def test_png_export_names_what_is_missing(tmp_path, monkeypatch):
     with pytest.raises(ReportError, match=r"Chromium or Chrome browser .* none was found: install Debian's"):
         write_png(fig, tmp_path / "t.png")
     monkeypatch.setitem(sys.modules, "kaleido", None)  # import kaleido -> ImportError
-    with pytest.raises(ReportError, match=r"needs the kaleido package \(pip install 'kaleido>=1'\)"):
+    with pytest.raises(ReportError, match=r"needs the kaleido package and a Chromium .*"
+                                          r"pip install 'memtraffic\[png\]'"):
         write_png(fig, tmp_path / "t.png")
 
 

@@ -69,10 +69,10 @@ def test_sweep_file_grid_tables_add_their_own_configs(tmp_path):
 
 
 def test_readme_grid_example_counts_its_top_level_and_its_grid_table(tmp_path):
-    """README's grid.toml: the top level names variants, so it is a grid; [[grid]] adds one more."""
+    """docs/sweeps.md's grid.toml: the top level names variants, so it is a grid; [[grid]] adds one more."""
     import re
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "sweeps.md").read_text()
     (tmp_path / "grid.toml").write_text(re.search(r"```toml\n# grid.toml\n(.*?)```", readme, re.S).group(1))
     res = CliRunner().invoke(app, ["list", "--count", "--sweep", str(tmp_path / "grid.toml")])
     assert res.exit_code == 0, res.output

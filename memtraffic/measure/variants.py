@@ -69,7 +69,7 @@ def load_file(path: str | Path, on_problem: Callable[[str], None] = warn) -> dic
     found = getattr(module, "VARIANTS", None)
     if not isinstance(found, dict):
         raise UsageError(f"{path} defines no VARIANTS dict: add VARIANTS = {{'my_kernel': Variant(...)}} "
-                         "(see the README's 'Profile your own code')")
+                         "(see docs/your-code.md)")
     variants: dict[str, Variant] = {}
     for key, variant in found.items():
         if not isinstance(variant, Variant):

@@ -83,28 +83,29 @@ def blocks(d: Diff) -> tuple[list[str], list[list[list[str]]]]:
     return headers, out
 
 
-def format_diff(d: Diff) -> str:
+def format_diff(d: Diff, width: int | None = None) -> str:
     """Per matched row, largest change first: its name, A, B and change lines, and its verdict; then the
-    rows only in A and only in B, by name."""
-    from memtraffic.views.tables import text_table
+    rows only in A and only in B, by name. With a `width`, the table is narrowed and the rest wrapped."""
+    from memtraffic.views.tables import fit, text_table
 
     headers, body = blocks(d)
     matched = [r for r in d.rows if r["status"] == "both"]
     lines = [header(d)]
     if matched:
         rows = [r for block in body for r in block]
-        table = text_table(headers, rows).splitlines()
-        lines += table[:2]
+        table = text_table(headers, rows, width, stack=False).splitlines()
+        head = len(table) - len(rows)  # header lines (one or two) and the dash line
+        lines += table[:head]
         for i, (row, block) in enumerate(zip(matched, body, strict=True)):
             lines.append(row["match"])
-            lines += table[2 + 3 * i: 2 + 3 * i + len(block)]
+            lines += table[head + 3 * i: head + 3 * i + len(block)]
             lines.append(f"  => {row['verdict']}")
     for status, side in (("only_in_a", d.a), ("only_in_b", d.b)):
         names = [r["match"] for r in d.rows if r["status"] == status]
         if names:
             lines.append(f"only in {status[-1].upper()} ({side.name}, {len(names)}): {'; '.join(names)}")
     lines += [f"note: {n}" for n in d.notes]
-    return "\n".join(lines)
+    return fit("\n".join(lines), width)
 
 
 # Measures that are whole counts: their A, B and change values are written as integers.
@@ -129,10 +130,10 @@ def records(d: Diff) -> list[dict[str, Any]]:
     return out
 
 
-def render(d: Diff, fmt: str) -> str:
+def render(d: Diff, fmt: str, width: int | None = None) -> str:
     from memtraffic.views.tables import dump
 
-    return format_diff(d) if fmt == "table" else dump(records(d), fmt)
+    return format_diff(d, width) if fmt == "table" else dump(records(d), fmt)
 
 
 def html_section(d: Diff) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memtraffic.core.errors import ReportError, UsageError
+from memtraffic.core.extras import install_line
 from memtraffic.core.files import exists_message, write_bytes_atomic
 
 if TYPE_CHECKING:  # plotly is imported inside the functions: it is slow to import
@@ -41,8 +42,16 @@ def write_page(path: Path, text: str, force: bool = False) -> Path:
     return path
 
 
+def plotly_js() -> str:
+    """The <script> with plotly.js inline, for a page's <head>: the page works offline, and every figure's
+    script, wherever the page places it, runs after plotly.js is defined."""
+    from plotly.offline import get_plotlyjs
+
+    return f"<script type='text/javascript'>{get_plotlyjs()}</script>"
+
+
 def figures_html(figs: Sequence[go.Figure]) -> list[str]:
-    """HTML fragments; the first carries plotly.js inline so the page works offline.
+    """HTML fragments without plotly.js (the page puts plotly_js() in its head).
 
     The fixed widths that size the PNGs would cut the three-panel roofline off in a narrower window:
     in HTML each figure takes the width of the page instead.
@@ -51,8 +60,7 @@ def figures_html(figs: Sequence[go.Figure]) -> list[str]:
 
     config = {"displaylogo": False, "responsive": True}
     return [go.Figure(f).update_layout(width=None, autosize=True)
-            .to_html(full_html=False, include_plotlyjs=(i == 0), config=config)
-            for i, f in enumerate(figs)]
+            .to_html(full_html=False, include_plotlyjs=False, config=config) for f in figs]
 
 
 def write_html(figs: Sequence[go.Figure], path: Path, title: str, notes: Sequence[str] = (),
@@ -62,7 +70,8 @@ def write_html(figs: Sequence[go.Figure], path: Path, title: str, notes: Sequenc
 
     body = "\n".join(f"<div class='fig'>{frag}</div>" for frag in figures_html(figs))
     note_html = "".join(f"<li>{html.escape(n)}</li>" for n in notes)
-    page = (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(title)}</title></head>"
+    page = (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"{plotly_js()}</head>"
             f"<body style='font-family:sans-serif;margin:1em 2em'>\n<h1>{html.escape(title)}</h1>\n{body}\n"
             + (f"<ul>{note_html}</ul>" if notes else "") + "</body></html>\n")
     return write_page(path, page, force)
@@ -79,8 +88,8 @@ def write_png(fig: go.Figure, path: Path, width: int | None = None, height: int 
     try:
         import kaleido  # noqa: F401
     except ImportError:
-        raise ReportError("PNG export needs the kaleido package (pip install 'kaleido>=1') and a Chromium "
-                          "browser (Debian: apt-get install chromium); HTML output works without them"
+        raise ReportError("PNG export needs the kaleido package and a Chromium browser (Debian: apt-get "
+                          f"install chromium); HTML output works without them: {install_line('png')}"
                           ) from None
     try:
         data = fig.to_image(format="png", width=width, height=height, scale=1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -15,31 +16,93 @@ from memtraffic.core.ops import format_shape
 from memtraffic.core.roofs import ROOFS, ceilings_rows
 from memtraffic.core.units import fmt_bytes, fmt_eff, fmt_rate, fmt_time
 
+WIDTH = 120  # columns the CLI's tables and notes fit by default (--wide: one line each, however long)
 
-def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """Left-aligned first column, right-aligned numbers, one space-padded line per row."""
-    cells = [[str(c) for c in headers]] + [["-" if c is None else str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
 
-    def line(r: list[str]) -> str:
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], width: int | None = None,
+               stack: bool = True) -> str:
+    """Left-aligned first column, right-aligned numbers, one space-padded line per row.
+
+    With a `width` the table is narrowed until it fits, the cells unchanged: first each header wider than
+    its column splits onto two lines, then (if `stack`) the first column (the row's name) goes on a line
+    of its own above the row's other cells."""
+    body = [["-" if c is None else str(c) for c in r] for r in rows]
+    one_line = [[str(h)] for h in headers]
+    two_lines = [one_line[0]] + [_two_lines(h[0], max((len(r[i]) for r in body), default=0))
+                                 for i, h in enumerate(one_line[1:], start=1)]
+    table = _layout(one_line, body)
+    if width is None or len(headers) < 2:
+        return table
+    layouts = [(False, one_line), (False, two_lines)] + [(True, one_line), (True, two_lines)] * stack
+    for stacked, heads in layouts:
+        table = _stacked(heads, body) if stacked else _layout(heads, body)
+        if _widest(table) <= width:
+            break
+    return table
+
+
+def _stacked(heads: list[list[str]], body: list[list[str]]) -> str:
+    """Each row's first cell on a line of its own, its other cells indented on the next."""
+    rest = _layout([[""], *heads[1:]], [["", *r[1:]] for r in body]).splitlines()  # "" keeps the 2 spaces
+    depth = max(len(h) for h in heads)
+    out = [heads[0][0]] + rest[:depth + 1]
+    for r, numbers in zip(body, rest[depth + 1:], strict=True):
+        out += [r[0], numbers]
+    return "\n".join(out)
+
+
+def _widest(text: str) -> int:
+    return max(len(line) for line in text.splitlines())
+
+
+def _two_lines(header: str, cells: int) -> list[str]:
+    """A header wider than its cells split at the space that makes its longer line shortest."""
+    words = header.split(" ")
+    if len(header) <= cells or len(words) < 2:
+        return [header]
+    splits = [(" ".join(words[:i]), " ".join(words[i:])) for i in range(1, len(words))]
+    return list(min(splits, key=lambda pair: max(map(len, pair))))
+
+
+def _layout(heads: Sequence[Sequence[str]], body: Sequence[Sequence[str]]) -> str:
+    """Headers (each a list of lines, bottom-aligned), a dash line, then the rows."""
+    depth = max(len(h) for h in heads)
+    head_rows = [[h[i - depth + len(h)] if i >= depth - len(h) else "" for h in heads] for i in range(depth)]
+    widths = [max(len(r[i]) for r in head_rows + list(body)) for i in range(len(heads))]
+
+    def line(r: Sequence[str]) -> str:
         return "  ".join(
             c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))
         ).rstrip()
 
-    out = [line(cells[0]), "  ".join("-" * w for w in widths)]
-    out += [line(r) for r in cells[1:]]
+    return "\n".join([*map(line, head_rows), "  ".join("-" * w for w in widths), *map(line, body)])
+
+
+def fit(text: str, width: int | None) -> str:
+    """Each line longer than `width` wrapped at spaces, its continuation indented 4 more than the line
+    (notes and diagnoses; tables are narrowed by text_table). Only a word longer than a line is split
+    (a kernel name of 200 characters)."""
+    if width is None:
+        return text
+    out = []
+    for line in text.splitlines():
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip()))  # the paragraph's own indent stays on its first line
+        out += textwrap.wrap(line, width, subsequent_indent=indent + "    ", break_on_hyphens=False)
     return "\n".join(out)
 
 
-def render(rows: Sequence[dict[str, Any]], fmt: str, kind: str) -> str:
+def render(rows: Sequence[dict[str, Any]], fmt: str, kind: str, width: int | None = None) -> str:
     if fmt != "table":
         return dump(rows, fmt)
     if kind == "list":
-        return _list_table(rows)
+        return fit(_list_table(rows, width), width)
     raise ValueError(f"no table layout for {kind!r}")
 
 
-def _list_table(rows: Sequence[dict[str, Any]]) -> str:
+def _list_table(rows: Sequence[dict[str, Any]], width: int | None = None) -> str:
     headers = [
         "variant",
         "op",
@@ -60,7 +123,9 @@ def _list_table(rows: Sequence[dict[str, Any]]) -> str:
             body.append([r["name"], r["op"], r["shape"], r["dtype"]] + ["n/a"] * 7)
             notes.append(f"  {r['name']}: {r['reason']}")
             continue
-        amp = (r["pred_read_bytes"] + r["pred_write_bytes"]) / (r["min_read_bytes"] + r["min_write_bytes"])
+        predicted = r["pred_read_bytes"] is not None  # None: listed without torch (no model)
+        amp = ((r["pred_read_bytes"] + r["pred_write_bytes"]) / (r["min_read_bytes"] + r["min_write_bytes"])
+               if predicted else None)
         body.append(
             [
                 r["name"],
@@ -69,14 +134,14 @@ def _list_table(rows: Sequence[dict[str, Any]]) -> str:
                 r["dtype"],
                 fmt_bytes(r["min_read_bytes"]),
                 fmt_bytes(r["min_write_bytes"]),
-                fmt_bytes(r["pred_read_bytes"]),
-                fmt_bytes(r["pred_write_bytes"]),
-                f"{amp:.2f}x",
+                fmt_bytes(r["pred_read_bytes"]) if predicted else None,
+                fmt_bytes(r["pred_write_bytes"]) if predicted else None,
+                f"{amp:.2f}x" if predicted else None,
                 f"{r['flops']:.3g}",
                 f"{r['intensity']:.3g}",
             ]
         )
-    text = text_table(headers, body)
+    text = text_table(headers, body, width)
     if notes:
         text += "\n\nnot applicable at this shape/dtype:\n" + "\n".join(notes)
     return text
@@ -279,8 +344,9 @@ def results_table_rows(df: pd.DataFrame, group_by: str = "range") -> tuple[list[
     return headers, body
 
 
-def results_table(df: pd.DataFrame, group_by: str = "range") -> str:
-    """Readable units; a range with several kernels shows their count; diagnoses are listed below."""
+def results_table(df: pd.DataFrame, group_by: str = "range", width: int | None = None) -> str:
+    """Readable units; a range with several kernels shows their count; diagnoses are listed below. With a
+    `width`, the table is narrowed and the notes wrapped to fit it (the same cells and words)."""
     if df.empty:
         return "(no rows)"
     headers, body = results_table_rows(df, group_by)
@@ -291,24 +357,25 @@ def results_table(df: pd.DataFrame, group_by: str = "range") -> str:
         if r["n_kernels"] > 1 and group_by == "range":
             notes.append(f"  {row[0]}: kernels {kernel_list(r['kernels'])}")
     devices = ", ".join(sorted({d for d in df["device"] if d}))
-    text = (f"{devices}\n" if devices else "") + text_table(headers, body)
+    text = (f"{devices}\n" if devices else "") + text_table(headers, body, width)
     if df["min_bytes"].isna().all():
         text += "\n\nno minimum known: pass --min-bytes TOTAL or READ:WRITE for efficiencies"
     if notes:
         text += "\n\n" + "\n".join(notes)
-    return text
+    return fit(text, width)
 
 
-def render_results(df: pd.DataFrame, fmt: str, group_by: str = "range") -> str:
-    """`memtraffic analyze`'s output: the table for people, or json/csv records."""
+def render_results(df: pd.DataFrame, fmt: str, group_by: str = "range", width: int | None = None) -> str:
+    """`memtraffic analyze`'s output: the table for people (fitting `width` columns if given), or json/csv
+    records (always whole)."""
     if group_by == "op":
-        return per_op_table(df) if fmt == "table" else dump(per_op.to_records(df), fmt)
+        return per_op_table(df, width) if fmt == "table" else dump(per_op.to_records(df), fmt)
     if fmt == "table":
-        return results_table(df, group_by)
+        return results_table(df, group_by, width)
     return dump(to_records(df), fmt)
 
 
-def op_calls_table(table: pd.DataFrame, n: int = WORST_CALLS) -> str:
+def op_calls_table(table: pd.DataFrame, n: int = WORST_CALLS, width: int | None = None) -> str:
     """A traced program's analysis that fits a terminal: the per-op-type summary, then the `n` calls
     with the largest excess (bytes beyond the minimum at the level with the most)."""
     moved = pd.concat([table[f"{level}_rd_bytes"] + table[f"{level}_wr_bytes"] for level in ("l2", "dram")]
@@ -316,13 +383,13 @@ def op_calls_table(table: pd.DataFrame, n: int = WORST_CALLS) -> str:
     excess = moved.max(axis=1) - table["min_bytes"]
     worst = table.assign(_excess=excess).sort_values("_excess", ascending=False, na_position="last",
                                                      kind="stable").head(n).drop(columns="_excess")
-    text = per_op_table(per_op.summarize(table))
-    text += (f"\n\nthe {len(worst)} calls with the most excess, of {len(table)} (all: --all-calls; every "
-             "call is in the run folder's results.csv):\n")
-    return text + results_table(worst)
+    text = per_op_table(per_op.summarize(table), width)
+    text += fit(f"\n\nthe {len(worst)} calls with the most excess, of {len(table)} (all: --all-calls; every "
+                "call is in the run folder's results.csv):\n", width)
+    return text + results_table(worst, width=width)
 
 
-def per_op_table(df: pd.DataFrame) -> str:
+def per_op_table(df: pd.DataFrame, width: int | None = None) -> str:
     """`analyze --group-by op`: readable units; each op type's worst call and its diagnosis below."""
     if df.empty:
         return "(no rows)"
@@ -348,16 +415,17 @@ def per_op_table(df: pd.DataFrame) -> str:
             for r in df.to_dict("records")]
     notes = [f"  {r['op']}: {r['diagnosis']} (worst call {r['worst_range']})"
              for r in df.to_dict("records") if r["diagnosis"]]
-    text = text_table(headers, body)
+    text = text_table(headers, body, width)
     text += "\n\nexcess: bytes beyond the minimum, at the level (L1, L2, DRAM) with the most"
     if notes:
         text += "\n\n" + "\n".join(notes)
-    return text
+    return fit(text, width)
 
 
-def lines_table(rows: Sequence[dict[str, Any]], width: int = 100) -> str:
+def lines_table(rows: Sequence[dict[str, Any]], source_width: int = 100,
+                width: int | None = None) -> str:
     """`memtraffic lines`: per kernel, a heading, a table of the lines' traffic, then each line's source
-    and verdict."""
+    (cut at `source_width`) and verdict; with a `width`, the table and verdicts fit it."""
 
     headers = ["line", "op", "inst", "requests", "sectors", "ideal", "excess", "moved", "share"]
     out: list[str] = []
@@ -372,13 +440,15 @@ def lines_table(rows: Sequence[dict[str, Any]], width: int = 100) -> str:
         if spills:
             for row, r in zip(body, mine, strict=True):
                 row.insert(8, fmt_bytes(r.get("local_bytes", 0)))
-        out.append(text_table([*headers[:8], "local", headers[8]] if spills else headers, body))
+        out.append(text_table([*headers[:8], "local", headers[8]] if spills else headers, width=width,
+                              rows=body))
         for r in mine:
-            source = r["source"] if len(r["source"]) <= width else r["source"][: width - 3] + "..."
+            cut = source_width if width is None else min(source_width, width - 4 - len(location(r)))
+            source = r["source"] if len(r["source"]) <= cut else r["source"][: cut - 3] + "..."
             out.append(f"  {location(r)}  {source}\n      {r['verdict']}")
         out.append("")
-    return "\n".join(out).rstrip()
+    return fit("\n".join(out).rstrip(), width)
 
 
-def render_lines(rows: Sequence[dict[str, Any]], fmt: str) -> str:
-    return lines_table(rows) if fmt == "table" else dump(rows, fmt)
+def render_lines(rows: Sequence[dict[str, Any]], fmt: str, width: int | None = None) -> str:
+    return lines_table(rows, width=width) if fmt == "table" else dump(rows, fmt)
