@@ -217,7 +217,7 @@ def _table_problem(doc: dict[str, Any]) -> str | None:
     for col in ("range", "nvtx", "kernel", "kernel_full", "device"):
         if not all(isinstance(v, str) for v in columns[col]):
             return f"columns.{col} holds a value that is not text"
-    for col in ("launch", "passes", *METRICS):
+    for col in ("launch", "passes", *LAUNCH_STATS, *METRICS):
         if any(v is not None and (isinstance(v, bool) or not isinstance(v, int | float))
                for v in columns.get(col, [])):
             return f"columns.{col} holds a value that is not a number"
