@@ -480,3 +480,15 @@ def test_measure_gpus_splits_each_gpus_wall_time_into_configs_and_fixed_cost():
         assert part["configs_s"] == pytest.approx(sum(seconds), abs=1e-3)
         assert part["fixed_s"] == pytest.approx(g["wall_time_s"] - sum(seconds), abs=1e-3)
         assert part["fixed_s"] > 0
+
+
+def test_measure_starts_ncu_before_importing_torch():
+    """The parent process imports torch (seconds) only to build the plan, which overlaps ncu's start."""
+    import subprocess
+    import sys
+
+    code = ("import sys, memtraffic.cli, memtraffic.api, memtraffic.measure.measure as m; "
+            "m.precheck(m.MeasureOptions(variants=['softmax_naive'], shapes=['4x8'])); "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -42,7 +42,7 @@ from memtraffic.core.rundir import (
     utc_now,
 )
 from memtraffic.measure.gpu import cuda_device_names, require_gpu
-from memtraffic.measure.planning import build_plan, check_names
+from memtraffic.measure.planning import build_plan, check_names  # torch only when a plan is built
 from memtraffic.measure.sweep import (
     assign_gpus,
     parse_gpus,

@@ -11,7 +11,6 @@ from typing import Any
 from memtraffic.core.errors import UsageError
 from memtraffic.core.ops import OPS, Shape, dtype_name, format_shape, parse_dtype, parse_shape, torch_dtype
 from memtraffic.core.plan import SHIPPED_VARIANTS, call_model, parse_params, range_name
-from memtraffic.measure.variants import get_variant, load_variants, unsupported_reason
 
 
 def check_names(variants: Sequence[str], all_variants: bool = False,
@@ -48,6 +47,9 @@ def build_plan(variants: Sequence[str], shapes: Sequence[str | Shape], dtypes: S
     if all_variants and variants:
         raise UsageError("give variant names or --all, not both")
     files = [str(Path(f).expanduser().resolve()) for f in variant_files]
+    # torch and the kernels, imported here only: measure's parent starts ncu before it builds a plan
+    from memtraffic.measure.variants import get_variant, load_variants, unsupported_reason
+
     catalogue = load_variants(files)
     names = list(catalogue) if all_variants else list(dict.fromkeys(variants))
     if not names:
