@@ -106,15 +106,20 @@ def test_repeats_reuse_their_first_calls_counters_on_a_real_report():
     assert (add["calls"], add["reused"]) == (8, 7)
 
 
-def test_a_repeat_without_its_first_call_is_counted_not_invented():
+def test_repeats_with_nothing_to_reuse_copy_nothing_and_the_unmeasured_are_named():
     run = load_run(TRAIN_STEP)
     plan, _, first = _as_distinct(run.plan, "aten.add.Tensor", [4, 128, 256])
-    for c in plan["configs"]:
-        if c.get("reuses") == first:
-            c["reuses"] = "mt|op|999999|never.measured"
+    calls = [c for c in plan["configs"] if c.get("reuses") == first]
+    for c in calls[:4]:  # a first call that launched no kernel (as a view's): nothing to copy
+        c["reuses"] = "mt|op|999999|aten.view.default"
+    for c in calls[4:]:  # a signature first seen inside a skipped range: never measured
+        c["reuses"] = None
     table, kernels = analyze_reports(run.reports, plan, run_name=run.name)
     assert not table["reuses"].astype(bool).any()
-    assert reuse.reuse_counts(kernels, plan).unmatched_calls == 7
+    counts = reuse.reuse_counts(kernels, plan)
+    assert (counts.reused_kernels, counts.reused_calls, counts.unmeasured_calls) == (0, 0, 3)
+    assert counts.line().endswith("; 3 repeated calls ran inside a skipped range with no measured call of "
+                                  "their own signature: not counted")
     assert reuse.reuse_counts(kernels, run.plan) is None  # an every-launch run: no line
 
 
@@ -179,8 +184,8 @@ def test_premise_check_groups_calls_by_signature_on_a_real_report():
     assert list(groups["calls"]) and (groups["calls"] >= 2).all()
     flagged = groups[groups["differs"] != ""]
     for r in flagged.to_dict("records"):
-        assert r["l1_ld_bytes_spread"] > 0.01 or r["l1_st_bytes_spread"] > 0.01 \
-            or r["dram_rd_bytes_spread"] > 0.03 or r["dram_wr_bytes_spread"] > 0.03
+        l1 = max(r["l1_ld_bytes_spread"], r["l1_st_bytes_spread"])
+        assert l1 > 0.01 or r["dram_rd_bytes_spread"] > 0.03
 
 
 def test_a_repeat_ncu_measured_after_all_keeps_its_own_counters():
@@ -247,4 +252,4 @@ def test_check_repeats_script_exit_codes_and_summary(tmp_path, capsys, monkeypat
     first = capsys.readouterr().out.splitlines()[0]
     calls = sum(g["calls"] for g in groups)
     assert first == (f"{len(groups)} signatures ran more than once ({calls} calls); "
-                     f"{len(differ)} differ (L1 beyond 1% or DRAM beyond 3%)")
+                     f"{len(differ)} differ (L1 beyond 1%, or DRAM reads beyond 3% and 4 KiB)")
