@@ -6,7 +6,8 @@ FOLDER holds pairs of `memtraffic profile` run folders named profile_full_<NAME>
 profile_sampled_<NAME> (--distinct K), as scripts/gpu_launches.sh writes them. Per pair: each run's
 wall time (run.json's wall_time_s: ncu and the program), kernels measured, replay passes, the time ratio
 sampled/full, and `diff --group-by op` between them reduced to its verdict: the op types whose L1 load
-bytes differ beyond 1% or DRAM read bytes beyond 3% (issue 33's bar). Other run folders (metric_*,
+bytes differ beyond 1% or DRAM read bytes beyond 3% (issue 33's bar) and DRAM_FLOOR_BYTES (4 KiB: one
+kernel's launch-to-launch noise, memtraffic.analysis.reuse). Other run folders (metric_*,
 one run each) are listed with their seconds per measured kernel. No GPU needed: it reads run folders.
 """
 
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from memtraffic.analysis.diff import compare, load_side
+from memtraffic.analysis.reuse import DRAM_FLOOR_BYTES
 from memtraffic.core.errors import MemtrafficError
 from memtraffic.ncu.run import load_run
 
@@ -51,7 +53,8 @@ def pair(full: Path, sampled: Path) -> dict[str, Any]:
             continue
         ops += 1
         l1, dram = abs(_finite(r["l1_ld_bytes_rel"])), abs(_finite(r["dram_rd_bytes_rel"]))
-        if l1 > L1_BAR or dram > DRAM_BAR:
+        dram_bytes = abs(_finite(r["dram_rd_bytes_change"]))
+        if l1 > L1_BAR or (dram > DRAM_BAR and dram_bytes > DRAM_FLOOR_BYTES):
             off.append({"op": r["match"], "l1_ld_rel": r["l1_ld_bytes_rel"],
                         "dram_rd_rel": r["dram_rd_bytes_rel"]})
     ratio = b["wall_time_s"] / a["wall_time_s"] if a["wall_time_s"] and b["wall_time_s"] else None

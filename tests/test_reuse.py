@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import sys
+from pathlib import Path
 
 import pytest
 from test_profile import stand_in  # noqa: F401 - the stand-in ncu fixture
@@ -34,6 +35,7 @@ def test_distinct_argv_excludes_the_repeat_ranges():
 
 REPEATING = """
 import sys
+from pathlib import Path
 import torch
 w = torch.ones(8, 8)
 for _ in range(3):
@@ -253,3 +255,23 @@ def test_check_repeats_script_exit_codes_and_summary(tmp_path, capsys, monkeypat
     calls = sum(g["calls"] for g in groups)
     assert first == (f"{len(groups)} signatures ran more than once ({calls} calls); "
                      f"{len(differ)} differ (L1 beyond 1%, or DRAM reads beyond 3% and 4 KiB)")
+
+
+MLP64 = Path("reports/h100/launches_mlp64")  # the 64-layer MLP, every launch and distinct (H100)
+
+
+def test_committed_mlp_pair_distinct_run_skips_repeats_and_agrees_op_by_op():
+    full = json.loads((MLP64 / "full_run.json").read_text())
+    sampled = json.loads((MLP64 / "sampled_run.json").read_text())
+    assert (full["distinct"], sampled["distinct"]) == (0, 1)
+    assert "--nvtx-exclude" not in full["attempts"][0]["argv"]
+    excluded = sampled["attempts"][0]["argv"]
+    assert excluded[excluded.index("--nvtx-exclude") + 1] == launches.NVTX_EXCLUDE
+    assert sampled["kernels_profiled"] * 10 < full["kernels_profiled"]
+    assert sampled["wall_time_s"] <= full["wall_time_s"] / 10  # issue 33: the 64-layer MLP in 1/10 the time
+    summary = json.loads((MLP64 / "summary.json").read_text())["pairs"]["mlp64"]
+    assert summary["ops_off"] == [] and summary["ops_compared"] > 10
+    assert summary["time_ratio"] == round(sampled["wall_time_s"] / full["wall_time_s"], 4)
+    groups = json.loads((MLP64 / "premise.json").read_text())
+    assert groups and not any(g["differs"] for g in groups)
+    assert max(g["l1_ld_bytes_spread"] for g in groups) <= reuse.L1_TOLERANCE
