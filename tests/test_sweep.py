@@ -492,3 +492,15 @@ def test_measure_starts_ncu_before_importing_torch():
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("name", ["gpus_vs_one_160_bytes_at_b6776c8", "gpus_vs_one_160_traffic_at_b6776c8"])
+def test_committed_two_gpu_summaries_are_consistent(name):
+    summary = json.loads((Path("reports/h100x2") / name / "summary.json").read_text())
+    assert summary["configs"] == 160 and set(summary["configs_ok"].values()) == {160}
+    for pair, ratio in summary["ratio_all_over_one"].items():
+        b, a = pair.split(" / ")
+        assert ratio == round(summary["wall_s"][b] / summary["wall_s"][a], 3)
+    for gpus in summary["per_gpu"].values():
+        for g in gpus:
+            assert g["fixed_s"] == pytest.approx(g["wall_time_s"] - g["configs_s"], abs=2e-3)
