@@ -18,6 +18,7 @@ from memtraffic.measure.progress import Expected, TraceProgress, earlier_run, en
     ((0, 0, 3.0, 212), "ncu: 0 of 212 expected kernel launches measured"),
     ((50, 7, 20.0, None), "ncu: 50 kernel launches measured, 7 repeated calls skipped (0.40 s a launch)"),
     ((0, 0, 1.0, None), "ncu: 0 kernel launches measured"),
+    ((1, 0, 10.5, None), "ncu: 1 kernel launch measured (10.50 s a launch)"),
 ])
 def test_progress_text(args, text):
     assert progress_text(*args) == text
