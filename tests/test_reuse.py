@@ -275,3 +275,30 @@ def test_committed_mlp_pair_distinct_run_skips_repeats_and_agrees_op_by_op():
     groups = json.loads((MLP64 / "premise.json").read_text())
     assert groups and not any(g["differs"] for g in groups)
     assert max(g["l1_ld_bytes_spread"] for g in groups) <= reuse.L1_TOLERANCE
+
+
+def test_committed_gpt2_and_train_step_pairs_agree_op_by_op():
+    """H100: a 12-layer GPT-2 step (bytes set) and examples/train_step.py (traffic set), every launch and
+    distinct: no op type off the bar; GPT-2's distinct run within 1/5 once the program has started."""
+    summary = _script("launches_summary")
+    gpt2 = json.loads((Path("reports/h100/launches_gpt2") / "summary.json").read_text())["pairs"]["gpt2"]
+    assert gpt2["ops_off"] == [] and gpt2["ops_compared"] > 20
+    assert gpt2["sampled"]["kernels_profiled"] * 5 < gpt2["full"]["kernels_profiled"]
+    assert gpt2["time_ratio_after_first_kernel"] <= 0.2
+    train = summary.pair(Path("reports/h100/profile_full_train_step"),
+                         Path("reports/h100/profile_sampled_train_step"))
+    assert train["ops_off"] == [] and train["ops_compared"] > 20
+    table, _ = analyze_reports(load_run("reports/h100/profile_sampled_train_step").reports,
+                               load_run("reports/h100/profile_sampled_train_step").plan)
+    assert table["reuses"].astype(bool).any()
+    for folder in ("reports/h100/launches_gpt2", "reports/h100/profile_full_train_step"):
+        groups = json.loads((Path(folder) / "premise.json").read_text())
+        assert groups and not any(g["differs"] for g in groups)
+
+
+def test_committed_metric_costs_order_the_sets():
+    costs = Path("reports/h100/metric_costs")
+    runs = {s: json.loads((costs / f"{s}_run.json").read_text()) for s in ("bytes", "traffic")}
+    assert runs["bytes"]["passes"] < runs["traffic"]["passes"]
+    assert runs["bytes"]["kernels_profiled"] == runs["traffic"]["kernels_profiled"] > 0
+    assert runs["bytes"]["wall_time_s"] < runs["traffic"]["wall_time_s"]
