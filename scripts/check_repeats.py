@@ -6,8 +6,9 @@ RUN is a `memtraffic profile --torch-ops --every-launch` run folder (every call 
 records each call's signature). Calls are grouped by signature (memtraffic.core.launches: op, shapes,
 strides, dtypes, alignment, scalars); for each signature that ran more than once, the spread
 ((max - min) / max) of its calls' L1 load/store and DRAM read/write bytes. A group differs when L1
-spreads beyond 1% or DRAM beyond 3% (memtraffic.analysis.reuse): what differs must be measured every
-time (op_rules.VALUE_DEPENDENT) or keyed more finely. Prints a summary line and the differing groups
+spreads beyond 1%, or DRAM reads beyond 3% and 4 KiB (memtraffic.analysis.reuse; DRAM writes are shown,
+not judged: L2 write-back timing): what differs must be measured every time (op_rules.VALUE_DEPENDENT)
+or keyed more finely. Prints a summary line and the differing groups
 (--all: every group); --json writes every group. Exit code 0 when no group differs, 1 otherwise.
 No GPU needed.
 """
@@ -46,7 +47,7 @@ def main() -> int:
     groups = signature_groups(analyze_run(run), run.plan)
     differ = groups[groups["differs"] != ""]
     print(f"{len(groups)} signatures ran more than once ({int(groups['calls'].sum()) if len(groups) else 0} "
-          f"calls); {len(differ)} differ (L1 beyond 1% or DRAM beyond 3%)")
+          f"calls); {len(differ)} differ (L1 beyond 1%, or DRAM reads beyond 3% and 4 KiB)")
     shown = groups if args.all else differ
     for r in shown.to_dict("records"):
         spreads = ", ".join(f"{c.removesuffix('_bytes_spread')} {r[c]:.1%}" for c in shown.columns

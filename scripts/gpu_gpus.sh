@@ -8,12 +8,15 @@
 # both with one Triton cache warmed by an untimed first run (--warm-triton), as issue 33's baseline was.
 # Each run's summary.json holds the ratios, each GPU's wall time split into its configs' seconds and the
 # fixed rest, and measure's own timings. The traffic step skips itself when the first took past BUDGET_S (250) seconds.
-# Usage: bash scripts/gpu_gpus.sh OUT   (after `pip install -e . --no-deps`)
-# OUT gets reports/h100x2/gpus_vs_one_160_{bytes,traffic}/ (summary.json, comparison.csv, logs.tgz,
+# Usage: bash scripts/gpu_gpus.sh OUT [SET:REPEAT ...]   (default: bytes:2 traffic:1; after
+# `pip install -e . --no-deps`)
+# OUT gets reports/h100x2/gpus_vs_one_160_<SET>_x<REPEAT>/ (summary.json, comparison.csv, logs.tgz,
 # all-1.tgz) and machine.txt; commit the summary.json files (and comparison.csv) under reports/h100x2/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${1:?usage: bash scripts/gpu_gpus.sh OUT}
+out=${1:?usage: bash scripts/gpu_gpus.sh OUT [SET:REPEAT ...]}
+shift
+specs=${*:-bytes:2 traffic:1}
 budget=${BUDGET_S:-250}
 mkdir -p "$out/reports/h100x2"
 start=$(date +%s)
@@ -21,14 +24,14 @@ start=$(date +%s)
   ncu --version | tail -1; nproc; } >"$out/machine.txt" 2>&1
 cat "$out/machine.txt"
 sweep=scripts/sweeps/softmax_h200x2_160.toml
-for spec in bytes:2 traffic:1; do
+for spec in $specs; do
   set_=${spec%%:*}
   repeat=${spec##*:}
   if [ "$(( $(date +%s) - start ))" -ge "$budget" ]; then
     echo "SKIPPED $set_: over the budget of $budget s" | tee -a "$out/machine.txt"
     continue
   fi
-  dest=$out/reports/h100x2/gpus_vs_one_160_$set_
+  dest=$out/reports/h100x2/gpus_vs_one_160_${set_}_x$repeat
   t0=$(date +%s)
   python3 scripts/measure_gpus.py "$dest" --sweep "$sweep" --metrics "$set_" --repeat "$repeat" --warm-triton \
     >"$dest.stdout.txt" 2>"$dest.stderr.txt"

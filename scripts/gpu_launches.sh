@@ -9,17 +9,21 @@
 #   of the every-launch run;
 #   4. the cost of each metric set: a 2-layer MLP step, every launch, sets traffic, bytes, flops, roofline
 #      (metric_<SET>), and the program's own time without ncu;
-#   5. the MLP distinct run again, to show the progress ETA from the first (logs only).
-#   0. first, the GPU tests of tests/test_reuse.py (ncu skips repeats, also inside a measured region);
-# Steps after the first pair skip themselves once BUDGET_S (default 400) seconds have passed.
-# Usage: bash scripts/gpu_launches.sh OUT   (after `pip install -e . --no-deps`)
+#   5. the train_step distinct run again, to show the progress ETA from the first (again_train_step);
+#   0. first, the GPU tests of tests/test_reuse.py (ncu skips repeats, also inside a measured region).
+# STEPs (default all): tests mlp64 train_step real metrics again. Steps after the first pair skip
+# themselves once BUDGET_S (default 300) seconds have passed. REAL_LAYERS: GPT-2 blocks (12).
+# Usage: bash scripts/gpu_launches.sh OUT [STEP...]   (after `pip install -e . --no-deps`)
 # OUT gets: reports/h100/profile_{full,sampled}_<NAME>/ and metric_<SET>/ (run folders, --import-sass no),
 # logs/ (each command's stdout/stderr, diffs, premise checks), timings.txt, summary.json/.txt
 # (scripts/launches_summary.py), machine.txt, sizes.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${1:?usage: bash scripts/gpu_launches.sh OUT}
-budget=${BUDGET_S:-400}
+out=${1:?usage: bash scripts/gpu_launches.sh OUT [STEP...]}
+shift
+steps="$*"  # none: every step
+budget=${BUDGET_S:-300}
+layers=${REAL_LAYERS:-12}
 runs=$out/reports/h100
 logs=$out/logs
 mkdir -p "$runs" "$logs"
@@ -41,7 +45,7 @@ run() {
   case $mode in
     full) flags=(--every-launch); folder=$runs/profile_full_$name ;;
     sampled) flags=(--distinct 1); folder=$runs/profile_sampled_$name ;;
-    again) flags=(--distinct 1); folder=$logs/again_$name ;;
+    again) flags=(--distinct 1); folder=$runs/again_$name ;;
     metric) flags=(--every-launch); folder=$runs/metric_$set ;;
   esac
   local t0 rc
@@ -64,25 +68,27 @@ pair() {  # pair NAME SET FROM -- PROGRAM...
   head -3 "$logs/premise_$name.txt"
 }
 
+want() { [ -z "$steps" ] || [[ " $steps " == *" $1 "* ]]; }
+
 # ncu's exclude filter on a small program: repeats skipped, also inside a measured region (tests/test_reuse.py)
-if python3 -m pytest --version >/dev/null 2>&1; then
+if want tests && python3 -m pytest --version >/dev/null 2>&1; then
   python3 -m pytest -q -p no:cacheprovider -m "gpu or ncu" tests/test_reuse.py tests/test_distinct.py \
     >"$logs/pytest.txt" 2>&1
   echo "pytest (gpu, ncu) rc=$? $(tail -1 "$logs/pytest.txt")" | tee -a "$out/timings.txt"
 fi
 
 # the MLP calls no cudaProfilerStart: profiled from the start, as make_many_kernels_report.sh did
-pair mlp64 bytes on -- python3 scripts/many_kernels_mlp.py --layers 64 --steps 2
-over train_step || pair train_step traffic off -- python3 examples/train_step.py
-if ! over real_model; then
+want mlp64 && pair mlp64 bytes on -- python3 scripts/many_kernels_mlp.py --layers 64 --steps 2
+want train_step && ! over train_step && pair train_step traffic off -- python3 examples/train_step.py
+if want real && ! over real_model; then
   if python3 scripts/real_model_step.py --check >"$logs/real_model_probe.txt" 2>&1; then
     model=$(head -1 "$logs/real_model_probe.txt" | awk '{print $2}')
-    pair "$model" bytes off -- python3 scripts/real_model_step.py --model "$model" --layers 12 --steps 1
+    pair "$model" bytes off -- python3 scripts/real_model_step.py --model "$model" --layers "$layers" --steps 1
   else
     echo "real model: $(tail -1 "$logs/real_model_probe.txt")" | tee -a "$out/timings.txt"
   fi
 fi
-if ! over metric_sets; then
+if want metrics && ! over metric_sets; then
   t0=$(date +%s%N)
   python3 scripts/many_kernels_mlp.py --layers 2 --steps 1 >"$logs/native_mlp2.txt" 2>&1
   echo "mlp2 native (no ncu) command_ms=$(( ($(date +%s%N) - t0) / 1000000 ))" | tee -a "$out/timings.txt"
@@ -91,8 +97,9 @@ if ! over metric_sets; then
     run "mlp2_$set" metric "$set" on -- python3 scripts/many_kernels_mlp.py --layers 2 --steps 1
   done
 fi
-over "again (ETA)" || run mlp64 again bytes on -- python3 scripts/many_kernels_mlp.py --layers 64 --steps 2
-grep -h "expected kernel launches" "$logs"/again_mlp64.stderr.txt 2>/dev/null | tail -3
+# the progress ETA: the sampled train step again, beside the first (profile finds it there)
+want again && ! over "again (ETA)" && run train_step again traffic off -- python3 examples/train_step.py
+grep -h "expected kernel launches\|expecting" "$logs"/again_train_step.stderr.txt 2>/dev/null | tail -3
 
 python3 scripts/launches_summary.py "$runs" --json "$out/summary.json" >"$out/summary.txt" 2>&1
 cat "$out/summary.txt"

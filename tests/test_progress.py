@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -18,6 +19,7 @@ from memtraffic.measure.progress import Expected, TraceProgress, earlier_run, en
     ((0, 0, 3.0, 212), "ncu: 0 of 212 expected kernel launches measured"),
     ((50, 7, 20.0, None), "ncu: 50 kernel launches measured, 7 repeated calls skipped (0.40 s a launch)"),
     ((0, 0, 1.0, None), "ncu: 0 kernel launches measured"),
+    ((1, 0, 10.5, None), "ncu: 1 kernel launch measured (10.50 s a launch)"),
 ])
 def test_progress_text(args, text):
     assert progress_text(*args) == text
@@ -69,3 +71,23 @@ def test_trace_progress_counts_whole_repeat_lines_as_the_trace_grows(tmp_path):
     with open(trace, "a") as f:
         f.write('|op|2|x", "repeat": true}\n')
     assert progress.repeats == 1 and "2 repeated calls skipped" in progress.line(3)
+
+
+def test_run_ncu_notes_when_the_first_kernel_was_profiled_and_describes_progress(tmp_path):
+    from test_collect import fake_ncu
+
+    from memtraffic.ncu import command as ncu_mod
+
+    ncu = fake_ncu(tmp_path / "ncu", "import time\nprint('program starting')\ntime.sleep(0.3)\n"
+                   "for i in range(3):\n"
+                   "    print(f'==PROF== Profiling \"k{i}\" - {i}: 0%....50%....100% - 1 pass')\n"
+                   "    time.sleep(0.05)")
+    shown: list[str] = []
+    result = ncu_mod.run_ncu([str(ncu)], tmp_path / "ncu.log", echo=shown.append, progress_every_s=0.0,
+                             describe=lambda n: f"described {n}")
+    assert result.kernels == 3 and 0.3 <= result.first_kernel_s < 5
+    assert shown == ["program starting", "described 1 (last: k0)", "described 2 (last: k1)",
+                     "described 3 (last: k2)"]
+    quiet = ncu_mod.run_ncu([sys.executable, "-c", "print('no kernel')"], tmp_path / "ncu.log",
+                            echo=lambda line: None)
+    assert quiet.kernels == 0 and quiet.first_kernel_s is None

@@ -484,3 +484,27 @@ def test_measure_gpus_splits_each_gpus_wall_time_into_configs_and_fixed_cost():
         assert part["configs_s"] == pytest.approx(sum(seconds), abs=1e-3)
         assert part["fixed_s"] == pytest.approx(g["wall_time_s"] - sum(seconds), abs=1e-3)
         assert part["fixed_s"] > 0
+
+
+def test_measure_starts_ncu_before_importing_torch():
+    """The parent process imports torch (seconds) only to build the plan, which overlaps ncu's start."""
+    import subprocess
+    import sys
+
+    code = ("import sys, memtraffic.cli, memtraffic.api, memtraffic.measure.measure as m; "
+            "m.precheck(m.MeasureOptions(variants=['softmax_naive'], shapes=['4x8'])); "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("name", ["gpus_vs_one_160_bytes_at_b6776c8", "gpus_vs_one_160_traffic_at_b6776c8"])
+def test_committed_two_gpu_summaries_are_consistent(name):
+    summary = json.loads((Path("reports/h100x2") / name / "summary.json").read_text())
+    assert summary["configs"] == 160 and set(summary["configs_ok"].values()) == {160}
+    for pair, ratio in summary["ratio_all_over_one"].items():
+        b, a = pair.split(" / ")
+        assert ratio == round(summary["wall_s"][b] / summary["wall_s"][a], 3)
+    for gpus in summary["per_gpu"].values():
+        for g in gpus:
+            assert g["fixed_s"] == pytest.approx(g["wall_time_s"] - g["configs_s"], abs=2e-3)

@@ -41,7 +41,7 @@ from memtraffic.core.rundir import (
 )
 from memtraffic.core.runfile import rerun_list, write_plan, write_run  # atomic: the runner may wait
 from memtraffic.measure.gpu import cuda_device_names, require_gpu
-from memtraffic.measure.planning import build_plan, check_names
+from memtraffic.measure.planning import build_plan, check_names  # torch only when a plan is built
 from memtraffic.measure.sweep import (
     assign_gpus,
     gpu_indices,

@@ -21,7 +21,6 @@ from memtraffic.core.ops import (
     torch_dtype,
 )
 from memtraffic.core.plan import SHIPPED_VARIANTS, ModelError, call_model, parse_params, range_name
-from memtraffic.measure.variants import get_variant, load_variants, unsupported_reason
 
 
 def check_names(variants: Sequence[str], all_variants: bool = False,
@@ -58,6 +57,9 @@ def build_plan(variants: Sequence[str], shapes: Sequence[str | Shape], dtypes: S
     if all_variants and variants:
         raise UsageError("give variant names or --all, not both")
     files = [str(Path(f).expanduser().resolve()) for f in variant_files]
+    # torch and the kernels, imported here only: measure's parent starts ncu before it builds a plan
+    from memtraffic.measure.variants import get_variant, load_variants, unsupported_reason
+
     catalogue = load_variants(files)
     names = list(catalogue) if all_variants else list(dict.fromkeys(variants))
     if not names:

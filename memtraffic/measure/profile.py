@@ -223,6 +223,7 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
                attempts=[{"argv": argv, "returncode": result.returncode, "passes": result.passes,
                           "no_kernels_message": result.no_kernels}],
                returncode=result.returncode, kernels_profiled=result.kernels, passes=result.passes,
+               first_kernel_s=result.first_kernel_s,  # the program's start-up, before ncu profiled anything
                reports=[report.name] if has_report else [])
 
     plan = plan_from_trace(read_trace(run_dir / TRACE_FILE), opts.command,

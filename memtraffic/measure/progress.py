@@ -73,7 +73,7 @@ def progress_text(measured: int, repeats: int, elapsed_s: float, expected: int |
             text += f"; {_duration(elapsed_s)} so far, about {_duration(left)} left"
         return text
     per = f" ({elapsed_s / measured:.2f} s a launch)" if measured else ""
-    return f"ncu: {measured} kernel launches measured{skipped}{per}"
+    return f"ncu: {measured} kernel launch{'' if measured == 1 else 'es'} measured{skipped}{per}"
 
 
 def end_text(measured: int, expected: Expected | None) -> str | None:

@@ -328,6 +328,7 @@ class NcuRun:
     no_kernels: bool
     tail: list[str]
     kernels: int = 0  # kernels ncu profiled ('==PROF== Profiling ...' lines)
+    first_kernel_s: float | None = None  # seconds from ncu's start to its first profiled kernel
 
 
 _PROFILING = re.compile(r'==PROF== Profiling "([^"]*)"')
@@ -352,6 +353,7 @@ def run_ncu(argv: Sequence[str], log_path: Path, echo: Callable[[str], None] | N
     tail: list[str] = []
     perm = no_kernels = interrupted = False
     kernels, last_note = 0, time.monotonic()
+    started, first_kernel_s = last_note, None
     try:
         proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 errors="replace", bufsize=1, env=None if env is None else dict(env))
@@ -378,6 +380,8 @@ def run_ncu(argv: Sequence[str], log_path: Path, echo: Callable[[str], None] | N
                         profiling = _PROFILING.search(line)
                         if profiling:
                             kernels += 1
+                            if first_kernel_s is None:  # the program's own start-up ends about here
+                                first_kernel_s = round(time.monotonic() - started, 3)
                         if verbose:
                             echo(line)
                         elif profiling and progress_every_s is not None \
@@ -399,4 +403,4 @@ def run_ncu(argv: Sequence[str], log_path: Path, echo: Callable[[str], None] | N
                      "(Ctrl-C again to kill it)")
     if perm:
         raise NcuError(PERM_MESSAGE)
-    return NcuRun(proc.returncode, passes, interrupted, no_kernels, tail, kernels)
+    return NcuRun(proc.returncode, passes, interrupted, no_kernels, tail, kernels, first_kernel_s)
