@@ -18,7 +18,7 @@ from memtraffic.api import run_profile
 from memtraffic.core import launches
 from memtraffic.measure import profile as prof
 from memtraffic.ncu import command as ncu_mod
-from memtraffic.ncu.run import kernel_table, load_run
+from memtraffic.ncu.run import load_run
 
 TRAIN_STEP = "reports/h100/profile_train_step"  # every launch measured (H100, 2026-11)
 
@@ -196,8 +196,7 @@ def test_a_repeat_ncu_measured_after_all_keeps_its_own_counters():
     for c in plan["configs"]:  # the repeats keep their measured range names: the report has their kernels
         c["range"] = launches.measured_range(c["range"])
     table, kernels = analyze_reports(run.reports, plan, run_name=run.name)
-    launches_in_reports = sum(len(kernel_table(r).kernels) for r in run.reports)
-    assert not table["reuses"].astype(bool).any() and len(kernels) == launches_in_reports
+    assert not table["reuses"].astype(bool).any() and len(kernels) == len(run.kernels())
 
 
 NESTED = """

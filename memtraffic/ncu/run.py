@@ -63,6 +63,12 @@ class Run:
     # Why the run may be incomplete before any report is read (an interrupted profile), one line each.
     notes: list[str] = field(default_factory=list)
 
+    def kernels(self) -> pd.DataFrame:
+        """Every report's launches (kernel_table's rows), stacked; a damaged launch is left out (analyze
+        names it)."""
+        frames = [kernel_table(r, allow_partial=True).kernels for r in self.reports]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
 
 def load_run(path: str | Path) -> Run:
     """A run folder or a .ncu-rep -> Run. ReportError when the path does not exist or a JSON file of the
