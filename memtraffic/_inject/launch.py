@@ -1,5 +1,7 @@
 """`python [flags] launch.py [--trace-from=MODE] SCRIPT|-m MODULE|-c CODE [ARGS]`: run a Python program
-with its aten ops traced (MODE: a key of memtraffic.core.tracefile.TRACE_FROM, default 1: all).
+with its aten ops traced (MODE: a key of memtraffic.core.tracefile.TRACE_FROM, default 1: all; `none`:
+no op tracer), its Triton launches ranged under MEMTRAFFIC_TRITON=1 and its kernels timed under
+MEMTRAFFIC_TIMINGS=FILE (see sitecustomize.py).
 
 `memtraffic profile --torch-ops -- python train.py` runs `python .../launch.py train.py` instead: under
 ncu the sitecustomize route (PYTHONPATH) was seen not to run on the H100 machine (2026-11-23: the same
@@ -33,7 +35,9 @@ def main() -> None:
     if args[0].startswith("--trace-from="):  # which calls to trace (memtraffic.core.tracefile.TRACE_FROM)
         mode, args = args[0].partition("=")[2], args[1:]
     os.environ.pop("MEMTRAFFIC_TORCH_OPS", None)  # processes the program starts are not traced
-    _sitecustomize().trace_from_now(mode)
+    triton = os.environ.pop("MEMTRAFFIC_TRITON", None) == "1"
+    timings = os.environ.pop("MEMTRAFFIC_TIMINGS", None)
+    _sitecustomize().trace_from_now(None if mode == "none" else mode, triton, timings)
     if args[0] == "-m":
         sys.argv = args[1:]
         sys.path[0] = os.getcwd()

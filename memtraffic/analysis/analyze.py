@@ -24,6 +24,7 @@ from memtraffic.core.arch import chip_for_gpu
 from memtraffic.core.errors import ReportError, UsageError
 from memtraffic.core.files import dump, plain_records, read_json, write_json
 from memtraffic.core.ops import format_shape
+from memtraffic.core.timings import is_timings
 from memtraffic.core.units import ABOVE, fmt_rate, parse_size
 from memtraffic.ncu.metrics import METRICS
 from memtraffic.ncu.report import ADDITIVE_UNITS, EmptyReportError
@@ -406,7 +407,15 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
     empty: list[EmptyReportError] = []
     renamed = _merged_ranges(plan)
     with_lines = []  # reports with per-line counters
+    timed = False  # a timing-only run's timings.json: times, no counters (memtraffic.analysis.timings)
     for report in reports:
+        if is_timings(report):
+            from memtraffic.analysis.timings import timing_kernels
+
+            kernels, timed = timing_kernels(Path(report)), True
+            kernels.insert(0, "run", run_name or Path(report).parent.name)
+            frames.append(kernels)
+            continue
         try:
             read = kernel_table(report, allow_partial=allow_partial)
         except EmptyReportError as err:  # e.g. the attempt of a run whose runner died before profiling
@@ -428,6 +437,10 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
     kernels = pd.concat(frames, ignore_index=True)
     rows = _group(kernels, "kernel" if group_by == "kernel" else "range")
     table = compute(rows, plan, min_bytes, min_rules)
+    if timed:
+        from memtraffic.analysis.timings import mark
+
+        table = mark(table)
     if with_lines:
         table = _name_worst_lines(table, with_lines, plan)
     if plan and group_by != "kernel":  # plan order: a run of several GPUs has a report per GPU
@@ -499,9 +512,10 @@ def row_label(r: dict[str, Any]) -> str:
             text += f" {again}"
         return text
     parts = (r["range"] or "").split("|")
-    if len(parts) >= 4 and parts[0] == "mt" and parts[1] in ("op", "region") and r["op"]:
-        # 'mt|op|<seq>|<overload>' / 'mt|region|<name>|<seq>': name, call number, first input
-        seq = parts[2] if parts[1] == "op" else parts[-1]
+    if len(parts) >= 4 and parts[0] == "mt" and parts[1] in ("op", "region", "triton") and r["op"]:
+        # 'mt|op|<seq>|<overload>' / 'mt|triton|<seq>|<kernel>' / 'mt|region|<name>|<seq>': name, call
+        # number, first input
+        seq = parts[2] if parts[1] != "region" else parts[-1]
         name = r["op"] if parts[1] == "op" else f"region {r['op']}"
         return " ".join(p for p in (f"{name} #{seq}", r["shape"], r["dtype"]) if p)
     return r["range"] or r["kernels"][0]

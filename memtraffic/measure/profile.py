@@ -20,7 +20,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from memtraffic.core.errors import MemtrafficError, NcuError, UsageError, say
 from memtraffic.core.files import write_json
 from memtraffic.core.rundir import DEFAULT_RUNS_ROOT, environment, gpu_name, new_run_dir, utc_now
 from memtraffic.core.tracefile import TRACE_ENV, TRACE_FROM, read_trace
-from memtraffic.measure.ops import tracer_env, tracer_warnings
+from memtraffic.measure.ops import INJECT_DIR, tracer_env, tracer_warnings
 from memtraffic.ncu.command import (
     build_ncu_command,
     check_ncu_options,
@@ -46,6 +46,8 @@ from memtraffic.ncu.run import keep_kernel_tables
 TRACE_FILE = "trace.jsonl"
 TORCH_MARK_FILE = "torch-imported"
 REPORT_FILE = "profile.ncu-rep"
+TRITON_ENV = "MEMTRAFFIC_TRITON"  # "1": sitecustomize / the launcher range each Triton launch
+TIMINGS_ENV = "MEMTRAFFIC_TIMINGS"  # a file: the program times its kernels into it (timing-only runs)
 
 
 class ProgramFailed(MemtrafficError):
@@ -61,6 +63,8 @@ class ProfileOptions:
     command: list[str]
     metrics: str = "traffic"
     torch_ops: bool = False
+    triton: bool = True  # a range per Triton launch of a Python program (memtraffic.measure.triton_launches)
+    timing_only: bool = False  # no ncu: kernel times joined to the minimums (memtraffic.measure.timing_only)
     source: bool = False
     kernel_name: str | None = None
     launch_skip: int | None = None
@@ -107,13 +111,20 @@ def resolve_program(command: Sequence[str]) -> str:
 
 
 def program_env(run_dir: Path, torch_ops: bool, base: dict[str, str] | None = None,
-                mode: str = "1") -> dict[str, str]:
+                mode: str = "1", triton: bool = False, timings: Path | None = None) -> dict[str, str]:
     """The program's environment: regions and the op tracer append their records to the run's trace.
-    `mode`: which op calls the tracer records (memtraffic.core.tracefile.TRACE_FROM)."""
+    `mode`: which op calls the tracer records (memtraffic.core.tracefile.TRACE_FROM); `triton`: each
+    Triton launch gets a range; `timings`: the program times its kernels into that file."""
     env = dict(os.environ if base is None else base)
     if torch_ops:  # the tracer starts with the program (sitecustomize); the mark says torch was imported
-        return tracer_env(run_dir / TRACE_FILE, env, torch_mark=run_dir / TORCH_MARK_FILE, mode=mode)
+        env = tracer_env(run_dir / TRACE_FILE, env, torch_mark=run_dir / TORCH_MARK_FILE, mode=mode)
     env[TRACE_ENV] = str(run_dir / TRACE_FILE)
+    if triton:
+        env[TRITON_ENV] = "1"
+    if timings is not None:
+        env[TIMINGS_ENV] = str(timings)
+    if (triton or timings is not None) and not torch_ops:  # sitecustomize's route, for non-Python launchers
+        env["PYTHONPATH"] = os.pathsep.join([str(INJECT_DIR), *filter(None, [env.get("PYTHONPATH")])])
     return env
 
 
@@ -132,7 +143,8 @@ _PYTHON_FLAGS_WITH_VALUE = ("-W", "-X")
 
 def with_launcher(command: Sequence[str], mode: str = "1") -> list[str] | None:
     """`python [flags] train.py ...` -> `python [flags] .../launch.py train.py ...`; None if not Python.
-    A trace mode other than "1" goes to the launcher as `--trace-from=MODE`.
+    A trace mode other than "1" goes to the launcher as `--trace-from=MODE` ("none": no op tracer, the
+    launcher only ranges Triton launches or times kernels).
 
     The launcher starts the op tracer inside the interpreter itself: under ncu the PYTHONPATH route
     (sitecustomize) did not run (H100, ncu 2025.3.1, 2026-11-23), an interpreter argument always does.
@@ -157,27 +169,46 @@ def _label(command: Sequence[str]) -> str:
     return words[0]
 
 
+def launched(opts: ProfileOptions, program: str) -> list[str]:
+    """The program's argv: a Python program through the launcher when it traces ops or Triton launches."""
+    app = [program, *opts.command[1:]]
+    if opts.torch_ops or opts.triton:  # others rely on sitecustomize (program_env)
+        app = with_launcher(app, trace_mode(opts) if opts.torch_ops else "none") or app
+    return app
+
+
 def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> ProfileResult:
     """Check, run the program under ncu, turn its trace into the plan, save. See the module doc.
+    With --timing-only, or when ncu is missing or may not read the counters, the program runs without
+    ncu instead (memtraffic.measure.timing_only).
 
     The report is not analyzed here: memtraffic.api.run_profile does that."""
+    from memtraffic.measure.timing_only import fallback_reason, profile_timing
+
     echo = echo or say
     program = resolve_program(opts.command)
     check_ncu_options(opts.cache_control, opts.clock_control, opts.target_processes, opts.launch_skip,
                       opts.launch_count)
     tokens = metric_tokens(opts.metrics)  # a name not even metric-shaped fails before ncu is found
-    ncu = find_ncu()
-    version = ncu_version(ncu)
-    gpu = gpu_name()
-    spec = resolve_metric_spec(tokens, query_metric_names(ncu, metrics_cache_key(ncu, version, gpu)),
-                               chip_for_gpu(gpu))
+    if opts.timing_only:
+        return profile_timing(opts, echo)
+    try:
+        ncu = find_ncu()
+        version = ncu_version(ncu)
+        gpu = gpu_name()
+        spec = resolve_metric_spec(tokens, query_metric_names(ncu, metrics_cache_key(ncu, version, gpu)),
+                                   chip_for_gpu(gpu))
+    except NcuError as err:
+        reason = fallback_reason(err)
+        if reason is None:
+            raise
+        echo(reason)
+        return profile_timing(opts, echo, reason)
     metrics = spec.names
     for note in spec.notes:  # what this GPU cannot count: measured without it
         echo(f"not measured on {gpu}: {note}")
 
-    app = [program, *opts.command[1:]]
-    if opts.torch_ops:
-        app = with_launcher(app, trace_mode(opts)) or app  # others rely on sitecustomize (program_env)
+    app = launched(opts, program)
     run_dir = new_run_dir([_label(opts.command)], opts.out, opts.runs_root)
     report = run_dir / REPORT_FILE
     argv = build_ncu_command(
@@ -196,14 +227,24 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
         "metric_names": metrics,
         "metric_notes": spec.notes,
         "torch_ops": opts.torch_ops,
+        "triton": opts.triton,
         "traced_from": TRACE_FROM[trace_mode(opts)] if opts.torch_ops else None,
         "source": opts.source,
         "clock_control": opts.clock_control,
         "cache_control": opts.cache_control,
     }
     t0 = time.perf_counter()
-    result = run_ncu(argv, run_dir / "ncu.log", echo=echo, verbose=opts.verbose,
-                     env=program_env(run_dir, opts.torch_ops, mode=trace_mode(opts)), progress_every_s=2.0)
+    try:
+        result = run_ncu(argv, run_dir / "ncu.log", echo=echo, verbose=opts.verbose,
+                         env=program_env(run_dir, opts.torch_ops, mode=trace_mode(opts), triton=opts.triton),
+                         progress_every_s=2.0)
+    except NcuError as err:  # counters refused once the program ran: this folder keeps ncu.log
+        reason = fallback_reason(err)
+        if reason is None:
+            raise
+        echo(f"{reason} (ncu's attempt: {run_dir / 'ncu.log'})")
+        out = None if opts.out is None else opts.out.with_name(opts.out.name + "-timing-only")
+        return profile_timing(replace(opts, out=out), echo, reason)
     has_report = report.is_file() and report.stat().st_size > 0
     run.update(wall_time_s=round(time.perf_counter() - t0, 3), finished=utc_now(),
                interrupted=result.interrupted,

@@ -31,6 +31,7 @@ import pandas as pd
 from memtraffic.core.errors import ReportError
 from memtraffic.core.files import cache_dir, write_bytes_atomic
 from memtraffic.core.rundir import partial_reports_expected
+from memtraffic.core.timings import TIMINGS_FILE
 from memtraffic.ncu.metrics import METRICS
 from memtraffic.ncu.report import REPORT_SUFFIX, check_report_file, check_rows, read_json, read_rows
 from memtraffic.ncu.source import LINES_VERSION
@@ -86,6 +87,8 @@ def load_run(path: str | Path) -> Run:
                           "damaged")
     if path.is_dir():
         reports = [folder / r for r in listed] if listed else sorted(folder.glob("*" + REPORT_SUFFIX))
+        if not reports and (folder / TIMINGS_FILE).is_file():  # a timing-only run (memtraffic.core.timings)
+            reports = [folder / TIMINGS_FILE]
         return Run(path, folder.name or folder.resolve().name, folder, plan, meta, reports)
     if plan is None:
         return Run(path, path.name.removesuffix(REPORT_SUFFIX), None, None, None, [path])
