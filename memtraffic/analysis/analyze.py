@@ -516,7 +516,7 @@ def row_label(r: dict[str, Any]) -> str:
         # 'mt|op|<seq>|<overload>' / 'mt|triton|<seq>|<kernel>' / 'mt|region|<name>|<seq>': name, call
         # number, first input
         seq = parts[2] if parts[1] != "region" else parts[-1]
-        name = r["op"] if parts[1] == "op" else f"region {r['op']}"
+        name = f"region {r['op']}" if parts[1] == "region" else r["op"]
         return " ".join(p for p in (f"{name} #{seq}", r["shape"], r["dtype"]) if p)
     return r["range"] or r["kernels"][0]
 

@@ -35,6 +35,8 @@ def _mirror_ranges() -> None:
     memtraffic.region pushes through them."""
     nvtx = torch.cuda.nvtx
     push, pop = nvtx.range_push, nvtx.range_pop
+    if not torch.cuda.is_available():  # a CPU build has no NVTX: the profiler's ranges only
+        push, pop = (lambda msg: None), (lambda: None)
 
     def stack() -> list[Any]:
         if not hasattr(_local, "stack"):
