@@ -157,7 +157,10 @@ def test_a_program_that_fails_before_any_kernel_keeps_its_run_and_exit_code(tmp_
     assert err.value.exit_code == 3
     run = json.loads((out / "run.json").read_text())
     assert run["returncode"] == 3 and run["kernels_profiled"] == 0 and run["environment"]["gpu"] == "Fake GPU"
-    assert run["attempts"][0]["argv"][-3:] == [sys.executable, str(stand_in), "3"]
+    # a Python program runs through the launcher, which ranges its Triton launches (--triton, the default)
+    assert run["attempts"][0]["argv"][-5:] == [sys.executable, str(prof.LAUNCHER), "--trace-from=none",
+                                               str(stand_in), "3"]
+    assert run["triton"] is True
     # the region the program recorded before failing is the plan
     (config,) = json.loads((out / "plan.json").read_text())["configs"]
     assert config["kind"] == "region" and config["op"] == "step" and config["min_read_bytes"] == 64 * 32 * 4

@@ -178,10 +178,44 @@ def _template_mm_flops(named: dict[str, Any]) -> int | None:
 _local = threading.local()  # .open: our `mt|` ranges open on this thread (see track_ranges)
 
 
-def measure_call(range_name: str) -> bool:
-    """Whether this launch gets its own range and record. The per-call decision of the launch-range
-    machinery (measure this call, or reuse its first call's counters) plugs in here."""
-    return True
+def signature(kernel: str, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """What a launch's traffic may depend on, as plain values: the kernel, each tensor's shape, strides,
+    dtype, device, alignment (data_ptr % 16) and which earlier argument shares its storage, the
+    scalars, and the plain keyword arguments (constexprs, grid)."""
+    seen: dict[int, int] = {}
+    parts: list[Any] = [kernel]
+    for i, a in enumerate(args):
+        if _is_tensor(a):
+            key = _storage(a)
+            shared = seen.setdefault(key, i)
+            parts.append((tuple(a.shape), tuple(a.stride()), str(a.dtype), str(getattr(a, "device", "")),
+                          a.data_ptr() % 16 if hasattr(a, "data_ptr") else None, shared))
+        elif isinstance(a, (int, float, bool, str)) or a is None:
+            parts.append(a)
+        else:
+            parts.append(type(a).__name__)
+    parts += [(k, v) for k, v in sorted(kwargs.items()) if isinstance(v, (int, float, bool, str, tuple))]
+    return tuple(parts)
+
+
+def _decide(name: str, sig: tuple[Any, ...]) -> tuple[Any, str]:
+    """(decision, range to push): memtraffic.core.launches decides whether this call is measured or a
+    repeat of an earlier one with the same signature (its range then one ncu leaves out); without that
+    module every call is measured under its own name."""
+    try:
+        from memtraffic.core import launches
+    except ImportError:
+        return None, name
+    decision = launches.decide(name, sig)
+    return decision, decision.range
+
+
+def _done(decision: Any, record: dict[str, Any]) -> None:
+    if decision is not None:
+        from memtraffic.core import launches
+
+        launches.done(decision)
+        record.update(decision.fields())
 
 
 def _push(name: str) -> None:
@@ -262,21 +296,22 @@ def _wrap_inductor(run: Callable[..., Any]) -> Callable[..., Any]:
         meta = getattr(self, "inductor_meta", None) or {}
         kernel = str(meta.get("kernel_name") or getattr(getattr(self, "fn", None), "__name__", "triton"))
         seq = next_seq()
-        name = f"{RANGE_PREFIX}{seq}|{kernel}"
-        if not measure_call(name):
-            return run(self, *args, **kwargs)
         _settle(self, args, {k: v for k, v in kwargs.items() if k != "stream"})
         caller = sys._getframe(1).f_code.co_filename
         fused = _fused_in_file(caller).get(kernel) or _fused_in_file(caller).get(
             getattr(getattr(self, "fn", None), "__name__", ""))
         arg_names = list(getattr(getattr(self, "fn", None), "arg_names", None)
                          or (getattr(self, "triton_meta", None) or {}).get("signature", {}))
+        decision, name = _decide(f"{RANGE_PREFIX}{seq}|{kernel}",
+                                 signature(kernel, args, {k: v for k, v in kwargs.items() if k != "stream"}))
         _push(name)
         try:
             out = run(self, *args, **kwargs)
         finally:
             _pop()
-        emit(inductor_record(seq, name, kernel, arg_names, args, meta, fused))
+        record = inductor_record(seq, name, kernel, arg_names, args, meta, fused)
+        _done(decision, record)
+        emit(record)
         return out
 
     traced_run._memtraffic = True  # type: ignore[attr-defined]
@@ -290,9 +325,7 @@ def _wrap_jit(run: Callable[..., Any]) -> Callable[..., Any]:
             return run(self, *args, **kwargs)
         kernel = getattr(self, "__name__", None) or getattr(getattr(self, "fn", None), "__name__", "triton")
         seq = next_seq()
-        name = f"{RANGE_PREFIX}{seq}|{kernel}"
-        if not measure_call(name):
-            return run(self, *args, **kwargs)
+        decision, name = _decide(f"{RANGE_PREFIX}{seq}|{kernel}", signature(kernel, args, kwargs))
         _push(name)
         try:
             out = run(self, *args, **kwargs)
@@ -303,6 +336,7 @@ def _wrap_jit(run: Callable[..., Any]) -> Callable[..., Any]:
         record.update(min_read_bytes=None, min_write_bytes=None)
         record["params"] = {"minimum": "none: a Triton kernel outside Inductor; wrap it in memtraffic.region "
                                       "to give its minimum"}
+        _done(decision, record)
         emit(record)
         return out
 
