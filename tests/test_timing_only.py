@@ -51,7 +51,8 @@ TRACE = [
     _event("user_annotation", "mt|region|step|0", 0, 100),
     _event("user_annotation", "mt|op|1|aten.mm.default", 10, 20),
     _event("cuda_runtime", "cudaLaunchKernel", 12, 3, correlation=11),
-    _event("user_annotation", "mt|triton|2|triton_poi_fused_add_0", 40, 5),
+    _event("cpu_op", "mt|triton|2|triton_poi_fused_add_0", 40, 5),  # our mirror's _RecordFunctionFast
+    _event("cpu_op", "aten::add", 40, 1),  # not ours: ignored
     _event("cuda_driver", "cuLaunchKernelEx", 41, 2, correlation=12),
     _event("cuda_runtime", "cudaLaunchKernel", 50, 2, correlation=13),  # in the region only
     _event("cuda_runtime", "cudaLaunchKernel", 150, 2, correlation=14),  # outside every range
@@ -62,6 +63,8 @@ TRACE = [
     _event("kernel", "vectorized_elementwise", 230, 2, correlation=13, stream=7),
     _event("kernel", "memset", 240, 1, correlation=14, stream=7),
     _event("kernel", "lost", 250, 1, correlation=99, stream=7),  # its launch is not in the trace
+    _event("cpu_op", "mt|triton|5|triton_red_fused_sum_1", 300, 5, **{"External id": 42}),
+    _event("kernel", "triton_red_fused_sum_1", 400, 3, correlation=98, stream=7, **{"External id": 42}),
 ]
 
 
@@ -70,7 +73,8 @@ def test_kernels_join_the_innermost_range_their_launch_ran_in():
     assert got == [("mt|op|1|aten.mm.default", "sm90_gemm", 12345),
                    ("mt|triton|2|triton_poi_fused_add_0", "triton_poi_fused_add_0", 1500),
                    ("mt|region|step|0", "vectorized_elementwise", 2000),
-                   ("", "memset", 1000), ("", "lost", 1000)]
+                   ("", "memset", 1000), ("", "lost", 1000),
+                   ("mt|triton|5|triton_red_fused_sum_1", "triton_red_fused_sum_1", 3000)]
     assert join_trace(TRACE)[0]["nvtx"] == ["mt|region|step|0", "mt|op|1|aten.mm.default"]
 
 
@@ -180,7 +184,7 @@ def test_analyze_reads_a_timing_only_run(tmp_path):
     assert row_label(triton) == "triton_poi_fused_add_0 #2 64 fp32"
     assert rows["mt|region|step|0"]["diagnosis"].endswith("no minimum for this range")
     outside = [r["kernels"] for r in table.to_dict("records") if not r["range"]]
-    assert outside == [["memset"], ["lost"]] and len(table) == 5
+    assert outside == [["memset"], ["lost"]] and len(table) == 6
 
 
 def test_an_unknown_gpu_has_no_roof_fraction(tmp_path):
@@ -199,3 +203,25 @@ def test_a_damaged_timings_file_is_named(tmp_path, damage):
     (folder / TIMINGS_FILE).write_text(damage)
     with pytest.raises(ReportError, match=f"{folder / TIMINGS_FILE}"):
         analyze_path(folder)
+
+
+def test_check_gates_time_and_fails_levels_a_timing_only_run_has_not(tmp_path):
+    from memtraffic.analysis.expect import check, failures, load_expectations
+
+    folder = _timing_run(tmp_path / "run")
+    expect = tmp_path / "traffic.toml"
+    expect.write_text('[[expect]]\nmatch = "triton_poi_fused_add_0"\nmax_time = "2us"\n'
+                      'max_bytes = { dram = "1MB" }\n')
+    results = check(folder, load_expectations(expect))
+    by_check = {r["check"]: r for r in results}
+    assert by_check["max_time"]["ok"] is True
+    assert by_check["max_bytes.dram"]["ok"] is False  # never a false green on bytes nobody counted
+    assert "not measured" in failures(results)[0]
+
+
+def test_the_roofline_says_a_timing_only_run_has_no_levels(tmp_path):
+    from memtraffic.views.roofline import roofline_points
+
+    table = analyze_path(_timing_run(tmp_path / "run"))
+    with pytest.raises(ReportError, match="a timing-only run has no per-level bytes to place on a roofline"):
+        roofline_points(table)

@@ -31,7 +31,7 @@ TIMINGS_FILE = "timings.json"
 TIMINGS_FORMAT = 1
 SOURCE = "torch.profiler (Kineto/CUPTI activity records): kernel device times, no counters"
 _LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver"}
-_RANGE_CATEGORIES = {"user_annotation"}
+_RANGE_CATEGORIES = {"user_annotation", "cpu_op"}  # record_function; _RecordFunctionFast (our mirror)
 
 
 def _num(value: Any) -> float | None:
@@ -41,9 +41,9 @@ def _num(value: Any) -> float | None:
 def join_trace(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Kernel entries (see the module doc) of a Chrome trace's events, in order of kernel start.
 
-    A kernel whose launch call is not in the trace, or was launched outside every `mt|` range, gets
-    range "" (analysis shows it outside any op or region)."""
-    kernels, launches, ranges = [], {}, {}
+    A kernel whose launch call is not in the trace takes the `mt|` range its "External id" names, if
+    any; one launched outside every `mt|` range gets range "" (analysis: outside any op or region)."""
+    kernels, launches, ranges, external = [], {}, {}, {}
     for e in events:
         if e.get("ph") != "X":
             continue
@@ -57,12 +57,16 @@ def join_trace(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             launches[args["correlation"]] = e
         elif cat in _RANGE_CATEGORIES and str(e.get("name", "")).startswith("mt|"):
             ranges.setdefault((e.get("pid"), e.get("tid")), []).append((ts, ts + dur, str(e["name"])))
+            if "External id" in args:
+                external[args["External id"]] = str(e["name"])
     ordered = sorted(kernels, key=lambda e: float(e["ts"]))
     calls = [launches.get(k["args"]["correlation"]) for k in ordered]
     stacks = _stacks(ranges, [c for c in calls if c is not None])
     out = []
     for i, (k, call) in enumerate(zip(ordered, calls, strict=True)):
         stack = stacks.get(id(call), []) if call is not None else []
+        if call is None and (k.get("args") or {}).get("External id") in external:
+            stack = [external[k["args"]["External id"]]]  # the range the profiler says launched it
         out.append({"launch": i, "range": stack[-1] if stack else "", "nvtx": stack,
                     "kernel": str(k.get("name", "")), "time_ns": round(float(k["dur"]) * 1000),
                     "stream": (k.get("args") or {}).get("stream")})

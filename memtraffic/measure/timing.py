@@ -3,7 +3,8 @@
 `start(path)` (sitecustomize / launch.py call it under MEMTRAFFIC_TIMINGS=FILE) starts torch.profiler
 with CUDA activity (Kineto over CUPTI's activity API: per-kernel device start and end times, which need
 no performance-counter permission, unlike ncu) and mirrors every `mt|` NVTX range the program pushes
-(ops, regions, Triton launches) into a `record_function` of the same name, the profiler's own ranges.
+(ops, regions, Triton launches) into a profiler range of the same name (`_RecordFunctionFast`, the
+record_function that Inductor uses and the op tracer does not see).
 At exit it stops the profiler, exports its Chrome trace to a temporary file, joins each kernel to the
 innermost range it was launched in (memtraffic.core.timings.join_trace) and writes FILE.
 
@@ -46,7 +47,8 @@ def _mirror_ranges() -> None:
     def range_push(msg: str) -> Any:
         handle = None
         if isinstance(msg, str) and msg.startswith("mt|"):
-            handle = torch.autograd.profiler.record_function(msg)
+            # the C++ fast path (Inductor's): record_function would be an aten op the op tracer traces
+            handle = torch._C._profiler._RecordFunctionFast(msg)
             handle.__enter__()
         stack().append(handle)
         return push(msg)
