@@ -34,21 +34,27 @@ run() {  # run NAME TIMEOUT CMD...: output into logs/NAME.{json,log}, rc into lo
   "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"; date -u; } \
   > "$OUT/logs/environment.txt" 2>&1
 
-run compiled_$NAME 240 "$PY" -m memtraffic.cli profile --torch-ops --nvtx-include "$INCLUDE" \
+if "$PY" -c "import pytest, hypothesis" 2>/dev/null; then  # this issue's CPU tests, on CUDA torch and Triton
+    run pytest 90 "$PY" -m pytest -q -p no:cacheprovider tests/test_triton_launches.py tests/test_timing_only.py
+fi
+run compiled_$NAME 200 "$PY" -m memtraffic.cli profile --torch-ops --nvtx-include "$INCLUDE" \
     --target-processes application-only --format json --out "$OUT/reports/h100/compiled_$NAME" \
     -- "$PY" examples/compiled_step.py --steps 2
-run compiled_plain_$NAME 150 "$PY" -m memtraffic.cli profile --nvtx-include "$INCLUDE" \
+run compiled_plain_$NAME 100 "$PY" -m memtraffic.cli profile --nvtx-include "$INCLUDE" \
     --target-processes application-only --format json --out "$OUT/reports/h100/compiled_plain_$NAME" \
     -- "$PY" examples/compiled_step.py --steps 2
-run timing_only_$NAME 120 "$PY" -m memtraffic.cli profile --timing-only --torch-ops --format json \
+run timing_only_$NAME 90 "$PY" -m memtraffic.cli profile --timing-only --torch-ops --format json \
     --out "$OUT/reports/h100/timing_only_$NAME" -- "$PY" examples/compiled_step.py --steps 3
-run compiled_softmax_matmul 200 "$PY" -m memtraffic.cli profile --nvtx-include "$INCLUDE" \
+run compiled_softmax_matmul 150 "$PY" -m memtraffic.cli profile --nvtx-include "$INCLUDE" \
     --target-processes application-only --format json --out "$OUT/reports/h100/compiled_softmax_matmul" \
     -- "$PY" examples/compiled_softmax_matmul.py --calls 2
 for r in compiled_$NAME timing_only_$NAME; do  # the reading side on each kind of run folder
-    run "analyze_op_$r" 60 "$PY" -m memtraffic.cli analyze --group-by op --format json "$OUT/reports/h100/$r"
+    run "analyze_op_$r" 45 "$PY" -m memtraffic.cli analyze --group-by op --format json "$OUT/reports/h100/$r"
 done
-run check_timing_only 60 "$PY" -m memtraffic.cli check "$OUT/reports/h100/timing_only_$NAME"
+# a gate on a timing-only run: its time limit is checked, its bytes limit fails as not measured (exit 1)
+printf '[[expect]]\nmatch = "triton_"\nmax_time = "100ms"\nmax_bytes = { dram = "1GB" }\n' > "$OUT/logs/expect.toml"
+run check_timing_only 45 "$PY" -m memtraffic.cli check "$OUT/reports/h100/timing_only_$NAME" \
+    --expect "$OUT/logs/expect.toml"
 
 # The fixture: one wrapper module Inductor wrote (its comments name the fused aten ops) with one of its
 # kernels' source, and the plan configs of that module's kernels from the compiled run.
