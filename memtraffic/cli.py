@@ -193,6 +193,11 @@ def measure(
         bool, typer.Option("--all", help="Measure every variant (the suite and those of --variants).")
     ] = False,
     variant_files: VariantFiles = None,
+    timing_only: Annotated[
+        bool, typer.Option("--timing-only", help="No ncu: time each config's kernels with torch.profiler "
+                           "(CUPTI): bandwidth at the minimum and its fraction of the copy roof, no "
+                           "per-level bytes. Automatic when ncu is missing or may not read the counters.")
+    ] = False,
     metrics: Annotated[
         str,
         typer.Option(
@@ -309,6 +314,7 @@ def measure(
         rerun=rerun,
         shard=shard,
         gpus=gpus,
+        timing_only=timing_only,
     )
     result = run_measure(opts, echo=lambda line: typer.echo(line, err=True))
     if len(result.table):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -227,3 +228,29 @@ def test_the_roofline_says_a_timing_only_run_has_no_levels(tmp_path):
     table = analyze_path(_timing_run(tmp_path / "run"))
     with pytest.raises(ReportError, match="a timing-only run has no per-level bytes to place on a roofline"):
         roofline_points(table)
+
+
+@pytest.mark.parametrize("asked", [True, False])
+def test_measure_times_the_plan_without_ncu(tmp_path, monkeypatch, asked):
+    """measure --timing-only, or measure without ncu: the runner runs the plan timed (a CPU: Triton in its
+    interpreter, no CUDA kernel to time), the run folder says so."""
+    from memtraffic.api import run_measure
+    from memtraffic.measure import measure as measure_mod
+
+    missing = _missing_ncu(tmp_path)
+
+    def find():
+        raise missing
+    monkeypatch.setattr(measure_mod, "find_ncu", find)
+    out = tmp_path / "run"
+    lines: list[str] = []
+    opts = measure_mod.MeasureOptions(variants=["softmax_tiled"], shapes=["7x33"], out=out, timing_only=asked)
+    expected = re.escape("no kernel was timed inside the NVTX ranges mt|softmax_tiled|")
+    with pytest.raises(NcuError, match=expected):
+        run_measure(opts, lines.append)
+    assert lines[0] == MISSING_LINE if not asked else lines[0].startswith("timing 1 configs without counters")
+    run = json.loads((out / "run.json").read_text())
+    assert run["timing_only"] is True and run["reports"] == [TIMINGS_FILE]
+    assert [c["status"] for c in run["configs"]] == ["ok"]  # the runner checked it against its reference
+    assert run["attempts"][0]["argv"][1:3] == [str(prof.LAUNCHER), "--trace-from=none"]
+    assert read_timings(out / TIMINGS_FILE)["kernels"] == []

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from memtraffic.core.arch import chip_for_gpu
-from memtraffic.core.errors import NcuError, UsageError, say
+from memtraffic.core.errors import GpuNotFoundError, NcuError, UsageError, say
 from memtraffic.core.files import write_json  # atomic: the runner may be waiting for plan.json
 from memtraffic.core.ops import Shape, format_shape, parse_dtype, parse_shape
 from memtraffic.core.plan import parse_params
@@ -94,6 +94,7 @@ class MeasureOptions:
     rerun: Path | None = None  # a run folder: measure again the configs its run.json lists under 'rerun'
     shard: str | None = None  # 'I/N': only that deterministic part of the plan
     gpus: str | None = None  # 'all' or '0,1': one ncu process per GPU at once
+    timing_only: bool = False  # no ncu: the runner's kernels timed (memtraffic.measure.measure_timing)
 
     def __post_init__(self) -> None:
         self.shapes = [parse_shape(s) if isinstance(s, str) else tuple(s) for s in self.shapes]
@@ -378,6 +379,13 @@ def precheck(opts: MeasureOptions) -> None:
     parse_params(opts.params)
 
 
+def _gpu_or_none() -> str | None:
+    try:
+        return gpu_name()
+    except GpuNotFoundError:
+        return None
+
+
 def _run_label(opts: MeasureOptions, plan: dict[str, Any] | None) -> list[str]:
     """The names a run folder is named after: the plan's variants, else what the options say."""
     if plan is not None:
@@ -429,8 +437,13 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
         timings[name] = round(now - clock, 3)
         clock = now
 
+    from memtraffic.measure.measure_timing import measure_timing
+    from memtraffic.measure.timing_only import fallback_reason
+
     check_ncu_options(cache_control=opts.cache_control, clock_control=opts.clock_control)
     tokens = metric_tokens(opts.metrics)  # a name not even metric-shaped fails before ncu is found
+    if opts.timing_only:
+        return measure_timing(opts, echo)
     # One GPU: the plan is built (torch, triton and the kernels imported: ~6 s on the H100 machine) while
     # ncu starts the runner, which imports the same and then waits for plan.json. Several GPUs: the
     # plan first, since its configs are split across the GPUs before any ncu starts.
@@ -441,8 +454,18 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
     else:
         plan = plan_for(opts)
     lap("plan_s")
-    ncu = find_ncu()
-    version = ncu_version(ncu)
+    try:
+        ncu = find_ncu()
+        version = ncu_version(ncu)
+        probe = _gpu_or_none() if not opts.gpus else None
+        if probe:  # the metric query is where a GPU's locked counters show first
+            query_metric_names(ncu, metrics_cache_key(ncu, version, probe))
+    except NcuError as err:
+        reason = fallback_reason(err)
+        if reason is None or opts.gpus:
+            raise
+        echo(reason)
+        return measure_timing(opts, echo, reason)
     lap("ncu_version_s")
     if opts.gpus:
         slots, gpu = _gpu_slots(opts.gpus)
@@ -555,8 +578,9 @@ def record_analysis(result: MeasureResult, kernels: Any, echo: Callable[[str], N
 
     ok_ranges = [c["range"] for c in run["configs"] if c["status"] == "ok"]
     if ok_ranges and not profiled and not run["interrupted"]:
+        what = "no kernel was timed" if run.get("timing_only") else "ncu profiled no kernel"
         raise NcuError(
-            f"ncu profiled no kernel inside the NVTX ranges {', '.join(ok_ranges[:4])}"
+            f"{what} inside the NVTX ranges {', '.join(ok_ranges[:4])}"
             f"{' ...' if len(ok_ranges) > 4 else ''} (filter --nvtx-include {NVTX_INCLUDE}): do these "
             f"variants launch CUDA kernels? See the ncu logs in {run_dir}"
         )
