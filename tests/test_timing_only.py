@@ -19,7 +19,7 @@ from memtraffic.api import run_profile
 from memtraffic.core.errors import NcuError, ReportError, UsageError
 from memtraffic.core.timings import TIMINGS_FILE, join_trace, read_timings, write_timings
 from memtraffic.measure import profile as prof
-from memtraffic.measure.timing_only import fallback_reason
+from memtraffic.measure.fallback import fallback_reason
 from memtraffic.ncu import command as ncu_mod
 
 TIMING_ONLY = ("running timing-only: kernel times from torch.profiler joined to the same minimums, shown as "
@@ -149,7 +149,7 @@ def test_timing_only_needs_a_python_program(tmp_path):
     opts = prof.ProfileOptions(command=["true"], timing_only=True, out=tmp_path / "r")
     with pytest.raises(UsageError, match="timing-only runs time kernels with torch.profiler inside the "
                        "program: give a Python program that uses PyTorch"):
-        prof.profile(opts, lambda x: None)
+        run_profile(opts, lambda x: None)
 
 
 def _timing_run(folder: Path, device: str = "NVIDIA H100 80GB HBM3") -> Path:

@@ -41,6 +41,7 @@ from memtraffic.core.rundir import (
     read_status,
     utc_now,
 )
+from memtraffic.measure.fallback import unavailable
 from memtraffic.measure.gpu import cuda_device_names, require_gpu
 from memtraffic.measure.planning import build_plan, check_names
 from memtraffic.measure.sweep import (
@@ -423,6 +424,8 @@ class _PlanInBackground:
 def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
             ncu_runner: Callable[..., NcuRun] = run_ncu) -> MeasureResult:
     """Check everything up front, profile every config under ncu, save run.json. See the module doc.
+    Raises CountersUnavailable (memtraffic.measure.fallback) when ncu is missing or may not read the
+    counters: memtraffic.api.run_measure then times the plan instead (memtraffic.measure.measure_timing).
 
     The reports are not analyzed here (the measuring side never imports analysis): memtraffic.api.run_measure
     analyzes them, then calls record_analysis.
@@ -437,13 +440,8 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
         timings[name] = round(now - clock, 3)
         clock = now
 
-    from memtraffic.measure.measure_timing import measure_timing
-    from memtraffic.measure.timing_only import fallback_reason
-
     check_ncu_options(cache_control=opts.cache_control, clock_control=opts.clock_control)
     tokens = metric_tokens(opts.metrics)  # a name not even metric-shaped fails before ncu is found
-    if opts.timing_only:
-        return measure_timing(opts, echo)
     # One GPU: the plan is built (torch, triton and the kernels imported: ~6 s on the H100 machine) while
     # ncu starts the runner, which imports the same and then waits for plan.json. Several GPUs: the
     # plan first, since its configs are split across the GPUs before any ncu starts.
@@ -461,11 +459,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
         if probe:  # the metric query is where a GPU's locked counters show first
             query_metric_names(ncu, metrics_cache_key(ncu, version, probe))
     except NcuError as err:
-        reason = fallback_reason(err)
-        if reason is None or opts.gpus:
-            raise
-        echo(reason)
-        return measure_timing(opts, echo, reason)
+        raise (err if opts.gpus else unavailable(err)) from None
     lap("ncu_version_s")
     if opts.gpus:
         slots, gpu = _gpu_slots(opts.gpus)

@@ -20,7 +20,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from memtraffic.core.errors import MemtrafficError, NcuError, UsageError, say
 from memtraffic.core.files import write_json
 from memtraffic.core.rundir import DEFAULT_RUNS_ROOT, environment, gpu_name, new_run_dir, utc_now
 from memtraffic.core.tracefile import TRACE_ENV, TRACE_FROM, read_trace
+from memtraffic.measure.fallback import unavailable
 from memtraffic.measure.ops import INJECT_DIR, tracer_env, tracer_warnings
 from memtraffic.ncu.command import (
     build_ncu_command,
@@ -179,19 +180,15 @@ def launched(opts: ProfileOptions, program: str) -> list[str]:
 
 def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> ProfileResult:
     """Check, run the program under ncu, turn its trace into the plan, save. See the module doc.
-    With --timing-only, or when ncu is missing or may not read the counters, the program runs without
-    ncu instead (memtraffic.measure.timing_only).
+    Raises CountersUnavailable when ncu is missing or may not read the counters: memtraffic.api.run_profile
+    then runs the program timing-only (memtraffic.measure.timing_only), as it does for --timing-only.
 
     The report is not analyzed here: memtraffic.api.run_profile does that."""
-    from memtraffic.measure.timing_only import fallback_reason, profile_timing
-
     echo = echo or say
     program = resolve_program(opts.command)
     check_ncu_options(opts.cache_control, opts.clock_control, opts.target_processes, opts.launch_skip,
                       opts.launch_count)
     tokens = metric_tokens(opts.metrics)  # a name not even metric-shaped fails before ncu is found
-    if opts.timing_only:
-        return profile_timing(opts, echo)
     try:
         ncu = find_ncu()
         version = ncu_version(ncu)
@@ -199,11 +196,7 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
         spec = resolve_metric_spec(tokens, query_metric_names(ncu, metrics_cache_key(ncu, version, gpu)),
                                    chip_for_gpu(gpu))
     except NcuError as err:
-        reason = fallback_reason(err)
-        if reason is None:
-            raise
-        echo(reason)
-        return profile_timing(opts, echo, reason)
+        raise unavailable(err) from None
     metrics = spec.names
     for note in spec.notes:  # what this GPU cannot count: measured without it
         echo(f"not measured on {gpu}: {note}")
@@ -239,12 +232,8 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
                          env=program_env(run_dir, opts.torch_ops, mode=trace_mode(opts), triton=opts.triton),
                          progress_every_s=2.0)
     except NcuError as err:  # counters refused once the program ran: this folder keeps ncu.log
-        reason = fallback_reason(err)
-        if reason is None:
-            raise
-        echo(f"{reason} (ncu's attempt: {run_dir / 'ncu.log'})")
         out = None if opts.out is None else opts.out.with_name(opts.out.name + "-timing-only")
-        return profile_timing(replace(opts, out=out), echo, reason)
+        raise unavailable(err, out) from None
     has_report = report.is_file() and report.stat().st_size > 0
     run.update(wall_time_s=round(time.perf_counter() - t0, 3), finished=utc_now(),
                interrupted=result.interrupted,

@@ -7,7 +7,8 @@ regions record the same minimums as under ncu. The run folder has the usual layo
 achieved bandwidth at the minimum (minimum bytes / time) and that bandwidth's fraction of the measured
 copy roof, and no per-level bytes.
 
-Torch-free here: the program, not memtraffic, imports torch.
+memtraffic.api runs it for --timing-only, and when profile raises CountersUnavailable
+(memtraffic.measure.fallback). Torch-free here: the program, not memtraffic, imports torch.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from memtraffic.core.errors import GpuNotFoundError, MemtrafficError, NcuError, UsageError
+from memtraffic.core.errors import GpuNotFoundError, MemtrafficError, UsageError
 from memtraffic.core.files import write_json
 from memtraffic.core.rundir import environment, gpu_name, new_run_dir, utc_now
 from memtraffic.core.timings import SOURCE, TIMINGS_FILE
@@ -37,24 +38,6 @@ from memtraffic.measure.profile import (
     trace_mode,
     with_launcher,
 )
-from memtraffic.ncu.command import PERM_MESSAGE
-
-TIMING_ONLY = ("running timing-only: kernel times from torch.profiler joined to the same minimums, shown "
-               "as bandwidth at the minimum; no per-level bytes")
-NCU_MISSING_PREFIX = "Nsight Compute (ncu) not found"
-
-
-def fallback_reason(err: NcuError) -> str | None:
-    """The line saying why a profile runs timing-only instead, for ncu's errors that call for it (the
-    counters are not permitted, ncu is missing); None for the others, which stay errors."""
-    text = str(err)
-    if text == PERM_MESSAGE:
-        return ("counters are not permitted on this GPU (ncu: ERR_NVGPUCTRPERM): " + TIMING_ONLY
-                + ". To read them: run as root or load the driver with NVreg_RestrictProfilingToAdminUsers=0")
-    if text.startswith(NCU_MISSING_PREFIX):
-        return ("ncu is missing (not on PATH, in the CUDA toolkit or /opt/nvidia/nsight-compute): "
-                + TIMING_ONLY + ". To count bytes: install Nsight Compute or set MEMTRAFFIC_NCU=/path/to/ncu")
-    return None
 
 
 def profile_timing(opts: ProfileOptions, echo: Callable[[str], None], reason: str = "") -> ProfileResult:
