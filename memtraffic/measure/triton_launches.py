@@ -10,7 +10,8 @@
 - `triton.runtime.jit.JITFunction.run`, which every other `@triton.jit` kernel goes through: a range
   per launch named by the kernel, without a minimum (a kernel's source says nothing about which
   pointers it reads), unless it runs inside one of our ranges (a region, an op, a variant), whose
-  minimum then holds it: no range of its own is pushed there.
+  minimum then holds it: no range of its own is pushed there. triton.autotune's benchmark launches
+  (`Autotuner._bench`) get none either.
 
 The rule for a generated kernel (Inductor names its pointer arguments in_ptrN, out_ptrN, in_out_ptrN,
 and a template's inputs arg_NAME, as a matmul's arg_A, arg_B): each distinct storage passed as in_ptr,
@@ -321,7 +322,7 @@ def _wrap_inductor(run: Callable[..., Any]) -> Callable[..., Any]:
 def _wrap_jit(run: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(run)
     def traced_run(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("warmup") or inside_our_range():
+        if kwargs.get("warmup") or inside_our_range() or getattr(_local, "benchmarking", False):
             return run(self, *args, **kwargs)
         kernel = getattr(self, "__name__", None) or getattr(getattr(self, "fn", None), "__name__", "triton")
         seq = next_seq()
@@ -344,9 +345,31 @@ def _wrap_jit(run: Callable[..., Any]) -> Callable[..., Any]:
     return traced_run
 
 
+def _wrap_bench(bench: Callable[..., Any]) -> Callable[..., Any]:
+    """triton.autotune's benchmark of one config: its launches get no range (as Inductor's autotuning)."""
+    @functools.wraps(bench)
+    def quiet_bench(*args: Any, **kwargs: Any) -> Any:
+        was = getattr(_local, "benchmarking", False)
+        _local.benchmarking = True
+        try:
+            return bench(*args, **kwargs)
+        finally:
+            _local.benchmarking = was
+
+    quiet_bench._memtraffic = True  # type: ignore[attr-defined]
+    return quiet_bench
+
+
 def install() -> list[str]:
     """Wrap the launch paths that can be imported; returns which (for the run's record)."""
     wrapped = []
+    try:
+        from triton.runtime.autotuner import Autotuner
+
+        if hasattr(Autotuner, "_bench") and not getattr(Autotuner._bench, "_memtraffic", False):
+            Autotuner._bench = _wrap_bench(Autotuner._bench)
+    except ImportError:
+        pass
     try:
         from triton.runtime.jit import JITFunction
 
