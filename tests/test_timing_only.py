@@ -254,3 +254,12 @@ def test_measure_times_the_plan_without_ncu(tmp_path, monkeypatch, asked):
     assert [c["status"] for c in run["configs"]] == ["ok"]  # the runner checked it against its reference
     assert run["attempts"][0]["argv"][1:3] == [str(prof.LAUNCHER), "--trace-from=none"]
     assert read_timings(out / TIMINGS_FILE)["kernels"] == []
+
+
+def test_diff_of_timing_only_runs_claims_no_bytes(tmp_path):
+    from memtraffic.analysis.diff import compare, load_side
+
+    result = compare(load_side(_timing_run(tmp_path / "a")), load_side(_timing_run(tmp_path / "b")))
+    verdicts = [r["verdict"] for r in result.rows]
+    assert len(verdicts) == 6 and all(v == "no change: no bytes measured, time 0% (within the ±5% noise)"
+                                      for v in verdicts), verdicts
