@@ -4,6 +4,7 @@ range and record each launch gets (on CPU: recorded arguments as CPU tensors, a 
 from __future__ import annotations
 
 import itertools
+import sys
 import types
 
 import pytest
@@ -174,3 +175,38 @@ def test_install_wraps_both_launch_paths_once(monkeypatch):
     assert JITFunction.run._memtraffic and "triton.JITFunction.run" in first
     if CachingAutotuner is not None:
         assert CachingAutotuner.run._memtraffic and "inductor.CachingAutotuner.run" in first
+
+
+def test_the_launch_range_decision_names_the_range_and_fills_the_record(monkeypatch):
+    """memtraffic.core.launches (issue 33's interface): decide() before the push, done() after the pop,
+    its fields in the record; a repeat is pushed under the range it gives."""
+    calls: list = []
+
+    class Decision:
+        range = "mt|rep|triton|x"
+
+        def fields(self):
+            return {"signature": "abcd", "repeat": True, "reuses": "mt|triton|0|k"}
+
+    def decide(name, sig, always=False):
+        calls.append(("decide", name, sig))
+        return Decision()
+
+    fake = types.SimpleNamespace(decide=decide, done=lambda d: calls.append(("done",)))
+    monkeypatch.setitem(sys.modules, "memtraffic.core.launches", fake)
+    pushed: list[str] = []
+    monkeypatch.setattr(tl, "_push", pushed.append)
+    monkeypatch.setattr(tl, "_pop", lambda: None)
+    run = tl._wrap_jit(lambda self, *args, **kwargs: "ok")
+    x = torch.empty(4, 2)
+    with collect() as records:
+        run(types.SimpleNamespace(__name__="k"), x, x, 3, grid=(1,), BLOCK=16)
+    (record,) = records
+    assert pushed == ["mt|rep|triton|x"] and record["range"] == "mt|rep|triton|x"
+    assert record["repeat"] is True and record["reuses"] == "mt|triton|0|k"
+    (_, name, sig), done = calls
+    assert name.startswith("mt|triton|") and done == ("done",)
+    # the second tensor shares the first one's storage; the scalar, the constexpr and the grid are in it
+    assert sig == ("k", ((4, 2), (2, 1), "torch.float32", "cpu", x.data_ptr() % 16, 0),
+                   ((4, 2), (2, 1), "torch.float32", "cpu", x.data_ptr() % 16, 0), 3, ("BLOCK", 16),
+                   ("grid", (1,)))
