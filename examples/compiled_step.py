@@ -37,7 +37,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.manual_seed(0)
     model = Block(args.width).to(args.device)
-    opt = torch.optim.AdamW(model.parameters(), lr=torch.tensor(1e-3), weight_decay=0.01)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
     x = torch.randn(args.tokens, args.width, device=args.device)
     target = torch.randn(args.tokens, args.width, device=args.device)
 
