@@ -164,17 +164,29 @@ def test_install_wraps_both_launch_paths_once(monkeypatch):
     monkeypatch.setattr(JITFunction, "run", JITFunction.run)  # restored after the test
     monkeypatch.setattr(torch.cuda.nvtx, "range_push", torch.cuda.nvtx.range_push)
     monkeypatch.setattr(torch.cuda.nvtx, "range_pop", torch.cuda.nvtx.range_pop)
-    try:
-        from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
 
-        monkeypatch.setattr(CachingAutotuner, "run", CachingAutotuner.run)
-    except ImportError:
-        CachingAutotuner = None
+    monkeypatch.setattr(CachingAutotuner, "run", CachingAutotuner.run)
     first = tl.install()
-    assert tl.install() == first
-    assert JITFunction.run._memtraffic and "triton.JITFunction.run" in first
-    if CachingAutotuner is not None:
-        assert CachingAutotuner.run._memtraffic and "inductor.CachingAutotuner.run" in first
+    assert tl.install() == first == ["triton.JITFunction.run", "inductor.CachingAutotuner.run"]
+    assert JITFunction.run._memtraffic and CachingAutotuner.run._memtraffic
+
+
+def test_a_module_is_wrapped_when_it_is_imported(tmp_path, monkeypatch):
+    """Inductor's launch path is wrapped when the program (Inductor) imports it, not before."""
+    module = "class CachingAutotuner:\n    def run(self):\n        pass\n"
+    (tmp_path / "i34_late_module.py").write_text(module)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    seen = []
+    sys.meta_path.insert(0, tl.AfterImport("i34_late_module", seen.append))
+    import i34_late_module
+
+    assert seen == [i34_late_module] and not any(isinstance(f, tl.AfterImport) for f in sys.meta_path)
+    tl._wrap_caching_autotuner(i34_late_module)
+    assert i34_late_module.CachingAutotuner.run._memtraffic
+    monkeypatch.delitem(sys.modules, "i34_late_module")
 
 
 def test_the_launch_range_decision_names_the_range_and_fills_the_record(monkeypatch):

@@ -5,7 +5,8 @@ kernel table has the time and every traffic column NaN, so analyze's efficiencie
 (levels absent) while `bw_min_Bps` (minimum bytes / time) is the achieved bandwidth at the minimum.
 `mark` adds `copy_roof_Bps`, the measured device-to-device copy bandwidth of the run's GPU (its
 ceilings: user cache, then reports/ceilings/), `frac_copy_roof` (bw_min_Bps / copy_roof_Bps) and
-`timing_only`, and says in each row's diagnosis that no per-level bytes were measured.
+`timing_only`, and says in each row's diagnosis that no per-level bytes were measured. A fraction above 1
+is a kernel whose data was (partly) in L2: the program runs as it does, caches warm.
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ def mark(table: pd.DataFrame) -> pd.DataFrame:
             at = f"{fmt_rate(r['bw_min_Bps'])} at the minimum"
             if math.isfinite(r["frac_copy_roof"]):
                 at += f", {r['frac_copy_roof']:.2f} of the copy roof"
+            if r["frac_copy_roof"] > 1:  # faster than any DRAM copy: the bytes did not all come from DRAM
+                at += (" (above it: data the previous kernels left in L2 was read from there; no cache is "
+                       "flushed between kernels here)")
             notes.append(f"{NO_LEVELS}; {at}")
         else:
             notes.append(f"{NO_LEVELS}; no minimum for this range")

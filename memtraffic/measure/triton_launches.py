@@ -33,6 +33,8 @@ The first call of an Inductor kernel autotunes before it launches: the wrapper s
 from __future__ import annotations
 
 import functools
+import importlib.abc
+import importlib.util
 import re
 import sys
 import threading
@@ -280,11 +282,16 @@ def _settle(autotuner: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> None
     launchers = getattr(autotuner, "launchers", None)
     if launchers is None or len(launchers) == 1:
         return
+    from torch.utils._python_dispatch import _disable_current_modes
+
     try:
-        if len(launchers) == 0:
-            autotuner.precompile()
-        if len(autotuner.launchers) > 1:
-            autotuner.autotune_to_one_config(*args, **kwargs)
+        # without the op tracer: the benchmark's own ops (a cache flush per repetition) are no op of the
+        # program (H100, torch 2.11: hundreds of traced zero_ calls, each profiled)
+        with _disable_current_modes():
+            if len(launchers) == 0:
+                autotuner.precompile()
+            if len(autotuner.launchers) > 1:
+                autotuner.autotune_to_one_config(*args, **kwargs)
     except Exception:  # noqa: BLE001 - run() does it again and raises what is wrong
         pass
 
@@ -378,13 +385,45 @@ def install() -> list[str]:
         wrapped.append("triton.JITFunction.run")
     except ImportError:
         pass
-    try:
-        from torch._inductor.runtime.triton_heuristics import CachingAutotuner
-
-        if not getattr(CachingAutotuner.run, "_memtraffic", False):
-            CachingAutotuner.run = _wrap_inductor(CachingAutotuner.run)
-        wrapped.append("inductor.CachingAutotuner.run")
-    except ImportError:
-        pass
+    if INDUCTOR_MODULE in sys.modules:
+        _wrap_caching_autotuner(sys.modules[INDUCTOR_MODULE])
+    elif not any(isinstance(f, AfterImport) and f.name == INDUCTOR_MODULE for f in sys.meta_path):
+        sys.meta_path.insert(0, AfterImport(INDUCTOR_MODULE, _wrap_caching_autotuner))
+    wrapped.append("inductor.CachingAutotuner.run")
     track_ranges()
     return wrapped
+
+
+# Inductor's launch path is wrapped when Inductor imports it: importing it as torch itself is imported
+# (where install runs) did not take on torch 2.11 (H100, 2026-11-25: no Inductor launch got a range),
+# and would cost every program Inductor's import.
+INDUCTOR_MODULE = "torch._inductor.runtime.triton_heuristics"
+
+
+def _wrap_caching_autotuner(module: Any) -> None:
+    cls = getattr(module, "CachingAutotuner", None)
+    if cls is not None and not getattr(cls.run, "_memtraffic", False):
+        cls.run = _wrap_inductor(cls.run)
+
+
+class AfterImport(importlib.abc.MetaPathFinder):
+    """Runs `then(module)` once the module `name` has been imported (by whoever imports it)."""
+
+    def __init__(self, name: str, then: Callable[[Any], None]) -> None:
+        self.name, self.then = name, then
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != self.name:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        load = spec.loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            load(module)
+            self.then(module)
+
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
