@@ -247,6 +247,8 @@ def test_measure_times_the_plan_without_ncu(tmp_path, monkeypatch, asked):
     opts = measure_mod.MeasureOptions(variants=["softmax_tiled"], shapes=["7x33"], out=out, timing_only=asked)
     if torch.cuda.is_available():  # the runner's kernels are timed, each in its config's range
         result = run_measure(opts, lines.append)
+        # only the config's range: the warm-up and reference kernels outside it are dropped
+        assert list(result.table["range"]) == [result.plan["configs"][0]["range"]]
         assert list(result.table["n_kernels"]) == [1] and result.table["time_ns"].iloc[0] > 0
         assert result.table["diagnosis"].iloc[0].startswith("timing-only: no per-level bytes")
     else:
@@ -282,3 +284,13 @@ def test_above_the_copy_roof_says_the_data_was_in_l2():
     assert above.endswith("1.30 of the copy roof (above it: data the previous kernels left in L2 was read "
                           "from there; no cache is flushed between kernels here)")
     assert below.endswith("0.50 of the copy roof")
+
+
+def test_kernels_outside_ranges_are_dropped_where_a_filter_asks(tmp_path):
+    from memtraffic.core.timings import keep_ranged
+
+    folder = _timing_run(tmp_path / "run")
+    assert keep_ranged(folder / TIMINGS_FILE) == 2  # memset and lost
+    data = read_timings(folder / TIMINGS_FILE)
+    assert [k["launch"] for k in data["kernels"]] == [0, 1, 2, 3] and data["dropped_outside_ranges"] == 2
+    assert all(k["range"] for k in data["kernels"])

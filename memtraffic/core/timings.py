@@ -117,5 +117,17 @@ def read_timings(path: Path) -> dict[str, Any]:
     return data
 
 
+def keep_ranged(path: Path) -> int:
+    """Keep only the kernels launched inside an `mt|` range in the timings file at `path` (as ncu's
+    `--nvtx-include` keeps measure's and profile's under a filter); returns how many were dropped."""
+    data = read_timings(path)
+    kept = [k for k in data["kernels"] if k["range"]]
+    for i, k in enumerate(kept):
+        k["launch"] = i
+    dropped = len(data["kernels"]) - len(kept)
+    write_json(path, {**data, "kernels": kept, "dropped_outside_ranges": dropped})
+    return dropped
+
+
 def is_timings(path: str | Path) -> bool:
     return Path(path).name.endswith(TIMINGS_FILE)

@@ -2,9 +2,11 @@
 
 The plan is measure's; the runner (`python -m memtraffic.measure.runner PLAN.json`) runs without ncu
 through the launcher, which times its kernels with torch.profiler (memtraffic.measure.timing): each
-config's measured launch, inside its `mt|v|...` range, after the runner's warm-up call. The run folder
-has measure's layout with `timings.json` (memtraffic.core.timings) where the reports would be; the
-analysis gives each config its time and bandwidth at the model's minimum, no per-level bytes.
+config's measured launch, inside its `mt|v|...` range, after the runner's warm-up call (the kernels
+outside every range, warm-up and reference checks, are dropped, as ncu's --nvtx-include leaves them
+out). The run folder has measure's layout with `timings.json` (memtraffic.core.timings) where the
+reports would be; the analysis gives each config its time and bandwidth at the model's minimum,
+no per-level bytes.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 from memtraffic.core.errors import GpuNotFoundError
 from memtraffic.core.files import write_json
 from memtraffic.core.rundir import environment, gpu_name, new_run_dir, read_status, utc_now
-from memtraffic.core.timings import SOURCE, TIMINGS_FILE
+from memtraffic.core.timings import SOURCE, TIMINGS_FILE, keep_ranged
 from memtraffic.measure.measure import (
     MeasureOptions,
     MeasureResult,
@@ -56,6 +58,8 @@ def measure_timing(opts: MeasureOptions, echo: Callable[[str], None], reason: st
     with open(run_dir / "runner.log", "w", encoding="utf-8") as log:
         proc = subprocess.run(argv, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
     has_timings = timings.is_file()
+    if has_timings:  # measure's ncu runs profile only inside the configs' ranges: so do these times
+        keep_ranged(timings)
     status = read_status(run_dir / plan.get("status_file", "status.jsonl"))
     run: dict[str, Any] = {
         "started": utc_now(), "command": shlex.join(sys.argv), "environment": environment(gpu),

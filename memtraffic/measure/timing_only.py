@@ -23,7 +23,7 @@ from typing import Any
 from memtraffic.core.errors import GpuNotFoundError, MemtrafficError, UsageError
 from memtraffic.core.files import write_json
 from memtraffic.core.rundir import environment, gpu_name, new_run_dir, utc_now
-from memtraffic.core.timings import SOURCE, TIMINGS_FILE
+from memtraffic.core.timings import SOURCE, TIMINGS_FILE, keep_ranged
 from memtraffic.core.tracefile import TRACE_FROM, read_trace
 from memtraffic.measure.ops import tracer_warnings
 from memtraffic.measure.profile import (
@@ -71,6 +71,9 @@ def profile_timing(opts: ProfileOptions, echo: Callable[[str], None], reason: st
     t0 = time.perf_counter()
     proc = subprocess.run(app, env=env, stdout=sys.stderr, check=False)
     has_timings = timings.is_file()
+    if has_timings and opts.nvtx_include:  # a filter: keep what it keeps of our ranges, all of them
+        run["nvtx_include_applied"] = "kernels inside an mt| range (timing-only runs take no other filter)"
+        keep_ranged(timings)
     run.update(wall_time_s=round(time.perf_counter() - t0, 3), finished=utc_now(), interrupted=False,
                attempts=[{"argv": app, "returncode": proc.returncode}], returncode=proc.returncode,
                reports=[TIMINGS_FILE] if has_timings else [])
