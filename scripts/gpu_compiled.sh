@@ -8,7 +8,8 @@
 #   reports/h100/timing_only_layernorm_mlp_adamw/ profile --timing-only --torch-ops of the same step (no ncu)
 #   reports/h100/compiled_softmax_matmul/        profile of examples/compiled_softmax_matmul.py (max-autotune)
 #   fixtures/                                    one Inductor-generated wrapper module and kernel source, with
-#                                                the plan configs of its kernels (for tests/test_triton_launches.py)
+#                                                the plan configs of its kernels (tests/fixtures/inductor/, read
+#                                                by tests/test_inductor_fixture.py)
 #   logs/*.log, logs/*.json                      each command's output and analyzed table, logs/summary.txt
 set -u
 OUT=${1:?usage: bash scripts/gpu_compiled.sh OUT}
@@ -72,11 +73,11 @@ for path in sorted(cache.rglob("*.py")):
 if best is None:
     sys.exit("no wrapper module whose kernels ran was found in the Inductor cache")
 path, text, mine = best
-shutil.copy(path, out / "fixtures" / "inductor_wrapper.py")
+shutil.copy(path, out / "fixtures" / "inductor_wrapper.py.txt")  # .txt: a fixture, not project code
 first = mine[0]
 kernel_path = re.search(r"# kernel path: (\S+)\n(?:#.*\n)*" + first + r" = ", text)
 if kernel_path and pathlib.Path(kernel_path.group(1)).is_file():
-    shutil.copy(kernel_path.group(1), out / "fixtures" / f"{first}.py")
+    shutil.copy(kernel_path.group(1), out / "fixtures" / f"{first}.py.txt")
 configs = [c for c in plan["configs"] if c.get("kind") == "triton" and c["op"] in mine]
 (out / "fixtures" / "inductor_wrapper_configs.json").write_text(json.dumps(configs, indent=1))
 print("fixture:", path, "kernels:", mine, "configs from", run)

@@ -18,8 +18,9 @@ and a template's inputs arg_NAME, as a matmul's arg_A, arg_B): each distinct sto
 in_out_ptr or arg_ is read once, each passed as out_ptr, in_out_ptr
 or named in the kernel's `mutated_arg_names` written once; a storage counts the bytes of the view
 passed, its distinct elements (a broadcast dimension, stride 0, counts once) times the element size;
-two views of one storage count the larger. Scalars (xnumel, seeds) move nothing. It is what any
-implementation of the fused op must move when the kernel reads every element of what it is given;
+two views of one storage count the larger. An in_out_ptr the kernel's source only stores through (a
+buffer Inductor reuses for an output) is written, not read. Scalars (xnumel, seeds) move nothing. It
+is what any implementation of the fused op must move when the kernel reads every element of what it is given;
 a kernel that reads part of a buffer (a slice Inductor passes whole) makes it a bound from above.
 
 Why wrap `run` rather than Triton's launch hooks: a hook receives the kernel's arguments only when the
@@ -76,11 +77,23 @@ def _is_tensor(value: Any) -> bool:
     return all(hasattr(value, a) for a in ("shape", "stride", "element_size", "dtype"))
 
 
-def kernel_minimum(arg_names: Sequence[str], args: Sequence[Any],
-                   mutated: Iterable[str] = ()) -> tuple[int, int, list[Any], list[Any]]:
+def only_stored(name: str, source: str) -> bool:
+    """True when the kernel source uses the pointer `name` only to store through it (`tl.store(name ...`):
+    Inductor passes a reused buffer as in_out_ptr even where the kernel never reads it."""
+    body = re.search(r"^def \w+\(", source, flags=re.M)  # the function (Triton's JITFunction.src)
+    source = source[body.start():] if body else source
+    uses = len(re.findall(rf"\b{name}\b", source))
+    stores = len(re.findall(rf"tl\.store\(\s*{name}\b", source))
+    in_signature = len(re.findall(rf"def \w+\([^)]*\b{name}\b", source))
+    return stores > 0 and uses == stores + in_signature
+
+
+def kernel_minimum(arg_names: Sequence[str], args: Sequence[Any], mutated: Iterable[str] = (),
+                   source: str | None = None) -> tuple[int, int, list[Any], list[Any]]:
     """(read bytes, write bytes, tensors read, tensors written) of one launch of a generated kernel,
     by the module's rule: distinct storages read once (in_ptr, in_out_ptr) and written once (out_ptr,
-    in_out_ptr, mutated_arg_names), each counting its largest view passed."""
+    in_out_ptr, mutated_arg_names), each counting its largest view passed. With the kernel's `source`,
+    an in_out_ptr it only stores through is not read."""
     mutated = set(mutated)
     reads: dict[int, Any] = {}
     writes: dict[int, Any] = {}
@@ -91,7 +104,7 @@ def kernel_minimum(arg_names: Sequence[str], args: Sequence[Any],
         kind = role.group(1) or "in_ptr"  # a template's inputs (matmul: arg_A, arg_B) are read
         key = _storage(value)
         targets = []
-        if kind in ("in_ptr", "in_out_ptr"):
+        if kind == "in_ptr" or (kind == "in_out_ptr" and not (source and only_stored(name, source))):
             targets.append(reads)
         if kind in ("out_ptr", "in_out_ptr") or name in mutated:
             targets.append(writes)
@@ -145,10 +158,10 @@ def _fused_in_file(filename: str) -> dict[str, dict[str, list[str]]]:
 
 def inductor_record(seq: int, range_name: str, kernel_name: str, arg_names: Sequence[str],
                     args: Sequence[Any], inductor_meta: dict[str, Any],
-                    fused: dict[str, list[str]] | None) -> dict[str, Any]:
+                    fused: dict[str, list[str]] | None, source: str | None = None) -> dict[str, Any]:
     """The trace record (plan config) of one launch of an Inductor kernel."""
     read, write, tensors_read, tensors_written = kernel_minimum(
-        arg_names, args, inductor_meta.get("mutated_arg_names") or ())
+        arg_names, args, inductor_meta.get("mutated_arg_names") or (), source)
     flops = inductor_meta.get("kernel_flop")
     if flops is None:
         flops = _template_mm_flops(dict(zip(arg_names, args, strict=False)))
@@ -317,7 +330,8 @@ def _wrap_inductor(run: Callable[..., Any]) -> Callable[..., Any]:
             out = run(self, *args, **kwargs)
         finally:
             _pop()
-        record = inductor_record(seq, name, kernel, arg_names, args, meta, fused)
+        record = inductor_record(seq, name, kernel, arg_names, args, meta, fused,
+                                 getattr(getattr(self, "fn", None), "src", None))
         _done(decision, record)
         emit(record)
         return out
