@@ -136,7 +136,8 @@ def test_profile_falls_back_to_timing_only(tmp_path, monkeypatch, cause):
     run = json.loads((out / "run.json").read_text())
     assert run["timing_only"] is True and run["reports"] == [TIMINGS_FILE] and run["returncode"] == 0
     assert run["timing_reason"] == lines[0]
-    assert run["attempts"][0]["argv"][1:] == [str(prof.LAUNCHER), "--trace-from=none", str(program)]
+    assert run["attempts"][0]["argv"][1:] == [str(prof.LAUNCHER), "--trace-from=none", "--triton",
+                                              f"--timings={out / TIMINGS_FILE}", str(program)]
     timings = read_timings(out / TIMINGS_FILE)
     assert timings["kernels"] == []  # the program's tensors are on the CPU
     assert timings["device"] == (torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu")
@@ -259,7 +260,8 @@ def test_measure_times_the_plan_without_ncu(tmp_path, monkeypatch, asked):
     run = json.loads((out / "run.json").read_text())
     assert run["timing_only"] is True and run["reports"] == [TIMINGS_FILE]
     assert [c["status"] for c in run["configs"]] == ["ok"]  # the runner checked it against its reference
-    assert run["attempts"][0]["argv"][1:3] == [str(prof.LAUNCHER), "--trace-from=none"]
+    assert run["attempts"][0]["argv"][1:4] == [str(prof.LAUNCHER), "--trace-from=none",
+                                               f"--timings={out / TIMINGS_FILE}"]
     assert (read_timings(out / TIMINGS_FILE)["kernels"] == []) is not torch.cuda.is_available()
 
 

@@ -242,3 +242,35 @@ def test_torch_compile_wraps_inductor_before_it_compiles(monkeypatch, capsys):
     assert capsys.readouterr().err == (
         "memtraffic: warning: Inductor's launches get no range: importing torch._inductor.no_such_module "
         "failed (ModuleNotFoundError: No module named 'torch._inductor.no_such_module')\n")
+
+
+LAUNCH_PATH_PROGRAM = """
+import sys
+import torch
+import torch._inductor.runtime.triton_heuristics as th
+from triton.runtime.jit import JITFunction
+print("wrapped", getattr(th.CachingAutotuner.run, "_memtraffic", False),
+      getattr(JITFunction.run, "_memtraffic", False))
+"""
+
+
+def test_profile_ranges_triton_launches_through_a_python_stand_in_for_ncu(tmp_path, monkeypatch):
+    """The stand-in ncu is a Python script: it runs sitecustomize, which takes MEMTRAFFIC_TRITON out of
+    the environment the program inherits. The launcher's --triton still reaches the program."""
+    from test_collect import fake_ncu
+    from test_profile import PASS_THROUGH
+
+    from memtraffic.measure import profile as prof
+    from memtraffic.ncu import command as ncu_mod
+
+    monkeypatch.setenv("MEMTRAFFIC_NCU", str(fake_ncu(tmp_path / "ncu", PASS_THROUGH)))
+    monkeypatch.setattr(prof, "gpu_name", lambda: "Fake GPU")
+    monkeypatch.setattr(prof, "query_metric_names", lambda ncu, key=None: ncu_mod.parse_query_metrics(
+        "\n".join(ncu_mod.base_name(n) for n in ncu_mod.resolve_metrics("traffic"))))
+    program = tmp_path / "prog.py"
+    program.write_text(LAUNCH_PATH_PROGRAM)
+    lines: list[str] = []
+    with pytest.raises(Exception, match="ncu profiled no kernel"):  # a CPU: nothing to profile
+        prof.profile(prof.ProfileOptions(command=[sys.executable, str(program)], out=tmp_path / "run"),
+                     lines.append)
+    assert "wrapped True True" in lines

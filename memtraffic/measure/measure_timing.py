@@ -49,7 +49,7 @@ def measure_timing(opts: MeasureOptions, echo: Callable[[str], None], reason: st
     for s in plan["skipped"]:
         echo(f"skip {s['variant']} {'x'.join(map(str, s['shape']))} {s['dtype']}: {s['reason']}")
     timings = run_dir / TIMINGS_FILE
-    argv = with_launcher(runner_argv(run_dir / "plan.json"), "none") or []
+    argv = with_launcher(runner_argv(run_dir / "plan.json"), "none", timings=timings) or []
     env = dict(os.environ)
     env[TIMINGS_ENV] = str(timings)
     env["PYTHONPATH"] = os.pathsep.join([str(INJECT_DIR), *filter(None, [env.get("PYTHONPATH")])])

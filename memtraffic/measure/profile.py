@@ -142,10 +142,13 @@ _PYTHON = re.compile(r"python[\d.]*")
 _PYTHON_FLAGS_WITH_VALUE = ("-W", "-X")
 
 
-def with_launcher(command: Sequence[str], mode: str = "1") -> list[str] | None:
+def with_launcher(command: Sequence[str], mode: str = "1", triton: bool = False,
+                  timings: Path | None = None) -> list[str] | None:
     """`python [flags] train.py ...` -> `python [flags] .../launch.py train.py ...`; None if not Python.
-    A trace mode other than "1" goes to the launcher as `--trace-from=MODE` ("none": no op tracer, the
-    launcher only ranges Triton launches or times kernels).
+    A trace mode other than "1" goes to the launcher as `--trace-from=MODE` ("none": no op tracer), Triton
+    launch ranges as `--triton`, kernel timing as `--timings=FILE`. As arguments, not only environment
+    variables: a Python process between memtraffic and the program (H100, 2026-11-25: under ncu) runs
+    sitecustomize too, which takes them out of the environment the program then inherits.
 
     The launcher starts the op tracer inside the interpreter itself: under ncu the PYTHONPATH route
     (sitecustomize) did not run (H100, ncu 2025.3.1, 2026-11-23), an interpreter argument always does.
@@ -157,8 +160,10 @@ def with_launcher(command: Sequence[str], mode: str = "1") -> list[str] | None:
         i += 2 if command[i] in _PYTHON_FLAGS_WITH_VALUE else 1
     if i >= len(command) or command[i] == "-":  # an interactive interpreter or a program on stdin
         return None
-    mode_arg = [] if mode == "1" else [f"--trace-from={mode}"]
-    return [command[0], *command[1:i], str(LAUNCHER), *mode_arg, *command[i:]]
+    options = [] if mode == "1" else [f"--trace-from={mode}"]
+    options += ["--triton"] if triton else []
+    options += [f"--timings={timings}"] if timings is not None else []
+    return [command[0], *command[1:i], str(LAUNCHER), *options, *command[i:]]
 
 
 def _label(command: Sequence[str]) -> str:
@@ -174,7 +179,7 @@ def launched(opts: ProfileOptions, program: str) -> list[str]:
     """The program's argv: a Python program through the launcher when it traces ops or Triton launches."""
     app = [program, *opts.command[1:]]
     if opts.torch_ops or opts.triton:  # others rely on sitecustomize (program_env)
-        app = with_launcher(app, trace_mode(opts) if opts.torch_ops else "none") or app
+        app = with_launcher(app, trace_mode(opts) if opts.torch_ops else "none", opts.triton) or app
     return app
 
 

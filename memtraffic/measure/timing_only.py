@@ -46,8 +46,7 @@ def profile_timing(opts: ProfileOptions, echo: Callable[[str], None], reason: st
     that fails before raises ProgramFailed."""
     program = resolve_program(opts.command)
     mode = trace_mode(opts) if opts.torch_ops else "none"
-    app = with_launcher([program, *opts.command[1:]], mode)
-    if app is None:
+    if with_launcher([program, *opts.command[1:]], mode) is None:
         raise UsageError("timing-only runs time kernels with torch.profiler inside the program: give a "
                          f"Python program that uses PyTorch (python SCRIPT, -m MODULE or -c CODE), not "
                          f"{shlex.join(opts.command)!r}")
@@ -57,6 +56,7 @@ def profile_timing(opts: ProfileOptions, echo: Callable[[str], None], reason: st
         gpu = None
     run_dir = new_run_dir([_label(opts.command)], opts.out, opts.runs_root)
     timings = run_dir / TIMINGS_FILE
+    app = with_launcher([program, *opts.command[1:]], mode, opts.triton, timings) or []
     echo(f"timing {shlex.join(opts.command)} without counters into {run_dir}")
     run: dict[str, Any] = {
         "kind": "profile", "timing_only": True, "timing_source": SOURCE,
