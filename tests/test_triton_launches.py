@@ -224,26 +224,6 @@ def test_the_launch_range_decision_names_the_range_and_fills_the_record(monkeypa
                    ("grid", (1,)))
 
 
-def test_torch_compile_wraps_inductor_before_it_compiles(monkeypatch, capsys):
-    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
-
-    monkeypatch.setattr(torch, "compile", torch.compile)  # restored after the test
-    plain = getattr(CachingAutotuner.run, "__wrapped__", CachingAutotuner.run)
-    monkeypatch.setattr(CachingAutotuner, "run", plain)
-    assert not getattr(CachingAutotuner.run, "_memtraffic", False)
-    tl._wrap_at_compile()
-    tl._wrap_at_compile()  # once
-    assert torch.compile._memtraffic and not hasattr(torch.compile.__wrapped__, "_memtraffic")
-    torch.compile(lambda x: x)
-    assert CachingAutotuner.run._memtraffic
-    monkeypatch.setattr(tl, "INDUCTOR_MODULE", "torch._inductor.no_such_module")
-    monkeypatch.setattr(tl._local, "warned", False, raising=False)
-    assert tl.ensure_inductor() is False and tl.ensure_inductor() is False
-    assert capsys.readouterr().err == (
-        "memtraffic: warning: Inductor's launches get no range: importing torch._inductor.no_such_module "
-        "failed (ModuleNotFoundError: No module named 'torch._inductor.no_such_module')\n")
-
-
 LAUNCH_PATH_PROGRAM = """
 import sys
 import torch

@@ -403,50 +403,14 @@ def install() -> list[str]:
         _wrap_caching_autotuner(sys.modules[INDUCTOR_MODULE])
     elif not any(isinstance(f, AfterImport) and f.name == INDUCTOR_MODULE for f in sys.meta_path):
         sys.meta_path.insert(0, AfterImport(INDUCTOR_MODULE, _wrap_caching_autotuner))
-    _wrap_at_compile()
     wrapped.append("inductor.CachingAutotuner.run")
     track_ranges()
     return wrapped
 
 
-# Inductor's launch path is wrapped when Inductor imports it (AfterImport), and at the latest when the
-# program calls torch.compile (`_wrap_at_compile`). Importing it as torch itself is imported (where
-# install runs) left Inductor's launches unranged under ncu on torch 2.11 (H100, 2026-11-25, GPU batch 2;
-# the deferred import alone did too in batch 3, for a reason the runs do not show), and would cost every
-# program Inductor's import.
+# Inductor's launch path is wrapped when Inductor imports it (AfterImport): importing it as torch itself
+# is imported (where install runs) would cost every program Inductor's import.
 INDUCTOR_MODULE = "torch._inductor.runtime.triton_heuristics"
-
-
-def ensure_inductor() -> bool:
-    """Wrap CachingAutotuner.run now (importing Inductor's runtime); a failure is said on stderr, once."""
-    try:
-        import importlib
-
-        _wrap_caching_autotuner(importlib.import_module(INDUCTOR_MODULE))
-        return True
-    except Exception as err:  # noqa: BLE001 - the program goes on; its Inductor launches get no range
-        if not getattr(_local, "warned", False):
-            _local.warned = True
-            print(f"memtraffic: warning: Inductor's launches get no range: importing {INDUCTOR_MODULE} "
-                  f"failed ({type(err).__name__}: {err})", file=sys.stderr, flush=True)
-        return False
-
-
-def _wrap_at_compile() -> None:
-    """Make torch.compile wrap Inductor's launch path before it compiles (torch is whole by then)."""
-    import torch
-
-    compile_ = torch.compile
-    if getattr(compile_, "_memtraffic", False):
-        return
-
-    @functools.wraps(compile_)
-    def compile(*args: Any, **kwargs: Any) -> Any:
-        ensure_inductor()
-        return compile_(*args, **kwargs)
-
-    compile._memtraffic = True  # type: ignore[attr-defined]
-    torch.compile = compile
 
 
 def _wrap_caching_autotuner(module: Any) -> None:
