@@ -12,6 +12,7 @@ Everything but run_measure/run_profile reads runs without torch.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -95,11 +96,19 @@ def run_measure(opts: MeasureOptions, echo: Echo | None = None, **kwargs: Any) -
     """`memtraffic measure`: profile the plan's configs under ncu, analyze the reports, save the results.
 
     The result's `table` is the analyzed DataFrame (empty when nothing was profiled). kwargs go to
-    memtraffic.measure.measure.measure (e.g. ncu_runner, for tests).
+    memtraffic.measure.measure.measure (e.g. ncu_runner, for tests). With --timing-only, or when ncu is
+    missing or may not read the counters, the plan is timed instead (memtraffic.measure.measure_timing).
     """
+    from memtraffic.measure.fallback import CountersUnavailable
     from memtraffic.measure.measure import measure, record_analysis
+    from memtraffic.measure.measure_timing import measure_timing
 
-    result = measure(opts, echo, **kwargs)
+    echo = echo or say
+    try:
+        result = measure_timing(opts, echo) if opts.timing_only else measure(opts, echo, **kwargs)
+    except CountersUnavailable as err:
+        echo(err.reason)
+        result = measure_timing(opts, echo, err.reason)
     try:
         table, kernels = analyze_reports(result.reports, result.plan, run_name=result.run_dir.name,
                                          meta=result.run)
@@ -113,10 +122,19 @@ def run_measure(opts: MeasureOptions, echo: Echo | None = None, **kwargs: Any) -
 
 
 def run_profile(opts: ProfileOptions, echo: Echo | None = None) -> ProfileResult:
-    """`memtraffic profile -- CMD`: the program under ncu, its report analyzed against its trace, saved."""
+    """`memtraffic profile -- CMD`: the program under ncu, its report analyzed against its trace, saved.
+    With --timing-only, or when ncu is missing or may not read the counters, the program runs timed
+    instead (memtraffic.measure.timing_only)."""
+    from memtraffic.measure.fallback import CountersUnavailable
     from memtraffic.measure.profile import profile
+    from memtraffic.measure.timing_only import profile_timing
 
-    result = profile(opts, echo)
+    echo = echo or say
+    try:
+        result = profile_timing(opts, echo) if opts.timing_only else profile(opts, echo)
+    except CountersUnavailable as err:
+        echo(err.reason)
+        result = profile_timing(replace(opts, out=err.out) if err.out else opts, echo, err.reason)
     try:
         table, kernels = analyze_reports([result.report], result.plan, run_name=result.run_dir.name,
                                          meta=result.run)

@@ -193,6 +193,11 @@ def measure(
         bool, typer.Option("--all", help="Measure every variant (the suite and those of --variants).")
     ] = False,
     variant_files: VariantFiles = None,
+    timing_only: Annotated[
+        bool, typer.Option("--timing-only", help="No ncu: time each config's kernels with torch.profiler "
+                           "(CUPTI): bandwidth at the minimum and its fraction of the copy roof, no "
+                           "per-level bytes. Automatic when ncu is missing or may not read the counters.")
+    ] = False,
     metrics: Annotated[
         str,
         typer.Option(
@@ -310,6 +315,7 @@ def measure(
         rerun=rerun,
         shard=shard,
         gpus=gpus,
+        timing_only=timing_only,
     )
     result = run_measure(opts, echo=lambda line: typer.echo(line, err=True))
     if len(result.table):
@@ -337,6 +343,16 @@ def profile(
                      "and its minimum (what any implementation must move: docs/op-rules.md) and FLOPs. "
                      "Under --profile-from-start off only the calls between cudaProfilerStart and "
                      "cudaProfilerStop are traced."),
+    ] = False,
+    triton: Annotated[
+        bool, typer.Option("--triton/--no-triton", help="Python programs: give each Triton kernel launch its "
+                           "own NVTX range; torch.compile's generated kernels get their minimum from their "
+                           "buffers and name the aten ops they fused.")
+    ] = True,
+    timing_only: Annotated[
+        bool, typer.Option("--timing-only", help="No ncu: time each kernel with torch.profiler (CUPTI) and "
+                           "show bandwidth at the minimum and its fraction of the copy roof, without "
+                           "per-level bytes. Automatic when ncu is missing or may not read the counters.")
     ] = False,
     from_first_forward: Annotated[
         bool, typer.Option("--from-first-forward", help="With --torch-ops: trace from the program's first "
@@ -422,7 +438,8 @@ def profile(
     if profile_from_start not in ("on", "off"):
         raise UsageError(f"unknown --profile-from-start {profile_from_start!r}: use on or off")
     opts = ProfileOptions(
-        command=list(ctx.args), metrics=metrics, torch_ops=torch_ops, source=source, kernel_name=kernel_name,
+        command=list(ctx.args), metrics=metrics, torch_ops=torch_ops, triton=triton, timing_only=timing_only,
+        source=source, kernel_name=kernel_name,
         launch_skip=launch_skip, launch_count=launch_count, nvtx_include=list(nvtx_include or []),
         target_processes=target_processes, profile_from_start=profile_from_start == "on",
         from_first_forward=from_first_forward, clock_control=clock_control, cache_control=cache_control,

@@ -158,7 +158,10 @@ def test_a_program_that_fails_before_any_kernel_keeps_its_run_and_exit_code(tmp_
     assert err.value.exit_code == 3
     run = json.loads((out / "run.json").read_text())
     assert run["returncode"] == 3 and run["kernels_profiled"] == 0 and run["environment"]["gpu"] == "Fake GPU"
-    assert run["attempts"][0]["argv"][-3:] == [sys.executable, str(stand_in), "3"]
+    # a Python program runs through the launcher, which ranges its Triton launches (--triton, the default)
+    assert run["attempts"][0]["argv"][-6:] == [sys.executable, str(prof.LAUNCHER), "--trace-from=none",
+                                               "--triton", str(stand_in), "3"]
+    assert run["triton"] is True
     # the region the program recorded before failing is the plan
     (config,) = json.loads((out / "plan.json").read_text())["configs"]
     assert config["kind"] == "region" and config["op"] == "step" and config["min_read_bytes"] == 64 * 32 * 4
@@ -265,7 +268,7 @@ def test_profile_torch_ops_traces_through_the_launcher(tmp_path, stand_in):
     softmax = next(c for c in configs if c["op"] == "aten._softmax.default")
     assert softmax["range"].startswith("mt|op|") and softmax["min_read_bytes"] == 8 * 4 * 4
     run = json.loads((out / "run.json").read_text())
-    assert run["attempts"][0]["argv"][-3:] == [str(prof.LAUNCHER), str(program), "4"]
+    assert run["attempts"][0]["argv"][-4:] == [str(prof.LAUNCHER), "--triton", str(program), "4"]
 
 
 WINDOW_PROGRAM = """

@@ -169,18 +169,33 @@ def test_from_first_forward_leaves_initialisation_out(tmp_path):
     assert "aten.uniform_.default" in [r["op"] for r in json.loads(res.stdout)]
 
 
-def test_torch_compile_gets_one_warning_saying_what_was_traced(tmp_path):
-    from memtraffic.measure.tracer import COMPILE_WARNING
-
+def test_torch_compile_compiles_under_the_tracer(tmp_path):
+    """The tracer ignores compile internals: the compiled function runs compiled, and the trace holds
+    what its code calls at run time (the matmul Inductor hands to an extern kernel), not its fused ops."""
     program = _write(tmp_path, "compiled.py", """
         import torch
-        f = torch.compile(lambda x: x * 2)
-        g = torch.compile(lambda x: x + 1)
-        print(torch.ones(3).sum())
+        f = torch.compile(lambda x, w: torch.relu(x @ w + 1))
+        print(f(torch.ones(4, 8), torch.ones(8, 2)).sum())
     """)
     res = _ops("--format", "json", "--", sys.executable, str(program))
     assert res.exit_code == 0, res.output
-    assert res.stderr == f"warning: {COMPILE_WARNING}\n"  # once, not once per compiled function
+    ops = {r["op"] for r in json.loads(res.stdout)}
+    assert "aten.mm.out" in ops and not ops & {"aten.relu.default", "aten.add.Tensor", "aten.mm.default"}
+    assert "warning" not in res.stderr
+
+
+def test_an_older_torch_gets_one_warning_saying_what_was_traced(monkeypatch, capsys):
+    """Before TorchDispatchMode.ignore_compile_internals, dynamo runs code eagerly under the tracer."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from memtraffic.measure import tracer
+
+    monkeypatch.setattr(torch, "compile", torch.compile)  # restored after the test
+    monkeypatch.delattr(TorchDispatchMode, "ignore_compile_internals")
+    tracer._watch_compile()
+    torch.compile(lambda x: x * 2)
+    torch.compile(lambda x: x + 1)
+    assert capsys.readouterr().err == f"memtraffic: warning: {tracer.COMPILE_WARNING}\n"  # once
 
 
 def test_profiler_window_mode_traces_only_between_start_and_stop(monkeypatch):

@@ -1,11 +1,16 @@
-"""`python [flags] launch.py [--trace-from=MODE] SCRIPT|-m MODULE|-c CODE [ARGS]`: run a Python program
-with its aten ops traced (MODE: a key of memtraffic.core.tracefile.TRACE_FROM, default 1: all).
+"""`python [flags] launch.py [--trace-from=MODE] [--triton] [--timings=FILE] SCRIPT|-m MODULE|-c CODE [ARGS]`:
+run a Python program with its aten ops traced (MODE: a key of memtraffic.core.tracefile.TRACE_FROM,
+default 1: all; `none`: no op tracer), its Triton launches ranged (--triton, or MEMTRAFFIC_TRITON=1) and
+its kernels timed into FILE (--timings, or MEMTRAFFIC_TIMINGS; see sitecustomize.py).
 
 `memtraffic profile --torch-ops -- python train.py` runs `python .../launch.py train.py` instead: under
 ncu the sitecustomize route (PYTHONPATH) was seen not to run on the H100 machine (2026-11-23: the same
 command traced its ops without ncu and none under it), while an argument to the interpreter always
 reaches it. The program then runs as `python train.py` would: __main__, sys.argv and sys.path[0] are
-its own, and its exit code is the process's.
+its own, and its exit code is the process's. The other options travel as arguments for the same
+reason: under ncu, MEMTRAFFIC_TRITON set for the program did not reach it (H100, 2026-11-25), as
+happens when a Python process between memtraffic and the program runs sitecustomize, which takes the
+variables out of the environment the program inherits.
 """
 
 import importlib.util
@@ -29,11 +34,22 @@ def main() -> None:
     args = sys.argv[1:]
     if not args:
         sys.exit("usage: python launch.py SCRIPT|-m MODULE|-c CODE [ARGS...]")
-    mode = "1"
-    if args[0].startswith("--trace-from="):  # which calls to trace (memtraffic.core.tracefile.TRACE_FROM)
-        mode, args = args[0].partition("=")[2], args[1:]
+    mode, triton, timings = "1", False, None
+    while args and args[0].startswith(("--trace-from=", "--triton", "--timings=")):
+        option, _, value = args[0].partition("=")
+        if option == "--trace-from":  # which calls to trace (memtraffic.core.tracefile.TRACE_FROM)
+            mode = value
+        elif option == "--timings":
+            timings = value
+        else:
+            triton = True
+        args = args[1:]
+    if not args:
+        sys.exit("usage: python launch.py [OPTIONS] SCRIPT|-m MODULE|-c CODE [ARGS...]")
     os.environ.pop("MEMTRAFFIC_TORCH_OPS", None)  # processes the program starts are not traced
-    _sitecustomize().trace_from_now(mode)
+    triton = os.environ.pop("MEMTRAFFIC_TRITON", None) == "1" or triton
+    timings = os.environ.pop("MEMTRAFFIC_TIMINGS", None) or timings
+    _sitecustomize().trace_from_now(None if mode == "none" else mode, triton, timings)
     if args[0] == "-m":
         sys.argv = args[1:]
         sys.path[0] = os.getcwd()

@@ -1,7 +1,9 @@
-"""Started by `memtraffic ops` and `memtraffic profile --torch-ops`, first on PYTHONPATH: traces the
-program's aten ops (memtraffic.measure.tracer) from the moment it imports torch, without editing the program.
+"""Started by `memtraffic ops` and `memtraffic profile`, first on PYTHONPATH: from the moment the program
+imports torch, traces its aten ops (MEMTRAFFIC_TORCH_OPS: memtraffic.measure.tracer), gives each Triton
+launch a range (MEMTRAFFIC_TRITON=1: memtraffic.measure.triton_launches) and times its kernels
+(MEMTRAFFIC_TIMINGS=FILE: memtraffic.measure.timing), without editing the program.
 
-It runs any other sitecustomize the environment has, and takes MEMTRAFFIC_TORCH_OPS out of the
+It runs any other sitecustomize the environment has, and takes those variables out of the
 environment so that processes the program starts are not traced. The memtraffic package that
 traces is the one holding this file, so `memtraffic` and the program agree on the trace format.
 """
@@ -26,7 +28,7 @@ def _chain() -> None:
         sys.modules["sitecustomize"] = ours
 
 
-def _start_tracing(mode: str) -> None:
+def _start_tracing(mode, triton=False, timings=None) -> None:
     package = os.path.dirname(_HERE)
     if "memtraffic" not in sys.modules:
         spec = importlib.util.spec_from_file_location(
@@ -37,16 +39,25 @@ def _start_tracing(mode: str) -> None:
     mark = os.environ.get("MEMTRAFFIC_TORCH_MARK")
     if mark:
         open(mark, "a").close()
-    from memtraffic.measure.tracer import start
+    if timings:  # first: the ranges the others push are mirrored into the profiler's trace
+        from memtraffic.measure.timing import start as start_timing
 
-    start(mode)
+        start_timing(timings)
+    if mode:
+        from memtraffic.measure.tracer import start
+
+        start(mode)
+    if triton:
+        from memtraffic.measure.triton_launches import install
+
+        install()
 
 
 class _WhenTorchImports(importlib.abc.MetaPathFinder):
     """Finds torch with the other finders, then starts tracing once torch's import has finished."""
 
-    def __init__(self, mode: str) -> None:
-        self.mode = mode
+    def __init__(self, mode, triton=False, timings=None) -> None:
+        self.mode, self.triton, self.timings = mode, triton, timings
 
     def find_spec(self, name, path=None, target=None):
         if name != "torch":
@@ -59,23 +70,27 @@ class _WhenTorchImports(importlib.abc.MetaPathFinder):
 
         def exec_module(module):
             load(module)
-            _start_tracing(self.mode)
+            _start_tracing(self.mode, self.triton, self.timings)
 
         spec.loader.exec_module = exec_module
         return spec
 
 
-def trace_from_now(mode: str = "1") -> None:
-    """Trace the program's aten ops from the moment torch is imported (at once if it already is);
-    `mode` (MEMTRAFFIC_TORCH_OPS) says which calls: memtraffic.core.tracefile.TRACE_FROM."""
+def trace_from_now(mode="1", triton=False, timings=None) -> None:
+    """Trace the program from the moment torch is imported (at once if it already is): its aten ops
+    unless `mode` (MEMTRAFFIC_TORCH_OPS, memtraffic.core.tracefile.TRACE_FROM) is None, its Triton
+    launches with `triton`, its kernel times into the file `timings`."""
     if "torch" in sys.modules:  # a .pth file (or the chained sitecustomize) imported it during site setup
-        _start_tracing(mode)
+        _start_tracing(mode, triton, timings)
     else:
-        sys.meta_path.insert(0, _WhenTorchImports(mode))
+        sys.meta_path.insert(0, _WhenTorchImports(mode, triton, timings))
 
 
 if __name__ == "sitecustomize":  # launch.py loads this file under another name for its functions only
     _chain()
     _mode = os.environ.pop("MEMTRAFFIC_TORCH_OPS", None)
-    if _mode in ("1", "forward", "window"):
-        trace_from_now(_mode)
+    _triton = os.environ.pop("MEMTRAFFIC_TRITON", None) == "1"
+    _timings = os.environ.pop("MEMTRAFFIC_TIMINGS", None)
+    _mode = _mode if _mode in ("1", "forward", "window") else None
+    if _mode or _triton or _timings:
+        trace_from_now(_mode, _triton, _timings)

@@ -28,6 +28,7 @@ from memtraffic.core.files import dump, plain_records, read_json, write_bytes_at
 from memtraffic.core.launches import measured_range
 from memtraffic.core.ops import format_shape
 from memtraffic.core.roofs import find_ceilings
+from memtraffic.core.timings import is_timings
 from memtraffic.core.units import ABOVE, compile_regex, fmt_bytes, fmt_rate, parse_size
 from memtraffic.ncu.metrics import LAUNCH_STATS, METRICS
 from memtraffic.ncu.report import ADDITIVE_UNITS, EmptyReportError
@@ -487,10 +488,18 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
     cut: list[str] = []  # reports that end in a damaged launch: their last found config may lack kernels
     renamed = _merged_ranges(plan)
     with_lines = []  # reports with per-line counters
+    timed = False  # a timing-only run's timings.json: times, no counters (memtraffic.analysis.timings)
     for report in reports:
         if not Path(report).is_file():  # a shard or part the run lists, not there
             found_gaps.append(f"{report}: a report of this run is missing (listed in run.json): the configs "
                               "it held are missing")
+            continue
+        if is_timings(report):
+            from memtraffic.analysis.timings import timing_kernels
+
+            kernels, timed = timing_kernels(Path(report)), True
+            kernels.insert(0, "run", run_name or Path(report).parent.name)
+            frames.append(kernels)
             continue
         try:
             read = kernel_table(report, allow_partial=True)
@@ -536,6 +545,10 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
                                   "n_kernels": 0, "status": [statuses[r] for r in lost]})
         rows = pd.concat([rows, lost_rows], ignore_index=True)
     table = compute(rows, plan, min_bytes, min_rules)
+    if timed:
+        from memtraffic.analysis.timings import mark
+
+        table = mark(table)
     if with_lines:
         table = _name_worst_lines(table, with_lines, plan)
     if plan and group_by != "kernel":  # plan order: a run of several GPUs has a report per GPU
@@ -714,10 +727,11 @@ def row_label(r: dict[str, Any]) -> str:
             text += f" {again}"
         return text
     parts = measured_range(r["range"] or "").split("|")
-    if len(parts) >= 4 and parts[0] == "mt" and parts[1] in ("op", "region") and r["op"]:
-        # 'mt|op|<seq>|<overload>' / 'mt|region|<name>|<seq>': name, call number, first input
-        seq = parts[2] if parts[1] == "op" else parts[-1]
-        name = r["op"] if parts[1] == "op" else f"region {r['op']}"
+    if len(parts) >= 4 and parts[0] == "mt" and parts[1] in ("op", "region", "triton") and r["op"]:
+        # 'mt|op|<seq>|<overload>' / 'mt|triton|<seq>|<kernel>' / 'mt|region|<name>|<seq>': name, call
+        # number, first input
+        seq = parts[2] if parts[1] != "region" else parts[-1]
+        name = f"region {r['op']}" if parts[1] == "region" else r["op"]
         reused = " (reused)" if r.get("reuses") else ""  # a repeat: its first call's counters
         return " ".join(p for p in (f"{name} #{seq}", r["shape"], r["dtype"]) if p) + reused
     return r["range"] or (r["kernels"] or ["?"])[0]

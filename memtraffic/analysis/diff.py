@@ -424,6 +424,8 @@ def verdict(a: Mapping[str, Any], b: Mapping[str, Any], row: Mapping[str, Any], 
     else:
         same = all(row[f"{m}_change"] == 0 or math.isnan(row[f"{m}_change"]) for m in levels)
         head = "same bytes" if same else f"bytes within {100 * BYTES_NOTE:.0f}%"
+        if all(math.isnan(row[f"{m}_change"]) for m in levels):  # timing-only runs count no bytes
+            head = "no bytes measured"
     why = "; ".join(_why(a, b))
     time, noise = "", True
     if "time_ns_rel" in row and not math.isnan(row["time_ns_rel"]):

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memtraffic.core.errors import NcuError, UsageError, say
+from memtraffic.core.errors import GpuNotFoundError, NcuError, UsageError, say
 from memtraffic.core.files import refuse_nonempty
 from memtraffic.core.ops import Shape, format_shape, parse_dtype, parse_shape
 from memtraffic.core.plan import parse_params
@@ -40,6 +40,7 @@ from memtraffic.core.rundir import (
     utc_now,
 )
 from memtraffic.core.runfile import rerun_list, write_plan, write_run  # atomic: the runner may wait
+from memtraffic.measure.fallback import unavailable
 from memtraffic.measure.gpu import cuda_device_names, require_gpu
 from memtraffic.measure.planning import build_plan, check_names  # torch only when a plan is built
 from memtraffic.measure.sweep import (
@@ -89,6 +90,7 @@ class MeasureOptions:
     rerun: Path | None = None  # a run folder: measure again the configs its run.json lists under 'rerun'
     shard: str | None = None  # 'I/N': only that deterministic part of the plan
     gpus: str | None = None  # 'all' or '0,1': one ncu process per GPU at once
+    timing_only: bool = False  # no ncu: the runner's kernels timed (memtraffic.measure.measure_timing)
 
     def __post_init__(self) -> None:
         self.shapes = [parse_shape(s) if isinstance(s, str) else tuple(s) for s in self.shapes]
@@ -399,6 +401,13 @@ def precheck(opts: MeasureOptions) -> None:
     parse_params(opts.params)
 
 
+def _gpu_or_none() -> str | None:
+    try:
+        return gpu_name()
+    except GpuNotFoundError:
+        return None
+
+
 def _run_label(opts: MeasureOptions, plan: dict[str, Any] | None) -> list[str]:
     """The names a run folder is named after: the plan's variants, else what the options say."""
     if plan is not None:
@@ -436,6 +445,8 @@ class _PlanInBackground:
 def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
             ncu_runner: Callable[..., NcuRun] = run_ncu) -> MeasureResult:
     """Check everything up front, profile every config under ncu, save run.json. See the module doc.
+    Raises CountersUnavailable (memtraffic.measure.fallback) when ncu is missing or may not read the
+    counters: memtraffic.api.run_measure then times the plan instead (memtraffic.measure.measure_timing).
 
     The reports are not analyzed here (the measuring side never imports analysis): memtraffic.api.run_measure
     analyzes them, then calls record_analysis.
@@ -466,7 +477,13 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
     else:
         plan = plan_for(opts)
     lap("plan_s")
-    session = NcuSession.find()
+    try:
+        session = NcuSession.find()
+        probe = _gpu_or_none() if not opts.gpus else None
+        if probe:  # the metric query is where a GPU's locked counters show first
+            session.on_gpu(probe, tokens)
+    except NcuError as err:
+        raise (err if opts.gpus else unavailable(err)) from None
     lap("ncu_version_s")
     if opts.gpus:
         slots, gpu = _gpu_slots(opts.gpus)
@@ -578,8 +595,9 @@ def record_analysis(result: MeasureResult, kernels: Any, echo: Callable[[str], N
 
     ok_ranges = [c["range"] for c in run["configs"] if c["status"] == "ok"]
     if ok_ranges and not launches and not run["interrupted"]:
+        what = "no kernel was timed" if run.get("timing_only") else "ncu profiled no kernel"
         raise NcuError(
-            f"ncu profiled no kernel inside the NVTX ranges {', '.join(ok_ranges[:4])}"
+            f"{what} inside the NVTX ranges {', '.join(ok_ranges[:4])}"
             f"{' ...' if len(ok_ranges) > 4 else ''} (filter --nvtx-include {NVTX_INCLUDE}): do these "
             f"variants launch CUDA kernels? See the ncu logs in {run_dir}"
         )

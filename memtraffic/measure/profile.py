@@ -30,7 +30,8 @@ from memtraffic.core.launches import DISTINCT_ENV, NVTX_EXCLUDE
 from memtraffic.core.rundir import DEFAULT_RUNS_ROOT, gpu_name, new_run_dir, utc_now
 from memtraffic.core.runfile import plan_from_trace, write_plan, write_run
 from memtraffic.core.tracefile import TRACE_ENV, TRACE_FROM, read_trace
-from memtraffic.measure.ops import tracer_env, tracer_warnings
+from memtraffic.measure.fallback import unavailable
+from memtraffic.measure.ops import INJECT_DIR, tracer_env, tracer_warnings
 from memtraffic.measure.progress import TraceProgress, earlier_run, end_text
 from memtraffic.ncu.command import (
     check_ncu_options,
@@ -42,6 +43,8 @@ from memtraffic.ncu.session import NcuSession
 
 TORCH_MARK_FILE = "torch-imported"
 REPORT_FILE = "profile.ncu-rep"
+TRITON_ENV = "MEMTRAFFIC_TRITON"  # "1": sitecustomize / the launcher range each Triton launch
+TIMINGS_ENV = "MEMTRAFFIC_TIMINGS"  # a file: the program times its kernels into it (timing-only runs)
 
 
 class ProgramFailed(MemtrafficError):
@@ -57,6 +60,8 @@ class ProfileOptions:
     command: list[str]
     metrics: str = "traffic"
     torch_ops: bool = False
+    triton: bool = True  # a range per Triton launch of a Python program (memtraffic.measure.triton_launches)
+    timing_only: bool = False  # no ncu: kernel times joined to the minimums (memtraffic.measure.timing_only)
     source: bool = False
     kernel_name: str | None = None
     launch_skip: int | None = None
@@ -105,15 +110,23 @@ def resolve_program(command: Sequence[str]) -> str:
 
 
 def program_env(run_dir: Path, torch_ops: bool, base: dict[str, str] | None = None,
-                mode: str = "1", distinct: int = 0) -> dict[str, str]:
+                mode: str = "1", distinct: int = 0, triton: bool = False,
+                timings: Path | None = None) -> dict[str, str]:
     """The program's environment: regions and the op tracer append their records to the run's trace.
     `mode`: which op calls the tracer records (memtraffic.core.tracefile.TRACE_FROM); `distinct`: how
-    many calls of each signature are measured (memtraffic.core.launches; 0: every call)."""
+    many calls of each signature are measured (memtraffic.core.launches; 0: every call); `triton`: each
+    Triton launch gets a range; `timings`: the program times its kernels into that file."""
     env = dict(os.environ if base is None else base)
     env[DISTINCT_ENV] = str(distinct)
     if torch_ops:  # the tracer starts with the program (sitecustomize); the mark says torch was imported
-        return tracer_env(run_dir / TRACE_FILE, env, torch_mark=run_dir / TORCH_MARK_FILE, mode=mode)
+        env = tracer_env(run_dir / TRACE_FILE, env, torch_mark=run_dir / TORCH_MARK_FILE, mode=mode)
     env[TRACE_ENV] = str(run_dir / TRACE_FILE)
+    if triton:
+        env[TRITON_ENV] = "1"
+    if timings is not None:
+        env[TIMINGS_ENV] = str(timings)
+    if (triton or timings is not None) and not torch_ops:  # sitecustomize's route, for non-Python launchers
+        env["PYTHONPATH"] = os.pathsep.join([str(INJECT_DIR), *filter(None, [env.get("PYTHONPATH")])])
     return env
 
 
@@ -130,9 +143,13 @@ _PYTHON = re.compile(r"python[\d.]*")
 _PYTHON_FLAGS_WITH_VALUE = ("-W", "-X")
 
 
-def with_launcher(command: Sequence[str], mode: str = "1") -> list[str] | None:
+def with_launcher(command: Sequence[str], mode: str = "1", triton: bool = False,
+                  timings: Path | None = None) -> list[str] | None:
     """`python [flags] train.py ...` -> `python [flags] .../launch.py train.py ...`; None if not Python.
-    A trace mode other than "1" goes to the launcher as `--trace-from=MODE`.
+    A trace mode other than "1" goes to the launcher as `--trace-from=MODE` ("none": no op tracer), Triton
+    launch ranges as `--triton`, kernel timing as `--timings=FILE`. As arguments, not only environment
+    variables: a Python process between memtraffic and the program (H100, 2026-11-25: under ncu) runs
+    sitecustomize too, which takes them out of the environment the program then inherits.
 
     The launcher starts the op tracer inside the interpreter itself: under ncu the PYTHONPATH route
     (sitecustomize) did not run (H100, ncu 2025.3.1, 2026-11-23), an interpreter argument always does.
@@ -144,8 +161,10 @@ def with_launcher(command: Sequence[str], mode: str = "1") -> list[str] | None:
         i += 2 if command[i] in _PYTHON_FLAGS_WITH_VALUE else 1
     if i >= len(command) or command[i] == "-":  # an interactive interpreter or a program on stdin
         return None
-    mode_arg = [] if mode == "1" else [f"--trace-from={mode}"]
-    return [command[0], *command[1:i], str(LAUNCHER), *mode_arg, *command[i:]]
+    options = [] if mode == "1" else [f"--trace-from={mode}"]
+    options += ["--triton"] if triton else []
+    options += [f"--timings={timings}"] if timings is not None else []
+    return [command[0], *command[1:i], str(LAUNCHER), *options, *command[i:]]
 
 
 def _label(command: Sequence[str]) -> str:
@@ -157,8 +176,18 @@ def _label(command: Sequence[str]) -> str:
     return words[0]
 
 
+def launched(opts: ProfileOptions, program: str) -> list[str]:
+    """The program's argv: a Python program through the launcher when it traces ops or Triton launches."""
+    app = [program, *opts.command[1:]]
+    if opts.torch_ops or opts.triton:  # others rely on sitecustomize (program_env)
+        app = with_launcher(app, trace_mode(opts) if opts.torch_ops else "none", opts.triton) or app
+    return app
+
+
 def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> ProfileResult:
     """Check, run the program under ncu, turn its trace into the plan, save. See the module doc.
+    Raises CountersUnavailable when ncu is missing or may not read the counters: memtraffic.api.run_profile
+    then runs the program timing-only (memtraffic.measure.timing_only), as it does for --timing-only.
 
     The report is not analyzed here: memtraffic.api.run_profile does that."""
     echo = echo or say
@@ -171,15 +200,16 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
     tokens = metric_tokens(opts.metrics)  # a name not even metric-shaped fails before ncu is found
     if opts.out is not None:
         refuse_nonempty(opts.out)  # a usage error, said before ncu is looked for
-    session = NcuSession.find()
-    gpu = gpu_name()
-    session = session.on_gpu(gpu, tokens)
+    try:
+        session = NcuSession.find()
+        gpu = gpu_name()
+        session = session.on_gpu(gpu, tokens)
+    except NcuError as err:
+        raise unavailable(err) from None
     for note in session.spec.notes:  # what this GPU cannot count: measured without it
         echo(f"not measured on {gpu}: {note}")
 
-    app = [program, *opts.command[1:]]
-    if opts.torch_ops:
-        app = with_launcher(app, trace_mode(opts)) or app  # others rely on sitecustomize (program_env)
+    app = launched(opts, program)
     run_dir = new_run_dir([_label(opts.command)], opts.out, opts.runs_root)
     report = run_dir / REPORT_FILE
     argv = session.command(
@@ -199,6 +229,7 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
         "metric_names": session.metrics,
         "metric_notes": session.spec.notes,
         "torch_ops": opts.torch_ops,
+        "triton": opts.triton,
         "traced_from": TRACE_FROM[trace_mode(opts)] if opts.torch_ops else None,
         "distinct": opts.distinct,  # calls measured per signature, 0: every launch
         "source": opts.source,
@@ -214,9 +245,14 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
         echo(f"expecting {expected.kernels} kernel launches to measure, as {expected.run_dir} did")
     progress = TraceProgress(run_dir / TRACE_FILE, expected)
     t0 = time.perf_counter()
-    result = run_ncu(argv, run_dir / "ncu.log", echo=echo, verbose=opts.verbose,
-                     env=program_env(run_dir, opts.torch_ops, mode=trace_mode(opts), distinct=opts.distinct),
-                     progress_every_s=2.0, describe=progress.line)
+    try:
+        result = run_ncu(argv, run_dir / "ncu.log", echo=echo, verbose=opts.verbose,
+                         env=program_env(run_dir, opts.torch_ops, mode=trace_mode(opts),
+                                         distinct=opts.distinct, triton=opts.triton),
+                         progress_every_s=2.0, describe=progress.line)
+    except NcuError as err:  # counters refused once the program ran: this folder keeps ncu.log
+        out = None if opts.out is None else opts.out.with_name(opts.out.name + "-timing-only")
+        raise unavailable(err, out) from None
     has_report = report.is_file() and report.stat().st_size > 0
     run.update(wall_time_s=round(time.perf_counter() - t0, 3), finished=utc_now(),
                interrupted=result.interrupted,

@@ -14,10 +14,12 @@ live on the CPU (to count distinct indices); it never synchronizes the device or
 
 Not seen: ops of threads the program starts itself (a dispatch mode belongs to one thread and the
 autograd threads it starts); kernels launched outside aten ops, such as a Triton kernel called
-directly (wrap it in memtraffic.region, or register it with torch.library). torch.compile does not
-compile while a dispatch mode is active (torch 2.13: the function runs eagerly, and stays eager
-after): the trace then shows the eager ops, not the compiled kernels, and a traced program that
-calls torch.compile gets one warning saying so (`warn`).
+directly (wrap it in memtraffic.region, or register it with torch.library; under `profile` each
+Triton launch gets its own range: memtraffic.measure.triton_launches). torch.compile compiles under
+this mode (`ignore_compile_internals`, torch >= 2.9): the trace holds the ops the compiled code calls
+(extern kernels, graph breaks), its Triton kernels their own ranges. On an older torch dynamo runs
+the function eagerly under any dispatch mode, and a traced program that calls torch.compile gets one
+warning saying so (`warn`).
 
 CompositeImplicitAutograd ops (linear, dropout, sdpa) reach the mode whole under inference_mode;
 they run their C++ kernel, as the plain program does, so the mode sees the same ops with and without
@@ -220,6 +222,14 @@ class OpTracer(TorchDispatchMode):
         self._nvtx = torch.cuda.is_available()
         self.enabled = True
 
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        """torch.compile compiles under this mode (torch >= 2.9 asks): the mode is off while dynamo and
+        Inductor trace, and sees what the compiled code calls at run time (extern kernels such as
+        cuBLAS matmuls, graph breaks); the generated Triton kernels get their ranges from
+        memtraffic.measure.triton_launches."""
+        return True
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if not self.enabled:
@@ -323,7 +333,10 @@ COMPILE_WARNING = ("the program calls torch.compile, which does not compile whil
 
 
 def _watch_compile() -> None:
-    """Warn once when the program compiles: dynamo leaves code eager under a dispatch mode."""
+    """Warn once when the program compiles, on a torch whose dynamo leaves code eager under any dispatch
+    mode (before TorchDispatchMode.ignore_compile_internals)."""
+    if hasattr(TorchDispatchMode, "ignore_compile_internals"):
+        return
     original = torch.compile
 
     @functools.wraps(original)

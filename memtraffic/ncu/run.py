@@ -36,6 +36,7 @@ from memtraffic.core.runfile import (
     read_plan,
     read_run,
 )
+from memtraffic.core.timings import TIMINGS_FILE
 from memtraffic.core.tracefile import read_trace
 from memtraffic.ncu.metrics import LAUNCH_STATS, METRICS
 from memtraffic.ncu.report import REPORT_SUFFIX, check_report_file, check_rows, read_rows
@@ -93,6 +94,8 @@ def load_run(path: str | Path) -> Run:
     listed = (meta or {}).get("reports")
     if path.is_dir():
         reports = [folder / r for r in listed] if listed else sorted(folder.glob("*" + REPORT_SUFFIX))
+        if not reports and (folder / TIMINGS_FILE).is_file():  # a timing-only run (memtraffic.core.timings)
+            reports = [folder / TIMINGS_FILE]
         return Run(path, folder.name or folder.resolve().name, folder, plan, meta, reports, notes)
     if plan is None:
         return Run(path, path.name.removesuffix(REPORT_SUFFIX), None, None, None, [path])

@@ -177,6 +177,10 @@ def roofline_points(df: pd.DataFrame, levels: Sequence[str] = LEVELS) -> pd.Data
             rows.append(row)
     out = pd.DataFrame(rows)
     if out.empty:
+        if "timing_only" in df and df["timing_only"].eq(True).any():  # memtraffic.analysis.timings
+            raise ReportError("a timing-only run has no per-level bytes to place on a roofline: `memtraffic "
+                              "analyze` shows each row's bandwidth at the minimum and its fraction of the "
+                              "copy roof")
         raise ReportError("no level moved any bytes in these results: nothing to place on a roofline")
     out.attrs["notes"] = notes
     return out

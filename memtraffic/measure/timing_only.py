@@ -1,0 +1,95 @@
+"""`profile --timing-only`, and the fallback to it when ncu may not read the counters or is missing.
+
+The program runs without ncu, through the launcher (memtraffic/_inject/launch.py), which times its
+kernels with torch.profiler (memtraffic.measure.timing) while the op tracer, the Triton launch ranges and
+regions record the same minimums as under ncu. The run folder has the usual layout with `timings.json`
+(memtraffic.core.timings) where `profile.ncu-rep` would be; analysis shows each range's time, its
+achieved bandwidth at the minimum (minimum bytes / time) and that bandwidth's fraction of the measured
+copy roof, and no per-level bytes.
+
+memtraffic.api runs it for --timing-only, and when profile raises CountersUnavailable
+(memtraffic.measure.fallback). Torch-free here: the program, not memtraffic, imports torch.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from memtraffic.core.errors import GpuNotFoundError, MemtrafficError, UsageError
+from memtraffic.core.files import write_json
+from memtraffic.core.rundir import environment, gpu_name, new_run_dir, utc_now
+from memtraffic.core.timings import SOURCE, TIMINGS_FILE, keep_ranged
+from memtraffic.core.tracefile import TRACE_FROM, read_trace
+from memtraffic.measure.ops import tracer_warnings
+from memtraffic.measure.profile import (
+    TORCH_MARK_FILE,
+    TRACE_FILE,
+    ProfileOptions,
+    ProfileResult,
+    ProgramFailed,
+    _label,
+    program_env,
+    resolve_program,
+    trace_mode,
+    with_launcher,
+)
+
+
+def profile_timing(opts: ProfileOptions, echo: Callable[[str], None], reason: str = "") -> ProfileResult:
+    """Run the program without ncu, its kernels timed; the run folder as profile's, timings.json as its
+    report. A program that fails after writing its timings gives a partial result (as under ncu); one
+    that fails before raises ProgramFailed."""
+    program = resolve_program(opts.command)
+    mode = trace_mode(opts) if opts.torch_ops else "none"
+    if with_launcher([program, *opts.command[1:]], mode) is None:
+        raise UsageError("timing-only runs time kernels with torch.profiler inside the program: give a "
+                         f"Python program that uses PyTorch (python SCRIPT, -m MODULE or -c CODE), not "
+                         f"{shlex.join(opts.command)!r}")
+    try:
+        gpu: str | None = gpu_name()
+    except GpuNotFoundError:
+        gpu = None
+    run_dir = new_run_dir([_label(opts.command)], opts.out, opts.runs_root)
+    timings = run_dir / TIMINGS_FILE
+    app = with_launcher([program, *opts.command[1:]], mode, opts.triton, timings) or []
+    echo(f"timing {shlex.join(opts.command)} without counters into {run_dir}")
+    run: dict[str, Any] = {
+        "kind": "profile", "timing_only": True, "timing_source": SOURCE,
+        "timing_reason": reason or "asked for (--timing-only)",
+        "started": utc_now(), "command": shlex.join(sys.argv), "program": list(opts.command),
+        "environment": environment(gpu), "metric_set": None, "metric_names": [], "metric_notes": [],
+        "torch_ops": opts.torch_ops, "triton": opts.triton,
+        "traced_from": TRACE_FROM[trace_mode(opts)] if opts.torch_ops else None, "source": False,
+        "clock_control": None, "cache_control": None,
+    }
+    env = program_env(run_dir, opts.torch_ops, mode=trace_mode(opts), triton=opts.triton, timings=timings)
+    t0 = time.perf_counter()
+    proc = subprocess.run(app, env=env, stdout=sys.stderr, check=False)
+    has_timings = timings.is_file()
+    if has_timings and opts.nvtx_include:  # a filter: keep what it keeps of our ranges, all of them
+        run["nvtx_include_applied"] = "kernels inside an mt| range (timing-only runs take no other filter)"
+        keep_ranged(timings)
+    run.update(wall_time_s=round(time.perf_counter() - t0, 3), finished=utc_now(), interrupted=False,
+               attempts=[{"argv": app, "returncode": proc.returncode}], returncode=proc.returncode,
+               reports=[TIMINGS_FILE] if has_timings else [])
+    configs = [{**r, "id": i} for i, r in enumerate(read_trace(run_dir / TRACE_FILE))]
+    plan = {"version": 1, "kind": "profile", "program": list(opts.command), "configs": configs, "skipped": [],
+            "metrics": {"spec": None, "names": [], "notes": ["timing-only: no counters"]}}
+    write_json(run_dir / "plan.json", plan)
+    write_json(run_dir / "run.json", run)
+    for text in tracer_warnings(run_dir / TORCH_MARK_FILE):
+        echo(f"warning: {text}")
+    failed = proc.returncode != 0
+    if not has_timings:
+        if failed:
+            raise ProgramFailed(f"the program exited with code {proc.returncode} before it wrote its kernel "
+                                "times", proc.returncode)
+        raise MemtrafficError(f"the program wrote no {TIMINGS_FILE}: it never imported torch (timing-only "
+                              "runs time kernels with torch.profiler), or it ended with os._exit")
+    echo(f"timed the program's kernels; the program recorded {len(configs)} ops/regions/launches")
+    return ProfileResult(run_dir, run, plan, timings, partial=failed)
