@@ -41,6 +41,12 @@ def usage_line(err: click.UsageError) -> str:
     return text[:1].lower() + text[1:]
 
 
+def one_line(text: str) -> str:
+    """An error message as one line: control characters a user's input brought in (a carriage return in a
+    metric name, a newline in a path) shown escaped, as Python writes them, instead of breaking the line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _exit_code(err: BaseException, command: str = "") -> tuple[int, str | None]:
     """(exit code, the line(s) to print or None) for an exception that ended `memtraffic COMMAND`."""
     if isinstance(err, typer.Exit):
@@ -53,7 +59,7 @@ def _exit_code(err: BaseException, command: str = "") -> tuple[int, str | None]:
     if isinstance(err, click.ClickException):
         return err.exit_code, f"error: {' '.join(err.format_message().split())}"
     if isinstance(err, MemtrafficError):
-        return err.exit_code, f"error: {err}"
+        return err.exit_code, f"error: {one_line(str(err))}"
     if isinstance(err, KeyboardInterrupt | typer.Abort):
         return 130, "interrupted"
     if isinstance(err, ModuleNotFoundError):  # an extra the base install leaves out (torch, kaleido)
