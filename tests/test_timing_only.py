@@ -21,6 +21,7 @@ from memtraffic.core.timings import TIMINGS_FILE, join_trace, read_timings, writ
 from memtraffic.measure import profile as prof
 from memtraffic.measure.fallback import fallback_reason
 from memtraffic.ncu import command as ncu_mod
+from memtraffic.ncu import session as session_mod
 
 TIMING_ONLY = ("running timing-only: kernel times from torch.profiler joined to the same minimums, shown as "
                "bandwidth at the minimum; no per-level bytes")
@@ -117,15 +118,15 @@ def test_profile_falls_back_to_timing_only(tmp_path, monkeypatch, cause):
     if cause == "missing":
         def find():
             raise missing
-        monkeypatch.setattr(prof, "find_ncu", find)
+        monkeypatch.setattr(session_mod, "find_ncu", find)
     else:
-        monkeypatch.setattr(prof, "find_ncu", lambda: Path("/opt/ncu"))
-        monkeypatch.setattr(prof, "ncu_version", lambda ncu: (2025, 3, 1))
+        monkeypatch.setattr(session_mod, "find_ncu", lambda: Path("/opt/ncu"))
+        monkeypatch.setattr(session_mod, "ncu_version", lambda ncu: (2025, 3, 1))
         monkeypatch.setattr(prof, "gpu_name", lambda: "Fake GPU")
 
         def refuse(ncu, key=None):
             raise NcuError(ncu_mod.PERM_MESSAGE)
-        monkeypatch.setattr(prof, "query_metric_names", refuse)
+        monkeypatch.setattr(session_mod, "query_metric_names", refuse)
     program = tmp_path / "prog.py"
     program.write_text(TORCH_PROGRAM)
     out = tmp_path / "run"
@@ -242,7 +243,7 @@ def test_measure_times_the_plan_without_ncu(tmp_path, monkeypatch, asked):
 
     def find():
         raise missing
-    monkeypatch.setattr(measure_mod, "find_ncu", find)
+    monkeypatch.setattr(session_mod, "find_ncu", find)
     out = tmp_path / "run"
     lines: list[str] = []
     opts = measure_mod.MeasureOptions(variants=["softmax_tiled"], shapes=["7x33"], out=out, timing_only=asked)

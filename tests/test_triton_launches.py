@@ -204,8 +204,8 @@ def test_the_launch_range_decision_names_the_range_and_fills_the_record(monkeypa
         calls.append(("decide", name, sig))
         return Decision()
 
-    fake = types.SimpleNamespace(decide=decide, done=lambda d: calls.append(("done",)))
-    monkeypatch.setitem(sys.modules, "memtraffic.core.launches", fake)
+    monkeypatch.setattr(tl.launches, "decide", decide)
+    monkeypatch.setattr(tl.launches, "done", lambda d: calls.append(("done",)))
     pushed: list[str] = []
     monkeypatch.setattr(tl, "_push", pushed.append)
     monkeypatch.setattr(tl, "_pop", lambda: None)
@@ -244,8 +244,10 @@ def test_profile_ranges_triton_launches_through_a_python_stand_in_for_ncu(tmp_pa
     from memtraffic.ncu import command as ncu_mod
 
     monkeypatch.setenv("MEMTRAFFIC_NCU", str(fake_ncu(tmp_path / "ncu", PASS_THROUGH)))
+    from memtraffic.ncu import session as session_mod
+
     monkeypatch.setattr(prof, "gpu_name", lambda: "Fake GPU")
-    monkeypatch.setattr(prof, "query_metric_names", lambda ncu, key=None: ncu_mod.parse_query_metrics(
+    monkeypatch.setattr(session_mod, "query_metric_names", lambda ncu, key=None: ncu_mod.parse_query_metrics(
         "\n".join(ncu_mod.base_name(n) for n in ncu_mod.resolve_metrics("traffic"))))
     program = tmp_path / "prog.py"
     program.write_text(LAUNCH_PATH_PROGRAM)

@@ -35,3 +35,13 @@ def missing_extra(err: ImportError, what: str) -> MissingExtraError | None:
     extra, purpose = EXTRAS[top]
     return MissingExtraError(f"{what} needs {purpose}, which the base install leaves out: "
                              + install_line(extra))
+
+
+def require(what: str, *modules: str) -> None:
+    """MissingExtraError for `what` unless every module is installed (looked up, not imported): said before
+    the environment is looked at, e.g. before `measure` looks for ncu and falls back to timing-only."""
+    from importlib.util import find_spec
+
+    for module in modules:
+        if find_spec(module) is None:
+            raise missing_extra(ModuleNotFoundError(f"No module named {module!r}", name=module), what)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from memtraffic.core.errors import GpuNotFoundError, NcuError, UsageError, say
+from memtraffic.core.extras import require
 from memtraffic.core.files import refuse_nonempty
 from memtraffic.core.ops import Shape, format_shape, parse_dtype, parse_shape
 from memtraffic.core.plan import parse_params
@@ -477,6 +478,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
     else:
         plan = plan_for(opts)
     lap("plan_s")
+    require("memtraffic measure", "torch", "triton")  # the runner needs them: said before ncu is looked for
     try:
         session = NcuSession.find()
         probe = _gpu_or_none() if not opts.gpus else None

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from typing import Any
 
 from memtraffic.core.errors import GpuNotFoundError
-from memtraffic.core.files import write_json
 from memtraffic.core.rundir import environment, gpu_name, new_run_dir, read_status, utc_now
+from memtraffic.core.runfile import write_plan, write_run
 from memtraffic.core.timings import SOURCE, TIMINGS_FILE, keep_ranged
 from memtraffic.measure.measure import (
     MeasureOptions,
@@ -45,7 +45,7 @@ def measure_timing(opts: MeasureOptions, echo: Callable[[str], None], reason: st
     run_dir = new_run_dir(_run_label(opts, plan), opts.out, opts.runs_root)
     plan["metrics"] = {"spec": None, "names": [], "notes": ["timing-only: no counters"]}
     plan["options"] = {"clock_control": None, "cache_control": None, "source": False}
-    write_json(run_dir / "plan.json", plan)
+    write_plan(run_dir, plan)
     for s in plan["skipped"]:
         echo(f"skip {s['variant']} {'x'.join(map(str, s['shape']))} {s['dtype']}: {s['reason']}")
     timings = run_dir / TIMINGS_FILE
@@ -70,8 +70,8 @@ def measure_timing(opts: MeasureOptions, echo: Callable[[str], None], reason: st
         "attempts": [{"argv": argv, "returncode": proc.returncode, "passes": None}], "passes": None,
         "reports": [TIMINGS_FILE] if has_timings else [],
         "variants": list(dict.fromkeys(c["variant"] for c in plan["configs"])),
-        "configs": _config_entries(plan, status, profiled=None), "skipped": plan["skipped"],
+        "configs": _config_entries(plan, status, launches=None), "skipped": plan["skipped"],
     }
-    write_json(run_dir / "run.json", run)
+    write_run(run_dir, run)
     return MeasureResult(run_dir, run, plan, [timings] if has_timings else [], status=status,
                          clock=time.perf_counter())

@@ -21,8 +21,8 @@ from collections.abc import Callable
 from typing import Any
 
 from memtraffic.core.errors import GpuNotFoundError, MemtrafficError, UsageError
-from memtraffic.core.files import write_json
 from memtraffic.core.rundir import environment, gpu_name, new_run_dir, utc_now
+from memtraffic.core.runfile import plan_from_trace, write_plan, write_run
 from memtraffic.core.timings import SOURCE, TIMINGS_FILE, keep_ranged
 from memtraffic.core.tracefile import TRACE_FROM, read_trace
 from memtraffic.measure.ops import tracer_warnings
@@ -77,11 +77,10 @@ def profile_timing(opts: ProfileOptions, echo: Callable[[str], None], reason: st
     run.update(wall_time_s=round(time.perf_counter() - t0, 3), finished=utc_now(), interrupted=False,
                attempts=[{"argv": app, "returncode": proc.returncode}], returncode=proc.returncode,
                reports=[TIMINGS_FILE] if has_timings else [])
-    configs = [{**r, "id": i} for i, r in enumerate(read_trace(run_dir / TRACE_FILE))]
-    plan = {"version": 1, "kind": "profile", "program": list(opts.command), "configs": configs, "skipped": [],
-            "metrics": {"spec": None, "names": [], "notes": ["timing-only: no counters"]}}
-    write_json(run_dir / "plan.json", plan)
-    write_json(run_dir / "run.json", run)
+    plan = plan_from_trace(read_trace(run_dir / TRACE_FILE), opts.command,
+                           {"spec": None, "names": [], "notes": ["timing-only: no counters"]})
+    write_plan(run_dir, plan)
+    write_run(run_dir, run)
     for text in tracer_warnings(run_dir / TORCH_MARK_FILE):
         echo(f"warning: {text}")
     failed = proc.returncode != 0
@@ -91,5 +90,5 @@ def profile_timing(opts: ProfileOptions, echo: Callable[[str], None], reason: st
                                 "times", proc.returncode)
         raise MemtrafficError(f"the program wrote no {TIMINGS_FILE}: it never imported torch (timing-only "
                               "runs time kernels with torch.profiler), or it ended with os._exit")
-    echo(f"timed the program's kernels; the program recorded {len(configs)} ops/regions/launches")
+    echo(f"timed the program's kernels; the program recorded {len(plan['configs'])} ops/regions/launches")
     return ProfileResult(run_dir, run, plan, timings, partial=failed)

@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from memtraffic.core import launches
 from memtraffic.core.tracefile import dtype_name, emit, make_record, next_seq
 
 RANGE_PREFIX = "mt|triton|"
@@ -216,22 +217,14 @@ def signature(kernel: str, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple
 
 def _decide(name: str, sig: tuple[Any, ...]) -> tuple[Any, str]:
     """(decision, range to push): memtraffic.core.launches decides whether this call is measured or a
-    repeat of an earlier one with the same signature (its range then one ncu leaves out); without that
-    module every call is measured under its own name."""
-    try:
-        from memtraffic.core import launches
-    except ImportError:
-        return None, name
+    repeat of an earlier one with the same signature (its range then one ncu leaves out)."""
     decision = launches.decide(name, sig)
     return decision, decision.range
 
 
 def _done(decision: Any, record: dict[str, Any]) -> None:
-    if decision is not None:
-        from memtraffic.core import launches
-
-        launches.done(decision)
-        record.update(decision.fields())
+    launches.done(decision)
+    record.update(decision.fields())
 
 
 def _push(name: str) -> None:
