@@ -94,7 +94,9 @@ def test_tiled_range_is_at_the_minimum(seed):
     assert tiled["eff_l1_ld"] == 1.0 and tiled["eff_l1_st"] == 1.0 and tiled["eff_l2"] == 1.0
     assert tiled["sector_eff_ld"] == 1.0 and tiled["n_kernels"] == 1
     assert f"{tiled['eff_l1_ld']:.2f}" == "1.00"
-    assert tiled["diagnosis"] == ""
+    # at the minimum everywhere but DRAM writes, whose output L2 still held when the kernel ended: said
+    assert tiled["dram_wr_bytes"] * 1.05 < tiled["min_write_bytes"]
+    assert tiled["diagnosis"] == "DRAM writes below the minimum: output still in L2 when the kernel ended"
     assert tiled["bw_min_Bps"] == pytest.approx(2 * MIB8 / (tiled["time_ns"] * 1e-9))
 
 

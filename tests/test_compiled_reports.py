@@ -57,3 +57,39 @@ def test_no_level_is_measured_and_every_row_says_so(timed):
     roof = copy_roof("NVIDIA H100 80GB HBM3")
     ranged = timed[timed["min_bytes"].notna()]
     assert ranged["frac_copy_roof"].tolist() == pytest.approx((ranged["bw_min_Bps"] / roof).tolist())
+
+
+COMPILED = REPO / "reports" / "h100" / "compiled_layernorm_mlp_adamw"
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    return analyze_path(COMPILED)
+
+
+def test_every_inductor_kernel_of_the_compiled_step_has_a_minimum_and_its_fused_ops(compiled):
+    """Plain `profile` of the compiled step under ncu: one range per Inductor launch, its minimum from its
+    buffers, the aten ops it fused; the second step's launches reuse the first step's counters."""
+    plan = json.loads((COMPILED / "plan.json").read_text())
+    triton = [c for c in plan["configs"] if c["range"].split("|")[1] in ("triton", "rep")]
+    assert triton and len(triton) == len(plan["configs"])
+    for c in triton:
+        assert c["min_read_bytes"] + c["min_write_bytes"] > 0, c["range"]
+        fused = c["params"]["fused_aten"]
+        assert fused == [] if c["op"].startswith("triton_for_") else fused and all(
+            op.startswith("aten.") for op in fused), c["range"]
+    measured = compiled[compiled["reuses"] == ""]
+    assert len(measured) and (measured["n_kernels"] == 1).all()
+    assert (compiled["status"] == "ok").all()
+    assert set(compiled.loc[compiled["reuses"] != "", "reuses"]) <= set(measured["range"])
+
+
+def test_no_efficiency_of_the_compiled_step_is_above_one_without_its_reason(compiled):
+    levels = ["eff_l1_ld", "eff_l1_st", "eff_l2", "eff_dram", "eff_dram_rd", "eff_dram_wr"]
+    checked = 0
+    for r in compiled.to_dict("records"):
+        above = [k for k in levels if r.get(k) is not None and math.isfinite(r[k]) and r[k] > 1.05]
+        if above:
+            checked += 1
+            assert "below the minimum" in r["diagnosis"], (r["range"], above, r["diagnosis"])
+    assert checked > 0  # the run has such rows: L2 held the output when the kernel ended

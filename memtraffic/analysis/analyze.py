@@ -410,18 +410,17 @@ def diagnose(r: dict[str, Any], bound: str = "", role: str = "", roofs: dict[str
     eff_dram = r.get("eff_dram")
     if _ok(eff_dram) and eff_dram < GOOD:
         notes.append(f"DRAM moves {_times(1 / eff_dram)} the minimum")
-    slow = explain_time(r, roofs)  # last, but a row with it has notes: DRAM writes left in L2 are said
-    notes += _below_minimum(r, bypass, bound, wrote_notes=bool(notes or slow),
-                            lsu_bypass="TMA" if tma else async_copies)
+    slow = explain_time(r, roofs)  # last
+    notes += _below_minimum(r, bypass, bound, lsu_bypass="TMA" if tma else async_copies)
     return "; ".join([*notes, slow] if slow else notes)
 
 
-def _below_minimum(r: dict[str, Any], bypass: Sequence[str], bound: str, wrote_notes: bool,
-                   lsu_bypass: str = "TMA") -> list[str]:
+def _below_minimum(r: dict[str, Any], bypass: Sequence[str], bound: str, lsu_bypass: str = "TMA"
+                   ) -> list[str]:
     """A reason for each level that moved less than the minimum (efficiency above ABOVE); `lsu_bypass`
     names what moves data past the LSU counters on the row's GPU. Output left in L2 (DRAM writes below
-    the minimum, which tables show only inside DRAM rd+wr) is said only on a row that has other notes:
-    a kernel at the minimum everywhere else stays without a diagnosis."""
+    the minimum, which tables show only inside DRAM rd+wr) is said too, also on a row otherwise at the
+    minimum: no efficiency above ABOVE goes without its reason."""
     def above(key: str) -> bool:
         return _ok(r.get(key)) and r[key] > ABOVE
 
@@ -445,7 +444,7 @@ def _below_minimum(r: dict[str, Any], bypass: Sequence[str], bound: str, wrote_n
     if above("eff_dram") and not _ok(r.get("eff_dram_rd")):  # the table shows DRAM rd+wr then
         notes.append("DRAM bytes below the minimum: input served from L2, or output still in L2 when the "
                      "kernel ended")
-    elif wrote_below(r) and (wrote_notes or notes):
+    elif wrote_below(r):
         notes.append("DRAM writes below the minimum: output still in L2 when the kernel ended")
     return notes
 
