@@ -18,6 +18,7 @@ from memtraffic.analysis.analyze import analyze_path, row_label
 from memtraffic.api import run_profile
 from memtraffic.core.errors import NcuError, ReportError, UsageError
 from memtraffic.core.timings import TIMINGS_FILE, join_trace, read_timings, write_timings
+from memtraffic.measure import fallback
 from memtraffic.measure import profile as prof
 from memtraffic.measure.fallback import fallback_reason
 from memtraffic.ncu import command as ncu_mod
@@ -115,6 +116,7 @@ print("program ran")
 def test_profile_falls_back_to_timing_only(tmp_path, monkeypatch, cause):
     """No ncu, or counters refused: the program runs timed (a CPU: no kernel), the run folder as usual."""
     missing = _missing_ncu(tmp_path)
+    monkeypatch.setattr(fallback, "gpu_name", lambda: "Fake GPU")  # a GPU without ncu: something to time
     if cause == "missing":
         def find():
             raise missing
@@ -240,6 +242,7 @@ def test_measure_times_the_plan_without_ncu(tmp_path, monkeypatch, asked):
     from memtraffic.measure import measure as measure_mod
 
     missing = _missing_ncu(tmp_path)
+    monkeypatch.setattr(fallback, "gpu_name", lambda: "Fake GPU")
 
     def find():
         raise missing
@@ -297,3 +300,15 @@ def test_kernels_outside_ranges_are_dropped_where_a_filter_asks(tmp_path):
     data = read_timings(folder / TIMINGS_FILE)
     assert [k["launch"] for k in data["kernels"]] == [0, 1, 2, 3] and data["dropped_outside_ranges"] == 2
     assert all(k["range"] for k in data["kernels"])
+
+
+def test_without_ncu_and_without_a_gpu_there_is_nothing_to_time(tmp_path, monkeypatch):
+    """No ncu on a machine without a GPU: the GPU's one line, not a timing-only run that times nothing."""
+    from memtraffic.core.errors import GpuNotFoundError
+
+    def no_gpu():
+        raise GpuNotFoundError("no NVIDIA GPU is visible")
+    monkeypatch.setattr(fallback, "gpu_name", no_gpu)
+    with pytest.raises(GpuNotFoundError, match="no NVIDIA GPU is visible"):
+        fallback.unavailable(_missing_ncu(tmp_path))
+    assert isinstance(fallback.unavailable(NcuError(ncu_mod.PERM_MESSAGE)), fallback.CountersUnavailable)

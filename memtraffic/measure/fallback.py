@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from memtraffic.core.errors import NcuError
+from memtraffic.core.rundir import gpu_name
 from memtraffic.ncu.command import PERM_MESSAGE
 
 TIMING_ONLY = ("running timing-only: kernel times from torch.profiler joined to the same minimums, shown "
@@ -41,6 +42,11 @@ def fallback_reason(err: NcuError) -> str | None:
 
 
 def unavailable(err: NcuError, out: Path | None = None) -> NcuError:
-    """CountersUnavailable for an error that calls for a timing-only run, else the error itself."""
+    """CountersUnavailable for an error that calls for a timing-only run, else the error itself. Without
+    ncu and without a GPU there is nothing to time either: GpuNotFoundError (raised) says so."""
     reason = fallback_reason(err)
-    return err if reason is None else CountersUnavailable(reason, out)
+    if reason is None:
+        return err
+    if str(err).startswith(NCU_MISSING_PREFIX):
+        gpu_name()  # no GPU: its one line, not a timing-only run that times nothing
+    return CountersUnavailable(reason, out)
