@@ -87,7 +87,6 @@ class ProfileResult:
     run: dict[str, Any]
     plan: dict[str, Any]
     report: Path
-    partial: bool  # the program failed or was interrupted: its report may lack the last ranges
     table: Any = None  # the analyzed DataFrame, once memtraffic.api.run_profile has analyzed the report
 
     @property
@@ -286,4 +285,4 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
         raise NcuError("ncu profiled no kernel: the program launched no CUDA kernel (does it use the GPU?), "
                        "or --kernel-name/--nvtx-include/--launch-skip matched none "
                        f"(log: {run_dir / 'ncu.log'})")
-    return ProfileResult(run_dir, run, plan, report, partial=failed or result.interrupted)
+    return ProfileResult(run_dir, run, plan, report)

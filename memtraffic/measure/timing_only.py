@@ -91,4 +91,4 @@ def profile_timing(opts: ProfileOptions, echo: Callable[[str], None], reason: st
         raise MemtrafficError(f"the program wrote no {TIMINGS_FILE}: it never imported torch (timing-only "
                               "runs time kernels with torch.profiler), or it ended with os._exit")
     echo(f"timed the program's kernels; the program recorded {len(plan['configs'])} ops/regions/launches")
-    return ProfileResult(run_dir, run, plan, timings, partial=failed)
+    return ProfileResult(run_dir, run, plan, timings)
