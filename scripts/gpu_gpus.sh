@@ -46,7 +46,8 @@ print("wall_s", s["wall_s"])
 print("ratio_all_over_one", s["ratio_all_over_one"])
 print("profiling_ratio_all_over_one", s["profiling_ratio_all_over_one"])
 for run, gpus in s["per_gpu"].items():
-    print(run, [(g["index"], g["wall_time_s"], g["configs_s"], g["fixed_s"]) for g in gpus])
+    for g in gpus:
+        print(run, {k: v for k, v in g.items() if k not in ("configs", "predicted_cost_s")})
 print("measure_timings", s.get("measure_timings"))
 PY
 done

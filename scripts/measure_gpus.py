@@ -84,19 +84,35 @@ def compare(a, b) -> dict[str, int]:
 def gpu_split(run_dir: Path, info: dict) -> list[dict]:
     """Per GPU of a run: its configs, predicted and measured seconds, and where its wall time went: the
     runner's configs (status file 'seconds': inputs, warm-up, check, the profiled call) and the rest, its
-    fixed cost (ncu and the runner starting, python and torch imported, the report written)."""
+    fixed cost, split by the Unix times of the attempt (t_start/t_end) and of the runner's records into
+    ncu starting python (to_python_s), python importing and waiting for the plan (to_ready_s), ready to
+    the first config (to_first_s), and the last config's end to ncu's exit (after_last_s: the report
+    written, the process torn down)."""
     out = []
     for g in info["gpus"]:
-        status = {}
+        status, ready, stamps = {}, None, []
         path = run_dir / g.get("status_file", f"status-gpu{g['index']}.jsonl")
         for line in path.read_text().splitlines() if path.is_file() else []:
             rec = json.loads(line)
+            if rec.get("event") == "ready" and ready is None:
+                ready = rec
+            if "t" in rec and "id" in rec:
+                stamps.append(rec["t"])
             if rec.get("status") == "ok":
                 status[rec["id"]] = rec.get("seconds") or 0.0
         configs_s = round(sum(status.values()), 3)
-        out.append({"index": g["index"], "configs": len(g["configs"]),
-                    "predicted_cost_s": g["predicted_cost_s"], "wall_time_s": g["wall_time_s"],
-                    "configs_s": configs_s, "fixed_s": round(g["wall_time_s"] - configs_s, 3)})
+        row = {"index": g["index"], "configs": len(g["configs"]),
+               "predicted_cost_s": g["predicted_cost_s"], "wall_time_s": g["wall_time_s"],
+               "configs_s": configs_s, "fixed_s": round(g["wall_time_s"] - configs_s, 3)}
+        first = (g.get("attempts") or [{}])[0]
+        if ready and stamps and "t_start" in first:
+            last = g["attempts"][-1]
+            python = ready.get("process_started")
+            row.update(to_python_s=round(python - first["t_start"], 3) if python else None,
+                       to_ready_s=round(ready["t"] - python, 3) if python else None,
+                       to_first_s=round(min(stamps) - ready["t"], 3),
+                       after_last_s=round(last["t_end"] - max(stamps), 3))
+        out.append(row)
     return out
 
 

@@ -34,8 +34,7 @@ SMALL_FUSED = {"BLOCK_M": 16, "BLOCK_K": 16}
 
 
 def _inputs(op: str, shape, dtype, device, seed: int = 0):
-    gen = torch.Generator().manual_seed(seed)
-    return OPS[op].make_inputs(shape, dtype, device, gen)
+    return OPS[op].make_inputs(shape, dtype, device, seed)
 
 
 def _run(name: str, shape, dtype, device, params=None, seed: int = 0):

@@ -60,6 +60,8 @@ class Attempt(TypedDict, total=False):
     returncode: int | None
     passes: int | None
     no_kernels_message: bool
+    t_start: float  # Unix time ncu was started, and when it exited (measure): with the runner's "t"
+    t_end: float  # stamps, where a GPU's time went (start-up, configs, the report written)
 
 
 class Outcome(TypedDict, total=False):
@@ -121,7 +123,7 @@ PLAN = Obj({
     "metrics": dict, "options": dict, "merged_from": ListOf(str),
 }, required=("configs",))
 ATTEMPT = Obj({"argv": ListOf(str), "returncode": INT_OR_NONE, "passes": INT_OR_NONE,
-               "no_kernels_message": BOOL_OR_NONE, "gpu": int, "part": int})
+               "no_kernels_message": BOOL_OR_NONE, "gpu": int, "part": int, "t_start": float, "t_end": float})
 OUTCOME = Obj({"id": int, "range": str, "status": str, "error": STR_OR_NONE, "profiled": BOOL_OR_NONE,
                "kernels": int, "params": dict, "shape": ListOf(int), "gpu": int, "part": int})
 ENVIRONMENT = Obj({"gpu": STR_OR_NONE, "chip": STR_OR_NONE, "ncu": STR_OR_NONE, "ncu_version": STR_OR_NONE})

@@ -172,12 +172,15 @@ def profile_plan(plan: dict[str, Any], run_dir: Path, session: NcuSession, opts:
         argv = session.command(report, app + (["--wait-for-plan"] if waiting else []),
                                cache_control=opts.cache_control, clock_control=opts.clock_control,
                                source=opts.source)
+        t_start = time.time()
         result = ncu_runner(argv, log_path, echo=echo, verbose=opts.verbose, **extra)
+        t_end = time.time()
         if waiting:
             ids = config_ids(ready())  # raises the plan's error: its runner exited without running
             max_attempts = opts.max_attempts or len(ids) + 1
         attempts.append({"argv": argv, "returncode": result.returncode, "passes": result.passes,
-                         "no_kernels_message": result.no_kernels})
+                         "no_kernels_message": result.no_kernels,
+                         "t_start": round(t_start, 3), "t_end": round(t_end, 3)})
         if gpu is not None:
             attempts[-1].update(gpu=gpu.index, cuda_visible_devices=gpu.visible)
         if report.exists() and report.stat().st_size > 0:

@@ -6,9 +6,12 @@ reference, then make the one measured call inside its own NVTX push/pop range `m
 all that ncu's `--nvtx-include` lets it profile.
 
 Each config's outcome is appended to a JSON-lines status file ('start', then 'ok' or 'failed' with
-the error), so a config that crashes the process is known and a fresh process skips every config
-that already has a record. A failing variant is recorded and the runner goes on; after a CUDA error
-(the context is unusable) it exits with code 3 so that collect starts a fresh process for the rest.
+the error, each stamped with its Unix time "t"), so a config that crashes the process is known and a
+fresh process skips every config that already has a record. A first record without an id ("event":
+"ready") says when the process started and when it was ready to run configs: with the attempt's
+t_start/t_end in run.json, where a GPU's fixed time went. A failing variant is recorded and the runner
+goes on; after a CUDA error (the context is unusable) it exits with code 3 so that collect starts a
+fresh process for the rest.
 
 Without CUDA it runs on the CPU (Triton in its interpreter) and skips the NVTX calls: useful to test
 a plan without a GPU or ncu.
@@ -103,8 +106,7 @@ def run_config(config: dict[str, Any], device: torch.device, seed: int = 0,
         phases[name] = round(now - t0, 4)
         t0 = now
 
-    gen = torch.Generator().manual_seed(seed)
-    inputs = op.make_inputs(shape, dtype, device, gen)
+    inputs = op.make_inputs(shape, dtype, device, seed)
     lap("inputs")
     out = variant.run(*inputs, **params)  # warm-up: JIT, autotune, compile - outside the profiled range
     lap("warmup")
@@ -120,6 +122,20 @@ def run_config(config: dict[str, Any], device: torch.device, seed: int = 0,
 
 def _is_cuda_error(err: BaseException) -> bool:
     return type(err).__name__ == "AcceleratorError" or "CUDA error" in str(err)
+
+
+def _process_started() -> float | None:
+    """Unix time this process started (Linux /proc), None where that cannot be read."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return time.time() - uptime + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _stamp(record: dict[str, Any]) -> dict[str, Any]:
+    return {**record, "t": round(time.time(), 3)}
 
 
 def _label(config: dict[str, Any]) -> str:
@@ -140,6 +156,9 @@ def run_plan(plan: dict[str, Any], status_path: Path, device: torch.device | Non
     device = device or _device()
     log = log or sys.stderr
     done = read_status(status_path)
+    started = _process_started()
+    append_status(status_path, _stamp({"event": "ready", "pid": os.getpid(),
+                                       "process_started": round(started, 3) if started else None}))
     configs = [c for c in plan["configs"] if gpu is None or c.get("gpu") == gpu]
     try:  # the suite and the user's variant files; a file that fails to load fails its configs, not the run
         variants = load_variants(plan.get("variant_files", []),
@@ -151,18 +170,18 @@ def run_plan(plan: dict[str, Any], status_path: Path, device: torch.device | Non
     for k, config in enumerate(configs, 1):
         if config["id"] in done:
             continue
-        append_status(status_path, {"id": config["id"], "range": config["range"], "status": "start"})
+        append_status(status_path, _stamp({"id": config["id"], "range": config["range"], "status": "start"}))
         t0 = time.perf_counter()
         try:
             err, phases = run_config(config, device, plan.get("seed", 0), variants)
         except KeyboardInterrupt:
-            append_status(status_path, {"id": config["id"], "range": config["range"], "status": "not run",
-                                        "error": "interrupted"})
+            append_status(status_path, _stamp({"id": config["id"], "range": config["range"],
+                                               "status": "not run", "error": "interrupted"}))
             print(f"[{k}/{len(configs)}] {_label(config)}: interrupted", file=log, flush=True)
             return EXIT_INTERRUPTED
         except Exception as exc:  # one variant's failure must not lose the others
-            append_status(status_path, {"id": config["id"], "range": config["range"], "status": "failed",
-                                        "error": _one_line(exc)})
+            append_status(status_path, _stamp({"id": config["id"], "range": config["range"],
+                                               "status": "failed", "error": _one_line(exc)}))
             print(f"[{k}/{len(configs)}] {_label(config)}: FAILED {_one_line(exc)}", file=log, flush=True)
             if device.type == "cuda":
                 if _is_cuda_error(exc):
@@ -172,8 +191,8 @@ def run_plan(plan: dict[str, Any], status_path: Path, device: torch.device | Non
                 torch.cuda.empty_cache()
             continue
         seconds = time.perf_counter() - t0
-        append_status(status_path, {"id": config["id"], "range": config["range"], "status": "ok",
-                                    "max_err": err, "seconds": round(seconds, 3), "phases": phases})
+        append_status(status_path, _stamp({"id": config["id"], "range": config["range"], "status": "ok",
+                                           "max_err": err, "seconds": round(seconds, 3), "phases": phases}))
         print(f"[{k}/{len(configs)}] {_label(config)}: ok (max err {err:.2g}, {seconds:.1f} s) "
               f"in range {config['range']}", file=log, flush=True)
         if device.type == "cuda":
