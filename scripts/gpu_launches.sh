@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU, ONE H100 (issue 33): every-launch against distinct-launch `memtraffic profile --torch-ops` runs.
 #   1. scripts/many_kernels_mlp.py (64 layers, 2 AdamW steps, ~3,000 launches), --metrics bytes;
+#      and (mlp12) 12 layers, 1 step, the default traffic set: a deep pair small enough to commit whole;
 #   2. examples/train_step.py (its second step, --profile-from-start off), the default traffic set;
 #   3. a real model (scripts/real_model_step.py: transformers GPT-2 12 layers, else torchvision
 #      resnet18; skipped when the device has neither), --metrics bytes;
@@ -11,8 +12,9 @@
 #      (metric_<SET>), and the program's own time without ncu;
 #   5. the train_step distinct run again, to show the progress ETA from the first (again_train_step);
 #   0. first, the GPU tests of tests/test_reuse.py (ncu skips repeats, also inside a measured region).
-# STEPs (default all): tests mlp64 train_step real metrics again. Steps after the first pair skip
-# themselves once BUDGET_S (default 300) seconds have passed. REAL_LAYERS: GPT-2 blocks (12).
+# STEPs (default all): tests mlp64 mlp12 train_step real metrics again. Steps after the first pair skip
+# themselves once BUDGET_S (default 300) seconds have passed. REAL_LAYERS: GPT-2 blocks (12); REAL_STEPS:
+# its profiled steps (1), also timed once without ncu (native_<MODEL>).
 # Usage: bash scripts/gpu_launches.sh OUT [STEP...]   (after `pip install -e . --no-deps`)
 # OUT gets: reports/h100/profile_{full,sampled}_<NAME>/ and metric_<SET>/ (run folders, --import-sass no),
 # logs/ (each command's stdout/stderr, diffs, premise checks), timings.txt, summary.json/.txt
@@ -24,6 +26,7 @@ shift
 steps="$*"  # none: every step
 budget=${BUDGET_S:-300}
 layers=${REAL_LAYERS:-12}
+real_steps=${REAL_STEPS:-1}
 runs=$out/reports/h100
 logs=$out/logs
 mkdir -p "$runs" "$logs"
@@ -79,11 +82,18 @@ fi
 
 # the MLP calls no cudaProfilerStart: profiled from the start, as make_many_kernels_report.sh did
 want mlp64 && pair mlp64 bytes on -- python3 scripts/many_kernels_mlp.py --layers 64 --steps 2
+# a deep pair small enough to commit whole: 12 layers, one step, profile's default (traffic) set
+want mlp12 && pair mlp12 traffic on -- python3 scripts/many_kernels_mlp.py --layers 12 --steps 1
 want train_step && ! over train_step && pair train_step traffic off -- python3 examples/train_step.py
 if want real && ! over real_model; then
   if python3 scripts/real_model_step.py --check >"$logs/real_model_probe.txt" 2>&1; then
     model=$(head -1 "$logs/real_model_probe.txt" | awk '{print $2}')
-    pair "$model" bytes off -- python3 scripts/real_model_step.py --model "$model" --layers "$layers" --steps 1
+    t0=$(date +%s%N)
+    python3 scripts/real_model_step.py --model "$model" --layers "$layers" --steps "$real_steps" \
+      >"$logs/native_$model.txt" 2>&1
+    echo "$model native (no ncu) command_ms=$(( ($(date +%s%N) - t0) / 1000000 ))" | tee -a "$out/timings.txt"
+    pair "$model" bytes off -- python3 scripts/real_model_step.py --model "$model" --layers "$layers" \
+      --steps "$real_steps"
   else
     echo "real model: $(tail -1 "$logs/real_model_probe.txt")" | tee -a "$out/timings.txt"
   fi
