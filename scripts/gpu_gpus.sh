@@ -5,7 +5,8 @@
 # the parent, paid before any ncu started).
 #   bytes set (one replay pass): one GPU, all GPUs, twice (--repeat 2);
 #   traffic set (six passes, where two ncu processes' passes take turns): once (--repeat 1);
-# both with one Triton cache warmed by an untimed first run (--warm-triton), as issue 33's baseline was.
+# both with one Triton cache warmed by an untimed first run (--warm-triton), as issue 33's baseline was;
+# WARM_TRITON=0: every run compiles into an empty cache of its own, as a fresh user's does (<SET>_x<N>_cold).
 # Each run's summary.json holds the ratios, each GPU's wall time split into its configs' seconds and the
 # fixed rest, and measure's own timings. The traffic step skips itself when the first took past BUDGET_S (250) seconds.
 # Usage: bash scripts/gpu_gpus.sh OUT [SET:REPEAT ...]   (default: bytes:2 traffic:1; after
@@ -31,9 +32,11 @@ for spec in $specs; do
     echo "SKIPPED $set_: over the budget of $budget s" | tee -a "$out/machine.txt"
     continue
   fi
-  dest=$out/reports/h100x2/gpus_vs_one_160_${set_}_x$repeat
+  warm=(--warm-triton) suffix=
+  [ "${WARM_TRITON:-1}" = 0 ] && warm=() suffix=_cold
+  dest=$out/reports/h100x2/gpus_vs_one_160_${set_}_x$repeat$suffix
   t0=$(date +%s)
-  python3 scripts/measure_gpus.py "$dest" --sweep "$sweep" --metrics "$set_" --repeat "$repeat" --warm-triton \
+  python3 scripts/measure_gpus.py "$dest" --sweep "$sweep" --metrics "$set_" --repeat "$repeat" "${warm[@]}" \
     >"$dest.stdout.txt" 2>"$dest.stderr.txt"
   echo "$set_: measure_gpus.py exited $? after $(( $(date +%s) - t0 )) s"
   python3 - "$dest/summary.json" <<'PY'
