@@ -17,6 +17,8 @@ Each table lives between marker comments that this script owns, in whichever of 
   <!-- table:diff -->   ... <!-- /table:diff -->    `memtraffic diff` of the committed before/after pair
                                                     (scripts/make_diff_pair.sh); left as it is while the
                                                     pair is not committed
+  <!-- table:launches --> ... <!-- /table:launches --> every-launch against distinct-launch profiles of
+                                                    the committed pairs (LAUNCH_PAIRS)
 
 Numbers come from the .ncu-rep files through `memtraffic.analysis.analyze` (the current op models give the
 minimum) and from the runs' run.json (device, ncu version, date). The three published RTX 3080 Ti
@@ -232,6 +234,54 @@ def profile_output(reports: Path) -> list[str]:
     return lines[:-1]
 
 
+# Every-launch against distinct-launch pairs (issue 33): a folder of summaries (scripts/gpu_launches.sh's
+# summary.json and the every-launch run.json, when the run folders were too large to keep) or the two run
+# folders themselves, summarized here by scripts/launches_summary.py.
+LAUNCH_PAIRS = (
+    ("h100/launches_mlp64", "mlp64"),
+    ("h100/profile_{}_mlp12", "mlp12"),
+    ("h100/launches_gpt2_4steps", "gpt2"),
+    ("h100/launches_gpt2", "gpt2"),
+    ("h100/profile_{}_train_step", "train_step"),
+)
+
+
+def _launch_pair(reports: Path, where: str, name: str) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """(the pair's summary, the every-launch run.json, the folder to link) for one LAUNCH_PAIRS entry."""
+    if "{}" in where:
+        sys.path.insert(0, str(REPO / "scripts"))
+        from launches_summary import pair
+
+        full, sampled = reports / where.format("full"), reports / where.format("sampled")
+        return pair(full, sampled), _run_json(full), where.format("full")
+    folder = reports / where
+    summary = json.loads((folder / "summary.json").read_text())["pairs"][name]
+    return summary, json.loads((folder / "full_run.json").read_text()), where
+
+
+def launches_table(reports: Path) -> list[str]:
+    """Per committed pair: the program, its metric set, kernels and seconds (ncu and the program: run.json
+    wall_time_s) every launch and distinct, their ratio, what one more measured kernel cost, and the op
+    types off issue 33's bar (L1 loads beyond 1%, DRAM reads beyond 3% and 4 KiB)."""
+    rows, dates = [], set()
+    for where, name in LAUNCH_PAIRS:
+        summary, full_run, link = _launch_pair(reports, where, name)
+        program = " ".join(Path(full_run["program"][1]).name.split()[:1] + full_run["program"][2:])
+        dates.add(full_run.get("started", "")[:10])
+        full, sampled = summary["full"], summary["sampled"]
+        rows.append([f"[`{program}`](reports/{link})", full["metric_set"],
+                     f"{full['kernels_profiled']} / {sampled['kernels_profiled']}",
+                     f"{full['wall_time_s']:.1f} / {sampled['wall_time_s']:.1f}", f"{summary['time_ratio']:.2f}",
+                     f"{summary['s_per_extra_kernel']:.3f}", str(len(summary["ops_off"]))])
+    headers = ["program (every launch)", "set", "kernels: every / distinct", "seconds: every / distinct",
+               "ratio", "s per kernel", "op types off"]
+    env = full_run["environment"]
+    note = (f"{env['gpu']}, ncu {env['ncu_version']}, {', '.join(sorted(d for d in dates if d))}; seconds are "
+            "run.json's `wall_time_s` (the program's own start-up included); \"s per kernel\" is what each "
+            "kernel the distinct run did not measure cost the every-launch run.")
+    return _markdown(headers, rows, right_from=2) + ["", note]
+
+
 GPU_SETS = ("traffic", "bytes", "flops", "peaks")
 
 
@@ -300,6 +350,7 @@ BLOCKS: dict[str, Callable[[Path], list[str] | None]] = {
     "seed": seed_table, "suite": suite_table, "bench": bench_table, "profile": profile_output,
     "gpus": gpus_table,
     "diff": diff_output,
+    "launches": launches_table,
 }
 
 

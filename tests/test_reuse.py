@@ -296,6 +296,32 @@ def test_committed_gpt2_and_train_step_pairs_agree_op_by_op():
         assert groups and not any(g["differs"] for g in groups)
 
 
+def test_committed_deep_pairs_meet_a_fifth_whole():
+    """H100: the 12-layer MLP over two steps (traffic set, committed whole) and a 12-layer GPT-2 over four
+    steps (bytes set, summaries): the distinct run within 1/5 of the every-launch run's time, the
+    program's start-up included, and no op type off the bar."""
+    summary = _script("launches_summary")
+    full, sampled = Path("reports/h100/profile_full_mlp12"), Path("reports/h100/profile_sampled_mlp12")
+    mlp = summary.pair(full, sampled)
+    assert mlp["ops_off"] == [] and mlp["ops_compared"] > 10
+    assert mlp["time_ratio"] <= 0.2
+    runs = [json.loads((f / "run.json").read_text()) for f in (full, sampled)]
+    assert [r["distinct"] for r in runs] == [0, 1] and all(r["first_kernel_s"] > 0 for r in runs)
+    assert runs[0]["metric_set"] == "traffic" and "--layers 12" in " ".join(runs[0]["program"])
+    groups = json.loads((full / "premise.json").read_text())
+    assert groups and not any(g["differs"] for g in groups)
+    table, _ = analyze_reports(load_run(sampled).reports, load_run(sampled).plan)
+    assert table["reuses"].astype(bool).sum() > table["reuses"].size / 2  # most launches reused
+
+    gpt2 = Path("reports/h100/launches_gpt2_4steps")
+    pair = json.loads((gpt2 / "summary.json").read_text())["pairs"]["gpt2"]
+    full_run = json.loads((gpt2 / "full_run.json").read_text())
+    assert "--steps 4" in " ".join(full_run["program"]) and full_run["distinct"] == 0
+    assert pair["full"]["wall_time_s"] == full_run["wall_time_s"]
+    assert pair["ops_off"] == [] and pair["ops_compared"] > 20 and pair["time_ratio"] <= 0.2
+    assert not any(g["differs"] for g in json.loads((gpt2 / "premise.json").read_text()))
+
+
 def test_committed_metric_costs_order_the_sets():
     costs = Path("reports/h100/metric_costs")
     runs = {s: json.loads((costs / f"{s}_run.json").read_text()) for s in ("bytes", "traffic")}
