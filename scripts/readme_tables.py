@@ -271,12 +271,14 @@ def launches_table(reports: Path) -> list[str]:
         full, sampled = summary["full"], summary["sampled"]
         rows.append([f"[`{program}`](reports/{link})", full["metric_set"],
                      f"{full['kernels_profiled']} / {sampled['kernels_profiled']}",
-                     f"{full['wall_time_s']:.1f} / {sampled['wall_time_s']:.1f}", f"{summary['time_ratio']:.2f}",
-                     f"{summary['s_per_extra_kernel']:.3f}", str(len(summary["ops_off"]))])
+                     f"{full['wall_time_s']:.1f} / {sampled['wall_time_s']:.1f}",
+                     f"{summary['time_ratio']:.2f}", f"{summary['s_per_extra_kernel']:.3f}",
+                     str(len(summary["ops_off"]))])
     headers = ["program (every launch)", "set", "kernels: every / distinct", "seconds: every / distinct",
                "ratio", "s per kernel", "op types off"]
     env = full_run["environment"]
-    note = (f"{env['gpu']}, ncu {env['ncu_version']}, {', '.join(sorted(d for d in dates if d))}; seconds are "
+    when = ", ".join(sorted(d for d in dates if d))
+    note = (f"{env['gpu']}, ncu {env['ncu_version']}, {when}; seconds are "
             "run.json's `wall_time_s` (the program's own start-up included); \"s per kernel\" is what each "
             "kernel the distinct run did not measure cost the every-launch run.")
     return _markdown(headers, rows, right_from=2) + ["", note]
