@@ -33,9 +33,10 @@ from memtraffic.core.errors import GpuNotFoundError, UsageError
 from memtraffic.core.files import read_toml
 
 # Weights for balancing, not measurements to report: only the order of costs matters. The committed
-# H100 runs' status.jsonl record 0.3 to 2.7 s per small config under ncu (inputs, JIT, check, launch),
-# memtraffic's metric sets cost 1 to 6 replay passes (ncu/metrics.py), and each pass moves the config's
-# bytes at about the measured 3.0 TB/s of an H100 device-to-device copy.
+# H100 runs' status.jsonl record a fixed part per config under ncu (inputs, JIT, check, launch: tens of
+# milliseconds with a warm Triton cache, a second or more while a kernel compiles), memtraffic's metric
+# sets cost 1 to 6 replay passes (ncu/metrics.py), and each pass moves the config's bytes at about the
+# measured 3.0 TB/s of an H100 device-to-device copy.
 CONFIG_OVERHEAD_S = 0.5
 ASSUMED_PASSES = 5
 REPLAY_BYTES_PER_S = 3.0e12
