@@ -8,7 +8,7 @@ all that ncu's `--nvtx-include` lets it profile.
 Each config's outcome is appended to a JSON-lines status file ('start', then 'ok' or 'failed' with
 the error, each stamped with its Unix time "t"), so a config that crashes the process is known and a
 fresh process skips every config that already has a record. A first record without an id ("event":
-"ready") says when the process started and when it was ready to run configs: with the attempt's
+"ready") says when the process started and when it had read the plan: with the attempt's
 t_start/t_end in run.json, where a GPU's fixed time went. A failing variant is recorded and the runner
 goes on; after a CUDA error (the context is unusable) it exits with code 3 so that collect starts a
 fresh process for the rest.
