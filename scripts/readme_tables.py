@@ -249,7 +249,8 @@ LAUNCH_PAIRS = (
 def _launch_pair(reports: Path, where: str, name: str) -> tuple[dict[str, Any], dict[str, Any], str]:
     """(the pair's summary, the every-launch run.json, the folder to link) for one LAUNCH_PAIRS entry."""
     if "{}" in where:
-        sys.path.insert(0, str(REPO / "scripts"))
+        if str(REPO / "scripts") not in sys.path:
+            sys.path.insert(0, str(REPO / "scripts"))
         from launches_summary import pair
 
         full, sampled = reports / where.format("full"), reports / where.format("sampled")
