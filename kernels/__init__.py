@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memtraffic.core.variant import Variant
+from memtraffic.vocab.variant import Variant
 
 from . import (
     gelu,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from memtraffic.core.errors import UsageError
+from memtraffic.vocab.errors import UsageError
 
 Rule = Callable[[Any], "str | None"]  # value -> None when fine, else what a good value looks like
 

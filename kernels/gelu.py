@@ -15,9 +15,9 @@ import torch
 import triton
 import triton.language as tl
 
-from memtraffic.core.errors import GpuNotFoundError
-from memtraffic.core.ops import Shape, Traffic, element_size
-from memtraffic.core.variant import Variant
+from memtraffic.vocab.errors import GpuNotFoundError
+from memtraffic.vocab.ops import Shape, Traffic, element_size
+from memtraffic.vocab.variant import Variant
 
 from . import cuda_build
 from ._params import params_check, power_of_two, resolve

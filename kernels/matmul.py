@@ -14,8 +14,8 @@ import torch
 import triton
 import triton.language as tl
 
-from memtraffic.core.ops import Shape, Traffic, element_size
-from memtraffic.core.variant import Variant
+from memtraffic.vocab.ops import Shape, Traffic, element_size
+from memtraffic.vocab.variant import Variant
 
 from ._params import int_range, params_check, power_of_two, resolve
 from .sectors import load_copies

@@ -22,9 +22,9 @@ import torch
 import triton
 import triton.language as tl
 
-from memtraffic.core.arch import current_smem_per_block
-from memtraffic.core.ops import Shape, Traffic, dtype_name, element_size
-from memtraffic.core.variant import Variant
+from memtraffic.vocab.arch import current_smem_per_block
+from memtraffic.vocab.ops import Shape, Traffic, dtype_name, element_size
+from memtraffic.vocab.variant import Variant
 
 from . import matmul as _mm
 from . import torch_softmax

@@ -1,9 +1,9 @@
 """Predicting the L1 traffic of a Triton kernel's global loads and stores from its blocked layout.
 
 Nsight Compute's L1 load/store bytes are sectors x 32: each warp-wide memory instruction (a request)
-touches some set of 32-byte sectors, and every request counts its own sectors, even when another warp
-(or the same warp a moment earlier) touched the same ones. So the bytes an access pattern moves through
-L1 follow from two things this module models:
+touches some set of 32-byte sectors, and every request counts its own sectors, even when another warp (or
+the same warp a moment earlier) touched the same ones. So the bytes an access pattern moves through L1
+follow from two things this module models:
 
 1. Which tile elements each warp instruction covers. Triton's coalesce pass gives every global load
    and store a blocked layout: `vec` contiguous elements per thread along the fastest-varying dimension,
@@ -14,9 +14,9 @@ L1 follow from two things this module models:
 2. Where the tile sits in memory: a request touching 8 useful bytes still moves a whole 32-byte sector,
    and a run of bytes that straddles a sector boundary moves both sectors.
 
-`blocked_layout` and `vector_width` restate what Triton does; tests/test_softmax_kernels.py compiles the
-kernels for sm_90 (no GPU needed) and checks the model's layout against the compiler's TTGIR, so a
-Triton release that changes the rules fails a test instead of silently changing predictions.
+`blocked_layout` and `vector_width` restate what Triton does; tests/kernels/test_softmax_kernels.py
+compiles the kernels for sm_90 (no GPU needed) and checks the model's layout against the compiler's TTGIR,
+so a Triton release that changes the rules fails a test instead of silently changing predictions.
 
 Assumptions (stated so the GPU run can check them):
 - The tensor starts on a 32-byte boundary (PyTorch's CUDA allocator aligns to 512 bytes) and is

@@ -38,9 +38,9 @@ from typing import Any
 
 import torch
 
-from memtraffic.core.errors import GpuNotFoundError
-from memtraffic.core.ops import Shape, Traffic, element_size
-from memtraffic.core.variant import Variant
+from memtraffic.vocab.errors import GpuNotFoundError
+from memtraffic.vocab.ops import Shape, Traffic, element_size
+from memtraffic.vocab.variant import Variant
 
 from . import cuda_build
 from ._params import int_range, one_of, optional, power_of_two, resolve_params

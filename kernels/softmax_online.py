@@ -25,8 +25,8 @@ import torch
 import triton
 import triton.language as tl
 
-from memtraffic.core.ops import Shape, Traffic, element_size
-from memtraffic.core.variant import Variant
+from memtraffic.vocab.ops import Shape, Traffic, element_size
+from memtraffic.vocab.variant import Variant
 
 from . import sectors
 from ._params import int_range, optional, power_of_two, resolve_params

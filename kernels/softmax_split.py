@@ -48,9 +48,9 @@ import torch
 import triton
 import triton.language as tl
 
-from memtraffic.core.arch import needs_capability
-from memtraffic.core.ops import Shape, Traffic, dtype_name, element_size
-from memtraffic.core.variant import Variant
+from memtraffic.vocab.arch import needs_capability
+from memtraffic.vocab.ops import Shape, Traffic, dtype_name, element_size
+from memtraffic.vocab.variant import Variant
 
 from . import sectors
 from ._params import int_range, optional, power_of_two, resolve_params

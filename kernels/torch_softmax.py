@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from memtraffic.core.ops import Shape, Traffic, element_size
-from memtraffic.core.variant import Variant
+from memtraffic.vocab.ops import Shape, Traffic, element_size
+from memtraffic.vocab.variant import Variant
 
 from .compiled import static_compile
 

@@ -19,7 +19,7 @@ Every name loads on first use, so `import memtraffic` imports neither torch, pan
 
 from typing import Any
 
-from memtraffic.core.version import __version__
+from memtraffic.vocab.version import __version__
 
 # name -> module that defines it. No public name is also a submodule's (region.py, measure/): importing
 # that submodule would rebind memtraffic.NAME from the function to the module.
@@ -28,12 +28,12 @@ _LAZY = {
                      "traffic", "minimum", "ceilings", "list_variants", "load_variants", "predicted",
                      "check_variant",
                      "measure_variants", "run_measure", "run_profile"), "memtraffic.api"),
-    **dict.fromkeys(("fmt_bytes", "fmt_time", "fmt_rate"), "memtraffic.core.units"),
-    **dict.fromkeys(("Traffic", "element_size"), "memtraffic.core.ops"),
-    "Variant": "memtraffic.core.variant",
-    "MemtrafficError": "memtraffic.core.errors",  # every error memtraffic raises on purpose
-    "ops": "memtraffic.measure.tracer",
-    "region": "memtraffic.measure.regions",
+    **dict.fromkeys(("fmt_bytes", "fmt_time", "fmt_rate"), "memtraffic.vocab.units"),
+    **dict.fromkeys(("Traffic", "element_size"), "memtraffic.vocab.ops"),
+    "Variant": "memtraffic.vocab.variant",
+    "MemtrafficError": "memtraffic.vocab.errors",  # every error memtraffic raises on purpose
+    "ops": "memtraffic.inprogram.tracer",
+    "region": "memtraffic.inprogram.regions",
     "show": "memtraffic.views.notebook",
     "load_ipython_extension": "memtraffic.magic",  # %load_ext memtraffic: the %%memtraffic cell magic
 }
@@ -48,7 +48,7 @@ def __getattr__(name: str) -> Any:
         try:
             module = importlib.import_module(_LAZY[name])
         except ModuleNotFoundError as err:  # e.g. memtraffic.ops without the [measure] extra's torch
-            from memtraffic.core.extras import missing_extra
+            from memtraffic.vocab.extras import missing_extra
 
             raise missing_extra(err, f"memtraffic.{name}") or err from None
         return getattr(module, name)

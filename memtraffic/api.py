@@ -5,7 +5,7 @@ What a notebook calls instead of the CLI, with the same numbers: `analyze(run)` 
 `--group-by op`, `lines(run)` is `memtraffic lines`, `roofline(run)` and `traffic(run)` are the
 figures of `memtraffic roofline`. `run_measure` and `run_profile` are `memtraffic measure` and
 `memtraffic profile`: the measuring side saves the run folder, the analysis here reads it.
-`load_run(path)` (memtraffic.ncu.run, the one run loader) gives a run's plan, run.json and reports.
+`load_run(path)` (memtraffic.runfolder.load, the one run loader) gives a run's plan, run.json and reports.
 Everything but run_measure/run_profile reads runs without torch.
 """
 
@@ -24,16 +24,16 @@ from memtraffic.analysis.analyze import (
     to_records,
 )
 from memtraffic.analysis.reuse import reuse_counts
-from memtraffic.core.errors import say
 from memtraffic.ncu.report import EmptyReportError
-from memtraffic.ncu.run import Run, load_run  # noqa: F401 - public: load_run(path) -> Run
+from memtraffic.runfolder.load import Run, load_run  # noqa: F401 - public: load_run(path) -> Run
+from memtraffic.vocab.errors import say
 
 if TYPE_CHECKING:
     import pandas as pd
     import plotly.graph_objects as go
 
-    from memtraffic.measure.measure import MeasureOptions, MeasureResult
-    from memtraffic.measure.profile import ProfileOptions, ProfileResult
+    from memtraffic.collect.measure import MeasureOptions, MeasureResult
+    from memtraffic.collect.profile import ProfileOptions, ProfileResult
 
 Echo = Callable[[str], None]
 LEVELS = ("dram", "l2", "l1")
@@ -96,12 +96,12 @@ def run_measure(opts: MeasureOptions, echo: Echo | None = None, **kwargs: Any) -
     """`memtraffic measure`: profile the plan's configs under ncu, analyze the reports, save the results.
 
     The result's `table` is the analyzed DataFrame (empty when nothing was profiled). kwargs go to
-    memtraffic.measure.measure.measure (e.g. ncu_runner, for tests). With --timing-only, or when ncu is
-    missing or may not read the counters, the plan is timed instead (memtraffic.measure.measure_timing).
+    memtraffic.collect.measure.measure (e.g. ncu_runner, for tests). With --timing-only, or when ncu is
+    missing or may not read the counters, the plan is timed instead (memtraffic.collect.timing_only).
     """
-    from memtraffic.measure.fallback import CountersUnavailable
-    from memtraffic.measure.measure import measure, record_analysis
-    from memtraffic.measure.measure_timing import measure_timing
+    from memtraffic.collect.fallback import CountersUnavailable
+    from memtraffic.collect.measure import measure, record_analysis
+    from memtraffic.collect.timing_only import measure_timing
 
     echo = echo or say
     try:
@@ -124,10 +124,10 @@ def run_measure(opts: MeasureOptions, echo: Echo | None = None, **kwargs: Any) -
 def run_profile(opts: ProfileOptions, echo: Echo | None = None) -> ProfileResult:
     """`memtraffic profile -- CMD`: the program under ncu, its report analyzed against its trace, saved.
     With --timing-only, or when ncu is missing or may not read the counters, the program runs timed
-    instead (memtraffic.measure.timing_only)."""
-    from memtraffic.measure.fallback import CountersUnavailable
-    from memtraffic.measure.profile import profile
-    from memtraffic.measure.timing_only import profile_timing
+    instead (memtraffic.collect.timing_only)."""
+    from memtraffic.collect.fallback import CountersUnavailable
+    from memtraffic.collect.profile import profile
+    from memtraffic.collect.timing_only import profile_timing
 
     echo = echo or say
     try:
@@ -155,8 +155,8 @@ def run_profile(opts: ProfileOptions, echo: Echo | None = None) -> ProfileResult
 def minimum(op: str, shape: str | Sequence[int], dtype: str = "fp32") -> dict[str, Any]:
     """An op's minimum traffic and model FLOPs at a shape: what `memtraffic list` puts in its minimum
     columns (read, write and total bytes, FLOPs, FLOP per byte at the minimum, and how FLOPs are counted)."""
-    from memtraffic.core.errors import UsageError
-    from memtraffic.core.ops import OPS, format_shape, parse_dtype, parse_shape
+    from memtraffic.vocab.errors import UsageError
+    from memtraffic.vocab.ops import OPS, format_shape, parse_dtype, parse_shape
 
     if op not in OPS:
         raise UsageError(f"unknown op {op!r}: use one of {', '.join(OPS)}")
@@ -172,8 +172,8 @@ def ceilings(source: str | Path) -> dict[str, Any]:
     """A GPU's roofs, as `memtraffic ceilings` measured them: from a ceilings file (reports/ceilings/*.json)
     or by device name (this machine's cache, then reports/ceilings/). Keys: device, date, measured,
     ncu_theoretical (bytes/s and FLOP/s), method."""
-    from memtraffic.core.errors import UsageError
-    from memtraffic.core.roofs import find_ceilings, load_ceilings_file
+    from memtraffic.vocab.errors import UsageError
+    from memtraffic.vocab.roofs import find_ceilings, load_ceilings_file
 
     if Path(source).suffix == ".json" or Path(source).exists():
         return load_ceilings_file(Path(source))
@@ -197,17 +197,17 @@ def list_variants(shape: str | Sequence[int] | None = None, dtype: str = "fp32",
 def list_rows(shape: str | Sequence[int] | None, dtype: str, variant_files: Sequence[str | Path] = ()
               ) -> list[dict[str, Any]]:
     """The rows of `memtraffic list` (see list_variants)."""
-    from memtraffic.core.errors import warn
-    from memtraffic.core.extras import missing_extra
-    from memtraffic.core.ops import parse_dtype, parse_shape, torch_dtype
+    from memtraffic.vocab.errors import warn
+    from memtraffic.vocab.extras import missing_extra
+    from memtraffic.vocab.ops import parse_dtype, parse_shape, torch_dtype
 
     dt = parse_dtype(dtype)
     sh = (parse_shape(shape) if isinstance(shape, str) else tuple(shape)) if shape is not None else None
     try:
-        from memtraffic.measure.variants import describe
-        from memtraffic.measure.variants import load_variants as load
+        from memtraffic.collect.variants import describe
+        from memtraffic.collect.variants import load_variants as load
     except ModuleNotFoundError as err:  # the base install: the ops' minimums, without the variants' models
-        from memtraffic.core.variant import minimum_row, shipped_catalog
+        from memtraffic.vocab.variant import minimum_row, shipped_catalog
 
         missing = missing_extra(err, "predicting bytes (each variant's model)")
         if missing is None or variant_files:
@@ -215,7 +215,7 @@ def list_rows(shape: str | Sequence[int] | None, dtype: str, variant_files: Sequ
         warn(f"{missing}; listed: the minimum each variant's op must move")
         return [minimum_row(e, sh, dt) for e in shipped_catalog()]
     _triton_on_cpu()
-    from memtraffic.core.plan import ModelError
+    from memtraffic.vocab.configs import ModelError
 
     rows = []
     for variant in load([str(f) for f in variant_files], on_problem=warn).values():
@@ -240,7 +240,7 @@ def load_variants(*files: str | Path) -> dict[str, Any]:
     """The shipped variants, then those of each variant file (`--variants FILE`): name -> Variant. Without
     a CUDA GPU, Triton kernels are set to run in Triton's interpreter (TRITON_INTERPRET=1)."""
     _triton_on_cpu()
-    from memtraffic.measure.variants import load_variants as load
+    from memtraffic.collect.variants import load_variants as load
 
     return load(files)
 
@@ -249,9 +249,9 @@ def predicted(variant: Any, shape: str | Sequence[int], dtype: str = "fp32",
               params: dict[str, Any] | None = None) -> dict[str, int]:
     """A variant's own model of the bytes its loads and stores move through L1 (read, write), at a shape,
     with its default parameters updated by `params`. `variant`: a Variant or a shipped variant's name."""
-    from memtraffic.core.ops import parse_shape, torch_dtype
-    from memtraffic.core.plan import call_model
-    from memtraffic.measure.variants import get_variant
+    from memtraffic.collect.variants import get_variant
+    from memtraffic.vocab.configs import call_model
+    from memtraffic.vocab.ops import parse_shape, torch_dtype
 
     _triton_on_cpu()
     v = get_variant(variant) if isinstance(variant, str) else variant
@@ -269,10 +269,10 @@ def check_variant(variant: Any, shape: str | Sequence[int], dtype: str = "fp32",
     _triton_on_cpu()
     import torch
 
-    from memtraffic.core.errors import UsageError
-    from memtraffic.core.ops import OPS, parse_shape, torch_dtype
-    from memtraffic.measure.runner import check_output
-    from memtraffic.measure.variants import get_variant, unsupported_reason
+    from memtraffic.collect.runner import check_output
+    from memtraffic.collect.variants import get_variant, unsupported_reason
+    from memtraffic.vocab.errors import UsageError
+    from memtraffic.vocab.ops import OPS, parse_shape, torch_dtype
 
     v = get_variant(variant) if isinstance(variant, str) else variant
     dims = parse_shape(shape) if isinstance(shape, str) else tuple(shape)
@@ -291,7 +291,7 @@ def measure_variants(*variants: str, shape: str | Sequence[str] = (), dtype: str
     """`memtraffic measure VARIANTS --shape S --dtype D [--variants FILE]` from Python (a CUDA GPU and ncu):
     the result's `table` is the analysis, `run_dir` the new run folder. `options` are MeasureOptions' fields
     (out, metrics, params=['BLOCK=64,128'], source, ...)."""
-    from memtraffic.measure.measure import MeasureOptions
+    from memtraffic.collect.measure import MeasureOptions
 
     shapes = [shape] if isinstance(shape, str) else list(shape)
     dtypes = [dtype] if isinstance(dtype, str) else list(dtype)

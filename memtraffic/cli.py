@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from memtraffic.cli_errors import Cli
-from memtraffic.core.errors import MemtrafficError, UsageError, warn
+from memtraffic.vocab.errors import MemtrafficError, UsageError, warn
 
 app = typer.Typer(
     cls=Cli,
@@ -101,7 +101,7 @@ def _check_baseline(baseline: Path | None) -> None:
 
 def _check_format(fmt: str, allowed: tuple[str, ...]) -> None:
     if fmt not in allowed:
-        from memtraffic.core.errors import UsageError
+        from memtraffic.vocab.errors import UsageError
 
         raise UsageError(f"unknown format {fmt!r}: use one of {', '.join(allowed)}")
 
@@ -149,8 +149,8 @@ def list_(
 
     _check_format(fmt, ("table", "json", "csv"))
     if count:
-        from memtraffic.measure.measure import MeasureOptions, plan_for
-        from memtraffic.measure.sweep import grid_counts
+        from memtraffic.collect.measure import MeasureOptions, plan_for
+        from memtraffic.collect.sweep import grid_counts
         from memtraffic.views.tables import dump, grid_count_table
 
         plan = plan_for(MeasureOptions(
@@ -262,7 +262,7 @@ def measure(
     """Profile variants under Nsight Compute (ncu) and analyze their traffic.
 
     ONE ncu process profiles every variant x shape x dtype x parameter
-    combination, run by 'python -m memtraffic.measure.runner': inputs are seeded,
+    combination, run by 'python -m memtraffic.collect.runner': inputs are seeded,
     each result is checked against a float64 reference, JIT, autotuning and
     torch.compile happen outside the profiled region, and only the kernels
     inside each measured call's NVTX range 'mt|...' are profiled. A variant
@@ -293,7 +293,7 @@ def measure(
       memtraffic measure my_kernel --variants mine.py --baseline runs/before
     """
     from memtraffic.api import run_measure
-    from memtraffic.measure.measure import MeasureOptions
+    from memtraffic.collect.measure import MeasureOptions
     from memtraffic.views.tables import render_results
 
     _check_format(fmt, ("table", "json", "csv"))
@@ -321,7 +321,7 @@ def measure(
     if len(result.table):
         typer.echo(render_results(result.table, fmt, width=_width(wide)))
         _print_baseline_diff(baseline, result.run_dir, fmt, _width(wide))
-    from memtraffic.core.runfile import needs_rerun
+    from memtraffic.runfolder.records import needs_rerun
 
     failed = [c for c in result.run["configs"] if needs_rerun(c)]
     for c in failed:
@@ -430,7 +430,7 @@ def profile(
       memtraffic profile --torch-ops --baseline runs/before -- python train.py
     """
     from memtraffic.api import run_profile
-    from memtraffic.measure.profile import ProfileOptions
+    from memtraffic.collect.profile import ProfileOptions
     from memtraffic.views.tables import op_calls_table, render_results
 
     _check_format(fmt, ("table", "json", "csv"))
@@ -604,8 +604,8 @@ def check(
       memtraffic check runs/after --expect traffic.toml
       memtraffic check runs/after --expect traffic.toml --format json > check.json
     """
-    from memtraffic.analysis.expect import check as check_run
-    from memtraffic.analysis.expect import load_expectations
+    from memtraffic.analysis.gate import check as check_run
+    from memtraffic.analysis.gate import load_expectations
     from memtraffic.views.check_output import render
 
     _check_format(fmt, ("table", "json"))
@@ -645,7 +645,7 @@ def ops(
       memtraffic ops -- python train.py --steps 1
       memtraffic ops --format json -- python infer.py > ops.json
     """
-    from memtraffic.measure.ops import check_run, run_traced
+    from memtraffic.collect.trace_ops import check_run, run_traced
     from memtraffic.views.tables import ops_table
 
     _check_format(fmt, ("table", "json", "csv"))
@@ -703,7 +703,7 @@ def lines(
 def _name_gaps(path: Path) -> None:
     """What the run lacks of its plan, one warning line each (lines shows what there is)."""
     from memtraffic.analysis.analyze import analyze_path, gaps
-    from memtraffic.core.errors import ReportError
+    from memtraffic.vocab.errors import ReportError
 
     try:
         found = gaps(analyze_path(path))
@@ -838,10 +838,10 @@ def metrics(
       memtraffic metrics --chip ga102           # RTX 3080 Ti
       memtraffic metrics --all-chips --set traffic --format json
     """
-    from memtraffic.core.arch import CHIPS
     from memtraffic.ncu.chips import chip_metric_names, known_chips, local_metric_names, set_rows
     from memtraffic.ncu.metrics import METRIC_SETS
-    from memtraffic.views.chip_metrics import render
+    from memtraffic.views.metric_sets import render
+    from memtraffic.vocab.arch import CHIPS
 
     _check_format(fmt, ("table", "json"))
     if set_name is not None and set_name not in METRIC_SETS:
@@ -883,9 +883,9 @@ def ceilings(
       memtraffic ceilings --refresh --save-reference   # commit reports/ceilings/
       memtraffic ceilings --format json
     """
-    from memtraffic.core.roofs import cache_file, write_reference
-    from memtraffic.measure.ceilings import get_ceilings
+    from memtraffic.probes.ceilings import get_ceilings
     from memtraffic.views.tables import ceilings_table
+    from memtraffic.vocab.roofs import cache_file, write_reference
 
     _check_format(fmt, ("table", "json"))
     entry, cached = get_ceilings(refresh=refresh, with_ncu=ncu, progress=lambda m: typer.echo(m, err=True))
@@ -921,11 +921,11 @@ def bench(
 
     Example: memtraffic bench softmax_tiled torch_softmax --shape 4096x4096 --dtype bf16
     """
-    from memtraffic.core.files import refuse_nonempty
-    from memtraffic.core.ops import parse_dtype, parse_shape, torch_dtype
-    from memtraffic.measure import bench as b
-    from memtraffic.measure.variants import get_variant, load_variants
+    from memtraffic.collect.variants import get_variant, load_variants
+    from memtraffic.probes import bench as b
     from memtraffic.views.tables import bench_table, dump
+    from memtraffic.vocab.files import refuse_nonempty
+    from memtraffic.vocab.ops import parse_dtype, parse_shape, torch_dtype
 
     _check_format(fmt, ("table", "json", "csv"))
     if not 0 < budget < math.inf:

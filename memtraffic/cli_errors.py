@@ -29,8 +29,8 @@ except ImportError:  # pragma: no cover - older typer depends on click
     from click import echo
     from click import exceptions as click
 
-from memtraffic.core.errors import MemtrafficError
-from memtraffic.core.files import os_error_line
+from memtraffic.vocab.errors import MemtrafficError
+from memtraffic.vocab.files import os_error_line
 
 TRACEBACK_VAR = "MEMTRAFFIC_TRACEBACK"
 
@@ -63,7 +63,7 @@ def _exit_code(err: BaseException, command: str = "") -> tuple[int, str | None]:
     if isinstance(err, KeyboardInterrupt | typer.Abort):
         return 130, "interrupted"
     if isinstance(err, ModuleNotFoundError):  # an extra the base install leaves out (torch, kaleido)
-        from memtraffic.core.extras import missing_extra
+        from memtraffic.vocab.extras import missing_extra
 
         missing = missing_extra(err, f"memtraffic {command}".strip())
         if missing is not None:

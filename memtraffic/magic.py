@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from memtraffic.core.errors import UsageError
+from memtraffic.vocab.errors import UsageError
 
 
 def cell_argv(line: str, cell_file: Path, python: str = sys.executable) -> list[str]:

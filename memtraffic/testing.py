@@ -7,7 +7,7 @@
                        min_efficiency={"l1_ld": 0.95}, max_time="20us")
         assert_traffic("runs/my_kernel", expect="traffic.toml")   # or the check command's file
 
-The limits are those of memtraffic.analysis.expect (max_bytes and min_efficiency per level, max_time,
+The limits are those of memtraffic.analysis.gate (max_bytes and min_efficiency per level, max_time,
 no_worse_than a baseline run). Reading a run needs no GPU.
 """
 
@@ -28,10 +28,10 @@ def assert_traffic(run: str | Path, expect: str | Path | None = None, *, match: 
 
     Give either `expect` (a TOML file as `memtraffic check --expect` takes) or `match` (a regex over
     row names) with one or more limits. A regex that matches no row, or a malformed limit, raises
-    memtraffic.core.errors.UsageError: the test is wrong, not the kernel.
+    memtraffic.vocab.errors.UsageError: the test is wrong, not the kernel.
     """
-    from memtraffic.analysis.expect import Expectations, check, expectation, failures, load_expectations
-    from memtraffic.core.errors import UsageError
+    from memtraffic.analysis.gate import Expectations, check, expectation, failures, load_expectations
+    from memtraffic.vocab.errors import UsageError
 
     if (expect is None) == (match is None):
         raise UsageError("assert_traffic: give either expect=FILE or match=REGEX with limits")

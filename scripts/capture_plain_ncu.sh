@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A report captured by hand, as a user without memtraffic would: plain `ncu --set full -o` around a
-# small torch program. tests/test_analyze.py analyzes it with --min-bytes (no plan, no NVTX ranges).
+# small torch program. tests/analysis/test_analyze.py analyzes it with --min-bytes (no plan, no NVTX ranges).
 # Usage: bash scripts/capture_plain_ncu.sh [OUT_DIR]   (needs a CUDA GPU and ncu; refuses to overwrite)
 set -euo pipefail
 out=${1:-reports/h100/plain_ncu_torch_softmax}

@@ -23,11 +23,11 @@ sys.path.insert(0, str(REPO))
 
 
 def main() -> int:
-    from memtraffic.core.arch import chip_for_gpu
-    from memtraffic.core.rundir import gpu_name
     from memtraffic.ncu.chips import chip_metric_names, closest_chip
     from memtraffic.ncu.command import base_name, find_ncu, parse_query_metrics
     from memtraffic.ncu.metrics import METRICS
+    from memtraffic.vocab.arch import chip_for_gpu
+    from memtraffic.vocab.machine import gpu_name
 
     out = Path(os.environ.get("OUT", "."))
     out.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,7 @@
     python scripts/check_repeats.py RUN [--json OUT.json] [--all]
 
 RUN is a `memtraffic profile --torch-ops --every-launch` run folder (every call measured; its trace
-records each call's signature). Calls are grouped by signature (memtraffic.core.launches: op, shapes,
+records each call's signature). Calls are grouped by signature (memtraffic.vocab.launches: op, shapes,
 strides, dtypes, alignment, scalars); for each signature that ran more than once, the spread
 ((max - min) / max) of its calls' L1 load/store and DRAM read/write bytes. A group differs when L1
 spreads beyond 1%, or DRAM reads beyond 3% and 4 KiB (memtraffic.analysis.reuse; DRAM writes are shown,
@@ -21,9 +21,9 @@ import sys
 
 from memtraffic.analysis.analyze import analyze_run
 from memtraffic.analysis.reuse import signature_groups
-from memtraffic.core.errors import MemtrafficError
-from memtraffic.core.files import plain_records
-from memtraffic.ncu.run import load_run
+from memtraffic.runfolder.load import load_run
+from memtraffic.vocab.errors import MemtrafficError
+from memtraffic.vocab.files import plain_records
 
 
 def main() -> int:

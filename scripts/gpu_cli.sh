@@ -18,8 +18,8 @@ step() {  # step NAME EXPECTED_EXIT CMD...: run, log, compare the exit code
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >"$out/gpu.txt" 2>&1
 date -u +%FT%TZ >>"$out/gpu.txt"
 # the gpu tests of the code the session replaced: measure, --gpus, profile --torch-ops, bench
-timeout 400 python3 -m pytest -q -p no:cacheprovider -m "gpu or ncu" tests/test_collect.py tests/test_profile.py \
-  tests/test_sweep.py tests/test_bench.py >"$out/gpu_tests.txt" 2>&1
+timeout 400 python3 -m pytest -q -p no:cacheprovider -m "gpu or ncu" tests/collect/test_measure.py tests/collect/test_profile.py \
+  tests/collect/test_sweep.py tests/probes/test_bench.py >"$out/gpu_tests.txt" 2>&1
 echo "gpu tests: exit $? (want 0)" | tee -a "$out/summary.txt"
 step measure 0 memtraffic measure softmax_tiled torch_softmax --shape 4096x1024 --out "$out/measure"
 step profile 0 memtraffic profile --torch-ops --out "$out/profile" -- python3 examples/torch_model.py

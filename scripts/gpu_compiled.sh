@@ -9,7 +9,7 @@
 #   reports/h100/compiled_softmax_matmul/        profile of examples/compiled_softmax_matmul.py (max-autotune)
 #   fixtures/                                    one Inductor-generated wrapper module and kernel source, with
 #                                                the plan configs of its kernels (tests/fixtures/inductor/, read
-#                                                by tests/test_inductor_fixture.py)
+#                                                by tests/inprogram/test_inductor_fixture.py)
 #   logs/*.log, logs/*.json                      each command's output and analyzed table, logs/summary.txt
 set -u
 OUT=${1:?usage: bash scripts/gpu_compiled.sh OUT}
@@ -109,7 +109,7 @@ for name in ("compiled_layernorm_mlp_adamw", "compiled_plain_layernorm_mlp_adamw
             print(f"  {r['range']}: {r['time_ns']} ns, {r.get('frac_copy_roof')}")
 EOF
 if "$PY" -c "import pytest, hypothesis" 2>/dev/null; then  # this issue's CPU tests, on CUDA torch and Triton
-    run pytest 60 "$PY" -m pytest -q -p no:cacheprovider tests/test_triton_launches.py tests/test_timing_only.py
+    run pytest 60 "$PY" -m pytest -q -p no:cacheprovider tests/inprogram/test_triton_launches.py tests/collect/test_timing_only.py
 fi
 
 rm -rf "$TORCHINDUCTOR_CACHE_DIR"

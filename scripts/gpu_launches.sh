@@ -11,7 +11,7 @@
 #   4. the cost of each metric set: a 2-layer MLP step, every launch, sets traffic, bytes, flops, roofline
 #      (metric_<SET>), and the program's own time without ncu;
 #   5. the train_step distinct run again, to show the progress ETA from the first (again_train_step);
-#   0. first, the GPU tests of tests/test_reuse.py (ncu skips repeats, also inside a measured region).
+#   0. first, the GPU tests of tests/analysis/test_reuse.py (ncu skips repeats, also inside a measured region).
 # STEPs (default all): tests mlp64 mlp12 train_step real metrics again. Steps after the first pair skip
 # themselves once BUDGET_S (default 300) seconds have passed. REAL_LAYERS: GPT-2 blocks (12); REAL_STEPS:
 # its profiled steps (1), also timed once without ncu (native_<MODEL>).
@@ -77,9 +77,9 @@ want() { [ -z "$steps" ] || [[ " $steps " == *" $1 "* ]]; }
 # from disk (3 s more start-up, 2026-11-25), which would count against whichever run of a pair came first
 python3 -c "import torch; torch.zeros(1, device='cuda'); torch.cuda.synchronize()" >/dev/null 2>&1
 
-# ncu's exclude filter on a small program: repeats skipped, also inside a measured region (tests/test_reuse.py)
+# ncu's exclude filter on a small program: repeats skipped, also inside a measured region (tests/analysis/test_reuse.py)
 if want tests && python3 -m pytest --version >/dev/null 2>&1; then
-  python3 -m pytest -q -p no:cacheprovider -m "gpu or ncu" tests/test_reuse.py tests/test_distinct.py \
+  python3 -m pytest -q -p no:cacheprovider -m "gpu or ncu" tests/analysis/test_reuse.py tests/inprogram/test_distinct.py \
     >"$logs/pytest.txt" 2>&1
   echo "pytest (gpu, ncu) rc=$? $(tail -1 "$logs/pytest.txt")" | tee -a "$out/timings.txt"
 fi

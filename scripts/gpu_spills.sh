@@ -53,8 +53,8 @@ for s in $steps; do
         --shape 4096x1024x1024 --dtype fp32 --dtype bf16 --metrics traffic,spills \
         --out "$out/rerun_matmul_softmax" ;;
     # The gpu-marked tests of this issue.
-    tests) step gpu_tests python3 -m pytest -q -s -m gpu -p no:cacheprovider tests/test_softmax_kernels.py \
-             tests/test_ceilings.py -k "spill or measured_ceilings" ;;
+    tests) step gpu_tests python3 -m pytest -q -s -m gpu -p no:cacheprovider tests/kernels/test_softmax_kernels.py \
+             tests/probes/test_ceilings.py -k "spill or measured_ceilings" ;;
     *) echo "unknown step $s" ;;
   esac
 done

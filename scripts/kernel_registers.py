@@ -36,8 +36,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # memtraffic from this checkout
 
 from ttgir import compile_sm90  # noqa: E402
 
-from memtraffic.core.ops import parse_shape  # noqa: E402
 from memtraffic.kernels import softmax_split as sp  # noqa: E402
+from memtraffic.vocab.ops import parse_shape  # noqa: E402
 
 PTR = {"bf16": "*bf16", "fp16": "*fp16", "fp32": "*fp32"}
 BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}

@@ -25,8 +25,8 @@ from typing import Any
 
 from memtraffic.analysis.diff import compare, load_side
 from memtraffic.analysis.reuse import DRAM_FLOOR_BYTES
-from memtraffic.core.errors import MemtrafficError
-from memtraffic.ncu.run import load_run
+from memtraffic.runfolder.load import load_run
+from memtraffic.vocab.errors import MemtrafficError
 
 L1_BAR = 0.01
 DRAM_BAR = 0.03

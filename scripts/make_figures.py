@@ -35,11 +35,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(ROOT))  # run from a checkout without installing it
-    from memtraffic.core.roofs import load_ceilings_file
     from memtraffic.views import roofline as rf
-    from memtraffic.views.files import write_html, write_png
+    from memtraffic.views.figure_files import write_html, write_png
     from memtraffic.views.html_report import load_runs
     from memtraffic.views.traffic_chart import traffic_figure
+    from memtraffic.vocab.roofs import load_ceilings_file
 
     ceilings = [load_ceilings_file(CEILINGS, None)]
     df, _ = load_runs([RUNS / r for r in ROOFLINE_RUNS])

@@ -15,8 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from memtraffic.ncu.kernel_table import table_path, write_kernel_table
 from memtraffic.ncu.report import REPORT_SUFFIX
-from memtraffic.ncu.run import table_path, write_kernel_table
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -94,9 +94,9 @@ GROUPS_BY_NAME = {g.name: g for g in GROUPS}
 
 def group_plan(group: Group) -> tuple[dict[str, Any] | None, list[str]]:
     """The group's plan from the variants registered now, and notes on what is missing."""
-    from memtraffic.core.plan import merge_plans
+    from memtraffic.collect.planning import build_plan
     from memtraffic.kernels import VARIANTS
-    from memtraffic.measure.planning import build_plan
+    from memtraffic.vocab.configs import merge_plans
 
     notes: list[str] = []
     if group.variants:
@@ -128,8 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from memtraffic.api import run_measure as measure
-    from memtraffic.core.errors import MemtrafficError
-    from memtraffic.measure.measure import MeasureOptions
+    from memtraffic.collect.measure import MeasureOptions
+    from memtraffic.vocab.errors import MemtrafficError
 
     unknown = [n for n in args.only or [] if n not in GROUPS_BY_NAME]
     if unknown:

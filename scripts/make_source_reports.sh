@@ -2,7 +2,7 @@
 # The committed per-source-line reference runs (needs a CUDA GPU and ncu), and ncu's own export of each:
 #   OUT/source_seed_1048576x2_fp32, OUT/source_column_4096x4096_fp32   memtraffic measure --source
 #       (scripts/make_reference_reports.py groups), each with ncu's own source page of the same report,
-#       the oracle that tests/test_lines.py compares `memtraffic lines` against: ncu_source.csv (per
+#       the oracle that tests/analysis/test_lines.py compares `memtraffic lines` against: ncu_source.csv (per
 #       source line with its SASS, kernels with line info) and ncu_sass.csv (per instruction, all kernels)
 #   OUT/plain_ncu_triton_source   plain ncu with SourceCounters around scripts/source_demo_triton.py
 #       (no memtraffic ranges), with its ncu_source.csv

@@ -4,7 +4,7 @@
 #   backward, AdamW), its second step only: --profile-from-start off profiles, and the tracer traces,
 #   the calls between cudaProfilerStart and cudaProfilerStop.
 # Beside the report: ncu's own print of every metric of every kernel (ncu_raw.csv, compared with
-# memtraffic's numbers by tests/test_profile_reports.py), and the tables `profile` and
+# memtraffic's numbers by tests/analysis/test_profile_reports.py), and the tables `profile` and
 # `analyze --group-by op` printed (stdout.txt, by_op.txt).
 # Usage: OUT=/some/dir bash scripts/make_torch_ops_report.sh
 #   -> $OUT/profile_train_step.tar.gz (the run folder; unpack it into reports/h100/)

@@ -113,7 +113,7 @@ def _explicit(r: dict[str, Any]) -> str:
 
 
 def seed_table(reports: Path) -> list[str]:
-    from memtraffic.core.units import fmt_time
+    from memtraffic.vocab.units import fmt_time
 
     folder = reports / SEED_RUN
     rows = {r["variant"]: r for r in _analyze(folder)}
@@ -148,7 +148,7 @@ def _seed_cells(name: str, r: dict[str, Any] | None, published: str, fmt_time: C
 
 
 def suite_table(reports: Path) -> list[str]:
-    from memtraffic.core.units import fmt_rate, fmt_time
+    from memtraffic.vocab.units import fmt_rate, fmt_time
 
     lines = ["Efficiency is minimum bytes / bytes moved (1.00 is ideal). DRAM counts reads only: written "
              "output can still sit in L2 when a kernel ends. Bandwidth is minimum bytes / ncu time."]
@@ -184,7 +184,7 @@ def newest_bench(reports: Path) -> Path | None:
 
 
 def bench_table(reports: Path) -> list[str] | None:
-    from memtraffic.core.units import fmt_rate, fmt_time
+    from memtraffic.vocab.units import fmt_rate, fmt_time
 
     path = newest_bench(reports)
     if path is None:
@@ -292,9 +292,9 @@ def gpus_table(reports: Path) -> list[str]:
     """Per chip of ncu 2025.3.1 (chips with the same result share a row): what each metric set measures,
     from the chip metric lists shipped in memtraffic/ncu/chip_metrics.json.gz, and the other names the
     aliases take there. No measurement: ncu's own lists."""
-    from memtraffic.core.arch import CHIPS
     from memtraffic.ncu.chips import chip_metric_names, known_chips
     from memtraffic.ncu.metrics import METRIC_SETS, METRICS, resolve
+    from memtraffic.vocab.arch import CHIPS
 
     groups: dict[tuple[str, ...], list[str]] = {}
     for chip in known_chips():

@@ -5,7 +5,8 @@ the torch baselines, and print the best configuration per shape with its fractio
     python scripts/sweep_softmax.py --dry-run     # the plan (configs per family), no GPU needed
 
 Written for one short GPU call (under 4 minutes on an H100): each configuration is compiled once and
-timed with memtraffic.measure.gpu.time_cuda (L2 flushed before every call, median of up to 30 calls). Phase 1
+timed with memtraffic.collect.device.time_cuda
+(L2 flushed before every call, median of up to 30 calls). Phase 1
 times, for every shape, the copy, torch.softmax, torch.compile and each family's auto configuration
 (what the defaults pick); phase 2 the rest of the grid. Past --budget seconds the remaining
 configurations are listed as skipped, and the JSON (rewritten after every shape) keeps what was done.
@@ -33,17 +34,17 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from memtraffic.core.ops import OPS, Shape, dtype_name, format_shape  # noqa: E402
 from memtraffic.kernels import VARIANTS  # noqa: E402
 from memtraffic.kernels import softmax_cluster as cluster  # noqa: E402
-from memtraffic.measure import bench  # noqa: E402
+from memtraffic.probes import bench  # noqa: E402
+from memtraffic.vocab.ops import OPS, Shape, dtype_name, format_shape  # noqa: E402
 
 ROW_SHAPES: list[Shape] = [(1048576, 2), (32768, 32), (4096, 4096), (8192, 8192), (8192, 32768),
                            (32768, 4096), (16384, 131072)]
 COL_SHAPES: list[Shape] = [(4096, 4096), (8192, 8192)]
 MATMUL_SOFTMAX_SHAPES: list[Shape] = [(4096, 1024, 1024)]
 DTYPES = (torch.float32, torch.bfloat16)
-TOL = {torch.float32: 1e-5, torch.bfloat16: 1.6e-2, torch.float16: 2e-3}  # as memtraffic.measure.bench
+TOL = {torch.float32: 1e-5, torch.bfloat16: 1.6e-2, torch.float16: 2e-3}  # as memtraffic.probes.bench
 DEVICE = "cuda"  # tests run the pipeline on CPU (Triton interpreter) with tiny shapes
 
 # (variant, params); params None means the variant's defaults (its auto rule)

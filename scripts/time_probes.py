@@ -2,13 +2,13 @@
 --refresh` measures them with every roof) and added to a committed ceilings file.
 
   python scripts/time_probes.py measure OUT_DIR      (GPU + ncu) writes OUT_DIR/time_probes.json:
-    launch_s        memtraffic.measure.ceilings.ncu_launch_floor: ncu's time of a kernel with nothing to do;
-    dram_latency_s  memtraffic.measure.ceilings.measure_dram_latency: a pointer chase beyond L2.
+    launch_s        memtraffic.probes.ceilings.ncu_launch_floor: ncu's time of a kernel with nothing to do;
+    dram_latency_s  memtraffic.probes.ceilings.measure_dram_latency: a pointer chase beyond L2.
   python scripts/time_probes.py merge PROBES.json [CEILINGS.json]   adds both to the device's ceilings
     (default reports/ceilings/<device>.json) under 'measured', with their method and date, leaving the
     roofs as they were measured.
 
-memtraffic.analysis.timing reads them from the ceilings' 'measured' entries.
+memtraffic.analysis.time_notes reads them from the ceilings' 'measured' entries.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ KEYS = ("launch_s", "dram_latency_s")
 def measure(out: Path) -> Path:
     import torch
 
-    from memtraffic.core.rundir import utc_now
-    from memtraffic.measure.ceilings import measure_dram_latency, ncu_launch_floor
+    from memtraffic.probes.ceilings import measure_dram_latency, ncu_launch_floor
+    from memtraffic.vocab.machine import utc_now
 
     out.mkdir(parents=True, exist_ok=True)
     floor, floor_method = ncu_launch_floor()
@@ -43,7 +43,7 @@ def measure(out: Path) -> Path:
 
 def merge(probes_path: Path, ceilings_path: Path | None = None) -> Path:
     """The ceilings file with the probes' numbers added under 'measured' (and their method, date)."""
-    from memtraffic.core.roofs import COMMITTED_DIR, device_slug, load_ceilings_file, write_reference
+    from memtraffic.vocab.roofs import COMMITTED_DIR, device_slug, load_ceilings_file, write_reference
 
     probes = json.loads(probes_path.read_text())
     ceilings_path = ceilings_path or COMMITTED_DIR / f"{device_slug(probes['device'])}.json"

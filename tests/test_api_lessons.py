@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 import memtraffic
 from memtraffic.cli import app
-from memtraffic.core.errors import UsageError
-from memtraffic.core.ops import OPS, parse_dtype, torch_dtype
+from memtraffic.vocab.errors import UsageError
+from memtraffic.vocab.ops import OPS, parse_dtype, torch_dtype
 
 REPO = Path(__file__).resolve().parent.parent
 CEILINGS = next((REPO / "reports" / "ceilings").glob("*H100*.json"))

@@ -1,6 +1,7 @@
 """Bad inputs end in one line on stderr and a non-zero exit; nothing is overwritten without --force.
 
-(Merges of unreadable or truncated reports: tests/test_run_loader.py; sweep files: tests/test_sweep.py.)
+(Merges of unreadable or truncated reports: tests/runfolder/test_load.py; sweep files:
+tests/collect/test_sweep.py.)
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ REPO = Path(__file__).resolve().parent.parent
 SEED = REPO / "reports" / "h100" / "seed_1048576x2_fp32"
 
 BROKEN_MODEL = '''
-from memtraffic.measure.variants import Variant
+from memtraffic.collect.variants import Variant
 
 
 def _run(x):
@@ -36,7 +37,7 @@ VARIANTS = {"broken_model": Variant(name="broken_model", op="softmax", descripti
 
 # appended to BROKEN_MODEL: a model that returns nothing, and a good variant
 MORE_VARIANTS = """
-from memtraffic.core.ops import OPS
+from memtraffic.vocab.ops import OPS
 
 VARIANTS["no_model"] = Variant(name="no_model", op="softmax", description="a copy", run=_run,
                                predicted=lambda shape, dtype, params: None)

@@ -3,7 +3,7 @@
 Usage errors: two lines, exit 2, before any GPU or ncu is looked for; package and file-system errors: one
 line; Ctrl-C: 'interrupted', 130; a bug: 'internal error: ...', exit 1 (MEMTRAFFIC_TRACEBACK=1 shows the
 traceback). Property tests feed the inputs a user types (sizes, regexes, TOML files, flag values) through
-the real CLI and accept only those outcomes. Writes and their disks: tests/test_writes.py.
+the real CLI and accept only those outcomes. Writes and their disks: tests/runfolder/test_writes.py.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def test_bench_answers_about_budget_before_looking_for_a_gpu(budget):
 
 
 def test_bench_csv_is_a_line_per_row(monkeypatch):
-    from memtraffic.measure import bench
+    from memtraffic.probes import bench
 
     rows = [{"variant": "softmax_tiled", "shape": "8x8", "dtype": "fp32", "status": "ok", "time_ns": 2000.0,
              "copy_runs_ns": [1.0, 2.0]},

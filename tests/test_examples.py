@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from memtraffic.core.rundir import read_status
-from memtraffic.measure import runner
-from memtraffic.measure.planning import build_plan
+from memtraffic.collect import runner
+from memtraffic.collect.planning import build_plan
+from memtraffic.runfolder.folder import read_status
 
 REPO = Path(__file__).resolve().parent.parent
 VARIANT_FILE = REPO / "examples" / "my_variants.py"

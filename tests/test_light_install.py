@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from no_torch import cli_without_torch
 
-from memtraffic.core.files import read_toml
+from memtraffic.vocab.files import read_toml
 
 REPO = Path(__file__).resolve().parent.parent
 MEASURE_LINE = ("needs torch and triton, the measuring side, which the base install leaves out: "
@@ -46,8 +46,8 @@ def test_a_command_that_needs_torch_says_so_in_one_line(args):
 def test_list_without_torch_gives_every_shipped_variant_with_its_ops_minimum(shape, dtype):
     """The same variants, ops, descriptions and minimum bytes/FLOPs as `list` with the models imported;
     the predicted bytes are left empty (null in JSON), and stderr says why in one line."""
-    from memtraffic.core.ops import parse_shape, torch_dtype
-    from memtraffic.measure.variants import describe, load_variants
+    from memtraffic.collect.variants import describe, load_variants
+    from memtraffic.vocab.ops import parse_shape, torch_dtype
 
     proc = cli_without_torch("list", "--shape", shape, "--dtype", dtype, "--format", "json")
     assert proc.returncode == 0, proc.stderr

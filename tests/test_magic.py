@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from memtraffic.core.errors import UsageError
 from memtraffic.magic import cell_argv, run_cell, saved_run
+from memtraffic.vocab.errors import UsageError
 
 REPO = Path(__file__).resolve().parent.parent
 SEED = REPO / "reports" / "h100" / "seed_1048576x2_fp32"

@@ -157,8 +157,8 @@ def test_notebook_uses_only_the_public_api(name):
 
 def test_the_public_api_check_catches_an_internal_import(monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "_code",
-                        lambda name: ["from memtraffic.core.ops import OPS\nimport memtraffic\n"])
-    with pytest.raises(AssertionError, match="from memtraffic.core.ops"):
+                        lambda name: ["from memtraffic.vocab.ops import OPS\nimport memtraffic\n"])
+    with pytest.raises(AssertionError, match="from memtraffic.vocab.ops"):
         test_notebook_uses_only_the_public_api("x")
     monkeypatch.setattr(sys.modules[__name__], "_code", lambda name: ["import memtraffic\nmemtraffic.api\n"])
     with pytest.raises(AssertionError, match="memtraffic.api is not in"):

@@ -105,8 +105,8 @@ def test_roofline_figure_is_the_same_with_and_without_torch(tmp_path):
 
 
 def test_suite_order_matches_the_kernels_dict():
-    from memtraffic.core.plan import SHIPPED_VARIANTS
     from memtraffic.kernels import VARIANTS
+    from memtraffic.vocab.configs import SHIPPED_VARIANTS
 
     assert tuple(VARIANTS) == SHIPPED_VARIANTS
 
@@ -114,9 +114,9 @@ def test_suite_order_matches_the_kernels_dict():
 def test_reading_modules_do_not_import_the_measuring_side():
     code = ("import sys\nimport memtraffic.analysis.analyze, memtraffic.ncu.report\n"
             "import memtraffic.views.roofline\n"
-            "import memtraffic.views.html_report, memtraffic.core.ops, memtraffic.cli\n"
+            "import memtraffic.views.html_report, memtraffic.vocab.ops, memtraffic.cli\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'triton') "
-            "or m in ('memtraffic.kernels', 'memtraffic.measure.variants', 'memtraffic.measure.runner')))")
+            "or m in ('memtraffic.kernels', 'memtraffic.collect.variants', 'memtraffic.collect.runner')))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from memtraffic.kernels import VARIANTS
-from memtraffic.measure import bench
+from memtraffic.probes import bench
 
 pytestmark = [pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning"),
               pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning"),

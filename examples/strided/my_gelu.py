@@ -12,8 +12,8 @@ import torch
 import triton
 import triton.language as tl
 
-from memtraffic.core.ops import Traffic, element_size
-from memtraffic.core.variant import Variant
+from memtraffic.vocab.ops import Traffic, element_size
+from memtraffic.vocab.variant import Variant
 
 
 @triton.jit

@@ -1,5 +1,5 @@
 """`python [flags] launch.py [--trace-from=MODE] [--triton] [--timings=FILE] SCRIPT|-m MODULE|-c CODE [ARGS]`:
-run a Python program with its aten ops traced (MODE: a key of memtraffic.core.tracefile.TRACE_FROM,
+run a Python program with its aten ops traced (MODE: a key of memtraffic.runfolder.trace.TRACE_FROM,
 default 1: all; `none`: no op tracer), its Triton launches ranged (--triton, or MEMTRAFFIC_TRITON=1) and
 its kernels timed into FILE (--timings, or MEMTRAFFIC_TIMINGS; see sitecustomize.py).
 
@@ -37,7 +37,7 @@ def main() -> None:
     mode, triton, timings = "1", False, None
     while args and args[0].startswith(("--trace-from=", "--triton", "--timings=")):
         option, _, value = args[0].partition("=")
-        if option == "--trace-from":  # which calls to trace (memtraffic.core.tracefile.TRACE_FROM)
+        if option == "--trace-from":  # which calls to trace (memtraffic.runfolder.trace.TRACE_FROM)
             mode = value
         elif option == "--timings":
             timings = value

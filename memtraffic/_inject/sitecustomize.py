@@ -1,7 +1,7 @@
 """Started by `memtraffic ops` and `memtraffic profile`, first on PYTHONPATH: from the moment the program
-imports torch, traces its aten ops (MEMTRAFFIC_TORCH_OPS: memtraffic.measure.tracer), gives each Triton
-launch a range (MEMTRAFFIC_TRITON=1: memtraffic.measure.triton_launches) and times its kernels
-(MEMTRAFFIC_TIMINGS=FILE: memtraffic.measure.timing), without editing the program.
+imports torch, traces its aten ops (MEMTRAFFIC_TORCH_OPS: memtraffic.inprogram.tracer), gives each Triton
+launch a range (MEMTRAFFIC_TRITON=1: memtraffic.inprogram.triton_launches) and times its kernels
+(MEMTRAFFIC_TIMINGS=FILE: memtraffic.inprogram.kernel_timer), without editing the program.
 
 It runs any other sitecustomize the environment has, and takes those variables out of the
 environment so that processes the program starts are not traced. The memtraffic package that
@@ -40,15 +40,15 @@ def _start_tracing(mode, triton=False, timings=None) -> None:
     if mark:
         open(mark, "a").close()
     if timings:  # first: the ranges the others push are mirrored into the profiler's trace
-        from memtraffic.measure.timing import start as start_timing
+        from memtraffic.inprogram.kernel_timer import start as start_timing
 
         start_timing(timings)
     if mode:
-        from memtraffic.measure.tracer import start
+        from memtraffic.inprogram.tracer import start
 
         start(mode)
     if triton:
-        from memtraffic.measure.triton_launches import install
+        from memtraffic.inprogram.triton_launches import install
 
         install()
 
@@ -78,7 +78,7 @@ class _WhenTorchImports(importlib.abc.MetaPathFinder):
 
 def trace_from_now(mode="1", triton=False, timings=None) -> None:
     """Trace the program from the moment torch is imported (at once if it already is): its aten ops
-    unless `mode` (MEMTRAFFIC_TORCH_OPS, memtraffic.core.tracefile.TRACE_FROM) is None, its Triton
+    unless `mode` (MEMTRAFFIC_TORCH_OPS, memtraffic.runfolder.trace.TRACE_FROM) is None, its Triton
     launches with `triton`, its kernel times into the file `timings`."""
     if "torch" in sys.modules:  # a .pth file (or the chained sitecustomize) imported it during site setup
         _start_tracing(mode, triton, timings)

@@ -21,18 +21,19 @@ import numpy as np
 import pandas as pd
 
 from memtraffic.analysis.reuse import REUSES, add_reused
-from memtraffic.analysis.timing import copy_seconds, explain_time, local_bytes
-from memtraffic.core.arch import chip_for_gpu
-from memtraffic.core.errors import ReportError, UsageError, warn
-from memtraffic.core.files import dump, plain_records, read_json, write_bytes_atomic, write_json
-from memtraffic.core.launches import measured_range
-from memtraffic.core.ops import format_shape
-from memtraffic.core.roofs import find_ceilings
-from memtraffic.core.timings import is_timings
-from memtraffic.core.units import ABOVE, compile_regex, fmt_bytes, fmt_rate, parse_size
+from memtraffic.analysis.time_notes import copy_seconds, explain_time, local_bytes
+from memtraffic.ncu.kernel_table import kernel_table
 from memtraffic.ncu.metrics import LAUNCH_STATS, METRICS
 from memtraffic.ncu.report import ADDITIVE_UNITS, EmptyReportError
-from memtraffic.ncu.run import Run, kernel_table, load_run
+from memtraffic.runfolder.load import Run, load_run
+from memtraffic.runfolder.timings import is_timings
+from memtraffic.vocab.arch import chip_for_gpu
+from memtraffic.vocab.errors import ReportError, UsageError, warn
+from memtraffic.vocab.files import dump, plain_records, read_json, write_bytes_atomic, write_json
+from memtraffic.vocab.launches import measured_range
+from memtraffic.vocab.ops import format_shape
+from memtraffic.vocab.roofs import find_ceilings
+from memtraffic.vocab.units import ABOVE, compile_regex, fmt_bytes, fmt_rate, parse_size
 
 SECTOR_BYTES = 32
 GOOD = 0.9  # efficiencies below this get a diagnosis
@@ -136,11 +137,11 @@ def _div(num: pd.Series, den: pd.Series) -> pd.Series:
 def _config_models(plan: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
     """range -> config with minimum, predicted bytes and FLOPs, as the plan recorded them.
 
-    The op's minimum and FLOPs are recomputed from memtraffic.core.ops where the op is known (they need
+    The op's minimum and FLOPs are recomputed from memtraffic.vocab.ops where the op is known (they need
     only shape and dtype name, no torch), so a corrected formula reaches old runs; a variant's predicted
     bytes are the plan's (recomputing them would import the kernels, torch and triton).
     """
-    from memtraffic.core.ops import OPS
+    from memtraffic.vocab.ops import OPS
 
     if not plan:
         return {}
@@ -347,7 +348,7 @@ def diagnose(r: dict[str, Any], bound: str = "", role: str = "", roofs: dict[str
     above 1.05, where the kernel spills, and why time is far above a copy of the minimum when DRAM
     reads are at it ('' otherwise). `bound`: why the row's minimum is only an upper bound, if it is;
     `role`: the row's place among its range's kernels; `roofs`: the device's measured roofs (the time
-    note needs them: memtraffic.analysis.timing)."""
+    note needs them: memtraffic.analysis.time_notes)."""
     notes: list[str] = [role] if role else []
     spilled = local_bytes(r)
     if spilled > 0:  # local memory: excess at L1, and at L2/DRAM for what misses L1
@@ -487,14 +488,14 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
     cut: list[str] = []  # reports that end in a damaged launch: their last found config may lack kernels
     renamed = _merged_ranges(plan)
     with_lines = []  # reports with per-line counters
-    timed = False  # a timing-only run's timings.json: times, no counters (memtraffic.analysis.timings)
+    timed = False  # a timing-only run's timings.json: times, no counters (timing_only_table)
     for report in reports:
         if not Path(report).is_file():  # a shard or part the run lists, not there
             found_gaps.append(f"{report}: a report of this run is missing (listed in run.json): the configs "
                               "it held are missing")
             continue
         if is_timings(report):
-            from memtraffic.analysis.timings import timing_kernels
+            from memtraffic.analysis.timing_only_table import timing_kernels
 
             kernels, timed = timing_kernels(Path(report)), True
             kernels.insert(0, "run", run_name or Path(report).parent.name)
@@ -545,7 +546,7 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
         rows = pd.concat([rows, lost_rows], ignore_index=True)
     table = compute(rows, plan, min_bytes, min_rules)
     if timed:
-        from memtraffic.analysis.timings import mark
+        from memtraffic.analysis.timing_only_table import mark
 
         table = mark(table)
     if with_lines:

@@ -36,8 +36,8 @@ from typing import Any
 
 import pandas as pd
 
-from memtraffic.core.errors import UsageError
-from memtraffic.core.launches import measured_range
+from memtraffic.vocab.errors import UsageError
+from memtraffic.vocab.launches import measured_range
 
 GROUPS = ("range", "op", "kernel", "line")
 TIME_TOLERANCE = 0.05
@@ -135,7 +135,7 @@ def _run_devices(run: Mapping[str, Any] | None, table_devices: Sequence[str]) ->
 def load_side(path: str | Path, group_by: str = "range") -> Side:
     """A run folder, .ncu-rep or saved JSON table -> its rows for this grouping, keyed for matching."""
     from memtraffic.analysis.analyze import analyze_run, gaps
-    from memtraffic.ncu.run import load_run
+    from memtraffic.runfolder.load import load_run
 
     path = Path(path)
     if group_by not in GROUPS:

@@ -15,10 +15,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from memtraffic.core.errors import ReportError, UsageError
-from memtraffic.core.units import compile_regex, fmt_bytes
-from memtraffic.ncu.run import load_run, measured_lines_of
+from memtraffic.ncu.kernel_table import measured_lines_of
 from memtraffic.ncu.source import SECTOR, measured_lines, opcode
+from memtraffic.runfolder.load import load_run
+from memtraffic.vocab.errors import ReportError, UsageError
+from memtraffic.vocab.units import compile_regex, fmt_bytes
 
 # Above this ratio a line's waste or redundancy is worth naming (counters are exact; 10% is noise in models).
 THRESHOLD = 1.1

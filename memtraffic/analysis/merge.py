@@ -20,12 +20,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from memtraffic.core.errors import ReportError, UsageError, say
-from memtraffic.core.files import new_folder
-from memtraffic.core.rundir import append_status, utc_now
-from memtraffic.core.runfile import partial_reports_expected, rerun_list, write_plan, write_run
+from memtraffic.ncu.kernel_table import kernel_table, write_kernel_table
 from memtraffic.ncu.report import EmptyReportError
-from memtraffic.ncu.run import kernel_table, load_run, write_kernel_table
+from memtraffic.runfolder.folder import append_status
+from memtraffic.runfolder.load import load_run
+from memtraffic.runfolder.records import partial_reports_expected, rerun_list, write_plan, write_run
+from memtraffic.vocab.errors import ReportError, UsageError, say
+from memtraffic.vocab.files import new_folder
+from memtraffic.vocab.machine import utc_now
 
 # What must agree between runs for their counters to compare (environment keys).
 SAME = ("gpu", "ncu_version")

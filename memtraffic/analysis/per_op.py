@@ -16,8 +16,8 @@ from typing import Any
 
 import pandas as pd
 
-from memtraffic.core.files import plain_records
-from memtraffic.core.units import ABOVE
+from memtraffic.vocab.files import plain_records
+from memtraffic.vocab.units import ABOVE
 
 OUTSIDE = "(outside any op or region)"  # kernels in no `mt|` range, or in a range the plan does not know
 

@@ -1,7 +1,7 @@
 """Distinct-launch runs read back: repeats get their first call's counters, labelled reused; the premise
 check compares the calls of one signature in an every-launch run.
 
-Under `profile --distinct K` (memtraffic.core.launches) a repeated call ran in an `mt|rep|...` range that
+Under `profile --distinct K` (memtraffic.vocab.launches) a repeated call ran in an `mt|rep|...` range that
 ncu skipped; its trace record (a plan config) says `"repeat": true, "reuses": <first measured range>`.
 `add_reused` copies that range's kernel rows onto the repeat, with the `reuses` column naming the source,
 so every table, per-op sum and diff counts the repeat's bytes and time, and can say they were reused.

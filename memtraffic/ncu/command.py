@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from memtraffic.core.arch import Chip
-from memtraffic.core.errors import NcuError, UsageError, say
-from memtraffic.core.files import cache_dir, write_bytes_atomic
 from memtraffic.ncu.metrics import base_name
+from memtraffic.vocab.arch import Chip
+from memtraffic.vocab.errors import NcuError, UsageError, say
+from memtraffic.vocab.files import cache_dir, write_bytes_atomic
 
 MIN_NCU_VERSION = (2023, 1)
 # Our NVTX push/pop ranges are named "mt|..."; the trailing '/' is ncu's mark for a push/pop range.
@@ -288,7 +288,7 @@ def build_ncu_command(
 
     `measure` keeps the defaults: only kernels inside our NVTX ranges of the runner process. `profile`
     passes the user's filters, and under --distinct excludes the repeats' ranges
-    (memtraffic.core.launches.NVTX_EXCLUDE). `source` adds the per-instruction SourceCounters section
+    (memtraffic.vocab.launches.NVTX_EXCLUDE). `source` adds the per-instruction SourceCounters section
     with the CUDA source and SASS embedded, which `memtraffic lines` reads.
     """
     check_ncu_options(cache_control, clock_control, target_processes, launch_skip, launch_count)

@@ -7,7 +7,7 @@ Each alias has the H100's (gh100) ncu name, and, where other chips name the coun
 equivalents tried in order: another name or a sum of counters (every chip ncu 2025.3.1 knows has the
 byte counters where it has the sector ones, so no alias needs sectors x 32). `resolve` picks, for one
 chip's metric list, the first form the chip has; an alias no form fits is not measured there and gets a
-note saying why (memtraffic.core.arch knows the chip). A report is read back through the same forms.
+note saying why (memtraffic.vocab.arch knows the chip). A report is read back through the same forms.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
-from memtraffic.core.arch import Chip
+from memtraffic.vocab.arch import Chip
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ _TABLE = [
     # Tensor cores: sm__ops_path_tensor_* count math ops whatever the MMA instruction's shape (HMMA, or
     # Hopper's HGMMA with its variable N), which warp-instruction counters (sm__inst_executed_pipe_tensor*)
     # cannot: their FLOPs per instruction depend on the shape. FLOPs per op are checked on a GPU
-    # (tests/test_ceilings.py::test_tensor_ops_per_matmul_flop), not assumed.
+    # (tests/probes/test_ceilings.py::test_tensor_ops_per_matmul_flop), not assumed.
     # Ampere, Ada and Blackwell split FP16 inputs by accumulator (dst_fp16 + dst_fp32); Turing counts FP16
     # with an FP32 accumulator in src_fp16_bf16_tf32_dst_fp32, which is FP16 alone there (Turing's tensor
     # cores take no BF16 or TF32).
@@ -155,7 +155,8 @@ METRIC_SETS: dict[str, list[str]] = {
               "dram_wr_bytes"],
     # Why time sits above a copy of the minimum when bytes do not: spills and achieved occupancy. A set of
     # its own: beside 'traffic' or 'bytes' it costs replay passes of its own (H100, ncu 2025.3.1,
-    # 2026-11-25: reports/h100/spills_passes, run.json 'passes'; tests/test_time_diagnosis.py reads them).
+    # 2026-11-25: reports/h100/spills_passes, run.json 'passes'; tests/analysis/test_time_notes.py
+    # reads them).
     "spills": ["time", "l1_local_ld_bytes", "l1_local_st_bytes", "warps_active_pct"],
     "flops": [
         "time", "fadd", "fmul", "ffma", "hadd", "hmul", "hfma", "tc_ops_fp16", "tc_ops_bf16", "tc_ops_tf32",

@@ -24,8 +24,6 @@ from typing import Any
 
 import pandas as pd
 
-from memtraffic.core.errors import ReportError
-from memtraffic.core.plan import RANGE_PREFIX
 from memtraffic.ncu.metrics import (
     DEVICE_NAME,
     LAUNCH_BLOCK,
@@ -36,6 +34,8 @@ from memtraffic.ncu.metrics import (
     Metric,
 )
 from memtraffic.ncu.source import measured_lines
+from memtraffic.vocab.configs import RANGE_PREFIX
+from memtraffic.vocab.errors import ReportError
 
 REPORT_SUFFIX = ".ncu-rep"
 _DEFAULT_DOMAIN = "<default domain>"
@@ -256,7 +256,7 @@ def read_report(path: str | Path, allow_partial: bool = False) -> pd.DataFrame:
 
     ReportError when the file is missing, empty, not a report, truncated or holds no kernel. With
     allow_partial (a run that was interrupted), a damaged launch is dropped with a warning instead.
-    This opens the report itself; memtraffic.ncu.run.kernel_table reads it once and keeps a table.
+    This opens the report itself; memtraffic.ncu.kernel_table reads it once and keeps a table.
     """
     rows, damaged, _ = read_rows(path)
     check_rows(path, len(rows), damaged, allow_partial)

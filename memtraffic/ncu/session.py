@@ -12,8 +12,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from memtraffic.core.arch import chip_for_gpu
-from memtraffic.core.rundir import environment
 from memtraffic.ncu.command import (
     MetricSpec,
     build_ncu_command,
@@ -23,6 +21,8 @@ from memtraffic.ncu.command import (
     query_metric_names,
     resolve_metric_spec,
 )
+from memtraffic.vocab.arch import chip_for_gpu
+from memtraffic.vocab.machine import environment
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memtraffic.analysis.expect import failures
+from memtraffic.analysis.gate import failures
 
 
 def summary(results: Sequence[Mapping[str, Any]]) -> str:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from memtraffic.analysis.diff import Diff, pct, relative
-from memtraffic.core.units import fmt_bytes, fmt_eff, fmt_time
+from memtraffic.vocab.units import fmt_bytes, fmt_eff, fmt_time
 
 Cell = tuple[str, Callable[[Mapping[str, Any], str], float], str]  # header, value of a side, kind
 

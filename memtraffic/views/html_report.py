@@ -14,9 +14,10 @@ from typing import Any
 
 import pandas as pd
 
-from memtraffic.core.errors import ReportError
-from memtraffic.core.units import fmt_bytes, fmt_eff, fmt_time
-from memtraffic.ncu.run import Run, kernel_table, load_run
+from memtraffic.ncu.kernel_table import kernel_table
+from memtraffic.runfolder.load import Run, load_run
+from memtraffic.vocab.errors import ReportError
+from memtraffic.vocab.units import fmt_bytes, fmt_eff, fmt_time
 
 # ----------------------------------------------------------------------------------------------------
 # Loading a run folder
@@ -74,7 +75,7 @@ def _device_name(meta: Mapping[str, Any]) -> str | None:
 
 def devices_of(df: pd.DataFrame, metas: Sequence[Mapping[str, Any]] = ()) -> list[str]:
     """The devices a table was measured on (its device column, then run.json), each named once."""
-    from memtraffic.core.roofs import device_slug
+    from memtraffic.vocab.roofs import device_slug
 
     names = [str(d) for d in df["device"].dropna().unique() if str(d)] if "device" in df else []
     names += [n for m in metas if (n := _device_name(m))]
@@ -87,8 +88,8 @@ def devices_of(df: pd.DataFrame, metas: Sequence[Mapping[str, Any]] = ()) -> lis
 def resolve_ceilings(devices: Sequence[str], ceilings_file: Path | None = None
                      ) -> tuple[list[dict[str, Any]], list[str]]:
     """(entries, notes): the ceilings of each device (a given file, else cache, else committed)."""
-    from memtraffic.core.roofs import find_ceilings, load_ceilings_file
     from memtraffic.ncu.chips import peak_names
+    from memtraffic.vocab.roofs import find_ceilings, load_ceilings_file
 
     entries, notes = [], []
     if ceilings_file is not None:
@@ -208,11 +209,11 @@ def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Pat
     """The HTML text of the report of one run folder: results and diagnoses first (with a baseline, the
     diff of the two and their tables and traffic bars side by side before them), then the figures and
     source lines, notes, and the environment last. A large run is summarized (see MAX_ROWS)."""
-    from memtraffic.core.version import __version__
-    from memtraffic.views.files import plotly_js
+    from memtraffic.views.figure_files import plotly_js
     from memtraffic.views.roofline import FLOPS_NOTE, roofline_figure
     from memtraffic.views.tables import results_table_rows
     from memtraffic.views.traffic_chart import traffic_figure
+    from memtraffic.vocab.version import __version__
 
     run_dir = Path(run_dir)
     df, metas = load_runs([run_dir], partial)
@@ -346,7 +347,7 @@ def source_lines_section(run_dir: Path) -> list[str]:
 
 
 def _fragments(figs: list) -> list[str]:
-    from memtraffic.views.files import figures_html
+    from memtraffic.views.figure_files import figures_html
 
     return figures_html(figs) if figs else []
 
@@ -355,7 +356,7 @@ def write_report(run_dir: Path, out: Path | None = None, ceilings_file: Path | N
                  baseline: Path | None = None, force: bool = False, partial: bool = False) -> Path:
     """Write the report (default: report-<run>.html in the current folder) and return its path. An
     existing file is replaced only with force; an incomplete run is reported only with partial."""
-    from memtraffic.views.files import check_new_file, default_output, write_page
+    from memtraffic.views.figure_files import check_new_file, default_output, write_page
 
     out = Path(out) if out is not None else default_output("report", [Path(run_dir)])
     check_new_file(out, force)
@@ -364,7 +365,7 @@ def write_report(run_dir: Path, out: Path | None = None, ceilings_file: Path | N
 
 def latest_run(root: Path | None = None) -> Path:
     """The newest run folder (by modification time) under reports/runs that holds results."""
-    from memtraffic.core.rundir import DEFAULT_RUNS_ROOT
+    from memtraffic.runfolder.folder import DEFAULT_RUNS_ROOT
 
     root = Path(root) if root is not None else DEFAULT_RUNS_ROOT
     runs = [d for d in root.glob("*") if (d / "results.json").is_file()] if root.is_dir() else []
@@ -380,7 +381,7 @@ def plot_runs(run_dirs: Sequence[Path], levels: Sequence[str], out: Path | None 
     """Roofline + traffic figures of one or more runs: an offline HTML page (default: roofline-<run>.html
     in the current folder) and/or PNGs. An existing file is replaced only with force. (paths, notes)."""
     from memtraffic.views import roofline as rf
-    from memtraffic.views.files import check_new_file, default_output, write_html, write_png
+    from memtraffic.views.figure_files import check_new_file, default_output, write_html, write_png
     from memtraffic.views.traffic_chart import traffic_figure
 
     if png is not None:

@@ -31,7 +31,7 @@ def figure_bundle(fig: Any) -> dict[str, Any]:
     try:
         png = fig.to_image(format="png", width=fig.layout.width or 1100, height=fig.layout.height or 600)
     except Exception as err:  # no kaleido, or no Chromium for it: the interactive figure still shows
-        from memtraffic.core.extras import install_line
+        from memtraffic.vocab.extras import install_line
 
         bundle["text/plain"] = (f"[{title}: no static image ({type(err).__name__}); {install_line('png')} "
                                 "and a Chromium]")

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from memtraffic.core.errors import ReportError, UsageError
-from memtraffic.core.plan import SHIPPED_VARIANTS
-from memtraffic.core.roofs import BANDWIDTH_OF_LEVEL, KINDS, ROOFS
-from memtraffic.core.units import fmt_bytes, fmt_eff, fmt_rate, fmt_time
+from memtraffic.vocab.configs import SHIPPED_VARIANTS
+from memtraffic.vocab.errors import ReportError, UsageError
+from memtraffic.vocab.roofs import BANDWIDTH_OF_LEVEL, KINDS, ROOFS
+from memtraffic.vocab.units import fmt_bytes, fmt_eff, fmt_rate, fmt_time
 
 if TYPE_CHECKING:  # plotly is imported inside the functions: it is slow to import
     import plotly.graph_objects as go
@@ -177,7 +177,7 @@ def roofline_points(df: pd.DataFrame, levels: Sequence[str] = LEVELS) -> pd.Data
             rows.append(row)
     out = pd.DataFrame(rows)
     if out.empty:
-        if "timing_only" in df and df["timing_only"].eq(True).any():  # memtraffic.analysis.timings
+        if "timing_only" in df and df["timing_only"].eq(True).any():  # memtraffic.analysis.timing_only_table
             raise ReportError("a timing-only run has no per-level bytes to place on a roofline: `memtraffic "
                               "analyze` shows each row's bandwidth at the minimum and its fraction of the "
                               "copy roof")

@@ -1,4 +1,4 @@
-"""Every plain-text table for people (json/csv for scripts: core.files.dump)."""
+"""Every plain-text table for people (json/csv for scripts: vocab.files.dump)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pandas as pd
 from memtraffic.analysis import per_op
 from memtraffic.analysis.analyze import kernel_list, row_label, to_records
 from memtraffic.analysis.lines import location
-from memtraffic.core.files import dump
-from memtraffic.core.ops import format_shape
-from memtraffic.core.roofs import ROOFS, ceilings_rows
-from memtraffic.core.units import fmt_bytes, fmt_eff, fmt_rate, fmt_time
+from memtraffic.vocab.files import dump
+from memtraffic.vocab.ops import format_shape
+from memtraffic.vocab.roofs import ROOFS, ceilings_rows
+from memtraffic.vocab.units import fmt_bytes, fmt_eff, fmt_rate, fmt_time
 
 WIDTH = 120  # columns the CLI's tables and notes fit by default (--wide: one line each, however long)
 
@@ -156,7 +156,7 @@ def ceilings_table(entry: Mapping[str, Any]) -> str:
                      f"{100 * r['fraction']:.0f}%" if r["fraction"] else "-"])
     head = f"{entry['device']}" + (f", measured {entry['date']}" if entry.get("date") else "")
     text = head + "\n" + text_table(["roof", "measured", "ncu theoretical", "measured/theoretical"], body)
-    # Not roofs, but what analyze's time notes use beside them (memtraffic.analysis.timing).
+    # Not roofs, but what analyze's time notes use beside them (memtraffic.analysis.time_notes).
     latencies = {"launch_s": "launch floor", "dram_latency_s": "DRAM latency"}
     measured = entry.get("measured", {})
     text += "".join(f"\n{label}: {fmt_time(measured[k] * 1e9)}" for k, label in latencies.items()
@@ -171,7 +171,7 @@ def ceilings_table(entry: Mapping[str, Any]) -> str:
 
 
 def grid_count_table(rows: Sequence[dict[str, Any]]) -> str:
-    """`list --count`: configs per variant (rows of measure.sweep.grid_counts), skipped ones, the total."""
+    """`list --count`: configs per variant (rows of collect.sweep.grid_counts), skipped ones, the total."""
     width = max(len(r["variant"]) for r in rows)
     lines = [f"{r['variant']:<{width}}  {r['configs']:>5} configs"
              + (f"  ({r['skipped']} skipped)" if r["skipped"] else "") for r in rows]

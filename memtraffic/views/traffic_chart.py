@@ -11,8 +11,6 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from memtraffic.core.errors import ReportError
-from memtraffic.core.units import fmt_bytes
 from memtraffic.views.roofline import (
     LEVEL_BYTES,
     LEVEL_COLOR,
@@ -25,6 +23,8 @@ from memtraffic.views.roofline import (
     config_labels,
     order_configs,
 )
+from memtraffic.vocab.errors import ReportError
+from memtraffic.vocab.units import fmt_bytes
 
 if TYPE_CHECKING:  # plotly is imported inside the functions: it is slow to import
     import plotly.graph_objects as go

@@ -1,0 +1,184 @@
+"""Why time sits far above a copy of the minimum when the bytes do not: one note for analyze's diagnosis.
+
+A row qualifies when its DRAM reads are at the minimum (efficiency >= AT_MINIMUM) yet its time is SLOW
+times or more the time a copy of its minimum takes at the device's measured copy roof (the ceilings'
+`dram_Bps`, read + write). The note names the first reason the numbers show, in this order:
+
+1. spills: local-memory bytes (the `spills` metric set), which are traffic beside the global bytes;
+2. launch: the time is within LAUNCH_NEAR of a kernel's with nothing to do (the ceilings' `launch_s`);
+3. compute: the minimum's FLOPs at the measured FLOP roof of the row's dtype take COMPUTE_NEAR of the
+   time or more (a FLOP floor above the copy's but further from the time is said beside a later reason);
+4. grid: fewer blocks than GRID_SHORT of a wave (ncu's launch__waves_per_multiprocessor);
+5. L1: L1 moves L1_EXCESS times the minimum or more (caches absorbed it before DRAM; the time pays);
+6. occupancy: a theoretical occupancy under LOW_OCCUPANCY (and what limits it), or an achieved one
+   (`spills` set) well under the theoretical;
+7. tail: between one and TAIL_WAVES waves with a last wave at most half full;
+8. bytes in flight (Little's law): the copy roof needs roof x DRAM latency (the ceilings' measured
+   `dram_latency_s`) bytes in flight; divided over the threads the launch keeps resident, that is what
+   each thread must have outstanding.
+The grid, occupancy and tail reasons also give the bytes in flight each resident thread needs, when the
+latency is known. A row no reason fits says what to measure.
+Launch statistics (grid, waves, occupancy, registers) are recorded by ncu for every launch at no cost,
+so committed reports carry them; spills and achieved occupancy need the `spills` set.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from memtraffic.vocab.roofs import ROOFS
+from memtraffic.vocab.units import fmt_bytes, fmt_rate, fmt_time
+
+AT_MINIMUM = 0.95  # DRAM read efficiency from which bytes are "at the minimum"
+SLOW = 3.0  # time, in copies of the minimum, from which time is worth explaining
+LAUNCH_NEAR = 2.0  # a time within this factor of a do-nothing kernel's is launch-bound
+GRID_SHORT = 0.8  # waves below this: the grid leaves SMs (or their warp slots) empty
+LOW_OCCUPANCY = 50.0  # theoretical occupancy (% of the SM's warps) below which it is named
+ACHIEVED_SHORT = 0.6  # achieved occupancy below this fraction of the theoretical is named
+COMPUTE_NEAR = 0.5  # FLOPs at the roof taking this share of the time or more: compute-bound
+L1_EXCESS = 2.0  # L1 bytes from this many times the minimum explain the time (requests, not DRAM)
+TAIL_WAVES = 4.0  # a partial last wave matters when there are few waves
+# The FLOP roof a row's minimum FLOPs run against, by dtype (matmuls in 16 bits use tensor cores).
+FLOP_ROOF = {"fp32": "fp32_flops", "bf16": "bf16_tc_flops", "fp16": "fp16_tc_flops"}
+LIMITS = {"limit_registers": "registers", "limit_shared_mem": "shared memory",
+          "limit_blocks": "blocks per SM", "limit_warps": "warps per SM (block size)"}
+
+
+def _num(r: Mapping[str, Any], key: str) -> float | None:
+    v = r.get(key)
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _times(x: float) -> str:
+    return f"{x:.0f}x" if x >= 10 else f"{x:.1f}x"
+
+
+def copy_seconds(r: Mapping[str, Any], measured: Mapping[str, Any]) -> float | None:
+    """Seconds a copy of the row's minimum takes at the measured copy roof (None when either is unknown)."""
+    bw, minimum = _num(measured, "dram_Bps"), _num(r, "min_bytes")
+    return minimum / bw if bw and minimum and minimum > 0 else None
+
+
+def slow_at_minimum(r: Mapping[str, Any], measured: Mapping[str, Any] | None) -> bool:
+    """The rule: DRAM reads at the minimum, time >= SLOW copies of it."""
+    eff = _num(r, "eff_dram_rd")
+    eff = eff if eff is not None else _num(r, "eff_dram")
+    copy, ns = copy_seconds(r, measured or {}), _num(r, "time_ns")
+    return eff is not None and eff >= AT_MINIMUM and copy is not None and ns is not None and \
+        ns * 1e-9 >= SLOW * copy
+
+
+def local_bytes(r: Mapping[str, Any]) -> float:
+    """Local-memory bytes through L1 (loads + stores; 0 when not measured)."""
+    return sum(_num(r, k) or 0.0 for k in ("l1_local_ld_bytes", "l1_local_st_bytes"))
+
+
+def _limiter(r: Mapping[str, Any]) -> str:
+    """'limited by registers (40 a thread): 2 blocks an SM': the resources that allow the fewest blocks per
+    SM (all of them when several tie)."""
+    limits = {k: v for k in LIMITS if (v := _num(r, k)) is not None}
+    if not limits:
+        return ""
+    fewest = min(limits.values())
+    names = []
+    for key in (k for k in limits if limits[k] == fewest):
+        what = LIMITS[key]
+        if key == "limit_registers" and _num(r, "registers"):
+            what += f" ({_num(r, 'registers'):.0f} a thread)"
+        elif key == "limit_shared_mem" and _num(r, "shared_mem_per_block"):
+            what += f" ({fmt_bytes(_num(r, 'shared_mem_per_block'))} a block)"
+        names.append(what)
+    listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+    return f"limited by {listed}: {fewest:.0f} blocks an SM"
+
+
+def _resident_threads(r: Mapping[str, Any]) -> float | None:
+    """Threads the launch keeps on the GPU at once: the whole grid under one wave, else one wave's."""
+    grid, block, waves = _num(r, "grid_size"), _num(r, "block_size"), _num(r, "waves")
+    if not (grid and block and waves):
+        return None
+    return grid * block if waves < 1 else grid * block / waves
+
+
+def in_flight(r: Mapping[str, Any], measured: Mapping[str, Any]) -> str:
+    """Little's law: the bytes the copy roof needs in flight, and per resident thread ('' if unknown)."""
+    bw, latency, threads = _num(measured, "dram_Bps"), _num(measured, "dram_latency_s"), _resident_threads(r)
+    if not (bw and latency and threads):
+        return ""
+    need = bw * latency
+    text = (f"the copy roof needs {fmt_bytes(need)} in flight ({fmt_rate(bw)} x {fmt_time(latency * 1e9)} "
+            f"DRAM latency): {fmt_bytes(need / threads)} outstanding a resident thread "
+            f"({threads:,.0f} threads)")
+    req, requests = _num(r, "req_ld_bytes"), _num(r, "l1_ld_requests")
+    if req and requests:
+        text += f"; its loads ask {fmt_bytes(req / requests / 32)} a thread"
+    return text
+
+
+def explain_time(r: Mapping[str, Any], measured: Mapping[str, Any] | None) -> str:
+    """One note for a row at the minimum in bytes but slow in time (see the module); '' otherwise."""
+    if not measured or not slow_at_minimum(r, measured):
+        return ""
+    copy = copy_seconds(r, measured)
+    assert copy is not None
+    ns = _num(r, "time_ns") or 0.0
+    head = (f"time {_times(ns * 1e-9 / copy)} a copy of the minimum ({fmt_time(copy * 1e9)} at the measured "
+            f"{fmt_rate(_num(measured, 'dram_Bps'))})")
+    return f"{head}: {_reason(r, measured, copy, ns)}"
+
+
+def _reason(r: Mapping[str, Any], measured: Mapping[str, Any], copy: float, ns: float) -> str:
+    flight = in_flight(r, measured)
+    more = f"; {flight}" if flight else ""
+    spilled, minimum = local_bytes(r), _num(r, "min_bytes") or 0.0
+    if spilled > 0:
+        regs = _num(r, "registers")
+        at = f" at {regs:.0f} registers a thread" if regs else ""
+        return f"spills{at}: {fmt_bytes(spilled)} of local memory ({_times(spilled / minimum)} the minimum)"
+    compute = ""  # a FLOP floor above the copy's, said beside the reason found
+    floor, kernels = _num(measured, "launch_s"), _num(r, "n_kernels") or 1.0
+    if floor and ns * 1e-9 <= LAUNCH_NEAR * floor * kernels:
+        over = f" over {kernels:.0f} kernels" if kernels > 1 else ""
+        each = " each" if kernels > 1 else ""
+        return (f"launch-bound: {fmt_time(ns)}{over}, within {LAUNCH_NEAR:g}x of an empty kernel's "
+                f"{fmt_time(floor * 1e9)}{each} (measured under ncu): too small to reach the roof")
+    flops, roof_key = _num(r, "model_flops"), FLOP_ROOF.get(str(r.get("dtype") or ""))
+    roof = _num(measured, roof_key) if roof_key else None
+    need = flops / roof if flops and roof else 0.0
+    if need >= copy:  # the FLOPs' floor is above the bytes' floor
+        at = (f"the minimum's {flops / 1e9:.3g} GFLOP take {fmt_time(need * 1e9)} at the measured "
+              f"{ROOFS[roof_key][0]} roof ({fmt_rate(roof, 'FLOP/s')}), {need * 1e9 / ns:.0%} of the time")
+        if need * 1e9 >= COMPUTE_NEAR * ns:
+            return f"compute-bound: {at}"
+        compute = at
+        more = f"; {at}{more}"
+    waves, grid, block = _num(r, "waves"), _num(r, "grid_size"), _num(r, "block_size")
+    sms = _num(r, "sm_count")
+    if waves is not None and waves < GRID_SHORT and grid and block:
+        on = f" on {sms:.0f} SMs" if sms else ""
+        return (f"the grid fills {waves:.2g} of one wave ({grid:.0f} blocks of {block:.0f} threads{on}): too "
+                f"few threads to fill the GPU{more}")
+    amps = {d: 1 / e for d, k in (("loads", "eff_l1_ld"), ("stores", "eff_l1_st")) if (e := _num(r, k))}
+    worst = max(amps, key=amps.__getitem__, default=None)
+    if worst is not None and amps[worst] >= L1_EXCESS:
+        return (f"the bytes are at the minimum only from L2 on: L1 {worst} move {_times(amps[worst])} their "
+                f"minimum, and those requests take the time{more}")
+    occ, achieved = _num(r, "occupancy_pct"), _num(r, "warps_active_pct")
+    if occ is not None and occ < LOW_OCCUPANCY:
+        limit = _limiter(r)
+        return f"theoretical occupancy {occ:.0f}%" + (f" ({limit})" if limit else "") + more
+    if occ and achieved is not None and achieved < ACHIEVED_SHORT * occ:
+        return f"achieved occupancy {achieved:.0f}% of a theoretical {occ:.0f}%{more}"
+    if waves is not None and 1 <= waves < TAIL_WAVES and 0 < waves % 1 <= 0.5:
+        return (f"tail: {waves:.2f} waves, the last one {waves % 1:.0%} full (the GPU idles while it runs)"
+                f"{more}")
+    if flight:
+        return flight + (f"; {compute}" if compute else "")
+    return ("not launch, FLOPs, grid, occupancy or tail: measure with --metrics traffic,spills for spills "
+            "and achieved occupancy")

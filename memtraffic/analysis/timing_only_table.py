@@ -1,0 +1,65 @@
+"""Timing-only runs on the reading side: a timings.json as a kernel table, and what its rows can say.
+
+A timings file (memtraffic.runfolder.timings) holds each kernel's device time and range, no counter: its
+kernel table has the time and every traffic column NaN, so analyze's efficiencies per level stay NaN
+(levels absent) while `bw_min_Bps` (minimum bytes / time) is the achieved bandwidth at the minimum.
+`mark` adds `copy_roof_Bps`, the measured device-to-device copy bandwidth of the run's GPU (its
+ceilings: user cache, then reports/ceilings/), `frac_copy_roof` (bw_min_Bps / copy_roof_Bps) and
+`timing_only`, and says in each row's diagnosis that no per-level bytes were measured. A fraction above 1
+is a kernel whose data was (partly) in L2: the program runs as it does, caches warm.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from memtraffic.runfolder.timings import read_timings
+from memtraffic.vocab.roofs import find_ceilings
+from memtraffic.vocab.units import fmt_rate
+
+NO_LEVELS = "timing-only: no per-level bytes (counters not read)"
+
+
+def timing_kernels(path: Path) -> pd.DataFrame:
+    """The kernel table of a timings file: one row per launch with its range and time (ns)."""
+    data = read_timings(path)
+    rows = [{"launch": k.get("launch", i), "range": k["range"], "nvtx": k.get("nvtx") or [],
+             "kernel": k["kernel"], "kernel_full": k["kernel"], "grid_size": None, "block_size": None,
+             "device": data.get("device", ""), "passes": 0, "time": float(k["time_ns"]), "report": str(path)}
+            for i, k in enumerate(data["kernels"])]
+    return pd.DataFrame(rows, columns=["launch", "range", "nvtx", "kernel", "kernel_full", "grid_size",
+                                       "block_size", "device", "passes", "time", "report"])
+
+
+def copy_roof(device: str) -> float | None:
+    """The measured copy bandwidth (read + write, B/s) of this device, if its ceilings are known."""
+    entry = find_ceilings(device) if device else None
+    value = (entry or {}).get("measured", {}).get("dram_Bps")
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def mark(table: pd.DataFrame) -> pd.DataFrame:
+    """The analyzed table of a timing-only run with its roof fraction and marked diagnoses."""
+    if table.empty:
+        return table.assign(timing_only=[], copy_roof_Bps=[], frac_copy_roof=[])
+    roofs = {d: copy_roof(d) for d in set(table["device"].fillna(""))}
+    roof = [roofs.get(d) or math.nan for d in table["device"].fillna("")]
+    table = table.assign(timing_only=True, copy_roof_Bps=roof)
+    table["frac_copy_roof"] = table["bw_min_Bps"] / table["copy_roof_Bps"]
+    notes = []
+    for r in table.to_dict("records"):
+        if isinstance(r["bw_min_Bps"], float) and math.isfinite(r["bw_min_Bps"]):
+            at = f"{fmt_rate(r['bw_min_Bps'])} at the minimum"
+            if math.isfinite(r["frac_copy_roof"]):
+                at += f", {r['frac_copy_roof']:.2f} of the copy roof"
+            if r["frac_copy_roof"] > 1:  # faster than any DRAM copy: the bytes did not all come from DRAM
+                at += (" (above it: data the previous kernels left in L2 was read from there; no cache is "
+                       "flushed between kernels here)")
+            notes.append(f"{NO_LEVELS}; {at}")
+        else:
+            notes.append(f"{NO_LEVELS}; no minimum for this range")
+    table["diagnosis"] = notes
+    return table

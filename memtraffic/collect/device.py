@@ -1,0 +1,116 @@
+"""The CUDA devices: whether there is one (require_gpu; vocab.machine.gpu_name asks nvidia-smi where torch
+is not wanted), their names (nvidia-smi's, else torch's), and how long a call takes on one (CUDA events,
+L2 flushed or not). torch is imported on first use."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from memtraffic.vocab.errors import GpuNotFoundError
+from memtraffic.vocab.machine import ANYWHERE
+
+_L2_FLUSH_BYTES = 256 * 2**20  # larger than any Hopper L2 (50-60 MB)
+# About 0.5 ms at 2 GHz: longer than a launcher's host overhead, with room for a slow host (with 100 us, a
+# sweep on the H100 once timed an 8 us kernel at 110-415 us in three configs; the cause was not isolated).
+_SLEEP_CYCLES = 1_000_000
+
+
+
+
+def _smi_names() -> list[str] | None:
+    """The GPUs this process sees, named by nvidia-smi (in milliseconds, where torch's CUDA start-up
+    takes seconds) and narrowed by CUDA_VISIBLE_DEVICES as CUDA does; None when only CUDA can say (no
+    nvidia-smi, or UUIDs and MIG names in CUDA_VISIBLE_DEVICES)."""
+    try:
+        proc = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    names = [n.strip() for n in proc.stdout.splitlines() if n.strip()] if proc.returncode == 0 else []
+    if not names:
+        return None
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return names
+    seen: list[str] = []
+    for token in (t.strip() for t in visible.split(",")):
+        if not token:
+            break
+        if not token.isdigit():
+            return None
+        if int(token) >= len(names):  # CUDA stops at the first invalid ordinal
+            break
+        seen.append(names[int(token)])
+    return seen
+
+
+def cuda_device_names() -> list[str]:
+    """The names of the CUDA devices this process sees (none: an empty list): nvidia-smi's where it can
+    say, so measure --gpus starts its ncu processes without importing torch, else torch's."""
+    names = _smi_names()
+    if names is not None:
+        return names
+    import torch
+
+    if not torch.cuda.is_available():
+        return []
+    return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+
+
+def require_gpu(needs: str) -> str:
+    """The name of CUDA device 0, or GpuNotFoundError: 'no CUDA GPU is visible: <needs>; ...'."""
+    names = cuda_device_names()
+    if not names:
+        raise GpuNotFoundError(f"no CUDA GPU is visible: {needs}; {ANYWHERE}")
+    return names[0]
+
+
+@dataclass
+class Timing:
+    median_ns: float
+    reps: int
+
+
+def time_cuda(fn: Callable[[], Any], budget_s: float = 0.5, max_reps: int = 200, min_reps: int = 5,
+              flush_l2: bool = True) -> Timing:
+    """Median CUDA-event time of fn() after two warm-up calls (JIT, autotune, clocks, allocator).
+
+    With flush_l2 a buffer larger than L2 is read (summed) before each call, outside the timed region,
+    so every call starts with an L2 holding none of its data and no dirty lines. Zeroing the buffer
+    instead would leave the L2 full of dirty lines that the timed call must write back to DRAM as it
+    evicts them: on the H100 that added about 6.3 us to every call (a copy of 2 x 32 MB: 28.0 us zeroed,
+    21.8 us read; reports/bench/2026-11-23-h100-flush). Repetitions fill
+    budget_s.
+
+    Before each start event the GPU is kept busy (torch.cuda._sleep) so the host has enqueued the
+    call before the GPU reaches it: otherwise a microsecond kernel behind a slow Python launcher
+    would be timed with the launcher's overhead.
+    """
+    import torch
+
+    flush = torch.ones((_L2_FLUSH_BYTES if flush_l2 else 0) // 4, dtype=torch.float32, device="cuda")
+    fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    once = max(time.perf_counter() - t0, 1e-6)
+    reps = int(min(max_reps, max(min_reps, budget_s / once)))
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for s, e in zip(starts, ends, strict=True):
+        if flush_l2:
+            flush.sum()  # reads 256 MB: the L2 ends up clean, holding none of fn's data
+        torch.cuda._sleep(_SLEEP_CYCLES)
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    times = [s.elapsed_time(e) * 1e6 for s, e in zip(starts, ends, strict=True)]  # ms -> ns
+    return Timing(statistics.median(times), reps)

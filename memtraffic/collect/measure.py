@@ -1,0 +1,603 @@
+"""Collection for variants: `memtraffic measure` profiles a plan's configs in ONE ncu process per GPU.
+
+`measure()` checks the user's input, ncu and the GPU up front, writes the plan into a new run folder,
+lets ONE ncu process profile every config of the plan inside `python -m memtraffic.collect.runner PLAN.json`,
+and starts a fresh ncu process for the configs not yet done if the runner dies, and saves run.json.
+memtraffic.api.run_measure then analyzes the reports (results.csv, results.json) and `record_analysis`
+completes run.json with what ncu profiled.
+
+With --gpus the plan's configs are split across the GPUs by predicted cost (memtraffic.collect.sweep) and one
+ncu process per GPU runs at the same time, each with its own CUDA_VISIBLE_DEVICES, status file, log
+and reports (profile-gpu0.ncu-rep, ...), all in the one run folder. A GPU whose ncu fails loses only
+its own configs: run.json lists them under 'rerun' (`measure --rerun RUN` measures them again).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memtraffic.collect.device import cuda_device_names, require_gpu
+from memtraffic.collect.fallback import unavailable
+from memtraffic.collect.planning import build_plan, check_names  # torch only when a plan is built
+from memtraffic.collect.sweep import (
+    assign_gpus,
+    gpu_indices,
+    parse_gpus,
+    parse_shard,
+    plan_from_grids,
+    predicted_cost,
+    read_sweep,
+    shard_plan,
+    visible_id,
+)
+from memtraffic.ncu.command import (
+    NVTX_INCLUDE,
+    NcuRun,
+    check_ncu_options,
+    metric_tokens,
+    run_ncu,
+)
+from memtraffic.ncu.kernel_table import keep_kernel_tables
+from memtraffic.ncu.session import NcuSession
+from memtraffic.runfolder.folder import DEFAULT_RUNS_ROOT, append_status, new_run_dir, read_status
+from memtraffic.runfolder.records import rerun_list, write_plan, write_run  # atomic: the runner may wait
+from memtraffic.vocab.configs import parse_params
+from memtraffic.vocab.errors import GpuNotFoundError, NcuError, UsageError, say
+from memtraffic.vocab.extras import require
+from memtraffic.vocab.files import refuse_nonempty
+from memtraffic.vocab.machine import gpu_name, utc_now
+from memtraffic.vocab.ops import Shape, format_shape, parse_dtype, parse_shape
+
+
+def runner_argv(plan_path: Path) -> list[str]:
+    return [sys.executable, "-m", "memtraffic.collect.runner", str(plan_path)]
+
+
+@dataclass
+class MeasureOptions:
+    variants: list[str]
+    shapes: list[str | Shape] = field(default_factory=list)  # '4096x4096' or (4096, 4096): parsed once here
+    dtypes: list[str] = field(default_factory=list)
+    params: list[str] = field(default_factory=list)
+    all_variants: bool = False
+    variant_files: list[str] = field(default_factory=list)  # users' variant files (--variants)
+    metrics: str = "traffic"
+    out: Path | None = None
+    clock_control: str = "none"
+    cache_control: str = "all"
+    source: bool = False  # per-line counters and source text for `memtraffic lines`
+    verbose: bool = False
+    runs_root: Path = DEFAULT_RUNS_ROOT
+    max_attempts: int | None = None  # fresh ncu processes after runner crashes; default: one per config
+    plan: dict[str, Any] | None = None  # a ready plan (build_plan / merge_plans) instead of the fields above
+    sweep: Path | None = None  # a TOML sweep file instead of variants/shapes/dtypes/params
+    rerun: Path | None = None  # a run folder: measure again the configs its run.json lists under 'rerun'
+    shard: str | None = None  # 'I/N': only that deterministic part of the plan
+    gpus: str | None = None  # 'all' or '0,1': one ncu process per GPU at once
+    timing_only: bool = False  # no ncu: the runner's kernels timed (memtraffic.collect.timing_only)
+
+    def __post_init__(self) -> None:
+        self.shapes = [parse_shape(s) if isinstance(s, str) else tuple(s) for s in self.shapes]
+
+
+@dataclass(frozen=True)
+class GpuSlot:
+    """One GPU of `measure --gpus`: its index as this process numbers it and its CUDA_VISIBLE_DEVICES."""
+
+    index: int
+    visible: str
+
+    @property
+    def tag(self) -> str:
+        return f"gpu{self.index}"
+
+
+@dataclass
+class MeasureResult:
+    """A measured run folder: run.json's content, the plan, the reports ncu wrote (not yet analyzed)."""
+
+    run_dir: Path
+    run: dict[str, Any]
+    plan: dict[str, Any]
+    reports: list[Path]
+    table: Any = None  # the analyzed DataFrame, once memtraffic.api.run_measure has analyzed the reports
+    status: dict[int, dict[str, Any]] = field(default_factory=dict)  # the runner's status per config id
+    timings: dict[str, float] = field(default_factory=dict)
+    clock: float = 0.0  # perf_counter() when the environment was recorded: the ncu + analysis lap starts
+
+
+def profile_plan(plan: dict[str, Any], run_dir: Path, session: NcuSession, opts: MeasureOptions,
+                 echo: Callable[[str], None] | None = None,
+                 ncu_runner: Callable[..., NcuRun] = run_ncu, *, gpu: GpuSlot | None = None,
+                 stop: threading.Event | None = None,
+                 on_start: Callable[[subprocess.Popen], None] | None = None,
+                 ready: Callable[[], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Profile the plan's configs, restarting ncu for those not yet done whenever the runner dies.
+
+    Returns the attempts, the reports written and whether the user interrupted. Config statuses are
+    in the status file: a config that was started but never finished is recorded as failed here.
+    With `gpu`, only that GPU's configs, with files of its own (status-gpu0.jsonl, ncu-gpu0.log,
+    profile-gpu0.ncu-rep); `stop` set by another thread ends the restarts. With `ready` (plan None), the
+    first ncu starts while the plan is still being built: its runner waits for plan.json, and
+    `ready()` gives the plan (or raises why it could not be built) once that ncu has returned.
+    """
+    plan_path = run_dir / "plan.json"
+    tag = f"-{gpu.tag}" if gpu else ""
+    status_path = run_dir / (f"status{tag}.jsonl" if gpu else (plan or {}).get("status_file", "status.jsonl"))
+    log_path = run_dir / f"ncu{tag}.log"
+
+    def config_ids(plan: dict[str, Any]) -> list[int]:
+        return [c["id"] for c in plan["configs"] if gpu is None or c.get("gpu") == gpu.index]
+
+    ids = config_ids(plan) if plan is not None else None
+    app = runner_argv(plan_path)
+    extra: dict[str, Any] = {}
+    if gpu is not None:
+        app += ["--gpu", str(gpu.index), "--status", str(status_path)]
+        extra["env"] = {**os.environ, "CUDA_VISIBLE_DEVICES": gpu.visible}
+    if on_start is not None:
+        extra["on_start"] = on_start
+    max_attempts = opts.max_attempts or (len(ids) + 1 if ids is not None else 10**6)
+    attempts: list[dict[str, Any]] = []
+    reports: list[str] = []
+    interrupted = False
+    for attempt in itertools.count(1):
+        if attempt > max_attempts:
+            break
+        before = read_status(status_path)
+        if ids is not None and all(i in before for i in ids):
+            break
+        if stop is not None and stop.is_set():
+            interrupted = True
+            break
+        report = run_dir / (f"profile{tag}.ncu-rep" if attempt == 1 else f"profile{tag}-{attempt}.ncu-rep")
+        waiting = ids is None  # the runner starts up while the plan is built, then reads it
+        argv = session.command(report, app + (["--wait-for-plan"] if waiting else []),
+                               cache_control=opts.cache_control, clock_control=opts.clock_control,
+                               source=opts.source)
+        t_start = time.time()
+        result = ncu_runner(argv, log_path, echo=echo, verbose=opts.verbose, **extra)
+        t_end = time.time()
+        if waiting:
+            ids = config_ids(ready())  # raises the plan's error: its runner exited without running
+            max_attempts = opts.max_attempts or len(ids) + 1
+        attempts.append({"argv": argv, "returncode": result.returncode, "passes": result.passes,
+                         "no_kernels_message": result.no_kernels,
+                         "t_start": round(t_start, 3), "t_end": round(t_end, 3)})
+        if gpu is not None:
+            attempts[-1].update(gpu=gpu.index, cuda_visible_devices=gpu.visible)
+        if report.exists() and report.stat().st_size > 0:
+            reports.append(report.name)
+        after = read_status(status_path)
+        for cid, rec in after.items():
+            if rec.get("status") == "start":
+                append_status(status_path, {"id": cid, "range": rec.get("range"), "status": "failed",
+                                            "error": f"the runner process died while running it "
+                                                     f"(ncu exit code {result.returncode})"})
+        if result.interrupted or result.returncode in (130, -2) or (stop is not None and stop.is_set()):
+            interrupted = True
+            break
+        if after == before:  # no config even started: ncu or the runner fails before measuring
+            last = " | ".join(line for line in result.tail[-3:] if line.strip()) or "(no output)"
+            raise NcuError(f"ncu exited with code {result.returncode} before profiling anything: {last} "
+                           f"(full log: {log_path})")
+    final = read_status(status_path)
+    for cid in ids or []:
+        if cid not in final:
+            why = "not run: interrupted" if interrupted else "not run: the runner kept failing before it"
+            append_status(status_path, {"id": cid, "status": "failed" if not interrupted else "not run",
+                                        "error": why})
+    return {"attempts": attempts, "reports": reports, "interrupted": interrupted}
+
+
+def profile_gpus(plan: dict[str, Any] | None, run_dir: Path, session: NcuSession, opts: MeasureOptions,
+                 slots: Sequence[GpuSlot], echo: Callable[[str], None],
+                 ncu_runner: Callable[..., NcuRun] = run_ncu,
+                 ready: Callable[[], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """`profile_plan` for every GPU at once, one thread and one ncu process per GPU. With `ready` (plan
+    None) the runners start while the plan is built, as profile_plan's does.
+
+    Lines are prefixed with the GPU ('[gpu1] ...'). One GPU's failure is recorded in its entry and the
+    others go on. Ctrl-C reaches the runners through the terminal (they stop after their current config
+    and ncu writes what they finished); a second Ctrl-C kills the ncu processes.
+    """
+    lock = threading.Lock()
+    stop = threading.Event()
+    procs: list[subprocess.Popen] = []
+    results: dict[int, dict[str, Any]] = {}
+
+    def say(slot: GpuSlot) -> Callable[[str], None]:
+        def line(text: str) -> None:
+            with lock:
+                echo(f"[{slot.tag}] {text}")
+        return line
+
+    def started(proc: subprocess.Popen) -> None:
+        with lock:
+            procs.append(proc)
+
+    def work(slot: GpuSlot) -> None:
+        t0 = time.perf_counter()
+        try:
+            out = profile_plan(plan, run_dir, session, opts, say(slot), ncu_runner, gpu=slot, stop=stop,
+                               on_start=started, ready=ready)
+            out["error"] = None
+        except Exception as err:  # NcuError or a bug: this GPU's configs are lost, not the others'
+            out = {"attempts": [], "reports": [], "interrupted": False,
+                   "error": str(err) if isinstance(err, NcuError) else f"{type(err).__name__}: {err}"}
+            say(slot)(f"FAILED: {out['error']}")
+        out["wall_time_s"] = round(time.perf_counter() - t0, 3)
+        results[slot.index] = out
+
+    threads = [threading.Thread(target=work, args=(slot,), name=slot.tag, daemon=True) for slot in slots]
+    for t in threads:
+        t.start()
+    interrupted = False
+    while any(t.is_alive() for t in threads):
+        try:
+            for t in threads:
+                t.join(0.2)
+        except KeyboardInterrupt:
+            if interrupted:  # second Ctrl-C: stop waiting for ncu
+                with lock:
+                    for proc in procs:
+                        if proc.poll() is None:
+                            proc.kill()
+                continue
+            interrupted = True
+            stop.set()
+            echo("interrupted: waiting for each GPU's ncu to write the report of its finished configs "
+                 "(Ctrl-C again to kill them)")
+    if plan is None:
+        plan = ready()  # raises why the plan could not be built (each GPU's runner then ran nothing)
+    gpus = []
+    for slot in slots:
+        out = results[slot.index]
+        ids = [c["id"] for c in plan["configs"] if c.get("gpu") == slot.index]
+        gpus.append({"index": slot.index, "cuda_visible_devices": slot.visible, "configs": ids,
+                     "predicted_cost_s": round(sum(predicted_cost(c) for c in plan["configs"]
+                                                   if c.get("gpu") == slot.index), 3),
+                     "status_file": f"status-{slot.tag}.jsonl", **out})
+    return {"attempts": [a for g in gpus for a in g["attempts"]],
+            "reports": [r for g in gpus for r in g["reports"]],
+            "interrupted": interrupted or any(g["interrupted"] for g in gpus),
+            "gpus": gpus}
+
+
+def _config_entries(plan: Mapping[str, Any], status: Mapping[int, dict[str, Any]],
+                    launches: Mapping[str, int] | None) -> list[dict[str, Any]]:
+    """run.json's per-config lines: status ok/failed/not run, error text, whether ncu profiled it and how
+    many launches (`launches`: per range, once the reports are read; readers then know a config whose
+    report was cut inside it)."""
+    entries = []
+    for c in plan["configs"]:
+        rec = status.get(c["id"], {})
+        entry = {k: c[k] for k in ("id", "range", "variant", "op", "shape", "dtype", "params")}
+        if "gpu" in c:
+            entry["gpu"] = c["gpu"]
+        entry.update(status=rec.get("status", "not run"), error=rec.get("error"), max_err=rec.get("max_err"),
+                     profiled=None if launches is None else c["range"] in launches)
+        if launches:
+            entry["kernels"] = int(launches.get(c["range"], 0))
+        if entry["status"] == "ok" and entry["profiled"] is False:
+            entry["error"] = "no kernel was profiled inside its NVTX range"
+        entries.append(entry)
+    return entries
+
+
+def rerun_plan(run_dir: Path) -> dict[str, Any]:
+    """The configs a run folder lists under 'rerun' (failed, interrupted, or on a GPU that failed), and
+    those its reports hold no kernel of (a report cut short or lost after the run), as a plan of their
+    own: measure them again, then `memtraffic merge` the two runs."""
+    from memtraffic.runfolder.load import load_run
+
+    if not run_dir.is_dir():
+        what = "no such folder" if not run_dir.exists() else "not a folder"
+        raise UsageError(f"--rerun {run_dir}: not a run folder ({what})")
+    loaded = load_run(run_dir)
+    plan, run = loaded.plan, loaded.meta or {}  # no run.json: measure was killed before it saved it
+    if plan is None:
+        raise UsageError(f"--rerun {run_dir}: not a run folder (no plan.json)")
+    found = _ranges_in(loaded.reports)
+    wanted = set(run.get("rerun") or []) | {c["range"] for c in plan["configs"] if c.get("kind", "variant")
+                                            == "variant" and c.get("nvtx_range", c["range"]) not in found}
+    if not wanted:
+        raise UsageError(f"--rerun {run_dir}: its run.json lists no config to rerun and its reports hold "
+                         "every config; every config finished")
+    configs = [{k: v for k, v in c.items() if k != "gpu"} for c in plan["configs"] if c["range"] in wanted]
+    for i, config in enumerate(configs):
+        config["id"] = i
+    keep = ("version", "seed", "variant_files")
+    return {**{k: plan[k] for k in keep if k in plan}, "status_file": "status.jsonl", "configs": configs,
+            "skipped": []}
+
+
+def _ranges_in(reports: Sequence[Path]) -> set[str]:
+    """The NVTX ranges the reports hold kernels of (a report missing or unreadable holds none)."""
+    from memtraffic.ncu.kernel_table import kernel_table
+    from memtraffic.vocab.errors import ReportError
+
+    found: set[str] = set()
+    for report in reports:
+        try:
+            found.update(kernel_table(report, allow_partial=True).kernels["range"])
+        except ReportError:
+            continue
+    return found
+
+
+def plan_for(opts: MeasureOptions) -> dict[str, Any]:
+    """The plan of the options: a ready one, --rerun, a --sweep file or the grid options; then --shard."""
+    grid_given = bool(opts.variants or opts.shapes or opts.dtypes or opts.params or opts.all_variants)
+    if sum(bool(x) for x in (opts.plan, opts.sweep, opts.rerun, grid_given)) > 1:
+        raise UsageError("give the configs one way: variants and grid options, --sweep FILE, or --rerun RUN")
+    if opts.plan is not None:
+        plan = opts.plan
+    elif opts.rerun is not None:
+        plan = rerun_plan(opts.rerun)
+    elif opts.sweep is not None:
+        plan = plan_from_grids(read_sweep(opts.sweep))
+    else:
+        plan = build_plan(opts.variants, opts.shapes, opts.dtypes, opts.params, opts.all_variants,
+                          variant_files=opts.variant_files)
+    if opts.shard:
+        plan = shard_plan(plan, *parse_shard(opts.shard))
+    return plan
+
+
+def _gpu_slots(spec: str) -> tuple[list[GpuSlot], str]:
+    """The GPUs of --gpus, checked against those this process sees; all must be of one kind."""
+    names = cuda_device_names()
+    if not names:
+        require_gpu(f"--gpus {spec} needs one")  # raises
+    indices = parse_gpus(spec, len(names))
+    kinds = {names[i] for i in indices}
+    if len(kinds) > 1:
+        raise UsageError(f"--gpus {spec}: the GPUs differ ({', '.join(sorted(kinds))}); a run is measured on "
+                         "one kind of GPU: pick GPUs of one kind")
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return [GpuSlot(i, visible_id(i, env)) for i in indices], names[indices[0]]
+
+
+def _rerun_note(run: Mapping[str, Any], echo: Callable[[str], None], run_dir: Path) -> None:
+    for g in run.get("gpus", []):
+        if g.get("error"):
+            echo(f"[gpu{g['index']}] failed: {g['error']}")
+    if run.get("rerun"):
+        shown = ", ".join(run["rerun"][:6]) + (" ..." if len(run["rerun"]) > 6 else "")
+        echo(f"{len(run['rerun'])} configs to rerun ({shown}): `memtraffic measure --rerun {run_dir}` "
+             f"measures them into a new run, then `memtraffic merge {run_dir} NEW --out MERGED`")
+
+
+def precheck(opts: MeasureOptions) -> None:
+    """What plan_for would refuse, found without importing torch or the kernels (measure's first step)."""
+    grid_given = bool(opts.variants or opts.shapes or opts.dtypes or opts.params or opts.all_variants)
+    if sum(bool(x) for x in (opts.sweep, opts.rerun, grid_given)) > 1:
+        raise UsageError("give the configs one way: variants and grid options, --sweep FILE, or --rerun RUN")
+    if opts.shard:
+        parse_shard(opts.shard)
+    if opts.sweep:
+        read_sweep(opts.sweep)
+        return
+    if opts.rerun:
+        rerun_plan(opts.rerun)
+        return
+    check_names(opts.variants, opts.all_variants, opts.variant_files)
+    for dtype in opts.dtypes:
+        parse_dtype(dtype)
+    parse_params(opts.params)
+
+
+def _gpu_or_none() -> str | None:
+    try:
+        return gpu_name()
+    except GpuNotFoundError:
+        return None
+
+
+def _run_label(opts: MeasureOptions, plan: dict[str, Any] | None) -> list[str]:
+    """The names a run folder is named after: the plan's variants, else what the options say."""
+    if plan is not None:
+        return list(dict.fromkeys(c["variant"] for c in plan["configs"]))
+    if opts.sweep:
+        return [Path(opts.sweep).stem]
+    return list(opts.variants) or ["all"]
+
+
+class _PlanInBackground:
+    """plan.json built in a thread while ncu starts the runner; on failure plan.abort tells it to stop."""
+
+    def __init__(self, make: Callable[[], dict[str, Any]], path: Path):
+        self._plan: dict[str, Any] | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._build, args=(make, path), daemon=True)
+        self._thread.start()
+
+    def _build(self, make: Callable[[], dict[str, Any]], path: Path) -> None:
+        try:
+            self._plan = make()
+            write_plan(path.parent, self._plan)
+        except BaseException as err:  # re-raised in the main thread by result()
+            self._error = err
+            path.with_suffix(".abort").write_text(f"{type(err).__name__}: {err}\n")
+
+    def result(self) -> dict[str, Any]:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._plan is not None
+        return self._plan
+
+
+def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
+            ncu_runner: Callable[..., NcuRun] = run_ncu) -> MeasureResult:
+    """Check everything up front, profile every config under ncu, save run.json. See the module doc.
+    Raises CountersUnavailable (memtraffic.collect.fallback) when ncu is missing or may not read the
+    counters: memtraffic.api.run_measure then times the plan instead (memtraffic.collect.timing_only).
+
+    The reports are not analyzed here (the measuring side never imports analysis): memtraffic.api.run_measure
+    analyzes them, then calls record_analysis.
+    """
+    echo = echo or say
+    # Where measure's own time goes (run.json "timings"): the tool's overhead over bare ncu.
+    clock, timings = time.perf_counter(), {}
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        timings[name] = round(now - clock, 3)
+        clock = now
+
+    if opts.gpus:  # every flag is checked before ncu and the GPU are looked for
+        gpu_indices(opts.gpus)
+    if opts.out is not None:
+        refuse_nonempty(opts.out)
+    check_ncu_options(cache_control=opts.cache_control, clock_control=opts.clock_control)
+    tokens = metric_tokens(opts.metrics)  # a name not even metric-shaped fails before ncu is found
+    # The plan is built (torch, triton and the kernels imported: ~6 s on the H100 machine) while ncu
+    # starts the runners (one per GPU), which import the same and then wait for plan.json; its configs
+    # are split across the GPUs (finish_plan) before it is written, each runner takes its own.
+    overlap = opts.plan is None
+    if overlap:
+        precheck(opts)
+        plan = None
+    else:
+        plan = plan_for(opts)
+    lap("plan_s")
+    require("memtraffic measure", "torch", "triton")  # the runner needs them: said before ncu is looked for
+    try:
+        session = NcuSession.find()
+        probe = _gpu_or_none() if not opts.gpus else None
+        if probe:  # the metric query is where a GPU's locked counters show first
+            session.on_gpu(probe, tokens)
+    except NcuError as err:
+        raise (err if opts.gpus else unavailable(err)) from None
+    lap("ncu_version_s")
+    if opts.gpus:
+        slots, gpu = _gpu_slots(opts.gpus)
+    else:  # nvidia-smi, not torch: the parent need not import torch (the runner checks CUDA)
+        slots, gpu = [], gpu_name() if overlap else require_gpu("`memtraffic measure` needs one (and ncu)")
+    lap("gpu_check_s")
+    session = session.on_gpu(gpu, tokens)
+    for note in session.spec.notes:  # what this GPU cannot count: measured without it
+        echo(f"not measured on {gpu}: {note}")
+    lap("query_metrics_s")
+
+    run_dir = new_run_dir(_run_label(opts, plan), opts.out, opts.runs_root)
+    assignment: dict[int, list[int]] = {}
+
+    def finish_plan(plan: dict[str, Any]) -> dict[str, Any]:
+        plan["metrics"] = session.metric_record(opts.metrics)
+        plan["options"] = {"clock_control": opts.clock_control, "cache_control": opts.cache_control,
+                           "source": opts.source}
+        if slots:  # one status file per GPU: the runners never write the same file
+            assignment.update(assign_gpus(plan, [s.index for s in slots]))
+            plan.pop("status_file", None)
+            plan["status_files"] = {str(s.index): f"status-{s.tag}.jsonl" for s in slots}
+        for s in plan["skipped"]:
+            echo(f"skip {s['variant']} {'x'.join(map(str, s['shape']))} {s['dtype']}: {s['reason']}")
+        where = f"{len(slots)} GPUs ({', '.join(f'{s.tag}: {len(assignment[s.index])}' for s in slots)})" \
+            if slots else "one ncu process"
+        echo(f"profiling {len(plan['configs'])} configs on {where} with {session.path} into {run_dir}")
+        return plan
+
+    pending = _PlanInBackground(lambda: finish_plan(plan_for(opts)), run_dir / "plan.json") \
+        if overlap else None
+    if plan is not None:
+        write_plan(run_dir, finish_plan(plan))
+    run: dict[str, Any] = {
+        "started": utc_now(),
+        "command": shlex.join(sys.argv),
+        "environment": session.environment(),
+        "params": opts.params,
+        "metric_set": opts.metrics,
+        "metric_names": session.metrics,
+        "metric_notes": session.spec.notes,
+        "clock_control": opts.clock_control,
+        "cache_control": opts.cache_control,
+        "source": opts.source,
+    }
+    if opts.sweep:
+        run["sweep"] = {"file": str(opts.sweep), "text": Path(opts.sweep).read_text(encoding="utf-8")}
+    if opts.rerun:
+        run["rerun_of"] = str(opts.rerun)
+    lap("environment_s")
+    t0 = time.perf_counter()
+    try:
+        if slots:
+            outcome = profile_gpus(plan, run_dir, session, opts, slots, echo, ncu_runner,
+                                   ready=pending.result if pending else None)
+        else:
+            outcome = profile_plan(plan, run_dir, session, opts, echo, ncu_runner,
+                                   ready=pending.result if pending else None)
+    except UsageError:  # the plan could not be built: nothing was measured, and nothing is kept
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    except NcuError as err:
+        run.update(wall_time_s=round(time.perf_counter() - t0, 3), error=str(err), configs=[])
+        write_run(run_dir, run)
+        raise
+    plan = pending.result() if pending else plan
+    run.update(variants=list(dict.fromkeys(c["variant"] for c in plan["configs"])),
+               shapes=list(dict.fromkeys(format_shape(c["shape"]) for c in plan["configs"])),
+               dtypes=list(dict.fromkeys(c["dtype"] for c in plan["configs"])))
+    if "shard" in plan:
+        run["shard"] = plan["shard"]
+    run["wall_time_s"] = round(time.perf_counter() - t0, 3)
+    run["finished"] = utc_now()
+    run.update(outcome)
+    passes = [a["passes"] for a in outcome["attempts"] if a["passes"]]
+    run["passes"] = max(passes) if passes else None
+
+    status: dict[int, dict[str, Any]] = {}
+    for name in plan.get("status_files", {}).values() or [plan["status_file"]]:
+        status.update(read_status(run_dir / name))
+    for g in outcome.get("gpus", []):  # a GPU whose ncu failed: its configs say why
+        for cid in g["configs"] if g["error"] else []:
+            status.setdefault(cid, {"status": "not run", "error": f"GPU {g['index']} failed: {g['error']}"})
+    run["configs"] = _config_entries(plan, status, launches=None)
+    run["skipped"] = plan["skipped"]
+    write_run(run_dir, run)  # saved before analysis can fail
+    keep_kernel_tables([run_dir / r for r in outcome["reports"]])  # every later reading starts from these
+    return MeasureResult(run_dir, run, plan, [run_dir / r for r in outcome["reports"]], status=status,
+                         timings=timings, clock=clock)
+
+
+def record_analysis(result: MeasureResult, kernels: Any, echo: Callable[[str], None] | None = None) -> None:
+    """Complete run.json from the analyzed launches (`kernels`: a table with 'range' and 'passes'):
+    which configs ncu profiled, the passes, what to rerun, measure's timings. Raises NcuError when
+    configs ran but ncu profiled no kernel inside their ranges."""
+    echo = echo or say
+    run, plan, run_dir = result.run, result.plan, result.run_dir
+    if run["passes"] is None and len(kernels) and "passes" in kernels:
+        found = kernels["passes"].dropna()
+        run["passes"] = int(found.max()) if len(found) else None
+    launches = kernels.groupby("range").size().to_dict() if len(kernels) else {}
+    run["configs"] = _config_entries(plan, result.status, launches)
+    run["rerun"] = rerun_list(run["configs"])
+    timings = result.timings
+    timings["ncu_and_analysis_s"] = round(time.perf_counter() - result.clock, 3)
+    timings["analysis_s"] = round(timings["ncu_and_analysis_s"] - run["wall_time_s"], 3)
+    run["timings"] = timings
+    write_run(run_dir, run)
+
+    ok_ranges = [c["range"] for c in run["configs"] if c["status"] == "ok"]
+    if ok_ranges and not launches and not run["interrupted"]:
+        what = "no kernel was timed" if run.get("timing_only") else "ncu profiled no kernel"
+        raise NcuError(
+            f"{what} inside the NVTX ranges {', '.join(ok_ranges[:4])}"
+            f"{' ...' if len(ok_ranges) > 4 else ''} (filter --nvtx-include {NVTX_INCLUDE}): do these "
+            f"variants launch CUDA kernels? See the ncu logs in {run_dir}"
+        )
+    _rerun_note(run, echo, run_dir)

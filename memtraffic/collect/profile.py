@@ -1,0 +1,290 @@
+"""`memtraffic profile -- CMD`: any program under ncu with memtraffic's metrics, into a new run folder.
+
+The program is anything ncu can launch (python, trtexec, a CUDA binary). Minimums come from what the
+program itself records while it runs: with --torch-ops, every aten op's compulsory traffic (the tracer in
+memtraffic.inprogram.tracer, injected through PYTHONPATH); in any program, `memtraffic.region(...)`
+blocks. Both append plan configs to $MEMTRAFFIC_TRACE, which becomes the run's plan.json, so `analyze`
+joins each kernel to its op or region by NVTX range exactly as it does for `measure`'s variants.
+
+The run folder has the same layout as measure's: profile.ncu-rep, plan.json, run.json (the exact ncu argv,
+the program's exit code, environment), ncu.log, trace.jsonl, results.csv/json. Nothing is overwritten. A
+program that fails keeps its partial report; memtraffic.api.run_profile analyzes it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memtraffic.collect.fallback import unavailable
+from memtraffic.collect.progress import TraceProgress, earlier_run, end_text
+from memtraffic.collect.trace_ops import INJECT_DIR, tracer_env, tracer_warnings
+from memtraffic.ncu.command import (
+    check_ncu_options,
+    metric_tokens,
+    run_ncu,
+)
+from memtraffic.ncu.kernel_table import keep_kernel_tables
+from memtraffic.ncu.session import NcuSession
+from memtraffic.runfolder.folder import DEFAULT_RUNS_ROOT, new_run_dir
+from memtraffic.runfolder.load import TRACE_FILE
+from memtraffic.runfolder.records import plan_from_trace, write_plan, write_run
+from memtraffic.runfolder.trace import TRACE_ENV, TRACE_FROM, read_trace
+from memtraffic.vocab.errors import MemtrafficError, NcuError, UsageError, say
+from memtraffic.vocab.files import refuse_nonempty
+from memtraffic.vocab.launches import DISTINCT_ENV, NVTX_EXCLUDE
+from memtraffic.vocab.machine import gpu_name, utc_now
+
+TORCH_MARK_FILE = "torch-imported"
+REPORT_FILE = "profile.ncu-rep"
+TRITON_ENV = "MEMTRAFFIC_TRITON"  # "1": sitecustomize / the launcher range each Triton launch
+TIMINGS_ENV = "MEMTRAFFIC_TIMINGS"  # a file: the program times its kernels into it (timing-only runs)
+
+
+class ProgramFailed(MemtrafficError):
+    """The profiled program exited non-zero; what ncu profiled before is saved and analyzed."""
+
+    def __init__(self, message: str, returncode: int):
+        super().__init__(message)
+        self.exit_code = returncode if 0 < returncode < 256 else 1
+
+
+@dataclass
+class ProfileOptions:
+    command: list[str]
+    metrics: str = "traffic"
+    torch_ops: bool = False
+    triton: bool = True  # a range per Triton launch of a Python program (inprogram.triton_launches)
+    timing_only: bool = False  # no ncu: kernel times joined to the minimums (memtraffic.collect.timing_only)
+    source: bool = False
+    kernel_name: str | None = None
+    launch_skip: int | None = None
+    launch_count: int | None = None
+    nvtx_include: list[str] = field(default_factory=list)
+    # Measure the first `distinct` calls of each signature; repeats reuse their counters (0: every call).
+    distinct: int = 1
+    target_processes: str = "all"
+    profile_from_start: bool = True
+    from_first_forward: bool = False
+    clock_control: str = "none"
+    cache_control: str = "all"
+    out: Path | None = None
+    runs_root: Path = DEFAULT_RUNS_ROOT
+    verbose: bool = False
+
+
+@dataclass
+class ProfileResult:
+    """A profiled run folder: run.json's content, the plan from the program's trace, its report."""
+
+    run_dir: Path
+    run: dict[str, Any]
+    plan: dict[str, Any]
+    report: Path
+    table: Any = None  # the analyzed DataFrame, once memtraffic.api.run_profile has analyzed the report
+
+    @property
+    def returncode(self) -> int:
+        """The program's exit code (ncu passes it through): non-zero means a partial report."""
+        return int(self.run.get("returncode") or 0)
+
+
+def resolve_program(command: Sequence[str]) -> str:
+    """The program's path, or a UsageError when there is no command or it cannot be found."""
+    if not command:
+        raise UsageError("give the program to profile after --, e.g. memtraffic profile -- python train.py")
+    first = command[0]
+    found = shutil.which(first)
+    if found is None and os.sep in first and Path(first).is_file():
+        raise UsageError(f"{first} is not executable: chmod +x it, or run it through its interpreter")
+    if found is None:
+        raise UsageError(f"command not found: {first} (check the name, or give its full path)")
+    return found
+
+
+def program_env(run_dir: Path, torch_ops: bool, base: dict[str, str] | None = None,
+                mode: str = "1", distinct: int = 0, triton: bool = False,
+                timings: Path | None = None) -> dict[str, str]:
+    """The program's environment: regions and the op tracer append their records to the run's trace.
+    `mode`: which op calls the tracer records (memtraffic.runfolder.trace.TRACE_FROM); `distinct`: how
+    many calls of each signature are measured (memtraffic.vocab.launches; 0: every call); `triton`: each
+    Triton launch gets a range; `timings`: the program times its kernels into that file."""
+    env = dict(os.environ if base is None else base)
+    env[DISTINCT_ENV] = str(distinct)
+    if torch_ops:  # the tracer starts with the program (sitecustomize); the mark says torch was imported
+        env = tracer_env(run_dir / TRACE_FILE, env, torch_mark=run_dir / TORCH_MARK_FILE, mode=mode)
+    env[TRACE_ENV] = str(run_dir / TRACE_FILE)
+    if triton:
+        env[TRITON_ENV] = "1"
+    if timings is not None:
+        env[TIMINGS_ENV] = str(timings)
+    if (triton or timings is not None) and not torch_ops:  # sitecustomize's route, for non-Python launchers
+        env["PYTHONPATH"] = os.pathsep.join([str(INJECT_DIR), *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def trace_mode(opts: ProfileOptions) -> str:
+    """Which op calls --torch-ops records: those ncu may profile (the profiler window under
+    --profile-from-start off), from the first forward on request, else all."""
+    if not opts.profile_from_start:
+        return "window"
+    return "forward" if opts.from_first_forward else "1"
+
+
+LAUNCHER = Path(__file__).resolve().parent.parent / "_inject" / "launch.py"
+_PYTHON = re.compile(r"python[\d.]*")
+_PYTHON_FLAGS_WITH_VALUE = ("-W", "-X")
+
+
+def with_launcher(command: Sequence[str], mode: str = "1", triton: bool = False,
+                  timings: Path | None = None) -> list[str] | None:
+    """`python [flags] train.py ...` -> `python [flags] .../launch.py train.py ...`; None if not Python.
+    A trace mode other than "1" goes to the launcher as `--trace-from=MODE` ("none": no op tracer), Triton
+    launch ranges as `--triton`, kernel timing as `--timings=FILE`. As arguments, not only environment
+    variables: a Python process between memtraffic and the program (H100, 2026-11-25: under ncu) runs
+    sitecustomize too, which takes them out of the environment the program then inherits.
+
+    The launcher starts the op tracer inside the interpreter itself: under ncu the PYTHONPATH route
+    (sitecustomize) did not run (H100, ncu 2025.3.1, 2026-11-23), an interpreter argument always does.
+    """
+    if not _PYTHON.fullmatch(Path(command[0]).name):
+        return None
+    i = 1
+    while i < len(command) and command[i].startswith("-") and command[i] not in ("-m", "-c", "-"):
+        i += 2 if command[i] in _PYTHON_FLAGS_WITH_VALUE else 1
+    if i >= len(command) or command[i] == "-":  # an interactive interpreter or a program on stdin
+        return None
+    options = [] if mode == "1" else [f"--trace-from={mode}"]
+    options += ["--triton"] if triton else []
+    options += [f"--timings={timings}"] if timings is not None else []
+    return [command[0], *command[1:i], str(LAUNCHER), *options, *command[i:]]
+
+
+def _label(command: Sequence[str]) -> str:
+    """'python train.py' -> 'train.py'; 'trtexec --onnx=m.onnx' -> 'trtexec': the run folder's name."""
+    words = [Path(w).name for w in command]
+    if re.fullmatch(r"python[\d.]*", words[0]) and len(words) > 1:
+        rest = [w for w in words[1:] if not w.startswith("-")]
+        return rest[0] if rest else words[0]
+    return words[0]
+
+
+def launched(opts: ProfileOptions, program: str) -> list[str]:
+    """The program's argv: a Python program through the launcher when it traces ops or Triton launches."""
+    app = [program, *opts.command[1:]]
+    if opts.torch_ops or opts.triton:  # others rely on sitecustomize (program_env)
+        app = with_launcher(app, trace_mode(opts) if opts.torch_ops else "none", opts.triton) or app
+    return app
+
+
+def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> ProfileResult:
+    """Check, run the program under ncu, turn its trace into the plan, save. See the module doc.
+    Raises CountersUnavailable when ncu is missing or may not read the counters: memtraffic.api.run_profile
+    then runs the program timing-only (memtraffic.collect.timing_only), as it does for --timing-only.
+
+    The report is not analyzed here: memtraffic.api.run_profile does that."""
+    echo = echo or say
+    program = resolve_program(opts.command)
+    check_ncu_options(opts.cache_control, opts.clock_control, opts.target_processes, opts.launch_skip,
+                      opts.launch_count)
+    if opts.distinct < 0:
+        raise UsageError(f"--distinct {opts.distinct}: give how many calls of each signature to measure "
+                         "(>= 1), or --every-launch")
+    tokens = metric_tokens(opts.metrics)  # a name not even metric-shaped fails before ncu is found
+    if opts.out is not None:
+        refuse_nonempty(opts.out)  # a usage error, said before ncu is looked for
+    try:
+        session = NcuSession.find()
+        gpu = gpu_name()
+        session = session.on_gpu(gpu, tokens)
+    except NcuError as err:
+        raise unavailable(err) from None
+    for note in session.spec.notes:  # what this GPU cannot count: measured without it
+        echo(f"not measured on {gpu}: {note}")
+
+    app = launched(opts, program)
+    run_dir = new_run_dir([_label(opts.command)], opts.out, opts.runs_root)
+    report = run_dir / REPORT_FILE
+    argv = session.command(
+        report, app, cache_control=opts.cache_control,
+        clock_control=opts.clock_control, nvtx_include=opts.nvtx_include,
+        nvtx_exclude=[NVTX_EXCLUDE] if opts.distinct else [], target_processes=opts.target_processes,
+        kernel_name=opts.kernel_name, launch_skip=opts.launch_skip,
+        launch_count=opts.launch_count, profile_from_start=opts.profile_from_start, source=opts.source)
+    echo(f"profiling {shlex.join(opts.command)} with {session.path} into {run_dir}")
+    run: dict[str, Any] = {
+        "kind": "profile",
+        "started": utc_now(),
+        "command": shlex.join(sys.argv),
+        "program": list(opts.command),
+        "environment": session.environment(),
+        "metric_set": opts.metrics,
+        "metric_names": session.metrics,
+        "metric_notes": session.spec.notes,
+        "torch_ops": opts.torch_ops,
+        "triton": opts.triton,
+        "traced_from": TRACE_FROM[trace_mode(opts)] if opts.torch_ops else None,
+        "distinct": opts.distinct,  # calls measured per signature, 0: every launch
+        "source": opts.source,
+        "clock_control": opts.clock_control,
+        "cache_control": opts.cache_control,
+    }
+    write_run(run_dir, run)  # kept if the program or ncu is killed: reading then rebuilds the plan (load_run)
+    # What an earlier run of the same command measured gives the progress line its ETA.
+    expected = earlier_run([opts.runs_root, run_dir.parent], opts.command,
+                           {k: run[k] for k in ("metric_set", "torch_ops", "traced_from", "distinct")},
+                           exclude=run_dir)
+    if expected is not None:
+        echo(f"expecting {expected.kernels} kernel launches to measure, as {expected.run_dir} did")
+    progress = TraceProgress(run_dir / TRACE_FILE, expected)
+    t0 = time.perf_counter()
+    try:
+        result = run_ncu(argv, run_dir / "ncu.log", echo=echo, verbose=opts.verbose,
+                         env=program_env(run_dir, opts.torch_ops, mode=trace_mode(opts),
+                                         distinct=opts.distinct, triton=opts.triton),
+                         progress_every_s=2.0, describe=progress.line)
+    except NcuError as err:  # counters refused once the program ran: this folder keeps ncu.log
+        out = None if opts.out is None else opts.out.with_name(opts.out.name + "-timing-only")
+        raise unavailable(err, out) from None
+    has_report = report.is_file() and report.stat().st_size > 0
+    run.update(wall_time_s=round(time.perf_counter() - t0, 3), finished=utc_now(),
+               interrupted=result.interrupted,
+               attempts=[{"argv": argv, "returncode": result.returncode, "passes": result.passes,
+                          "no_kernels_message": result.no_kernels}],
+               returncode=result.returncode, kernels_profiled=result.kernels, passes=result.passes,
+               first_kernel_s=result.first_kernel_s,  # the program's start-up, before ncu profiled anything
+               reports=[report.name] if has_report else [])
+
+    plan = plan_from_trace(read_trace(run_dir / TRACE_FILE), opts.command,
+                           session.metric_record(opts.metrics))
+    configs = plan["configs"]
+    write_plan(run_dir, plan)
+    write_run(run_dir, run)  # saved before analysis can fail
+    keep_kernel_tables([report] if has_report else [])  # every later reading starts from it
+    echo(f"ncu profiled {result.kernels} kernel launches; the program recorded {len(configs)} ops/regions")
+    if (short := end_text(result.kernels, expected)) is not None:
+        echo(short)
+    if opts.torch_ops and not (run_dir / TORCH_MARK_FILE).exists():
+        echo("warning: --torch-ops traced nothing: the program never imported torch (is it a Python "
+             "program run by this Python's environment?)")
+    for text in tracer_warnings(run_dir / TORCH_MARK_FILE) if opts.torch_ops else []:
+        echo(f"warning: {text}")
+
+    failed = result.returncode != 0 and not result.interrupted
+    if not has_report or result.no_kernels or result.kernels == 0:
+        last = " | ".join(line for line in result.tail[-3:] if line.strip()) or "(no output)"
+        if failed:
+            raise ProgramFailed(f"the program exited with code {result.returncode} before ncu profiled any "
+                                f"kernel: {last} (log: {run_dir / 'ncu.log'})", result.returncode)
+        raise NcuError("ncu profiled no kernel: the program launched no CUDA kernel (does it use the GPU?), "
+                       "or --kernel-name/--nvtx-include/--launch-skip matched none "
+                       f"(log: {run_dir / 'ncu.log'})")
+    return ProfileResult(run_dir, run, plan, report)

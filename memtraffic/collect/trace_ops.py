@@ -1,0 +1,91 @@
+"""`memtraffic ops -- CMD`: run a program with its aten ops traced (no ncu); views.tables shows them.
+
+Torch-free: the program traces itself through memtraffic/_inject/sitecustomize.py, which `tracer_env`
+puts first on PYTHONPATH (`memtraffic profile --torch-ops` uses the same environment under ncu).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memtraffic.runfolder.trace import TORCH_MARK_ENV, TORCH_OPS_ENV, TRACE_ENV, TRACE_FROM, read_trace
+from memtraffic.vocab.errors import MemtrafficError, UsageError
+
+INJECT_DIR = Path(__file__).resolve().parent.parent / "_inject"
+
+
+
+def tracer_env(trace: Path, env: Mapping[str, str] | None = None,
+               torch_mark: Path | None = None, mode: str = "1") -> dict[str, str]:
+    """The environment in which a Python program traces its aten ops into `trace`.
+
+    `torch_mark`: a file the program creates when it imports torch (tells "no torch" from "no op"),
+    holding the tracer's warnings. `mode`: from when (memtraffic.runfolder.trace.TRACE_FROM).
+    """
+    if mode not in TRACE_FROM:
+        raise UsageError(f"unknown trace mode {mode!r}: use one of {', '.join(TRACE_FROM)}")
+    out = dict(os.environ if env is None else env)
+    out[TRACE_ENV] = str(trace)
+    out[TORCH_OPS_ENV] = mode
+    out["PYTHONPATH"] = os.pathsep.join([str(INJECT_DIR), *filter(None, [out.get("PYTHONPATH")])])
+    if torch_mark is not None:
+        out[TORCH_MARK_ENV] = str(torch_mark)
+    return out
+
+
+class CommandFailedError(MemtrafficError):
+    """The traced command exited non-zero: `memtraffic ops` exits with the same code."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass
+class TracedRun:
+    records: list[dict[str, Any]]
+    returncode: int
+    imported_torch: bool
+    warnings: list[str] = field(default_factory=list)
+
+
+def tracer_warnings(mark: Path) -> list[str]:
+    """The warnings the traced program's tracer left in its mark file (none if it never imported torch)."""
+    return [line for line in mark.read_text().splitlines() if line.strip()] if mark.is_file() else []
+
+
+def run_traced(cmd: Sequence[str], mode: str = "1") -> TracedRun:
+    """Run `cmd` with its aten ops traced; its stdout goes to our stderr, so stdout stays the table."""
+    if not cmd:
+        raise UsageError("no command to trace: write `memtraffic ops -- python train.py ARGS`")
+    if shutil.which(cmd[0]) is None:
+        raise UsageError(f"command not found: {cmd[0]!r} is not on PATH or not an executable file")
+    with tempfile.TemporaryDirectory(prefix="memtraffic-ops-") as tmp:
+        trace, mark = Path(tmp) / "trace.jsonl", Path(tmp) / "torch-imported"
+        proc = subprocess.run(list(cmd), env=tracer_env(trace, torch_mark=mark, mode=mode), stdout=2,
+                              check=False)
+        return TracedRun(read_trace(trace), proc.returncode, mark.exists(), tracer_warnings(mark))
+
+
+def check_run(run: TracedRun, cmd: Sequence[str]) -> None:
+    """Raise the error of a finished run, if any; the caller prints what was traced first."""
+    shown = shlex.join(cmd)
+    if run.returncode != 0:
+        traced = "the ops traced before it ended are above" if run.records else "no op was traced"
+        if run.returncode < 0:  # killed by a signal: exit as a shell would
+            raise CommandFailedError(f"`{shown}` was killed by signal {-run.returncode}; {traced}",
+                                     128 - run.returncode)
+        raise CommandFailedError(f"`{shown}` exited with code {run.returncode}; {traced}", run.returncode)
+    if not run.imported_torch and not run.records:
+        raise MemtrafficError(f"`{shown}` never imported torch (or is not a Python program): `memtraffic "
+                              "ops` traces PyTorch programs; mark other code with memtraffic.region(...)")
+    if not run.records:
+        raise MemtrafficError(f"`{shown}` imported torch but ran no aten op: nothing to show")

@@ -1,0 +1,71 @@
+"""The run folder: a new folder per run (never overwritten), and the runner's status file.
+
+A run folder holds plan.json (what was asked, with minimums), run.json (how it went: every ncu argv,
+the environment, per-config status), status.jsonl (the runner's progress), ncu.log and the reports.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from memtraffic.vocab.errors import UsageError
+from memtraffic.vocab.files import refuse_nonempty
+
+DEFAULT_RUNS_ROOT = Path("reports") / "runs"
+
+
+def new_run_dir(variants: Sequence[str], out: Path | None = None, root: Path = DEFAULT_RUNS_ROOT,
+                now: datetime | None = None) -> Path:
+    """A fresh, empty folder for this run; an existing, non-empty --out is an error, never overwritten.
+    A missing --out is made exclusively: of two runs starting with the same new --out, one is refused."""
+    if out is not None:
+        existed = out.is_dir()
+        refuse_nonempty(out)
+        try:
+            out.mkdir(parents=True, exist_ok=existed)
+        except FileExistsError:  # made by another run since the check
+            refuse_nonempty(out)
+            raise UsageError(f"{out} was just made by another process: choose a new --out folder") from None
+        return out
+    stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
+    label = re.sub(r"[^A-Za-z0-9_.-]", "_", variants[0] if variants else "run")
+    if len(variants) > 1:
+        label += f"+{len(variants) - 1}"
+    root.mkdir(parents=True, exist_ok=True)
+    for n in itertools.count(1):
+        path = root / (f"{stamp}_{label}" if n == 1 else f"{stamp}_{label}-{n}")
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+    raise AssertionError("unreachable")
+
+
+# --- status file (shared with the runner) -------------------------------------------------------------------
+
+
+def read_status(path: Path) -> dict[int, dict[str, Any]]:
+    """Config id -> its last record in the runner's JSON-lines status file ('start' until it finishes)."""
+    latest: dict[int, dict[str, Any]] = {}
+    if not path.exists():
+        return latest
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:  # a line cut short by a crash
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("id"), int) and not isinstance(rec["id"], bool):
+            latest[rec["id"]] = rec
+    return latest
+
+
+def append_status(path: Path, record: Mapping[str, Any]) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(dict(record)) + "\n")

@@ -1,0 +1,133 @@
+"""Kernel times without counters: the timings file of a timing-only run, and how it is made from a trace.
+
+A timing-only run (`profile --timing-only`, or the fallback when ncu may not read the counters or is
+missing) keeps the run folder's layout with `timings.json` where a `.ncu-rep` would be:
+
+    {"format": 1, "source": "...", "device": "NVIDIA H100 80GB HBM3",
+     "kernels": [{"launch": 0, "range": "mt|op|3|aten.mm.default", "nvtx": [...], "kernel": "...",
+                  "time_ns": 1234, "stream": 7}, ...]}
+
+one entry per kernel launch in launch order: its device time and the innermost `mt|` range it was
+launched in ("" for none), so analysis joins it to the plan's minimum as it joins an ncu report's
+kernels. No per-level bytes: the file has none to give.
+
+`join_trace` makes the entries from a Chrome trace that torch.profiler (Kineto, CUPTI activity records)
+exports: each kernel event's correlation id names the runtime or driver call that launched it
+(cudaLaunchKernel, cuLaunchKernelEx...), and that call's CPU thread and start time place it inside the
+`record_function` ranges the program had open (memtraffic.inprogram.kernel_timer mirrors every `mt|` NVTX
+range into one). Torch-free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from memtraffic.vocab.errors import ReportError
+from memtraffic.vocab.files import read_json, write_json
+
+TIMINGS_FILE = "timings.json"
+TIMINGS_FORMAT = 1
+SOURCE = "torch.profiler (Kineto/CUPTI activity records): kernel device times, no counters"
+_LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver"}
+_RANGE_CATEGORIES = {"user_annotation", "cpu_op"}  # record_function; _RecordFunctionFast (our mirror)
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def join_trace(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Kernel entries (see the module doc) of a Chrome trace's events, in order of kernel start.
+
+    A kernel whose launch call is not in the trace takes the `mt|` range its "External id" names, if
+    any; one launched outside every `mt|` range gets range "" (analysis: outside any op or region)."""
+    kernels, launches, ranges, external = [], {}, {}, {}
+    for e in events:
+        if e.get("ph") != "X":
+            continue
+        cat, args = e.get("cat", ""), e.get("args") or {}
+        ts, dur = _num(e.get("ts")), _num(e.get("dur"))
+        if ts is None or dur is None:
+            continue
+        if cat == "kernel" and "correlation" in args:
+            kernels.append(e)
+        elif cat in _LAUNCH_CATEGORIES and "correlation" in args:
+            launches[args["correlation"]] = e
+        elif cat in _RANGE_CATEGORIES and str(e.get("name", "")).startswith("mt|"):
+            ranges.setdefault((e.get("pid"), e.get("tid")), []).append((ts, ts + dur, str(e["name"])))
+            if "External id" in args:
+                external[args["External id"]] = str(e["name"])
+    ordered = sorted(kernels, key=lambda e: float(e["ts"]))
+    calls = [launches.get(k["args"]["correlation"]) for k in ordered]
+    stacks = _stacks(ranges, [c for c in calls if c is not None])
+    out = []
+    for i, (k, call) in enumerate(zip(ordered, calls, strict=True)):
+        stack = stacks.get(id(call), []) if call is not None else []
+        if call is None and (k.get("args") or {}).get("External id") in external:
+            stack = [external[k["args"]["External id"]]]  # the range the profiler says launched it
+        out.append({"launch": i, "range": stack[-1] if stack else "", "nvtx": stack,
+                    "kernel": str(k.get("name", "")), "time_ns": round(float(k["dur"]) * 1000),
+                    "stream": (k.get("args") or {}).get("stream")})
+    return out
+
+
+def _stacks(ranges: dict[Any, list[tuple[float, float, str]]],
+            calls: list[Mapping[str, Any]]) -> dict[int, list[str]]:
+    """id(launch call) -> names of the ranges open on its thread when it started, outermost first: one
+    sweep per thread over ranges (by start, outer first on ties) and calls (by start)."""
+    out: dict[int, list[str]] = {}
+    by_thread: dict[Any, list[Mapping[str, Any]]] = {}
+    for c in calls:
+        by_thread.setdefault((c.get("pid"), c.get("tid")), []).append(c)
+    for thread, mine in by_thread.items():
+        spans = sorted(ranges.get(thread, []), key=lambda s: (s[0], -s[1]))
+        mine.sort(key=lambda c: float(c["ts"]))
+        stack: list[tuple[float, float, str]] = []
+        j = 0
+        for c in mine:
+            t = float(c["ts"])
+            while j < len(spans) and spans[j][0] <= t:
+                while stack and stack[-1][1] < spans[j][0]:
+                    stack.pop()
+                stack.append(spans[j])
+                j += 1
+            while stack and stack[-1][1] < t:
+                stack.pop()
+            out[id(c)] = [s[2] for s in stack if s[0] <= t <= s[1]]
+    return out
+
+
+def write_timings(path: Path, kernels: list[dict[str, Any]], device: str) -> None:
+    write_json(path, {"format": TIMINGS_FORMAT, "source": SOURCE, "device": device, "kernels": kernels})
+
+
+def read_timings(path: Path) -> dict[str, Any]:
+    """The timings file, checked: ReportError naming what is wrong when it is not one."""
+    data = read_json(path, "the run folder is damaged")
+    entries = data.get("kernels") if isinstance(data, dict) else None
+    ok = (isinstance(entries, list) and data.get("format") == TIMINGS_FORMAT
+          and all(isinstance(k, dict) and isinstance(k.get("range"), str) and isinstance(k.get("kernel"), str)
+                  and isinstance(k.get("time_ns"), int) and not isinstance(k.get("time_ns"), bool)
+                  and k["time_ns"] >= 0 for k in entries))
+    if not ok:
+        raise ReportError(f"{path} is not a timings file of format {TIMINGS_FORMAT} (a list of kernels, each "
+                          "with range, kernel and time_ns >= 0): the run folder is damaged")
+    return data
+
+
+def keep_ranged(path: Path) -> int:
+    """Keep only the kernels launched inside an `mt|` range in the timings file at `path` (as ncu's
+    `--nvtx-include` keeps measure's and profile's under a filter); returns how many were dropped."""
+    data = read_timings(path)
+    kept = [k for k in data["kernels"] if k["range"]]
+    for i, k in enumerate(kept):
+        k["launch"] = i
+    dropped = len(data["kernels"]) - len(kept)
+    write_json(path, {**data, "kernels": kept, "dropped_outside_ranges": dropped})
+    return dropped
+
+
+def is_timings(path: str | Path) -> bool:
+    return Path(path).name.endswith(TIMINGS_FILE)

@@ -1,0 +1,120 @@
+"""The trace: one JSON record per traced op call or region, appended to $MEMTRAFFIC_TRACE.
+
+Torch-free: regions (JAX, CuPy) and the reading side use it; memtraffic.inprogram.tracer (aten ops)
+adds torch.
+Each record is a plan config (`range`, `kind`, `seq`, `pid`, `op`, `variant`, `shape`, `dtype`,
+`params`, `inputs`, `outputs`, `min_read_bytes`, `min_write_bytes`, `min_note`, `model_flops`,
+`pred_read_bytes`, `pred_write_bytes`), so analysis joins each kernel to the innermost `mt|` NVTX
+range it ran in and takes that range's minimum. Several processes may append to one file: each
+record is one os.write of one line to a file opened with O_APPEND.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+TRACE_ENV = "MEMTRAFFIC_TRACE"  # the JSONL file every process of the program appends to
+TORCH_OPS_ENV = "MEMTRAFFIC_TORCH_OPS"  # sitecustomize traces the program's aten ops: a TRACE_FROM key
+TORCH_MARK_ENV = "MEMTRAFFIC_TORCH_MARK"  # a file created when the traced program imports torch; the
+# tracer's warnings (one line each) are appended to it
+# When tracing starts (MEMTRAFFIC_TORCH_OPS): the whole program, or from its first nn.Module forward
+# (leaves initialisation out), or only between cudaProfilerStart and cudaProfilerStop (the calls ncu
+# profiles under --profile-from-start off).
+TRACE_FROM = {"1": "start", "forward": "first forward", "window": "profiler window"}
+
+# Program order, shared by op calls and regions, so a region's seq comes before its ops'.
+_seq = itertools.count()
+_sinks: list[list[dict[str, Any]]] = []  # in-memory lists of open memtraffic.ops() blocks
+_sinks_lock = threading.Lock()
+_fd: tuple[str, int] | None = None  # (path, descriptor) of the open trace file
+
+_SHORT_DTYPES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16",
+                 "float64": "fp64", "double": "fp64"}
+
+
+def next_seq() -> int:
+    return next(_seq)  # atomic under the GIL: autograd threads share the counter safely
+
+
+def dtype_name(dtype: object) -> str:
+    """torch.float32, numpy/cupy/jax float32 -> 'fp32'; others keep their own name ('int64', 'bool')."""
+    text = str(dtype).removeprefix("torch.")
+    return _SHORT_DTYPES.get(text, text)
+
+
+def make_record(kind: str, seq: int, op: str, range_name: str, inputs: list[dict[str, Any]],
+                outputs: list[dict[str, Any]], read_bytes: int, write_bytes: int,
+                flops: int | None, *, note: str = "", main: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A plan config; `shape`/`dtype` are those of `main` (an op's result), else of the first input,
+    else of the first output ([] and '' without any). `min_note` says where the minimum is a bound
+    (data the tracer could not read) rather than exact ('' when exact)."""
+    first = main or (inputs[0] if inputs else outputs[0] if outputs else {"shape": [], "dtype": ""})
+    return {
+        "range": range_name, "kind": kind, "seq": seq, "pid": os.getpid(), "op": op, "variant": "",
+        "shape": list(first["shape"]), "dtype": first["dtype"], "params": {},
+        "inputs": inputs, "outputs": outputs,
+        "min_read_bytes": int(read_bytes), "min_write_bytes": int(write_bytes), "min_note": note,
+        "model_flops": None if flops is None else int(flops),
+        "pred_read_bytes": None, "pred_write_bytes": None,
+    }
+
+
+def emit(record: dict[str, Any]) -> None:
+    """Hand the record to open memtraffic.ops() blocks and append it to $MEMTRAFFIC_TRACE if set."""
+    with _sinks_lock:
+        for sink in _sinks:
+            sink.append(record)
+    path = os.environ.get(TRACE_ENV)
+    if path:
+        os.write(_trace_fd(path), (json.dumps(record) + "\n").encode())
+
+
+def _trace_fd(path: str) -> int:
+    global _fd
+    if _fd is None or _fd[0] != path:
+        if _fd is not None:
+            os.close(_fd[1])
+        _fd = (path, os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
+    return _fd[1]
+
+
+@contextmanager
+def collect() -> Iterator[list[dict[str, Any]]]:
+    """The records emitted in this process while the block runs (every thread), in emission order."""
+    records: list[dict[str, Any]] = []
+    with _sinks_lock:
+        _sinks.append(records)
+    try:
+        yield records
+    finally:
+        with _sinks_lock:
+            _sinks.remove(records)
+
+
+def read_trace(path: str | Path) -> list[dict[str, Any]]:
+    """The records of a trace file, in program order per process (processes in order of first record).
+
+    A line that is not a whole record (the program died mid-write) is skipped, not fatal: the rest of a
+    failed program's trace still explains what it ran. No file: no records."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    records: list[dict[str, Any]] = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("range"), str):
+            records.append(record)
+    first: dict[Any, int] = {}
+    for r in records:
+        first.setdefault(r.get("pid"), len(first))
+    return sorted(records, key=lambda r: (first[r.get("pid")], r.get("seq", 0)))

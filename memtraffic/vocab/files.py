@@ -1,0 +1,240 @@
+"""The one JSON reader, the one atomic writer (JSON or bytes, a file or a whole folder, exclusive or
+replacing), file-system errors in one line, rows as JSON or CSV text, the user cache folder."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import errno
+import io
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Collection, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from memtraffic.vocab.errors import ReportError, UsageError
+
+
+def read_json(path: Path, fix: str = "the file is damaged") -> Any:
+    """The JSON in `path`; a ReportError in one line (what is wrong, then `fix`) when it is not JSON."""
+    try:
+        return json.loads(Path(path).read_text())
+    except json.JSONDecodeError as err:
+        raise ReportError(f"{path} is not valid JSON ({err.msg}, line {err.lineno}): {fix}") from None
+    except UnicodeDecodeError:
+        raise ReportError(f"{path} is not valid JSON (binary data): {fix}") from None
+    except RecursionError:
+        raise ReportError(f"{path} is not valid JSON (nested too deeply): {fix}") from None
+    except OSError as err:
+        raise ReportError(f"cannot read {path}: {err.strerror}") from None
+
+
+_OS_HINTS = {
+    errno.ENOSPC: "the disk is full: free some space or write elsewhere",
+    errno.EDQUOT: "the disk quota is used up: free some space or write elsewhere",
+    errno.EROFS: "a read-only file system: write elsewhere",
+    errno.EACCES: "no permission: write elsewhere, or change the folder's permissions",
+    errno.EPERM: "not permitted: write elsewhere, or change the folder's permissions",
+}
+
+
+def os_error_line(err: OSError) -> str:
+    """One line for a file-system error: the path, the system's reason and, for a full, read-only or
+    forbidden disk, what to do ('PATH: No space left on device (the disk is full: ...)'). A deleted working
+    folder is said as such."""
+    if err.filename is None:
+        try:
+            os.getcwd()
+        except FileNotFoundError:
+            return "the current folder no longer exists (deleted?): cd into an existing folder and run again"
+    reason = err.strerror or str(err) or type(err).__name__
+    if err.errno in _OS_HINTS:
+        reason = f"{reason} ({_OS_HINTS[err.errno]})"
+    return f"{err.filename}: {reason}" if err.filename is not None else reason
+
+
+def exists_message(path: Path, option: str = "--out") -> str:
+    """The one refusal of an output that exists (a file: pass --force; a run folder: never overwritten)."""
+    return (f"{path} already exists: memtraffic does not overwrite it; give another {option}, or pass "
+            "--force to replace it")
+
+
+def _renamed(err: OSError, path: Path) -> OSError:
+    """The same error, naming the file the user asked for instead of its temporary sibling."""
+    return OSError(err.errno, err.strerror, str(path)) if err.errno else err
+
+
+def write_bytes_atomic(path: Path, data: bytes, *, exclusive: bool = False, option: str = "--out") -> None:
+    """Write a file whole or not at all: a temporary file beside it, then a rename (a crash, a full disk or
+    a reader at the same moment never sees half a file; the temporary file is removed on any failure).
+
+    exclusive: `path` must not exist, checked by the rename itself (os.link fails if the name is taken), so
+    of two writers racing for one name exactly one wins and the other gets a UsageError (exists_message).
+    Otherwise an existing file is replaced. A file system that refuses (full, read-only, no permission)
+    raises its OSError naming `path`.
+    """
+    path = Path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as err:
+        raise _renamed(err, path) from None
+    try:
+        # mkstemp makes the file private (0600); give it the mode a plain open() would under this umask
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        if exclusive:
+            _link_new(tmp, path, option)
+        else:
+            os.replace(tmp, path)
+    except OSError as err:
+        raise _renamed(err, path) from None
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def _link_new(tmp: str, path: Path, option: str) -> None:
+    """Give the finished temporary file the name `path` unless that name exists, atomically."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise UsageError(exists_message(path, option)) from None
+    except OSError as err:
+        if err.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+            raise
+        # no hard links here (some network and FUSE file systems): claim the name with O_EXCL, then rename
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:
+            raise UsageError(exists_message(path, option)) from None
+        os.replace(tmp, path)
+
+
+def write_json(path: Path, data: Any, sort_keys: bool = False) -> Path:
+    """Write `data` as indented JSON (ending in a newline), atomically (write_bytes_atomic); the folder
+    is made if missing."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(path, (json.dumps(data, indent=2, sort_keys=sort_keys) + "\n").encode())
+    return path
+
+
+@contextlib.contextmanager
+def new_folder(out: Path, option: str = "--out") -> Iterator[Path]:
+    """Build a new folder whole or not at all: the caller fills a hidden temporary folder beside `out`,
+    which is renamed to `out` when the block ends; on any failure or Ctrl-C the temporary folder is removed
+    and nothing is left behind (a retry starts clean).
+
+    `out` may be missing or an empty folder; anything else is refused before the block starts and, should
+    another process fill `out` meanwhile, again at the rename itself (renaming onto a non-empty folder
+    fails), so nothing is ever overwritten.
+    """
+    out = Path(out)
+    refuse_nonempty(out, option)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+    except OSError as err:
+        raise _renamed(err, out) from None
+    try:
+        try:
+            yield tmp
+        except OSError as err:  # a full disk while filling it: said of the folder the user asked for
+            raise _renamed(err, out) from None
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's folder is private; give it a plain mkdir's mode
+        try:
+            os.rename(tmp, out)  # onto a missing name or an empty folder; a non-empty one refuses
+        except OSError as err:
+            if err.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
+                raise UsageError(_folder_exists(out, option)) from None
+            raise _renamed(err, out) from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _folder_exists(out: Path, option: str) -> str:
+    return (f"{out} already exists and is not empty: memtraffic never overwrites a run; choose a new "
+            f"{option} folder")
+
+
+def refuse_nonempty(out: Path, option: str = "--out") -> None:
+    """UsageError unless `out` is missing or an empty folder (checked early; new_folder checks again)."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(_folder_exists(out, option))
+
+
+def cache_dir() -> Path:
+    """The user cache folder: $MEMTRAFFIC_CACHE, else $XDG_CACHE_HOME (or ~/.cache)/memtraffic."""
+    root = os.environ.get("MEMTRAFFIC_CACHE")
+    if root:
+        return Path(root).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "memtraffic"
+
+
+def dump(rows: Sequence[dict[str, Any]], fmt: str) -> str:
+    """json: a list of objects (stable keys, raw numbers in bytes/ns); csv: one header line then rows."""
+    if fmt == "json":
+        return json.dumps(list(rows), indent=2, default=str)
+    buf = io.StringIO()
+    keys: list[str] = []
+    for r in rows:
+        keys += [k for k in r if k not in keys]
+    writer = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({k: (json.dumps(v) if isinstance(v, dict | list) else v) for k, v in r.items()})
+    return buf.getvalue().rstrip("\n")
+
+
+def plain_records(df: Any, int_columns: Collection[str] = ()) -> list[dict[str, Any]]:
+    """A DataFrame as plain JSON-able dicts: NaN -> None, whole counts (int_columns) -> int, lists and
+    dicts kept."""
+    import numpy as np
+
+    records = []
+    for row in df.to_dict("records"):
+        out: dict[str, Any] = {}
+        for key, value in row.items():
+            if isinstance(value, np.generic):
+                value = value.item()
+            if isinstance(value, float):
+                if not math.isfinite(value):
+                    value = None
+                elif key in int_columns and value.is_integer():
+                    value = int(value)
+            out[key] = value
+        records.append(out)
+    return records
+
+
+def read_toml(path: Path, what: str, hint: str = "") -> dict[str, Any]:
+    """A TOML file as a dict; UsageError (one line naming `what` the file is, then `hint`) when it cannot
+    be read or parsed. Python 3.10 needs the tomli package."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        try:
+            import tomli as tomllib
+        except ImportError:
+            raise UsageError(f"reading the {what} {path} needs Python >= 3.11 or `pip install tomli`"
+                             f"{hint}") from None
+    try:
+        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as err:
+        raise UsageError(f"cannot read the {what} {path}: {err.strerror}") from None
+    except UnicodeDecodeError as err:
+        raise UsageError(f"{path} is not valid TOML (not UTF-8 text: byte {err.start} is "
+                         f"{err.object[err.start:err.start + 1]!r}){hint}") from None
+    except tomllib.TOMLDecodeError as err:
+        raise UsageError(f"{path} is not valid TOML ({' '.join(str(err).split())}){hint}") from None
+    except RecursionError:
+        raise UsageError(f"{path} is not valid TOML (nested too deeply){hint}") from None

@@ -1,0 +1,167 @@
+"""This GPU's roofs as data: their names, the ceilings file (user cache, committed references), and
+the ncu theoretical peaks computed from a report's metrics.
+
+Two kinds, always kept apart:
+- measured: what simple kernels reach here (memtraffic.probes.ceilings measures them);
+- ncu theoretical: per-cycle peaks times clock rates, read from an Nsight Compute report
+  (the same expressions ncu's own roofline sections use), when ncu is available.
+
+Where they live: a user cache (ceilings.json in vocab.files.cache_dir()), and committed reference
+values under reports/ceilings/<device>.json written by `memtraffic ceilings --save-reference` on a
+real GPU. Numbers are never typed in by hand. Torch-free: the reading side draws rooflines with them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from memtraffic.vocab.errors import ReportError, UsageError
+from memtraffic.vocab.files import cache_dir, read_json, write_json
+
+# Roof key -> (label, unit). Bandwidths count read + write bytes.
+ROOFS: dict[str, tuple[str, str]] = {
+    "dram_Bps": ("DRAM bandwidth", "B/s"),
+    "l2_Bps": ("L2 bandwidth", "B/s"),
+    "l1_Bps": ("L1 bandwidth", "B/s"),
+    "fp32_flops": ("FP32 FMA, CUDA cores", "FLOP/s"),
+    "bf16_tc_flops": ("BF16 tensor cores", "FLOP/s"),
+    "fp16_tc_flops": ("FP16 tensor cores", "FLOP/s"),
+}
+BANDWIDTH_OF_LEVEL = {"dram": "dram_Bps", "l2": "l2_Bps", "l1": "l1_Bps"}
+KINDS = {"measured": "measured", "ncu_theoretical": "ncu theoretical"}
+
+REPO_ROOT = Path(__file__).resolve().parents[2]  # the source checkout (memtraffic/vocab/roofs.py)
+COMMITTED_DIR = REPO_ROOT / "reports" / "ceilings"
+
+
+# ----------------------------------------------------------------------------------------------------
+# Where ceilings are stored
+
+
+def cache_file() -> Path:
+    """ceilings.json in the user cache folder (vocab.files.cache_dir)."""
+    return cache_dir() / "ceilings.json"
+
+
+def device_slug(device: str) -> str:
+    """'NVIDIA H100 80GB HBM3' -> 'NVIDIA_H100_80GB_HBM3' (a file name)."""
+    return re.sub(r"[^A-Za-z0-9.-]+", "_", device).strip("_")
+
+
+def _read_json(path: Path, advice: str = "delete it or re-run 'memtraffic ceilings --refresh'") -> Any:
+    return read_json(path, advice)
+
+
+def _check_entry(entry: Any, where: Path) -> dict[str, Any]:
+    if not isinstance(entry, dict) or not isinstance(entry.get("device"), str) or not isinstance(
+        entry.get("measured", {}), dict
+    ):
+        raise ReportError(f"{where} does not hold ceilings (an object with 'device' and 'measured'): "
+                          "write it with 'memtraffic ceilings --format json'")
+    return entry
+
+
+def read_cache(path: Path | None = None) -> dict[str, dict[str, Any]]:
+    """device name -> ceilings entry; empty when there is no cache yet."""
+    path = path or cache_file()
+    if not path.exists():
+        return {}
+    data = _read_json(path)
+    if not isinstance(data, dict):
+        raise ReportError(f"{path} is not a ceilings cache: delete it or re-run "
+                          "'memtraffic ceilings --refresh'")
+    return {dev: _check_entry(e, path) for dev, e in data.items()}
+
+
+def write_cache(entry: Mapping[str, Any], path: Path | None = None) -> Path:
+    """Add or replace this device's entry; other devices' entries are kept. Atomic replace."""
+    path = path or cache_file()
+    data = read_cache(path)
+    data[entry["device"]] = dict(entry)
+    return write_json(path, data, sort_keys=True)
+
+
+def write_reference(entry: Mapping[str, Any], directory: Path | None = None) -> Path:
+    """reports/ceilings/<device>.json, to commit beside the reference runs."""
+    directory = directory or COMMITTED_DIR
+    return write_json(directory / f"{device_slug(entry['device'])}.json", dict(entry), sort_keys=True)
+
+
+def load_ceilings_file(path: Path, device: str | None = None) -> dict[str, Any]:
+    """A file holding one entry (reports/ceilings/*.json) or a cache (device -> entry)."""
+    if not path.exists():
+        raise UsageError(f"ceilings file {path} does not exist")
+    data = _read_json(path, "give --ceilings a file written by 'memtraffic ceilings --format json' "
+                            "(or one of reports/ceilings/)")
+    if isinstance(data, dict) and "device" in data:
+        return _check_entry(data, path)
+    if isinstance(data, dict) and data:
+        entries = {dev: _check_entry(e, path) for dev, e in data.items()}
+        if device in entries:
+            return entries[device]
+        if len(entries) == 1:
+            return next(iter(entries.values()))
+        raise UsageError(f"{path} holds ceilings for {', '.join(entries)}, not for {device!r}")
+    raise ReportError(f"{path} does not hold ceilings: write it with 'memtraffic ceilings --format json'")
+
+
+def find_ceilings(device: str, cache: Path | None = None,
+                  committed: Path | None = None) -> dict[str, Any] | None:
+    """This device's ceilings: the user cache first (measured on this machine), then committed ones."""
+    # ncu's display name and torch's device name are the driver's same string; compare slugs anyway
+    # so that spacing or case never hides a device's ceilings.
+    key = device_slug(device).lower()
+    entry = next((e for dev, e in read_cache(cache).items() if device_slug(dev).lower() == key), None)
+    if entry is not None:
+        return entry
+    folder = committed or COMMITTED_DIR
+    paths = [p for p in folder.glob("*.json") if p.stem.lower() == key] if folder.is_dir() else []
+    return _check_entry(_read_json(paths[0]), paths[0]) if paths else None
+
+
+# ----------------------------------------------------------------------------------------------------
+# ncu theoretical peaks
+
+
+def theoretical_from_metrics(values: Mapping[str, float]) -> dict[str, float]:
+    """Peaks from the `peaks` metric set (alias -> value): per-cycle peak x cycles per second.
+
+    FP32: 2 FLOPs per FFMA, as ncu's roofline section counts it. Missing or NaN inputs leave the
+    roof out rather than guess it.
+    """
+
+    def get(alias: str) -> float | None:
+        v = values.get(alias)
+        return float(v) if v is not None and math.isfinite(float(v)) and float(v) > 0 else None
+
+    out: dict[str, float] = {}
+    pairs = {
+        "dram_Bps": ("peak_dram_bytes_per_cycle", "dram_cycles_per_s", 1.0),
+        "l2_Bps": ("peak_l2_bytes_per_cycle", "l2_cycles_per_s", 1.0),
+        "l1_Bps": ("peak_l1_bytes_per_cycle", "l1_cycles_per_s", 1.0),
+        "fp32_flops": ("peak_ffma_per_cycle", "sm_cycles_per_s", 2.0),
+    }
+    for key, (per_cycle, rate, factor) in pairs.items():
+        a, b = get(per_cycle), get(rate)
+        if a is not None and b is not None:
+            out[key] = factor * a * b
+    return out
+
+
+def ceilings_rows(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One row per roof: measured and ncu theoretical side by side (None where unknown)."""
+    rows = []
+    measured = entry.get("measured", {})
+    theo = entry.get("ncu_theoretical", {})
+    for key, (label, unit) in ROOFS.items():
+        m, t = measured.get(key), theo.get(key)
+        if m is None and t is None:
+            continue
+        rows.append({"roof": key, "label": label, "unit": unit, "measured": m, "ncu_theoretical": t,
+                     "fraction": (m / t) if m and t else None,
+                     "method": entry.get("method", {}).get(key, "")})
+    return rows

@@ -1,0 +1,292 @@
+"""profile: any program under ncu. Exact argv, the program's trace as the plan, and every bad input."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from stand_ins import PASS_THROUGH, REGION_PROGRAM, VERSION_2025, fake_ncu  # noqa: F401
+from typer.testing import CliRunner
+
+from memtraffic.api import run_profile
+from memtraffic.cli import app
+from memtraffic.collect import profile as prof
+from memtraffic.ncu import command as ncu_mod
+from memtraffic.runfolder.trace import read_trace
+from memtraffic.vocab.errors import NcuError, UsageError
+
+
+def test_profile_argv_is_exact():
+    argv = ncu_mod.build_ncu_command(
+        "/opt/ncu", ["gpu__time_duration.sum"], "/r/profile.ncu-rep", ["/usr/bin/trtexec", "--onnx=m.onnx"],
+        nvtx_include=["step/", "regex:^mt\\|op"], target_processes="all", kernel_name="softmax",
+        launch_skip=3, launch_count=10, profile_from_start=False, source=True)
+    assert argv == [
+        "/opt/ncu", "--metrics", "gpu__time_duration.sum", "--nvtx",
+        "--nvtx-include", "step/", "--nvtx-include", "regex:^mt\\|op",
+        "--cache-control", "all", "--clock-control", "none", "--import-sass", "yes",
+        "--target-processes", "all",
+        "--section", "SourceCounters", "--import-source", "yes",
+        "--kernel-name", "regex:softmax", "--launch-skip", "3", "--launch-count", "10",
+        "--profile-from-start", "off",
+        "--export", "/r/profile.ncu-rep", "/usr/bin/trtexec", "--onnx=m.onnx",
+    ]
+
+
+def test_profile_argv_without_filters_profiles_every_kernel():
+    argv = ncu_mod.build_ncu_command("ncu", ["m"], "r", ["app"], nvtx_include=(), target_processes="all")
+    assert argv == ["ncu", "--metrics", "m", "--nvtx", "--cache-control", "all", "--clock-control", "none",
+                    "--import-sass", "no", "--target-processes", "all", "--export", "r", "app"]
+    kept = ncu_mod.build_ncu_command("ncu", ["m"], "r", ["app"], kernel_name="demangled:foo")
+    assert kept[kept.index("--kernel-name") + 1] == "demangled:foo"
+
+
+@pytest.mark.parametrize(("kw", "message"), [
+    ({"launch_skip": -1}, "--launch-skip -1"),
+    ({"launch_count": 0}, "--launch-count 0"),
+    ({"target_processes": "some"}, "unknown --target-processes 'some'"),
+])
+def test_bad_ncu_options(kw, message):
+    with pytest.raises(UsageError, match=message):
+        ncu_mod.build_ncu_command("ncu", ["m"], "r", ["app"], **kw)
+
+
+def test_resolve_program(tmp_path):
+    assert Path(prof.resolve_program(["sh", "-c", "true"])).name == "sh"
+    with pytest.raises(UsageError, match="give the program to profile after --"):
+        prof.resolve_program([])
+    with pytest.raises(UsageError, match="command not found: no-such-program-xyz"):
+        prof.resolve_program(["no-such-program-xyz"])
+    script = tmp_path / "run.sh"
+    script.write_text("echo hi\n")
+    with pytest.raises(UsageError, match="is not executable"):
+        prof.resolve_program([str(script)])
+
+
+def test_read_trace_skips_a_cut_line(tmp_path):
+    trace = tmp_path / "trace.jsonl"
+    lines = [json.dumps({"range": "mt|op|0|aten.mm.default", "min_read_bytes": 8}),
+             json.dumps({"range": "mt|region|step|1"}), '{"range": "mt|op|2|aten.ad']
+    trace.write_text("\n".join(lines))
+    assert [c["range"] for c in read_trace(trace)] == ["mt|op|0|aten.mm.default", "mt|region|step|1"]
+    assert read_trace(tmp_path / "missing.jsonl") == []
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["profile"], "error: give the program to profile after --"),
+    (["profile", "--", "no-such-program-xyz"], "error: command not found: no-such-program-xyz"),
+    (["profile", "--profile-from-start", "maybe", "--", "true"],
+     "error: unknown --profile-from-start 'maybe'"),
+])
+def test_cli_bad_input_is_one_line_and_exit_2(args, message):
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(message) and result.stderr.count("\n") == 1
+
+
+def test_metric_names_are_cached_per_ncu_and_gpu(tmp_path, monkeypatch):
+    calls = tmp_path / "calls"
+    ncu = fake_ncu(tmp_path / "ncu", f"open({str(calls)!r}, 'a').write('x')\n"
+                   "print('dram__bytes_read  Counter  byte  # of bytes read from DRAM')")
+    monkeypatch.setenv("MEMTRAFFIC_CACHE", str(tmp_path / "cache"))
+    key = ncu_mod.metrics_cache_key(ncu, (2025, 3, 1, 0), "NVIDIA H100 80GB HBM3")
+    ncu_mod.query_metric_names.cache_clear()
+    assert ncu_mod.query_metric_names(ncu, key) == {"dram__bytes_read"}
+    ncu_mod.query_metric_names.cache_clear()
+    assert ncu_mod.query_metric_names(ncu, key) == {"dram__bytes_read"}
+    assert calls.read_text() == "x"  # the second process-level call read the cache file
+    assert list((tmp_path / "cache" / "ncu-metrics").iterdir())
+
+
+def test_no_gpu_is_one_line(tmp_path, monkeypatch):
+    ncu = fake_ncu(tmp_path / "ncu", VERSION_2025)
+    monkeypatch.setenv("MEMTRAFFIC_NCU", str(ncu))
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi here
+    result = CliRunner().invoke(app, ["profile", "--", sys.executable, "-c", "pass"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: no NVIDIA GPU is visible") and result.stderr.count("\n") == 1
+
+
+# --- the whole stage on a CPU, with a stand-in ncu that runs the program and profiles nothing ---------------
+
+
+
+
+
+def test_a_program_that_fails_before_any_kernel_keeps_its_run_and_exit_code(tmp_path, stand_in):
+    out = tmp_path / "run"
+    lines: list[str] = []
+    with pytest.raises(prof.ProgramFailed, match="the program exited with code 3 before ncu profiled any "
+                       "kernel") as err:
+        run_profile(prof.ProfileOptions(command=[sys.executable, str(stand_in), "3"], out=out), lines.append)
+    assert err.value.exit_code == 3
+    run = json.loads((out / "run.json").read_text())
+    assert run["returncode"] == 3 and run["kernels_profiled"] == 0 and run["environment"]["gpu"] == "Fake GPU"
+    # a Python program runs through the launcher, which ranges its Triton launches (--triton, the default)
+    assert run["attempts"][0]["argv"][-6:] == [sys.executable, str(prof.LAUNCHER), "--trace-from=none",
+                                               "--triton", str(stand_in), "3"]
+    assert run["triton"] is True
+    # the region the program recorded before failing is the plan
+    (config,) = json.loads((out / "plan.json").read_text())["configs"]
+    assert config["kind"] == "region" and config["op"] == "step" and config["min_read_bytes"] == 64 * 32 * 4
+    assert "program ran" in lines
+
+
+def test_a_program_that_launches_no_kernel_is_one_clear_error(tmp_path, stand_in):
+    result = CliRunner().invoke(app, ["profile", "--out", str(tmp_path / "run"), "--",
+                                      sys.executable, str(stand_in), "0"])
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        "error: ncu profiled no kernel: the program launched no CUDA kernel (does it use the GPU?)")
+    assert (tmp_path / "run" / "run.json").is_file()  # nothing is lost: the run folder says what happened
+
+
+def test_torch_ops_on_a_program_without_torch_says_so(tmp_path, stand_in):
+    lines: list[str] = []
+    with pytest.raises(Exception, match="ncu profiled no kernel"):
+        run_profile(prof.ProfileOptions(command=[sys.executable, str(stand_in), "0"], torch_ops=True,
+                                        out=tmp_path / "run"), lines.append)
+    assert any(line.startswith("warning: --torch-ops traced nothing: the program never imported torch")
+               for line in lines)
+
+
+def test_the_run_folder_is_never_overwritten(tmp_path, stand_in):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    with pytest.raises(UsageError, match="already exists and is not empty"):
+        run_profile(prof.ProfileOptions(command=[sys.executable, str(stand_in), "0"], out=out))
+    assert (out / "keep.txt").read_text() == "mine"
+
+
+# --- on the GPU machine -------------------------------------------------------------------------------------
+
+TORCH_PROGRAM = """
+import sys, torch
+x = torch.randn(512, 256, device="cuda")
+y = torch.softmax(x, dim=-1)
+z = (y * 2).sum()
+torch.cuda.synchronize()
+sys.exit(int(sys.argv[1]))
+"""
+
+
+@pytest.mark.ncu
+def test_profile_torch_ops_end_to_end_on_gpu(tmp_path):
+    """Every kernel lands in its op's range and inherits the op's minimum; a failing program keeps it all."""
+    try:
+        ncu_mod.find_ncu()
+    except Exception as err:  # noqa: BLE001 - no ncu: nothing to test here
+        pytest.skip(str(err))
+    program = tmp_path / "prog.py"
+    program.write_text(TORCH_PROGRAM)
+    result = run_profile(prof.ProfileOptions(command=[sys.executable, str(program), "5"], torch_ops=True,
+                                             out=tmp_path / "run"))
+    assert result.returncode == 5  # the program failed at its end: its kernels are still analyzed
+    rows = {r["op"]: r for r in result.table.to_dict("records")}
+    assert rows["aten._softmax.default"]["min_read_bytes"] == 512 * 256 * 4
+    assert rows["aten._softmax.default"]["min_write_bytes"] == 512 * 256 * 4
+    assert rows["aten._softmax.default"]["n_kernels"] == 1
+    assert rows["aten._softmax.default"]["l1_ld_bytes"] >= 512 * 256 * 4
+    assert {"aten.mul.Tensor", "aten.sum.default"} <= set(rows)
+    assert (tmp_path / "run" / "profile.kernels.json.gz").is_file()  # kept once ncu finished
+
+
+@pytest.mark.parametrize(("command", "expected"), [
+    (["python3", "train.py", "--steps", "2"], ["python3", "LAUNCH", "train.py", "--steps", "2"]),
+    (["/usr/bin/python3.12", "-u", "-X", "dev", "-m", "pkg.main", "a"],
+     ["/usr/bin/python3.12", "-u", "-X", "dev", "LAUNCH", "-m", "pkg.main", "a"]),
+    (["python", "-c", "print(1)"], ["python", "LAUNCH", "-c", "print(1)"]),
+    (["python"], None),  # interactive
+    (["python", "-"], None),  # a program on stdin
+    (["torchrun", "train.py"], None),  # not an interpreter: sitecustomize's route
+])
+def test_python_commands_run_through_the_launcher(command, expected):
+    got = prof.with_launcher(command)
+    launch = str(prof.LAUNCHER)
+    assert got == (None if expected is None else [launch if a == "LAUNCH" else a for a in expected])
+
+
+TORCH_CPU_PROGRAM = """
+import sys
+import torch
+x = torch.ones(8, 4)
+y = torch.softmax(x, dim=-1)
+print("argv", sys.argv[1:], "path0", sys.path[0] == __file__.rsplit("/", 1)[0])
+sys.exit(int(sys.argv[1]))
+"""
+
+
+def test_profile_torch_ops_traces_through_the_launcher(tmp_path, stand_in):
+    """On a CPU with the stand-in ncu: the launcher traces the ops, keeps argv, sys.path[0], exit code."""
+    program = tmp_path / "torch_prog.py"
+    program.write_text(TORCH_CPU_PROGRAM)
+    lines: list[str] = []
+    out = tmp_path / "run"
+    with pytest.raises(prof.ProgramFailed) as err:  # no kernel profiled on a CPU, and the program exits 4
+        opts = prof.ProfileOptions(command=[sys.executable, str(program), "4"], torch_ops=True, out=out)
+        run_profile(opts, lines.append)
+    assert err.value.exit_code == 4
+    assert "argv ['4'] path0 True" in lines
+    configs = json.loads((out / "plan.json").read_text())["configs"]
+    softmax = next(c for c in configs if c["op"] == "aten._softmax.default")
+    assert softmax["range"].startswith("mt|op|") and softmax["min_read_bytes"] == 8 * 4 * 4
+    run = json.loads((out / "run.json").read_text())
+    assert run["attempts"][0]["argv"][-4:] == [str(prof.LAUNCHER), "--triton", str(program), "4"]
+
+
+WINDOW_PROGRAM = """
+import types
+import torch
+import torch.cuda.profiler as profiler
+# no CUDA here: the real start/stop (which the tracer wraps) call a stand-in cudart
+profiler.cudart = lambda: types.SimpleNamespace(cudaProfilerStart=lambda: 0, cudaProfilerStop=lambda: 0)
+profiler.check_error = lambda code: None
+torch.ones(5).sum()          # warm-up, outside the profiled window
+torch.cuda.profiler.start()
+torch.ones(7).sum()
+torch.cuda.profiler.stop()
+"""
+
+
+@pytest.mark.parametrize(("from_start", "first_forward", "mode"), [
+    (True, False, "start"), (True, True, "first forward"), (False, False, "profiler window"),
+    (False, True, "profiler window"),
+])
+def test_trace_mode_follows_the_profiled_window(from_start, first_forward, mode):
+    opts = prof.ProfileOptions(command=["python"], torch_ops=True, profile_from_start=from_start,
+                               from_first_forward=first_forward)
+    assert prof.TRACE_FROM[prof.trace_mode(opts)] == mode
+
+
+def test_profile_from_start_off_plans_only_the_calls_in_the_window(tmp_path, stand_in):
+    program = tmp_path / "window.py"
+    program.write_text(WINDOW_PROGRAM)
+    out = tmp_path / "run"
+    with pytest.raises(NcuError):  # the stand-in profiles no kernel
+        prof.profile(prof.ProfileOptions(command=[sys.executable, str(program)], torch_ops=True, out=out,
+                                         profile_from_start=False), lambda line: None)
+    configs = json.loads((out / "plan.json").read_text())["configs"]
+    assert [c["op"] for c in configs] == ["aten.ones.default", "aten.sum.default"]
+    assert configs[0]["shape"] == [7]
+    assert json.loads((out / "run.json").read_text())["traced_from"] == "profiler window"
+
+
+SEES_RUN_JSON = """
+import json, os, pathlib
+run = json.loads((pathlib.Path(os.environ["MEMTRAFFIC_TRACE"]).parent / "run.json").read_text())
+print("run.json while running:", run["program"], "finished" in run)
+"""
+
+
+def test_run_json_is_there_while_the_program_runs(tmp_path, stand_in):
+    """A program killed under ncu leaves run.json (with the program) for reading to rebuild the run."""
+    program = tmp_path / "sees.py"
+    program.write_text(SEES_RUN_JSON)
+    lines: list[str] = []
+    with pytest.raises(NcuError):  # the stand-in profiles no kernel
+        run_profile(prof.ProfileOptions(command=[sys.executable, str(program)], out=tmp_path / "run"),
+                    lines.append)
+    assert f"run.json while running: {[sys.executable, str(program)]} False" in lines

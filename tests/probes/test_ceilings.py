@@ -1,0 +1,214 @@
+"""ceilings.py: cache and committed files, ncu theoretical peaks, measuring kernels (interpreter on CPU)."""
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+from results_fixture import CEILINGS, DEVICE, write_run
+from typer.testing import CliRunner
+
+from memtraffic.cli import app
+from memtraffic.ncu.metrics import METRIC_SETS, METRICS
+from memtraffic.probes import ceilings as c
+from memtraffic.views.tables import ceilings_table
+from memtraffic.vocab import roofs
+from memtraffic.vocab.errors import ReportError, UsageError
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMTRAFFIC_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def test_cache_round_trip_keeps_other_devices(cache_dir):
+    assert roofs.cache_file() == cache_dir / "ceilings.json"
+    assert roofs.read_cache() == {}
+    other = {**CEILINGS, "device": "Other GPU", "measured": {"dram_Bps": 5.0}}
+    roofs.write_cache(other)
+    path = roofs.write_cache(CEILINGS)
+    assert path == cache_dir / "ceilings.json"
+    back = roofs.read_cache()
+    assert back == {DEVICE: CEILINGS, "Other GPU": other}
+    roofs.write_cache({**CEILINGS, "measured": {"dram_Bps": 7.0}})  # a re-measure replaces only its device
+    assert roofs.read_cache()[DEVICE]["measured"] == {"dram_Bps": 7.0} and "Other GPU" in roofs.read_cache()
+
+
+def test_default_cache_location(monkeypatch, tmp_path):
+    monkeypatch.delenv("MEMTRAFFIC_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert roofs.cache_file() == tmp_path / "memtraffic" / "ceilings.json"
+
+
+def test_corrupt_cache_says_what_to_do(cache_dir):
+    cache_dir.mkdir()
+    (cache_dir / "ceilings.json").write_text("{not json")
+    with pytest.raises(ReportError, match=r"ceilings.json is not valid JSON .*--refresh"):
+        roofs.read_cache()
+
+
+def test_cache_wins_over_committed_reference(cache_dir, tmp_path):
+    committed = tmp_path / "reports" / "ceilings"
+    ref = roofs.write_reference({**CEILINGS, "measured": {"dram_Bps": 1.0}}, committed)
+    assert ref.name == "Test_GPU_1000.json"
+    assert roofs.find_ceilings(DEVICE, committed=committed)["measured"] == {"dram_Bps": 1.0}
+    roofs.write_cache(CEILINGS)
+    assert roofs.find_ceilings(DEVICE, committed=committed) == CEILINGS
+    assert roofs.find_ceilings("Unknown GPU", committed=committed) is None
+    assert roofs.find_ceilings("test gpu  1000", committed=committed) == CEILINGS  # same slug, other spacing
+
+
+def test_ceilings_file_forms(tmp_path):
+    single = tmp_path / "one.json"
+    single.write_text(json.dumps(CEILINGS))
+    assert roofs.load_ceilings_file(single) == CEILINGS
+    many = tmp_path / "many.json"
+    many.write_text(json.dumps({DEVICE: CEILINGS, "B": {**CEILINGS, "device": "B"}}))
+    assert roofs.load_ceilings_file(many, DEVICE) == CEILINGS
+    with pytest.raises(UsageError, match="not for 'C'"):
+        roofs.load_ceilings_file(many, "C")
+    with pytest.raises(UsageError, match="does not exist"):
+        roofs.load_ceilings_file(tmp_path / "nope.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    with pytest.raises(ReportError, match="does not hold ceilings"):
+        roofs.load_ceilings_file(bad)
+
+
+def test_get_ceilings_uses_the_cache_unless_refreshed(cache_dir, monkeypatch):
+    monkeypatch.setattr(c, "current_device", lambda: DEVICE)
+    calls = []
+    fresh = {**CEILINGS, "measured": {"dram_Bps": 3.0}}
+    monkeypatch.setattr(c, "measure_ceilings", lambda **kw: calls.append(kw) or fresh)
+    entry, cached = c.get_ceilings()
+    assert (entry, cached, len(calls)) == (fresh, False, 1)
+    assert roofs.read_cache()[DEVICE] == fresh
+    entry, cached = c.get_ceilings()
+    assert (entry, cached, len(calls)) == (fresh, True, 1)
+    c.get_ceilings(refresh=True, with_ncu=False)
+    assert calls[-1]["with_ncu"] is False and len(calls) == 2
+
+
+def test_roofline_reads_cached_ceilings(cache_dir, tmp_path, monkeypatch):
+    roofs.write_cache(CEILINGS)
+    run = write_run(tmp_path / "run-a")
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(app, ["roofline", str(run), "--level", "dram"])
+    assert res.exit_code == 0, res.output
+    page = (tmp_path / "roofline-run-a.html").read_text()
+    assert "DRAM 1.00 TB\\u002fs (measured)" in page and "(ncu theoretical)" in page
+
+
+def test_theoretical_peaks_from_metrics():
+    values = {"peak_dram_bytes_per_cycle": 64.0, "dram_cycles_per_s": 2e9, "peak_l2_bytes_per_cycle": 4096.0,
+              "l2_cycles_per_s": 1.5e9, "peak_l1_bytes_per_cycle": math.nan, "l1_cycles_per_s": 1.5e9,
+              "peak_ffma_per_cycle": 16384.0, "sm_cycles_per_s": 1.5e9}
+    peaks = roofs.theoretical_from_metrics(values)
+    assert peaks == {"dram_Bps": 64.0 * 2e9, "l2_Bps": 4096.0 * 1.5e9, "fp32_flops": 2 * 16384.0 * 1.5e9}
+    assert set(METRIC_SETS["peaks"]) <= set(METRICS) and set(values) == set(METRIC_SETS["peaks"])
+
+
+def test_ncu_probe_command_is_exact(tmp_path):
+    argv = c.ncu_probe_command("/opt/ncu", tmp_path / "peaks", python="/usr/bin/python3")
+    metrics = ("dram__bytes.sum.peak_sustained,dram__cycles_elapsed.avg.per_second,"
+               "lts__t_bytes.sum.peak_sustained,lts__cycles_elapsed.avg.per_second,"
+               "l1tex__t_bytes.sum.peak_sustained,l1tex__cycles_elapsed.avg.per_second,"
+               "sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained,"
+               "sm__cycles_elapsed.avg.per_second")
+    assert argv[:-1] == ["/opt/ncu", "--metrics", metrics, "--nvtx", "--cache-control", "all",
+                         "--clock-control", "none", "--import-sass", "no",
+                         "--target-processes", "application-only",
+                         "--launch-count", "1", "--export", str(tmp_path / "peaks"), "/usr/bin/python3", "-c"]
+    assert "cuda" in argv[-1]
+
+
+def test_table_names_the_two_kinds_apart():
+    text = ceilings_table(CEILINGS)
+    lines = text.splitlines()
+    assert lines[0] == f"{DEVICE}, measured 2000-01-01"
+    assert lines[1].split() == ["roof", "measured", "ncu", "theoretical", "measured/theoretical"]
+    dram = next(line for line in lines if line.startswith("DRAM bandwidth"))
+    assert "1.00 TB/s" in dram and "1.50 TB/s" in dram and dram.endswith("67%")
+    l1 = next(line for line in lines if line.startswith("L1 bandwidth"))
+    assert l1.split()[2:] == ["-", "10.00", "TB/s", "-"]
+    assert "BF16 tensor cores" in text and "how measured" in text
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message of a machine without a GPU")
+def test_cli_ceilings_without_gpu_is_one_clear_line():
+    res = CliRunner().invoke(app, ["ceilings"])
+    assert res.exit_code == 1
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("error: no CUDA GPU is visible: measuring ceilings needs one; ")
+
+
+def test_l2_copy_kernel_copies(device):
+    block = 64
+    src = torch.rand(8 * block, device=device)
+    dst = torch.zeros_like(src)
+    c.l2_copy(src, dst, iters=5, programs=4, block=block)  # programs walk chunks p..p+4: all 8 covered
+    assert torch.equal(src, dst)
+    with pytest.raises(ValueError, match="programs must not exceed"):
+        c.l2_copy(src, dst, iters=1, programs=9, block=block)
+
+
+def test_fma_kernel_runs_the_chains_it_counts(device):
+    x = torch.rand(2 * 32, device=device)
+    out = c.fma_chain(x, iters=6, block=32)
+    chains = [x.double().cpu() + k for k in range(c.FMA_CHAINS)]
+    for _ in range(6):
+        chains = [a * 0.999 + 0.001 for a in chains]
+    torch.testing.assert_close(out.cpu().double(), sum(chains), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.gpu
+def test_measured_ceilings_are_positive_and_cached(cache_dir):
+    entry, cached = c.get_ceilings(refresh=True, with_ncu=False)
+    assert not cached and entry["device"] == torch.cuda.get_device_name(0)
+    assert set(entry["measured"]) == {"dram_Bps", "l2_Bps", "fp32_flops", "bf16_tc_flops", "fp16_tc_flops",
+                                      "dram_latency_s"}  # launch_s needs ncu (with_ncu=False here)
+    assert all(v > 0 and math.isfinite(v) for v in entry["measured"].values())
+    # L2 is faster than DRAM; tensor cores beat FP32 FMAs (true of every GPU with tensor cores).
+    m = entry["measured"]
+    assert m["l2_Bps"] > m["dram_Bps"] and m["bf16_tc_flops"] > m["fp32_flops"]
+    assert roofs.read_cache()[entry["device"]] == entry
+
+
+@pytest.mark.ncu
+def test_ncu_theoretical_peaks_read():
+    peaks, note = c.ncu_theoretical()
+    assert set(peaks) == {"dram_Bps", "l2_Bps", "l1_Bps", "fp32_flops"}, note
+    assert all(v > 0 for v in peaks.values())
+
+
+_MATMUL = """
+import torch
+a = torch.randn(2048, 1024, device="cuda", dtype=torch.{dt})
+b = torch.randn(1024, 512, device="cuda", dtype=torch.{dt})
+a @ b; torch.cuda.synchronize()
+torch.cuda.nvtx.range_push("mm"); a @ b; torch.cuda.synchronize(); torch.cuda.nvtx.range_pop()
+"""
+
+
+@pytest.mark.ncu
+@pytest.mark.parametrize("dt,alias", [("bfloat16", "tc_ops_bf16"), ("float16", "tc_ops_fp16")])
+def test_tensor_ops_per_matmul_flop(tmp_path, dt, alias):
+    """Calibrates the tensor-core counters: ops counted over 2*M*N*K FLOPs, printed (pytest -s)."""
+    from memtraffic.ncu.report import import_ncu_report
+
+    ncu = c._find_ncu()
+    base = tmp_path / "mm"
+    proc = subprocess.run([ncu, "--metrics", METRICS[alias].ncu, "--nvtx", "--nvtx-include", "mm/",
+                           "--clock-control", "none", "-f", "-o", str(base), sys.executable, "-c",
+                           _MATMUL.format(dt=dt)], capture_output=True, text=True)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    ctx = import_ncu_report().load_report(str(base) + ".ncu-rep")
+    ops = sum(ctx.range_by_idx(r).action_by_idx(a).metric_by_name(METRICS[alias].ncu).as_double()
+              for r in range(ctx.num_ranges()) for a in range(ctx.range_by_idx(r).num_actions()))
+    ratio = ops / (2 * 2048 * 512 * 1024)
+    print(f"{alias}: {ops:.6g} ops for {2 * 2048 * 512 * 1024} FLOPs -> {ratio:.4f} ops per FLOP")
+    assert ratio == pytest.approx(1.0, rel=0.02) or ratio == pytest.approx(0.5, rel=0.02)

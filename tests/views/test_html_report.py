@@ -1,0 +1,106 @@
+"""report.py: one offline HTML page whose numbers are those `memtraffic analyze` prints."""
+
+import html
+import re
+
+import pytest
+from results_fixture import DEVICE, results, write_ceilings, write_run
+from typer.testing import CliRunner
+
+from memtraffic.analysis import analyze
+from memtraffic.cli import app
+from memtraffic.views import html_report as report
+from memtraffic.views import roofline as rf
+from memtraffic.views.tables import results_table_rows
+from memtraffic.vocab.errors import ReportError
+
+
+@pytest.fixture
+def run(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMTRAFFIC_CACHE", str(tmp_path / "cache"))  # no stray user ceilings
+    return write_run(tmp_path / "run-a")
+
+
+def test_page_holds_environment_table_diagnoses_and_figures(run, tmp_path):
+    page = report.build_report(run, write_ceilings(tmp_path / "c.json"))
+    text = html.unescape(page)
+    for key, value in [("environment.gpu", DEVICE), ("environment.torch", "9.9.9"),
+                       ("environment.ncu_version", "2099.1.1"), ("configs", "1 ok"),
+                       ("command", "memtraffic measure softmax_rows")]:
+        assert f"<td>{key}</td><td>{value}</td>" in text
+    # The table is analyze's own, cell for cell.
+    headers, rows = results_table_rows(analyze.load_results(run))
+    assert "".join(f"<th>{h}</th>" for h in headers) in text
+    for row in rows:
+        assert "<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" in text
+    assert rows[0][0] == "softmax_rows 1024x2 fp32 ROWS=1"
+    assert rf.config_labels(analyze.load_results(run)) == [r[0] for r in rows]  # figures name rows alike
+    diag = "loads and stores use 8 of every 32 bytes per sector"
+    assert f"<b>softmax_rows 1024x2 fp32 ROWS=1</b>: {diag}" in text
+    assert page.count('class="plotly-graph-div"') == 2
+    assert "<h2>Hierarchical roofline</h2>" in page and "<h2>Traffic per level</h2>" in page
+    assert "exp, tanh and other special-function (MUFU) work is not in the counters" in text
+    assert f"roofs: {DEVICE} from" in text
+
+
+def test_page_is_self_contained(run):
+    page = report.build_report(run)
+    assert not re.search(r"<(script|link|img)[^>]*\b(src|href)\s*=\s*[\"']?(https?:)?//", page)
+    assert len(page) > 1_000_000  # plotly.js inline
+    assert f"no ceilings known for {DEVICE}" in page
+
+
+def test_missing_flops_keeps_the_page_and_says_why(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMTRAFFIC_CACHE", str(tmp_path / "cache"))
+    run = write_run(tmp_path / "run-b", results().assign(model_flops=float("nan")))  # as a hand-made report
+    page = html.unescape(report.build_report(run))
+    assert "not drawn: no analytic FLOP count (model_flops) for softmax_rows 1024x2 fp32 ROWS=1" in page
+    assert page.count('class="plotly-graph-div"') == 1  # the traffic chart needs no FLOPs
+
+
+def test_bad_run_folders(tmp_path):
+    with pytest.raises(ReportError, match="does not exist"):
+        report.build_report(tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ReportError, match="no .ncu-rep file"):
+        report.build_report(tmp_path / "empty")
+
+
+def test_cli_report_writes_the_file(run, tmp_path, monkeypatch):
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    res = CliRunner().invoke(app, ["report", str(run)])
+    assert res.exit_code == 0, res.output
+    assert res.output.strip() == "wrote report-run-a.html"  # the current folder, not the run's
+    assert (here / "report-run-a.html").is_file() and not (run / "report.html").exists()
+    out = tmp_path / "sub" / "r.html"
+    res = CliRunner().invoke(app, ["report", str(run), "--out", str(out)])
+    assert res.exit_code == 0 and out.read_text().startswith("<!DOCTYPE html>")
+
+
+def test_page_opens_with_results_and_ends_with_the_environment(run):
+    page = report.build_report(run)
+    headings = ("Measured traffic vs minimum", "Diagnoses", "Hierarchical roofline", "Notes", "Environment")
+    order = [page.index(f"<h2>{h}</h2>") for h in headings]
+    assert order == sorted(order)
+
+
+def test_a_large_run_is_summarized_not_listed(tmp_path, monkeypatch):
+    """A traced program of 600 op calls: a table per op type and the 60 calls that took the most time."""
+    import pandas as pd
+
+    monkeypatch.setenv("MEMTRAFFIC_CACHE", str(tmp_path / "cache"))
+    one = results().iloc[[0]]
+    calls = []
+    for i in range(600):
+        op = ("aten.mm", "aten.add", "aten.gelu")[i % 3]
+        calls.append(one.assign(range=f"mt|op|{i}|{op}.default", variant="", op=op, time_ns=float(1000 + i)))
+    run = write_run(tmp_path / "big", pd.concat(calls, ignore_index=True))
+    page = html.unescape(report.build_report(run))
+    assert "<h2>Per op type</h2>" in page and "<td>aten.gelu</td><td>200</td>" in page
+    assert "600 rows in all: the table lists the 60 that took the most time" in page
+    assert "aten.gelu #599" in page and "aten.gelu #539" not in page
+    small = html.unescape(report.build_report(write_run(tmp_path / "small", pd.concat(calls[:60]))))
+    assert "rows in all" not in small
+    assert len(page) < len(small) + 20_000  # ten times the calls, about the same page
