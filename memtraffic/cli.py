@@ -16,7 +16,7 @@ from memtraffic.vocab.errors import MemtrafficError, UsageError, warn
 
 app = typer.Typer(
     cls=Cli,
-    rich_markup_mode="rich",
+    rich_markup_mode=None,
     no_args_is_help=True,
     add_completion=False,
     help="Where did my bytes go? Run GPU kernel variants under Nsight Compute and compare the bytes each "
@@ -141,7 +141,7 @@ def list_(
 
     Examples:
       memtraffic list --shape 4096x4096 --dtype bf16
-      memtraffic list --count softmax_tiled --shape 4096x4096 --shape 1024x1024 --param num_warps=4,8
+      memtraffic list --count softmax_tiled --shape 4096x4096 --param BLOCK_M=1,8
       memtraffic list --count --sweep grid.toml
     """
     from memtraffic.api import list_rows
@@ -242,7 +242,7 @@ def measure(
     ] = None,
     sweep: Annotated[
         Path | None,
-        typer.Option(help="A TOML sweep file (variants, shapes, dtypes, \\[params], \\[\\[grid]] tables) "
+        typer.Option(help="A TOML sweep file (variants, shapes, dtypes, [params], [[grid]] tables) "
                      "instead of variant names and grid options."),
     ] = None,
     shard: Annotated[
@@ -339,10 +339,10 @@ def profile(
     ctx: typer.Context,
     torch_ops: Annotated[
         bool,
-        typer.Option("--torch-ops", help="Trace every aten op of a PyTorch program: each gets its NVTX range "
-                     "and its minimum (what any implementation must move: docs/op-rules.md) and FLOPs. "
-                     "Under --profile-from-start off only the calls between cudaProfilerStart and "
-                     "cudaProfilerStop are traced."),
+        typer.Option("--torch-ops", help="Trace every aten op of a PyTorch program: each gets its NVTX "
+                     "range, its minimum (what any implementation must move) and FLOPs. With "
+                     "--profile-from-start off, only the calls between cudaProfilerStart and "
+                     "cudaProfilerStop."),
     ] = False,
     triton: Annotated[
         bool, typer.Option("--triton/--no-triton", help="Python programs: give each Triton kernel launch its "
@@ -387,9 +387,9 @@ def profile(
     ] = None,
     distinct: Annotated[
         int, typer.Option(help="Measure the first K calls of each op signature (op, shapes, strides, dtypes, "
-                          "alignment, scalars); the repeats run unprofiled and reuse the first call's "
-                          "counters, labelled reused. Gathers, scatters, sorts and other value-dependent ops "
-                          "are measured every time; regions unless declared repeats_same.")
+                          "alignment, scalars); repeats reuse their counters, labelled reused. "
+                          "Value-dependent ops (gathers, scatters, sorts) are measured every time; regions "
+                          "unless repeats_same.")
     ] = 1,
     every_launch: Annotated[
         bool, typer.Option("--every-launch", help="Measure every kernel launch (--distinct 0).")
@@ -413,13 +413,12 @@ def profile(
     fmt: Fmt = "table",
     wide: Wide = False,
 ) -> None:
-    """Profile ANY program under Nsight Compute: ... profile [OPTIONS] -- CMD [ARGS]
+    """Profile any program under Nsight Compute (Python, trtexec, a CUDA binary).
 
-    Python, trtexec, a CUDA binary: ncu runs the command with memtraffic's
-    metrics into a new run folder (report, plan.json, run.json with the
-    exact ncu argv, ncu.log) and the analysis is printed. Minimums come
-    from the program: --torch-ops traces every aten op of a PyTorch
-    program, and memtraffic.region(...) marks any block (JAX, CuPy, ...).
+    ncu runs the command with memtraffic's metrics into a new run folder
+    (report, plan.json, run.json, ncu.log) and the analysis is printed.
+    Minimums come from the program: --torch-ops traces every aten op of a
+    PyTorch program; memtraffic.region(...) marks any block (JAX, CuPy).
     A program that exits non-zero keeps its partial report, analyzed;
     memtraffic then exits with the program's code.
 
@@ -503,7 +502,7 @@ def analyze(
     Examples:
       memtraffic analyze reports/h100/seed_1048576x2_fp32
       memtraffic analyze my_app.ncu-rep --min-bytes 8MiB:8MiB
-      memtraffic analyze my_app.ncu-rep --min-bytes attn=24MiB:8MiB --min-bytes 16MiB
+      memtraffic analyze app.ncu-rep --min-bytes attn=24MiB:8MiB --min-bytes 16MiB
       memtraffic analyze RUN --group-by kernel --format json > rows.json
       memtraffic analyze RUN --group-by op
     """
@@ -586,14 +585,14 @@ def check(
 ) -> None:
     """A traffic gate for CI: exit 0 when every expectation holds, 1 with a line per failed one.
 
-    The file holds \\[\\[expect]] tables: a regex over row names (match) and
+    The file holds [[expect]] tables: a regex over row names (match) and
     limits: max_bytes per level, min_efficiency per level, max_time, or
     no_worse_than a baseline run by a fraction. A regex that matches no
     row, or a malformed file, exits 2 with one line.
 
     \b
     baseline = "runs/before"      # for no_worse_than, relative to this file
-    \\[\\[expect]]
+    [[expect]]
     match = "softmax_tiled"
     max_bytes = { l1_ld = "8.4MB", dram = "17MB" }
     min_efficiency = { l1_ld = 0.95 }
@@ -619,7 +618,7 @@ def check(
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def ops(
     command: Annotated[
-        list[str] | None, typer.Argument(help="The program to run, after --: python train.py ARGS.")
+        list[str] | None, typer.Argument(help="The program and its arguments, after --.")
     ] = None,
     from_first_forward: Annotated[
         bool, typer.Option("--from-first-forward", help="Trace from the program's first nn.Module forward "
@@ -919,7 +918,8 @@ def bench(
     Prints time, effective bandwidth (minimum bytes / time), its fraction of the copy bandwidth, and
     speedups over torch.softmax and torch.compile. Needs a CUDA GPU.
 
-    Example: memtraffic bench softmax_tiled torch_softmax --shape 4096x4096 --dtype bf16
+    Examples:
+      memtraffic bench softmax_tiled torch_softmax --shape 4096x4096 --dtype bf16
     """
     from memtraffic.collect.variants import get_variant, load_variants
     from memtraffic.probes import bench as b
