@@ -128,8 +128,11 @@ def run_profile(opts: ProfileOptions, echo: Echo | None = None) -> ProfileResult
     from memtraffic.collect.fallback import CountersUnavailable
     from memtraffic.collect.profile import profile
     from memtraffic.collect.timing_only import profile_timing
+    from memtraffic.collect.trace_ops import require_torch
 
     echo = echo or say
+    if opts.torch_ops:  # said before ncu, the GPU or the program is looked at
+        require_torch(opts.command, "memtraffic profile --torch-ops")
     try:
         result = profile_timing(opts, echo) if opts.timing_only else profile(opts, echo)
     except CountersUnavailable as err:

@@ -116,3 +116,32 @@ def test_the_readmes_first_command_runs_the_main_job_without_torch_in_under_600_
     assert not [p.name for p in site.iterdir() if p.name.split("-")[0] in ("torch", "triton")]
     size = sum(p.stat().st_size for p in (clone / ".venv").rglob("*") if p.is_file() and not p.is_symlink())
     assert size < 600e6, f"the base install takes {size / 1e6:.0f} MB"
+
+
+def _python_without_torch(tmp_path: Path) -> Path:
+    """A `python` on PATH whose site-packages are off (-S): a Python without torch, as a base install's."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    python = bin_dir / "python"
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+    python.chmod(0o755)
+    return bin_dir
+
+
+@pytest.mark.parametrize("args", [("ops",), ("profile", "--torch-ops")], ids=["ops", "profile"])
+def test_tracing_a_program_whose_python_has_no_torch_says_so_before_starting_it(args, tmp_path, monkeypatch):
+    """`memtraffic ops -- python examples/torch_model.py` in a base install: one line naming the [measure]
+    extra, exit 1, no traceback of the program (it never starts), said before ncu or a GPU is looked for."""
+    import os
+
+    bin_dir = _python_without_torch(tmp_path)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    started = tmp_path / "started"
+    program = tmp_path / "program.py"
+    program.write_text(f"open({str(started)!r}, 'w')\nimport torch\n")
+    proc = cli_without_torch(*args, "--", "python", str(program))
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr == (f"error: memtraffic {' '.join(args)} traces PyTorch programs, and the program's "
+                           f"Python ({bin_dir / 'python'}) has no torch: pip install 'memtraffic[measure]' "
+                           "(in a clone: .venv/bin/pip install -e '.[measure]')\n")
+    assert proc.stdout == "" and not started.exists()
