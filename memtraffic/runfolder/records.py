@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypedDict
 
+from memtraffic.runfolder.paths import portable
 from memtraffic.vocab.errors import ReportError, UsageError
 from memtraffic.vocab.files import read_json, write_json
 
@@ -225,8 +226,8 @@ def write_plan(folder: Path, plan: Mapping[str, Any]) -> Path:
 
 
 def write_run(folder: Path, run: Mapping[str, Any]) -> Path:
-    """run.json, atomically (see write_plan)."""
-    return _write(folder, RUN_FILE, run)
+    """run.json, atomically (see write_plan), its paths relative (runfolder/paths.py: a run you can share)."""
+    return _write(folder, RUN_FILE, portable(run, folder, Path.cwd()))
 
 
 def _write(folder: Path, name: str, data: Mapping[str, Any]) -> Path:
