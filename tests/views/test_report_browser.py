@@ -23,8 +23,8 @@ SEED = REPO / "reports" / "h100" / "seed_1048576x2_fp32"
 SUITE = REPO / "reports" / "h100" / "suite_1048576x2_fp32"
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 CHROMIUM = next((p for n in BROWSERS if (p := shutil.which(n))), None)
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on PATH (apt-get install -y chromium; "
-                                                         ".ci/run installs it)")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="needs a Chromium on PATH (apt-get install -y "
+                                                         "chromium)")
 
 PROBE = """
 window.__errors = [];
