@@ -215,7 +215,7 @@ def list_rows(shape: str | Sequence[int] | None, dtype: str, variant_files: Sequ
         missing = missing_extra(err, "predicting bytes (each variant's model)")
         if missing is None or variant_files:
             raise
-        warn(f"{missing}; listed: the minimum each variant's op must move")
+        warn("predicted bytes need the [measure] extra (torch, triton): pip install 'memtraffic[measure]'")
         return [minimum_row(e, sh, dt) for e in shipped_catalog()]
     _triton_on_cpu()
     from memtraffic.vocab.configs import ModelError

@@ -18,6 +18,8 @@ from memtraffic.vocab.files import read_toml
 REPO = Path(__file__).resolve().parent.parent
 MEASURE_LINE = ("needs torch and triton, the measuring side, which the base install leaves out: "
                 "pip install 'memtraffic[measure]' (in a clone: .venv/bin/pip install -e '.[measure]')")
+PREDICTED_LINE = ("warning: predicted bytes need the [measure] extra (torch, triton): pip install "
+                  "'memtraffic[measure]'\n")
 
 
 def test_torch_and_triton_are_an_extra_not_the_base():
@@ -51,8 +53,7 @@ def test_list_without_torch_gives_every_shipped_variant_with_its_ops_minimum(sha
 
     proc = cli_without_torch("list", "--shape", shape, "--dtype", dtype, "--format", "json")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr == (f"warning: predicting bytes (each variant's model) {MEASURE_LINE}; listed: the "
-                           "minimum each variant's op must move\n")
+    assert proc.stderr == PREDICTED_LINE
     got = json.loads(proc.stdout)
     full = [describe(v, parse_shape(shape), torch_dtype(dtype)) for v in load_variants().values()]
     assert [(r["name"], r["op"], r["description"]) for r in got] == [
@@ -69,12 +70,16 @@ def test_list_without_torch_gives_every_shipped_variant_with_its_ops_minimum(sha
     assert compared >= 4
 
 
-def test_list_table_without_torch_marks_the_predicted_columns_empty():
+def test_list_table_without_torch_leaves_the_predicted_columns_out_and_says_why_once():
     proc = cli_without_torch("list", "--shape", "1048576x2")
     assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0].split() == ["variant", "op", "shape", "dtype", "min", "read", "min",
+                                                   "write", "FLOPs", "FLOP/B"]
     row = next(line for line in proc.stdout.splitlines() if line.startswith("softmax_naive "))
     assert row.split() == ["softmax_naive", "softmax", "1048576x2", "fp32", "8.39", "MB", "8.39", "MB",
-                           "-", "-", "-", "1.05e+07", "0.625"]
+                           "1.05e+07", "0.625"]
+    assert proc.stderr == PREDICTED_LINE and len(PREDICTED_LINE.rstrip()) <= 100
+    assert "memtraffic[measure]" not in proc.stdout
 
 
 def test_the_api_names_the_extra_for_a_measuring_name():
