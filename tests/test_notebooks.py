@@ -189,6 +189,15 @@ def test_notebook_uses_only_the_public_api(name):
                 assert node.attr in public, f"{name}: memtraffic.{node.attr} is not in memtraffic.__all__"
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_the_prose_names_only_the_public_api(name):
+    """The markdown speaks of `memtraffic.NAME` with NAME in memtraffic.__all__, never of a module inside."""
+    cells = jupytext.read(NOTEBOOKS / f"{name}.py").cells
+    prose = " ".join(c.source for c in cells if c.cell_type == "markdown")
+    named = re.findall(r"\bmemtraffic\.(\w+)(\.\w+)?", prose)
+    assert not [f"memtraffic.{a}{b}" for a, b in named if a not in memtraffic.__all__ or b], named
+
+
 def test_the_public_api_check_catches_an_internal_import(monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "_code",
                         lambda name: ["from memtraffic.vocab.ops import OPS\nimport memtraffic\n"])
