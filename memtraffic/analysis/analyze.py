@@ -34,7 +34,7 @@ from memtraffic.vocab.files import dump, plain_records, read_json, write_bytes_a
 from memtraffic.vocab.launches import measured_range
 from memtraffic.vocab.ops import format_shape
 from memtraffic.vocab.roofs import find_ceilings
-from memtraffic.vocab.units import ABOVE, compile_regex, fmt_bytes, fmt_rate, parse_size
+from memtraffic.vocab.units import ABOVE, compile_regex, fmt_bytes, fmt_rate, fmt_time, parse_size
 
 SECTOR_BYTES = 32
 GOOD = 0.9  # efficiencies below this get a diagnosis
@@ -378,11 +378,12 @@ def diagnose(r: dict[str, Any], bound: str = "", role: str = "", roofs: dict[str
     low = {d: s for d, s in waste.items() if _ok(s) and s < GOOD}
     if low:
         used = {d: f"{SECTOR_BYTES * s:.0f}" for d, s in low.items()}
+        per = (f"of every {SECTOR_BYTES} bytes per sector: neighbouring threads should touch neighbouring "
+               "addresses")
         if len(low) == 2 and used["ld"] == used["st"]:
-            notes.append(f"loads and stores use {used['ld']} of every {SECTOR_BYTES} bytes per sector")
+            notes.append(f"loads and stores use {used['ld']} {per}")
         else:
-            notes += [f"{'loads' if d == 'ld' else 'stores'} use {u} of every {SECTOR_BYTES} bytes per sector"
-                      for d, u in used.items()]
+            notes += [f"{'loads' if d == 'ld' else 'stores'} use {u} {per}" for d, u in used.items()]
     # Requests beyond the minimum: the same bytes asked for several times (warps, programs or passes).
     n_kernels = r.get("n_kernels") or 1
     for d, req, minimum in (("ld", r.get("req_ld_bytes"), r.get("min_read_bytes")),
@@ -392,12 +393,14 @@ def diagnose(r: dict[str, Any], bound: str = "", role: str = "", roofs: dict[str
         k = req / minimum
         verb = "loads request" if d == "ld" else "stores write"
         what = "input" if d == "ld" else "output"
+        asked = f"{fmt_bytes(req)} for a minimum of {fmt_bytes(minimum)}"
         if n_kernels > 1:
-            notes.append(f"{n_kernels} kernels: {verb} {_times(k)} the minimum (extra passes over memory)")
+            notes.append(f"{n_kernels} kernels: {verb} {_times(k)} the minimum ({asked}), a pass over memory "
+                         "each: fusing them saves passes")
         elif abs(k - round(k)) < 0.05 * k:
             act = "load" if d == "ld" else "store"
-            notes.append(f"each {what} byte requested {round(k)}x: several warps or programs {act} the same "
-                         "data, or the kernel makes several passes")
+            notes.append(f"each {what} byte requested {round(k)}x ({asked}): several warps or programs {act} "
+                         "the same data, or the kernel makes several passes")
         else:
             notes.append(f"{verb} {_times(k)} the minimum")
     if n_kernels > 1 and not any("kernels:" in n for n in notes):
@@ -405,8 +408,9 @@ def diagnose(r: dict[str, Any], bound: str = "", role: str = "", roofs: dict[str
     # Caches absorbing traffic: L1 well above the minimum while DRAM reads sit at it.
     eff_l1, eff_rd = r.get("eff_l1_ld"), r.get("eff_dram_rd")
     if _ok(eff_l1) and eff_l1 < GOOD and _ok(eff_rd) and eff_rd >= GOOD:
-        bw = r.get("bw_min_Bps")
-        paid = f": {fmt_rate(bw)} effective" if _ok(bw) else ""
+        bw, ns = r.get("bw_min_Bps"), r.get("time_ns")
+        paid = (f": the minimum's {fmt_bytes(r.get('min_bytes'))} in {fmt_time(ns)} is {fmt_rate(bw)}"
+                if _ok(bw) and _ok(ns) and _ok(r.get("min_bytes")) else "")
         notes.append("L1/L2 absorb the extra loads before DRAM (DRAM read efficiency "
                      f"{min(eff_rd, 1.0):.2f}), but time pays{paid}")
     eff_dram = r.get("eff_dram")
