@@ -128,10 +128,11 @@ def _apply_min_rules(df: pd.DataFrame, rules: Sequence[MinRule]) -> np.ndarray:
 
 
 def _div(num: pd.Series, den: pd.Series) -> pd.Series:
-    """num / den, NaN where den is 0 or missing (no traffic measured is no efficiency)."""
+    """num / den, NaN where den is 0 or missing (no traffic measured is no efficiency), and where either is
+    negative or infinite (a ratio of those would be a wrong number, not a finding)."""
     num = pd.to_numeric(num, errors="coerce").astype(float)
     den = pd.to_numeric(den, errors="coerce").astype(float)
-    return num / den.where(den > 0)
+    return num.where((num >= 0) & (num < math.inf)) / den.where((den > 0) & (den < math.inf))
 
 
 def _config_models(plan: dict[str, Any] | None) -> dict[str, dict[str, Any]]:

@@ -26,7 +26,7 @@ from memtraffic.runfolder.folder import append_status
 from memtraffic.runfolder.load import load_run
 from memtraffic.runfolder.records import partial_reports_expected, rerun_list, write_plan, write_run
 from memtraffic.vocab.errors import ReportError, UsageError, say
-from memtraffic.vocab.files import new_folder
+from memtraffic.vocab.files import new_folder, require_folder
 from memtraffic.vocab.machine import utc_now
 
 # What must agree between runs for their counters to compare (environment keys).
@@ -35,9 +35,9 @@ SAME = ("gpu", "ncu_version")
 
 def _load_run(path: Path) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     """plan, run.json and report names of a run folder; UsageError for anything that is not one."""
-    if not path.is_dir():
-        what = "no such folder" if not path.exists() else "not a folder"
-        raise UsageError(f"{path} is not a run folder ({what}): give folders written by `memtraffic measure`")
+    if not require_folder(path, "give folders written by `memtraffic measure`", usage=True):
+        raise UsageError(f"{path} is not a run folder (no such folder): give folders written by "
+                         "`memtraffic measure`")
     run = load_run(path)
     if run.plan is None or run.meta is None or "configs" not in run.plan:
         raise UsageError(f"{path} is not a run folder (no plan.json and run.json): give folders written by "

@@ -11,6 +11,7 @@ from typing import Any
 
 from memtraffic.vocab.configs import SHIPPED_VARIANTS, ModelError, call_model, parse_params, range_name
 from memtraffic.vocab.errors import UsageError
+from memtraffic.vocab.files import require_file
 from memtraffic.vocab.ops import (
     OPS,
     Shape,
@@ -32,7 +33,8 @@ def check_names(variants: Sequence[str], all_variants: bool = False,
     if not variants and not all_variants:
         raise UsageError("name at least one variant (see `memtraffic list`) or use --all")
     for path in variant_files:
-        if not Path(path).expanduser().is_file():
+        if not require_file(Path(path).expanduser().resolve(), "give the Python file that defines VARIANTS",
+                            usage=True, option="--variants"):
             raise UsageError(f"--variants {Path(path).expanduser().resolve()}: no such file")
     if variant_files:
         return
