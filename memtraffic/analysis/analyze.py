@@ -528,8 +528,9 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
         table = pd.DataFrame(columns=COLUMNS + EXTRA_COLUMNS)
         table.attrs["gaps"] = found_gaps
         return table, pd.DataFrame()
-    if not frames:  # every report empty or missing: every planned config is missing
-        found_gaps += [str(e) for e in empty]
+    # A report without a kernel beside whole ones is named as it would be alone (a report cut before its
+    # first kernel is one); with none whole, every planned config is missing too.
+    found_gaps += [str(e) for e in empty]
     kernels = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["run", "launch", "range", "kernel", "grid_size", "block_size", "device", "report", "passes",
                  *METRICS])

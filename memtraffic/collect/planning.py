@@ -33,8 +33,8 @@ def check_names(variants: Sequence[str], all_variants: bool = False,
     if not variants and not all_variants:
         raise UsageError("name at least one variant (see `memtraffic list`) or use --all")
     for path in variant_files:
-        if not require_file(Path(path).expanduser().resolve(), "give the Python file that defines VARIANTS",
-                            usage=True, option="--variants"):
+        if not require_file(Path(path).expanduser(), "give the Python file that defines VARIANTS", usage=True,
+                            option="--variants"):
             raise UsageError(f"--variants {Path(path).expanduser().resolve()}: no such file")
     if variant_files:
         return

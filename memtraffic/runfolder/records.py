@@ -165,7 +165,7 @@ def _expected(spec: Any) -> str:
     if isinstance(spec, tuple):  # any of these
         return " or ".join(dict.fromkeys(_expected(k) for k in spec))
     if isinstance(spec, Amount):
-        return "an integer" if spec.whole else "a number"
+        return "an integer" if spec.whole else "an integer or a number"
     if isinstance(spec, Obj) or spec is dict or isinstance(spec, MapOf):
         return "an object"
     if isinstance(spec, ListOf):
