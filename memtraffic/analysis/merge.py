@@ -26,7 +26,7 @@ from memtraffic.runfolder.folder import append_status
 from memtraffic.runfolder.load import load_run
 from memtraffic.runfolder.records import partial_reports_expected, rerun_list, write_plan, write_run
 from memtraffic.vocab.errors import ReportError, UsageError, say
-from memtraffic.vocab.files import new_folder, path_kind
+from memtraffic.vocab.files import new_folder, path_kind, require_file
 from memtraffic.vocab.machine import utc_now
 
 # What must agree between runs for their counters to compare (environment keys).
@@ -172,7 +172,8 @@ def _write_merged(out: Path, name: str, paths: Sequence[Path], loaded: Sequence[
             with contextlib.suppress(EmptyReportError):  # no table of nothing
                 write_kernel_table(out / name, copy_of=path / report)
         for log in sorted(path.glob("ncu*.log")):
-            shutil.copy2(log, out / f"part{part}-{log.name}")
+            if require_file(log, "the run folder is damaged (restore the file, or leave the run out)"):
+                shutil.copy2(log, out / f"part{part}-{log.name}")
         entries = {c["id"]: c for c in src_run.get("configs", [])}
         ids = []
         for config in src_plan["configs"]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from memtraffic.vocab.errors import UsageError
-from memtraffic.vocab.files import refuse_nonempty
+from memtraffic.vocab.files import refuse_nonempty, require_file
 
 DEFAULT_RUNS_ROOT = Path("reports") / "runs"
 
@@ -54,7 +54,7 @@ def new_run_dir(variants: Sequence[str], out: Path | None = None, root: Path = D
 def read_status(path: Path) -> dict[int, dict[str, Any]]:
     """Config id -> its last record in the runner's JSON-lines status file ('start' until it finishes)."""
     latest: dict[int, dict[str, Any]] = {}
-    if not path.exists():
+    if not require_file(path, "the run folder is damaged (restore the file, or measure again)"):
         return latest
     for line in path.read_text(encoding="utf-8").splitlines():
         try:

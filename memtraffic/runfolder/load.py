@@ -123,6 +123,8 @@ def _program_of_log(log: Path) -> tuple[list[str], list[str]]:
     """(the profiled program, profile's options for it: --torch-ops and its trace mode where memtraffic's
     launcher ran it) from the ncu argv run_ncu writes at the top of ncu.log ('$ ncu ... --export REPORT
     PROGRAM...'), without the launcher; ([], []) when the log does not say."""
+    if path_kind(log) != "file":  # no log, or a FIFO that would block: the note names no command then
+        return [], []
     try:
         first = log.read_text(encoding="utf-8", errors="replace").split("\n", 1)[0]
         argv = shlex.split(first.removeprefix("$ "))

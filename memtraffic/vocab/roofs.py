@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from memtraffic.vocab.errors import ReportError, UsageError
-from memtraffic.vocab.files import cache_dir, read_json, write_json
+from memtraffic.vocab.files import cache_dir, read_json, require_file, write_json
 
 # Roof key -> (label, unit). Bandwidths count read + write bytes.
 ROOFS: dict[str, tuple[str, str]] = {
@@ -93,7 +93,8 @@ def write_reference(entry: Mapping[str, Any], directory: Path | None = None) -> 
 
 def load_ceilings_file(path: Path, device: str | None = None) -> dict[str, Any]:
     """A file holding one entry (reports/ceilings/*.json) or a cache (device -> entry)."""
-    if not path.exists():
+    if not require_file(path, "give a file written by 'memtraffic ceilings --format json'", usage=True,
+                        option="--ceilings"):
         raise UsageError(f"ceilings file {path} does not exist")
     data = _read_json(path, "give --ceilings a file written by 'memtraffic ceilings --format json' "
                             "(or one of reports/ceilings/)")
