@@ -179,6 +179,37 @@ def test_a_command_line_file_that_is_no_file_is_a_usage_error(kind, where):
         shutil.rmtree(root)
 
 
+@SLOW
+@given(kind=st.sampled_from(list(KINDS)))
+def test_a_log_that_is_no_file_stops_a_merge_before_it_writes(kind):
+    """merge copies each run's ncu*.log: a FIFO there would block the copy; it is named instead."""
+    root = _short_tmp()
+    try:
+        run = root / "run"
+        shutil.copytree(SEED, run)
+        (run / "ncu.log").unlink()
+        _make(run / "ncu.log", kind)
+        out = root / "out"
+        line = _run(["merge", run, "--out", out], 1)
+        assert line == (f"error: {run / 'ncu.log'} is {KINDS[kind]}, not a file: the run folder is damaged "
+                        "(restore the file, or leave the run out)")
+        assert sorted(p.name for p in root.iterdir()) == ["run"]
+    finally:
+        shutil.rmtree(root)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "loop"])
+def test_a_ceilings_file_that_is_no_file_is_a_usage_error(kind, tmp_path):
+    given = tmp_path / "c.json"
+    _make(given, kind)
+    out = tmp_path / "roof.html"
+    line = _run(["roofline", SEED, "--ceilings", given, "--out", out], 2)
+    shown = "a folder" if kind == "folder" else KINDS[kind]
+    assert line == (f"error: --ceilings {given} is {shown}, not a file: give a file written by 'memtraffic "
+                    "ceilings --format json'")
+    assert not out.exists()
+
+
 # --- numbers -----------------------------------------------------------------------------------------------
 
 SUFFIXES = ["", "b", "B", "k", "kb", "KiB", "MB", "MiB", "gb", "GiB", "t", "TiB", "i", "ib", "q", "e3", "x"]
@@ -305,7 +336,7 @@ def test_a_gate_limit_that_is_no_number_is_a_usage_error(limit):
 # --- a cut report beside a whole one -----------------------------------------------------------------------
 
 
-@SLOW
+@settings(max_examples=40, deadline=None)
 @given(cut=st.integers(0, REPORT.stat().st_size - 1))
 def test_a_cut_report_beside_a_whole_one_is_named(cut):
     """A folder of one whole report and one cut anywhere: never a silent pass; the cut one is named."""

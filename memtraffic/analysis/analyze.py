@@ -26,10 +26,18 @@ from memtraffic.ncu.kernel_table import kernel_table
 from memtraffic.ncu.metrics import LAUNCH_STATS, METRICS
 from memtraffic.ncu.report import ADDITIVE_UNITS, EmptyReportError
 from memtraffic.runfolder.load import Run, load_run
+from memtraffic.runfolder.records import DAMAGED
 from memtraffic.runfolder.timings import is_timings
 from memtraffic.vocab.arch import chip_for_gpu
 from memtraffic.vocab.errors import ReportError, UsageError, warn
-from memtraffic.vocab.files import dump, plain_records, read_json, write_bytes_atomic, write_json
+from memtraffic.vocab.files import (
+    dump,
+    plain_records,
+    read_json,
+    require_file,
+    write_bytes_atomic,
+    write_json,
+)
 from memtraffic.vocab.launches import measured_range
 from memtraffic.vocab.ops import format_shape
 from memtraffic.vocab.roofs import find_ceilings
@@ -491,7 +499,7 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
     with_lines = []  # reports with per-line counters
     timed = False  # a timing-only run's timings.json: times, no counters (timing_only_table)
     for report in reports:
-        if not Path(report).is_file():  # a shard or part the run lists, not there
+        if not require_file(Path(report), DAMAGED):  # a shard or part the run lists, not there
             found_gaps.append(f"{report}: a report of this run is missing (listed in run.json): the configs "
                               "it held are missing")
             continue
