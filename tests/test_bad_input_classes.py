@@ -2,8 +2,8 @@
 special files where a file or folder is expected, numbers out of range from the command line and from a
 run folder, a cut report beside a whole one, GPU commands on a machine without a GPU, merge and cache
 edge cases, a failing gate. Each ends in one line with the right exit code (2 for usage errors), within
-20 s (a SIGALRM guard: a FIFO opened by mistake fails the test instead of hanging it), with no traceback
-or 'internal error', and writes nothing where it should not.
+20 s a command (a SIGALRM guard: a FIFO opened by mistake fails the test instead of hanging it), with no
+traceback or 'internal error', and writes nothing where it should not.
 """
 
 from __future__ import annotations
@@ -15,17 +15,16 @@ import shutil
 import signal
 import socket
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from memtraffic.cli import app
 from memtraffic.collect import timing_only
-from memtraffic.ncu import kernel_table
+from memtraffic.vocab import files
 from memtraffic.vocab.errors import GpuNotFoundError, UsageError
 from memtraffic.vocab.files import path_kind
 from memtraffic.vocab.ops import parse_shape
@@ -39,24 +38,26 @@ SLOW = settings(max_examples=12, deadline=None, suppress_health_check=[HealthChe
 
 
 @pytest.fixture(autouse=True)
-def _guarded(tmp_path, monkeypatch) -> Iterator[None]:
-    """Each test in its own cache and working folder, stopped after 20 s (a FIFO that blocks)."""
+def _own_cache(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("MEMTRAFFIC_CACHE", str(tmp_path / "cache"))
 
+
+def _invoke(args: list) -> Result:
+    """`memtraffic ARGS` in this process, stopped after 20 s (a FIFO opened by mistake would block)."""
     def stop(signum, frame):
         raise TimeoutError("no answer within 20 s: something blocks (a FIFO opened?)")
     previous = signal.signal(signal.SIGALRM, stop)
     signal.alarm(20)
     try:
-        yield
+        return CliRunner().invoke(app, [str(a) for a in args])
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
 
 
-def _run(args: list[str], code: int) -> str:
+def _run(args: list, code: int) -> str:
     """The one stderr line of `memtraffic ARGS`, which must exit with `code`."""
-    res = CliRunner().invoke(app, [str(a) for a in args])
+    res = _invoke(args)
     assert res.exit_code == code, (res.exit_code, res.output, res.exception)
     assert "internal error" not in res.output and "Traceback" not in res.output, res.output
     lines = res.stderr.strip().splitlines()
@@ -305,7 +306,7 @@ def test_any_plan_minimum_in_range_gives_no_negative_or_nan_efficiency(value, fi
         for cfg in plan["configs"]:
             cfg[field] = value
         (run / "plan.json").write_text(json.dumps(plan))
-        res = CliRunner().invoke(app, ["analyze", str(run), "--format", "json"])
+        res = _invoke(["analyze", str(run), "--format", "json"])
         assert res.exit_code == 0, res.output
         for row in json.loads(res.stdout):
             for key, eff in row.items():
@@ -344,7 +345,7 @@ def test_a_cut_report_beside_a_whole_one_is_named(cut):
     try:
         shutil.copy2(REPORT, root / "a.ncu-rep")
         (root / "b.ncu-rep").write_bytes(REPORT.read_bytes()[:cut])
-        res = CliRunner().invoke(app, ["analyze", str(root)])
+        res = _invoke(["analyze", str(root)])
         assert res.exit_code == 1, res.output
         assert "internal error" not in res.output and "Traceback" not in res.output
         assert str(root / "b.ncu-rep") in res.stderr
@@ -414,25 +415,25 @@ def test_an_unusable_cache_is_skipped_with_one_warning(tmp_path, monkeypatch):
     cache = tmp_path / "not-a-folder"
     cache.write_text("x")
     monkeypatch.setenv("MEMTRAFFIC_CACHE", str(cache))
-    monkeypatch.setattr(kernel_table, "_cache_said", False)
+    monkeypatch.setattr(files, "_cache_said", False)
     lone = tmp_path / "lone"
     lone.mkdir()
     for name in ("a.ncu-rep", "b.ncu-rep"):  # no kernel table beside them: the cache is wanted twice
         shutil.copy2(REPORT, lone / name)
-    res = CliRunner().invoke(app, ["analyze", str(lone)])
+    res = _invoke(["analyze", str(lone)])
     assert res.exit_code == 0, res.output
     warned = [line for line in res.stderr.splitlines() if "cache folder" in line]
     assert len(warned) == 1, warned
     assert warned[0].startswith(f"warning: the cache folder {cache} cannot be used (")
-    assert warned[0].endswith("): reports are read again each time; set MEMTRAFFIC_CACHE to a folder you can "
-                              "write")
+    assert warned[0].endswith("): what it would keep is read again each time; set MEMTRAFFIC_CACHE to a "
+                              "folder you can write")
     assert cache.read_text() == "x"
 
 
 def test_a_failing_gate_says_so_on_stderr_too(tmp_path):
     expect = tmp_path / "expect.toml"
     expect.write_text('[[expect]]\nmatch = "."\nmax_time = "1ns"\n')
-    res = CliRunner().invoke(app, ["check", str(SEED), "--expect", str(expect)])
+    res = _invoke(["check", str(SEED), "--expect", str(expect)])
     assert res.exit_code == 1
     assert res.stdout.splitlines()[-1] == "3 of 3 checks failed (3 rows)"
     assert res.stderr == f"error: {SEED} fails {expect}: 3 of 3 checks failed (3 rows)\n"

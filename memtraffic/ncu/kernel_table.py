@@ -27,8 +27,8 @@ import pandas as pd
 from memtraffic.ncu.metrics import LAUNCH_STATS, METRICS
 from memtraffic.ncu.report import REPORT_SUFFIX, check_report_file, check_rows, read_rows
 from memtraffic.ncu.source import LINES_VERSION
-from memtraffic.vocab.errors import ReportError, warn
-from memtraffic.vocab.files import cache_dir, os_error_line, write_bytes_atomic
+from memtraffic.vocab.errors import ReportError
+from memtraffic.vocab.files import cache_dir, cache_unusable, os_error_line, write_bytes_atomic
 
 TABLE_FORMAT = 1
 # Columns of a kernel table besides the metric aliases, in read_report's order ('report' is the path
@@ -112,24 +112,12 @@ def _table_problem(doc: dict[str, Any]) -> str | None:
     return None
 
 
-_cache_said = False  # the unusable cache is said once a process, not once a report
-
-
-def _cache_unusable(err: OSError) -> None:
-    """One warning (the first time) that the user cache cannot be used; reading goes on without it."""
-    global _cache_said
-    if not _cache_said:
-        _cache_said = True
-        warn(f"the cache folder {cache_dir()} cannot be used ({os_error_line(err)}): reports are read again "
-             "each time; set MEMTRAFFIC_CACHE to a folder you can write")
-
-
 def _cached(path: Path) -> bool:
     """Whether the cache holds a file at path; a cache folder that cannot be searched holds none."""
     try:
         return path.is_file()
     except OSError as err:  # EACCES: a folder without search permission
-        _cache_unusable(err)
+        cache_unusable(os_error_line(err))
         return False
 
 
@@ -140,7 +128,7 @@ def _keep(path: Path, data: bytes) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(path, data)
     except OSError as err:
-        _cache_unusable(err)
+        cache_unusable(os_error_line(err))
 
 
 def keep_beside(report: Path, kind: str, doc: dict[str, Any]) -> Path:

@@ -19,7 +19,7 @@ from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from memtraffic.vocab.errors import ReportError, UsageError
+from memtraffic.vocab.errors import ReportError, UsageError, warn
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
@@ -238,6 +238,19 @@ def cache_dir() -> Path:
     if root:
         return Path(root).expanduser()
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "memtraffic"
+
+
+_cache_said = False  # an unusable cache is said once a process, not once a file
+
+
+def cache_unusable(reason: str) -> None:
+    """One warning, the first time, that the user cache cannot be used (not writable, not a folder, full):
+    what it would hold is read or measured again instead."""
+    global _cache_said
+    if not _cache_said:
+        _cache_said = True
+        warn(f"the cache folder {cache_dir()} cannot be used ({reason}): what it would keep is read again "
+             "each time; set MEMTRAFFIC_CACHE to a folder you can write")
 
 
 def dump(rows: Sequence[dict[str, Any]], fmt: str) -> str:
