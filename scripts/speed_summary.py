@@ -13,8 +13,10 @@ replay profile, both at --small). One record per program:
   in every_launch_size), measured_units (what the first look measured: ranges under range replay,
   kernels under kernel replay), replay (run.json's mode and why), op_types (compared between the --small
   first look and the every-launch run) and op_types_off (those whose L1 load bytes differ beyond 1% or DRAM
-  read bytes beyond 3% and 4 KiB, scripts/launches_summary.py's bar) with ops_off naming them, and
-  first_kernel_s of the first look (the program's start-up under ncu, before its first measured unit).
+  read bytes beyond 3% and 4 KiB, scripts/launches_summary.py's bar; op_types_off_l1: on L1 loads alone)
+  with ops_off naming them, first_look_exit and first_look_refused (the first look's exit code, and what
+  ncu's range replay refused in it), and first_kernel_s of the first look (the program's start-up under
+  ncu, before its first measured unit).
 Seconds are whole commands (memtraffic's start, ncu, the program, the analysis), as a user waits for them.
 """
 
@@ -31,6 +33,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from launches_summary import pair  # noqa: E402
 
+from memtraffic.collect.profile import range_refusal  # noqa: E402
 from memtraffic.vocab.errors import MemtrafficError  # noqa: E402
 
 PROGRAMS = ("gpt2", "vision", "mlp_adam", "llama_decode", "compiled")
@@ -56,6 +59,16 @@ def _seconds(t: dict[str, tuple[int, float]], name: str) -> float | None:
     return round(s, 2) if rc == 0 else None
 
 
+def _exit(t: dict[str, tuple[int, float]], name: str) -> int | None:
+    return t[name][0] if name in t else None
+
+
+def _refused(folder: Path) -> str | None:
+    """What ncu's range replay refused in this run (its ncu.log), if anything."""
+    log = folder / "ncu.log"
+    return range_refusal(log.read_text(errors="replace").splitlines()[-40:]) if log.is_file() else None
+
+
 def _run(folder: Path) -> dict[str, Any]:
     path = folder / "run.json"
     return json.loads(path.read_text()) if path.is_file() else {}
@@ -71,6 +84,9 @@ def record(folder: Path, program: str, t: dict[str, tuple[int, float]]) -> dict[
         "bare_s": _seconds(t, f"bare_{program}"),
         "profile_s": _seconds(t, f"default_{program}"),
         "first_look_s": _seconds(t, f"first_{program}"),
+        "first_look_exit": _exit(t, f"first_{program}"),  # 124: cut by gpu_speed.sh's T_CMD
+        "first_look_wall_s": t[f"first_{program}"][1] if f"first_{program}" in t else None,
+        "first_look_refused": _refused(runs / f"first_{program}"),
         "every_launch_s": _seconds(t, f"profile_full_{program}"),
         "every_launch_size": f"--small: {SMALL[program]}",
         "kernels_every": every.get("kernels_profiled"),
@@ -79,10 +95,16 @@ def record(folder: Path, program: str, t: dict[str, tuple[int, float]]) -> dict[
         "first_kernel_s": first.get("first_kernel_s"),
     }
     try:
+        missing = [n for n in ("full", "sampled") if not (runs / f"profile_{n}_{program}").is_dir()]
+        if missing:
+            raise MemtrafficError("not measured: no " + ", ".join(f"profile_{n}_{program}" for n in missing))
         p = pair(runs / f"profile_full_{program}", runs / f"profile_sampled_{program}")
-        rec.update(op_types=p["ops_compared"], op_types_off=len(p["ops_off"]), ops_off=p["ops_off"])
+        off_l1 = [o for o in p["ops_off"] if abs(o.get("l1_ld_rel") or 0) > 0.01 or "why" in o]
+        rec.update(op_types=p["ops_compared"], op_types_off=len(p["ops_off"]), op_types_off_l1=len(off_l1),
+                   ops_off=p["ops_off"])
     except (MemtrafficError, OSError, KeyError) as err:  # one program's failure loses only its comparison
-        rec.update(op_types=None, op_types_off=None, ops_off=[], compare_error=str(err))
+        rec.update(op_types=None, op_types_off=None, op_types_off_l1=None, ops_off=[],
+                   compare_error=str(err).replace(str(folder), "FOLDER"))
     bare = rec["bare_s"]
     for key in ("profile_s", "first_look_s"):
         rec[key.replace("_s", "_over_bare")] = (round(rec[key] / bare, 3) if bare and rec[key] is not None
