@@ -254,6 +254,8 @@ def check_options(opts: ProfileOptions) -> None:
     if opts.distinct < 0:
         raise UsageError(f"--distinct {opts.distinct}: give how many calls of each signature to measure "
                          "(>= 1), or --every-launch")
+    if opts.replay not in REPLAYS:
+        raise UsageError(f"unknown --replay {opts.replay!r}: use one of {', '.join(REPLAYS)}")
 
 
 def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> ProfileResult:
