@@ -394,6 +394,14 @@ def profile(
     every_launch: Annotated[
         bool, typer.Option("--every-launch", help="Measure every kernel launch (--distinct 0).")
     ] = False,
+    replay: Annotated[
+        str, typer.Option(help="How ncu replays: range (each measured op, region or Triton launch range as "
+                          "one unit: one row per call, no kernel names; kernels outside memtraffic's "
+                          "ranges are not measured; a program it fails is measured again with kernel "
+                          "replay), kernel (each kernel), or auto: range for a --torch-ops profiler window "
+                          "(--profile-from-start off) with a set without SASS counters (bytes), else "
+                          "kernel. run.json says which and why.")
+    ] = "auto",
     target_processes: Annotated[
         str, typer.Option(help="all (the program and its children) or application-only.")
     ] = "all",
@@ -447,7 +455,7 @@ def profile(
         launch_skip=launch_skip, launch_count=launch_count, nvtx_include=list(nvtx_include or []),
         target_processes=target_processes, profile_from_start=profile_from_start == "on",
         from_first_forward=from_first_forward, clock_control=clock_control, cache_control=cache_control,
-        out=out, verbose=verbose, distinct=0 if every_launch else distinct)
+        out=out, verbose=verbose, distinct=0 if every_launch else distinct, replay=replay)
     result = run_profile(opts, echo=lambda line: typer.echo(line, err=True))
     if len(result.table) and torch_ops and fmt == "table" and not all_calls:
         typer.echo(op_calls_table(result.table, width=_width(wide)))
