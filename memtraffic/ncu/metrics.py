@@ -169,10 +169,6 @@ METRIC_SETS: dict[str, list[str]] = {
 }
 METRIC_SETS["roofline"] = METRIC_SETS["traffic"] + METRIC_SETS["flops"][1:]
 
-# ncu name -> alias, every name of every form (a name of a sum maps to the alias it is part of).
-ALIAS_OF: dict[str, str] = {n: m.alias for m in _TABLE for f in m.forms for n in f.names}
-
-
 def base_name(metric: str) -> str:
     """'dram__bytes_read.sum' -> 'dram__bytes_read': the part ncu's query lists."""
     return metric.split(".", 1)[0]
