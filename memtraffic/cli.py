@@ -3,15 +3,16 @@ stderr and an exit code."""
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from memtraffic.cli_errors import Cli
+from memtraffic.views import formats
+from memtraffic.views.formats import TABLE_JSON, TABLE_JSON_CSV
 from memtraffic.vocab.errors import MemtrafficError, UsageError, warn
 
 app = typer.Typer(
@@ -42,7 +43,13 @@ def _main(
     """The options every command shares (--version)."""
 
 
-Fmt = Annotated[str, typer.Option("--format", "-f", help="table (for people), json or csv (for scripts).")]
+def _format_option(offered: tuple[str, ...], **notes: str) -> Any:
+    """The --format option of a command offering these formats (memtraffic.views.formats), its help written
+    from the registry (`notes`: what a format holds for this command)."""
+    return typer.Option("--format", "-f", help=formats.help_text(offered, **notes))
+
+
+Fmt = Annotated[str, _format_option(TABLE_JSON_CSV)]
 VariantFiles = Annotated[
     list[Path] | None,
     typer.Option(
@@ -99,13 +106,6 @@ def _check_baseline(baseline: Path | None) -> None:
         raise UsageError(f"--baseline {baseline}: no such run folder or file")
 
 
-def _check_format(fmt: str, allowed: tuple[str, ...]) -> None:
-    if fmt not in allowed:
-        from memtraffic.vocab.errors import UsageError
-
-        raise UsageError(f"unknown format {fmt!r}: use one of {', '.join(allowed)}")
-
-
 @app.command("list")
 def list_(
     variants: Annotated[
@@ -145,26 +145,26 @@ def list_(
       memtraffic list --count --sweep grid.toml
     """
     from memtraffic.api import list_rows
-    from memtraffic.views.tables import render
+    from memtraffic.views.tables import render_list
 
-    _check_format(fmt, ("table", "json", "csv"))
+    formats.check(fmt, TABLE_JSON_CSV)
     if count:
         from memtraffic.collect.measure import MeasureOptions, plan_for
         from memtraffic.collect.sweep import grid_counts
-        from memtraffic.views.tables import dump, grid_count_table
+        from memtraffic.views.tables import grid_count_table
 
         plan = plan_for(MeasureOptions(
             variants=list(variants or []), shapes=list(shape or []), dtypes=list(dtype or []),
             params=list(param or []), all_variants=all_variants, sweep=sweep,
             variant_files=[str(f) for f in variant_files or []]))
         rows = grid_counts(plan)
-        typer.echo(grid_count_table(rows) if fmt == "table" else dump(rows, fmt))
+        typer.echo(formats.render(fmt, rows, lambda: grid_count_table(rows)))
         return
     if variants or param or all_variants or sweep or len(shape or []) > 1 or len(dtype or []) > 1:
         raise UsageError("variant names, --param, --all, --sweep and repeated --shape/--dtype go with "
                          "--count (the table takes one --shape and one --dtype)")
     rows = list_rows(shape[0] if shape else None, dtype[0] if dtype else "fp32", variant_files or [])
-    typer.echo(render(rows, fmt, "list", _width(wide)))
+    typer.echo(render_list(rows, fmt, _width(wide)))
 
 
 @app.command()
@@ -296,7 +296,7 @@ def measure(
     from memtraffic.collect.measure import MeasureOptions
     from memtraffic.views.tables import render_results
 
-    _check_format(fmt, ("table", "json", "csv"))
+    formats.check(fmt, TABLE_JSON_CSV)
     _check_baseline(baseline)
     opts = MeasureOptions(
         variants=list(variants or []),
@@ -433,7 +433,7 @@ def profile(
     from memtraffic.collect.profile import ProfileOptions
     from memtraffic.views.tables import op_calls_table, render_results
 
-    _check_format(fmt, ("table", "json", "csv"))
+    formats.check(fmt, TABLE_JSON_CSV)
     _check_baseline(baseline)
     if profile_from_start not in ("on", "off"):
         raise UsageError(f"unknown --profile-from-start {profile_from_start!r}: use on or off")
@@ -477,15 +477,9 @@ def analyze(
             "per op type of a traced program (profile --torch-ops) or region name, largest excess first."
         ),
     ] = "range",
-    fmt: Annotated[
-        str,
-        typer.Option(
-            "--format",
-            "-f",
-            help="table (readable units), json (a list of objects, raw numbers in "
-            "bytes, ns, B/s; stable keys) or csv (same columns).",
-        ),
-    ] = "table",
+    fmt: Annotated[str, _format_option(
+        TABLE_JSON_CSV, table="readable units",
+        json="a list of objects, raw numbers in bytes, ns, B/s; stable keys", csv="same columns")] = "table",
     partial: Partial = False,
     wide: Wide = False,
 ) -> None:
@@ -510,7 +504,7 @@ def analyze(
     from memtraffic.analysis.analyze import analyze_path, require_whole
     from memtraffic.views.tables import render_results
 
-    _check_format(fmt, ("table", "json", "csv"))
+    formats.check(fmt, TABLE_JSON_CSV)
     table = analyze_path(path, min_bytes=min_bytes, group_by=group_by)
     typer.echo(render_results(table, fmt, group_by, _width(wide)))
     require_whole(table, str(path), partial)  # after the table: what there is, is shown
@@ -535,11 +529,10 @@ def diff(
     allow_mixed: Annotated[
         bool, typer.Option("--allow-mixed", help="Diff runs measured on different GPUs anyway.")
     ] = False,
-    fmt: Annotated[
-        str,
-        typer.Option("--format", "-f", help="table (A, B and change per matched row, with a verdict), json "
-                     "or csv (a row per match: each measure's _a, _b, _change, _rel, time_noise, verdict)."),
-    ] = "table",
+    fmt: Annotated[str, _format_option(
+        TABLE_JSON_CSV, table="A, B and change per matched row, with a verdict",
+        json="a row per match: each measure's _a, _b, _change, _rel, time_noise, verdict",
+        csv="the same rows")] = "table",
     partial: Partial = False,
     wide: Wide = False,
 ) -> None:
@@ -562,7 +555,7 @@ def diff(
     from memtraffic.analysis.diff import parse_fraction
     from memtraffic.views.diff_table import render
 
-    _check_format(fmt, ("table", "json", "csv"))
+    formats.check(fmt, TABLE_JSON_CSV)
     from memtraffic.analysis.analyze import require_whole
 
     tolerance = parse_fraction(time_tolerance, "--time-tolerance")
@@ -580,9 +573,7 @@ def check(
     baseline: Annotated[
         Path | None, typer.Option(help="The baseline of no_worse_than; overrides the file's 'baseline'.")
     ] = None,
-    fmt: Annotated[
-        str, typer.Option("--format", "-f", help="table (a line per failed check) or json (for CI).")
-    ] = "table",
+    fmt: Annotated[str, _format_option(TABLE_JSON, table="a line per failed check", json="for CI")] = "table",
 ) -> None:
     """A traffic gate for CI: exit 0 when every expectation holds, 1 with a line per failed one.
 
@@ -608,7 +599,7 @@ def check(
     from memtraffic.analysis.gate import load_expectations
     from memtraffic.views.check_output import render
 
-    _check_format(fmt, ("table", "json"))
+    formats.check(fmt, TABLE_JSON)
     expectations = load_expectations(expect)
     results = check_run(run, expectations, baseline)
     typer.echo(render(results, fmt, str(run), str(expect)))
@@ -648,7 +639,7 @@ def ops(
     from memtraffic.collect.trace_ops import check_run, run_traced
     from memtraffic.views.tables import ops_table
 
-    _check_format(fmt, ("table", "json", "csv"))
+    formats.check(fmt, TABLE_JSON_CSV)
     cmd = list(command or [])
     run = run_traced(cmd, mode="forward" if from_first_forward else "1")
     for text in run.warnings:
@@ -668,10 +659,7 @@ def lines(
     top: Annotated[
         int | None, typer.Option(help="At most N lines per kernel, the largest excess first.")
     ] = None,
-    fmt: Annotated[
-        str,
-        typer.Option("--format", "-f", help="table (for people), json (objects, raw counts) or csv."),
-    ] = "table",
+    fmt: Annotated[str, _format_option(TABLE_JSON_CSV, json="objects, raw counts")] = "table",
     wide: Wide = False,
 ) -> None:
     """Which source line moves the bytes: per line, global-memory requests, sectors, bytes and a verdict.
@@ -695,7 +683,7 @@ def lines(
     from memtraffic.analysis.lines import read_lines
     from memtraffic.views.tables import render_lines
 
-    _check_format(fmt, ("table", "json", "csv"))
+    formats.check(fmt, TABLE_JSON_CSV)
     typer.echo(render_lines(read_lines(path, kernel=kernel, top=top), fmt, _width(wide)))
     _name_gaps(path)
 
@@ -739,7 +727,7 @@ def merge(
     from memtraffic.analysis.merge import merge_runs
     from memtraffic.views.tables import render_results
 
-    _check_format(fmt, ("table", "json", "csv"))
+    formats.check(fmt, TABLE_JSON_CSV)
     merged, run = merge_runs(runs, out, allow_mixed, echo=lambda line: typer.echo(line, err=True))
     typer.echo(render_results(analyze_path(merged), fmt, width=_width(wide)))
     if run["missing"]:
@@ -826,7 +814,7 @@ def metrics(
     all_chips: Annotated[bool, typer.Option("--all-chips", help="Every chip ncu 2025.3.1 knows.")] = False,
     set_name: Annotated[str | None, typer.Option("--set", help="One metric set (traffic, bytes, spills, "
                                                  "flops, peaks, roofline); default: all.")] = None,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table (for people) or json.")] = "table",
+    fmt: Annotated[str, _format_option(TABLE_JSON)] = "table",
 ) -> None:
     """What each metric set measures on a GPU, with which ncu names, and what it cannot count there.
 
@@ -843,7 +831,7 @@ def metrics(
     from memtraffic.views.metric_sets import render
     from memtraffic.vocab.arch import CHIPS
 
-    _check_format(fmt, ("table", "json"))
+    formats.check(fmt, TABLE_JSON)
     if set_name is not None and set_name not in METRIC_SETS:
         raise UsageError(f"unknown metric set {set_name!r}: use one of {', '.join(METRIC_SETS)}")
     sets = [set_name] if set_name else list(METRIC_SETS)
@@ -869,7 +857,7 @@ def ceilings(
     save_reference: Annotated[
         bool, typer.Option("--save-reference", help="Also write reports/ceilings/<device>.json (to commit).")
     ] = False,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table (for people) or json.")] = "table",
+    fmt: Annotated[str, _format_option(TABLE_JSON)] = "table",
 ) -> None:
     """Measure this GPU's roofs once and cache them: DRAM and L2 bandwidth, FP32 FMA and tensor-core FLOP/s.
 
@@ -887,13 +875,13 @@ def ceilings(
     from memtraffic.views.tables import ceilings_table
     from memtraffic.vocab.roofs import cache_file, write_reference
 
-    _check_format(fmt, ("table", "json"))
+    formats.check(fmt, TABLE_JSON)
     entry, cached = get_ceilings(refresh=refresh, with_ncu=ncu, progress=lambda m: typer.echo(m, err=True))
     if cached:
         typer.echo(f"cached in {cache_file()} (--refresh measures again)", err=True)
     if save_reference:
         typer.echo(f"wrote {write_reference(entry)}", err=True)
-    typer.echo(ceilings_table(entry) if fmt == "table" else json.dumps(entry, indent=2))
+    typer.echo(formats.render(fmt, entry, lambda: ceilings_table(entry)))
 
 
 @app.command()
@@ -923,11 +911,11 @@ def bench(
     """
     from memtraffic.collect.variants import get_variant, load_variants
     from memtraffic.probes import bench as b
-    from memtraffic.views.tables import bench_table, dump
+    from memtraffic.views.tables import bench_table
     from memtraffic.vocab.files import refuse_nonempty
     from memtraffic.vocab.ops import parse_dtype, parse_shape, torch_dtype
 
-    _check_format(fmt, ("table", "json", "csv"))
+    formats.check(fmt, TABLE_JSON_CSV)
     if not 0 < budget < math.inf:
         raise UsageError(f"--budget {budget}: give the seconds of timed repetitions per config, more than 0 "
                          "(e.g. 0.3)")
@@ -944,8 +932,7 @@ def bench(
     if out is not None:
         b.write_result(result, out, bench_table(result))
     # json: the whole result (environment, rows); csv: a line per row
-    typer.echo(bench_table(result) if fmt == "table" else dump([result] if fmt == "json" else result["rows"],
-                                                               fmt))
+    typer.echo(formats.render(fmt, result["rows"], lambda: bench_table(result), whole=[result]))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -29,7 +29,7 @@ from memtraffic.ncu.report import ADDITIVE_UNITS, EmptyReportError
 from memtraffic.runfolder.load import Run, load_run
 from memtraffic.runfolder.timings import is_timings
 from memtraffic.vocab.errors import ReportError, UsageError, warn
-from memtraffic.vocab.files import dump, plain_records, read_json, write_bytes_atomic, write_json
+from memtraffic.vocab.files import csv_text, plain_records, read_json, write_bytes_atomic, write_json
 from memtraffic.vocab.launches import measured_range
 from memtraffic.vocab.ops import format_shape
 from memtraffic.vocab.roofs import find_ceilings
@@ -648,4 +648,4 @@ def save_results(df: pd.DataFrame, run_dir: Path) -> None:
     """results.json (list of objects, raw numbers) and results.csv beside the reports."""
     records = to_records(df)
     write_json(run_dir / "results.json", records)
-    write_bytes_atomic(run_dir / "results.csv", (dump(records, "csv") + "\n").encode())
+    write_bytes_atomic(run_dir / "results.csv", (csv_text(records) + "\n").encode())

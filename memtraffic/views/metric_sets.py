@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from memtraffic.views.tables import dump
+from memtraffic.views import formats
 from memtraffic.vocab.arch import CHIPS
 
 
@@ -39,4 +39,4 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def render(rows: Sequence[dict[str, Any]], fmt: str) -> str:
-    return format_table(rows) if fmt == "table" else dump(rows, fmt)
+    return formats.render(fmt, rows, lambda: format_table(rows))

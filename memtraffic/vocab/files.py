@@ -1,5 +1,5 @@
 """The one JSON reader, the one atomic writer (JSON or bytes, a file or a whole folder, exclusive or
-replacing), file-system errors in one line, rows as JSON or CSV text, the user cache folder."""
+replacing), file-system errors in one line, rows as CSV text, the user cache folder."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -180,10 +180,9 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "memtraffic"
 
 
-def dump(rows: Sequence[dict[str, Any]], fmt: str) -> str:
-    """json: a list of objects (stable keys, raw numbers in bytes/ns); csv: one header line then rows."""
-    if fmt == "json":
-        return json.dumps(list(rows), indent=2, default=str)
+def csv_text(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Rows as CSV text (results.csv, and the csv output format of memtraffic.views.formats): one header
+    line (every key, in order of first appearance) then a line per row; lists and dicts as JSON text."""
     buf = io.StringIO()
     keys: list[str] = []
     for r in rows:
