@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from memtraffic.cli_errors import Cli
+from memtraffic.ncu.metrics import METRIC_SETS, sets_help
 from memtraffic.views import formats
 from memtraffic.views.formats import TABLE_JSON, TABLE_JSON_CSV
 from memtraffic.vocab.errors import MemtrafficError, UsageError, warn
@@ -50,6 +51,9 @@ def _format_option(offered: tuple[str, ...], **notes: str) -> Any:
 
 
 Fmt = Annotated[str, _format_option(TABLE_JSON_CSV)]
+# --metrics of measure and profile, written from the one table of metric sets (memtraffic.ncu.metrics)
+METRICS_HELP = (f"Comma-separated metric sets, aliases ('memtraffic metrics' lists them) or raw ncu names; "
+                f"checked against this GPU's 'ncu --query-metrics'. Sets: {sets_help()}.")
 VariantFiles = Annotated[
     list[Path] | None,
     typer.Option(
@@ -200,13 +204,7 @@ def measure(
     ] = False,
     metrics: Annotated[
         str,
-        typer.Option(
-            help="Comma-separated metric sets (traffic, bytes, spills, flops, peaks, roofline), aliases from "
-            "memtraffic/metrics.py, or raw ncu names; checked against this GPU's "
-            "'ncu --query-metrics'. The kernel time is always collected. 'bytes' (L1, L2 and DRAM "
-            "bytes only, no request counters) takes ncu one replay pass per kernel where 'traffic' "
-            "takes six: for large sweeps and --gpus."
-        ),
+        typer.Option(help=METRICS_HELP + " The kernel time is always collected."),
     ] = "traffic",
     out: Annotated[
         Path | None,
@@ -277,7 +275,7 @@ def measure(
     with permission to read the GPU performance counters.
 
     Grids: every variant x --shape x --dtype x --param combination, or a
-    --sweep file (see memtraffic/sweep.py); 'memtraffic list --count' with
+    --sweep file (see docs/sweeps.md); 'memtraffic list --count' with
     the same options tells how many configs that is. --gpus splits them
     across GPUs (a failed GPU's configs are listed for --rerun); --shard
     I/N runs one part of them anywhere, 'memtraffic merge' joins the runs.
@@ -363,9 +361,7 @@ def profile(
                            "per-op summary and the worst calls (results.csv always holds every call).")
     ] = False,
     metrics: Annotated[
-        str, typer.Option(help="Metric sets (traffic, bytes, spills, flops, peaks, roofline), aliases or "
-                          "raw ncu names; bytes (no request counters) costs one replay pass per kernel, "
-                          "traffic six.")
+        str, typer.Option(help=METRICS_HELP)
     ] = "traffic",
     source: Annotated[
         bool, typer.Option("--source", help="Also per-line counters and the embedded source, for "
@@ -812,8 +808,8 @@ def metrics(
     chip: Annotated[str | None, typer.Option(help="A chip of `ncu --list-chips` (ga102, gh100, ...); "
                                              "default: this machine's GPU, asked through ncu.")] = None,
     all_chips: Annotated[bool, typer.Option("--all-chips", help="Every chip ncu 2025.3.1 knows.")] = False,
-    set_name: Annotated[str | None, typer.Option("--set", help="One metric set (traffic, bytes, spills, "
-                                                 "flops, peaks, roofline); default: all.")] = None,
+    set_name: Annotated[str | None, typer.Option("--set", help=f"One metric set ({', '.join(METRIC_SETS)}); "
+                                                 "default: all.")] = None,
     fmt: Annotated[str, _format_option(TABLE_JSON)] = "table",
 ) -> None:
     """What each metric set measures on a GPU, with which ncu names, and what it cannot count there.
@@ -827,7 +823,6 @@ def metrics(
       memtraffic metrics --all-chips --set traffic --format json
     """
     from memtraffic.ncu.chips import chip_metric_names, known_chips, local_metric_names, set_rows
-    from memtraffic.ncu.metrics import METRIC_SETS
     from memtraffic.views.metric_sets import render
     from memtraffic.vocab.arch import CHIPS
 
