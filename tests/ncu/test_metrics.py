@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import click
-import typer.main
+from typer.main import get_command
 
 from memtraffic.cli import app
+from memtraffic.cli_errors import Cli
 from memtraffic.ncu.metrics import METRIC_SETS, METRICS, SETS, sets_help
 
 
@@ -18,8 +18,8 @@ def test_each_set_has_known_aliases_and_one_line():
 
 
 def _help(command: str, option: str) -> str:
-    cmd = typer.main.get_command(app)
-    assert isinstance(cmd, click.Group)
+    cmd = get_command(app)
+    assert isinstance(cmd, Cli)
     [param] = [p for p in cmd.commands[command].params if option in getattr(p, "opts", [])]
     return str(getattr(param, "help", ""))
 
