@@ -3,7 +3,6 @@ stderr and an exit code."""
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -93,7 +92,7 @@ def _print_baseline_diff(baseline: Path | None, run_dir: Path, fmt: str, width: 
     """The diff of a new run against its --baseline; a refusal (other GPU) is a warning, the run stays."""
     if baseline is None:
         return
-    from memtraffic.analysis.diff import diff
+    from memtraffic.api import diff
     from memtraffic.views.diff_table import render
 
     try:
@@ -148,20 +147,15 @@ def list_(
       memtraffic list --count softmax_tiled --shape 4096x4096 --shape 1024x1024 --param num_warps=4,8
       memtraffic list --count --sweep grid.toml
     """
-    from memtraffic.api import list_rows
+    from memtraffic.api import count_grid, list_rows
     from memtraffic.views.tables import render_list
 
     formats.check(fmt, TABLE_JSON_CSV)
     if count:
-        from memtraffic.collect.measure import MeasureOptions, plan_for
-        from memtraffic.collect.sweep import grid_counts
         from memtraffic.views.tables import grid_count_table
 
-        plan = plan_for(MeasureOptions(
-            variants=list(variants or []), shapes=list(shape or []), dtypes=list(dtype or []),
-            params=list(param or []), all_variants=all_variants, sweep=sweep,
-            variant_files=[str(f) for f in variant_files or []]))
-        rows = grid_counts(plan)
+        rows = count_grid(variants or [], shape or [], dtype or [], param or [], all_variants, sweep,
+                          variant_files or [])
         typer.echo(formats.render(fmt, rows, lambda: grid_count_table(rows)))
         return
     if variants or param or all_variants or sweep or len(shape or []) > 1 or len(dtype or []) > 1:
@@ -497,11 +491,12 @@ def analyze(
       memtraffic analyze RUN --group-by kernel --format json > rows.json
       memtraffic analyze RUN --group-by op
     """
-    from memtraffic.analysis.analyze import analyze_path, require_whole
+    from memtraffic.api import analyze as analyze_run
+    from memtraffic.api import require_whole
     from memtraffic.views.tables import render_results
 
     formats.check(fmt, TABLE_JSON_CSV)
-    table = analyze_path(path, min_bytes=min_bytes, group_by=group_by)
+    table = analyze_run(path, min_bytes=min_bytes, group_by=group_by)
     typer.echo(render_results(table, fmt, group_by, _width(wide)))
     require_whole(table, str(path), partial)  # after the table: what there is, is shown
 
@@ -547,15 +542,12 @@ def diff(
       memtraffic diff runs/before runs/after --group-by line
       memtraffic diff saved.json runs/after --format json > changes.json
     """
-    from memtraffic.analysis.diff import diff as diff_runs
-    from memtraffic.analysis.diff import parse_fraction
+    from memtraffic.api import diff as diff_runs
+    from memtraffic.api import require_whole
     from memtraffic.views.diff_table import render
 
     formats.check(fmt, TABLE_JSON_CSV)
-    from memtraffic.analysis.analyze import require_whole
-
-    tolerance = parse_fraction(time_tolerance, "--time-tolerance")
-    result = diff_runs(a, b, group_by, tolerance, allow_mixed)
+    result = diff_runs(a, b, group_by, time_tolerance, allow_mixed)
     typer.echo(render(result, fmt, _width(wide)))
     cut = [side for side in (result.a, result.b) if side.gaps]
     require_whole([g for side in cut for g in side.gaps], " and ".join(str(side.path) for side in cut),
@@ -591,13 +583,11 @@ def check(
       memtraffic check runs/after --expect traffic.toml
       memtraffic check runs/after --expect traffic.toml --format json > check.json
     """
-    from memtraffic.analysis.gate import check as check_run
-    from memtraffic.analysis.gate import load_expectations
+    from memtraffic.api import check as check_run
     from memtraffic.views.check_output import render
 
     formats.check(fmt, TABLE_JSON)
-    expectations = load_expectations(expect)
-    results = check_run(run, expectations, baseline)
+    results = check_run(run, expect, baseline)
     typer.echo(render(results, fmt, str(run), str(expect)))
     if not all(r["ok"] for r in results):
         raise typer.Exit(code=1)
@@ -632,17 +622,17 @@ def ops(
       memtraffic ops -- python train.py --steps 1
       memtraffic ops --format json -- python infer.py > ops.json
     """
-    from memtraffic.collect.trace_ops import check_run, run_traced
+    from memtraffic.api import check_traced, trace_ops
     from memtraffic.views.tables import ops_table
 
     formats.check(fmt, TABLE_JSON_CSV)
     cmd = list(command or [])
-    run = run_traced(cmd, mode="forward" if from_first_forward else "1")
+    run = trace_ops(cmd, from_first_forward)
     for text in run.warnings:
         typer.echo(f"warning: {text}", err=True)
     if run.records:
         typer.echo(ops_table(run.records, fmt, all_calls=all_calls))
-    check_run(run, cmd)
+    check_traced(run, cmd)
 
 
 @app.command()
@@ -676,24 +666,13 @@ def lines(
       memtraffic lines RUN --kernel naive --top 3
       memtraffic lines my_app.ncu-rep --format json > lines.json
     """
-    from memtraffic.analysis.lines import read_lines
+    from memtraffic.api import line_gaps
+    from memtraffic.api import lines as read_lines
     from memtraffic.views.tables import render_lines
 
     formats.check(fmt, TABLE_JSON_CSV)
     typer.echo(render_lines(read_lines(path, kernel=kernel, top=top), fmt, _width(wide)))
-    _name_gaps(path)
-
-
-def _name_gaps(path: Path) -> None:
-    """What the run lacks of its plan, one warning line each (lines shows what there is)."""
-    from memtraffic.analysis.analyze import analyze_path, gaps
-    from memtraffic.vocab.errors import ReportError
-
-    try:
-        found = gaps(analyze_path(path))
-    except ReportError:  # a report without traffic counters: its lines are all there is to show
-        return
-    for line in found:
+    for line in line_gaps(path):  # what the run lacks of its plan (lines shows what there is)
         warn(line)
 
 
@@ -719,13 +698,12 @@ def merge(
       memtraffic merge runs/part1 runs/part2 runs/part3 --out runs/sweep
       memtraffic merge runs/a runs/a-rerun --out runs/a-complete
     """
-    from memtraffic.analysis.analyze import analyze_path
-    from memtraffic.analysis.merge import merge_runs
+    from memtraffic.api import merge as merge_runs
     from memtraffic.views.tables import render_results
 
     formats.check(fmt, TABLE_JSON_CSV)
-    merged, run = merge_runs(runs, out, allow_mixed, echo=lambda line: typer.echo(line, err=True))
-    typer.echo(render_results(analyze_path(merged), fmt, width=_width(wide)))
+    table, run = merge_runs(runs, out, allow_mixed, echo=lambda line: typer.echo(line, err=True))
+    typer.echo(render_results(table, fmt, width=_width(wide)))
     if run["missing"]:
         raise typer.Exit(code=1)
 
@@ -758,13 +736,10 @@ def roofline(
       memtraffic roofline RUN_A RUN_B --level dram --out cmp.html
       memtraffic roofline RUN --png roof.png   # and roof-traffic.png
     """
-    from memtraffic.views.html_report import latest_run, plot_runs
-    from memtraffic.views.roofline import parse_levels
+    from memtraffic.api import write_roofline
 
-    levels = parse_levels(level)
-    run_dirs = list(runs) if runs else [latest_run()]
-    written, notes = plot_runs(run_dirs, levels, out=out, png=png, ceilings_file=ceilings_file, force=force,
-                               partial=partial)
+    written, notes = write_roofline(runs or [], level, out=out, png=png, ceilings=ceilings_file, force=force,
+                                    partial=partial)
     for note in notes:
         typer.echo(f"note: {note}", err=True)
     for path in written:
@@ -798,7 +773,7 @@ def report(
       memtraffic report RUN --out softmax.html
       memtraffic report runs/after --baseline runs/before
     """
-    from memtraffic.views.html_report import write_report
+    from memtraffic.api import write_report
 
     typer.echo(f"wrote {write_report(run, out, ceilings_file, baseline, force=force, partial=partial)}")
 
@@ -822,26 +797,13 @@ def metrics(
       memtraffic metrics --chip ga102           # RTX 3080 Ti
       memtraffic metrics --all-chips --set traffic --format json
     """
-    from memtraffic.ncu.chips import chip_metric_names, known_chips, local_metric_names, set_rows
+    from memtraffic.api import metric_sets
     from memtraffic.views.metric_sets import render
-    from memtraffic.vocab.arch import CHIPS
 
     formats.check(fmt, TABLE_JSON)
-    if set_name is not None and set_name not in METRIC_SETS:
-        raise UsageError(f"unknown metric set {set_name!r}: use one of {', '.join(METRIC_SETS)}")
-    sets = [set_name] if set_name else list(METRIC_SETS)
-    if chip is not None and all_chips:
-        raise UsageError("give --chip CHIP or --all-chips, not both")
-    if chip is not None and chip.strip().lower() not in known_chips():
-        raise UsageError(f"unknown chip {chip!r}: use one of {', '.join(known_chips())}")
-    if all_chips or chip is not None:
-        chips = known_chips() if all_chips else [chip.strip().lower()]
-        rows = [r for c in chips for r in set_rows(c, chip_metric_names(c), CHIPS.get(c), sets)]
-    else:
-        label, local, names = local_metric_names()
-        typer.echo(f"{label}: metrics from this machine's ncu" if local is None or label != local.name
-                   else label, err=True)
-        rows = set_rows(local.name if local else label, names, local, sets)
+    rows, source_line = metric_sets(chip, all_chips, set_name)
+    if source_line is not None:
+        typer.echo(source_line, err=True)
     typer.echo(render(rows, fmt))
 
 
@@ -866,16 +828,11 @@ def ceilings(
       memtraffic ceilings --refresh --save-reference   # commit reports/ceilings/
       memtraffic ceilings --format json
     """
-    from memtraffic.probes.ceilings import get_ceilings
+    from memtraffic.api import measure_ceilings
     from memtraffic.views.tables import ceilings_table
-    from memtraffic.vocab.roofs import cache_file, write_reference
 
     formats.check(fmt, TABLE_JSON)
-    entry, cached = get_ceilings(refresh=refresh, with_ncu=ncu, progress=lambda m: typer.echo(m, err=True))
-    if cached:
-        typer.echo(f"cached in {cache_file()} (--refresh measures again)", err=True)
-    if save_reference:
-        typer.echo(f"wrote {write_reference(entry)}", err=True)
+    entry = measure_ceilings(refresh, ncu, save_reference, echo=lambda m: typer.echo(m, err=True))
     typer.echo(formats.render(fmt, entry, lambda: ceilings_table(entry)))
 
 
@@ -904,28 +861,12 @@ def bench(
 
     Example: memtraffic bench softmax_tiled torch_softmax --shape 4096x4096 --dtype bf16
     """
-    from memtraffic.collect.variants import get_variant, load_variants
-    from memtraffic.probes import bench as b
+    from memtraffic.api import bench as run_bench
     from memtraffic.views.tables import bench_table
-    from memtraffic.vocab.files import refuse_nonempty
-    from memtraffic.vocab.ops import parse_dtype, parse_shape, torch_dtype
 
     formats.check(fmt, TABLE_JSON_CSV)
-    if not 0 < budget < math.inf:
-        raise UsageError(f"--budget {budget}: give the seconds of timed repetitions per config, more than 0 "
-                         "(e.g. 0.3)")
-    if out is not None:
-        refuse_nonempty(out)  # before the GPU work, not after it
-    catalogue = load_variants(variant_files or [], on_problem=warn)
-    names = variants or [n for n, v in catalogue.items() if v.op in b.SUITE]
-    for n in names:
-        get_variant(n, catalogue)
-    shapes = [parse_shape(s) for s in shape] if shape else None
-    dtypes = [torch_dtype(parse_dtype(d)) for d in dtype] if dtype else list(b.SUITE_DTYPES)
-    result = b.run_bench(names, shapes, dtypes, budget_s=budget, progress=lambda m: typer.echo(m, err=True),
-                         catalogue=catalogue)
-    if out is not None:
-        b.write_result(result, out, bench_table(result))
+    result = run_bench(variants or [], shape or [], dtype or [], budget, out, variant_files or [],
+                       echo=lambda m: typer.echo(m, err=True))
     # json: the whole result (environment, rows); csv: a line per row
     typer.echo(formats.render(fmt, result["rows"], lambda: bench_table(result), whole=[result]))
 

@@ -200,3 +200,18 @@ def test_the_private_import_walk_finds_one(tmp_path, monkeypatch):
     monkeypatch.setitem(MODULES, "memtraffic.vocab.probe", path)
     assert private_imports("memtraffic.vocab.probe") == [(2, "memtraffic.vocab.files._renamed"),
                                                          (3, "memtraffic.vocab.files._link_new")]
+
+
+# What cli.py may import besides memtraffic.api (the work): how to print (views), errors, the metric sets of
+# its help text, and the option records measure and profile fill in (the work of those is api's too).
+CLI_ALSO = ("memtraffic.views.", "memtraffic.cli_errors", "memtraffic.vocab.errors",
+            "memtraffic.vocab.version", "memtraffic.ncu.metrics", "memtraffic.collect.measure",
+            "memtraffic.collect.profile", "memtraffic.runfolder.records")
+
+
+def test_the_cli_is_a_shell_over_the_api():
+    """Each command parses its options and prints: the work is a memtraffic.api function a notebook calls."""
+    broken = [f"{_where('memtraffic.cli', line)}: cli imports {target}; give the work an api function"
+              for line, target in GRAPH["memtraffic.cli"]
+              if target not in ("memtraffic", "memtraffic.api") and not target.startswith(CLI_ALSO)]
+    assert not broken, "\n" + "\n".join(broken)
