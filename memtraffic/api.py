@@ -332,8 +332,9 @@ def count_grid(variants: Sequence[str] = (), shapes: Sequence[str] = (), dtypes:
     from memtraffic.collect.measure import MeasureOptions, plan_for
     from memtraffic.collect.sweep import grid_counts
 
+    grid_shapes: list[str | tuple[int, ...]] = list(shapes)
     plan = plan_for(MeasureOptions(
-        variants=list(variants), shapes=list(shapes), dtypes=list(dtypes), params=list(params),
+        variants=list(variants), shapes=grid_shapes, dtypes=list(dtypes), params=list(params),
         all_variants=all_variants, sweep=Path(sweep) if sweep is not None else None,
         variant_files=[str(f) for f in variant_files]))
     return grid_counts(plan)

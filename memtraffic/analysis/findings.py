@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeGuard
 
 from memtraffic.analysis.time_notes import explain_time, local_bytes
 from memtraffic.vocab.arch import Chip, chip_for_gpu
@@ -23,7 +23,7 @@ GOOD = 0.9  # efficiencies below this get a diagnosis
 LSU_NEGLIGIBLE = 0.01  # L1 (LSU) bytes under this fraction of L2's: the kernel moves its data another way
 
 
-def ok(x: Any) -> bool:
+def ok(x: Any) -> TypeGuard[float]:
     """A finite number (not None, not NaN)."""
     return x is not None and isinstance(x, int | float) and math.isfinite(x)
 
