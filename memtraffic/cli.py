@@ -12,7 +12,7 @@ import typer
 from memtraffic.cli_errors import Cli
 from memtraffic.ncu.metrics import METRIC_SETS, sets_help
 from memtraffic.views import formats
-from memtraffic.views.formats import TABLE_JSON, TABLE_JSON_CSV
+from memtraffic.views.formats import FOR_OBJECTS, FOR_ROWS
 from memtraffic.vocab.errors import MemtrafficError, UsageError, warn
 
 app = typer.Typer(
@@ -49,7 +49,7 @@ def _format_option(offered: tuple[str, ...], **notes: str) -> Any:
     return typer.Option("--format", "-f", help=formats.help_text(offered, **notes))
 
 
-Fmt = Annotated[str, _format_option(TABLE_JSON_CSV)]
+Fmt = Annotated[str, _format_option(FOR_ROWS)]
 # --metrics of measure and profile, written from the one table of metric sets (memtraffic.ncu.metrics)
 METRICS_HELP = (f"Comma-separated metric sets, aliases ('memtraffic metrics' lists them) or raw ncu names; "
                 f"checked against this GPU's 'ncu --query-metrics'. Sets: {sets_help()}.")
@@ -150,7 +150,7 @@ def list_(
     from memtraffic.api import count_grid, list_rows
     from memtraffic.views.tables import render_list
 
-    formats.check(fmt, TABLE_JSON_CSV)
+    formats.check(fmt, FOR_ROWS)
     if count:
         from memtraffic.views.tables import grid_count_table
 
@@ -288,7 +288,7 @@ def measure(
     from memtraffic.collect.measure import MeasureOptions
     from memtraffic.views.tables import render_results
 
-    formats.check(fmt, TABLE_JSON_CSV)
+    formats.check(fmt, FOR_ROWS)
     _check_baseline(baseline)
     opts = MeasureOptions(
         variants=list(variants or []),
@@ -423,7 +423,7 @@ def profile(
     from memtraffic.collect.profile import ProfileOptions
     from memtraffic.views.tables import op_calls_table, render_results
 
-    formats.check(fmt, TABLE_JSON_CSV)
+    formats.check(fmt, FOR_ROWS)
     _check_baseline(baseline)
     if profile_from_start not in ("on", "off"):
         raise UsageError(f"unknown --profile-from-start {profile_from_start!r}: use on or off")
@@ -468,7 +468,7 @@ def analyze(
         ),
     ] = "range",
     fmt: Annotated[str, _format_option(
-        TABLE_JSON_CSV, table="readable units",
+        FOR_ROWS, table="readable units",
         json="a list of objects, raw numbers in bytes, ns, B/s; stable keys", csv="same columns")] = "table",
     partial: Partial = False,
     wide: Wide = False,
@@ -495,7 +495,7 @@ def analyze(
     from memtraffic.api import require_whole
     from memtraffic.views.tables import render_results
 
-    formats.check(fmt, TABLE_JSON_CSV)
+    formats.check(fmt, FOR_ROWS)
     table = analyze_run(path, min_bytes=min_bytes, group_by=group_by)
     typer.echo(render_results(table, fmt, group_by, _width(wide)))
     require_whole(table, str(path), partial)  # after the table: what there is, is shown
@@ -521,7 +521,7 @@ def diff(
         bool, typer.Option("--allow-mixed", help="Diff runs measured on different GPUs anyway.")
     ] = False,
     fmt: Annotated[str, _format_option(
-        TABLE_JSON_CSV, table="A, B and change per matched row, with a verdict",
+        FOR_ROWS, table="A, B and change per matched row, with a verdict",
         json="a row per match: each measure's _a, _b, _change, _rel, time_noise, verdict",
         csv="the same rows")] = "table",
     partial: Partial = False,
@@ -546,7 +546,7 @@ def diff(
     from memtraffic.api import require_whole
     from memtraffic.views.diff_table import render
 
-    formats.check(fmt, TABLE_JSON_CSV)
+    formats.check(fmt, FOR_ROWS)
     result = diff_runs(a, b, group_by, time_tolerance, allow_mixed)
     typer.echo(render(result, fmt, _width(wide)))
     cut = [side for side in (result.a, result.b) if side.gaps]
@@ -561,7 +561,8 @@ def check(
     baseline: Annotated[
         Path | None, typer.Option(help="The baseline of no_worse_than; overrides the file's 'baseline'.")
     ] = None,
-    fmt: Annotated[str, _format_option(TABLE_JSON, table="a line per failed check", json="for CI")] = "table",
+    fmt: Annotated[str, _format_option(FOR_OBJECTS, table="a line per failed check",
+                                       json="for CI")] = "table",
 ) -> None:
     """A traffic gate for CI: exit 0 when every expectation holds, 1 with a line per failed one.
 
@@ -586,7 +587,7 @@ def check(
     from memtraffic.api import check as check_run
     from memtraffic.views.check_output import render
 
-    formats.check(fmt, TABLE_JSON)
+    formats.check(fmt, FOR_OBJECTS)
     results = check_run(run, expect, baseline)
     typer.echo(render(results, fmt, str(run), str(expect)))
     if not all(r["ok"] for r in results):
@@ -625,7 +626,7 @@ def ops(
     from memtraffic.api import check_traced, trace_ops
     from memtraffic.views.tables import ops_table
 
-    formats.check(fmt, TABLE_JSON_CSV)
+    formats.check(fmt, FOR_ROWS)
     cmd = list(command or [])
     run = trace_ops(cmd, from_first_forward)
     for text in run.warnings:
@@ -645,7 +646,7 @@ def lines(
     top: Annotated[
         int | None, typer.Option(help="At most N lines per kernel, the largest excess first.")
     ] = None,
-    fmt: Annotated[str, _format_option(TABLE_JSON_CSV, json="objects, raw counts")] = "table",
+    fmt: Annotated[str, _format_option(FOR_ROWS, json="objects, raw counts")] = "table",
     wide: Wide = False,
 ) -> None:
     """Which source line moves the bytes: per line, global-memory requests, sectors, bytes and a verdict.
@@ -670,7 +671,7 @@ def lines(
     from memtraffic.api import lines as read_lines
     from memtraffic.views.tables import render_lines
 
-    formats.check(fmt, TABLE_JSON_CSV)
+    formats.check(fmt, FOR_ROWS)
     typer.echo(render_lines(read_lines(path, kernel=kernel, top=top), fmt, _width(wide)))
     for line in line_gaps(path):  # what the run lacks of its plan (lines shows what there is)
         warn(line)
@@ -701,7 +702,7 @@ def merge(
     from memtraffic.api import merge as merge_runs
     from memtraffic.views.tables import render_results
 
-    formats.check(fmt, TABLE_JSON_CSV)
+    formats.check(fmt, FOR_ROWS)
     table, run = merge_runs(runs, out, allow_mixed, echo=lambda line: typer.echo(line, err=True))
     typer.echo(render_results(table, fmt, width=_width(wide)))
     if run["missing"]:
@@ -785,7 +786,7 @@ def metrics(
     all_chips: Annotated[bool, typer.Option("--all-chips", help="Every chip ncu 2025.3.1 knows.")] = False,
     set_name: Annotated[str | None, typer.Option("--set", help=f"One metric set ({', '.join(METRIC_SETS)}); "
                                                  "default: all.")] = None,
-    fmt: Annotated[str, _format_option(TABLE_JSON)] = "table",
+    fmt: Annotated[str, _format_option(FOR_OBJECTS)] = "table",
 ) -> None:
     """What each metric set measures on a GPU, with which ncu names, and what it cannot count there.
 
@@ -800,7 +801,7 @@ def metrics(
     from memtraffic.api import metric_sets
     from memtraffic.views.metric_sets import render
 
-    formats.check(fmt, TABLE_JSON)
+    formats.check(fmt, FOR_OBJECTS)
     rows, source_line = metric_sets(chip, all_chips, set_name)
     if source_line is not None:
         typer.echo(source_line, err=True)
@@ -814,7 +815,7 @@ def ceilings(
     save_reference: Annotated[
         bool, typer.Option("--save-reference", help="Also write reports/ceilings/<device>.json (to commit).")
     ] = False,
-    fmt: Annotated[str, _format_option(TABLE_JSON)] = "table",
+    fmt: Annotated[str, _format_option(FOR_OBJECTS)] = "table",
 ) -> None:
     """Measure this GPU's roofs once and cache them: DRAM and L2 bandwidth, FP32 FMA and tensor-core FLOP/s.
 
@@ -831,7 +832,7 @@ def ceilings(
     from memtraffic.api import measure_ceilings
     from memtraffic.views.tables import ceilings_table
 
-    formats.check(fmt, TABLE_JSON)
+    formats.check(fmt, FOR_OBJECTS)
     entry = measure_ceilings(refresh, ncu, save_reference, echo=lambda m: typer.echo(m, err=True))
     typer.echo(formats.render(fmt, entry, lambda: ceilings_table(entry)))
 
@@ -864,7 +865,7 @@ def bench(
     from memtraffic.api import bench as run_bench
     from memtraffic.views.tables import bench_table
 
-    formats.check(fmt, TABLE_JSON_CSV)
+    formats.check(fmt, FOR_ROWS)
     result = run_bench(variants or [], shape or [], dtype or [], budget, out, variant_files or [],
                        echo=lambda m: typer.echo(m, err=True))
     # json: the whole result (environment, rows); csv: a line per row

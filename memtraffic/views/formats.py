@@ -2,8 +2,9 @@
 
 'table' is each command's own text for people (the command passes it in); every other format renders the
 command's records (a list of plain objects, or one object) the same way for every command. A command
-declares the formats it offers (TABLE_JSON_CSV, TABLE_JSON) and its --format help is written from here. A
-new format is one Format in FORMATS and a test in tests/views/test_formats.py.
+declares the formats it offers (FOR_ROWS, FOR_OBJECTS) and its --format help is written from here. A new
+format is one Format in FORMATS (the commands of rows offer it from then on) and a test in
+tests/views/test_formats.py.
 """
 
 from __future__ import annotations
@@ -44,8 +45,11 @@ FORMATS: dict[str, Format] = {f.name: f for f in [
     Format("csv", "for scripts", to_csv),
 ]}
 
-TABLE_JSON_CSV = ("table", "json", "csv")
-TABLE_JSON = ("table", "json")
+# What a command offers: every format when its records are rows (a new format joins them by its entry
+# above); the table and the formats that keep nested objects when its record is one nested object or
+# the command never offered flat rows.
+FOR_ROWS = tuple(FORMATS)
+FOR_OBJECTS = tuple(n for n, f in FORMATS.items() if f.render is None or f.nested)
 
 
 def check(fmt: str, offered: Sequence[str]) -> None:
