@@ -63,21 +63,13 @@ def render(fmt: str, records: Records | Callable[[], Records], table: Callable[[
     """The output in `fmt`: the command's `table()` for 'table', else its records rendered by the registry
     (`records` may be a function, called only when a format needs them). `whole`: a record with nested
     parts (environment and rows) that formats keeping nested objects (json) print instead of `records`."""
+    check(fmt, tuple(FORMATS))
     form = FORMATS[fmt]
     if form.render is None:
         return table()
     if whole is not None and form.nested:
         return form.render(whole)
     return form.render(records() if callable(records) else records)
-
-
-def dump(rows: Records, fmt: str) -> str:
-    """Records in a machine format (json, csv): render() without a table."""
-    render_rows = FORMATS[fmt].render if fmt in FORMATS else None
-    if render_rows is None:
-        raise UsageError(f"unknown format {fmt!r}: use one of "
-                         f"{', '.join(n for n, f in FORMATS.items() if f.render is not None)}")
-    return render_rows(rows)
 
 
 def help_text(offered: Sequence[str], **notes: str) -> str:

@@ -36,6 +36,8 @@ def test_a_command_offers_some_formats_and_refuses_the_others():
     assert FOR_ROWS == tuple(FORMATS) == ("table", "json", "csv")  # a new entry joins the commands of rows
     assert FOR_OBJECTS == ("table", "json")  # csv has no place for a nested object
     formats.check("csv", FOR_ROWS)
+    with pytest.raises(UsageError, match=r"unknown format 'xml': use one of table, json, csv$"):
+        formats.render("xml", ROWS, str)
     with pytest.raises(UsageError, match=r"unknown format 'csv': use one of table, json$"):
         formats.check("csv", FOR_OBJECTS)
     assert formats.help_text(FOR_OBJECTS) == "table (for people) or json (for scripts)."
