@@ -1,5 +1,6 @@
-"""Thin typer commands over the pipeline stages. Errors end in memtraffic/cli_errors.py: a line or two on
-stderr and an exit code."""
+"""Thin typer commands over memtraffic.api: each parses its options, calls one api function (the work, which
+a notebook calls alike) and prints through memtraffic.views (formats from its registry). Errors end in
+memtraffic/cli_errors.py: a line or two on stderr and an exit code."""
 
 from __future__ import annotations
 
