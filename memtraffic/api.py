@@ -11,7 +11,7 @@ Everything but run_measure/run_profile reads runs without torch.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -121,6 +121,14 @@ def run_measure(opts: MeasureOptions, echo: Echo | None = None, **kwargs: Any) -
     result.table = table
     record_analysis(result, kernels, echo)
     return result
+
+
+def failed_configs(run: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The configs of a run.json to measure again (not finished ok, or no kernel profiled in their range):
+    what `memtraffic measure` names on stderr and exits 1 on."""
+    from memtraffic.runfolder.records import needs_rerun
+
+    return [c for c in run["configs"] if needs_rerun(c)]
 
 
 def run_profile(opts: ProfileOptions, echo: Echo | None = None) -> ProfileResult:

@@ -314,9 +314,9 @@ def measure(
     if len(result.table):
         typer.echo(render_results(result.table, fmt, width=_width(wide)))
         _print_baseline_diff(baseline, result.run_dir, fmt, _width(wide))
-    from memtraffic.runfolder.records import needs_rerun
+    from memtraffic.api import failed_configs
 
-    failed = [c for c in result.run["configs"] if needs_rerun(c)]
+    failed = failed_configs(result.run)
     for c in failed:
         typer.echo(f"{c['range']}: {c['status']}{': ' + c['error'] if c.get('error') else ''}", err=True)
     typer.echo(f"saved in {result.run_dir}", err=True)

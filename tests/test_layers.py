@@ -206,7 +206,7 @@ def test_the_private_import_walk_finds_one(tmp_path, monkeypatch):
 # its help text, and the option records measure and profile fill in (the work of those is api's too).
 CLI_ALSO = ("memtraffic.views.", "memtraffic.cli_errors", "memtraffic.vocab.errors",
             "memtraffic.vocab.version", "memtraffic.ncu.metrics", "memtraffic.collect.measure",
-            "memtraffic.collect.profile", "memtraffic.runfolder.records")
+            "memtraffic.collect.profile")
 
 
 def test_the_cli_is_a_shell_over_the_api():
