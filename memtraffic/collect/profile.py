@@ -229,7 +229,7 @@ def with_launcher(command: Sequence[str], mode: str = "1", triton: bool = False,
     return [command[0], *command[1:i], str(LAUNCHER), *options, *command[i:]]
 
 
-def _label(command: Sequence[str]) -> str:
+def program_label(command: Sequence[str]) -> str:
     """'python train.py' -> 'train.py'; 'trtexec --onnx=m.onnx' -> 'trtexec': the run folder's name."""
     words = [Path(w).name for w in command]
     if re.fullmatch(r"python[\d.]*", words[0]) and len(words) > 1:
@@ -283,7 +283,7 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
     echo(f"ncu replays each {'measured op range' if replay['mode'] == 'range' else 'kernel'}: "
          f"{replay['why']}")
     app = launched(opts, program)
-    run_dir = new_run_dir([_label(opts.command)], opts.out, opts.runs_root)
+    run_dir = new_run_dir([program_label(opts.command)], opts.out, opts.runs_root)
     report = run_dir / REPORT_FILE
 
     def ncu_argv(mode: str) -> list[str]:
