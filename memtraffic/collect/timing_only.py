@@ -33,10 +33,10 @@ from typing import Any
 from memtraffic.collect.measure import (
     MeasureOptions,
     MeasureResult,
-    _config_entries,
-    _run_label,
+    config_entries,
     plan_for,
     precheck,
+    run_label,
     runner_argv,
 )
 from memtraffic.collect.profile import (
@@ -46,9 +46,9 @@ from memtraffic.collect.profile import (
     ProfileOptions,
     ProfileResult,
     ProgramFailed,
-    _label,
     check_options,
     program_env,
+    program_label,
     resolve_program,
     trace_mode,
     with_launcher,
@@ -87,7 +87,7 @@ def profile_timing(opts: ProfileOptions, echo: Callable[[str], None], reason: st
     if opts.out is not None:
         refuse_nonempty(opts.out)
     gpu = _require_gpu()
-    run_dir = new_run_dir([_label(opts.command)], opts.out, opts.runs_root)
+    run_dir = new_run_dir([program_label(opts.command)], opts.out, opts.runs_root)
     timings = run_dir / TIMINGS_FILE
     app = with_launcher([program, *opts.command[1:]], mode, opts.triton, timings) or []
     echo(f"timing {shlex.join(opts.command)} without counters into {run_dir}")
@@ -136,7 +136,7 @@ def measure_timing(opts: MeasureOptions, echo: Callable[[str], None], reason: st
         refuse_nonempty(opts.out)
     gpu = _require_gpu()
     plan = plan_for(opts)
-    run_dir = new_run_dir(_run_label(opts, plan), opts.out, opts.runs_root)
+    run_dir = new_run_dir(run_label(opts, plan), opts.out, opts.runs_root)
     plan["metrics"] = {"spec": None, "names": [], "notes": ["timing-only: no counters"]}
     plan["options"] = {"clock_control": None, "cache_control": None, "source": False}
     write_plan(run_dir, plan)
@@ -164,7 +164,7 @@ def measure_timing(opts: MeasureOptions, echo: Callable[[str], None], reason: st
         "attempts": [{"argv": argv, "returncode": proc.returncode, "passes": None}], "passes": None,
         "reports": [TIMINGS_FILE] if has_timings else [],
         "variants": list(dict.fromkeys(c["variant"] for c in plan["configs"])),
-        "configs": _config_entries(plan, status, launches=None), "skipped": plan["skipped"],
+        "configs": config_entries(plan, status, launches=None), "skipped": plan["skipped"],
     }
     write_run(run_dir, run)
     return MeasureResult(run_dir, run, plan, [timings] if has_timings else [], status=status,

@@ -77,6 +77,14 @@ class Outcome(TypedDict, total=False):
     kernels: int  # how many launches ncu profiled in its range
 
 
+class Replay(TypedDict):
+    """How ncu replayed a profile (run.json's "replay"): "kernel" (each kernel) or "range" (each measured
+    op, region or Triton launch range as one unit), and why that mode."""
+
+    mode: str
+    why: str
+
+
 class RunRecord(TypedDict, total=False):
     attempts: list[Attempt]
     reports: list[str]
@@ -151,6 +159,7 @@ RUN = Obj({
     "configs": ListOf(OUTCOME), "rerun": ListOf(str), "missing": ListOf(str), "skipped": ListOf(dict),
     "environment": (ENVIRONMENT, type(None)), "passes": INT_OR_NONE, "kind": str, "program": ListOf(str),
     "gpus": ListOf(dict), "parts": ListOf(dict), "kernels_profiled": INT_OR_NONE, "command": str,
+    "replay": (Obj({"mode": str, "why": str}, required=("mode", "why")), str),
 })
 SCHEMAS = {PLAN_FILE: PLAN, RUN_FILE: RUN}
 

@@ -1,6 +1,6 @@
 """What an input path is (require_file, require_folder: checked before anything is opened), the one JSON
 reader, the one atomic writer (JSON or bytes, a file or a whole folder, exclusive or replacing), file-system
-errors in one line, rows as JSON or CSV text, the user cache folder."""
+errors in one line, rows as CSV text, the user cache folder."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import shutil
 import stat
 import sys
 import tempfile
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -253,10 +253,9 @@ def cache_unusable(reason: str) -> None:
              "each time; set MEMTRAFFIC_CACHE to a folder you can write")
 
 
-def dump(rows: Sequence[dict[str, Any]], fmt: str) -> str:
-    """json: a list of objects (stable keys, raw numbers in bytes/ns); csv: one header line then rows."""
-    if fmt == "json":
-        return json.dumps(list(rows), indent=2, default=str)
+def csv_text(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Rows as CSV text (results.csv, and the csv output format of memtraffic.views.formats): one header
+    line (every key, in order of first appearance) then a line per row; lists and dicts as JSON text."""
     buf = io.StringIO()
     keys: list[str] = []
     for r in rows:
