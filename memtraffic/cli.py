@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from memtraffic.cli_errors import Cli
-from memtraffic.ncu.metrics import METRIC_SETS, sets_help
+from memtraffic.ncu.metrics import METRIC_SETS
 from memtraffic.views import formats
 from memtraffic.views.formats import FOR_OBJECTS, FOR_ROWS
 from memtraffic.vocab.errors import MemtrafficError, UsageError, warn
@@ -52,8 +52,9 @@ def _format_option(offered: tuple[str, ...], **notes: str) -> Any:
 
 Fmt = Annotated[str, _format_option(FOR_ROWS)]
 # --metrics of measure and profile, written from the one table of metric sets (memtraffic.ncu.metrics)
-METRICS_HELP = (f"Comma-separated metric sets, aliases ('memtraffic metrics' lists them) or raw ncu names; "
-                f"checked against this GPU's 'ncu --query-metrics'. Sets: {sets_help()}.")
+# (the set names only: 'memtraffic metrics' says what each measures; the help stays a screen long)
+METRICS_HELP = (f"Comma-separated metric sets ({', '.join(METRIC_SETS)}; 'memtraffic metrics' says what "
+                "each measures), aliases or raw ncu names; checked against this GPU's 'ncu --query-metrics'.")
 VariantFiles = Annotated[
     list[Path] | None,
     typer.Option(
@@ -72,7 +73,7 @@ Partial = Annotated[
 ]
 Wide = Annotated[
     bool, typer.Option("--wide", help="Tables and notes one line each, however long (by default they fit "
-                       "120 columns: long names go above their numbers, notes wrap; the same cells).")
+                       "120 columns, the same cells).")
 ]
 
 
@@ -343,9 +344,8 @@ def profile(
                            "buffers and name the aten ops they fused.")
     ] = True,
     timing_only: Annotated[
-        bool, typer.Option("--timing-only", help="No ncu: time each kernel with torch.profiler (CUPTI) and "
-                           "show bandwidth at the minimum and its fraction of the copy roof, without "
-                           "per-level bytes. Automatic when ncu is missing or may not read the counters.")
+        bool, typer.Option("--timing-only", help="No ncu: time each kernel with torch.profiler and show "
+                           "bandwidth at the minimum, no per-level bytes (automatic without ncu's counters).")
     ] = False,
     from_first_forward: Annotated[
         bool, typer.Option("--from-first-forward", help="With --torch-ops: trace from the program's first "
@@ -386,12 +386,10 @@ def profile(
         bool, typer.Option("--every-launch", help="Measure every kernel launch (--distinct 0).")
     ] = False,
     replay: Annotated[
-        str, typer.Option(help="How ncu replays: range (each measured op, region or Triton launch range as "
-                          "one unit: one row per call, no kernel names; kernels outside memtraffic's "
-                          "ranges are not measured; a program it fails is measured again with kernel "
-                          "replay), kernel (each kernel), or auto: range for a --torch-ops profiler window "
-                          "(--profile-from-start off) with a set without SASS counters (bytes), else "
-                          "kernel. run.json says which and why.")
+        str, typer.Option(help="How ncu replays: kernel (each kernel), range (each op, region or Triton "
+                          "launch range as one unit, no kernel names; retried as kernel where it fails) or "
+                          "auto (range for a --torch-ops profiler window and the bytes set, else kernel; "
+                          "run.json says which and why).")
     ] = "auto",
     target_processes: Annotated[
         str, typer.Option(help="all (the program and its children) or application-only.")

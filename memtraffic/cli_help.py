@@ -14,7 +14,7 @@ METAVARS = {
     "group_by": "GROUP", "kernel": "REGEX", "kernel_name": "REGEX", "launch_count": "N",
     "launch_skip": "N", "level": "LEVELS", "metrics": "SETS", "min_bytes": "RULE", "nvtx_include": "RANGE",
     "out": "PATH", "param": "KEY=V1,V2", "png": "FILE", "profile_from_start": "on|off", "set": "SET",
-    "shape": "MxN", "shard": "I/N", "sweep": "FILE", "target_processes": "all|application-only",
+    "shape": "MxN", "shard": "I/N", "sweep": "FILE", "target_processes": "WHICH",
     "time_tolerance": "FRACTION", "top": "N", "fmt": "FORMAT", "variant_files": "FILE",
     "variants": "VARIANT", "command": "ARGS",
 }
