@@ -162,3 +162,13 @@ def test_no_import_cycle():
 def test_the_walk_finds_imports_inside_functions():
     nested = [(line, t) for line, t in GRAPH["memtraffic.cli"] if t.startswith("memtraffic.collect")]
     assert nested, "cli imports the measuring side inside its commands"
+
+
+def test_no_two_modules_share_a_file_name():
+    """One name, one concept: `files.py` in two folders would be two homes for one word."""
+    by_name: dict[str, list[str]] = {}
+    for path in sorted((REPO / "memtraffic").rglob("*.py")):
+        if path.name != "__init__.py":
+            by_name.setdefault(path.name, []).append(str(path.relative_to(REPO)))
+    shared = {name: paths for name, paths in by_name.items() if len(paths) > 1}
+    assert not shared, shared

@@ -198,7 +198,9 @@ def _group(kernels: pd.DataFrame, group_by: str) -> pd.DataFrame:
     out["passes"] = grouped["passes"].max()
     # The launch of each range's longest kernel, and its achieved occupancy: what a time diagnosis names.
     launch = ["grid_size", "block_size", *LAUNCH_STATS, "warps_active_pct"]
-    longest = kernels.reindex(columns=["_key", *launch]).loc[grouped["time"].idxmax().dropna()]
+    # Ranges whose kernels all lack a time have no longest kernel (pandas 3's idxmax raises on them).
+    timed = kernels.dropna(subset=["time"]).groupby("_key", sort=False)["time"].idxmax()
+    longest = kernels.reindex(columns=["_key", *launch]).loc[timed]
     out = out.drop(columns=[c for c in launch if c in out]).join(longest.set_index("_key"))
     names: dict[str, list[str]] = {}  # each range's kernels in launch order (faster than groupby lists)
     shapes: dict[str, list[str]] = {}
