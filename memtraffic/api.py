@@ -204,7 +204,7 @@ def list_rows(shape: str | Sequence[int] | None, dtype: str, variant_files: Sequ
     dt = parse_dtype(dtype)
     sh = (parse_shape(shape) if isinstance(shape, str) else tuple(shape)) if shape is not None else None
     try:
-        from memtraffic.collect.variants import describe
+        from memtraffic.collect.variants import list_row
         from memtraffic.collect.variants import load_variants as load
     except ModuleNotFoundError as err:  # the base install: the ops' minimums, without the variants' models
         from memtraffic.vocab.variant import minimum_row, shipped_catalog
@@ -220,7 +220,7 @@ def list_rows(shape: str | Sequence[int] | None, dtype: str, variant_files: Sequ
     rows = []
     for variant in load([str(f) for f in variant_files], on_problem=warn).values():
         try:
-            rows.append(describe(variant, sh, torch_dtype(dt)))
+            rows.append(list_row(variant, sh, torch_dtype(dt)))
         except ModelError as err:  # one broken variant of a user's file: said, left out, the others listed
             warn(f"{err.problem}: left out")
     return rows

@@ -653,7 +653,7 @@ def _cut_after(rng: str, configs: Sequence[dict[str, Any]], status: dict[str, st
 def _name_worst_lines(table: pd.DataFrame, reports: Sequence[Path],
                       plan: dict[str, Any] | None) -> pd.DataFrame:
     """With per-line counters (measure --source), a diagnosis ends with the row's worst source line."""
-    from memtraffic.analysis.lines import describe, report_lines, worst_line
+    from memtraffic.analysis.lines import report_lines, worst_line, worst_line_note
 
     lines, _ = report_lines(reports, plan)
     if not lines:
@@ -662,7 +662,7 @@ def _name_worst_lines(table: pd.DataFrame, reports: Sequence[Path],
     for r in table.to_dict("records"):
         mine = [x for x in lines if x["range"] == r["range"] and x["kernel"] in r["kernels"]]
         worst = worst_line(mine) if r["diagnosis"] else None
-        notes.append(f"{r['diagnosis']}; {describe(worst)}" if worst else r["diagnosis"])
+        notes.append(f"{r['diagnosis']}; {worst_line_note(worst)}" if worst else r["diagnosis"])
     return table.assign(diagnosis=notes)
 
 

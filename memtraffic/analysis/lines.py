@@ -142,7 +142,7 @@ def worst_line(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     return worst if worst is not None and worst["excess_sectors"] > 0 else None
 
 
-def describe(row: dict[str, Any]) -> str:
+def worst_line_note(row: dict[str, Any]) -> str:
     """'worst line softmax_rows.py:38 (redundant, 80% of its kernel's bytes)' for analyze's diagnosis."""
     kind = " + ".join(part.split(":")[0] for part in row["verdict"].split("; "))
     where = f"line {location(row)}" if row["file"] else f"instruction {row['pc']} ({opcode(row['source'])})"

@@ -42,7 +42,7 @@ from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sd
 
 from memtraffic.inprogram.op_rules import RULES, VALUE_DEPENDENT, Traffic, storage_of
 from memtraffic.inprogram.op_rules import tensor_bytes as tensor_bytes  # re-exported: the public helper
-from memtraffic.runfolder.trace import TORCH_MARK_ENV, collect, dtype_name, emit, make_record, next_seq
+from memtraffic.runfolder.trace import TORCH_MARK_ENV, collect, emit, make_record, next_seq, short_dtype
 from memtraffic.vocab import launches
 
 aten = torch.ops.aten
@@ -67,7 +67,7 @@ def _key(t: torch.Tensor) -> tuple[Any, ...]:
 
 
 def _describe(t: torch.Tensor) -> dict[str, Any]:
-    return {"shape": list(t.shape), "dtype": dtype_name(t.dtype)}
+    return {"shape": list(t.shape), "dtype": short_dtype(t.dtype)}
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:

@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from memtraffic.runfolder.trace import dtype_name, emit, make_record, next_seq
+from memtraffic.runfolder.trace import emit, make_record, next_seq, short_dtype
 from memtraffic.vocab import launches
 
 RANGE_PREFIX = "mt|triton|"
@@ -116,8 +116,8 @@ def kernel_minimum(arg_names: Sequence[str], args: Sequence[Any], mutated: Itera
             list(reads.values()), list(writes.values()))
 
 
-def describe(t: Any) -> dict[str, Any]:
-    return {"shape": [int(d) for d in t.shape], "dtype": dtype_name(t.dtype)}
+def io_entry(t: Any) -> dict[str, Any]:
+    return {"shape": [int(d) for d in t.shape], "dtype": short_dtype(t.dtype)}
 
 
 # --- what Inductor says about a kernel ----------------------------------------------------------------------
@@ -166,10 +166,10 @@ def inductor_record(seq: int, range_name: str, kernel_name: str, arg_names: Sequ
     flops = inductor_meta.get("kernel_flop")
     if flops is None:
         flops = _template_mm_flops(dict(zip(arg_names, args, strict=False)))
-    record = make_record("triton", seq, kernel_name, range_name, [describe(t) for t in tensors_read],
-                         [describe(t) for t in tensors_written], read, write,
+    record = make_record("triton", seq, kernel_name, range_name, [io_entry(t) for t in tensors_read],
+                         [io_entry(t) for t in tensors_written], read, write,
                          None if flops is None else int(flops),
-                         main=describe(max(tensors_written, key=view_bytes)) if tensors_written else None)
+                         main=io_entry(max(tensors_written, key=view_bytes)) if tensors_written else None)
     fused = fused or {}
     record["params"] = {"fused_aten": fused.get("aten", []), "source_nodes": fused.get("nodes", [])}
     if fused.get("aten") == [] or not fused:
@@ -347,7 +347,7 @@ def _wrap_jit(run: Callable[..., Any]) -> Callable[..., Any]:
         finally:
             _pop()
         tensors = [a for a in args if _is_tensor(a)]
-        record = make_record("triton", seq, kernel, name, [describe(t) for t in tensors], [], 0, 0, None)
+        record = make_record("triton", seq, kernel, name, [io_entry(t) for t in tensors], [], 0, 0, None)
         record.update(min_read_bytes=None, min_write_bytes=None)
         record["params"] = {"minimum": "none: a Triton kernel outside Inductor; wrap it in memtraffic.region "
                                       "to give its minimum"}

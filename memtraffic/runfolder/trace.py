@@ -43,7 +43,7 @@ def next_seq() -> int:
     return next(_seq)  # atomic under the GIL: autograd threads share the counter safely
 
 
-def dtype_name(dtype: object) -> str:
+def short_dtype(dtype: object) -> str:
     """torch.float32, numpy/cupy/jax float32 -> 'fp32'; others keep their own name ('int64', 'bool')."""
     text = str(dtype).removeprefix("torch.")
     return _SHORT_DTYPES.get(text, text)

@@ -32,14 +32,6 @@ def _load(run_dir: Path) -> Run:
     return load_run(run_dir)
 
 
-def load_results(run_dir: Path, partial: bool = False) -> pd.DataFrame:
-    """The analyzed table of a run folder, from the loader `memtraffic analyze` uses (an incomplete run
-    only with `partial`)."""
-    from memtraffic.analysis.analyze import load_results as analyzed
-
-    return analyzed(_load(run_dir), partial)
-
-
 def load_runs(run_dirs: Sequence[Path], partial: bool = False) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """Several runs stacked into one table (a 'run' column tells them apart) and their run.json; an
     incomplete run only with `partial` (its gaps are named on stderr either way, and kept in the
