@@ -12,45 +12,87 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypedDict
+from types import UnionType
+from typing import Any, TypedDict, Union, get_args, get_origin, get_type_hints, is_typeddict
 
 from memtraffic.vocab.errors import ReportError, UsageError
 from memtraffic.vocab.files import read_json, write_json
+from memtraffic.vocab.machine import Environment
 
 PLAN_FILE = "plan.json"
 RUN_FILE = "run.json"
 
 
-class Config(TypedDict, total=False):
+class TensorEntry(TypedDict):
+    """One tensor an op call or launch read or wrote (a traced config's inputs and outputs)."""
+
+    shape: list[int]
+    dtype: str
+
+
+class _ConfigRange(TypedDict):
+    range: str  # the NVTX range its kernels run in
+
+
+class Config(_ConfigRange, total=False):
     """One planned config (a variant x shape x dtype x params of measure, or a traced op or region)."""
 
-    range: str  # required: the NVTX range its kernels run in
     id: int
-    kind: str  # 'variant' (measure), 'op' or 'region' (profile)
+    kind: str  # 'variant' (measure), 'op', 'region' or 'triton' (profile)
     variant: str
     op: str
     shape: list[int]
     dtype: str
-    params: dict[str, Any]  # every parameter, defaults filled in (None: the variant picks at launch)
-    explicit_params: dict[str, Any]  # those the user set (the range name holds these)
-    min_read_bytes: int | None
-    min_write_bytes: int | None
-    pred_read_bytes: int | None
-    pred_write_bytes: int | None
-    model_flops: int | None
+    params: dict[str, object]  # every parameter, defaults filled in (None: the variant picks at launch)
+    explicit_params: dict[str, object]  # those the user set (the range name holds these)
+    min_read_bytes: int | float | None
+    min_write_bytes: int | float | None
+    pred_read_bytes: int | float | None
+    pred_write_bytes: int | float | None
+    model_flops: int | float | None
     min_note: str
     gpu: int  # measure --gpus: the GPU it ran on
     part: int  # merge: the run it came from
     reports: list[str]  # merge: the reports that hold it
     nvtx_range: str  # merge: its range in those reports, when renamed ('RANGE|#2')
+    seq: int  # profile: program order of the op call or region (the trace's)
+    pid: int  # profile: the process that made the call
+    inputs: list[TensorEntry]
+    outputs: list[TensorEntry]
+    repeat: bool  # profile --distinct: a repeat of an earlier signature (not measured)
+    reuses: str  # ... and the range whose measurement it reuses
+    signature: str
 
 
-class Plan(TypedDict, total=False):
-    configs: list[Config]  # required
-    skipped: list[dict[str, Any]]
+class Skipped(TypedDict, total=False):
+    """A config the plan leaves out, and why (a variant that does not take a shape, a damaged record)."""
+
+    range: str
+    variant: str
+    op: str
+    shape: list[int]
+    dtype: str
+    params: dict[str, object]
+    explicit_params: dict[str, object]
+    reason: str
+
+
+class _PlanConfigs(TypedDict):
+    configs: list[Config]
+
+
+class Plan(_PlanConfigs, total=False):
+    skipped: list[Skipped]
     version: int
+    seed: int
     kind: str  # 'profile' for a traced program
     program: list[str]
+    status_file: str  # measure: the runner's status.jsonl, or one per GPU (by GPU index)
+    status_files: dict[str, str]
+    variant_files: list[str]
+    metrics: dict[str, object]  # the metric set's record (ncu.session)
+    options: dict[str, object]  # the ncu options that change the numbers (clock and cache control)
+    merged_from: list[str]
 
 
 class Attempt(TypedDict, total=False):
@@ -59,7 +101,10 @@ class Attempt(TypedDict, total=False):
     argv: list[str]
     returncode: int | None
     passes: int | None
-    no_kernels_message: bool
+    no_kernels_message: bool | None
+    gpu: int
+    part: int
+    cuda_visible_devices: str
     t_start: float  # Unix time ncu was started, and when it exited (measure): with the runner's "t"
     t_end: float  # stamps, where a GPU's time went (start-up, configs, the report written)
 
@@ -73,92 +118,83 @@ class Outcome(TypedDict, total=False):
     error: str | None
     profiled: bool | None  # ncu profiled a kernel in its range (None: not yet analyzed)
     kernels: int  # how many launches ncu profiled in its range
+    params: dict[str, object]
+    shape: list[int]
+    gpu: int
+    part: int
 
 
 class RunRecord(TypedDict, total=False):
+    """run.json: what ran, on what, how each ncu process and config went."""
+
     attempts: list[Attempt]
     reports: list[str]
     interrupted: bool
     returncode: int | None
     configs: list[Outcome]
     rerun: list[str]
-    environment: dict[str, Any] | None
+    missing: list[str]
+    skipped: list[dict[str, object]]
+    environment: Environment | None
+    passes: int | None
+    kind: str
+    program: list[str]
+    gpus: list[dict[str, object]]  # measure --gpus: one entry per GPU (its attempts, configs, reports)
+    parts: list[dict[str, object]]  # merge: one entry per run merged
+    kernels_profiled: int | None
+    command: str
+    metric_set: str | None
+    torch_ops: bool
+    traced_from: str | None
+    distinct: int
 
 
-# --- the schema -------------------------------------------------------------------------------------------
-# A spec is a type (or tuple of types), ListOf(spec), MapOf(spec) or Obj({key: spec}, required=...).
+# --- the schema: derived from the TypedDicts above ------------------------------------------------------
+# Any type hint of a record is a spec: str, int, float, bool, None, X | Y, list[X], dict[str, X], object
+# (anything) or a TypedDict (an object; its required keys must be there, its known keys conform).
 
-
-class ListOf:
-    def __init__(self, item: Any):
-        self.item = item
-
-
-class MapOf:
-    def __init__(self, value: Any):
-        self.value = value
-
-
-class Obj:
-    def __init__(self, fields: Mapping[str, Any], required: Sequence[str] = ()):
-        self.fields = dict(fields)
-        self.required = tuple(required)
-
-
-NUMBER = (int, float, type(None))
-INT_OR_NONE = (int, type(None))
-STR_OR_NONE = (str, type(None))
-BOOL_OR_NONE = (bool, type(None))
-
-CONFIG = Obj({
-    "range": str, "id": int, "kind": str, "variant": str, "op": str, "shape": ListOf(int), "dtype": str,
-    "params": dict, "explicit_params": dict, "min_read_bytes": NUMBER, "min_write_bytes": NUMBER,
-    "pred_read_bytes": NUMBER, "pred_write_bytes": NUMBER, "model_flops": NUMBER, "min_note": str,
-    "gpu": int, "part": int, "reports": ListOf(str), "nvtx_range": str, "seq": int, "pid": int,
-    "inputs": ListOf(dict), "outputs": ListOf(dict),
-}, required=("range",))
-PLAN = Obj({
-    "configs": ListOf(CONFIG), "skipped": ListOf(dict), "version": int, "seed": int, "kind": str,
-    "program": ListOf(str), "status_file": str, "status_files": MapOf(str), "variant_files": ListOf(str),
-    "metrics": dict, "options": dict, "merged_from": ListOf(str),
-}, required=("configs",))
-ATTEMPT = Obj({"argv": ListOf(str), "returncode": INT_OR_NONE, "passes": INT_OR_NONE,
-               "no_kernels_message": BOOL_OR_NONE, "gpu": int, "part": int, "t_start": float, "t_end": float})
-OUTCOME = Obj({"id": int, "range": str, "status": str, "error": STR_OR_NONE, "profiled": BOOL_OR_NONE,
-               "kernels": int, "params": dict, "shape": ListOf(int), "gpu": int, "part": int})
-ENVIRONMENT = Obj({"gpu": STR_OR_NONE, "chip": STR_OR_NONE, "ncu": STR_OR_NONE, "ncu_version": STR_OR_NONE})
-RUN = Obj({
-    "attempts": ListOf(ATTEMPT), "reports": ListOf(str), "interrupted": bool, "returncode": INT_OR_NONE,
-    "configs": ListOf(OUTCOME), "rerun": ListOf(str), "missing": ListOf(str), "skipped": ListOf(dict),
-    "environment": (ENVIRONMENT, type(None)), "passes": INT_OR_NONE, "kind": str, "program": ListOf(str),
-    "gpus": ListOf(dict), "parts": ListOf(dict), "kernels_profiled": INT_OR_NONE, "command": str,
-})
-SCHEMAS = {PLAN_FILE: PLAN, RUN_FILE: RUN}
+SCHEMAS: dict[str, type] = {PLAN_FILE: Plan, RUN_FILE: RunRecord}
 
 _NAMES = {dict: "an object", list: "a list", str: "a string", int: "an integer", float: "a number",
           bool: "true/false", type(None): "null"}
+_FIELDS: dict[type, dict[str, Any]] = {}  # a TypedDict's resolved field hints
 
 
-def _kind(value: Any) -> str:
+def _fields(record: type) -> dict[str, Any]:
+    if record not in _FIELDS:
+        _FIELDS[record] = get_type_hints(record)
+    return _FIELDS[record]
+
+
+def _kind(value: object) -> str:
     return _NAMES.get(type(value), type(value).__name__)
 
 
+def _members(spec: Any) -> tuple[Any, ...]:
+    """The alternatives of a union (X | Y, Optional[X]), else ()."""
+    return get_args(spec) if get_origin(spec) in (Union, UnionType) else ()
+
+
 def _expected(spec: Any) -> str:
-    if isinstance(spec, tuple):  # any of these
-        return " or ".join(dict.fromkeys(_expected(k) for k in spec))
-    if isinstance(spec, Obj) or spec is dict or isinstance(spec, MapOf):
+    if members := _members(spec):  # any of these
+        return " or ".join(dict.fromkeys(_expected(k) for k in members))
+    if is_typeddict(spec) or spec is dict or get_origin(spec) is dict:
         return "an object"
-    if isinstance(spec, ListOf):
+    if spec is list or get_origin(spec) is list:
         return "a list"
-    return _NAMES.get(spec, spec.__name__)
+    return _NAMES.get(spec, getattr(spec, "__name__", str(spec)))
 
 
-def _is(value: Any, spec: Any) -> bool:
-    if isinstance(spec, tuple):
-        return any(_is(value, k) for k in spec)
-    if isinstance(spec, Obj | MapOf) or spec is dict:
+def _is(value: object, spec: Any) -> bool:
+    if members := _members(spec):
+        return any(_is(value, k) for k in members)
+    if spec is object or spec is Any:
+        return True
+    if spec is None or spec is type(None):
+        return value is None
+    if is_typeddict(spec) or get_origin(spec) is dict:
         return isinstance(value, dict)
-    if isinstance(spec, ListOf):
+    if get_origin(spec) is list:
         return isinstance(value, list)
     if isinstance(value, bool):  # JSON true is no count
         return spec is bool
@@ -168,26 +204,30 @@ def _is(value: Any, spec: Any) -> bool:
 
 
 def problem(value: Any, spec: Any, field: str = "") -> str | None:
-    """Where value departs from spec, as "FIELD is X, expected Y", or None when it conforms. A tuple
-    spec is any of its members (the first one the value's type fits is followed inside)."""
+    """Where value departs from spec (a record's type hint), as "FIELD is X, expected Y", or None when it
+    conforms. In a union the first member the value's type fits is followed inside."""
     if not _is(value, spec):
         return f"{field + ' is' if field else 'holds'} {_kind(value)}, expected {_expected(spec)}"
-    if isinstance(spec, tuple):
-        return problem(value, next(k for k in spec if _is(value, k)), field)
-    if isinstance(spec, Obj):
-        for key in spec.required:
-            if key not in value:
-                return f"{field + '.' if field else ''}{key} is missing"
-        for key, sub in spec.fields.items():
-            if key in value and (found := problem(value[key], sub, f"{field + '.' if field else ''}{key}")):
+    if members := _members(spec):
+        return problem(value, next(k for k in members if _is(value, k)), field)
+    prefix = field + "." if field else ""
+    if is_typeddict(spec):
+        fields = _fields(spec)
+        for key in fields:
+            if key in spec.__required_keys__ and key not in value:
+                return f"{prefix}{key} is missing"
+        for key, sub in fields.items():
+            if key in value and (found := problem(value[key], sub, f"{prefix}{key}")):
                 return found
-    elif isinstance(spec, ListOf):
-        for i, item in enumerate(value):
-            if found := problem(item, spec.item, f"{field}[{i}]"):
+    elif get_origin(spec) is list:
+        (item,) = get_args(spec)
+        for i, entry in enumerate(value):
+            if found := problem(entry, item, f"{field}[{i}]"):
                 return found
-    elif isinstance(spec, MapOf):
-        for key, item in value.items():
-            if found := problem(item, spec.value, f"{field}.{key}"):
+    elif get_origin(spec) is dict:
+        _, item = get_args(spec)
+        for key, entry in value.items():
+            if found := problem(entry, item, f"{prefix}{key}"):
                 return found
     return None
 
@@ -262,7 +302,7 @@ def plan_from_trace(records: Sequence[Mapping[str, Any]], program: Sequence[str]
     What `profile` writes, and what reading rebuilds when the run was killed first."""
     configs, skipped = [], []
     for r in records:
-        found = problem(r, CONFIG)
+        found = problem(r, Config)
         if found is None:
             configs.append({**r, "id": len(configs)})
         else:
