@@ -182,7 +182,7 @@ def inductor_record(seq: int, range_name: str, kernel_name: str, arg_names: Sequ
 def _template_mm_flops(named: dict[str, Any]) -> int | None:
     """2*M*N*K (times the batch) of a matmul template's launch (inputs arg_A [.., M, K], arg_B [.., K, N])."""
     a, b = named.get("arg_A"), named.get("arg_B")
-    if not (_is_tensor(a) and _is_tensor(b)) or len(a.shape) < 2 or len(b.shape) < 2:
+    if a is None or b is None or not (_is_tensor(a) and _is_tensor(b)) or min(len(a.shape), len(b.shape)) < 2:
         return None
     batch = 1
     for d in a.shape[:-2]:
@@ -338,7 +338,8 @@ def _wrap_jit(run: Callable[..., Any]) -> Callable[..., Any]:
     def traced_run(self: Any, *args: Any, **kwargs: Any) -> Any:
         if kwargs.get("warmup") or inside_our_range() or getattr(_local, "benchmarking", False):
             return run(self, *args, **kwargs)
-        kernel = getattr(self, "__name__", None) or getattr(getattr(self, "fn", None), "__name__", "triton")
+        kernel = str(getattr(self, "__name__", None) or getattr(getattr(self, "fn", None), "__name__",
+                                                                "triton"))
         seq = next_seq()
         decision, name = _decide(f"{RANGE_PREFIX}{seq}|{kernel}", signature(kernel, args, kwargs))
         _push(name)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import UnionType
-from typing import Any, TypedDict, Union, get_args, get_origin, get_type_hints, is_typeddict
+from typing import Any, TypedDict, Union, cast, get_args, get_origin, get_type_hints, is_typeddict
 
 from memtraffic.vocab.errors import ReportError, UsageError
 from memtraffic.vocab.files import read_json, write_json
@@ -300,15 +300,16 @@ def plan_from_trace(records: Sequence[Mapping[str, Any]], program: Sequence[str]
     """The plan of a traced program: each trace record (memtraffic.runfolder.trace) is a config, numbered
     in program order; a record that is no config (a damaged line) is listed under 'skipped' with why.
     What `profile` writes, and what reading rebuilds when the run was killed first."""
-    configs, skipped = [], []
+    configs: list[Config] = []
+    skipped: list[Skipped] = []
     for r in records:
         found = problem(r, Config)
-        if found is None:
-            configs.append({**r, "id": len(configs)})
+        if found is None:  # checked against Config just now
+            configs.append(cast(Config, {**r, "id": len(configs)}))
         else:
             skipped.append({"range": str(r.get("range")), "reason": f"trace record: {found}"})
-    plan: dict[str, Any] = {"version": 1, "kind": "profile", "program": list(program or []),
-                            "configs": configs, "skipped": skipped}
+    plan: Plan = {"version": 1, "kind": "profile", "program": list(program or []), "configs": configs,
+                  "skipped": skipped}
     if metrics is not None:
         plan["metrics"] = dict(metrics)
-    return plan  # type: ignore[return-value]
+    return plan
