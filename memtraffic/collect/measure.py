@@ -51,7 +51,12 @@ from memtraffic.ncu.command import (
 from memtraffic.ncu.kernel_table import keep_kernel_tables
 from memtraffic.ncu.session import NcuSession
 from memtraffic.runfolder.folder import DEFAULT_RUNS_ROOT, append_status, new_run_dir, read_status
-from memtraffic.runfolder.records import rerun_list, write_plan, write_run  # atomic: the runner may wait
+from memtraffic.runfolder.records import (  # atomic: the runner may wait
+    Plan,
+    rerun_list,
+    write_plan,
+    write_run,
+)
 from memtraffic.vocab.configs import parse_params
 from memtraffic.vocab.errors import GpuNotFoundError, NcuError, UsageError, say
 from memtraffic.vocab.extras import require
@@ -80,7 +85,7 @@ class MeasureOptions:
     verbose: bool = False
     runs_root: Path = DEFAULT_RUNS_ROOT
     max_attempts: int | None = None  # fresh ncu processes after runner crashes; default: one per config
-    plan: dict[str, Any] | None = None  # a ready plan (build_plan / merge_plans) instead of the fields above
+    plan: Plan | None = None  # a ready plan (build_plan / merge_plans) instead of the fields above
     sweep: Path | None = None  # a TOML sweep file instead of variants/shapes/dtypes/params
     rerun: Path | None = None  # a run folder: measure again the configs its run.json lists under 'rerun'
     shard: str | None = None  # 'I/N': only that deterministic part of the plan
@@ -109,7 +114,7 @@ class MeasureResult:
 
     run_dir: Path
     run: dict[str, Any]
-    plan: dict[str, Any]
+    plan: Plan
     reports: list[Path]
     table: Any = None  # the analyzed DataFrame, once memtraffic.api.run_measure has analyzed the reports
     status: dict[int, dict[str, Any]] = field(default_factory=dict)  # the runner's status per config id
@@ -117,12 +122,12 @@ class MeasureResult:
     clock: float = 0.0  # perf_counter() when the environment was recorded: the ncu + analysis lap starts
 
 
-def profile_plan(plan: dict[str, Any], run_dir: Path, session: NcuSession, opts: MeasureOptions,
+def profile_plan(plan: Plan | None, run_dir: Path, session: NcuSession, opts: MeasureOptions,
                  echo: Callable[[str], None] | None = None,
                  ncu_runner: Callable[..., NcuRun] = run_ncu, *, gpu: GpuSlot | None = None,
                  stop: threading.Event | None = None,
                  on_start: Callable[[subprocess.Popen], None] | None = None,
-                 ready: Callable[[], dict[str, Any]] | None = None) -> dict[str, Any]:
+                 ready: Callable[[], Plan] | None = None) -> dict[str, Any]:
     """Profile the plan's configs, restarting ncu for those not yet done whenever the runner dies.
 
     Returns the attempts, the reports written and whether the user interrupted. Config statuses are
@@ -134,10 +139,11 @@ def profile_plan(plan: dict[str, Any], run_dir: Path, session: NcuSession, opts:
     """
     plan_path = run_dir / "plan.json"
     tag = f"-{gpu.tag}" if gpu else ""
-    status_path = run_dir / (f"status{tag}.jsonl" if gpu else (plan or {}).get("status_file", "status.jsonl"))
+    status_path = run_dir / (f"status{tag}.jsonl" if gpu else plan.get("status_file", "status.jsonl") if plan
+                                        else "status.jsonl")
     log_path = run_dir / f"ncu{tag}.log"
 
-    def config_ids(plan: dict[str, Any]) -> list[int]:
+    def config_ids(plan: Plan) -> list[int]:
         return [c["id"] for c in plan["configs"] if gpu is None or c.get("gpu") == gpu.index]
 
     ids = config_ids(plan) if plan is not None else None
@@ -170,7 +176,7 @@ def profile_plan(plan: dict[str, Any], run_dir: Path, session: NcuSession, opts:
         result = ncu_runner(argv, log_path, echo=echo, verbose=opts.verbose, **extra)
         t_end = time.time()
         if waiting:
-            ids = config_ids(ready())  # raises the plan's error: its runner exited without running
+            ids = config_ids(_built(plan, ready))  # raises the plan's error: its runner exited, ran nothing
             max_attempts = opts.max_attempts or len(ids) + 1
         attempts.append({"argv": argv, "returncode": result.returncode, "passes": result.passes,
                          "no_kernels_message": result.no_kernels,
@@ -201,10 +207,19 @@ def profile_plan(plan: dict[str, Any], run_dir: Path, session: NcuSession, opts:
     return {"attempts": attempts, "reports": reports, "interrupted": interrupted}
 
 
-def profile_gpus(plan: dict[str, Any] | None, run_dir: Path, session: NcuSession, opts: MeasureOptions,
+def _built(plan: Plan | None, ready: Callable[[], Plan] | None) -> Plan:
+    """The plan given, else the one built in the background (ready() raises why it could not be)."""
+    if plan is not None:
+        return plan
+    if ready is None:
+        raise TypeError("give a plan or a ready() that builds it")
+    return ready()
+
+
+def profile_gpus(plan: Plan | None, run_dir: Path, session: NcuSession, opts: MeasureOptions,
                  slots: Sequence[GpuSlot], echo: Callable[[str], None],
                  ncu_runner: Callable[..., NcuRun] = run_ncu,
-                 ready: Callable[[], dict[str, Any]] | None = None) -> dict[str, Any]:
+                 ready: Callable[[], Plan] | None = None) -> dict[str, Any]:
     """`profile_plan` for every GPU at once, one thread and one ncu process per GPU. With `ready` (plan
     None) the runners start while the plan is built, as profile_plan's does.
 
@@ -259,8 +274,7 @@ def profile_gpus(plan: dict[str, Any] | None, run_dir: Path, session: NcuSession
             stop.set()
             echo("interrupted: waiting for each GPU's ncu to write the report of its finished configs "
                  "(Ctrl-C again to kill them)")
-    if plan is None:
-        plan = ready()  # raises why the plan could not be built (each GPU's runner then ran nothing)
+    plan = _built(plan, ready)  # raises why the plan could not be built (each GPU's runner then ran nothing)
     gpus = []
     for slot in slots:
         out = results[slot.index]
@@ -296,7 +310,7 @@ def _config_entries(plan: Mapping[str, Any], status: Mapping[int, dict[str, Any]
     return entries
 
 
-def rerun_plan(run_dir: Path) -> dict[str, Any]:
+def rerun_plan(run_dir: Path) -> Plan:
     """The configs a run folder lists under 'rerun' (failed, interrupted, or on a GPU that failed), and
     those its reports hold no kernel of (a report cut short or lost after the run), as a plan of their
     own: measure them again, then `memtraffic merge` the two runs."""
@@ -315,12 +329,17 @@ def rerun_plan(run_dir: Path) -> dict[str, Any]:
     if not wanted:
         raise UsageError(f"--rerun {run_dir}: its run.json lists no config to rerun and its reports hold "
                          "every config; every config finished")
-    configs = [{k: v for k, v in c.items() if k != "gpu"} for c in plan["configs"] if c["range"] in wanted]
+    configs = [c.copy() for c in plan["configs"] if c["range"] in wanted]
     for i, config in enumerate(configs):
+        config.pop("gpu", None)
         config["id"] = i
-    keep = ("version", "seed", "variant_files")
-    return {**{k: plan[k] for k in keep if k in plan}, "status_file": "status.jsonl", "configs": configs,
-            "skipped": []}
+    again: Plan = {"status_file": "status.jsonl", "configs": configs, "skipped": []}
+    for key in ("version", "seed"):
+        if key in plan:
+            again[key] = plan[key]
+    if "variant_files" in plan:
+        again["variant_files"] = plan["variant_files"]
+    return again
 
 
 def _ranges_in(reports: Sequence[Path]) -> set[str]:
@@ -337,7 +356,7 @@ def _ranges_in(reports: Sequence[Path]) -> set[str]:
     return found
 
 
-def plan_for(opts: MeasureOptions) -> dict[str, Any]:
+def plan_for(opts: MeasureOptions) -> Plan:
     """The plan of the options: a ready one, --rerun, a --sweep file or the grid options; then --shard."""
     grid_given = bool(opts.variants or opts.shapes or opts.dtypes or opts.params or opts.all_variants)
     if sum(bool(x) for x in (opts.plan, opts.sweep, opts.rerun, grid_given)) > 1:
@@ -406,7 +425,7 @@ def _gpu_or_none() -> str | None:
         return None
 
 
-def _run_label(opts: MeasureOptions, plan: dict[str, Any] | None) -> list[str]:
+def _run_label(opts: MeasureOptions, plan: Plan | None) -> list[str]:
     """The names a run folder is named after: the plan's variants, else what the options say."""
     if plan is not None:
         return list(dict.fromkeys(c["variant"] for c in plan["configs"]))
@@ -418,13 +437,13 @@ def _run_label(opts: MeasureOptions, plan: dict[str, Any] | None) -> list[str]:
 class _PlanInBackground:
     """plan.json built in a thread while ncu starts the runner; on failure plan.abort tells it to stop."""
 
-    def __init__(self, make: Callable[[], dict[str, Any]], path: Path):
-        self._plan: dict[str, Any] | None = None
+    def __init__(self, make: Callable[[], Plan], path: Path):
+        self._plan: Plan | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._build, args=(make, path), daemon=True)
         self._thread.start()
 
-    def _build(self, make: Callable[[], dict[str, Any]], path: Path) -> None:
+    def _build(self, make: Callable[[], Plan], path: Path) -> None:
         try:
             self._plan = make()
             write_plan(path.parent, self._plan)
@@ -432,7 +451,7 @@ class _PlanInBackground:
             self._error = err
             path.with_suffix(".abort").write_text(f"{type(err).__name__}: {err}\n")
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> Plan:
         self._thread.join()
         if self._error is not None:
             raise self._error
@@ -497,7 +516,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
     run_dir = new_run_dir(_run_label(opts, plan), opts.out, opts.runs_root)
     assignment: dict[int, list[int]] = {}
 
-    def finish_plan(plan: dict[str, Any]) -> dict[str, Any]:
+    def finish_plan(plan: Plan) -> Plan:
         plan["metrics"] = session.metric_record(opts.metrics)
         plan["options"] = {"clock_control": opts.clock_control, "cache_control": opts.cache_control,
                            "source": opts.source}
@@ -548,7 +567,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
         run.update(wall_time_s=round(time.perf_counter() - t0, 3), error=str(err), configs=[])
         write_run(run_dir, run)
         raise
-    plan = pending.result() if pending else plan
+    plan = _built(plan, pending.result if pending else None)
     run.update(variants=list(dict.fromkeys(c["variant"] for c in plan["configs"])),
                shapes=list(dict.fromkeys(format_shape(c["shape"]) for c in plan["configs"])),
                dtypes=list(dict.fromkeys(c["dtype"] for c in plan["configs"])))

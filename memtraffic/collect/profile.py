@@ -36,7 +36,7 @@ from memtraffic.ncu.kernel_table import keep_kernel_tables
 from memtraffic.ncu.session import NcuSession
 from memtraffic.runfolder.folder import DEFAULT_RUNS_ROOT, new_run_dir
 from memtraffic.runfolder.load import TRACE_FILE
-from memtraffic.runfolder.records import plan_from_trace, write_plan, write_run
+from memtraffic.runfolder.records import Plan, plan_from_trace, write_plan, write_run
 from memtraffic.runfolder.trace import TRACE_ENV, TRACE_FROM, read_trace
 from memtraffic.vocab.errors import MemtrafficError, NcuError, UsageError, say
 from memtraffic.vocab.files import refuse_nonempty
@@ -87,7 +87,7 @@ class ProfileResult:
 
     run_dir: Path
     run: dict[str, Any]
-    plan: dict[str, Any]
+    plan: Plan
     report: Path
     table: Any = None  # the analyzed DataFrame, once memtraffic.api.run_profile has analyzed the report
 

@@ -77,6 +77,15 @@ class Skipped(TypedDict, total=False):
     reason: str
 
 
+class Shard(TypedDict):
+    """measure --shard I/N: which part of which whole plan this run measured (merge checks them)."""
+
+    index: int
+    count: int
+    plan_configs: int
+    plan_digest: str
+
+
 class _PlanConfigs(TypedDict):
     configs: list[Config]
 
@@ -93,6 +102,7 @@ class Plan(_PlanConfigs, total=False):
     metrics: dict[str, object]  # the metric set's record (ncu.session)
     options: dict[str, object]  # the ncu options that change the numbers (clock and cache control)
     merged_from: list[str]
+    shard: Shard
 
 
 class Attempt(TypedDict, total=False):
@@ -147,6 +157,7 @@ class RunRecord(TypedDict, total=False):
     torch_ops: bool
     traced_from: str | None
     distinct: int
+    shard: Shard
 
 
 # --- the schema: derived from the TypedDicts above ------------------------------------------------------
