@@ -142,7 +142,7 @@ def run_profile(opts: ProfileOptions, echo: Echo | None = None) -> ProfileResult
         table, kernels = analyze_reports([], result.plan)
     counts = reuse_counts(kernels, result.plan)
     if counts is not None:  # --distinct: say what was measured and what reuses it
-        (echo or say)(counts.line())
+        echo(counts.line())
     if len(table):
         save_results(table, result.run_dir)
     result.table = table
@@ -293,7 +293,7 @@ def measure_variants(*variants: str, shape: str | Sequence[str] = (), dtype: str
     (out, metrics, params=['BLOCK=64,128'], source, ...)."""
     from memtraffic.collect.measure import MeasureOptions
 
-    shapes = [shape] if isinstance(shape, str) else list(shape)
+    shapes: list[str | tuple[int, ...]] = [shape] if isinstance(shape, str) else list(shape)
     dtypes = [dtype] if isinstance(dtype, str) else list(dtype)
     opts = MeasureOptions(variants=list(variants), shapes=shapes, dtypes=dtypes,
                           variant_files=[str(f) for f in variant_files], **options)

@@ -852,7 +852,7 @@ def metrics(
     if chip is not None and chip.strip().lower() not in known_chips():
         raise UsageError(f"unknown chip {chip!r}: use one of {', '.join(known_chips())}")
     if all_chips or chip is not None:
-        chips = known_chips() if all_chips else [chip.strip().lower()]
+        chips = known_chips() if all_chips or chip is None else [chip.strip().lower()]
         rows = [r for c in chips for r in set_rows(c, chip_metric_names(c), CHIPS.get(c), sets)]
     else:
         label, local, names = local_metric_names()

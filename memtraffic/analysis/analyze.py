@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard, cast
 
 import numpy as np
 import pandas as pd
@@ -26,6 +26,7 @@ from memtraffic.ncu.kernel_table import kernel_table
 from memtraffic.ncu.metrics import LAUNCH_STATS, METRICS
 from memtraffic.ncu.report import ADDITIVE_UNITS, EmptyReportError
 from memtraffic.runfolder.load import Run, load_run
+from memtraffic.runfolder.records import Config, Outcome, Plan, RunRecord, configs_of
 from memtraffic.runfolder.timings import is_timings
 from memtraffic.vocab.arch import chip_for_gpu
 from memtraffic.vocab.errors import ReportError, UsageError, warn
@@ -134,7 +135,7 @@ def _div(num: pd.Series, den: pd.Series) -> pd.Series:
     return num / den.where(den > 0)
 
 
-def _config_models(plan: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+def _config_models(plan: Plan | None) -> dict[str, dict[str, Any]]:
     """range -> config with minimum, predicted bytes and FLOPs, as the plan recorded them.
 
     The op's minimum and FLOPs are recomputed from memtraffic.vocab.ops where the op is known (they need
@@ -221,7 +222,7 @@ def _dims(grid: Any, block: Any) -> str:
         return "?"
 
 
-def compute(rows: pd.DataFrame, plan: dict[str, Any] | None = None,
+def compute(rows: pd.DataFrame, plan: Plan | None = None,
             min_bytes: tuple[float, float, float] | None = None,
             min_rules: Sequence[MinRule] = ()) -> pd.DataFrame:
     """The analyzed table (COLUMNS + EXTRA_COLUMNS + other aliases) from grouped launch rows."""
@@ -324,7 +325,7 @@ def _split_range_minimum(df: pd.DataFrame) -> list[str]:
             continue
         moved = rows["l2_rd_sectors"].fillna(0) + rows["l2_wr_sectors"].fillna(0)
         main = moved.idxmax() if moved.max() > 0 else rows["time"].fillna(0).idxmax()
-        name = df.at[main, "kernels"][0]
+        name = df.loc[main, "kernels"][0]
         for i in rows.index:
             pos = df.index.get_loc(i)
             if i == main:
@@ -337,7 +338,8 @@ def _split_range_minimum(df: pd.DataFrame) -> list[str]:
     return roles
 
 
-def _ok(x: Any) -> bool:
+def _ok(x: Any) -> TypeGuard[float]:
+    """A finite number (not None, not NaN)."""
     return x is not None and isinstance(x, int | float) and math.isfinite(x)
 
 
@@ -366,7 +368,8 @@ def diagnose(r: dict[str, Any], bound: str = "", role: str = "", roofs: dict[str
     # A GPU older than Hopper has no TMA (an unknown device name is not ruled out).
     chip = chip_for_gpu(r.get("device"))
     tma = chip is None or chip.has_tma
-    async_copies = "TMA or other async copies" if tma else f"async copies; {chip.name} has no TMA"
+    async_copies = f"async copies; {chip.name} has no TMA" if chip is not None and not chip.has_tma \
+        else "TMA or other async copies"
     bypass = [d for d, l1, l2 in (("loads", r.get("l1_ld_bytes"), r.get("l2_rd_bytes")),
                                   ("stores", r.get("l1_st_bytes"), r.get("l2_wr_bytes")))
               if _ok(l1) and _ok(l2) and l2 > 0 and l1 < LSU_NEGLIGIBLE * l2]
@@ -464,17 +467,17 @@ def _names(levels: Sequence[str]) -> str:
     return ", ".join(names[k] for k in levels)
 
 
-def _merged_ranges(plan: dict[str, Any] | None) -> dict[tuple[str, str], str]:
+def _merged_ranges(plan: Plan | None) -> dict[tuple[str, str], str]:
     """(report name, NVTX range) -> plan range, for a config that `memtraffic merge` found measured in
     more than one run: its later measurements are 'RANGE|#2', ... in the reports of their own run."""
-    return {(report, c["nvtx_range"]): c["range"] for c in (plan or {}).get("configs", [])
+    return {(report, c["nvtx_range"]): c["range"] for c in configs_of(plan)
             if "nvtx_range" in c for report in c.get("reports", [])}
 
 
-def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None, *,
+def analyze_reports(reports: Sequence[Path], plan: Plan | None = None, *,
                     min_bytes: tuple[float, float, float] | None = None, group_by: str = "range",
                     run_name: str | None = None, min_rules: Sequence[MinRule] = (),
-                    meta: dict[str, Any] | None = None, notes: Sequence[str] = ()
+                    meta: RunRecord | None = None, notes: Sequence[str] = ()
                     ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(analyzed table, launch table) of the given reports. Empty tables when there are no reports.
 
@@ -578,7 +581,7 @@ def gaps(table: pd.DataFrame) -> list[str]:
     return list(table.attrs.get("gaps", []))
 
 
-def _planned_against_found(plan: dict[str, Any] | None, meta: dict[str, Any] | None, kernels: pd.DataFrame,
+def _planned_against_found(plan: Plan | None, meta: RunRecord | None, kernels: pd.DataFrame,
                            cut: Sequence[str]) -> tuple[dict[str, str], list[str], list[str]]:
     """({range: status other than ok}, planned ranges with no kernel, one line per gap).
 
@@ -587,7 +590,7 @@ def _planned_against_found(plan: dict[str, Any] | None, meta: dict[str, Any] | N
     report ends right after it (the report has a damaged last launch, or the next config of its report
     is missing), is 'partial'. profile's op calls and regions: many launch no kernel at all, so only a cut
     is said: the last op call found is 'partial' and the calls traced after it are counted."""
-    configs = (plan or {}).get("configs", [])
+    configs = configs_of(plan)
     if not configs:
         return {}, [], []
     outcomes = {c.get("range"): c for c in (meta or {}).get("configs", []) if isinstance(c, dict)}
@@ -633,8 +636,8 @@ def _planned_against_found(plan: dict[str, Any] | None, meta: dict[str, Any] | N
     return status, lost, lines
 
 
-def _cut_after(rng: str, configs: Sequence[dict[str, Any]], status: dict[str, str], damaged: bool,
-               outcomes: dict[Any, dict[str, Any]]) -> bool:
+def _cut_after(rng: str, configs: Sequence[Config], status: dict[str, str], damaged: bool,
+               outcomes: Mapping[str | None, Outcome]) -> bool:
     """Whether a report ending with config `rng` was cut there: it ends in a damaged launch, or the next
     config of the same report (same GPU, same part of a merge) is missing (not failed), and run.json does
     not record `rng`'s launch count."""
@@ -651,7 +654,7 @@ def _cut_after(rng: str, configs: Sequence[dict[str, Any]], status: dict[str, st
 
 
 def _name_worst_lines(table: pd.DataFrame, reports: Sequence[Path],
-                      plan: dict[str, Any] | None) -> pd.DataFrame:
+                      plan: Plan | None) -> pd.DataFrame:
     """With per-line counters (measure --source), a diagnosis ends with the row's worst source line."""
     from memtraffic.analysis.lines import report_lines, worst_line, worst_line_note
 
@@ -719,6 +722,11 @@ def to_records(df: pd.DataFrame, int_columns: Collection[str] = _INT_COLUMNS) ->
     return plain_records(df, int_columns)
 
 
+def row_dicts(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """The table's rows as dicts, column -> value (pandas-stubs types the keys as Hashable; ours are str)."""
+    return cast("list[dict[str, Any]]", df.to_dict("records"))
+
+
 def row_label(r: dict[str, Any]) -> str:
     """A row's name for people: 'softmax_tiled 4096x4096 fp32 BLOCK_M=4', 'aten.mm #3 64x64 fp32', a range."""
     if r["variant"]:
@@ -767,7 +775,7 @@ def load_results(run: str | Path | Run, partial: bool = False) -> pd.DataFrame:
             raise ReportError(f"{run.path}: no report of this run is there")
         table = analyze_run(run)
     except ReportError:
-        if not kept:
+        if saved is None or not kept:
             raise
         try:
             return pd.DataFrame(read_json(saved, "the run folder is damaged"))

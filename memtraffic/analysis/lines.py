@@ -18,6 +18,7 @@ from typing import Any
 from memtraffic.ncu.kernel_table import measured_lines_of
 from memtraffic.ncu.source import SECTOR, measured_lines, opcode
 from memtraffic.runfolder.load import load_run
+from memtraffic.runfolder.records import Plan, configs_of
 from memtraffic.vocab.errors import ReportError, UsageError
 from memtraffic.vocab.units import compile_regex, fmt_bytes
 
@@ -92,11 +93,11 @@ COLUMNS = ("launch", "range", "kernel", "file", "line", "pc", "source", "operati
 
 
 def report_lines(reports: Sequence[Path],
-                 plan: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], int]:
+                 plan: Plan | None = None) -> tuple[list[dict[str, Any]], int]:
     """Rows (COLUMNS) of every kernel with per-line counters in these reports, and how many kernels the
     reports hold in all. Minimums come from the plan's config of each kernel's NVTX range."""
     minimums = {c["range"]: (c.get("min_read_bytes"), c.get("min_write_bytes"))
-                for c in (plan or {}).get("configs", [])}
+                for c in configs_of(plan)}
     rows: list[dict[str, Any]] = []
     offset = 0
     for report in reports:

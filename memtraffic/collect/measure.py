@@ -53,6 +53,7 @@ from memtraffic.ncu.session import NcuSession
 from memtraffic.runfolder.folder import DEFAULT_RUNS_ROOT, append_status, new_run_dir, read_status
 from memtraffic.runfolder.records import (  # atomic: the runner may wait
     Plan,
+    RunRecord,
     rerun_list,
     write_plan,
     write_run,
@@ -113,7 +114,7 @@ class MeasureResult:
     """A measured run folder: run.json's content, the plan, the reports ncu wrote (not yet analyzed)."""
 
     run_dir: Path
-    run: dict[str, Any]
+    run: RunRecord
     plan: Plan
     reports: list[Path]
     table: Any = None  # the analyzed DataFrame, once memtraffic.api.run_measure has analyzed the reports
@@ -535,7 +536,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
         if overlap else None
     if plan is not None:
         write_plan(run_dir, finish_plan(plan))
-    run: dict[str, Any] = {
+    run: RunRecord = {
         "started": utc_now(),
         "command": shlex.join(sys.argv),
         "environment": session.environment(),

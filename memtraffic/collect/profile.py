@@ -36,7 +36,7 @@ from memtraffic.ncu.kernel_table import keep_kernel_tables
 from memtraffic.ncu.session import NcuSession
 from memtraffic.runfolder.folder import DEFAULT_RUNS_ROOT, new_run_dir
 from memtraffic.runfolder.load import TRACE_FILE
-from memtraffic.runfolder.records import Plan, plan_from_trace, write_plan, write_run
+from memtraffic.runfolder.records import Plan, RunRecord, plan_from_trace, write_plan, write_run
 from memtraffic.runfolder.trace import TRACE_ENV, TRACE_FROM, read_trace
 from memtraffic.vocab.errors import MemtrafficError, NcuError, UsageError, say
 from memtraffic.vocab.files import refuse_nonempty
@@ -86,7 +86,7 @@ class ProfileResult:
     """A profiled run folder: run.json's content, the plan from the program's trace, its report."""
 
     run_dir: Path
-    run: dict[str, Any]
+    run: RunRecord
     plan: Plan
     report: Path
     table: Any = None  # the analyzed DataFrame, once memtraffic.api.run_profile has analyzed the report
@@ -220,7 +220,7 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
         kernel_name=opts.kernel_name, launch_skip=opts.launch_skip,
         launch_count=opts.launch_count, profile_from_start=opts.profile_from_start, source=opts.source)
     echo(f"profiling {shlex.join(opts.command)} with {session.path} into {run_dir}")
-    run: dict[str, Any] = {
+    run: RunRecord = {
         "kind": "profile",
         "started": utc_now(),
         "command": shlex.join(sys.argv),

@@ -154,10 +154,33 @@ class RunRecord(TypedDict, total=False):
     kernels_profiled: int | None
     command: str
     metric_set: str | None
+    metric_names: list[str] | None  # None: merged from runs that did not say
+    metric_notes: list[str]
     torch_ops: bool
     traced_from: str | None
     distinct: int
     shard: Shard
+    started: str  # UTC times (vocab.machine.utc_now)
+    finished: str
+    merged: str  # merge: when
+    notes: list[str]  # merge: what the runs merged differ in
+    wall_time_s: float
+    error: str  # why ncu failed
+    params: list[str]  # measure's --param options
+    variants: list[str]  # what measure measured
+    shapes: list[str]
+    dtypes: list[str]
+    clock_control: str | None
+    cache_control: str | None
+    source: bool  # per-line counters collected
+    triton: bool  # profile --triton
+    sweep: dict[str, str]  # measure --sweep: the file and its text
+    rerun_of: str  # measure --rerun: the run folder
+    timings: dict[str, float]  # where measure's own time went
+    timing_only: bool  # a timing-only run (collect.timing_only): why, and where its times come from
+    timing_reason: str
+    timing_source: str
+    nvtx_include_applied: str
 
 
 # --- the schema: derived from the TypedDicts above ------------------------------------------------------
@@ -270,7 +293,7 @@ def _read(folder: Path, name: str) -> Any:
     return data
 
 
-def write_plan(folder: Path, plan: Mapping[str, Any]) -> Path:
+def write_plan(folder: Path, plan: Plan) -> Path:
     """plan.json, atomically; a plan that breaks the schema is a bug here, not a file for readers."""
     return _write(folder, PLAN_FILE, plan)
 
@@ -291,6 +314,11 @@ def _write(folder: Path, name: str, data: Mapping[str, Any]) -> Path:
 # --- what the records mean ----------------------------------------------------------------------------------
 
 
+def configs_of(plan: Plan | None) -> list[Config]:
+    """The plan's configs ([] without a plan)."""
+    return plan["configs"] if plan else []
+
+
 def needs_rerun(outcome: Mapping[str, Any]) -> bool:
     """A config to measure again: it did not finish ok, or ncu profiled no kernel in its range."""
     return outcome.get("status") != "ok" or outcome.get("profiled") is False
@@ -301,7 +329,7 @@ def rerun_list(outcomes: Sequence[Mapping[str, Any]]) -> list[str]:
     return [str(c.get("range")) for c in outcomes if needs_rerun(c)]
 
 
-def partial_reports_expected(run: Mapping[str, Any]) -> bool:
+def partial_reports_expected(run: RunRecord) -> bool:
     """After Ctrl-C or a runner crash a report may end in a damaged launch: drop it, keep the rest."""
     return bool(run.get("interrupted")) or any(a.get("returncode") for a in run.get("attempts", []))
 
