@@ -52,6 +52,9 @@ from memtraffic.ncu.kernel_table import keep_kernel_tables
 from memtraffic.ncu.session import NcuSession
 from memtraffic.runfolder.folder import DEFAULT_RUNS_ROOT, append_status, new_run_dir, read_status
 from memtraffic.runfolder.records import (  # atomic: the runner may wait
+    Attempt,
+    GpuRun,
+    Outcome,
     Plan,
     RunRecord,
     rerun_list,
@@ -128,7 +131,7 @@ def profile_plan(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
                  ncu_runner: Callable[..., NcuRun] = run_ncu, *, gpu: GpuSlot | None = None,
                  stop: threading.Event | None = None,
                  on_start: Callable[[subprocess.Popen], None] | None = None,
-                 ready: Callable[[], Plan] | None = None) -> dict[str, Any]:
+                 ready: Callable[[], Plan] | None = None) -> RunRecord:
     """Profile the plan's configs, restarting ncu for those not yet done whenever the runner dies.
 
     Returns the attempts, the reports written and whether the user interrupted. Config statuses are
@@ -156,7 +159,7 @@ def profile_plan(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
     if on_start is not None:
         extra["on_start"] = on_start
     max_attempts = opts.max_attempts or (len(ids) + 1 if ids is not None else 10**6)
-    attempts: list[dict[str, Any]] = []
+    attempts: list[Attempt] = []
     reports: list[str] = []
     interrupted = False
     for attempt in itertools.count(1):
@@ -183,7 +186,7 @@ def profile_plan(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
                          "no_kernels_message": result.no_kernels,
                          "t_start": round(t_start, 3), "t_end": round(t_end, 3)})
         if gpu is not None:
-            attempts[-1].update(gpu=gpu.index, cuda_visible_devices=gpu.visible)
+            attempts[-1].update({"gpu": gpu.index, "cuda_visible_devices": gpu.visible})
         if report.exists() and report.stat().st_size > 0:
             reports.append(report.name)
         after = read_status(status_path)
@@ -220,7 +223,7 @@ def _built(plan: Plan | None, ready: Callable[[], Plan] | None) -> Plan:
 def profile_gpus(plan: Plan | None, run_dir: Path, session: NcuSession, opts: MeasureOptions,
                  slots: Sequence[GpuSlot], echo: Callable[[str], None],
                  ncu_runner: Callable[..., NcuRun] = run_ncu,
-                 ready: Callable[[], Plan] | None = None) -> dict[str, Any]:
+                 ready: Callable[[], Plan] | None = None) -> RunRecord:
     """`profile_plan` for every GPU at once, one thread and one ncu process per GPU. With `ready` (plan
     None) the runners start while the plan is built, as profile_plan's does.
 
@@ -231,7 +234,7 @@ def profile_gpus(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
     lock = threading.Lock()
     stop = threading.Event()
     procs: list[subprocess.Popen] = []
-    results: dict[int, dict[str, Any]] = {}
+    results: dict[int, GpuRun] = {}
 
     def say(slot: GpuSlot) -> Callable[[str], None]:
         def line(text: str) -> None:
@@ -246,9 +249,10 @@ def profile_gpus(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
     def work(slot: GpuSlot) -> None:
         t0 = time.perf_counter()
         try:
-            out = profile_plan(plan, run_dir, session, opts, say(slot), ncu_runner, gpu=slot, stop=stop,
+            ran = profile_plan(plan, run_dir, session, opts, say(slot), ncu_runner, gpu=slot, stop=stop,
                                on_start=started, ready=ready)
-            out["error"] = None
+            out: GpuRun = {"attempts": ran["attempts"], "reports": ran["reports"],
+                           "interrupted": ran["interrupted"], "error": None}
         except Exception as err:  # NcuError or a bug: this GPU's configs are lost, not the others'
             out = {"attempts": [], "reports": [], "interrupted": False,
                    "error": str(err) if isinstance(err, NcuError) else f"{type(err).__name__}: {err}"}
@@ -276,7 +280,7 @@ def profile_gpus(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
             echo("interrupted: waiting for each GPU's ncu to write the report of its finished configs "
                  "(Ctrl-C again to kill them)")
     plan = _built(plan, ready)  # raises why the plan could not be built (each GPU's runner then ran nothing)
-    gpus = []
+    gpus: list[GpuRun] = []
     for slot in slots:
         out = results[slot.index]
         ids = [c["id"] for c in plan["configs"] if c.get("gpu") == slot.index]
@@ -290,19 +294,21 @@ def profile_gpus(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
             "gpus": gpus}
 
 
-def _config_entries(plan: Mapping[str, Any], status: Mapping[int, dict[str, Any]],
-                    launches: Mapping[str, int] | None) -> list[dict[str, Any]]:
+def _config_entries(plan: Plan, status: Mapping[int, dict[str, Any]],
+                    launches: Mapping[str, int] | None) -> list[Outcome]:
     """run.json's per-config lines: status ok/failed/not run, error text, whether ncu profiled it and how
     many launches (`launches`: per range, once the reports are read; readers then know a config whose
     report was cut inside it)."""
-    entries = []
+    entries: list[Outcome] = []
     for c in plan["configs"]:
         rec = status.get(c["id"], {})
-        entry = {k: c[k] for k in ("id", "range", "variant", "op", "shape", "dtype", "params")}
+        entry: Outcome = {"id": c["id"], "range": c["range"], "variant": c["variant"], "op": c["op"],
+                          "shape": c["shape"], "dtype": c["dtype"], "params": c["params"]}
         if "gpu" in c:
             entry["gpu"] = c["gpu"]
-        entry.update(status=rec.get("status", "not run"), error=rec.get("error"), max_err=rec.get("max_err"),
-                     profiled=None if launches is None else c["range"] in launches)
+        entry.update({"status": rec.get("status", "not run"), "error": rec.get("error"),
+                      "max_err": rec.get("max_err"),
+                      "profiled": None if launches is None else c["range"] in launches})
         if launches:
             entry["kernels"] = int(launches.get(c["range"], 0))
         if entry["status"] == "ok" and entry["profiled"] is False:
@@ -565,13 +571,13 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
     except NcuError as err:
-        run.update(wall_time_s=round(time.perf_counter() - t0, 3), error=str(err), configs=[])
+        run.update({"wall_time_s": round(time.perf_counter() - t0, 3), "error": str(err), "configs": []})
         write_run(run_dir, run)
         raise
     plan = _built(plan, pending.result if pending else None)
-    run.update(variants=list(dict.fromkeys(c["variant"] for c in plan["configs"])),
-               shapes=list(dict.fromkeys(format_shape(c["shape"]) for c in plan["configs"])),
-               dtypes=list(dict.fromkeys(c["dtype"] for c in plan["configs"])))
+    run.update({"variants": list(dict.fromkeys(c["variant"] for c in plan["configs"])),
+                "shapes": list(dict.fromkeys(format_shape(c["shape"]) for c in plan["configs"])),
+                "dtypes": list(dict.fromkeys(c["dtype"] for c in plan["configs"]))})
     if "shard" in plan:
         run["shard"] = plan["shard"]
     run["wall_time_s"] = round(time.perf_counter() - t0, 3)

@@ -255,13 +255,13 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
         out = None if opts.out is None else opts.out.with_name(opts.out.name + "-timing-only")
         raise unavailable(err, out) from None
     has_report = report.is_file() and report.stat().st_size > 0
-    run.update(wall_time_s=round(time.perf_counter() - t0, 3), finished=utc_now(),
-               interrupted=result.interrupted,
-               attempts=[{"argv": argv, "returncode": result.returncode, "passes": result.passes,
-                          "no_kernels_message": result.no_kernels}],
-               returncode=result.returncode, kernels_profiled=result.kernels, passes=result.passes,
-               first_kernel_s=result.first_kernel_s,  # the program's start-up, before ncu profiled anything
-               reports=[report.name] if has_report else [])
+    run.update({"wall_time_s": round(time.perf_counter() - t0, 3), "finished": utc_now(),
+                "interrupted": result.interrupted,
+                "attempts": [{"argv": argv, "returncode": result.returncode, "passes": result.passes,
+                              "no_kernels_message": result.no_kernels}],
+                "returncode": result.returncode, "kernels_profiled": result.kernels, "passes": result.passes,
+                "first_kernel_s": result.first_kernel_s,  # the program's start-up, before ncu profiled any
+                "reports": [report.name] if has_report else []})
 
     plan = plan_from_trace(read_trace(run_dir / TRACE_FILE), opts.command,
                            session.metric_record(opts.metrics))

@@ -128,10 +128,29 @@ class Outcome(TypedDict, total=False):
     error: str | None
     profiled: bool | None  # ncu profiled a kernel in its range (None: not yet analyzed)
     kernels: int  # how many launches ncu profiled in its range
+    variant: str
+    op: str
+    dtype: str
+    max_err: float | None  # the runner's check of the output against the reference
     params: dict[str, object]
     shape: list[int]
     gpu: int
     part: int
+
+
+class GpuRun(TypedDict, total=False):
+    """measure --gpus: one GPU's part of the run (run.json's "gpus")."""
+
+    index: int
+    cuda_visible_devices: str
+    configs: list[int]  # the config ids it ran
+    predicted_cost_s: float
+    status_file: str
+    attempts: list[Attempt]
+    reports: list[str]
+    interrupted: bool
+    error: str | None  # why this GPU's ncu failed (the other GPUs went on)
+    wall_time_s: float
 
 
 class RunRecord(TypedDict, total=False):
@@ -144,12 +163,12 @@ class RunRecord(TypedDict, total=False):
     configs: list[Outcome]
     rerun: list[str]
     missing: list[str]
-    skipped: list[dict[str, object]]
+    skipped: list[Skipped]
     environment: Environment | None
     passes: int | None
     kind: str
     program: list[str]
-    gpus: list[dict[str, object]]  # measure --gpus: one entry per GPU (its attempts, configs, reports)
+    gpus: list[GpuRun]  # measure --gpus: one entry per GPU
     parts: list[dict[str, object]]  # merge: one entry per run merged
     kernels_profiled: int | None
     command: str
@@ -181,6 +200,7 @@ class RunRecord(TypedDict, total=False):
     timing_reason: str
     timing_source: str
     nvtx_include_applied: str
+    first_kernel_s: float | None  # profile: the program's start-up, before ncu profiled anything
 
 
 # --- the schema: derived from the TypedDicts above ------------------------------------------------------
