@@ -32,7 +32,7 @@ def add_reused(kernels: pd.DataFrame, plan: Plan | None) -> pd.DataFrame:
     them; one whose source has no kernel in the report (the program ended first, or it was never
     measured) gets no row: reuse_counts counts it."""
     kernels = kernels.assign(**{REUSES: ""})
-    wanted = [(c["range"], c["reuses"]) for c in repeats(plan) if c.get("reuses")]
+    wanted = [(c["range"], source) for c in repeats(plan) if (source := c.get("reuses"))]
     if not wanted or kernels.empty:
         return kernels
     rows_of: dict[str, list[int]] = {}

@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from memtraffic.runfolder.records import Config, TensorEntry
 from memtraffic.runfolder.trace import emit, make_record, next_seq, short_dtype
 from memtraffic.vocab import launches
 
@@ -116,7 +117,7 @@ def kernel_minimum(arg_names: Sequence[str], args: Sequence[Any], mutated: Itera
             list(reads.values()), list(writes.values()))
 
 
-def io_entry(t: Any) -> dict[str, Any]:
+def io_entry(t: Any) -> TensorEntry:
     return {"shape": [int(d) for d in t.shape], "dtype": short_dtype(t.dtype)}
 
 
@@ -159,7 +160,7 @@ def _fused_in_file(filename: str) -> dict[str, dict[str, list[str]]]:
 
 def inductor_record(seq: int, range_name: str, kernel_name: str, arg_names: Sequence[str],
                     args: Sequence[Any], inductor_meta: dict[str, Any],
-                    fused: dict[str, list[str]] | None, source: str | None = None) -> dict[str, Any]:
+                    fused: dict[str, list[str]] | None, source: str | None = None) -> Config:
     """The trace record (plan config) of one launch of an Inductor kernel."""
     read, write, tensors_read, tensors_written = kernel_minimum(
         arg_names, args, inductor_meta.get("mutated_arg_names") or (), source)
@@ -171,11 +172,12 @@ def inductor_record(seq: int, range_name: str, kernel_name: str, arg_names: Sequ
                          None if flops is None else int(flops),
                          main=io_entry(max(tensors_written, key=view_bytes)) if tensors_written else None)
     fused = fused or {}
-    record["params"] = {"fused_aten": fused.get("aten", []), "source_nodes": fused.get("nodes", [])}
+    params: dict[str, object] = {"fused_aten": fused.get("aten", []), "source_nodes": fused.get("nodes", [])}
     if fused.get("aten") == [] or not fused:
-        record["params"]["fused_aten_note"] = "the launching module names no aten ops for this kernel"
+        params["fused_aten_note"] = "the launching module names no aten ops for this kernel"
     if inductor_meta.get("kernel_num_gb") is not None:  # Inductor's own estimate, beside ours
-        record["params"]["inductor_estimate_bytes"] = int(float(inductor_meta["kernel_num_gb"]) * 1e9)
+        params["inductor_estimate_bytes"] = int(float(inductor_meta["kernel_num_gb"]) * 1e9)
+    record["params"] = params
     return record
 
 
@@ -222,7 +224,7 @@ def _decide(name: str, sig: tuple[Any, ...]) -> tuple[Any, str]:
     return decision, decision.range
 
 
-def _done(decision: Any, record: dict[str, Any]) -> None:
+def _done(decision: Any, record: Config) -> None:
     launches.done(decision)
     record.update(decision.fields())
 
@@ -349,7 +351,7 @@ def _wrap_jit(run: Callable[..., Any]) -> Callable[..., Any]:
             _pop()
         tensors = [a for a in args if _is_tensor(a)]
         record = make_record("triton", seq, kernel, name, [io_entry(t) for t in tensors], [], 0, 0, None)
-        record.update(min_read_bytes=None, min_write_bytes=None)
+        record.update({"min_read_bytes": None, "min_write_bytes": None})
         record["params"] = {"minimum": "none: a Triton kernel outside Inductor; wrap it in memtraffic.region "
                                       "to give its minimum"}
         _done(decision, record)

@@ -60,7 +60,7 @@ class Config(_ConfigRange, total=False):
     inputs: list[TensorEntry]
     outputs: list[TensorEntry]
     repeat: bool  # profile --distinct: a repeat of an earlier signature (not measured)
-    reuses: str  # ... and the range whose measurement it reuses
+    reuses: str | None  # ... and the range whose measurement it reuses
     signature: str
 
 
