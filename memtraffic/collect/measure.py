@@ -25,15 +25,16 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from memtraffic.collect.device import cuda_device_names, require_gpu
 from memtraffic.collect.fallback import unavailable
 from memtraffic.collect.planning import build_plan, check_names  # torch only when a plan is built
 from memtraffic.collect.sweep import (
+    Grid,
     assign_gpus,
+    check_gpus,
     gpu_indices,
-    parse_gpus,
     parse_shard,
     plan_from_grids,
     predicted_cost,
@@ -95,9 +96,23 @@ class MeasureOptions:
     shard: str | None = None  # 'I/N': only that deterministic part of the plan
     gpus: str | None = None  # 'all' or '0,1': one ncu process per GPU at once
     timing_only: bool = False  # no ncu: the runner's kernels timed (memtraffic.collect.timing_only)
+    # Parsed once, when the options are made (UsageError for a bad value): what the layers below use. The
+    # fields above keep the text as given, for run.json and for messages.
+    metric_tokens: tuple[str, ...] = field(init=False)  # --metrics: set names, aliases, raw ncu names
+    shard_part: tuple[int, int] | None = field(init=False, default=None)  # --shard 2/4: (2, 4)
+    gpu_list: list[int] | Literal["all"] | None = field(init=False, default=None)  # --gpus: indices, or all
+    grids: list[Grid] | None = field(init=False, default=None)  # --sweep: the file's grids
 
     def __post_init__(self) -> None:
         self.shapes = [parse_shape(s) if isinstance(s, str) else tuple(s) for s in self.shapes]
+        self.metric_tokens = tuple(metric_tokens(self.metrics))
+        if self.shard:
+            self.shard_part = parse_shard(self.shard)
+        if self.gpus:
+            indices = gpu_indices(self.gpus)
+            self.gpu_list = "all" if indices is None else indices
+        if self.sweep:
+            self.grids = read_sweep(self.sweep)
 
 
 @dataclass(frozen=True)
@@ -372,22 +387,23 @@ def plan_for(opts: MeasureOptions) -> Plan:
         plan = opts.plan
     elif opts.rerun is not None:
         plan = rerun_plan(opts.rerun)
-    elif opts.sweep is not None:
-        plan = plan_from_grids(read_sweep(opts.sweep))
+    elif opts.grids is not None:
+        plan = plan_from_grids(opts.grids)
     else:
         plan = build_plan(opts.variants, opts.shapes, opts.dtypes, opts.params, opts.all_variants,
                           variant_files=opts.variant_files)
-    if opts.shard:
-        plan = shard_plan(plan, *parse_shard(opts.shard))
+    if opts.shard_part:
+        plan = shard_plan(plan, *opts.shard_part)
     return plan
 
 
-def _gpu_slots(spec: str) -> tuple[list[GpuSlot], str]:
-    """The GPUs of --gpus, checked against those this process sees; all must be of one kind."""
+def _gpu_slots(spec: str, wanted: list[int] | Literal["all"]) -> tuple[list[GpuSlot], str]:
+    """The GPUs of --gpus (`spec` as given, `wanted` parsed), checked against those this process sees; all
+    must be of one kind."""
     names = cuda_device_names()
     if not names:
         require_gpu(f"--gpus {spec} needs one")  # raises
-    indices = parse_gpus(spec, len(names))
+    indices = check_gpus(spec, None if wanted == "all" else wanted, len(names))
     kinds = {names[i] for i in indices}
     if len(kinds) > 1:
         raise UsageError(f"--gpus {spec}: the GPUs differ ({', '.join(sorted(kinds))}); a run is measured on "
@@ -411,10 +427,7 @@ def precheck(opts: MeasureOptions) -> None:
     grid_given = bool(opts.variants or opts.shapes or opts.dtypes or opts.params or opts.all_variants)
     if sum(bool(x) for x in (opts.sweep, opts.rerun, grid_given)) > 1:
         raise UsageError("give the configs one way: variants and grid options, --sweep FILE, or --rerun RUN")
-    if opts.shard:
-        parse_shard(opts.shard)
-    if opts.sweep:
-        read_sweep(opts.sweep)
+    if opts.grids is not None:  # read and checked when the options were made
         return
     if opts.rerun:
         rerun_plan(opts.rerun)
@@ -485,12 +498,10 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
         timings[name] = round(now - clock, 3)
         clock = now
 
-    if opts.gpus:  # every flag is checked before ncu and the GPU are looked for
-        gpu_indices(opts.gpus)
-    if opts.out is not None:
+    if opts.out is not None:  # every flag is checked before ncu and the GPU are looked for
         refuse_nonempty(opts.out)
     check_ncu_options(cache_control=opts.cache_control, clock_control=opts.clock_control)
-    tokens = metric_tokens(opts.metrics)  # a name not even metric-shaped fails before ncu is found
+    tokens = list(opts.metric_tokens)  # a name not even metric-shaped failed when the options were made
     # The plan is built (torch, triton and the kernels imported: ~6 s on the H100 machine) while ncu
     # starts the runners (one per GPU), which import the same and then wait for plan.json; its configs
     # are split across the GPUs (finish_plan) before it is written, each runner takes its own.
@@ -510,8 +521,8 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
     except NcuError as err:
         raise (err if opts.gpus else unavailable(err)) from None
     lap("ncu_version_s")
-    if opts.gpus:
-        slots, gpu = _gpu_slots(opts.gpus)
+    if opts.gpus and opts.gpu_list is not None:
+        slots, gpu = _gpu_slots(opts.gpus, opts.gpu_list)
     else:  # nvidia-smi, not torch: the parent need not import torch (the runner checks CUDA)
         slots, gpu = [], gpu_name() if overlap else require_gpu("`memtraffic measure` needs one (and ncu)")
     lap("gpu_check_s")
@@ -554,7 +565,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
         "cache_control": opts.cache_control,
         "source": opts.source,
     }
-    if opts.sweep:
+    if opts.sweep:  # the file as it was, beside the grids read from it
         run["sweep"] = {"file": str(opts.sweep), "text": Path(opts.sweep).read_text(encoding="utf-8")}
     if opts.rerun:
         run["rerun_of"] = str(opts.rerun)

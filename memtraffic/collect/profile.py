@@ -79,6 +79,11 @@ class ProfileOptions:
     out: Path | None = None
     runs_root: Path = DEFAULT_RUNS_ROOT
     verbose: bool = False
+    # --metrics parsed once, when the options are made (UsageError for a name not even metric-shaped).
+    metric_tokens: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.metric_tokens = tuple(metric_tokens(self.metrics))
 
 
 @dataclass
@@ -198,7 +203,7 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
     if opts.distinct < 0:
         raise UsageError(f"--distinct {opts.distinct}: give how many calls of each signature to measure "
                          "(>= 1), or --every-launch")
-    tokens = metric_tokens(opts.metrics)  # a name not even metric-shaped fails before ncu is found
+    tokens = list(opts.metric_tokens)  # a name not even metric-shaped failed when the options were made
     if opts.out is not None:
         refuse_nonempty(opts.out)  # a usage error, said before ncu is looked for
     try:

@@ -214,7 +214,11 @@ def gpu_indices(text: str) -> list[int] | None:
 
 def parse_gpus(text: str, available: int) -> list[int]:
     """'all' -> [0, ..., available-1]; '0,2' -> [0, 2], each checked against the GPUs this machine has."""
-    indices = gpu_indices(text)
+    return check_gpus(text, gpu_indices(text), available)
+
+
+def check_gpus(text: str, indices: list[int] | None, available: int) -> list[int]:
+    """gpu_indices' result for --gpus `text` (None: all) checked against the GPUs this machine has."""
     if available < 1:
         raise GpuNotFoundError(f"--gpus {text}: no CUDA GPU is visible on this machine; `memtraffic analyze` "
                                "reads existing runs anywhere")
