@@ -183,7 +183,8 @@ def _group(kernels: pd.DataFrame, group_by: str) -> pd.DataFrame:
         out["n_kernels"] = 1
         return out
     # Kernels outside any range stay one row each.
-    keys = [f"{run}\0{rng}" if rng else f"{run}\0#{launch} {name}" for run, rng, launch, name in
+    # \x1f (unit separator), not NUL: pandas 2 hashes object strings as C strings, so "a\0b" == "a\0c".
+    keys = [f"{run}\x1f{rng}" if rng else f"{run}\x1f#{launch} {name}" for run, rng, launch, name in
             zip(kernels["run"], kernels["range"], kernels["launch"], kernels["kernel"], strict=True)]
     kernels = kernels.assign(_key=keys)
     aliases = [a for a in METRICS if a in kernels]
