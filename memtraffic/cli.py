@@ -437,6 +437,10 @@ def profile(
     _check_baseline(baseline)
     if profile_from_start not in ("on", "off"):
         raise UsageError(f"unknown --profile-from-start {profile_from_start!r}: use on or off")
+    source_of_distinct = ctx.get_parameter_source("distinct")
+    if every_launch and source_of_distinct is not None and source_of_distinct.name != "DEFAULT":
+        raise UsageError(f"--every-launch measures every launch, --distinct {distinct} the first {distinct} "
+                         "calls of each signature: give one of them")
     opts = ProfileOptions(
         command=list(ctx.args), metrics=metrics, torch_ops=torch_ops, triton=triton, timing_only=timing_only,
         source=source, kernel_name=kernel_name,
@@ -606,13 +610,14 @@ def check(
     """
     from memtraffic.analysis.gate import check as check_run
     from memtraffic.analysis.gate import load_expectations
-    from memtraffic.views.check_output import render
+    from memtraffic.views.check_output import render, summary
 
     _check_format(fmt, ("table", "json"))
     expectations = load_expectations(expect)
     results = check_run(run, expectations, baseline)
     typer.echo(render(results, fmt, str(run), str(expect)))
-    if not all(r["ok"] for r in results):
+    if not all(r["ok"] for r in results):  # said on stderr too: a CI log that keeps only stderr shows it
+        typer.echo(f"error: {run} fails {expect}: {summary(results)}", err=True)
         raise typer.Exit(code=1)
 
 

@@ -26,11 +26,18 @@ from memtraffic.ncu.kernel_table import kernel_table
 from memtraffic.ncu.metrics import LAUNCH_STATS, METRICS
 from memtraffic.ncu.report import ADDITIVE_UNITS, EmptyReportError
 from memtraffic.runfolder.load import Run, load_run
-from memtraffic.runfolder.records import Config, Outcome, Plan, RunRecord, configs_of
+from memtraffic.runfolder.records import DAMAGED, Config, Outcome, Plan, RunRecord, configs_of
 from memtraffic.runfolder.timings import is_timings
 from memtraffic.vocab.arch import chip_for_gpu
 from memtraffic.vocab.errors import ReportError, UsageError, warn
-from memtraffic.vocab.files import dump, plain_records, read_json, write_bytes_atomic, write_json
+from memtraffic.vocab.files import (
+    dump,
+    plain_records,
+    read_json,
+    require_file,
+    write_bytes_atomic,
+    write_json,
+)
 from memtraffic.vocab.launches import measured_range
 from memtraffic.vocab.ops import format_shape
 from memtraffic.vocab.roofs import find_ceilings
@@ -129,10 +136,11 @@ def _apply_min_rules(df: pd.DataFrame, rules: Sequence[MinRule]) -> np.ndarray:
 
 
 def _div(num: pd.Series, den: pd.Series) -> pd.Series:
-    """num / den, NaN where den is 0 or missing (no traffic measured is no efficiency)."""
+    """num / den, NaN where den is 0 or missing (no traffic measured is no efficiency), and where either is
+    negative or infinite (a ratio of those would be a wrong number, not a finding)."""
     num = pd.to_numeric(num, errors="coerce").astype(float)
     den = pd.to_numeric(den, errors="coerce").astype(float)
-    return num / den.where(den > 0)
+    return num.where((num >= 0) & (num < math.inf)) / den.where((den > 0) & (den < math.inf))
 
 
 def _config_models(plan: Plan | None) -> dict[str, dict[str, Any]]:
@@ -496,7 +504,7 @@ def analyze_reports(reports: Sequence[Path], plan: Plan | None = None, *,
     with_lines = []  # reports with per-line counters
     timed = False  # a timing-only run's timings.json: times, no counters (timing_only_table)
     for report in reports:
-        if not Path(report).is_file():  # a shard or part the run lists, not there
+        if not require_file(Path(report), DAMAGED):  # a shard or part the run lists, not there
             found_gaps.append(f"{report}: a report of this run is missing (listed in run.json): the configs "
                               "it held are missing")
             continue
@@ -533,8 +541,9 @@ def analyze_reports(reports: Sequence[Path], plan: Plan | None = None, *,
         table = pd.DataFrame(columns=COLUMNS + EXTRA_COLUMNS)
         table.attrs["gaps"] = found_gaps
         return table, pd.DataFrame()
-    if not frames:  # every report empty or missing: every planned config is missing
-        found_gaps += [str(e) for e in empty]
+    # A report without a kernel beside whole ones is named as it would be alone (a report cut before its
+    # first kernel is one); with none whole, every planned config is missing too.
+    found_gaps += [str(e) for e in empty]
     kernels = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["run", "launch", "range", "kernel", "grid_size", "block_size", "device", "report", "passes",
                  *METRICS])

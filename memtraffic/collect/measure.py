@@ -65,7 +65,7 @@ from memtraffic.runfolder.records import (  # atomic: the runner may wait
 from memtraffic.vocab.configs import parse_params
 from memtraffic.vocab.errors import GpuNotFoundError, NcuError, UsageError, say
 from memtraffic.vocab.extras import require
-from memtraffic.vocab.files import refuse_nonempty
+from memtraffic.vocab.files import refuse_nonempty, require_folder
 from memtraffic.vocab.machine import gpu_name, utc_now
 from memtraffic.vocab.ops import Shape, format_shape, parse_dtype, parse_shape
 
@@ -338,9 +338,8 @@ def rerun_plan(run_dir: Path) -> Plan:
     own: measure them again, then `memtraffic merge` the two runs."""
     from memtraffic.runfolder.load import load_run
 
-    if not run_dir.is_dir():
-        what = "no such folder" if not run_dir.exists() else "not a folder"
-        raise UsageError(f"--rerun {run_dir}: not a run folder ({what})")
+    if not require_folder(run_dir, "give the run folder to measure again", usage=True, option="--rerun"):
+        raise UsageError(f"--rerun {run_dir}: not a run folder (no such folder)")
     loaded = load_run(run_dir)
     plan, run = loaded.plan, loaded.meta or {}  # no run.json: measure was killed before it saved it
     if plan is None:

@@ -190,6 +190,16 @@ def launched(opts: ProfileOptions, program: str) -> list[str]:
     return app
 
 
+def check_options(opts: ProfileOptions) -> None:
+    """UsageError for an option value profile refuses, with or without ncu: said before the GPU is looked
+    for and before anything is created."""
+    check_ncu_options(opts.cache_control, opts.clock_control, opts.target_processes, opts.launch_skip,
+                      opts.launch_count)
+    if opts.distinct < 0:
+        raise UsageError(f"--distinct {opts.distinct}: give how many calls of each signature to measure "
+                         "(>= 1), or --every-launch")
+
+
 def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> ProfileResult:
     """Check, run the program under ncu, turn its trace into the plan, save. See the module doc.
     Raises CountersUnavailable when ncu is missing or may not read the counters: memtraffic.api.run_profile
@@ -198,11 +208,7 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
     The report is not analyzed here: memtraffic.api.run_profile does that."""
     echo = echo or say
     program = resolve_program(opts.command)
-    check_ncu_options(opts.cache_control, opts.clock_control, opts.target_processes, opts.launch_skip,
-                      opts.launch_count)
-    if opts.distinct < 0:
-        raise UsageError(f"--distinct {opts.distinct}: give how many calls of each signature to measure "
-                         "(>= 1), or --every-launch")
+    check_options(opts)
     tokens = list(opts.metric_tokens)  # a name not even metric-shaped failed when the options were made
     if opts.out is not None:
         refuse_nonempty(opts.out)  # a usage error, said before ncu is looked for

@@ -35,6 +35,7 @@ from memtraffic.collect.measure import (
     _config_entries,
     _run_label,
     plan_for,
+    precheck,
     runner_argv,
 )
 from memtraffic.collect.profile import (
@@ -45,6 +46,7 @@ from memtraffic.collect.profile import (
     ProfileResult,
     ProgramFailed,
     _label,
+    check_options,
     program_env,
     resolve_program,
     trace_mode,
@@ -56,7 +58,18 @@ from memtraffic.runfolder.records import RunRecord, plan_from_trace, write_plan,
 from memtraffic.runfolder.timings import SOURCE, TIMINGS_FILE, keep_ranged
 from memtraffic.runfolder.trace import TRACE_FROM, read_trace
 from memtraffic.vocab.errors import GpuNotFoundError, MemtrafficError, UsageError
-from memtraffic.vocab.machine import environment, gpu_name, utc_now
+from memtraffic.vocab.files import refuse_nonempty
+from memtraffic.vocab.machine import ANYWHERE, environment, gpu_name, utc_now
+
+
+def _require_gpu() -> str:
+    """The GPU's name, or GpuNotFoundError before anything is created: without a GPU there is no kernel to
+    time (a measure plan would run in Triton's interpreter, a program would record nothing)."""
+    try:
+        return gpu_name()
+    except GpuNotFoundError:
+        raise GpuNotFoundError("no NVIDIA GPU is visible (nvidia-smi found none): timing-only runs time CUDA "
+                               f"kernels, so they need one; {ANYWHERE}") from None
 
 
 def profile_timing(opts: ProfileOptions, echo: Callable[[str], None], reason: str = "") -> ProfileResult:
@@ -69,10 +82,10 @@ def profile_timing(opts: ProfileOptions, echo: Callable[[str], None], reason: st
         raise UsageError("timing-only runs time kernels with torch.profiler inside the program: give a "
                          f"Python program that uses PyTorch (python SCRIPT, -m MODULE or -c CODE), not "
                          f"{shlex.join(opts.command)!r}")
-    try:
-        gpu: str | None = gpu_name()
-    except GpuNotFoundError:
-        gpu = None
+    check_options(opts)
+    if opts.out is not None:
+        refuse_nonempty(opts.out)
+    gpu = _require_gpu()
     run_dir = new_run_dir([_label(opts.command)], opts.out, opts.runs_root)
     timings = run_dir / TIMINGS_FILE
     app = with_launcher([program, *opts.command[1:]], mode, opts.triton, timings) or []
@@ -117,11 +130,12 @@ def profile_timing(opts: ProfileOptions, echo: Callable[[str], None], reason: st
 
 def measure_timing(opts: MeasureOptions, echo: Callable[[str], None], reason: str = "") -> MeasureResult:
     """Run the plan's configs without ncu, their kernels timed (see the module doc)."""
+    if opts.plan is None:
+        precheck(opts)  # the options, before the GPU is looked for and before torch and triton load
+    if opts.out is not None:
+        refuse_nonempty(opts.out)
+    gpu = _require_gpu()
     plan = plan_for(opts)
-    try:
-        gpu: str | None = gpu_name()
-    except GpuNotFoundError:
-        gpu = None
     run_dir = new_run_dir(_run_label(opts, plan), opts.out, opts.runs_root)
     plan["metrics"] = {"spec": None, "names": [], "notes": ["timing-only: no counters"]}
     plan["options"] = {"clock_control": None, "cache_control": None, "source": False}

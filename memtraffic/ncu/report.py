@@ -36,6 +36,7 @@ from memtraffic.ncu.metrics import (
 from memtraffic.ncu.source import measured_lines
 from memtraffic.vocab.configs import RANGE_PREFIX
 from memtraffic.vocab.errors import ReportError
+from memtraffic.vocab.files import require_file
 
 REPORT_SUFFIX = ".ncu-rep"
 _DEFAULT_DOMAIN = "<default domain>"
@@ -132,10 +133,9 @@ def alias_value(action: Any, metric: Metric) -> float:
 
 
 def check_report_file(path: Path) -> None:
-    """ReportError unless the path is a non-empty file."""
-    if not path.is_file():
-        raise ReportError(f"{path}: no such report file" if not path.exists()
-                          else f"{path} is not a file: give a .ncu-rep report or a run folder")
+    """ReportError unless the path is a non-empty regular file (a FIFO is named, never opened)."""
+    if not require_file(path, "give a .ncu-rep report or a run folder"):
+        raise ReportError(f"{path}: no such report file")
     if path.stat().st_size == 0:
         raise ReportError(f"{path} is empty (0 bytes): not an Nsight Compute report")
 

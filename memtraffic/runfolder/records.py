@@ -13,14 +13,32 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import UnionType
-from typing import Any, TypedDict, Union, cast, get_args, get_origin, get_type_hints, is_typeddict
+from typing import Annotated, Any, TypedDict, Union, cast, get_args, get_origin, get_type_hints, is_typeddict
 
 from memtraffic.vocab.errors import ReportError, UsageError
-from memtraffic.vocab.files import read_json, write_json
+from memtraffic.vocab.files import read_json, require_file, write_json
 from memtraffic.vocab.machine import Environment
+from memtraffic.vocab.units import LIMIT
 
 PLAN_FILE = "plan.json"
 RUN_FILE = "run.json"
+
+
+class Amount:
+    """A number from 0 up to (not including) 2**63, finite: bytes, FLOPs, a tensor's dimension. JSON
+    writes whole numbers as floats at times (1e6), so a float is taken where `whole` is False. Records
+    carry it as Annotated[int | float, Amount(...)]; the schema checks it."""
+
+    def __init__(self, what: str, whole: bool = False):
+        self.what, self.whole = what, whole
+
+    def bad(self, value: Any) -> bool:
+        return not 0 <= value < LIMIT  # NaN fails this too
+
+
+Bytes = Annotated[int | float, Amount("bytes")]
+Flops = Annotated[int | float, Amount("a count")]
+Dimension = Annotated[int, Amount("a dimension", whole=True)]
 
 
 class TensorEntry(TypedDict):
@@ -41,15 +59,15 @@ class Config(_ConfigRange, total=False):
     kind: str  # 'variant' (measure), 'op', 'region' or 'triton' (profile)
     variant: str
     op: str
-    shape: list[int]
+    shape: list[Dimension]
     dtype: str
     params: dict[str, object]  # every parameter, defaults filled in (None: the variant picks at launch)
     explicit_params: dict[str, object]  # those the user set (the range name holds these)
-    min_read_bytes: int | float | None
-    min_write_bytes: int | float | None
-    pred_read_bytes: int | float | None
-    pred_write_bytes: int | float | None
-    model_flops: int | float | None
+    min_read_bytes: Bytes | None
+    min_write_bytes: Bytes | None
+    pred_read_bytes: Bytes | None
+    pred_write_bytes: Bytes | None
+    model_flops: Flops | None
     min_note: str
     gpu: int  # measure --gpus: the GPU it ran on
     part: int  # merge: the run it came from
@@ -133,7 +151,7 @@ class Outcome(TypedDict, total=False):
     dtype: str
     max_err: float | None  # the runner's check of the output against the reference
     params: dict[str, object]
-    shape: list[int]
+    shape: list[Dimension]
     gpu: int
     part: int
 
@@ -216,12 +234,18 @@ _FIELDS: dict[type, dict[str, Any]] = {}  # a TypedDict's resolved field hints
 
 def _fields(record: type) -> dict[str, Any]:
     if record not in _FIELDS:
-        _FIELDS[record] = get_type_hints(record)
+        _FIELDS[record] = get_type_hints(record, include_extras=True)
     return _FIELDS[record]
 
 
 def _kind(value: object) -> str:
     return _NAMES.get(type(value), type(value).__name__)
+
+
+def _amount(spec: Any) -> Amount | None:
+    """The Amount an Annotated[X, Amount(...)] hint carries, else None."""
+    return next((a for a in spec.__metadata__ if isinstance(a, Amount)), None) \
+        if get_origin(spec) is Annotated else None
 
 
 def _members(spec: Any) -> tuple[Any, ...]:
@@ -230,6 +254,8 @@ def _members(spec: Any) -> tuple[Any, ...]:
 
 
 def _expected(spec: Any) -> str:
+    if get_origin(spec) is Annotated:
+        return _expected(get_args(spec)[0])
     if members := _members(spec):  # any of these
         return " or ".join(dict.fromkeys(_expected(k) for k in members))
     if is_typeddict(spec) or spec is dict or get_origin(spec) is dict:
@@ -240,6 +266,8 @@ def _expected(spec: Any) -> str:
 
 
 def _is(value: object, spec: Any) -> bool:
+    if get_origin(spec) is Annotated:
+        return _is(value, get_args(spec)[0])
     if members := _members(spec):
         return any(_is(value, k) for k in members)
     if spec is object or spec is Any:
@@ -264,6 +292,10 @@ def problem(value: Any, spec: Any, field: str = "") -> str | None:
         return f"{field + ' is' if field else 'holds'} {_kind(value)}, expected {_expected(spec)}"
     if members := _members(spec):
         return problem(value, next(k for k in members if _is(value, k)), field)
+    amount = _amount(spec)
+    if amount is not None and amount.bad(value):
+        where = field + " is" if field else "holds"
+        return f"{where} {value!r}, expected {amount.what} from 0 to below 2**63"
     prefix = field + "." if field else ""
     if is_typeddict(spec):
         fields = _fields(spec)
@@ -290,8 +322,7 @@ def check(data: Any, name: str, where: Path) -> None:
     """ReportError naming the file and the first field that departs from the file's schema."""
     found = problem(data, SCHEMAS[name])
     if found:
-        raise ReportError(f"{where}: {found}: the run folder is damaged (restore the file, or measure "
-                          "again)")
+        raise ReportError(f"{where}: {found}: {DAMAGED}")
 
 
 def read_plan(folder: Path) -> Plan | None:
@@ -304,9 +335,12 @@ def read_run(folder: Path) -> RunRecord | None:
     return _read(folder, RUN_FILE)
 
 
+DAMAGED = "the run folder is damaged (restore the file, or measure again)"
+
+
 def _read(folder: Path, name: str) -> Any:
     path = folder / name
-    if not path.is_file():
+    if not require_file(path, DAMAGED):  # a folder or FIFO named plan.json is no "no plan"
         return None
     data = read_json(path, "the run folder is damaged")
     check(data, name, path)

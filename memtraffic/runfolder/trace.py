@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from memtraffic.runfolder.records import Config, TensorEntry
+from memtraffic.vocab.files import require_file
 
 TRACE_ENV = "MEMTRAFFIC_TRACE"  # the JSONL file every process of the program appends to
 TORCH_OPS_ENV = "MEMTRAFFIC_TORCH_OPS"  # sitecustomize traces the program's aten ops: a TRACE_FROM key
@@ -105,10 +106,11 @@ def read_trace(path: str | Path) -> list[dict[str, object]]:
     """The records of a trace file, in program order per process (processes in order of first record).
 
     A line that is not a whole record (the program died mid-write) is skipped, not fatal: the rest of a
-    failed program's trace still explains what it ran. No file: no records. The records are JSON as read:
+    failed program's trace still explains what it ran. No file: no records; anything else by its name (a
+    folder, a FIFO) is a ReportError (vocab.files.require_file). The records are JSON as read:
     plan_from_trace checks each against Config."""
     path = Path(path)
-    if not path.is_file():
+    if not require_file(path, "the run folder is damaged (restore the file, or profile again)"):
         return []
     records: list[dict[str, object]] = []
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
