@@ -296,7 +296,8 @@ def compute(rows: pd.DataFrame, plan: Plan | None = None,
                        for r, b, role in zip(df.to_dict("records"), bounds, roles, strict=True)]
 
     others = [a for a in METRICS if a in df and a not in COLUMNS and a != "time"]
-    return df[COLUMNS + EXTRA_COLUMNS + others + [REUSES]].reset_index(drop=True)
+    # A timing-only run's kernels (and a report without launch statistics) have no launch columns: NaN.
+    return df.reindex(columns=COLUMNS + EXTRA_COLUMNS + others + [REUSES]).reset_index(drop=True)
 
 
 def _measured_roofs(devices: pd.Series) -> dict[str, dict[str, Any]]:

@@ -516,3 +516,13 @@ def test_a_range_whose_kernels_all_lack_a_time_is_still_analyzed(monkeypatch):
     rows = _rows(analyze_path(REAL["path"]))
     assert math.isnan(rows[REAL["naive"]]["time_ns"]) and math.isnan(rows[REAL["naive"]]["grid_size"])
     assert rows[REAL["tiled"]]["grid_size"] == 8192 and rows[REAL["tiled"]]["time_ns"] > 0
+
+
+def test_a_timing_only_run_grouped_by_kernel_has_no_launch_statistics_and_no_error():
+    """Timing-only kernels carry no launch statistics (registers, waves, occupancy): by kernel they are NaN,
+    not a KeyError (the committed H100 run of an Inductor-compiled step)."""
+    result = CliRunner().invoke(app, ["analyze", str(H100 / "timing_only_layernorm_mlp_adamw"), "--group-by",
+                                      "kernel", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert rows and all(r["registers"] is None and r["time_ns"] > 0 for r in rows)
