@@ -139,8 +139,11 @@ def run_profile(opts: ProfileOptions, echo: Echo | None = None) -> ProfileResult
     from memtraffic.collect.fallback import CountersUnavailable
     from memtraffic.collect.profile import profile
     from memtraffic.collect.timing_only import profile_timing
+    from memtraffic.collect.trace_ops import require_torch
 
     echo = echo or say
+    if opts.torch_ops:  # said before ncu, the GPU or the program is looked at
+        require_torch(opts.command, "memtraffic profile --torch-ops")
     try:
         result = profile_timing(opts, echo) if opts.timing_only else profile(opts, echo)
     except CountersUnavailable as err:
@@ -223,7 +226,7 @@ def list_rows(shape: str | Sequence[int] | None, dtype: str, variant_files: Sequ
         missing = missing_extra(err, "predicting bytes (each variant's model)")
         if missing is None or variant_files:
             raise
-        warn(f"{missing}; listed: the minimum each variant's op must move")
+        warn("predicted bytes need the [measure] extra (torch, triton): pip install 'memtraffic[measure]'")
         return [minimum_row(e, sh, dt) for e in shipped_catalog()]
     _triton_on_cpu()
     from memtraffic.vocab.configs import ModelError

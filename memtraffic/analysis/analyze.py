@@ -27,6 +27,7 @@ from memtraffic.ncu.kernel_table import kernel_table
 from memtraffic.ncu.metrics import LAUNCH_STATS, METRICS
 from memtraffic.ncu.report import ADDITIVE_UNITS, EmptyReportError
 from memtraffic.runfolder.load import Run, load_run
+from memtraffic.runfolder.paths import portable_path
 from memtraffic.runfolder.records import DAMAGED, Config, Outcome, Plan, RunRecord, configs_of
 from memtraffic.runfolder.timings import is_timings
 from memtraffic.vocab.errors import ReportError, UsageError, warn
@@ -664,7 +665,9 @@ def load_results(run: str | Path | Run, partial: bool = False) -> pd.DataFrame:
 
 
 def save_results(df: pd.DataFrame, run_dir: Path) -> None:
-    """results.json (list of objects, raw numbers) and results.csv beside the reports."""
-    records = to_records(df)
+    """results.json (list of objects, raw numbers) and results.csv beside the reports, each row's report
+    named relative to the run folder (runfolder/paths.py: a run you can share)."""
+    records = [{**r, "report": portable_path(r["report"], run_dir, Path.cwd())}
+               if isinstance(r.get("report"), str) else r for r in to_records(df)]
     write_json(run_dir / "results.json", records)
     write_bytes_atomic(run_dir / "results.csv", (csv_text(records) + "\n").encode())

@@ -111,13 +111,18 @@ def in_flight(r: Mapping[str, Any], measured: Mapping[str, Any]) -> str:
     if not (bw and latency and threads):
         return ""
     need = bw * latency
+    # bytes a thread to 3 significant digits: a reader divides the two numbers before it and gets these
     text = (f"the copy roof needs {fmt_bytes(need)} in flight ({fmt_rate(bw)} x {fmt_time(latency * 1e9)} "
-            f"DRAM latency): {fmt_bytes(need / threads)} outstanding a resident thread "
-            f"({threads:,.0f} threads)")
+            f"DRAM latency), {_per_thread(need / threads)} for each of the {threads:,.0f} resident threads")
     req, requests = _num(r, "req_ld_bytes"), _num(r, "l1_ld_requests")
-    if req and requests:
-        text += f"; its loads ask {fmt_bytes(req / requests / 32)} a thread"
+    if req and requests:  # a warp's load instruction is one request of 32 threads
+        text += (f", whose load instructions ask {_per_thread(req / requests / 32)} a thread "
+                 f"({fmt_bytes(req)} over {requests:,.0f} warp requests)")
     return text
+
+
+def _per_thread(x: float) -> str:
+    return f"{x:.3g} B"
 
 
 def explain_time(r: Mapping[str, Any], measured: Mapping[str, Any] | None) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, TypedDict, Union, cast, get_args, get_origin, get_type_hints, is_typeddict
 
+from memtraffic.runfolder.paths import portable
 from memtraffic.vocab.errors import ReportError, UsageError
 from memtraffic.vocab.files import read_json, require_file, write_json
 from memtraffic.vocab.machine import Environment
@@ -362,8 +363,8 @@ def write_plan(folder: Path, plan: Plan) -> Path:
 
 
 def write_run(folder: Path, run: Mapping[str, Any]) -> Path:
-    """run.json, atomically (see write_plan)."""
-    return _write(folder, RUN_FILE, run)
+    """run.json, atomically (see write_plan), its paths relative (runfolder/paths.py: a run you can share)."""
+    return _write(folder, RUN_FILE, portable(run, folder, Path.cwd()))
 
 
 def _write(folder: Path, name: str, data: Mapping[str, Any]) -> Path:

@@ -395,7 +395,8 @@ def _row(**kw):
 def test_diagnosis_cases():
     assert diagnose(_row()) == ""
     d = diagnose(_row(n_kernels=5, req_ld_bytes=500.0, eff_l1_ld=0.2))
-    assert d.startswith("5 kernels: loads request 5x the minimum (extra passes over memory)")
+    assert d.startswith("5 kernels: loads request 5x the minimum (500 B for a minimum of 100 B), a pass over "
+                        "memory each: fusing them saves passes")
     assert "DRAM moves 3.2x the minimum" in diagnose(_row(eff_dram=1 / 3.2))
     assert "bypass the LSU path" in diagnose(_row(eff_l1_ld=20.0))
 
@@ -457,7 +458,8 @@ def test_a_global_min_bytes_on_a_plain_report_names_its_limit():
 def test_lsu_bypass_replaces_the_below_minimum_note():
     d = diagnose(_row(**{**LEVELS, "l1_ld_bytes": 0.5}, eff_l1_ld=200.0))
     assert "loads bypass the LSU counters" in d and "below the minimum" not in d
-    assert diagnose(_row(sector_eff_st=0.5)) == "stores use 16 of every 32 bytes per sector"
+    assert diagnose(_row(sector_eff_st=0.5)) == ("stores use 16 of every 32 bytes per sector: neighbouring "
+                                                 "threads should touch neighbouring addresses")
 
 
 def test_records_convert_numpy_and_nan():

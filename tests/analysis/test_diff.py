@@ -228,14 +228,15 @@ def test_profile_with_a_baseline_prints_the_diff_after_the_run(monkeypatch):
     assert f"diff against {run}:" not in res.stdout and len(json.loads(res.stdout)) == 8
 
 
-def test_report_with_a_baseline_shows_both_side_by_side(tmp_path):
+def test_report_with_a_baseline_shows_its_table_once_and_the_bars_side_by_side(tmp_path):
     from memtraffic.views.html_report import build_report
 
     page = build_report(SUITE, baseline=SEED)
     assert "<h2>Compared with the baseline seed_1048576x2_fp32</h2>" in page
     assert "<h3>baseline: seed_1048576x2_fp32</h3>" in page
-    assert "<h3>this run: suite_1048576x2_fp32</h3>" in page
-    assert page.count("class='pair tables'") == 1 and page.count("class='pair'") == 1  # then the bars
+    assert "this run: suite_1048576x2_fp32</h3>" not in page  # the run's table is the page's own, once
+    assert page.count("<h2>Measured traffic vs minimum</h2>") == 1
+    assert page.count("class='pair'") == 1  # the two traffic charts
     assert "no change: bytes within 1%" in page
     assert page.count("Plotly.newPlot") == 4  # roofline, traffic, and the two traffic charts side by side
     res = CliRunner().invoke(app, ["report", str(SUITE), "--baseline", str(_other_gpu(tmp_path)),
