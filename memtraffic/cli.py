@@ -517,6 +517,36 @@ def analyze(
 
 
 @app.command()
+def floor(
+    path: Annotated[Path, typer.Argument(help="A run folder of `memtraffic profile` (or measure), or a .ncu-rep.")],
+    fmt: Annotated[
+        str,
+        typer.Option("--format", "-f", help="table (for people, with a legend) or json (gpu_time_s, "
+                     "floor_s, by_op rows, eager_min_bytes, fused_min_bytes, dram_bytes; seconds and bytes)."),
+    ] = "table",
+    wide: Wide = False,
+) -> None:
+    """How far the run is from its floor: time, floor and recoverable time per op type, and why.
+
+    Each call's floor is the larger of its minimum bytes at the measured
+    copy roof and its FLOPs at the measured roof of its dtype and unit;
+    recoverable = time - floor, with the reason that holds it (bytes above
+    the minimum, compute below its roof, launch-bound, occupancy, spills, a
+    grid too small for the GPU, latency). Beside it the fused minimum of a
+    traced program: what it must move if every intermediate stayed on chip.
+
+    Examples:
+      memtraffic floor reports/h100/floor_eager_i42floor
+      memtraffic floor RUN --format json
+    """
+    from memtraffic.analysis.floor import floor_run
+    from memtraffic.views.floor_table import render_floor
+
+    _check_format(fmt, ("table", "json"))
+    typer.echo(render_floor(floor_run(path), fmt, _width(wide)))
+
+
+@app.command()
 def diff(
     a: Annotated[Path, typer.Argument(help="Before: a run folder, a .ncu-rep, or a saved table "
                                       "(results.json, analyze --format json).")],

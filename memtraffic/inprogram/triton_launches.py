@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from memtraffic.inprogram.liveness import identities
 from memtraffic.runfolder.trace import dtype_name, emit, make_record, next_seq
 from memtraffic.vocab import launches
 
@@ -116,6 +117,10 @@ def kernel_minimum(arg_names: Sequence[str], args: Sequence[Any], mutated: Itera
             list(reads.values()), list(writes.values()))
 
 
+def _largest(views: Sequence[Any]) -> int:
+    return max(view_bytes(v) for v in views)
+
+
 def describe(t: Any) -> dict[str, Any]:
     return {"shape": [int(d) for d in t.shape], "dtype": dtype_name(t.dtype)}
 
@@ -170,6 +175,9 @@ def inductor_record(seq: int, range_name: str, kernel_name: str, arg_names: Sequ
                          [describe(t) for t in tensors_written], read, write,
                          None if flops is None else int(flops),
                          main=describe(max(tensors_written, key=view_bytes)) if tensors_written else None)
+    # The storages it moves, for the fused minimum (memtraffic.inprogram.liveness; one view per storage)
+    record["reads"] = identities(tensors_read, 0, _largest)
+    record["writes"] = identities(tensors_written, 0, _largest)
     fused = fused or {}
     record["params"] = {"fused_aten": fused.get("aten", []), "source_nodes": fused.get("nodes", [])}
     if fused.get("aten") == [] or not fused:

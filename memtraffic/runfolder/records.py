@@ -43,6 +43,9 @@ class Config(TypedDict, total=False):
     part: int  # merge: the run it came from
     reports: list[str]  # merge: the reports that hold it
     nvtx_range: str  # merge: its range in those reports, when renamed ('RANGE|#2')
+    reads: list[list[int | None]]  # traced: [storage, bytes] it must read (runfolder.trace)
+    writes: list[list[int | None]]  # traced: [storage, bytes] it must write
+    freed: list[int]  # traced: storages freed since the previous record
 
 
 class Plan(TypedDict, total=False):
@@ -115,7 +118,8 @@ CONFIG = Obj({
     "params": dict, "explicit_params": dict, "min_read_bytes": NUMBER, "min_write_bytes": NUMBER,
     "pred_read_bytes": NUMBER, "pred_write_bytes": NUMBER, "model_flops": NUMBER, "min_note": str,
     "gpu": int, "part": int, "reports": ListOf(str), "nvtx_range": str, "seq": int, "pid": int,
-    "inputs": ListOf(dict), "outputs": ListOf(dict),
+    "inputs": ListOf(dict), "outputs": ListOf(dict), "reads": ListOf(list), "writes": ListOf(list),
+    "freed": ListOf(int),
 }, required=("range",))
 PLAN = Obj({
     "configs": ListOf(CONFIG), "skipped": ListOf(dict), "version": int, "seed": int, "kind": str,

@@ -5,7 +5,11 @@ adds torch.
 Each record is a plan config (`range`, `kind`, `seq`, `pid`, `op`, `variant`, `shape`, `dtype`,
 `params`, `inputs`, `outputs`, `min_read_bytes`, `min_write_bytes`, `min_note`, `model_flops`,
 `pred_read_bytes`, `pred_write_bytes`), so analysis joins each kernel to the innermost `mt|` NVTX
-range it ran in and takes that range's minimum. Several processes may append to one file: each
+range it ran in and takes that range's minimum. Records of torch ops and Inductor kernels also name the
+storages they move (`reads`, `writes`: [storage, bytes] pairs, storage the data pointer of the tensors'
+storage, None for counted parts of no one tensor) and `freed`, the storages whose last tensor died since
+the previous record: memtraffic.analysis.floor follows the data from op to op with them (traces written
+before carry none). Several processes may append to one file: each
 record is one os.write of one line to a file opened with O_APPEND.
 """
 
@@ -34,6 +38,7 @@ _seq = itertools.count()
 _sinks: list[list[dict[str, Any]]] = []  # in-memory lists of open memtraffic.ops() blocks
 _sinks_lock = threading.Lock()
 _fd: tuple[str, int] | None = None  # (path, descriptor) of the open trace file
+_freed: list[int] = []  # storages freed since the last record (memtraffic.inprogram.liveness appends)
 
 _SHORT_DTYPES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16",
                  "float64": "fp64", "double": "fp64"}
@@ -66,8 +71,26 @@ def make_record(kind: str, seq: int, op: str, range_name: str, inputs: list[dict
     }
 
 
+def note_freed(storage: int) -> None:
+    """A storage's last tensor died: the next record lists it in `freed`. No lock: it runs from weakref
+    callbacks, at any point of any thread (list.append is atomic under the GIL)."""
+    _freed.append(storage)
+
+
+def _drain_freed() -> list[int]:
+    n = len(_freed)
+    freed = _freed[:n]
+    del _freed[:n]
+    return freed
+
+
 def emit(record: dict[str, Any]) -> None:
-    """Hand the record to open memtraffic.ops() blocks and append it to $MEMTRAFFIC_TRACE if set."""
+    """Hand the record to open memtraffic.ops() blocks and append it to $MEMTRAFFIC_TRACE if set. A record
+    that names storages (`reads`/`writes`) gets `freed` first: the storages freed since the last one."""
+    if "reads" in record or "writes" in record:
+        freed = _drain_freed()
+        if freed:
+            record["freed"] = freed
     with _sinks_lock:
         for sink in _sinks:
             sink.append(record)
