@@ -518,11 +518,11 @@ def analyze(
 
 @app.command()
 def floor(
-    path: Annotated[Path, typer.Argument(help="A run folder of `memtraffic profile` (or measure), or a .ncu-rep.")],
+    path: Annotated[Path, typer.Argument(help="A run folder (profile, measure) or a .ncu-rep.")],
     fmt: Annotated[
         str,
         typer.Option("--format", "-f", help="table (for people, with a legend) or json (gpu_time_s, "
-                     "floor_s, by_op rows, eager_min_bytes, fused_min_bytes, dram_bytes; seconds and bytes)."),
+                     "floor_s, by_op rows, eager_min_bytes, fused_min_bytes, dram_bytes; seconds, bytes)."),
     ] = "table",
     wide: Wide = False,
 ) -> None:

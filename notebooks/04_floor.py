@@ -97,7 +97,8 @@ show(pd.DataFrame([byte_row(way, f) for way, f in GELU.items()]))
 
 # %%
 def time_row(way: str, f) -> dict:
-    return {"way": way, "time": fmt_time(f.gpu_time_s * 1e9), "floor (sum of its ops')": fmt_time(f.floor_s * 1e9),
+    return {"way": way, "time": fmt_time(f.gpu_time_s * 1e9),
+            "floor (sum of its ops')": fmt_time(f.floor_s * 1e9),
             "recoverable": fmt_time(f.recoverable_s * 1e9),
             "fused minimum at the copy roof": fmt_time(f.fused_min_bytes / f.roofs["dram_Bps"] * 1e9)}
 

@@ -291,6 +291,9 @@ def fused_minimum(configs: Sequence[Mapping[str, Any]]) -> Fused | None:
                 continue
             key = (pid, ptr)
             inside[key] = max(nbytes, inside.get(key, 0))
+        for ptr in c.get("freed_after") or []:  # freed before the region ended
+            inside.pop((pid, ptr), None)
+            outside.pop((pid, ptr), None)
     return Fused(int(read), int(sum(inside.values()) + write_unknown), int(eager), len(configs), unidentified)
 
 

@@ -43,6 +43,7 @@ from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sd
 from memtraffic.inprogram.liveness import identities, watch_all
 from memtraffic.inprogram.op_rules import RULES, VALUE_DEPENDENT, Traffic, storage_of, union_bytes
 from memtraffic.inprogram.op_rules import tensor_bytes as tensor_bytes  # re-exported: the public helper
+from memtraffic.runfolder import trace
 from memtraffic.runfolder.trace import TORCH_MARK_ENV, collect, dtype_name, emit, make_record, next_seq
 from memtraffic.vocab import launches
 
@@ -309,6 +310,7 @@ def start(mode: str = "1") -> None:
         return
     _startup = OpTracer()
     _startup.enabled = mode == "1"
+    trace.pause(not _startup.enabled)
     _startup.__enter__()
     os.register_at_fork(after_in_child=_stop_startup)
     _watch_compile()
@@ -359,6 +361,7 @@ def _watch_compile() -> None:
 def _enable_at_first_forward(tracer: OpTracer) -> None:
     def hook(module: torch.nn.Module, args: Any) -> None:
         tracer.enabled = True
+        trace.pause(False)
         handle.remove()
 
     handle = torch.nn.modules.module.register_module_forward_pre_hook(hook)
@@ -372,6 +375,9 @@ def _follow_profiler(tracer: OpTracer) -> None:
         @functools.wraps(call)
         def wrapped(*args: Any, **kwargs: Any) -> Any:
             tracer.enabled = on
+            trace.pause(not on)
+            if not on:  # the window closes: what was freed in it was freed inside the region
+                trace.end_region()
             return call(*args, **kwargs)
         return wrapped
 

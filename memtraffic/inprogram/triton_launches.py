@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from memtraffic.inprogram.liveness import identities
-from memtraffic.runfolder.trace import dtype_name, emit, make_record, next_seq
+from memtraffic.runfolder.trace import dtype_name, emit, make_record, next_seq, paused
 from memtraffic.vocab import launches
 
 RANGE_PREFIX = "mt|triton|"
@@ -313,7 +313,7 @@ def _settle(autotuner: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> None
 def _wrap_inductor(run: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(run)
     def traced_run(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("benchmark_run"):
+        if kwargs.get("benchmark_run") or paused():  # outside the program's traced window
             return run(self, *args, **kwargs)
         meta = getattr(self, "inductor_meta", None) or {}
         kernel = str(meta.get("kernel_name") or getattr(getattr(self, "fn", None), "__name__", "triton"))
@@ -344,7 +344,7 @@ def _wrap_inductor(run: Callable[..., Any]) -> Callable[..., Any]:
 def _wrap_jit(run: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(run)
     def traced_run(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("warmup") or inside_our_range() or getattr(_local, "benchmarking", False):
+        if kwargs.get("warmup") or inside_our_range() or getattr(_local, "benchmarking", False) or paused():
             return run(self, *args, **kwargs)
         kernel = getattr(self, "__name__", None) or getattr(getattr(self, "fn", None), "__name__", "triton")
         seq = next_seq()

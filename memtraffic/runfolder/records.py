@@ -46,6 +46,7 @@ class Config(TypedDict, total=False):
     reads: list[list[int | None]]  # traced: [storage, bytes] it must read (runfolder.trace)
     writes: list[list[int | None]]  # traced: [storage, bytes] it must write
     freed: list[int]  # traced: storages freed since the previous record
+    freed_after: list[int]  # traced: storages freed after it, before the traced region ended
 
 
 class Plan(TypedDict, total=False):
@@ -119,7 +120,7 @@ CONFIG = Obj({
     "pred_read_bytes": NUMBER, "pred_write_bytes": NUMBER, "model_flops": NUMBER, "min_note": str,
     "gpu": int, "part": int, "reports": ListOf(str), "nvtx_range": str, "seq": int, "pid": int,
     "inputs": ListOf(dict), "outputs": ListOf(dict), "reads": ListOf(list), "writes": ListOf(list),
-    "freed": ListOf(int),
+    "freed": ListOf(int), "freed_after": ListOf(int),
 }, required=("range",))
 PLAN = Obj({
     "configs": ListOf(CONFIG), "skipped": ListOf(dict), "version": int, "seed": int, "kind": str,

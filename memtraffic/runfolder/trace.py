@@ -71,6 +71,38 @@ def make_record(kind: str, seq: int, op: str, range_name: str, inputs: list[dict
     }
 
 
+_paused = threading.Event()  # set while a program's tracer waits (first forward, the profiler window)
+
+
+def pause(paused: bool) -> None:
+    """The program's op tracer waits (True) or records (False): launches of generated kernels follow it,
+    so a trace made in a profiler window holds only the window's calls."""
+    if paused:
+        _paused.set()
+    else:
+        _paused.clear()
+
+
+def paused() -> bool:
+    return _paused.is_set()
+
+
+def end_region() -> None:
+    """The traced region ends (a profiler window stops, an ops() block exits): the storages freed since
+    the last record were freed inside it, so they go to the trace now (`freed_after` of the last record;
+    a trace file gets a line of its own that read_trace joins to the record before it)."""
+    freed = _drain_freed()
+    if not freed:
+        return
+    with _sinks_lock:
+        for sink in _sinks:
+            if sink:
+                sink[-1].setdefault("freed_after", []).extend(freed)
+    path = os.environ.get(TRACE_ENV)
+    if path:
+        os.write(_trace_fd(path), (json.dumps({"freed_after": freed, "pid": os.getpid()}) + "\n").encode())
+
+
 def note_freed(storage: int) -> None:
     """A storage's last tensor died: the next record lists it in `freed`. No lock: it runs from weakref
     callbacks, at any point of any thread (list.append is atomic under the GIL)."""
@@ -117,6 +149,7 @@ def collect() -> Iterator[list[dict[str, Any]]]:
     try:
         yield records
     finally:
+        end_region()
         with _sinks_lock:
             _sinks.remove(records)
 
@@ -137,6 +170,10 @@ def read_trace(path: str | Path) -> list[dict[str, Any]]:
             continue
         if isinstance(record, dict) and isinstance(record.get("range"), str):
             records.append(record)
+        elif isinstance(record, dict) and isinstance(record.get("freed_after"), list):  # end_region's
+            last = next((r for r in reversed(records) if r.get("pid") == record.get("pid")), None)
+            if last is not None:
+                last.setdefault("freed_after", []).extend(record["freed_after"])
     first: dict[Any, int] = {}
     for r in records:
         first.setdefault(r.get("pid"), len(first))

@@ -24,11 +24,12 @@ def render_floor(f: Floor, fmt: str = "table", width: int | None = None) -> str:
     lines += [f"  {r['op']}: {r['why']}" for r, _ in shown]
     hidden = sum(1 for row in f.by_op if row.reason and row.share < SHOWN)
     if hidden:
-        lines.append(f"  ({hidden} more op types under {SHOWN:.0%} of the recoverable time each: --format json)")
+        lines.append(f"  ({hidden} more op types under {SHOWN:.0%} of the recoverable time each: "
+                     "--format json)")
     lines += ["", LEGEND,
              "reasons: " + "; ".join(f"{k}: {KINDS[k]}" for k in kinds)]
     roof = f.roofs.get("dram_Bps")
     if not roof:
-        lines.append(f"no measured roofs for {f.device or 'this device'}: every floor is 0 (measure them with "
-                     "`memtraffic ceilings --refresh` on that GPU)")
+        lines.append(f"no measured roofs for {f.device or 'this device'}: every floor is 0 (measure them "
+                     "with `memtraffic ceilings --refresh` on that GPU)")
     return "\n".join(lines)
