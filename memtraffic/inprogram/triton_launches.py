@@ -15,9 +15,9 @@
 
 The rule for a generated kernel (Inductor names its pointer arguments in_ptrN, out_ptrN, in_out_ptrN,
 and a template's inputs arg_NAME, as a matmul's arg_A, arg_B): each distinct storage passed as in_ptr,
-in_out_ptr or arg_ is read once, each passed as out_ptr, in_out_ptr
-or named in the kernel's `mutated_arg_names` written once; a storage counts the bytes of the view
-passed, its distinct elements (a broadcast dimension, stride 0, counts once) times the element size;
+in_out_ptr or arg_ is read once, each passed as out_ptr, in_out_ptr, ws_ptr (a workspace: a mix-order
+reduction's partial sums, read by a later kernel) or named in the kernel's `mutated_arg_names` written
+once; a storage counts the bytes of the view passed, its distinct elements (a broadcast dimension, stride 0, counts once) times the element size;
 two views of one storage count the larger. An in_out_ptr the kernel's source only stores through (a
 buffer Inductor reuses for an output) is written, not read. Scalars (xnumel, seeds) move nothing. It
 is what any implementation of the fused op must move when the kernel reads every element of what it is given;
@@ -48,7 +48,7 @@ from memtraffic.runfolder.trace import dtype_name, emit, make_record, next_seq, 
 from memtraffic.vocab import launches
 
 RANGE_PREFIX = "mt|triton|"
-_ROLE = re.compile(r"(in_out_ptr|in_ptr|out_ptr)\d+|(arg)_\w+")
+_ROLE = re.compile(r"(in_out_ptr|in_ptr|out_ptr)\d+|(arg)_\w+|(ws_ptr)")
 _KERNEL_DEF = re.compile(r"(\w+) = async_compile\.triton\(")
 _ORIGINAL_ATEN = re.compile(r"Original ATen: \[([^\]]*)\]")
 _SOURCE_NODES = re.compile(r"Source Nodes: \[([^\]]*)\]")
@@ -103,7 +103,9 @@ def kernel_minimum(arg_names: Sequence[str], args: Sequence[Any], mutated: Itera
         role = _ROLE.fullmatch(name)
         if role is None or not _is_tensor(value):
             continue
-        kind = role.group(1) or "in_ptr"  # a template's inputs (matmul: arg_A, arg_B) are read
+        # a template's inputs (matmul: arg_A, arg_B) are read; a workspace (ws_ptr: a mix-order
+        # reduction's partial sums, which a later kernel reads) is written
+        kind = "out_ptr" if role.group(3) else role.group(1) or "in_ptr"
         key = _storage(value)
         targets = []
         if kind == "in_ptr" or (kind == "in_out_ptr" and not (source and only_stored(name, source))):
