@@ -13,15 +13,15 @@
   minimum then holds it: no range of its own is pushed there. triton.autotune's benchmark launches
   (`Autotuner._bench`) get none either.
 
-The rule for a generated kernel (Inductor names its pointer arguments in_ptrN, out_ptrN, in_out_ptrN,
-and a template's inputs arg_NAME, as a matmul's arg_A, arg_B): each distinct storage passed as in_ptr,
-in_out_ptr or arg_ is read once, each passed as out_ptr, in_out_ptr, ws_ptr (a workspace: a mix-order
-reduction's partial sums, read by a later kernel) or named in the kernel's `mutated_arg_names` written
-once; a storage counts the bytes of the view passed, its distinct elements (a broadcast dimension, stride 0, counts once) times the element size;
-two views of one storage count the larger. An in_out_ptr the kernel's source only stores through (a
-buffer Inductor reuses for an output) is written, not read. Scalars (xnumel, seeds) move nothing. It
-is what any implementation of the fused op must move when the kernel reads every element of what it is given;
-a kernel that reads part of a buffer (a slice Inductor passes whole) makes it a bound from above.
+The rule for a generated kernel (Inductor names its pointer arguments in_ptrN, out_ptrN, in_out_ptrN, and a
+template's inputs arg_NAME, as a matmul's arg_A, arg_B): each distinct storage passed as in_ptr, in_out_ptr
+or arg_ is read once, each passed as out_ptr, in_out_ptr, ws_ptr (a workspace: a mix-order reduction's
+partial sums, read by a later kernel) or named in the kernel's `mutated_arg_names` written once; a storage
+counts the bytes of the view passed, its distinct elements (a broadcast dimension, stride 0, counts once)
+times the element size; two views of one storage count the larger. An in_out_ptr the kernel's source only
+stores through (a buffer Inductor reuses for an output) is written, not read. Scalars (xnumel, seeds) move
+nothing. It is what any implementation of the fused op must move when the kernel reads every element of what
+it is given; a kernel that reads part of a buffer (a slice Inductor passes whole) makes it a bound from above.
 
 Why wrap `run` rather than Triton's launch hooks: a hook receives the kernel's arguments only when the
 JIT function declares a `launch_metadata` function (Triton 3.x, `CompiledKernel.launch_metadata`), and
