@@ -93,6 +93,19 @@ def _print_baseline_diff(baseline: Path | None, run_dir: Path, fmt: str, width: 
     typer.echo(f"\ndiff against {baseline}:\n{text}", err=fmt != "table")
 
 
+def _print_floor_summary(path: Path) -> None:
+    """The floor's summary (memtraffic.analysis.floor) above a table of a run; a run it cannot read (no
+    minimum, no time) gets none: the table says what there is."""
+    from memtraffic.analysis.floor import floor_run, summary_lines
+
+    try:
+        lines = summary_lines(floor_run(path))
+    except MemtrafficError:
+        return
+    if lines:
+        typer.echo("\n".join([*lines, "  (memtraffic floor RUN: every op type, the reasons, a legend)", ""]))
+
+
 def _check_baseline(baseline: Path | None) -> None:
     """Before measuring: a --baseline that is not there would only be found after the run."""
     if baseline is not None and not baseline.exists():
@@ -445,6 +458,8 @@ def profile(
         from_first_forward=from_first_forward, clock_control=clock_control, cache_control=cache_control,
         out=out, verbose=verbose, distinct=0 if every_launch else distinct)
     result = run_profile(opts, echo=lambda line: typer.echo(line, err=True))
+    if len(result.table) and fmt == "table":
+        _print_floor_summary(result.run_dir)
     if len(result.table) and torch_ops and fmt == "table" and not all_calls:
         typer.echo(op_calls_table(result.table, width=_width(wide)))
     elif len(result.table):
@@ -512,6 +527,8 @@ def analyze(
 
     _check_format(fmt, ("table", "json", "csv"))
     table = analyze_path(path, min_bytes=min_bytes, group_by=group_by)
+    if group_by == "op" and fmt == "table" and len(table):
+        _print_floor_summary(path)
     typer.echo(render_results(table, fmt, group_by, _width(wide)))
     require_whole(table, str(path), partial)  # after the table: what there is, is shown
 
