@@ -78,3 +78,8 @@ def test_figures_draw_the_run():
     names = {t.name for t in fig.data}
     assert any(v in " ".join(filter(None, names)) for v in table["variant"])
     assert memtraffic.traffic(table).data
+
+
+def test_floor_equals_the_cli_json():
+    path = H100 / "floor_compiled_i42floor"
+    assert memtraffic.floor(path).to_dict() == _cli_json("floor", str(path))
