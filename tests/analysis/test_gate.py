@@ -176,7 +176,7 @@ def test_the_readme_quotes_the_example_file_and_its_snippet_runs(monkeypatch):
     scope["test_tiled_softmax_moves_the_minimum"]()
 
 
-# --- [floor]: the whole run against its floor (memtraffic.analysis.floor) ------------------------------------
+# --- [floor]: the whole run against its floor (memtraffic.analysis.floor) ------------------------------
 
 EAGER_BLOCK, COMPILED_BLOCK = H100 / "floor_eager_i42floor", H100 / "floor_compiled_i42floor"
 
