@@ -135,9 +135,8 @@ def _plain(x: float) -> float | None:
 
 
 def _num(r: Mapping[str, Any], key: str) -> float | None:
-    v = r.get(key)
     try:
-        v = float(v)
+        v = float(r.get(key))  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None
     return v if math.isfinite(v) else None
@@ -205,7 +204,8 @@ def floor_of_table(table: pd.DataFrame, plan: Mapping[str, Any] | None = None, r
     devices = [d for d in dict.fromkeys(table["device"]) if isinstance(d, str) and d] if len(table) else []
     device, measured = _measured_roofs(devices)
     timed = "timing_only" in table.columns  # timing_only_table.mark: times, no counters
-    rows = [r for r in table.to_dict("records") if _num(r, "time_ns")]
+    records: list[dict[str, Any]] = [{str(k): v for k, v in r.items()} for r in table.to_dict("records")]
+    rows = [r for r in records if _num(r, "time_ns")]
     groups: dict[str, list[tuple[float, float, str, str]]] = {}
     for r in rows:
         time_s = (_num(r, "time_ns") or 0.0) * 1e-9

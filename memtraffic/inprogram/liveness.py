@@ -11,6 +11,7 @@ allocation after that is a new storage.
 from __future__ import annotations
 
 import contextlib
+import functools
 import weakref
 from collections.abc import Iterable
 from typing import Any
@@ -39,7 +40,7 @@ def storage_key(t: Any) -> int | None:
     ref = _watched.get(ptr)
     if ref is None or ref() is not storage:
         with contextlib.suppress(TypeError):  # no weak references: never said to be freed
-            _watched[ptr] = weakref.ref(storage, lambda r, ptr=ptr: _released(ptr, r))
+            _watched[ptr] = weakref.ref(storage, functools.partial(_released, ptr))
     return ptr
 
 
