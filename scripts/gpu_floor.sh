@@ -9,6 +9,7 @@
 #   reports/h100/floor_compiled_NAME/   the same with --compile
 #   reports/h100/floor_gelu_{eager,triton,compiled}/  profile --torch-ops of examples/floor_gelu.py --mode ...
 #   logs/*.log, logs/floor_*.json       each command's output, `memtraffic floor --format json` of each run
+# The run folders' text files name paths relative to the repository (scripts/relative_paths.py).
 set -u
 OUT=${1:?usage: bash scripts/gpu_floor.sh OUT [NAME]}
 NAME=${2:-i42floor}
@@ -46,6 +47,7 @@ for r in floor_eager_$NAME floor_compiled_$NAME floor_gelu_eager floor_gelu_trit
     run "floor_of_$r" 60 "$PY" -m memtraffic.cli floor --format json "$OUT/reports/h100/$r"
     "$PY" -m memtraffic.cli floor "$OUT/reports/h100/$r" > "$OUT/logs/floor_table_$r.txt" 2>&1
 done
+"$PY" scripts/relative_paths.py "$OUT"/reports/h100/floor_* > "$OUT/logs/relative_paths.log" 2>&1
 # The lesson as plain Python, on this machine's own runs (the committed notebook reads the committed ones)
 (cd notebooks && FLOOR_REPORTS="$OUT/reports/h100" timeout 120 "$PY" 04_floor.py) > "$OUT/logs/notebook04.log" 2>&1
 echo "notebook04 rc=$?" >> "$OUT/logs/steps.txt"
