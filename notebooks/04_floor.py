@@ -36,10 +36,10 @@
 # memtraffic's public API.
 
 # %%
-import os
 from pathlib import Path
 
 import pandas as pd
+import plotly.graph_objects as go
 
 import memtraffic
 from memtraffic import fmt_bytes, fmt_time, show
@@ -54,14 +54,14 @@ def find_root() -> Path:
 
 
 ROOT = find_root()
-REPORTS = Path(os.environ.get("FLOOR_REPORTS", ROOT / "reports" / "h100"))
+REPORTS = ROOT / "reports" / "h100"
 GELU = {way: memtraffic.floor(REPORTS / f"floor_gelu_{way}") for way in ("eager", "triton", "compiled")}
 print(f"GELU runs on the {GELU['eager'].device}")
 
 # %% [markdown]
 # ## 1. GELU three ways: bytes
 #
-# `gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))` on a 4096x4096 fp32 tensor.
+# `gelu(x) = 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x**3)))` on a 4096x4096 fp32 tensor.
 #
 # - **eager**: eight torch ops, one kernel each. Each reads its inputs and writes its output: ten reads
 #   and eight writes of the whole tensor, the eager minimum;
@@ -82,6 +82,16 @@ def byte_row(way: str, f) -> dict:
 
 
 show(pd.DataFrame([byte_row(way, f) for way, f in GELU.items()]))
+
+fig = go.Figure()
+for label, get, color in (("eager minimum", lambda f: f.eager_min_bytes, "#bbbbbb"),
+                          ("fused minimum", lambda f: f.fused_min_bytes, "#2ca02c"),
+                          ("DRAM measured", lambda f: f.dram_bytes, "#1f77b4")):
+    fig.add_trace(go.Bar(x=list(GELU), y=[get(f) / 1e6 for f in GELU.values()], name=label,
+                         marker_color=color))
+fig.update_layout(title="GELU: bytes against the eager and the fused minimum", barmode="group",
+                  template="plotly_white", height=420, width=800, yaxis_title="MB")
+show(fig)
 
 # %% [markdown]
 # The eager version moves about its eager minimum through DRAM: each of its eight kernels makes a full pass
@@ -139,6 +149,16 @@ show(pd.DataFrame([{**byte_row(way, f), "floor": fmt_time(f.floor_s * 1e9),
 # minimum: its forward writes the activations the backward needs, and the backward reads them back.
 
 # %%
+fig = go.Figure()
+for way, color in (("eager", "#d62728"), ("compiled", "#1f77b4")):
+    table = BLOCK[way].table().head(8)
+    fig.add_trace(go.Bar(x=table["recoverable_s"] * 1e6, y=[f"{way}: {op}" for op in table["op"]],
+                         orientation="h", name=way, marker_color=color,
+                         text=table["reason_kind"], textposition="outside"))
+fig.update_layout(title="Recoverable time per op type (time - floor), and why", template="plotly_white",
+                  height=620, width=1250, xaxis_title="us", yaxis={"autorange": "reversed"})
+show(fig)
+
 for way, f in BLOCK.items():
     print(f"--- {way}: the five op types holding the most recoverable time")
     table = f.table().head(5)
@@ -148,8 +168,9 @@ for way, f in BLOCK.items():
 # %% [markdown]
 # ## Exercises
 #
-# 1. Without looking: which op types of the eager block would disappear from the list if the GELU and the
-#    residual adds were fused into the matmuls' epilogues? Check with `memtraffic floor RUN`.
+# 1. The eager block's GELU and residual adds sit at their floors: nothing to recover per op. What would
+#    fusing them into the matmuls' epilogues save? (Hint: their floors, in `f.table()`, and what the
+#    fused minimum counts for them.)
 # 2. The compiled block moves more than its fused minimum. Which tensors does the forward write that the
 #    fused minimum does not count? (Hint: what does backward read?)
 # 3. `memtraffic check` can gate on recoverable time (`max_recoverable`) or on the measured over fused

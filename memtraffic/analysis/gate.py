@@ -233,6 +233,7 @@ def _check_floor(limits: FloorLimits, run: str | Path) -> list[dict[str, Any]]:
                            bool(known) and value <= limits.max_over_fused,
                            f"{text}, at most {limits.max_over_fused:g}x allowed"))
     for r in out:  # a run-level check: no row regex to name
+        r["match"] = None
         r["message"] = r["message"].replace(", match ''", "")
     return out
 

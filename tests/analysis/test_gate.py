@@ -190,9 +190,10 @@ def test_floor_limits_gate_the_compiled_block_and_fail_the_eager_one(tmp_path):
     expect = _file(tmp_path, f"[floor]\nmax_recoverable = {between:.0f}\nmax_over_fused = {ratio:.3f}\n")
     ok = CliRunner().invoke(app, ["check", str(COMPILED_BLOCK), "--expect", str(expect), "--format", "json"])
     assert ok.exit_code == 0, ok.output
-    checks = {r["check"]: r for r in json.loads(ok.output)}
+    checks = {r["check"]: r for r in json.loads(ok.output)["checks"]}
     assert set(checks) == {"floor.max_recoverable", "floor.max_over_fused"}
     assert checks["floor.max_recoverable"]["value"] == pytest.approx(compiled.recoverable_s * 1e9)
+    assert checks["floor.max_over_fused"]["match"] is None and checks["floor.max_over_fused"]["ok"]
     failed = CliRunner().invoke(app, ["check", str(EAGER_BLOCK), "--expect", str(expect)])
     assert failed.exit_code == 1
     assert "recoverable time" in failed.output and "the fused minimum" in failed.output
