@@ -46,6 +46,7 @@ KINDS = {
     "tail": "a partial last wave",
     "latency": "bytes in flight: too few outstanding loads for the copy roof (latency-bound)",
     "no minimum": "no minimum known for these calls: their whole time counts as recoverable",
+    "no roofs": "no measured roofs for this GPU (memtraffic ceilings --refresh): every floor is 0",
     "timing only": "a timing-only run: no counters to tell bytes from latency",
     "unknown": "no reason fits: measure with --metrics traffic,spills",
     "at floor": "at its floor",
@@ -155,6 +156,8 @@ def row_floor(r: Mapping[str, Any], measured: Mapping[str, Any]) -> float | None
 
 def row_reason(r: Mapping[str, Any], measured: Mapping[str, Any], timed: bool = False) -> tuple[str, str]:
     """(kind, note): why one row's time is above its floor (KINDS; the module's order)."""
+    if not measured.get("dram_Bps"):
+        return "no roofs", "no measured roofs for this GPU: `memtraffic ceilings --refresh` measures them"
     if copy_seconds(r, measured) is None and not _num(r, "model_flops"):
         return "no minimum", "no minimum known (an op without a model, or a kernel outside the traced ops)"
     kind, note = time_reason(r, measured)
@@ -256,6 +259,16 @@ def _eager_bytes(configs: Sequence[Mapping[str, Any]]) -> int | None:
     return int(sum((c.get("min_read_bytes") or 0) + (c.get("min_write_bytes") or 0) for c in configs))
 
 
+def _pairs(value: Any) -> list[tuple[int | None, int]]:
+    """A record's [storage, bytes] pairs; a pair that is not one (a damaged trace line) is left out."""
+    out: list[tuple[int | None, int]] = []
+    for pair in value if isinstance(value, list) else []:
+        if (isinstance(pair, list) and len(pair) == 2 and (pair[0] is None or type(pair[0]) is int)
+                and type(pair[1]) is int and pair[1] >= 0):
+            out.append((pair[0], pair[1]))
+    return out
+
+
 def fused_minimum(configs: Sequence[Mapping[str, Any]]) -> Fused | None:
     """The fused minimum of trace records (plan configs) in program order; None when no record names its
     storages (a trace written before they were recorded). See the module for the rule."""
@@ -275,7 +288,7 @@ def fused_minimum(configs: Sequence[Mapping[str, Any]]) -> Fused | None:
         for ptr in c.get("freed") or []:  # released: a later pointer of the same number is new memory
             inside.pop((pid, ptr), None)
             outside.pop((pid, ptr), None)
-        for ptr, nbytes in c.get("reads") or []:
+        for ptr, nbytes in _pairs(c.get("reads")):
             if ptr is None:
                 read += nbytes
                 continue
@@ -285,7 +298,7 @@ def fused_minimum(configs: Sequence[Mapping[str, Any]]) -> Fused | None:
             if nbytes > outside.get(key, 0):
                 read += nbytes - outside.get(key, 0)
                 outside[key] = nbytes
-        for ptr, nbytes in c.get("writes") or []:
+        for ptr, nbytes in _pairs(c.get("writes")):
             if ptr is None:
                 write_unknown += nbytes
                 continue

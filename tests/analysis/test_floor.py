@@ -12,10 +12,12 @@ import math
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import memtraffic
-from memtraffic.analysis.floor import KINDS, floor_run, row_floor
+from memtraffic.analysis.floor import KINDS, floor_run, fused_minimum, row_floor
 from memtraffic.cli import app
 
 REPORTS = Path(__file__).resolve().parents[2] / "reports" / "h100"
@@ -112,3 +114,23 @@ def test_the_table_has_a_summary_the_reasons_and_a_legend():
 def test_a_bad_format_is_a_usage_error():
     result = runner.invoke(app, ["floor", str(EAGER), "--format", "csv"])
     assert result.exit_code == 2
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers(-5, 1 << 40) | st.floats() | st.text(max_size=3),
+                    lambda inner: st.lists(inner, max_size=3), max_leaves=6)
+
+
+@given(st.lists(st.fixed_dictionaries({"reads": JSON, "writes": JSON, "min_read_bytes": st.integers(0, 99),
+                                       "min_write_bytes": st.integers(0, 99)}), min_size=1, max_size=6))
+def test_damaged_storage_pairs_are_left_out_never_fatal(records):
+    fused = fused_minimum(records)
+    assert fused is not None and fused.read_bytes >= 0 and fused.write_bytes >= 0
+    assert fused.eager_bytes == sum(r["min_read_bytes"] + r["min_write_bytes"] for r in records)
+
+
+def test_a_device_without_measured_roofs_says_so(tmp_path, monkeypatch):
+    monkeypatch.setattr("memtraffic.analysis.floor.find_ceilings", lambda device: None)
+    f = floor_run(EAGER)
+    assert f.floor_s == 0 and {r.reason_kind for r in f.by_op} == {"no roofs"}
+    result = runner.invoke(app, ["floor", str(EAGER)])
+    assert "no measured roofs for NVIDIA H100 80GB HBM3: every floor is 0" in result.output
