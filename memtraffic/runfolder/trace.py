@@ -95,9 +95,9 @@ def end_region() -> None:
     if not freed:
         return
     with _sinks_lock:
-        for sink in _sinks:
-            if sink:
-                sink[-1].setdefault("freed_after", []).extend(freed)
+        lasts = {id(sink[-1]): sink[-1] for sink in _sinks if sink}  # nested blocks share their records
+    for record in lasts.values():
+        record.setdefault("freed_after", []).extend(freed)
     path = os.environ.get(TRACE_ENV)
     if path:
         os.write(_trace_fd(path), (json.dumps({"freed_after": freed, "pid": os.getpid()}) + "\n").encode())
