@@ -22,6 +22,7 @@ Beside it: the eager minimum (the sum of every call's minimum) and the DRAM byte
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -313,8 +314,14 @@ def fused_minimum(configs: Sequence[Mapping[str, Any]]) -> Fused | None:
 # --- text -------------------------------------------------------------------------------------------------
 
 
-def summary_lines(f: Floor) -> list[str]:
-    """The short summary profile, analyze --group-by op and the HTML report put at their top."""
+def summary_lines(f: Floor, width: int = 110) -> list[str]:
+    """The short summary profile, analyze --group-by op and the HTML report put at their top, each line
+    wrapped to `width` (its continuation indented)."""
+    return [part for line in _summary(f) for part in textwrap.wrap(
+        line, width, subsequent_indent="    ") or [""]]
+
+
+def _summary(f: Floor) -> list[str]:
     if f.gpu_time_s <= 0:
         return []
     lines = [f"floor: GPU time {fmt_time(f.gpu_time_s * 1e9)}, floor {fmt_time(f.floor_s * 1e9)} "

@@ -211,8 +211,9 @@ def floor_section(df: pd.DataFrame, run: Run) -> list[str]:
     lines = summary_lines(floor_of_table(df, run.plan, run.name))
     if not lines:
         return []
-    return ["<h2>Time against the floor</h2><pre>" + html.escape("\n".join(lines)) + "</pre><p class='note'>"
-            "`memtraffic floor` lists every op type with its floor, recoverable time and reason.</p>"]
+    return ["<h2>Time against the floor</h2>" + "".join(f"<p>{html.escape(line)}</p>" for line in lines)
+            + "<p class='note'>`memtraffic floor` lists every op type with its floor, recoverable time and "
+            "reason.</p>"]
 
 
 def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Path | None = None,

@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 import torch
@@ -202,10 +203,12 @@ def test_profiler_window_mode_traces_only_between_start_and_stop(monkeypatch):
     import torch.cuda.profiler as profiler
 
     from memtraffic.inprogram import tracer
+    from memtraffic.runfolder import trace
 
     monkeypatch.setattr(profiler, "start", lambda: None)
     monkeypatch.setattr(profiler, "stop", lambda: None)
     monkeypatch.setattr(torch.cuda, "cudart", lambda: None)
+    monkeypatch.setattr(trace, "_paused", threading.Event())  # the window pauses the process's trace
     t = tracer.OpTracer()
     t.enabled = False
     tracer._follow_profiler(t)
@@ -215,6 +218,7 @@ def test_profiler_window_mode_traces_only_between_start_and_stop(monkeypatch):
         torch.ones(3).sum()
         torch.cuda.profiler.stop()
         torch.ones(4).sum()
+        assert trace.paused()  # Inductor's launches and regions wait with it
     assert [r["outputs"][0]["shape"] for r in records] == [[3], []]
 
 
