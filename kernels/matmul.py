@@ -39,7 +39,7 @@ TRITON_RULES = {
 }
 
 
-def _upcast(a: torch.Tensor) -> bool:
+def upcast(a: torch.Tensor) -> bool:
     """True only for bf16 under TRITON_INTERPRET=1, whose tl.dot multiplies bf16 bit patterns
     (triton-lang/triton#11584, unsupported upstream). Compiled GPU kernels keep bf16 tensor-core dots."""
     return a.dtype == torch.bfloat16 and os.environ.get("TRITON_INTERPRET") == "1"
@@ -82,7 +82,7 @@ def _matmul_kernel(
     for k0 in range(0, K, BLOCK_K):
         a = tl.load(a_ptrs, mask=mask_m & (offs_k[None, :] < K - k0), other=0.0)  # BLOCK_M x BLOCK_K of A
         b = tl.load(b_ptrs, mask=(offs_k[:, None] < K - k0) & mask_n, other=0.0)  # BLOCK_K x BLOCK_N of B
-        if UPCAST:  # interpreter only, see _upcast()
+        if UPCAST:  # interpreter only, see upcast()
             a, b = a.to(tl.float32), b.to(tl.float32)
         acc = tl.dot(a, b, acc, input_precision=PRECISION)  # fp32 accumulate; fp32 inputs: ieee, not TF32
         a_ptrs += BLOCK_K * stride_ak
@@ -103,7 +103,7 @@ def matmul_triton(a: torch.Tensor, b: torch.Tensor, **params: Any) -> torch.Tens
         a, b, c, m, n, k,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
         BLOCK_M=p["BLOCK_M"], BLOCK_N=p["BLOCK_N"], BLOCK_K=p["BLOCK_K"], GROUP_M=p["GROUP_M"],
-        UPCAST=_upcast(a), PRECISION=input_precision(a), num_warps=p["num_warps"],
+        UPCAST=upcast(a), PRECISION=input_precision(a), num_warps=p["num_warps"],
         num_stages=p["num_stages"],
     )
     return c

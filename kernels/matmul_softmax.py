@@ -29,7 +29,7 @@ from memtraffic.vocab.variant import Variant
 from . import matmul as _mm
 from . import torch_softmax
 from ._params import int_range, optional, params_check, power_of_two, resolve, resolve_params
-from .matmul import _upcast
+from .matmul import upcast
 from .sectors import load_copies
 
 FUSED_DEFAULTS: dict[str, Any] = {"BLOCK_M": None, "BLOCK_K": None, "num_warps": None, "num_stages": None}
@@ -71,7 +71,7 @@ def _matmul_softmax_kernel(
     for k0 in range(0, K, BLOCK_K):
         a = tl.load(a_ptrs, mask=mask_m & (offs_k[None, :] < K - k0), other=0.0)  # A row-panel: read once
         b = tl.load(b_ptrs, mask=(offs_k[:, None] < K - k0) & mask_n, other=0.0)  # all of B, per program
-        if UPCAST:  # interpreter only, see _upcast()
+        if UPCAST:  # interpreter only, see upcast()
             a, b = a.to(tl.float32), b.to(tl.float32)
         acc = tl.dot(a, b, acc, input_precision=PRECISION)  # fp32 inputs: ieee, not TF32
         a_ptrs += BLOCK_K * stride_ak
@@ -159,7 +159,7 @@ def _run_fused(a: torch.Tensor, b: torch.Tensor, **params: Any) -> torch.Tensor:
         a, b, c, m, n, k,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
         BLOCK_M=p["BLOCK_M"], BLOCK_N=_block_n(n), BLOCK_K=p["BLOCK_K"],
-        UPCAST=_upcast(a), PRECISION=_mm.input_precision(a), num_warps=p["num_warps"],
+        UPCAST=upcast(a), PRECISION=_mm.input_precision(a), num_warps=p["num_warps"],
         num_stages=p["num_stages"],
     )
     return c

@@ -11,7 +11,7 @@ Everything but run_measure/run_profile reads runs without torch.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,8 +32,10 @@ if TYPE_CHECKING:
     import pandas as pd
     import plotly.graph_objects as go
 
+    from memtraffic.analysis.diff import Diff
     from memtraffic.collect.measure import MeasureOptions, MeasureResult
     from memtraffic.collect.profile import ProfileOptions, ProfileResult
+    from memtraffic.collect.trace_ops import TracedRun
 
 Echo = Callable[[str], None]
 LEVELS = ("dram", "l2", "l1")
@@ -128,6 +130,14 @@ def run_measure(opts: MeasureOptions, echo: Echo | None = None, **kwargs: Any) -
     result.table = table
     record_analysis(result, kernels, echo)
     return result
+
+
+def failed_configs(run: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The configs of a run.json to measure again (not finished ok, or no kernel profiled in their range):
+    what `memtraffic measure` names on stderr and exits 1 on."""
+    from memtraffic.runfolder.records import needs_rerun
+
+    return [c for c in run["configs"] if needs_rerun(c)]
 
 
 def run_profile(opts: ProfileOptions, echo: Echo | None = None) -> ProfileResult:
@@ -307,3 +317,177 @@ def measure_variants(*variants: str, shape: str | Sequence[str] = (), dtype: str
     opts = MeasureOptions(variants=list(variants), shapes=shapes, dtypes=dtypes,
                           variant_files=[str(f) for f in variant_files], **options)
     return run_measure(opts, echo)
+
+
+# --- the other commands' work (memtraffic/cli.py parses their options and prints what these return) --------
+
+
+def require_whole(table: pd.DataFrame | Sequence[str], what: str, partial: bool = False) -> None:
+    """What `memtraffic analyze` exits 1 on: a table (or gap lines) that lacks what its plan lists, unless
+    `partial` (then each gap is a warning)."""
+    from memtraffic.analysis.analyze import require_whole as require
+
+    require(table, what, partial)
+
+
+def line_gaps(path: str | Path) -> list[str]:
+    """What a run given to `memtraffic lines` lacks of its plan, a line each ([] for a report without traffic
+    counters: its lines are all there is to show)."""
+    from memtraffic.vocab.errors import ReportError
+
+    try:
+        return gaps(analyze_path(path))
+    except ReportError:
+        return []
+
+
+def count_grid(variants: Sequence[str] = (), shapes: Sequence[str] = (), dtypes: Sequence[str] = (),
+               params: Sequence[str] = (), all_variants: bool = False, sweep: str | Path | None = None,
+               variant_files: Sequence[str | Path] = ()) -> list[dict[str, Any]]:
+    """`memtraffic list --count`: how many configs `measure` with these grid options would profile, per
+    variant and skipped, without a GPU."""
+    from memtraffic.collect.measure import MeasureOptions, plan_for
+    from memtraffic.collect.sweep import grid_counts
+
+    grid_shapes: list[str | tuple[int, ...]] = list(shapes)
+    plan = plan_for(MeasureOptions(
+        variants=list(variants), shapes=grid_shapes, dtypes=list(dtypes), params=list(params),
+        all_variants=all_variants, sweep=Path(sweep) if sweep is not None else None,
+        variant_files=[str(f) for f in variant_files]))
+    return grid_counts(plan)
+
+
+def diff(a: str | Path, b: str | Path, group_by: str = "range", time_tolerance: str | float = "5%",
+         allow_mixed: bool = False) -> Diff:
+    """`memtraffic diff A B`: the two runs matched row by row (`.rows`, `.notes`; each side's `.gaps`)."""
+    from memtraffic.analysis.diff import diff as diff_runs
+    from memtraffic.analysis.diff import parse_fraction
+
+    return diff_runs(a, b, group_by, parse_fraction(time_tolerance, "--time-tolerance"), allow_mixed)
+
+
+def check(run: str | Path, expect: str | Path, baseline: str | Path | None = None) -> list[dict[str, Any]]:
+    """`memtraffic check RUN --expect FILE`: every (matched row, limit) with its value and `ok`."""
+    from memtraffic.analysis.gate import check as check_run
+    from memtraffic.analysis.gate import load_expectations
+
+    return check_run(run, load_expectations(expect), baseline)
+
+
+def trace_ops(command: Sequence[str], from_first_forward: bool = False) -> TracedRun:
+    """`memtraffic ops -- CMD`: the program run with every aten op traced (no ncu); `.records` per call,
+    `.warnings`. `check_traced(run, command)` raises what `memtraffic ops` exits with."""
+    from memtraffic.collect.trace_ops import run_traced
+
+    return run_traced(list(command), mode="forward" if from_first_forward else "1")
+
+
+def check_traced(run: TracedRun, command: Sequence[str]) -> None:
+    """The error of a traced run that failed or traced nothing, if any."""
+    from memtraffic.collect.trace_ops import check_run
+
+    check_run(run, list(command))
+
+
+def merge(runs: Sequence[str | Path], out: str | Path, allow_mixed: bool = False, echo: Echo | None = None
+          ) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """`memtraffic merge RUNS --out OUT`: the new merged run folder, analyzed, and its run.json."""
+    from memtraffic.analysis.merge import merge_runs
+
+    merged, run = merge_runs([Path(r) for r in runs], Path(out), allow_mixed, echo=echo)
+    return analyze_path(merged), run
+
+
+def write_roofline(runs: Sequence[str | Path] = (), level: str = "all", out: str | Path | None = None,
+                   png: str | Path | None = None, ceilings: str | Path | None = None, force: bool = False,
+                   partial: bool = False) -> tuple[list[Path], list[str]]:
+    """`memtraffic roofline RUNS`: the roofline and traffic figures written (HTML, PNG); (paths, notes).
+    No runs: the newest under reports/runs."""
+    from memtraffic.views.html_report import latest_run, plot_runs
+    from memtraffic.views.roofline import parse_levels
+
+    levels = parse_levels(level)
+    run_dirs = [Path(r) for r in runs] or [latest_run()]
+    return plot_runs(run_dirs, levels, out=Path(out) if out else None, png=Path(png) if png else None,
+                     ceilings_file=Path(ceilings) if ceilings else None, force=force, partial=partial)
+
+
+def write_report(run: str | Path, out: str | Path | None = None, ceilings: str | Path | None = None,
+                 baseline: str | Path | None = None, force: bool = False, partial: bool = False) -> Path:
+    """`memtraffic report RUN`: the self-contained HTML page written; its path."""
+    from memtraffic.views.html_report import write_report as write
+
+    return write(Path(run), Path(out) if out else None, Path(ceilings) if ceilings else None,
+                 Path(baseline) if baseline else None, force=force, partial=partial)
+
+
+def metric_sets(chip: str | None = None, all_chips: bool = False, set_name: str | None = None
+                ) -> tuple[list[dict[str, Any]], str | None]:
+    """`memtraffic metrics`: a row per (chip, set, alias) with its ncu name or why it is not measured; and,
+    for this machine's GPU (no chip given), the line saying where its metric list came from."""
+    from memtraffic.ncu.chips import chip_metric_names, known_chips, local_metric_names, set_rows
+    from memtraffic.ncu.metrics import METRIC_SETS
+    from memtraffic.vocab.arch import CHIPS
+    from memtraffic.vocab.errors import UsageError
+
+    if set_name is not None and set_name not in METRIC_SETS:
+        raise UsageError(f"unknown metric set {set_name!r}: use one of {', '.join(METRIC_SETS)}")
+    sets = [set_name] if set_name else list(METRIC_SETS)
+    if chip is not None and all_chips:
+        raise UsageError("give --chip CHIP or --all-chips, not both")
+    if chip is not None and chip.strip().lower() not in known_chips():
+        raise UsageError(f"unknown chip {chip!r}: use one of {', '.join(known_chips())}")
+    if all_chips or chip is not None:
+        chips = known_chips() if all_chips else [chip.strip().lower()]  # type: ignore[union-attr]
+        return [r for c in chips for r in set_rows(c, chip_metric_names(c), CHIPS.get(c), sets)], None
+    label, local, names = local_metric_names()
+    line = f"{label}: metrics from this machine's ncu" if local is None or label != local.name else label
+    return set_rows(local.name if local else label, names, local, sets), line
+
+
+def measure_ceilings(refresh: bool = False, ncu: bool = True, save_reference: bool = False,
+                     echo: Echo | None = None) -> dict[str, Any]:
+    """`memtraffic ceilings`: this GPU's roofs, measured once and cached (`refresh`: measured again);
+    `save_reference` also writes reports/ceilings/<device>.json. Needs a CUDA GPU."""
+    from memtraffic.probes.ceilings import get_ceilings
+    from memtraffic.vocab.roofs import cache_file, write_reference
+
+    echo = echo or say
+    entry, cached = get_ceilings(refresh=refresh, with_ncu=ncu, progress=echo)
+    if cached:
+        echo(f"cached in {cache_file()} (--refresh measures again)")
+    if save_reference:
+        echo(f"wrote {write_reference(entry)}")
+    return entry
+
+
+def bench(variants: Sequence[str] = (), shapes: Sequence[str] = (), dtypes: Sequence[str] = (),
+          budget: float = 0.3, out: str | Path | None = None, variant_files: Sequence[str | Path] = (),
+          echo: Echo | None = None) -> dict[str, Any]:
+    """`memtraffic bench`: variants timed with CUDA events beside a copy and torch's kernels; the result
+    (environment, rows), also written to `out` (results.json, table.txt) when given. Needs a CUDA GPU."""
+    import math
+
+    from memtraffic.collect.variants import get_variant
+    from memtraffic.collect.variants import load_variants as load
+    from memtraffic.probes import bench as b
+    from memtraffic.views.tables import bench_table
+    from memtraffic.vocab.errors import UsageError, warn
+    from memtraffic.vocab.files import refuse_nonempty
+    from memtraffic.vocab.ops import parse_dtype, parse_shape, torch_dtype
+
+    if not 0 < budget < math.inf:
+        raise UsageError(f"--budget {budget}: give the seconds of timed repetitions per config, more than 0 "
+                         "(e.g. 0.3)")
+    if out is not None:
+        refuse_nonempty(Path(out))  # before the GPU work, not after it
+    catalogue = load([str(f) for f in variant_files], on_problem=warn)
+    names = list(variants) or [n for n, v in catalogue.items() if v.op in b.SUITE]
+    for n in names:
+        get_variant(n, catalogue)
+    dims = [parse_shape(s) for s in shapes] if shapes else None
+    dts = [torch_dtype(parse_dtype(d)) for d in dtypes] if dtypes else list(b.SUITE_DTYPES)
+    result = b.run_bench(names, dims, dts, budget_s=budget, progress=echo or say, catalogue=catalogue)
+    if out is not None:
+        b.write_result(result, Path(out), bench_table(result))
+    return result

@@ -1,17 +1,19 @@
-"""Thin typer commands over the pipeline stages. Errors end in memtraffic/cli_errors.py: a line or two on
-stderr and an exit code."""
+"""Thin typer commands over memtraffic.api: each parses its options, calls one api function (the work, which
+a notebook calls alike) and prints through memtraffic.views (formats from its registry). Errors end in
+memtraffic/cli_errors.py: a line or two on stderr and an exit code."""
 
 from __future__ import annotations
 
-import json
-import math
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from memtraffic.cli_errors import Cli
+from memtraffic.ncu.metrics import METRIC_SETS, sets_help
+from memtraffic.views import formats
+from memtraffic.views.formats import FOR_OBJECTS, FOR_ROWS
 from memtraffic.vocab.errors import MemtrafficError, UsageError, warn
 
 app = typer.Typer(
@@ -42,7 +44,16 @@ def _main(
     """The options every command shares (--version)."""
 
 
-Fmt = Annotated[str, typer.Option("--format", "-f", help="table (for people), json or csv (for scripts).")]
+def _format_option(offered: tuple[str, ...], **notes: str) -> Any:
+    """The --format option of a command offering these formats (memtraffic.views.formats), its help written
+    from the registry (`notes`: what a format holds for this command)."""
+    return typer.Option("--format", "-f", help=formats.help_text(offered, **notes))
+
+
+Fmt = Annotated[str, _format_option(FOR_ROWS)]
+# --metrics of measure and profile, written from the one table of metric sets (memtraffic.ncu.metrics)
+METRICS_HELP = (f"Comma-separated metric sets, aliases ('memtraffic metrics' lists them) or raw ncu names; "
+                f"checked against this GPU's 'ncu --query-metrics'. Sets: {sets_help()}.")
 VariantFiles = Annotated[
     list[Path] | None,
     typer.Option(
@@ -82,7 +93,7 @@ def _print_baseline_diff(baseline: Path | None, run_dir: Path, fmt: str, width: 
     """The diff of a new run against its --baseline; a refusal (other GPU) is a warning, the run stays."""
     if baseline is None:
         return
-    from memtraffic.analysis.diff import diff
+    from memtraffic.api import diff
     from memtraffic.views.diff_table import render
 
     try:
@@ -110,13 +121,6 @@ def _check_baseline(baseline: Path | None) -> None:
     """Before measuring: a --baseline that is not there would only be found after the run."""
     if baseline is not None and not baseline.exists():
         raise UsageError(f"--baseline {baseline}: no such run folder or file")
-
-
-def _check_format(fmt: str, allowed: tuple[str, ...]) -> None:
-    if fmt not in allowed:
-        from memtraffic.vocab.errors import UsageError
-
-        raise UsageError(f"unknown format {fmt!r}: use one of {', '.join(allowed)}")
 
 
 @app.command("list")
@@ -157,27 +161,22 @@ def list_(
       memtraffic list --count softmax_tiled --shape 4096x4096 --shape 1024x1024 --param num_warps=4,8
       memtraffic list --count --sweep grid.toml
     """
-    from memtraffic.api import list_rows
-    from memtraffic.views.tables import render
+    from memtraffic.api import count_grid, list_rows
+    from memtraffic.views.tables import render_list
 
-    _check_format(fmt, ("table", "json", "csv"))
+    formats.check(fmt, FOR_ROWS)
     if count:
-        from memtraffic.collect.measure import MeasureOptions, plan_for
-        from memtraffic.collect.sweep import grid_counts
-        from memtraffic.views.tables import dump, grid_count_table
+        from memtraffic.views.tables import grid_count_table
 
-        plan = plan_for(MeasureOptions(
-            variants=list(variants or []), shapes=list(shape or []), dtypes=list(dtype or []),
-            params=list(param or []), all_variants=all_variants, sweep=sweep,
-            variant_files=[str(f) for f in variant_files or []]))
-        rows = grid_counts(plan)
-        typer.echo(grid_count_table(rows) if fmt == "table" else dump(rows, fmt))
+        rows = count_grid(variants or [], shape or [], dtype or [], param or [], all_variants, sweep,
+                          variant_files or [])
+        typer.echo(formats.render(fmt, rows, lambda: grid_count_table(rows)))
         return
     if variants or param or all_variants or sweep or len(shape or []) > 1 or len(dtype or []) > 1:
         raise UsageError("variant names, --param, --all, --sweep and repeated --shape/--dtype go with "
                          "--count (the table takes one --shape and one --dtype)")
     rows = list_rows(shape[0] if shape else None, dtype[0] if dtype else "fp32", variant_files or [])
-    typer.echo(render(rows, fmt, "list", _width(wide)))
+    typer.echo(render_list(rows, fmt, _width(wide)))
 
 
 @app.command()
@@ -213,13 +212,7 @@ def measure(
     ] = False,
     metrics: Annotated[
         str,
-        typer.Option(
-            help="Comma-separated metric sets (traffic, bytes, spills, flops, peaks, roofline), aliases from "
-            "memtraffic/metrics.py, or raw ncu names; checked against this GPU's "
-            "'ncu --query-metrics'. The kernel time is always collected. 'bytes' (L1, L2 and DRAM "
-            "bytes only, no request counters) takes ncu one replay pass per kernel where 'traffic' "
-            "takes six: for large sweeps and --gpus."
-        ),
+        typer.Option(help=METRICS_HELP + " The kernel time is always collected."),
     ] = "traffic",
     out: Annotated[
         Path | None,
@@ -290,7 +283,7 @@ def measure(
     with permission to read the GPU performance counters.
 
     Grids: every variant x --shape x --dtype x --param combination, or a
-    --sweep file (see memtraffic/sweep.py); 'memtraffic list --count' with
+    --sweep file (see docs/sweeps.md); 'memtraffic list --count' with
     the same options tells how many configs that is. --gpus splits them
     across GPUs (a failed GPU's configs are listed for --rerun); --shard
     I/N runs one part of them anywhere, 'memtraffic merge' joins the runs.
@@ -309,7 +302,7 @@ def measure(
     from memtraffic.collect.measure import MeasureOptions
     from memtraffic.views.tables import render_results
 
-    _check_format(fmt, ("table", "json", "csv"))
+    formats.check(fmt, FOR_ROWS)
     _check_baseline(baseline)
     opts = MeasureOptions(
         variants=list(variants or []),
@@ -334,9 +327,9 @@ def measure(
     if len(result.table):
         typer.echo(render_results(result.table, fmt, width=_width(wide)))
         _print_baseline_diff(baseline, result.run_dir, fmt, _width(wide))
-    from memtraffic.runfolder.records import needs_rerun
+    from memtraffic.api import failed_configs
 
-    failed = [c for c in result.run["configs"] if needs_rerun(c)]
+    failed = failed_configs(result.run)
     for c in failed:
         typer.echo(f"{c['range']}: {c['status']}{': ' + c['error'] if c.get('error') else ''}", err=True)
     typer.echo(f"saved in {result.run_dir}", err=True)
@@ -376,9 +369,7 @@ def profile(
                            "per-op summary and the worst calls (results.csv always holds every call).")
     ] = False,
     metrics: Annotated[
-        str, typer.Option(help="Metric sets (traffic, bytes, spills, flops, peaks, roofline), aliases or "
-                          "raw ncu names; bytes (no request counters) costs one replay pass per kernel, "
-                          "traffic six.")
+        str, typer.Option(help=METRICS_HELP)
     ] = "traffic",
     source: Annotated[
         bool, typer.Option("--source", help="Also per-line counters and the embedded source, for "
@@ -407,6 +398,14 @@ def profile(
     every_launch: Annotated[
         bool, typer.Option("--every-launch", help="Measure every kernel launch (--distinct 0).")
     ] = False,
+    replay: Annotated[
+        str, typer.Option(help="How ncu replays: range (each measured op, region or Triton launch range as "
+                          "one unit: one row per call, no kernel names; kernels outside memtraffic's "
+                          "ranges are not measured; a program it fails is measured again with kernel "
+                          "replay), kernel (each kernel), or auto: range for a --torch-ops profiler window "
+                          "(--profile-from-start off) with a set without SASS counters (bytes), else "
+                          "kernel. run.json says which and why.")
+    ] = "auto",
     target_processes: Annotated[
         str, typer.Option(help="all (the program and its children) or application-only.")
     ] = "all",
@@ -446,17 +445,21 @@ def profile(
     from memtraffic.collect.profile import ProfileOptions
     from memtraffic.views.tables import op_calls_table, render_results
 
-    _check_format(fmt, ("table", "json", "csv"))
+    formats.check(fmt, FOR_ROWS)
     _check_baseline(baseline)
     if profile_from_start not in ("on", "off"):
         raise UsageError(f"unknown --profile-from-start {profile_from_start!r}: use on or off")
+    source_of_distinct = ctx.get_parameter_source("distinct")
+    if every_launch and source_of_distinct is not None and source_of_distinct.name != "DEFAULT":
+        raise UsageError(f"--every-launch measures every launch, --distinct {distinct} the first {distinct} "
+                         "calls of each signature: give one of them")
     opts = ProfileOptions(
         command=list(ctx.args), metrics=metrics, torch_ops=torch_ops, triton=triton, timing_only=timing_only,
         source=source, kernel_name=kernel_name,
         launch_skip=launch_skip, launch_count=launch_count, nvtx_include=list(nvtx_include or []),
         target_processes=target_processes, profile_from_start=profile_from_start == "on",
         from_first_forward=from_first_forward, clock_control=clock_control, cache_control=cache_control,
-        out=out, verbose=verbose, distinct=0 if every_launch else distinct)
+        out=out, verbose=verbose, distinct=0 if every_launch else distinct, replay=replay)
     result = run_profile(opts, echo=lambda line: typer.echo(line, err=True))
     if len(result.table) and fmt == "table":
         _print_floor_summary(result.run_dir)
@@ -492,15 +495,9 @@ def analyze(
             "per op type of a traced program (profile --torch-ops) or region name, largest excess first."
         ),
     ] = "range",
-    fmt: Annotated[
-        str,
-        typer.Option(
-            "--format",
-            "-f",
-            help="table (readable units), json (a list of objects, raw numbers in "
-            "bytes, ns, B/s; stable keys) or csv (same columns).",
-        ),
-    ] = "table",
+    fmt: Annotated[str, _format_option(
+        FOR_ROWS, table="readable units",
+        json="a list of objects, raw numbers in bytes, ns, B/s; stable keys", csv="same columns")] = "table",
     partial: Partial = False,
     wide: Wide = False,
 ) -> None:
@@ -522,11 +519,12 @@ def analyze(
       memtraffic analyze RUN --group-by kernel --format json > rows.json
       memtraffic analyze RUN --group-by op
     """
-    from memtraffic.analysis.analyze import analyze_path, require_whole
+    from memtraffic.api import analyze as analyze_run
+    from memtraffic.api import require_whole
     from memtraffic.views.tables import render_results
 
-    _check_format(fmt, ("table", "json", "csv"))
-    table = analyze_path(path, min_bytes=min_bytes, group_by=group_by)
+    formats.check(fmt, FOR_ROWS)
+    table = analyze_run(path, min_bytes=min_bytes, group_by=group_by)
     if group_by == "op" and fmt == "table" and len(table):
         _print_floor_summary(path)
     typer.echo(render_results(table, fmt, group_by, _width(wide)))
@@ -559,7 +557,7 @@ def floor(
     from memtraffic.analysis.floor import floor_run
     from memtraffic.views.floor_table import render_floor
 
-    _check_format(fmt, ("table", "json"))
+    formats.check(fmt, ("table", "json"))
     typer.echo(render_floor(floor_run(path), fmt, _width(wide)))
 
 
@@ -582,11 +580,10 @@ def diff(
     allow_mixed: Annotated[
         bool, typer.Option("--allow-mixed", help="Diff runs measured on different GPUs anyway.")
     ] = False,
-    fmt: Annotated[
-        str,
-        typer.Option("--format", "-f", help="table (A, B and change per matched row, with a verdict), json "
-                     "or csv (a row per match: each measure's _a, _b, _change, _rel, time_noise, verdict)."),
-    ] = "table",
+    fmt: Annotated[str, _format_option(
+        FOR_ROWS, table="A, B and change per matched row, with a verdict",
+        json="a row per match: each measure's _a, _b, _change, _rel, time_noise, verdict",
+        csv="the same rows")] = "table",
     partial: Partial = False,
     wide: Wide = False,
 ) -> None:
@@ -605,15 +602,12 @@ def diff(
       memtraffic diff runs/before runs/after --group-by line
       memtraffic diff saved.json runs/after --format json > changes.json
     """
-    from memtraffic.analysis.diff import diff as diff_runs
-    from memtraffic.analysis.diff import parse_fraction
+    from memtraffic.api import diff as diff_runs
+    from memtraffic.api import require_whole
     from memtraffic.views.diff_table import render
 
-    _check_format(fmt, ("table", "json", "csv"))
-    from memtraffic.analysis.analyze import require_whole
-
-    tolerance = parse_fraction(time_tolerance, "--time-tolerance")
-    result = diff_runs(a, b, group_by, tolerance, allow_mixed)
+    formats.check(fmt, FOR_ROWS)
+    result = diff_runs(a, b, group_by, time_tolerance, allow_mixed)
     typer.echo(render(result, fmt, _width(wide)))
     cut = [side for side in (result.a, result.b) if side.gaps]
     require_whole([g for side in cut for g in side.gaps], " and ".join(str(side.path) for side in cut),
@@ -627,9 +621,8 @@ def check(
     baseline: Annotated[
         Path | None, typer.Option(help="The baseline of no_worse_than; overrides the file's 'baseline'.")
     ] = None,
-    fmt: Annotated[
-        str, typer.Option("--format", "-f", help="table (a line per failed check) or json (for CI).")
-    ] = "table",
+    fmt: Annotated[str, _format_option(FOR_OBJECTS, table="a line per failed check",
+                                       json="for CI")] = "table",
 ) -> None:
     """A traffic gate for CI: exit 0 when every expectation holds, 1 with a line per failed one.
 
@@ -651,15 +644,14 @@ def check(
       memtraffic check runs/after --expect traffic.toml
       memtraffic check runs/after --expect traffic.toml --format json > check.json
     """
-    from memtraffic.analysis.gate import check as check_run
-    from memtraffic.analysis.gate import load_expectations
-    from memtraffic.views.check_output import render
+    from memtraffic.api import check as check_run
+    from memtraffic.views.check_output import render, summary
 
-    _check_format(fmt, ("table", "json"))
-    expectations = load_expectations(expect)
-    results = check_run(run, expectations, baseline)
+    formats.check(fmt, FOR_OBJECTS)
+    results = check_run(run, expect, baseline)
     typer.echo(render(results, fmt, str(run), str(expect)))
-    if not all(r["ok"] for r in results):
+    if not all(r["ok"] for r in results):  # said on stderr too: a CI log that keeps only stderr shows it
+        typer.echo(f"error: {run} fails {expect}: {summary(results)}", err=True)
         raise typer.Exit(code=1)
 
 
@@ -692,17 +684,17 @@ def ops(
       memtraffic ops -- python train.py --steps 1
       memtraffic ops --format json -- python infer.py > ops.json
     """
-    from memtraffic.collect.trace_ops import check_run, run_traced
+    from memtraffic.api import check_traced, trace_ops
     from memtraffic.views.tables import ops_table
 
-    _check_format(fmt, ("table", "json", "csv"))
+    formats.check(fmt, FOR_ROWS)
     cmd = list(command or [])
-    run = run_traced(cmd, mode="forward" if from_first_forward else "1")
+    run = trace_ops(cmd, from_first_forward)
     for text in run.warnings:
         typer.echo(f"warning: {text}", err=True)
     if run.records:
         typer.echo(ops_table(run.records, fmt, all_calls=all_calls))
-    check_run(run, cmd)
+    check_traced(run, cmd)
 
 
 @app.command()
@@ -715,10 +707,7 @@ def lines(
     top: Annotated[
         int | None, typer.Option(help="At most N lines per kernel, the largest excess first.")
     ] = None,
-    fmt: Annotated[
-        str,
-        typer.Option("--format", "-f", help="table (for people), json (objects, raw counts) or csv."),
-    ] = "table",
+    fmt: Annotated[str, _format_option(FOR_ROWS, json="objects, raw counts")] = "table",
     wide: Wide = False,
 ) -> None:
     """Which source line moves the bytes: per line, global-memory requests, sectors, bytes and a verdict.
@@ -739,24 +728,13 @@ def lines(
       memtraffic lines RUN --kernel naive --top 3
       memtraffic lines my_app.ncu-rep --format json > lines.json
     """
-    from memtraffic.analysis.lines import read_lines
+    from memtraffic.api import line_gaps
+    from memtraffic.api import lines as read_lines
     from memtraffic.views.tables import render_lines
 
-    _check_format(fmt, ("table", "json", "csv"))
+    formats.check(fmt, FOR_ROWS)
     typer.echo(render_lines(read_lines(path, kernel=kernel, top=top), fmt, _width(wide)))
-    _name_gaps(path)
-
-
-def _name_gaps(path: Path) -> None:
-    """What the run lacks of its plan, one warning line each (lines shows what there is)."""
-    from memtraffic.analysis.analyze import analyze_path, gaps
-    from memtraffic.vocab.errors import ReportError
-
-    try:
-        found = gaps(analyze_path(path))
-    except ReportError:  # a report without traffic counters: its lines are all there is to show
-        return
-    for line in found:
+    for line in line_gaps(path):  # what the run lacks of its plan (lines shows what there is)
         warn(line)
 
 
@@ -782,13 +760,12 @@ def merge(
       memtraffic merge runs/part1 runs/part2 runs/part3 --out runs/sweep
       memtraffic merge runs/a runs/a-rerun --out runs/a-complete
     """
-    from memtraffic.analysis.analyze import analyze_path
-    from memtraffic.analysis.merge import merge_runs
+    from memtraffic.api import merge as merge_runs
     from memtraffic.views.tables import render_results
 
-    _check_format(fmt, ("table", "json", "csv"))
-    merged, run = merge_runs(runs, out, allow_mixed, echo=lambda line: typer.echo(line, err=True))
-    typer.echo(render_results(analyze_path(merged), fmt, width=_width(wide)))
+    formats.check(fmt, FOR_ROWS)
+    table, run = merge_runs(runs, out, allow_mixed, echo=lambda line: typer.echo(line, err=True))
+    typer.echo(render_results(table, fmt, width=_width(wide)))
     if run["missing"]:
         raise typer.Exit(code=1)
 
@@ -821,13 +798,10 @@ def roofline(
       memtraffic roofline RUN_A RUN_B --level dram --out cmp.html
       memtraffic roofline RUN --png roof.png   # and roof-traffic.png
     """
-    from memtraffic.views.html_report import latest_run, plot_runs
-    from memtraffic.views.roofline import parse_levels
+    from memtraffic.api import write_roofline
 
-    levels = parse_levels(level)
-    run_dirs = list(runs) if runs else [latest_run()]
-    written, notes = plot_runs(run_dirs, levels, out=out, png=png, ceilings_file=ceilings_file, force=force,
-                               partial=partial)
+    written, notes = write_roofline(runs or [], level, out=out, png=png, ceilings=ceilings_file, force=force,
+                                    partial=partial)
     for note in notes:
         typer.echo(f"note: {note}", err=True)
     for path in written:
@@ -861,7 +835,7 @@ def report(
       memtraffic report RUN --out softmax.html
       memtraffic report runs/after --baseline runs/before
     """
-    from memtraffic.views.html_report import write_report
+    from memtraffic.api import write_report
 
     typer.echo(f"wrote {write_report(run, out, ceilings_file, baseline, force=force, partial=partial)}")
 
@@ -871,9 +845,9 @@ def metrics(
     chip: Annotated[str | None, typer.Option(help="A chip of `ncu --list-chips` (ga102, gh100, ...); "
                                              "default: this machine's GPU, asked through ncu.")] = None,
     all_chips: Annotated[bool, typer.Option("--all-chips", help="Every chip ncu 2025.3.1 knows.")] = False,
-    set_name: Annotated[str | None, typer.Option("--set", help="One metric set (traffic, bytes, spills, "
-                                                 "flops, peaks, roofline); default: all.")] = None,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table (for people) or json.")] = "table",
+    set_name: Annotated[str | None, typer.Option("--set", help=f"One metric set ({', '.join(METRIC_SETS)}); "
+                                                 "default: all.")] = None,
+    fmt: Annotated[str, _format_option(FOR_OBJECTS)] = "table",
 ) -> None:
     """What each metric set measures on a GPU, with which ncu names, and what it cannot count there.
 
@@ -885,27 +859,13 @@ def metrics(
       memtraffic metrics --chip ga102           # RTX 3080 Ti
       memtraffic metrics --all-chips --set traffic --format json
     """
-    from memtraffic.ncu.chips import chip_metric_names, known_chips, local_metric_names, set_rows
-    from memtraffic.ncu.metrics import METRIC_SETS
+    from memtraffic.api import metric_sets
     from memtraffic.views.metric_sets import render
-    from memtraffic.vocab.arch import CHIPS
 
-    _check_format(fmt, ("table", "json"))
-    if set_name is not None and set_name not in METRIC_SETS:
-        raise UsageError(f"unknown metric set {set_name!r}: use one of {', '.join(METRIC_SETS)}")
-    sets = [set_name] if set_name else list(METRIC_SETS)
-    if chip is not None and all_chips:
-        raise UsageError("give --chip CHIP or --all-chips, not both")
-    if chip is not None and chip.strip().lower() not in known_chips():
-        raise UsageError(f"unknown chip {chip!r}: use one of {', '.join(known_chips())}")
-    if all_chips or chip is not None:
-        chips = known_chips() if all_chips else [chip.strip().lower()]
-        rows = [r for c in chips for r in set_rows(c, chip_metric_names(c), CHIPS.get(c), sets)]
-    else:
-        label, local, names = local_metric_names()
-        typer.echo(f"{label}: metrics from this machine's ncu" if local is None or label != local.name
-                   else label, err=True)
-        rows = set_rows(local.name if local else label, names, local, sets)
+    formats.check(fmt, FOR_OBJECTS)
+    rows, source_line = metric_sets(chip, all_chips, set_name)
+    if source_line is not None:
+        typer.echo(source_line, err=True)
     typer.echo(render(rows, fmt))
 
 
@@ -916,7 +876,7 @@ def ceilings(
     save_reference: Annotated[
         bool, typer.Option("--save-reference", help="Also write reports/ceilings/<device>.json (to commit).")
     ] = False,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table (for people) or json.")] = "table",
+    fmt: Annotated[str, _format_option(FOR_OBJECTS)] = "table",
 ) -> None:
     """Measure this GPU's roofs once and cache them: DRAM and L2 bandwidth, FP32 FMA and tensor-core FLOP/s.
 
@@ -930,17 +890,12 @@ def ceilings(
       memtraffic ceilings --refresh --save-reference   # commit reports/ceilings/
       memtraffic ceilings --format json
     """
-    from memtraffic.probes.ceilings import get_ceilings
+    from memtraffic.api import measure_ceilings
     from memtraffic.views.tables import ceilings_table
-    from memtraffic.vocab.roofs import cache_file, write_reference
 
-    _check_format(fmt, ("table", "json"))
-    entry, cached = get_ceilings(refresh=refresh, with_ncu=ncu, progress=lambda m: typer.echo(m, err=True))
-    if cached:
-        typer.echo(f"cached in {cache_file()} (--refresh measures again)", err=True)
-    if save_reference:
-        typer.echo(f"wrote {write_reference(entry)}", err=True)
-    typer.echo(ceilings_table(entry) if fmt == "table" else json.dumps(entry, indent=2))
+    formats.check(fmt, FOR_OBJECTS)
+    entry = measure_ceilings(refresh, ncu, save_reference, echo=lambda m: typer.echo(m, err=True))
+    typer.echo(formats.render(fmt, entry, lambda: ceilings_table(entry)))
 
 
 @app.command()
@@ -968,31 +923,14 @@ def bench(
 
     Example: memtraffic bench softmax_tiled torch_softmax --shape 4096x4096 --dtype bf16
     """
-    from memtraffic.collect.variants import get_variant, load_variants
-    from memtraffic.probes import bench as b
-    from memtraffic.views.tables import bench_table, dump
-    from memtraffic.vocab.files import refuse_nonempty
-    from memtraffic.vocab.ops import parse_dtype, parse_shape, torch_dtype
+    from memtraffic.api import bench as run_bench
+    from memtraffic.views.tables import bench_table
 
-    _check_format(fmt, ("table", "json", "csv"))
-    if not 0 < budget < math.inf:
-        raise UsageError(f"--budget {budget}: give the seconds of timed repetitions per config, more than 0 "
-                         "(e.g. 0.3)")
-    if out is not None:
-        refuse_nonempty(out)  # before the GPU work, not after it
-    catalogue = load_variants(variant_files or [], on_problem=warn)
-    names = variants or [n for n, v in catalogue.items() if v.op in b.SUITE]
-    for n in names:
-        get_variant(n, catalogue)
-    shapes = [parse_shape(s) for s in shape] if shape else None
-    dtypes = [torch_dtype(parse_dtype(d)) for d in dtype] if dtype else list(b.SUITE_DTYPES)
-    result = b.run_bench(names, shapes, dtypes, budget_s=budget, progress=lambda m: typer.echo(m, err=True),
-                         catalogue=catalogue)
-    if out is not None:
-        b.write_result(result, out, bench_table(result))
+    formats.check(fmt, FOR_ROWS)
+    result = run_bench(variants or [], shape or [], dtype or [], budget, out, variant_files or [],
+                       echo=lambda m: typer.echo(m, err=True))
     # json: the whole result (environment, rows); csv: a line per row
-    typer.echo(bench_table(result) if fmt == "table" else dump([result] if fmt == "json" else result["rows"],
-                                                               fmt))
+    typer.echo(formats.render(fmt, result["rows"], lambda: bench_table(result), whole=[result]))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -7,11 +7,13 @@
 #   traffic set (six passes, where two ncu processes' passes take turns): once (--repeat 1);
 # both with one Triton cache warmed by an untimed first run (--warm-triton), as issue 33's baseline was;
 # WARM_TRITON=0: every run compiles into an empty cache of its own, as a fresh user's does (<SET>_x<N>_cold).
+# SWEEP: another sweep file (issue 41: scripts/sweeps/softmax_h100x2_480.toml); the trailing number of its
+# name is the folders' config count.
 # Each run's summary.json holds the ratios, each GPU's wall time split into its configs' seconds and the
 # fixed rest, and measure's own timings. The traffic step skips itself when the first took past BUDGET_S (250) seconds.
 # Usage: bash scripts/gpu_gpus.sh OUT [SET:REPEAT ...]   (default: bytes:2 traffic:1; after
 # `pip install -e . --no-deps`)
-# OUT gets reports/h100x2/gpus_vs_one_160_<SET>_x<REPEAT>/ (summary.json, comparison.csv, logs.tgz,
+# OUT gets reports/h100x2/gpus_vs_one_<N>_<SET>_x<REPEAT>/ (summary.json, comparison.csv, logs.tgz,
 # all-1.tgz) and machine.txt; commit the summary.json files (and comparison.csv) under reports/h100x2/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +26,8 @@ start=$(date +%s)
 { nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader; date -u +%FT%TZ; git rev-parse HEAD
   ncu --version | tail -1; nproc; } >"$out/machine.txt" 2>&1
 cat "$out/machine.txt"
-sweep=scripts/sweeps/softmax_h200x2_160.toml
+sweep=${SWEEP:-scripts/sweeps/softmax_h200x2_160.toml}
+configs=$(basename "$sweep" .toml | grep -o '[0-9]*$')  # the folder names say how many configs
 for spec in $specs; do
   set_=${spec%%:*}
   repeat=${spec##*:}
@@ -34,7 +37,7 @@ for spec in $specs; do
   fi
   warm=(--warm-triton) suffix=
   [ "${WARM_TRITON:-1}" = 0 ] && warm=() suffix=_cold
-  dest=$out/reports/h100x2/gpus_vs_one_160_${set_}_x$repeat$suffix
+  dest=$out/reports/h100x2/gpus_vs_one_${configs}_${set_}_x$repeat$suffix
   t0=$(date +%s)
   python3 scripts/measure_gpus.py "$dest" --sweep "$sweep" --metrics "$set_" --repeat "$repeat" "${warm[@]}" \
     >"$dest.stdout.txt" 2>"$dest.stderr.txt"

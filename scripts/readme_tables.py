@@ -22,6 +22,9 @@ Each table lives between marker comments that this script owns, in whichever of 
   <!-- table:floor -->  ... <!-- /table:floor -->   `memtraffic floor` of the committed floor runs
                                                     (scripts/gpu_floor.sh): the GELU three ways, then the
                                                     transformer block eager and compiled
+  <!-- table:speed -->  ... <!-- /table:speed -->   issue 41's programs: alone, first look, every launch
+                                                    (reports/h100/speed/summary.json); left as it is
+                                                    when not committed
 
 Numbers come from the .ncu-rep files through `memtraffic.analysis.analyze` (the current op models give the
 minimum) and from the runs' run.json (device, ncu version, date). The three published RTX 3080 Ti
@@ -380,6 +383,40 @@ def floor_output(reports: Path) -> list[str] | None:
         lines += [f"`memtraffic floor reports/{run}`; measured on {_source(reports / run, reports)}:", "",
                   "```text", render_floor(floor_run(reports / run), "table", WIDTH), "```", ""]
     return lines[:-1]
+SPEED_RUN = "h100/speed"
+
+
+def speed_table(reports: Path) -> list[str] | None:
+    """Issue 41's programs (reports/h100/speed/summary.json, scripts/speed_summary.py): each alone, its
+    first look (`profile --torch-ops --metrics bytes`) and how ncu replayed it, what that measured, and
+    its op types against an every-launch kernel-replay profile of a smaller size. None when not committed."""
+    path = reports / SPEED_RUN / "summary.json"
+    if not path.is_file():
+        return None
+    rows = []
+    for r in json.loads(path.read_text()):
+        first = (f"{r['first_look_s']:.1f} ({_times(r['first_look_over_bare'])})" if _ok(r["first_look_s"])
+                 else f"cut after {r['first_look_wall_s']:.0f} s" if r["first_look_exit"] == 124
+                 else f"failed: exit {r['first_look_exit']}" + (f", ncu refused {r['first_look_refused']}"
+                                                                 if r["first_look_refused"] else "")
+                 if r["first_look_exit"] is not None else "not run")
+        every = (f"{r['every_launch_s']:.1f} ({r['kernels_every']} kernels)" if _ok(r["every_launch_s"])
+                 else "not run")
+        ops = (f"{r['op_types']}: {r['op_types_off']} / {r['op_types_off_l1']}" if r["op_types"] is not None
+               else "-")
+        rows.append([f"`{r['program']}`", (r["replay"] or {}).get("mode", "-"),
+                     f"{r['bare_s']:.1f}" if _ok(r["bare_s"]) else "-",
+                     f"{r['profile_s']:.1f}" if _ok(r["profile_s"]) else "not run", first,
+                     str(r["measured_units"]) if r["measured_units"] is not None else "-", every, ops])
+    headers = ["program", "replay", "alone (s)", "defaults (s)", "first look, bytes (s)", "units measured",
+               "every launch, smaller (s)", "op types: off / off in L1"]
+    machine = (reports / SPEED_RUN / "machine.txt").read_text().splitlines()
+    ncu = machine[2].split("(")[0].replace("Version", "ncu").strip()
+    note = (f"{machine[0].split(',')[0]}, {ncu}, {machine[1][:10]}; "
+            "seconds are whole commands (memtraffic, ncu and the program); \"off\": L1 load bytes beyond "
+            "1% or DRAM read bytes beyond 3% and 4 KiB of the every-launch run, op type by op type; the "
+            "smaller size of each program is in the summary's `every_launch_size`.")
+    return _markdown(headers, rows, right_from=2) + ["", note]
 
 
 BLOCKS: dict[str, Callable[[Path], list[str] | None]] = {
@@ -388,6 +425,7 @@ BLOCKS: dict[str, Callable[[Path], list[str] | None]] = {
     "diff": diff_output,
     "launches": launches_table,
     "floor": floor_output,
+    "speed": speed_table,
 }
 
 

@@ -83,3 +83,17 @@ def test_figures_draw_the_run():
 def test_floor_equals_the_cli_json():
     path = H100 / "floor_compiled_i42floor"
     assert memtraffic.floor(path).to_dict() == _cli_json("floor", str(path))
+
+
+def test_the_api_functions_of_the_other_commands_give_what_the_cli_prints():
+    """diff, list --count and metrics: the api function a notebook calls, and the command's JSON."""
+    from memtraffic import api
+    from memtraffic.views.diff_table import records
+
+    a, b = H100 / "diff_gelu_strided_4096x4096", H100 / "diff_gelu_coalesced_4096x4096"
+    assert records(api.diff(a, b)) == _cli_json("diff", str(a), str(b))
+    counts = api.count_grid(["softmax_tiled"], ["4096x4096", "1024x1024"], params=["num_warps=4,8"])
+    assert counts == _cli_json("list", "--count", "softmax_tiled", "--shape", "4096x4096", "--shape",
+                               "1024x1024", "--param", "num_warps=4,8")
+    rows, line = api.metric_sets("ga102", set_name="bytes")
+    assert line is None and rows == _cli_json("metrics", "--chip", "ga102", "--set", "bytes")

@@ -159,7 +159,8 @@ def test_a_folder_as_an_output_file(tmp_path):
 
 def test_a_folder_as_a_variant_file(tmp_path):
     line = _one_line(["list", "--variants", str(tmp_path)], 2)
-    assert line == f"error: --variants {tmp_path}: a folder: give the Python file that defines VARIANTS"
+    assert line == (f"error: --variants {tmp_path} is a folder, not a file: give the Python file that "
+                    "defines VARIANTS")
 
 
 @pytest.mark.parametrize(("name", "text", "message"), [

@@ -162,3 +162,56 @@ def test_no_import_cycle():
 def test_the_walk_finds_imports_inside_functions():
     nested = [(line, t) for line, t in GRAPH["memtraffic.cli"] if t.startswith("memtraffic.collect")]
     assert nested, "cli imports the measuring side inside its commands"
+
+
+def private_imports(module: str) -> list[tuple[int, str]]:
+    """(line, 'module.name') for each `from memtraffic.X import _name` in a module: a name with a leading
+    underscore belongs to its module (dunders such as __version__ are public)."""
+    path = MODULES[module]
+    is_package = path.name == "__init__.py"
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level:
+            base = module.split(".")
+            source = ".".join(base[: len(base) - node.level + (1 if is_package else 0)]
+                              + ([node.module] if node.module else []))
+        else:
+            source = node.module or ""
+        if _resolve(source) is None:
+            continue  # torch's or another package's private names are theirs to keep stable
+        found += [(node.lineno, f"{source}.{a.name}") for a in node.names
+                  if a.name.startswith("_") and not a.name.startswith("__")]
+    return found
+
+
+def test_no_private_name_is_imported_across_modules():
+    broken = [f"{_where(m, line)}: {m} imports {name}; make it public where shared, or move it to its user"
+              for m in MODULES for line, name in private_imports(m)]
+    assert not broken, "\n" + "\n".join(broken)
+
+
+def test_the_private_import_walk_finds_one(tmp_path, monkeypatch):
+    """The walk sees `from memtraffic.X import _name`, also relative and inside a function."""
+    path = tmp_path / "probe.py"
+    path.write_text("def f():\n    from memtraffic.vocab.files import _renamed\n"
+                    "    from .files import _link_new\n")
+    monkeypatch.setitem(MODULES, "memtraffic.vocab.probe", path)
+    assert private_imports("memtraffic.vocab.probe") == [(2, "memtraffic.vocab.files._renamed"),
+                                                         (3, "memtraffic.vocab.files._link_new")]
+
+
+# What cli.py may import besides memtraffic.api (the work): how to print (views), errors, the metric sets of
+# its help text, and the option records measure and profile fill in (the work of those is api's too).
+CLI_ALSO = ("memtraffic.views.", "memtraffic.cli_errors", "memtraffic.vocab.errors",
+            "memtraffic.vocab.version", "memtraffic.ncu.metrics", "memtraffic.collect.measure",
+            "memtraffic.collect.profile")
+
+
+def test_the_cli_is_a_shell_over_the_api():
+    """Each command parses its options and prints: the work is a memtraffic.api function a notebook calls."""
+    broken = [f"{_where('memtraffic.cli', line)}: cli imports {target}; give the work an api function"
+              for line, target in GRAPH["memtraffic.cli"]
+              if target not in ("memtraffic", "memtraffic.api") and not target.startswith(CLI_ALSO)]
+    assert not broken, "\n" + "\n".join(broken)

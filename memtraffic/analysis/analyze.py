@@ -20,24 +20,28 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from memtraffic.analysis.findings import SECTOR_BYTES, diagnose, ok
 from memtraffic.analysis.reuse import REUSES, add_reused
-from memtraffic.analysis.time_notes import copy_seconds, explain_time, local_bytes
+from memtraffic.analysis.time_notes import copy_seconds
 from memtraffic.ncu.kernel_table import kernel_table
 from memtraffic.ncu.metrics import LAUNCH_STATS, METRICS
 from memtraffic.ncu.report import ADDITIVE_UNITS, EmptyReportError
 from memtraffic.runfolder.load import Run, load_run
+from memtraffic.runfolder.records import DAMAGED
 from memtraffic.runfolder.timings import is_timings
-from memtraffic.vocab.arch import chip_for_gpu
 from memtraffic.vocab.errors import ReportError, UsageError, warn
-from memtraffic.vocab.files import dump, plain_records, read_json, write_bytes_atomic, write_json
+from memtraffic.vocab.files import (
+    csv_text,
+    plain_records,
+    read_json,
+    require_file,
+    write_bytes_atomic,
+    write_json,
+)
 from memtraffic.vocab.launches import measured_range
 from memtraffic.vocab.ops import format_shape
 from memtraffic.vocab.roofs import find_ceilings
-from memtraffic.vocab.units import ABOVE, compile_regex, fmt_bytes, fmt_rate, parse_size
-
-SECTOR_BYTES = 32
-GOOD = 0.9  # efficiencies below this get a diagnosis
-LSU_NEGLIGIBLE = 0.01  # L1 (LSU) bytes under this fraction of L2's: the kernel moves its data another way
+from memtraffic.vocab.units import compile_regex, parse_size
 
 COLUMNS = [
     "run", "range", "variant", "op", "shape", "dtype", "params", "kernels", "n_kernels", "device", "time_ns",
@@ -128,10 +132,11 @@ def _apply_min_rules(df: pd.DataFrame, rules: Sequence[MinRule]) -> np.ndarray:
 
 
 def _div(num: pd.Series, den: pd.Series) -> pd.Series:
-    """num / den, NaN where den is 0 or missing (no traffic measured is no efficiency)."""
+    """num / den, NaN where den is 0 or missing (no traffic measured is no efficiency), and where either is
+    negative or infinite (a ratio of those would be a wrong number, not a finding)."""
     num = pd.to_numeric(num, errors="coerce").astype(float)
     den = pd.to_numeric(den, errors="coerce").astype(float)
-    return num / den.where(den > 0)
+    return num.where((num >= 0) & (num < math.inf)) / den.where((den > 0) & (den < math.inf))
 
 
 def _config_models(plan: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
@@ -308,7 +313,7 @@ def _measured_roofs(devices: pd.Series) -> dict[str, dict[str, Any]]:
 def _time_vs_copy(r: dict[str, Any], measured: dict[str, Any] | None) -> float:
     """The row's time over a copy of its minimum at the measured copy roof (NaN when either is unknown)."""
     copy = copy_seconds(r, measured or {})
-    return r["time_ns"] * 1e-9 / copy if copy and _ok(r.get("time_ns")) else math.nan
+    return r["time_ns"] * 1e-9 / copy if copy and ok(r.get("time_ns")) else math.nan
 
 
 def _split_range_minimum(df: pd.DataFrame) -> list[str]:
@@ -333,133 +338,6 @@ def _split_range_minimum(df: pd.DataFrame) -> list[str]:
                               f"counted on {name}")
                 df.loc[i, ["min_read_bytes", "min_write_bytes", "min_bytes"]] = math.nan
     return roles
-
-
-def _ok(x: Any) -> bool:
-    return x is not None and isinstance(x, int | float) and math.isfinite(x)
-
-
-def _times(x: float) -> str:
-    return f"{x:.0f}x" if abs(x - round(x)) < 0.05 * x else f"{x:.1f}x"
-
-
-def diagnose(r: dict[str, Any], bound: str = "", role: str = "", roofs: dict[str, Any] | None = None) -> str:
-    """One factual line naming what the numbers show where an efficiency falls below ~0.9 or rises
-    above 1.05, where the kernel spills, and why time is far above a copy of the minimum when DRAM
-    reads are at it ('' otherwise). `bound`: why the row's minimum is only an upper bound, if it is;
-    `role`: the row's place among its range's kernels; `roofs`: the device's measured roofs (the time
-    note needs them: memtraffic.analysis.time_notes)."""
-    notes: list[str] = [role] if role else []
-    spilled = local_bytes(r)
-    if spilled > 0:  # local memory: excess at L1, and at L2/DRAM for what misses L1
-        regs = r.get("registers")
-        at = f" at {regs:.0f} registers a thread" if _ok(regs) else ""
-        minimum = r.get("min_bytes")
-        share = f", {_times(spilled / minimum)} the minimum" if _ok(minimum) and minimum > 0 else ""
-        notes.append(f"spills{at}: {fmt_bytes(spilled)} of local memory through L1 (loads "
-                     f"{fmt_bytes(r.get('l1_local_ld_bytes') or 0)}, stores "
-                     f"{fmt_bytes(r.get('l1_local_st_bytes') or 0)}{share})")
-    # TMA (bulk async) copies move data between global and shared memory without the LSU, so the L1
-    # counters read ~0 while L2 moved the data (cuBLAS's bf16 gemm on Hopper): the L1 columns say nothing.
-    # A GPU older than Hopper has no TMA (an unknown device name is not ruled out).
-    chip = chip_for_gpu(r.get("device"))
-    tma = chip is None or chip.has_tma
-    async_copies = "TMA or other async copies" if tma else f"async copies; {chip.name} has no TMA"
-    bypass = [d for d, l1, l2 in (("loads", r.get("l1_ld_bytes"), r.get("l2_rd_bytes")),
-                                  ("stores", r.get("l1_st_bytes"), r.get("l2_wr_bytes")))
-              if _ok(l1) and _ok(l2) and l2 > 0 and l1 < LSU_NEGLIGIBLE * l2]
-    if bypass:
-        who = "loads/stores" if len(bypass) == 2 else bypass[0]
-        notes.append(f"{who} bypass the LSU counters ({async_copies}): "
-                     "read the L2 and DRAM levels")
-    # Sector waste: the instructions asked for fewer bytes than the 32-byte sectors moved.
-    waste = {d: r.get(f"sector_eff_{d}") for d in ("ld", "st")}
-    low = {d: s for d, s in waste.items() if _ok(s) and s < GOOD}
-    if low:
-        used = {d: f"{SECTOR_BYTES * s:.0f}" for d, s in low.items()}
-        if len(low) == 2 and used["ld"] == used["st"]:
-            notes.append(f"loads and stores use {used['ld']} of every {SECTOR_BYTES} bytes per sector")
-        else:
-            notes += [f"{'loads' if d == 'ld' else 'stores'} use {u} of every {SECTOR_BYTES} bytes per sector"
-                      for d, u in used.items()]
-    # Requests beyond the minimum: the same bytes asked for several times (warps, programs or passes).
-    n_kernels = r.get("n_kernels") or 1
-    for d, req, minimum in (("ld", r.get("req_ld_bytes"), r.get("min_read_bytes")),
-                            ("st", r.get("req_st_bytes"), r.get("min_write_bytes"))):
-        if not (_ok(req) and _ok(minimum) and minimum > 0) or req <= minimum / GOOD:
-            continue
-        k = req / minimum
-        verb = "loads request" if d == "ld" else "stores write"
-        what = "input" if d == "ld" else "output"
-        if n_kernels > 1:
-            notes.append(f"{n_kernels} kernels: {verb} {_times(k)} the minimum (extra passes over memory)")
-        elif abs(k - round(k)) < 0.05 * k:
-            act = "load" if d == "ld" else "store"
-            notes.append(f"each {what} byte requested {round(k)}x: several warps or programs {act} the same "
-                         "data, or the kernel makes several passes")
-        else:
-            notes.append(f"{verb} {_times(k)} the minimum")
-    if n_kernels > 1 and not any("kernels:" in n for n in notes):
-        notes.append(f"{n_kernels} kernels in this range: each is a pass over memory")
-    # Caches absorbing traffic: L1 well above the minimum while DRAM reads sit at it.
-    eff_l1, eff_rd = r.get("eff_l1_ld"), r.get("eff_dram_rd")
-    if _ok(eff_l1) and eff_l1 < GOOD and _ok(eff_rd) and eff_rd >= GOOD:
-        bw = r.get("bw_min_Bps")
-        paid = f": {fmt_rate(bw)} effective" if _ok(bw) else ""
-        notes.append("L1/L2 absorb the extra loads before DRAM (DRAM read efficiency "
-                     f"{min(eff_rd, 1.0):.2f}), but time pays{paid}")
-    eff_dram = r.get("eff_dram")
-    if _ok(eff_dram) and eff_dram < GOOD:
-        notes.append(f"DRAM moves {_times(1 / eff_dram)} the minimum")
-    slow = explain_time(r, roofs)  # last
-    notes += _below_minimum(r, bypass, bound, lsu_bypass="TMA" if tma else async_copies)
-    return "; ".join([*notes, slow] if slow else notes)
-
-
-def _below_minimum(r: dict[str, Any], bypass: Sequence[str], bound: str, lsu_bypass: str = "TMA"
-                   ) -> list[str]:
-    """A reason for each level that moved less than the minimum (efficiency above ABOVE); `lsu_bypass`
-    names what moves data past the LSU counters on the row's GPU. Output left in L2 (DRAM writes below
-    the minimum, which tables show only inside DRAM rd+wr) is said too, also on a row otherwise at the
-    minimum: no efficiency above ABOVE goes without its reason."""
-    def above(key: str) -> bool:
-        return _ok(r.get(key)) and r[key] > ABOVE
-
-    levels = [k for k in ("eff_l1_ld", "eff_l1_st", "eff_l2", "eff_dram", "eff_dram_rd") if above(k)]
-    if bound and levels:  # the minimum itself may be too high: that explains every level
-        return [f"below the minimum at {_names(levels)}: {bound}"]
-    if above("eff_l2"):  # less than the minimum reached L2: the call needed less than its minimum counts
-        return [f"below the minimum at {_names(levels)}: the call moved less than its minimum through L2, "
-                "so the minimum over-counts it (a data-dependent op, an input used only in part, or data "
-                "the op skips); read it as a bound this call beats"]
-    notes = []
-    if above("eff_l1_ld") and "loads" not in bypass:
-        notes.append(f"L1 load bytes below the minimum ({1 / r['eff_l1_ld']:.2f}x): loads that bypass the "
-                     f"LSU path ({lsu_bypass}) are not in these counters")
-    if above("eff_l1_st") and "stores" not in bypass:
-        notes.append(f"L1 store bytes below the minimum ({1 / r['eff_l1_st']:.2f}x): stores that bypass the "
-                     f"LSU path ({lsu_bypass}) are not in these counters")
-    if above("eff_dram_rd"):
-        notes.append("DRAM reads below the minimum: part of the input was served from L2 (cached before "
-                     "the kernel, not flushed)")
-    if above("eff_dram") and not _ok(r.get("eff_dram_rd")):  # the table shows DRAM rd+wr then
-        notes.append("DRAM bytes below the minimum: input served from L2, or output still in L2 when the "
-                     "kernel ended")
-    elif wrote_below(r):
-        notes.append("DRAM writes below the minimum: output still in L2 when the kernel ended")
-    return notes
-
-
-def wrote_below(r: dict[str, Any]) -> bool:
-    """DRAM wrote less than the minimum write (none at all included, where eff_dram_wr is undefined)."""
-    wrote, minimum = r.get("dram_wr_bytes"), r.get("min_write_bytes")
-    return _ok(wrote) and _ok(minimum) and wrote * ABOVE < minimum
-
-
-def _names(levels: Sequence[str]) -> str:
-    names = {"eff_l1_ld": "L1 ld", "eff_l1_st": "L1 st", "eff_l2": "L2", "eff_dram": "DRAM",
-             "eff_dram_rd": "DRAM rd"}
-    return ", ".join(names[k] for k in levels)
 
 
 def _merged_ranges(plan: dict[str, Any] | None) -> dict[tuple[str, str], str]:
@@ -490,7 +368,7 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
     with_lines = []  # reports with per-line counters
     timed = False  # a timing-only run's timings.json: times, no counters (timing_only_table)
     for report in reports:
-        if not Path(report).is_file():  # a shard or part the run lists, not there
+        if not require_file(Path(report), DAMAGED):  # a shard or part the run lists, not there
             found_gaps.append(f"{report}: a report of this run is missing (listed in run.json): the configs "
                               "it held are missing")
             continue
@@ -527,8 +405,9 @@ def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None,
         table = pd.DataFrame(columns=COLUMNS + EXTRA_COLUMNS)
         table.attrs["gaps"] = found_gaps
         return table, pd.DataFrame()
-    if not frames:  # every report empty or missing: every planned config is missing
-        found_gaps += [str(e) for e in empty]
+    # A report without a kernel beside whole ones is named as it would be alone (a report cut before its
+    # first kernel is one); with none whole, every planned config is missing too.
+    found_gaps += [str(e) for e in empty]
     kernels = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["run", "launch", "range", "kernel", "grid_size", "block_size", "device", "report", "passes",
                  *METRICS])
@@ -779,4 +658,4 @@ def save_results(df: pd.DataFrame, run_dir: Path) -> None:
     """results.json (list of objects, raw numbers) and results.csv beside the reports."""
     records = to_records(df)
     write_json(run_dir / "results.json", records)
-    write_bytes_atomic(run_dir / "results.csv", (dump(records, "csv") + "\n").encode())
+    write_bytes_atomic(run_dir / "results.csv", (csv_text(records) + "\n").encode())

@@ -47,7 +47,7 @@ from memtraffic.analysis.diff import (
 )
 from memtraffic.vocab.errors import UsageError
 from memtraffic.vocab.files import read_toml
-from memtraffic.vocab.units import compile_regex, fmt_bytes, fmt_eff, fmt_time, parse_size
+from memtraffic.vocab.units import LIMIT, compile_regex, fmt_bytes, fmt_eff, fmt_time, parse_size
 
 BYTES = {"l1_ld": ("l1_ld_bytes",), "l1_st": ("l1_st_bytes",), "l1": ("l1_ld_bytes", "l1_st_bytes"),
          "l2_rd": ("l2_rd_bytes",), "l2_wr": ("l2_wr_bytes",), "l2": ("l2_rd_bytes", "l2_wr_bytes"),
@@ -98,17 +98,19 @@ class Expectations:
 
 
 def parse_time(text: Any, what: str) -> float:
-    """'20us' -> 20000.0 ns; a bare number is ns. UsageError naming `what` otherwise."""
-    if isinstance(text, int | float) and not isinstance(text, bool) and text >= 0:
+    """'20us' -> 20000.0 ns; a bare number is ns. UsageError naming `what` otherwise (a negative, NaN or
+    infinite limit included: a gate that no value can fail is no gate)."""
+    if isinstance(text, int | float) and not isinstance(text, bool) and 0 <= text < math.inf:
         return float(text)
     match = _TIME.match(text) if isinstance(text, str) else None
-    if not match:
+    value = float(match.group(1)) * _NS[(match.group(2) or "ns").lower()] if match else math.inf
+    if not value < math.inf:
         raise UsageError(f"{what} = {text!r}: write a time as 20us, 1.5ms or a number of ns")
-    return float(match.group(1)) * _NS[(match.group(2) or "ns").lower()]
+    return value
 
 
 def _size(value: Any, what: str) -> float:
-    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < LIMIT:
         return float(value)
     if isinstance(value, str):
         try:
@@ -158,7 +160,7 @@ def expectation(table: Mapping[str, Any], where: str) -> Expectation:
     if "min_efficiency" in table:
         levels = _levels(table["min_efficiency"], EFFICIENCY, f"{where} min_efficiency")
         for k, v in levels.items():
-            if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
+            if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < math.inf:
                 raise UsageError(f"{where} min_efficiency.{k} = {v!r}: give a number such as 0.9")
         exp.min_efficiency = {k: float(v) for k, v in levels.items()}
     if "max_time" in table:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from memtraffic.ncu.kernel_table import measured_lines_of
-from memtraffic.ncu.source import SECTOR, measured_lines, opcode
+from memtraffic.ncu.source import SECTOR, opcode
 from memtraffic.runfolder.load import load_run
 from memtraffic.vocab.errors import ReportError, UsageError
 from memtraffic.vocab.units import compile_regex, fmt_bytes
@@ -77,13 +77,6 @@ def judge(measured: Sequence[dict[str, Any]], min_read: float | None = None,
         r["share"] = (r["bytes_moved"] + r.get("local_bytes", 0)) / total if total else 0.0
     rows.sort(key=lambda r: (-r["excess_sectors"], -r["bytes_moved"]))
     return rows
-
-
-def kernel_lines(action: Any, min_read: float | None = None,
-                 min_write: float | None = None) -> list[dict[str, Any]]:
-    """One row per source line (or per memory instruction, without line info) that touches global memory,
-    sorted by excess sectors, largest first. Without minimums (no plan) redundancy is not judged."""
-    return judge(measured_lines(action), min_read, min_write)
 
 
 COLUMNS = ("launch", "range", "kernel", "file", "line", "pc", "source", "operation", "inst_executed",

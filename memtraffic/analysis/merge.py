@@ -26,7 +26,7 @@ from memtraffic.runfolder.folder import append_status
 from memtraffic.runfolder.load import load_run
 from memtraffic.runfolder.records import partial_reports_expected, rerun_list, write_plan, write_run
 from memtraffic.vocab.errors import ReportError, UsageError, say
-from memtraffic.vocab.files import new_folder
+from memtraffic.vocab.files import new_folder, path_kind, require_file
 from memtraffic.vocab.machine import utc_now
 
 # What must agree between runs for their counters to compare (environment keys).
@@ -35,8 +35,9 @@ SAME = ("gpu", "ncu_version")
 
 def _load_run(path: Path) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     """plan, run.json and report names of a run folder; UsageError for anything that is not one."""
-    if not path.is_dir():
-        what = "no such folder" if not path.exists() else "not a folder"
+    kind = path_kind(path)
+    if kind != "folder":
+        what = {"missing": "no such folder", "file": "a file"}.get(kind, kind)
         raise UsageError(f"{path} is not a run folder ({what}): give folders written by `memtraffic measure`")
     run = load_run(path)
     if run.plan is None or run.meta is None or "configs" not in run.plan:
@@ -123,6 +124,11 @@ def merge_runs(sources: Sequence[Path], out: Path, allow_mixed: bool = False,
     paths = [Path(s) for s in sources]
     if len({p.resolve() for p in paths}) < len(paths):
         raise UsageError("a run folder is given twice: each run can be merged once")
+    if out.resolve() in {p.resolve() for p in paths}:
+        raise UsageError(f"--out {out} is one of the runs: merge into a new folder")
+    inside = next((p for p in paths if out.resolve().is_relative_to(p.resolve())), None)
+    if inside is not None:  # a run folder is a format: no folder of another run inside it
+        raise UsageError(f"--out {out} is inside the run {inside}: merge into a new folder outside the runs")
     loaded = [_load_run(p) for p in paths]
     measured = [_measured_ranges(p, run, reports, echo) for p, (_, run, reports) in zip(paths, loaded,
                                                                                      strict=True)]
@@ -130,8 +136,6 @@ def merge_runs(sources: Sequence[Path], out: Path, allow_mixed: bool = False,
     shard = _shard_note([run for _, run, _ in loaded])
     if shard:
         notes.append(shard)
-    if out.resolve() in {p.resolve() for p in paths}:
-        raise UsageError(f"--out {out} is one of the runs: merge into a new folder")
     with new_folder(out) as building:  # a failure or Ctrl-C leaves nothing; a non-empty --out is refused
         plan, run = _write_merged(building, out.name, paths, loaded, measured, notes)
     for note in notes:
@@ -168,7 +172,8 @@ def _write_merged(out: Path, name: str, paths: Sequence[Path], loaded: Sequence[
             with contextlib.suppress(EmptyReportError):  # no table of nothing
                 write_kernel_table(out / name, copy_of=path / report)
         for log in sorted(path.glob("ncu*.log")):
-            shutil.copy2(log, out / f"part{part}-{log.name}")
+            if require_file(log, "the run folder is damaged (restore the file, or leave the run out)"):
+                shutil.copy2(log, out / f"part{part}-{log.name}")
         entries = {c["id"]: c for c in src_run.get("configs", [])}
         ids = []
         for config in src_plan["configs"]:

@@ -55,7 +55,7 @@ from memtraffic.runfolder.records import rerun_list, write_plan, write_run  # at
 from memtraffic.vocab.configs import parse_params
 from memtraffic.vocab.errors import GpuNotFoundError, NcuError, UsageError, say
 from memtraffic.vocab.extras import require
-from memtraffic.vocab.files import refuse_nonempty
+from memtraffic.vocab.files import refuse_nonempty, require_folder
 from memtraffic.vocab.machine import gpu_name, utc_now
 from memtraffic.vocab.ops import Shape, format_shape, parse_dtype, parse_shape
 
@@ -275,7 +275,7 @@ def profile_gpus(plan: dict[str, Any] | None, run_dir: Path, session: NcuSession
             "gpus": gpus}
 
 
-def _config_entries(plan: Mapping[str, Any], status: Mapping[int, dict[str, Any]],
+def config_entries(plan: Mapping[str, Any], status: Mapping[int, dict[str, Any]],
                     launches: Mapping[str, int] | None) -> list[dict[str, Any]]:
     """run.json's per-config lines: status ok/failed/not run, error text, whether ncu profiled it and how
     many launches (`launches`: per range, once the reports are read; readers then know a config whose
@@ -302,9 +302,8 @@ def rerun_plan(run_dir: Path) -> dict[str, Any]:
     own: measure them again, then `memtraffic merge` the two runs."""
     from memtraffic.runfolder.load import load_run
 
-    if not run_dir.is_dir():
-        what = "no such folder" if not run_dir.exists() else "not a folder"
-        raise UsageError(f"--rerun {run_dir}: not a run folder ({what})")
+    if not require_folder(run_dir, "give the run folder to measure again", usage=True, option="--rerun"):
+        raise UsageError(f"--rerun {run_dir}: not a run folder (no such folder)")
     loaded = load_run(run_dir)
     plan, run = loaded.plan, loaded.meta or {}  # no run.json: measure was killed before it saved it
     if plan is None:
@@ -406,7 +405,7 @@ def _gpu_or_none() -> str | None:
         return None
 
 
-def _run_label(opts: MeasureOptions, plan: dict[str, Any] | None) -> list[str]:
+def run_label(opts: MeasureOptions, plan: dict[str, Any] | None) -> list[str]:
     """The names a run folder is named after: the plan's variants, else what the options say."""
     if plan is not None:
         return list(dict.fromkeys(c["variant"] for c in plan["configs"]))
@@ -494,7 +493,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
         echo(f"not measured on {gpu}: {note}")
     lap("query_metrics_s")
 
-    run_dir = new_run_dir(_run_label(opts, plan), opts.out, opts.runs_root)
+    run_dir = new_run_dir(run_label(opts, plan), opts.out, opts.runs_root)
     assignment: dict[int, list[int]] = {}
 
     def finish_plan(plan: dict[str, Any]) -> dict[str, Any]:
@@ -566,7 +565,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
     for g in outcome.get("gpus", []):  # a GPU whose ncu failed: its configs say why
         for cid in g["configs"] if g["error"] else []:
             status.setdefault(cid, {"status": "not run", "error": f"GPU {g['index']} failed: {g['error']}"})
-    run["configs"] = _config_entries(plan, status, launches=None)
+    run["configs"] = config_entries(plan, status, launches=None)
     run["skipped"] = plan["skipped"]
     write_run(run_dir, run)  # saved before analysis can fail
     keep_kernel_tables([run_dir / r for r in outcome["reports"]])  # every later reading starts from these
@@ -584,7 +583,7 @@ def record_analysis(result: MeasureResult, kernels: Any, echo: Callable[[str], N
         found = kernels["passes"].dropna()
         run["passes"] = int(found.max()) if len(found) else None
     launches = kernels.groupby("range").size().to_dict() if len(kernels) else {}
-    run["configs"] = _config_entries(plan, result.status, launches)
+    run["configs"] = config_entries(plan, result.status, launches)
     run["rerun"] = rerun_list(run["configs"])
     timings = result.timings
     timings["ncu_and_analysis_s"] = round(time.perf_counter() - result.clock, 3)

@@ -11,6 +11,7 @@ from typing import Any
 
 from memtraffic.vocab.configs import SHIPPED_VARIANTS, ModelError, call_model, parse_params, range_name
 from memtraffic.vocab.errors import UsageError
+from memtraffic.vocab.files import require_file
 from memtraffic.vocab.ops import (
     OPS,
     Shape,
@@ -22,6 +23,8 @@ from memtraffic.vocab.ops import (
     torch_dtype,
 )
 
+VARIANT_FILE = "give the Python file that defines VARIANTS"
+
 
 def check_names(variants: Sequence[str], all_variants: bool = False,
                 variant_files: Sequence[str | Path] = ()) -> None:
@@ -32,7 +35,7 @@ def check_names(variants: Sequence[str], all_variants: bool = False,
     if not variants and not all_variants:
         raise UsageError("name at least one variant (see `memtraffic list`) or use --all")
     for path in variant_files:
-        if not Path(path).expanduser().is_file():
+        if not require_file(Path(path).expanduser(), VARIANT_FILE, usage=True, option="--variants"):
             raise UsageError(f"--variants {Path(path).expanduser().resolve()}: no such file")
     if variant_files:
         return
@@ -56,6 +59,8 @@ def build_plan(variants: Sequence[str], shapes: Sequence[str | Shape], dtypes: S
     """
     if all_variants and variants:
         raise UsageError("give variant names or --all, not both")
+    for f in variant_files:  # named as given, before a link to a device resolves to /dev/...
+        require_file(Path(f).expanduser(), VARIANT_FILE, usage=True, option="--variants")
     files = [str(Path(f).expanduser().resolve()) for f in variant_files]
     # torch and the kernels, imported here only: measure's parent starts ncu before it builds a plan
     from memtraffic.collect.variants import get_variant, load_variants, unsupported_reason

@@ -28,6 +28,7 @@ from memtraffic.collect.fallback import unavailable
 from memtraffic.collect.progress import TraceProgress, earlier_run, end_text
 from memtraffic.collect.trace_ops import INJECT_DIR, tracer_env, tracer_warnings
 from memtraffic.ncu.command import (
+    RANGE_INCLUDE,
     check_ncu_options,
     metric_tokens,
     run_ncu,
@@ -36,11 +37,11 @@ from memtraffic.ncu.kernel_table import keep_kernel_tables
 from memtraffic.ncu.session import NcuSession
 from memtraffic.runfolder.folder import DEFAULT_RUNS_ROOT, new_run_dir
 from memtraffic.runfolder.load import TRACE_FILE
-from memtraffic.runfolder.records import plan_from_trace, write_plan, write_run
+from memtraffic.runfolder.records import Replay, plan_from_trace, write_plan, write_run
 from memtraffic.runfolder.trace import TRACE_ENV, TRACE_FROM, read_trace
 from memtraffic.vocab.errors import MemtrafficError, NcuError, UsageError, say
 from memtraffic.vocab.files import refuse_nonempty
-from memtraffic.vocab.launches import DISTINCT_ENV, NVTX_EXCLUDE
+from memtraffic.vocab.launches import DISTINCT_ENV, NVTX_EXCLUDE, REPLAY_ENV
 from memtraffic.vocab.machine import gpu_name, utc_now
 
 TORCH_MARK_FILE = "torch-imported"
@@ -73,6 +74,7 @@ class ProfileOptions:
     distinct: int = 1
     target_processes: str = "all"
     profile_from_start: bool = True
+    replay: str = "auto"  # kernel, range (each measured mt| range one unit), or auto: choose_replay
     from_first_forward: bool = False
     clock_control: str = "none"
     cache_control: str = "all"
@@ -110,15 +112,74 @@ def resolve_program(command: Sequence[str]) -> str:
     return found
 
 
+REPLAYS = ("auto", "kernel", "range")
+
+
+def choose_replay(opts: ProfileOptions, metric_names: Sequence[str]) -> Replay:
+    """How ncu replays this profile, and why (run.json's "replay").
+
+    Range replay measures each measured op, region or Triton launch range as one unit (a foreach op of
+    52 kernels is one replay, and kernels outside memtraffic's ranges, such as autotuning benchmarks, are
+    not measured). ncu refuses the smsp__sass_* counters there, and kernel filters (--kernel-name,
+    --launch-skip/--launch-count, --source) have no meaning for a range; without --torch-ops the kernels
+    outside regions would go unmeasured. A driver call ncu cannot capture inside a measured range (a
+    library's first cuInit, a kernel's first cuKernelSetAttribute) fails the program: profile then measures
+    it again with kernel replay (range_refusal). `auto` takes range replay only for a --torch-ops
+    profiler window (--profile-from-start off; the program has warmed up before it) with a set without
+    SASS counters (bytes); `range` takes it wherever ncu accepts it. The reason is kept either way."""
+    if opts.replay not in REPLAYS:
+        raise UsageError(f"unknown --replay {opts.replay!r}: use one of {', '.join(REPLAYS)}")
+    if opts.replay == "kernel":
+        return {"mode": "kernel", "why": "asked for (--replay kernel)"}
+    sass = [n for n in metric_names if n.startswith("smsp__sass_")]
+    if sass:
+        return {"mode": "kernel", "why": f"ncu's range replay refuses the SASS counters ({sass[0]}"
+                f"{f' and {len(sass) - 1} more' if len(sass) > 1 else ''}) of --metrics {opts.metrics}"}
+    if not opts.profile_from_start and not opts.torch_ops:
+        return {"mode": "kernel", "why": "ncu's range replay refuses --profile-from-start off; with "
+                "--torch-ops the op tracer follows the program's profiler window instead"}
+    if opts.replay == "range":
+        return {"mode": "range", "why": "asked for (--replay range)"}
+    filters = [name for name, on in (("--kernel-name", opts.kernel_name), ("--launch-skip", opts.launch_skip),
+                                     ("--launch-count", opts.launch_count), ("--source", opts.source)) if on]
+    if filters:
+        return {"mode": "kernel", "why": f"{', '.join(filters)} select kernels, not ranges"}
+    if not opts.torch_ops:
+        return {"mode": "kernel", "why": "without --torch-ops, kernels outside memtraffic's ranges would go "
+                "unmeasured under range replay"}
+    if opts.profile_from_start or opts.nvtx_include:
+        return {"mode": "kernel", "why": "range replay fails a program whose measured ranges make a first "
+                "driver call (cuInit, cuKernelSetAttribute: seen on GPT-2 and resnet50 steps): auto takes it "
+                "only for a profiler window (--profile-from-start off), which a warm-up step precedes; "
+                "--replay range asks for it"}
+    return {"mode": "range", "why": "each measured op range of the profiler window replayed as one unit "
+            f"(--metrics {opts.metrics} has no SASS counters)"}
+
+
+_REFUSED = re.compile(r"Unsupported API during capture \((\w+)\)|(\S+) is not supported in range replay")
+
+
+def range_refusal(tail: Sequence[str]) -> str | None:
+    """What ncu refused under range replay, from the last lines of its output ('cuInit', a metric name),
+    or None: ncu 2025.3.1 then ends the program with an error ("Unsupported API during capture (cuInit)",
+    "Metric ... is not supported in range replay")."""
+    for line in tail:
+        found = _REFUSED.search(line)
+        if found:
+            return found.group(1) or found.group(2)
+    return None
+
+
 def program_env(run_dir: Path, torch_ops: bool, base: dict[str, str] | None = None,
                 mode: str = "1", distinct: int = 0, triton: bool = False,
-                timings: Path | None = None) -> dict[str, str]:
+                timings: Path | None = None, replay: str = "kernel") -> dict[str, str]:
     """The program's environment: regions and the op tracer append their records to the run's trace.
     `mode`: which op calls the tracer records (memtraffic.runfolder.trace.TRACE_FROM); `distinct`: how
     many calls of each signature are measured (memtraffic.vocab.launches; 0: every call); `triton`: each
     Triton launch gets a range; `timings`: the program times its kernels into that file."""
     env = dict(os.environ if base is None else base)
     env[DISTINCT_ENV] = str(distinct)
+    env[REPLAY_ENV] = replay
     if torch_ops:  # the tracer starts with the program (sitecustomize); the mark says torch was imported
         env = tracer_env(run_dir / TRACE_FILE, env, torch_mark=run_dir / TORCH_MARK_FILE, mode=mode)
     env[TRACE_ENV] = str(run_dir / TRACE_FILE)
@@ -168,7 +229,7 @@ def with_launcher(command: Sequence[str], mode: str = "1", triton: bool = False,
     return [command[0], *command[1:i], str(LAUNCHER), *options, *command[i:]]
 
 
-def _label(command: Sequence[str]) -> str:
+def program_label(command: Sequence[str]) -> str:
     """'python train.py' -> 'train.py'; 'trtexec --onnx=m.onnx' -> 'trtexec': the run folder's name."""
     words = [Path(w).name for w in command]
     if re.fullmatch(r"python[\d.]*", words[0]) and len(words) > 1:
@@ -185,6 +246,18 @@ def launched(opts: ProfileOptions, program: str) -> list[str]:
     return app
 
 
+def check_options(opts: ProfileOptions) -> None:
+    """UsageError for an option value profile refuses, with or without ncu: said before the GPU is looked
+    for and before anything is created."""
+    check_ncu_options(opts.cache_control, opts.clock_control, opts.target_processes, opts.launch_skip,
+                      opts.launch_count)
+    if opts.distinct < 0:
+        raise UsageError(f"--distinct {opts.distinct}: give how many calls of each signature to measure "
+                         "(>= 1), or --every-launch")
+    if opts.replay not in REPLAYS:
+        raise UsageError(f"unknown --replay {opts.replay!r}: use one of {', '.join(REPLAYS)}")
+
+
 def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> ProfileResult:
     """Check, run the program under ncu, turn its trace into the plan, save. See the module doc.
     Raises CountersUnavailable when ncu is missing or may not read the counters: memtraffic.api.run_profile
@@ -193,11 +266,7 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
     The report is not analyzed here: memtraffic.api.run_profile does that."""
     echo = echo or say
     program = resolve_program(opts.command)
-    check_ncu_options(opts.cache_control, opts.clock_control, opts.target_processes, opts.launch_skip,
-                      opts.launch_count)
-    if opts.distinct < 0:
-        raise UsageError(f"--distinct {opts.distinct}: give how many calls of each signature to measure "
-                         "(>= 1), or --every-launch")
+    check_options(opts)
     tokens = metric_tokens(opts.metrics)  # a name not even metric-shaped fails before ncu is found
     if opts.out is not None:
         refuse_nonempty(opts.out)  # a usage error, said before ncu is looked for
@@ -210,15 +279,28 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
     for note in session.spec.notes:  # what this GPU cannot count: measured without it
         echo(f"not measured on {gpu}: {note}")
 
+    replay = choose_replay(opts, session.metrics)
+    echo(f"ncu replays each {'measured op range' if replay['mode'] == 'range' else 'kernel'}: "
+         f"{replay['why']}")
     app = launched(opts, program)
-    run_dir = new_run_dir([_label(opts.command)], opts.out, opts.runs_root)
+    run_dir = new_run_dir([program_label(opts.command)], opts.out, opts.runs_root)
     report = run_dir / REPORT_FILE
-    argv = session.command(
-        report, app, cache_control=opts.cache_control,
-        clock_control=opts.clock_control, nvtx_include=opts.nvtx_include,
-        nvtx_exclude=[NVTX_EXCLUDE] if opts.distinct else [], target_processes=opts.target_processes,
-        kernel_name=opts.kernel_name, launch_skip=opts.launch_skip,
-        launch_count=opts.launch_count, profile_from_start=opts.profile_from_start, source=opts.source)
+
+    def ncu_argv(mode: str) -> list[str]:
+        ranges = mode == "range"
+        return session.command(
+            report, app, cache_control=opts.cache_control,
+            clock_control=opts.clock_control,
+            nvtx_include=[RANGE_INCLUDE, *opts.nvtx_include] if ranges else opts.nvtx_include,
+            nvtx_exclude=[NVTX_EXCLUDE] if opts.distinct and not ranges else [],
+            replay_mode=mode, target_processes=opts.target_processes,
+            kernel_name=opts.kernel_name, launch_skip=opts.launch_skip,
+            launch_count=opts.launch_count, source=opts.source,
+            # Range replay refuses --profile-from-start off: the tracer then pushes ranges only inside the
+            # program's profiler window (trace mode "window"), and those are the only ranges ncu replays.
+            profile_from_start=opts.profile_from_start or ranges)
+
+    argv = ncu_argv(replay["mode"])
     echo(f"profiling {shlex.join(opts.command)} with {session.path} into {run_dir}")
     run: dict[str, Any] = {
         "kind": "profile",
@@ -233,6 +315,7 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
         "triton": opts.triton,
         "traced_from": TRACE_FROM[trace_mode(opts)] if opts.torch_ops else None,
         "distinct": opts.distinct,  # calls measured per signature, 0: every launch
+        "replay": replay,
         "source": opts.source,
         "clock_control": opts.clock_control,
         "cache_control": opts.cache_control,
@@ -246,19 +329,37 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
         echo(f"expecting {expected.kernels} kernel launches to measure, as {expected.run_dir} did")
     progress = TraceProgress(run_dir / TRACE_FILE, expected)
     t0 = time.perf_counter()
-    try:
-        result = run_ncu(argv, run_dir / "ncu.log", echo=echo, verbose=opts.verbose,
-                         env=program_env(run_dir, opts.torch_ops, mode=trace_mode(opts),
-                                         distinct=opts.distinct, triton=opts.triton),
-                         progress_every_s=2.0, describe=progress.line)
-    except NcuError as err:  # counters refused once the program ran: this folder keeps ncu.log
-        out = None if opts.out is None else opts.out.with_name(opts.out.name + "-timing-only")
-        raise unavailable(err, out) from None
+    attempts: list[dict[str, Any]] = []
+    while True:
+        try:
+            result = run_ncu(argv, run_dir / "ncu.log", echo=echo, verbose=opts.verbose,
+                             env=program_env(run_dir, opts.torch_ops, mode=trace_mode(opts),
+                                             distinct=opts.distinct, triton=opts.triton,
+                                             replay=replay["mode"]),
+                             progress_every_s=2.0, describe=progress.line)
+        except NcuError as err:  # counters refused once the program ran: this folder keeps ncu.log
+            out = None if opts.out is None else opts.out.with_name(opts.out.name + "-timing-only")
+            raise unavailable(err, out) from None
+        attempts.append({"argv": argv, "returncode": result.returncode, "passes": result.passes,
+                         "no_kernels_message": result.no_kernels})
+        refused = range_refusal(result.tail) if replay["mode"] == "range" and result.returncode else None
+        if refused is None or result.interrupted:
+            break
+        # ncu failed a driver call inside a measured range, and with it the program: measure it again,
+        # kernel by kernel, from a clean folder (the trace and the report of the failed run removed).
+        replay = {"mode": "kernel", "why": f"range replay failed the program: ncu refused {refused} inside "
+                  "a measured range (a first call that initializes something); measured again with kernel "
+                  "replay"}
+        echo(f"ncu's range replay refused {refused} inside a measured range and failed the program: "
+             "profiling it again with kernel replay")
+        for stale in (report, run_dir / TRACE_FILE, run_dir / TORCH_MARK_FILE):
+            stale.unlink(missing_ok=True)
+        argv = ncu_argv("kernel")
+        run["replay"] = replay
+        progress = TraceProgress(run_dir / TRACE_FILE, expected)
     has_report = report.is_file() and report.stat().st_size > 0
     run.update(wall_time_s=round(time.perf_counter() - t0, 3), finished=utc_now(),
-               interrupted=result.interrupted,
-               attempts=[{"argv": argv, "returncode": result.returncode, "passes": result.passes,
-                          "no_kernels_message": result.no_kernels}],
+               interrupted=result.interrupted, attempts=attempts,
                returncode=result.returncode, kernels_profiled=result.kernels, passes=result.passes,
                first_kernel_s=result.first_kernel_s,  # the program's start-up, before ncu profiled anything
                reports=[report.name] if has_report else [])

@@ -33,9 +33,10 @@ from typing import Any
 from memtraffic.collect.measure import (
     MeasureOptions,
     MeasureResult,
-    _config_entries,
-    _run_label,
+    config_entries,
     plan_for,
+    precheck,
+    run_label,
     runner_argv,
 )
 from memtraffic.collect.profile import (
@@ -45,8 +46,9 @@ from memtraffic.collect.profile import (
     ProfileOptions,
     ProfileResult,
     ProgramFailed,
-    _label,
+    check_options,
     program_env,
+    program_label,
     resolve_program,
     trace_mode,
     with_launcher,
@@ -57,7 +59,18 @@ from memtraffic.runfolder.records import plan_from_trace, write_plan, write_run
 from memtraffic.runfolder.timings import SOURCE, TIMINGS_FILE, keep_ranged
 from memtraffic.runfolder.trace import TRACE_FROM, read_trace
 from memtraffic.vocab.errors import GpuNotFoundError, MemtrafficError, UsageError
-from memtraffic.vocab.machine import environment, gpu_name, utc_now
+from memtraffic.vocab.files import refuse_nonempty
+from memtraffic.vocab.machine import ANYWHERE, environment, gpu_name, utc_now
+
+
+def _require_gpu() -> str:
+    """The GPU's name, or GpuNotFoundError before anything is created: without a GPU there is no kernel to
+    time (a measure plan would run in Triton's interpreter, a program would record nothing)."""
+    try:
+        return gpu_name()
+    except GpuNotFoundError:
+        raise GpuNotFoundError("no NVIDIA GPU is visible (nvidia-smi found none): timing-only runs time CUDA "
+                               f"kernels, so they need one; {ANYWHERE}") from None
 
 
 def profile_timing(opts: ProfileOptions, echo: Callable[[str], None], reason: str = "") -> ProfileResult:
@@ -70,11 +83,11 @@ def profile_timing(opts: ProfileOptions, echo: Callable[[str], None], reason: st
         raise UsageError("timing-only runs time kernels with torch.profiler inside the program: give a "
                          f"Python program that uses PyTorch (python SCRIPT, -m MODULE or -c CODE), not "
                          f"{shlex.join(opts.command)!r}")
-    try:
-        gpu: str | None = gpu_name()
-    except GpuNotFoundError:
-        gpu = None
-    run_dir = new_run_dir([_label(opts.command)], opts.out, opts.runs_root)
+    check_options(opts)
+    if opts.out is not None:
+        refuse_nonempty(opts.out)
+    gpu = _require_gpu()
+    run_dir = new_run_dir([program_label(opts.command)], opts.out, opts.runs_root)
     timings = run_dir / TIMINGS_FILE
     app = with_launcher([program, *opts.command[1:]], mode, opts.triton, timings) or []
     echo(f"timing {shlex.join(opts.command)} without counters into {run_dir}")
@@ -117,12 +130,13 @@ def profile_timing(opts: ProfileOptions, echo: Callable[[str], None], reason: st
 
 def measure_timing(opts: MeasureOptions, echo: Callable[[str], None], reason: str = "") -> MeasureResult:
     """Run the plan's configs without ncu, their kernels timed (see the module doc)."""
+    if opts.plan is None:
+        precheck(opts)  # the options, before the GPU is looked for and before torch and triton load
+    if opts.out is not None:
+        refuse_nonempty(opts.out)
+    gpu = _require_gpu()
     plan = plan_for(opts)
-    try:
-        gpu: str | None = gpu_name()
-    except GpuNotFoundError:
-        gpu = None
-    run_dir = new_run_dir(_run_label(opts, plan), opts.out, opts.runs_root)
+    run_dir = new_run_dir(run_label(opts, plan), opts.out, opts.runs_root)
     plan["metrics"] = {"spec": None, "names": [], "notes": ["timing-only: no counters"]}
     plan["options"] = {"clock_control": None, "cache_control": None, "source": False}
     write_plan(run_dir, plan)
@@ -150,7 +164,7 @@ def measure_timing(opts: MeasureOptions, echo: Callable[[str], None], reason: st
         "attempts": [{"argv": argv, "returncode": proc.returncode, "passes": None}], "passes": None,
         "reports": [TIMINGS_FILE] if has_timings else [],
         "variants": list(dict.fromkeys(c["variant"] for c in plan["configs"])),
-        "configs": _config_entries(plan, status, launches=None), "skipped": plan["skipped"],
+        "configs": config_entries(plan, status, launches=None), "skipped": plan["skipped"],
     }
     write_run(run_dir, run)
     return MeasureResult(run_dir, run, plan, [timings] if has_timings else [], status=status,

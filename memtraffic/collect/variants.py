@@ -23,6 +23,7 @@ import torch
 
 from memtraffic.vocab.configs import call_model
 from memtraffic.vocab.errors import UsageError, warn
+from memtraffic.vocab.files import require_file
 from memtraffic.vocab.ops import OPS, Op, Shape, Traffic, dtype_name, format_shape
 from memtraffic.vocab.variant import Variant
 
@@ -54,10 +55,10 @@ def _import_file(path: Path) -> Any:
 
 def load_file(path: str | Path, on_problem: Callable[[str], None] = warn) -> dict[str, Variant]:
     """The variants of one user file. A broken entry is reported through `on_problem` and left out."""
-    path = Path(path).expanduser().resolve()
-    if not path.is_file():
-        raise UsageError(f"--variants {path}: " + ("a folder: give the Python file that defines VARIANTS"
-                                                   if path.is_dir() else "no such file"))
+    given = Path(path).expanduser()
+    if not require_file(given, "give the Python file that defines VARIANTS", usage=True, option="--variants"):
+        raise UsageError(f"--variants {given.resolve()}: no such file")
+    path = given.resolve()
     module = _import_file(path)
     for name, op in (getattr(module, "OPS", None) or {}).items():
         if not isinstance(op, Op):

@@ -63,7 +63,7 @@ def _mirror_ranges() -> None:
     nvtx.range_push, nvtx.range_pop = range_push, range_pop
     from memtraffic.inprogram import regions
 
-    regions._searched, regions._nvtx = True, (nvtx.range_push, nvtx.range_pop)
+    regions.use_nvtx(nvtx.range_push, nvtx.range_pop)
 
 
 def start(path: str | Path) -> None:

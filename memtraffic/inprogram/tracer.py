@@ -229,6 +229,18 @@ class OpTracer(TorchDispatchMode):
         super().__init__()
         self._nvtx = torch.cuda.is_available()
         self.enabled = True
+        # Under ncu's range replay an unsupported driver call inside a range (creating the CUDA context:
+        # cuDevicePrimaryCtxRetain, H100 2026-11-26) fails the program, and every range costs a replay
+        # even when it holds no kernel: the context is made before the first range, and ops with no
+        # GPU argument get none.
+        self._range_replay = os.environ.get(launches.REPLAY_ENV) == "range"
+        self._primed = False
+
+    def _prime(self) -> None:
+        """Create the CUDA context and the cuBLAS handle outside any range (range replay)."""
+        self._primed = True
+        torch.empty(1, device="cuda")
+        torch.cuda.current_blas_handle()
 
     @classmethod
     def ignore_compile_internals(cls) -> bool:
@@ -253,18 +265,33 @@ class OpTracer(TorchDispatchMode):
         # a repeat's range is one ncu skips. Ops whose traffic depends on values are always measured.
         decision = launches.decide(f"mt|op|{seq}|{func}", call_signature(func, args, kwargs),
                                    always=func.overloadpacket in VALUE_DEPENDENT)
-        if self._nvtx:
+        nvtx = self._nvtx and (not self._range_replay or _touches_gpu(args, kwargs))
+        if nvtx and self._range_replay and not self._primed:
+            self._prime()
+        if nvtx:
             torch.cuda.nvtx.range_push(decision.range)
         try:
             out = func(*args, **kwargs)
         finally:
-            if self._nvtx:
+            if nvtx:
                 torch.cuda.nvtx.range_pop()
             launches.done(decision)
         record = op_record(func, args, kwargs, out, seq, decision.range)
         record.update(decision.fields())
         emit(record)
         return out
+
+
+def _touches_gpu(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """A CUDA tensor or device among the arguments: the op may launch a kernel."""
+    for leaf in tree_leaves((args, kwargs)):
+        if isinstance(leaf, torch.Tensor) and leaf.is_cuda:
+            return True
+        if isinstance(leaf, torch.device) and leaf.type == "cuda":
+            return True
+        if isinstance(leaf, str) and leaf.startswith("cuda"):
+            return True
+    return False
 
 
 def _active() -> OpTracer | None:

@@ -283,7 +283,7 @@ def track_ranges() -> None:
     from memtraffic.inprogram import regions
 
     if torch.cuda.is_available():
-        regions._searched, regions._nvtx = True, (nvtx.range_push, nvtx.range_pop)
+        regions.use_nvtx(nvtx.range_push, nvtx.range_pop)
 
 
 def _stack() -> list[bool]:

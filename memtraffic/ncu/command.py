@@ -25,6 +25,9 @@ from memtraffic.vocab.files import cache_dir, write_bytes_atomic
 MIN_NCU_VERSION = (2023, 1)
 # Our NVTX push/pop ranges are named "mt|..."; the trailing '/' is ncu's mark for a push/pop range.
 NVTX_INCLUDE = r"regex:^mt\|.*/"
+# Under range replay each measured op, region or Triton launch range is one unit (repeats, mt|rep|, are not).
+RANGE_INCLUDE = r"regex:^mt\|(op|region|triton)\|.*/"
+REPLAY_MODES = ("kernel", "range")
 CLOCK_CONTROLS = ("none", "base")
 CACHE_CONTROLS = ("all", "none")
 
@@ -283,6 +286,7 @@ def build_ncu_command(
     launch_count: int | None = None,
     profile_from_start: bool = True,
     source: bool = False,
+    replay_mode: str = "kernel",
 ) -> list[str]:
     """The ncu argv that profiles `app` into `report` (a pure function: tests compare it exactly).
 
@@ -292,7 +296,11 @@ def build_ncu_command(
     with the CUDA source and SASS embedded, which `memtraffic lines` reads.
     """
     check_ncu_options(cache_control, clock_control, target_processes, launch_skip, launch_count)
+    if replay_mode not in REPLAY_MODES:
+        raise UsageError(f"unknown replay mode {replay_mode!r}: use one of {', '.join(REPLAY_MODES)}")
     argv = [str(ncu), "--metrics", ",".join(metrics), "--nvtx"]
+    if replay_mode != "kernel":  # kernel replay is ncu's default: its argv stays as it was
+        argv += ["--replay-mode", replay_mode]
     for include in nvtx_include:
         argv += ["--nvtx-include", include]
     for exclude in nvtx_exclude:

@@ -28,7 +28,7 @@ from memtraffic.ncu.metrics import LAUNCH_STATS, METRICS
 from memtraffic.ncu.report import REPORT_SUFFIX, check_report_file, check_rows, read_rows
 from memtraffic.ncu.source import LINES_VERSION
 from memtraffic.vocab.errors import ReportError
-from memtraffic.vocab.files import cache_dir, write_bytes_atomic
+from memtraffic.vocab.files import cache_dir, cache_unusable, os_error_line, write_bytes_atomic
 
 TABLE_FORMAT = 1
 # Columns of a kernel table besides the metric aliases, in read_report's order ('report' is the path
@@ -112,13 +112,23 @@ def _table_problem(doc: dict[str, Any]) -> str | None:
     return None
 
 
+def _cached(path: Path) -> bool:
+    """Whether the cache holds a file at path; a cache folder that cannot be searched holds none."""
+    try:
+        return path.is_file()
+    except OSError as err:  # EACCES: a folder without search permission
+        cache_unusable(os_error_line(err))
+        return False
+
+
 def _keep(path: Path, data: bytes) -> None:
-    """Keep a table in the cache; a cache that cannot be written (read-only home) only costs a re-read."""
+    """Keep a table in the cache; a cache that cannot be written (read-only, full, not a folder) only costs
+    a re-read, said once."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(path, data)
-    except OSError:
-        pass
+    except OSError as err:
+        cache_unusable(os_error_line(err))
 
 
 def keep_beside(report: Path, kind: str, doc: dict[str, Any]) -> Path:
@@ -136,7 +146,8 @@ def stored_table(report: str | Path, kind: str, version: Any,
     check_report_file(report)
     digest = file_digest(report)
     for stored, cached in ((table_path(report, kind), False), (cached_table_path(digest, kind), True)):
-        if stored.is_file() and (doc := _read_stored(stored, digest, version, kind, cached)) is not None:
+        found = _cached(stored) if cached else stored.is_file()
+        if found and (doc := _read_stored(stored, digest, version, kind, cached)) is not None:
             return doc
     doc = {"format": TABLE_FORMAT, "report_sha256": digest, "version": version, **make(report)}
     _keep(cached_table_path(digest, kind), _encode(doc))

@@ -138,40 +138,57 @@ _TABLE = [
 
 METRICS: dict[str, Metric] = {m.alias: m for m in _TABLE}
 
-METRIC_SETS: dict[str, list[str]] = {
-    "traffic": [
-        "time",
-        "l1_ld_bytes", "l1_st_bytes", "l1_ld_sectors", "l1_st_sectors", "l1_ld_requests", "l1_st_requests",
-        "req_ld_bytes", "req_st_bytes", "l1_ldgsts_bytes", "req_ldgsts_bytes",
-        "l2_rd_sectors", "l2_wr_sectors",
-        "dram_rd_bytes", "dram_wr_bytes",
-    ],
+@dataclass(frozen=True)
+class MetricSet:
+    """Aliases collected together, and the line --metrics help and `memtraffic metrics` say of them."""
+
+    name: str
+    aliases: list[str]
+    description: str
+
+
+_TRAFFIC = [
+    "time",
+    "l1_ld_bytes", "l1_st_bytes", "l1_ld_sectors", "l1_st_sectors", "l1_ld_requests", "l1_st_requests",
+    "req_ld_bytes", "req_st_bytes", "l1_ldgsts_bytes", "req_ldgsts_bytes",
+    "l2_rd_sectors", "l2_wr_sectors",
+    "dram_rd_bytes", "dram_wr_bytes",
+]
+_FLOPS = ["time", "fadd", "fmul", "ffma", "hadd", "hmul", "hfma", "tc_ops_fp16", "tc_ops_bf16", "tc_ops_tf32"]
+
+# The ONE table of metric sets: a new set is one entry here (and a test in tests/ncu/test_chips.py).
+SETS: list[MetricSet] = [
+    MetricSet("traffic", _TRAFFIC, "bytes, sectors and requests per level, and the bytes the instructions "
+              "asked for (the default; six replay passes a kernel)"),
     # The bytes of each level and nothing else: ncu collects them in one replay pass where 'traffic' takes
     # six (H100, ncu 2025.3.1, 2026-11-23: reports/h100/metric_passes; within 'traffic' the L1 request
     # counters cost two passes, LDGSTS one), so ncu's part of a config is ~4x shorter
     # (reports/h100/bytes_vs_traffic). Two ncu processes on two GPUs take turns only in the passes after
     # the first (reports/h200x2/pair_probe: one metric, one pass, no slowdown).
-    "bytes": ["time", "l1_ld_bytes", "l1_st_bytes", "l2_rd_sectors", "l2_wr_sectors", "dram_rd_bytes",
-              "dram_wr_bytes"],
+    MetricSet("bytes", ["time", "l1_ld_bytes", "l1_st_bytes", "l2_rd_sectors", "l2_wr_sectors",
+                        "dram_rd_bytes", "dram_wr_bytes"],
+              "L1, L2 and DRAM bytes only, no request counters (one replay pass a kernel: for large sweeps "
+              "and --gpus)"),
     # Why time sits above a copy of the minimum when bytes do not: spills and achieved occupancy. A set of
     # its own: beside 'traffic' or 'bytes' it costs replay passes of its own (H100, ncu 2025.3.1,
     # 2026-11-25: reports/h100/spills_passes, run.json 'passes'; tests/analysis/test_time_notes.py
     # reads them).
-    "spills": ["time", "l1_local_ld_bytes", "l1_local_st_bytes", "warps_active_pct"],
-    "flops": [
-        "time", "fadd", "fmul", "ffma", "hadd", "hmul", "hfma", "tc_ops_fp16", "tc_ops_bf16", "tc_ops_tf32",
-    ],
+    MetricSet("spills", ["time", "l1_local_ld_bytes", "l1_local_st_bytes", "warps_active_pct"],
+              "local-memory (spill) bytes through L1 and achieved occupancy"),
+    MetricSet("flops", _FLOPS, "FP32 and FP16/BF16 instructions and tensor-core ops"),
     # Constants of the device and its clocks, not of the kernel: any kernel's report yields the roofs.
-    "peaks": [
-        "peak_dram_bytes_per_cycle", "dram_cycles_per_s", "peak_l2_bytes_per_cycle", "l2_cycles_per_s",
-        "peak_l1_bytes_per_cycle", "l1_cycles_per_s", "peak_ffma_per_cycle", "sm_cycles_per_s",
-    ],
-}
-METRIC_SETS["roofline"] = METRIC_SETS["traffic"] + METRIC_SETS["flops"][1:]
+    MetricSet("peaks", ["peak_dram_bytes_per_cycle", "dram_cycles_per_s", "peak_l2_bytes_per_cycle",
+                        "l2_cycles_per_s", "peak_l1_bytes_per_cycle", "l1_cycles_per_s",
+                        "peak_ffma_per_cycle", "sm_cycles_per_s"],
+              "the device's theoretical peaks per cycle and its clocks (for the roofs)"),
+    MetricSet("roofline", _TRAFFIC + _FLOPS[1:], "traffic and flops together"),
+]
+METRIC_SETS: dict[str, list[str]] = {s.name: s.aliases for s in SETS}
 
-# ncu name -> alias, every name of every form (a name of a sum maps to the alias it is part of).
-ALIAS_OF: dict[str, str] = {n: m.alias for m in _TABLE for f in m.forms for n in f.names}
 
+def sets_help() -> str:
+    """The metric sets, each with its line, for --metrics and --set help: 'traffic (...), bytes (...)'."""
+    return "; ".join(f"{s.name}: {s.description}" for s in SETS)
 
 def base_name(metric: str) -> str:
     """'dram__bytes_read.sum' -> 'dram__bytes_read': the part ncu's query lists."""

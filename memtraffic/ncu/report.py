@@ -36,6 +36,7 @@ from memtraffic.ncu.metrics import (
 from memtraffic.ncu.source import measured_lines
 from memtraffic.vocab.configs import RANGE_PREFIX
 from memtraffic.vocab.errors import ReportError
+from memtraffic.vocab.files import require_file
 
 REPORT_SUFFIX = ".ncu-rep"
 _DEFAULT_DOMAIN = "<default domain>"
@@ -88,6 +89,12 @@ def import_ncu_report() -> ModuleType:
     )
 
 
+# ncu's range replay (--replay-mode range) names each result "range" (ncu 2025.3.1): it holds the summed
+# counters of every kernel launched between the range's push and pop. Its row's kernel is RANGE_KERNEL.
+RANGE_RESULT_NAME = "range"
+RANGE_KERNEL = "(range replay)"
+
+
 def _range_stack(action: Any) -> list[str]:
     """The NVTX ranges the launch happened in, outermost first; non-default domains as 'domain:range'."""
     state = action.nvtx_state()
@@ -132,10 +139,9 @@ def alias_value(action: Any, metric: Metric) -> float:
 
 
 def check_report_file(path: Path) -> None:
-    """ReportError unless the path is a non-empty file."""
-    if not path.is_file():
-        raise ReportError(f"{path}: no such report file" if not path.exists()
-                          else f"{path} is not a file: give a .ncu-rep report or a run folder")
+    """ReportError unless the path is a non-empty regular file (a FIFO is named, never opened)."""
+    if not require_file(path, "give a .ncu-rep report or a run folder"):
+        raise ReportError(f"{path}: no such report file")
     if path.stat().st_size == 0:
         raise ReportError(f"{path} is empty (0 bytes): not an Nsight Compute report")
 
@@ -212,14 +218,18 @@ def _read_rows(report: Any) -> tuple[list[dict[str, Any]], list[int], list[dict[
                 full = action.name(action.NameBase_DEMANGLED)
             except Exception:  # older ncu_report versions take no argument
                 full = name
+            ranged = name == RANGE_RESULT_NAME  # one result for all the kernels of a range
+            if ranged:
+                name = full = RANGE_KERNEL
             row: dict[str, Any] = {
                 "launch": launch,
                 "range": range_label(stack),
                 "nvtx": " / ".join(stack),
                 "kernel": name,
                 "kernel_full": full,
-                "grid_size": _value(action, LAUNCH_GRID),
-                "block_size": _value(action, LAUNCH_BLOCK),
+                # a range's launch__* values are one of its kernels': not the range's
+                "grid_size": None if ranged else _value(action, LAUNCH_GRID),
+                "block_size": None if ranged else _value(action, LAUNCH_BLOCK),
                 "device": _value(action, DEVICE_NAME) or "",
                 "passes": _number(_value(action, REPLAY_PASSES)),
             }

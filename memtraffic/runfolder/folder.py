@@ -14,8 +14,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from memtraffic.runfolder.records import DAMAGED
 from memtraffic.vocab.errors import UsageError
-from memtraffic.vocab.files import refuse_nonempty
+from memtraffic.vocab.files import refuse_nonempty, require_file
 
 DEFAULT_RUNS_ROOT = Path("reports") / "runs"
 
@@ -54,7 +55,7 @@ def new_run_dir(variants: Sequence[str], out: Path | None = None, root: Path = D
 def read_status(path: Path) -> dict[int, dict[str, Any]]:
     """Config id -> its last record in the runner's JSON-lines status file ('start' until it finishes)."""
     latest: dict[int, dict[str, Any]] = {}
-    if not path.exists():
+    if not require_file(path, DAMAGED):
         return latest
     for line in path.read_text(encoding="utf-8").splitlines():
         try:

@@ -17,10 +17,11 @@ import pandas as pd
 
 from memtraffic.ncu.kernel_table import kernel_table
 from memtraffic.ncu.report import REPORT_SUFFIX
-from memtraffic.runfolder.records import plan_from_trace, read_plan, read_run
+from memtraffic.runfolder.records import DAMAGED, plan_from_trace, read_plan, read_run
 from memtraffic.runfolder.timings import TIMINGS_FILE
 from memtraffic.runfolder.trace import read_trace
 from memtraffic.vocab.errors import ReportError
+from memtraffic.vocab.files import path_kind, require_file
 
 TRACE_FILE = "trace.jsonl"  # what `profile` names its trace (memtraffic.collect.profile)
 LAUNCHER_NAME = "launch.py"  # memtraffic/_inject/launch.py: profile --torch-ops puts it after the interpreter
@@ -52,25 +53,32 @@ def load_run(path: str | Path) -> Run:
     lists, else every .ncu-rep in it (the list may be empty: `analyze` then says so, `merge` and
     `measure --rerun` check what they need). A report inside one of our run folders gets that folder's
     plan, so ranges map to variants. A `profile` killed under ncu leaves no plan.json: its plan is
-    rebuilt from trace.jsonl and the run is said to be interrupted (see interrupted_profile)."""
+    rebuilt from trace.jsonl and the run is said to be interrupted (see interrupted_profile). Every path is
+    checked for what it is before it is opened (vocab.files.require_file): a plan.json, run.json or report
+    that is a folder, FIFO, device, link loop or dangling link is a ReportError naming it."""
     path = Path(path)
-    if not path.exists():
+    kind = path_kind(path)
+    if kind == "missing":
         raise ReportError(f"{path}: no such file or folder")
-    folder = path if path.is_dir() else path.parent
+    if kind not in ("file", "folder"):
+        raise ReportError(f"{path} is {kind}: give a run folder or a .ncu-rep report")
+    folder = path if kind == "folder" else path.parent
     plan = read_plan(folder)
     meta = read_run(folder)
     notes: list[str] = []
-    if plan is None and (folder / TRACE_FILE).is_file():
+    if plan is None and require_file(folder / TRACE_FILE, DAMAGED):
         plan, meta, notes = interrupted_profile(folder, meta)
     elif plan is not None and meta is None and any(folder.glob("status*.jsonl")):  # measure's, killed
         notes = [f"{folder}: the run was interrupted (measure was killed before it saved run.json): the "
                  f"configs its reports lack are named below; `memtraffic measure --rerun {folder}` measures "
                  "them"]
     listed = (meta or {}).get("reports")
-    if path.is_dir():
+    if kind == "folder":
         reports = [folder / r for r in listed] if listed else sorted(folder.glob("*" + REPORT_SUFFIX))
-        if not reports and (folder / TIMINGS_FILE).is_file():  # a timing-only run (runfolder.timings)
+        if not reports and require_file(folder / TIMINGS_FILE, DAMAGED):  # a timing-only run
             reports = [folder / TIMINGS_FILE]
+        for report in reports:  # a missing one is a gap the readers name; a FIFO or folder is no report
+            require_file(report, DAMAGED if listed else "give a .ncu-rep report, or move it out of the run")
         return Run(path, folder.name or folder.resolve().name, folder, plan, meta, reports, notes)
     if plan is None:
         return Run(path, path.name.removesuffix(REPORT_SUFFIX), None, None, None, [path])
@@ -115,6 +123,8 @@ def _program_of_log(log: Path) -> tuple[list[str], list[str]]:
     """(the profiled program, profile's options for it: --torch-ops and its trace mode where memtraffic's
     launcher ran it) from the ncu argv run_ncu writes at the top of ncu.log ('$ ncu ... --export REPORT
     PROGRAM...'), without the launcher; ([], []) when the log does not say."""
+    if path_kind(log) != "file":  # no log, or a FIFO that would block: the note names no command then
+        return [], []
     try:
         first = log.read_text(encoding="utf-8", errors="replace").split("\n", 1)[0]
         argv = shlex.split(first.removeprefix("$ "))

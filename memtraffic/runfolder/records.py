@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from memtraffic.vocab.errors import ReportError, UsageError
-from memtraffic.vocab.files import read_json, write_json
+from memtraffic.vocab.files import read_json, require_file, write_json
+from memtraffic.vocab.units import LIMIT
 
 PLAN_FILE = "plan.json"
 RUN_FILE = "run.json"
@@ -79,6 +80,14 @@ class Outcome(TypedDict, total=False):
     kernels: int  # how many launches ncu profiled in its range
 
 
+class Replay(TypedDict):
+    """How ncu replayed a profile (run.json's "replay"): "kernel" (each kernel) or "range" (each measured
+    op, region or Triton launch range as one unit), and why that mode."""
+
+    mode: str
+    why: str
+
+
 class RunRecord(TypedDict, total=False):
     attempts: list[Attempt]
     reports: list[str]
@@ -109,15 +118,32 @@ class Obj:
         self.required = tuple(required)
 
 
-NUMBER = (int, float, type(None))
+class Amount:
+    """A number from 0 up to (not including) 2**63, finite: bytes, FLOPs, a tensor's dimension. JSON
+    writes whole numbers as floats at times (1e6), so a float is taken where `whole` is False."""
+
+    def __init__(self, what: str, whole: bool = False):
+        self.what, self.whole = what, whole
+
+    def fits(self, value: Any) -> bool:
+        return (isinstance(value, int) or not self.whole and isinstance(value, float)) and not isinstance(
+            value, bool)
+
+    def bad(self, value: Any) -> bool:
+        return not 0 <= value < LIMIT  # NaN fails this too
+
+
+BYTES = (Amount("bytes"), type(None))
+FLOPS = (Amount("a count"), type(None))
+DIMENSION = Amount("a dimension", whole=True)
 INT_OR_NONE = (int, type(None))
 STR_OR_NONE = (str, type(None))
 BOOL_OR_NONE = (bool, type(None))
 
 CONFIG = Obj({
-    "range": str, "id": int, "kind": str, "variant": str, "op": str, "shape": ListOf(int), "dtype": str,
-    "params": dict, "explicit_params": dict, "min_read_bytes": NUMBER, "min_write_bytes": NUMBER,
-    "pred_read_bytes": NUMBER, "pred_write_bytes": NUMBER, "model_flops": NUMBER, "min_note": str,
+    "range": str, "id": int, "kind": str, "variant": str, "op": str, "shape": ListOf(DIMENSION),
+    "dtype": str, "params": dict, "explicit_params": dict, "min_read_bytes": BYTES, "min_write_bytes": BYTES,
+    "pred_read_bytes": BYTES, "pred_write_bytes": BYTES, "model_flops": FLOPS, "min_note": str,
     "gpu": int, "part": int, "reports": ListOf(str), "nvtx_range": str, "seq": int, "pid": int,
     "inputs": ListOf(dict), "outputs": ListOf(dict), "reads": ListOf(list), "writes": ListOf(list),
     "freed": ListOf(int), "freed_after": ListOf(int),
@@ -130,13 +156,14 @@ PLAN = Obj({
 ATTEMPT = Obj({"argv": ListOf(str), "returncode": INT_OR_NONE, "passes": INT_OR_NONE,
                "no_kernels_message": BOOL_OR_NONE, "gpu": int, "part": int, "t_start": float, "t_end": float})
 OUTCOME = Obj({"id": int, "range": str, "status": str, "error": STR_OR_NONE, "profiled": BOOL_OR_NONE,
-               "kernels": int, "params": dict, "shape": ListOf(int), "gpu": int, "part": int})
+               "kernels": int, "params": dict, "shape": ListOf(DIMENSION), "gpu": int, "part": int})
 ENVIRONMENT = Obj({"gpu": STR_OR_NONE, "chip": STR_OR_NONE, "ncu": STR_OR_NONE, "ncu_version": STR_OR_NONE})
 RUN = Obj({
     "attempts": ListOf(ATTEMPT), "reports": ListOf(str), "interrupted": bool, "returncode": INT_OR_NONE,
     "configs": ListOf(OUTCOME), "rerun": ListOf(str), "missing": ListOf(str), "skipped": ListOf(dict),
     "environment": (ENVIRONMENT, type(None)), "passes": INT_OR_NONE, "kind": str, "program": ListOf(str),
     "gpus": ListOf(dict), "parts": ListOf(dict), "kernels_profiled": INT_OR_NONE, "command": str,
+    "replay": (Obj({"mode": str, "why": str}, required=("mode", "why")), str),
 })
 SCHEMAS = {PLAN_FILE: PLAN, RUN_FILE: RUN}
 
@@ -151,6 +178,8 @@ def _kind(value: Any) -> str:
 def _expected(spec: Any) -> str:
     if isinstance(spec, tuple):  # any of these
         return " or ".join(dict.fromkeys(_expected(k) for k in spec))
+    if isinstance(spec, Amount):
+        return "an integer" if spec.whole else "an integer or a number"
     if isinstance(spec, Obj) or spec is dict or isinstance(spec, MapOf):
         return "an object"
     if isinstance(spec, ListOf):
@@ -165,6 +194,8 @@ def _is(value: Any, spec: Any) -> bool:
         return isinstance(value, dict)
     if isinstance(spec, ListOf):
         return isinstance(value, list)
+    if isinstance(spec, Amount):
+        return spec.fits(value)
     if isinstance(value, bool):  # JSON true is no count
         return spec is bool
     if isinstance(value, int) and spec is float:
@@ -179,6 +210,8 @@ def problem(value: Any, spec: Any, field: str = "") -> str | None:
         return f"{field + ' is' if field else 'holds'} {_kind(value)}, expected {_expected(spec)}"
     if isinstance(spec, tuple):
         return problem(value, next(k for k in spec if _is(value, k)), field)
+    if isinstance(spec, Amount) and spec.bad(value):
+        return f"{field + ' is' if field else 'holds'} {value!r}, expected {spec.what} from 0 to below 2**63"
     if isinstance(spec, Obj):
         for key in spec.required:
             if key not in value:
@@ -201,8 +234,7 @@ def check(data: Any, name: str, where: Path) -> None:
     """ReportError naming the file and the first field that departs from the file's schema."""
     found = problem(data, SCHEMAS[name])
     if found:
-        raise ReportError(f"{where}: {found}: the run folder is damaged (restore the file, or measure "
-                          "again)")
+        raise ReportError(f"{where}: {found}: {DAMAGED}")
 
 
 def read_plan(folder: Path) -> Plan | None:
@@ -215,9 +247,12 @@ def read_run(folder: Path) -> RunRecord | None:
     return _read(folder, RUN_FILE)
 
 
+DAMAGED = "the run folder is damaged (restore the file, or measure again)"
+
+
 def _read(folder: Path, name: str) -> Any:
     path = folder / name
-    if not path.is_file():
+    if not require_file(path, DAMAGED):  # a folder or FIFO named plan.json is no "no plan"
         return None
     data = read_json(path, "the run folder is damaged")
     check(data, name, path)

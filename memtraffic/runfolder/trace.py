@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from memtraffic.vocab.files import require_file
+
 TRACE_ENV = "MEMTRAFFIC_TRACE"  # the JSONL file every process of the program appends to
 TORCH_OPS_ENV = "MEMTRAFFIC_TORCH_OPS"  # sitecustomize traces the program's aten ops: a TRACE_FROM key
 TORCH_MARK_ENV = "MEMTRAFFIC_TORCH_MARK"  # a file created when the traced program imports torch; the
@@ -158,9 +160,10 @@ def read_trace(path: str | Path) -> list[dict[str, Any]]:
     """The records of a trace file, in program order per process (processes in order of first record).
 
     A line that is not a whole record (the program died mid-write) is skipped, not fatal: the rest of a
-    failed program's trace still explains what it ran. No file: no records."""
+    failed program's trace still explains what it ran. No file: no records; anything else by its name (a
+    folder, a FIFO) is a ReportError (vocab.files.require_file)."""
     path = Path(path)
-    if not path.is_file():
+    if not require_file(path, "the run folder is damaged (restore the file, or profile again)"):
         return []
     records: list[dict[str, Any]] = []
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():

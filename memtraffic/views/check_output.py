@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memtraffic.analysis.gate import failures
+from memtraffic.views import formats
 
 
 def summary(results: Sequence[Mapping[str, Any]]) -> str:
@@ -20,8 +20,9 @@ def summary(results: Sequence[Mapping[str, Any]]) -> str:
 
 def render(results: Sequence[Mapping[str, Any]], fmt: str, run: str, source: str) -> str:
     """table: 'FAIL ...' per failed check, then the summary; json: {run, expect, passed, failed, checks}."""
-    if fmt == "json":
+    def record() -> dict[str, Any]:
         failed = sum(not r["ok"] for r in results)
-        return json.dumps({"run": run, "expect": source, "ok": not failed, "passed": len(results) - failed,
-                           "failed": failed, "checks": list(results)}, indent=2)
-    return "\n".join([*failures(results), summary(results)])
+        return {"run": run, "expect": source, "ok": not failed, "passed": len(results) - failed,
+                "failed": failed, "checks": list(results)}
+
+    return formats.render(fmt, record, lambda: "\n".join([*failures(results), summary(results)]))

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from memtraffic.analysis.diff import Diff, pct, relative
+from memtraffic.views import formats
 from memtraffic.vocab.units import fmt_bytes, fmt_eff, fmt_time
 
 Cell = tuple[str, Callable[[Mapping[str, Any], str], float], str]  # header, value of a side, kind
@@ -147,9 +148,8 @@ def records(d: Diff) -> list[dict[str, Any]]:
 
 
 def render(d: Diff, fmt: str, width: int | None = None) -> str:
-    from memtraffic.views.tables import dump
-
-    return format_diff(d, width) if fmt == "table" else dump(records(d), fmt)
+    """`memtraffic diff`'s output in `fmt`: the blocks for people, or the flat rows (records)."""
+    return formats.render(fmt, lambda: records(d), lambda: format_diff(d, width))
 
 
 def html_section(d: Diff) -> str:

@@ -17,6 +17,7 @@ import pandas as pd
 from memtraffic.ncu.kernel_table import kernel_table
 from memtraffic.runfolder.load import Run, load_run
 from memtraffic.vocab.errors import ReportError
+from memtraffic.vocab.files import require_folder
 from memtraffic.vocab.units import fmt_bytes, fmt_eff, fmt_time
 
 # ----------------------------------------------------------------------------------------------------
@@ -25,10 +26,8 @@ from memtraffic.vocab.units import fmt_bytes, fmt_eff, fmt_time
 
 def _load(run_dir: Path) -> Run:
     run_dir = Path(run_dir)
-    if not run_dir.exists():
+    if not require_folder(run_dir, "give the run folder that holds results.json"):
         raise ReportError(f"run folder {run_dir} does not exist: give the folder 'memtraffic measure' wrote")
-    if not run_dir.is_dir():
-        raise ReportError(f"{run_dir} is not a folder: give the run folder that holds results.json")
     return load_run(run_dir)
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from memtraffic.views.tables import dump
+from memtraffic.ncu.metrics import SETS
+from memtraffic.views import formats
 from memtraffic.vocab.arch import CHIPS
 
 
@@ -23,7 +24,8 @@ def _left_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
-    """Per chip: a heading, a table of set, alias and ncu name ('-': not measured), then the notes."""
+    """Per chip: a heading, a table of set, alias and ncu name ('-': not measured), then the notes; last, a
+    legend of the sets shown (their lines in memtraffic.ncu.metrics.SETS)."""
     blocks = []
     for chip in dict.fromkeys(r["chip"] for r in rows):
         mine = [r for r in rows if r["chip"] == chip]
@@ -35,8 +37,10 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
         else:
             text += f"\n\nevery alias is measured on {chip}"
         blocks.append(text)
+    shown = set(r["set"] for r in rows)
+    blocks.append("sets:\n" + "\n".join(f"  {s.name}: {s.description}" for s in SETS if s.name in shown))
     return "\n\n".join(blocks)
 
 
 def render(rows: Sequence[dict[str, Any]], fmt: str) -> str:
-    return format_table(rows) if fmt == "table" else dump(rows, fmt)
+    return formats.render(fmt, rows, lambda: format_table(rows))

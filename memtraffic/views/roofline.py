@@ -96,7 +96,7 @@ def config_labels(df: pd.DataFrame) -> list[str]:
     return base
 
 
-def _require(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
+def require_columns(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise ReportError(
@@ -125,7 +125,7 @@ def roofline_points(df: pd.DataFrame, levels: Sequence[str] = LEVELS) -> pd.Data
         raise ReportError("the analyzed results hold no rows: nothing to plot")
     needed = ["variant", "shape", "dtype", "time_ns", "model_flops", "min_read_bytes", "min_write_bytes"]
     needed += [c for lv in levels for c in LEVEL_BYTES[lv]]
-    _require(df, needed, "roofline")
+    require_columns(df, needed, "roofline")
     labels = config_labels(df)
     time_ns = pd.to_numeric(df["time_ns"], errors="coerce")
     flops = pd.to_numeric(df["model_flops"], errors="coerce")
@@ -346,10 +346,6 @@ def order_configs(df: pd.DataFrame) -> pd.DataFrame:
     return df.iloc[sorted(range(len(df)), key=key.__getitem__)]
 
 
-def _log(x: float) -> float:
-    return math.log10(x)
-
-
 # ----------------------------------------------------------------------------------------------------
 # Figures
 
@@ -450,9 +446,10 @@ def roofline_figure(df: pd.DataFrame, ceilings: Sequence[Mapping[str, Any]] = ()
     for col, lv in enumerate(panels, 1):
         text = (f"Arithmetic intensity [FLOP/byte] = model FLOPs / {LEVEL_LABEL[lv]} bytes" if n == 1
                 else f"model FLOPs / {LEVEL_LABEL[lv]} bytes [FLOP/byte]")
-        fig.update_xaxes(type="log", exponentformat="SI", range=[_log(lo), _log(hi)],
+        fig.update_xaxes(type="log", exponentformat="SI", range=[math.log10(lo), math.log10(hi)],
                          title={"text": text}, row=1, col=col)
-    fig.update_yaxes(type="log", exponentformat="SI", tickformat="~s", range=[_log(y_lo), _log(y_hi)])
+    fig.update_yaxes(type="log", exponentformat="SI", tickformat="~s",
+                     range=[math.log10(y_lo), math.log10(y_hi)])
     fig.update_yaxes(title={"text": "Performance [FLOP/s] = model FLOPs / kernel time"}, row=1, col=1)
     legend_rows = len(order) + len(symbols) + (len(used) if used != [0] else 0) + 3
     height = max(780, 270 + 21 * legend_rows)
@@ -463,7 +460,7 @@ def roofline_figure(df: pd.DataFrame, ceilings: Sequence[Mapping[str, Any]] = ()
         margin={"b": 150, "t": 110},
     )
     # Below the x-axis titles, in pixels from the plot area so it never overlaps them or gets clipped.
-    fig.add_annotation(text=_wrap(ROOFLINE_NOTE + FLOPS_NOTE, max(100, (width - 350) // 7)),
+    fig.add_annotation(text=wrap_html(ROOFLINE_NOTE + FLOPS_NOTE, max(100, (width - 350) // 7)),
                        xref="paper", yref="paper", x=0, y=0, yshift=-65, showarrow=False, align="left",
                        xanchor="left", yanchor="top", font={"size": 11, "color": "#555555"})
     return fig
@@ -488,14 +485,15 @@ def compute_labels(roofs: Sequence[Roof], lo: float, axis: str = "") -> list[dic
     for key in dict.fromkeys(r.key for r in compute):
         same = sorted((r for r in compute if r.key == key), key=lambda r: -(r.peak or 0))
         lines = [ROOFS[key][0]] + [f"{fmt_rate(r.peak, 'FLOP/s')} {KINDS[r.kind]}{r.suffix}" for r in same]
-        out.append({"xref": f"x{axis}", "yref": f"y{axis}", "x": _log(lo), "y": _log(same[0].peak),  # type: ignore[arg-type]
+        out.append({"xref": f"x{axis}", "yref": f"y{axis}", "x": math.log10(lo),
+                    "y": math.log10(same[0].peak),  # type: ignore[arg-type]
                     "xanchor": "left", "yanchor": "bottom", "yshift": 1, "align": "left", "showarrow": False,
                     "text": "<br>".join(lines), "font": {"size": 10, "color": ROOF_COLOR},
                     "name": f"roof_label:{key}"})
     return out
 
 
-def _wrap(text: str, width: int) -> str:
+def wrap_html(text: str, width: int) -> str:
     import textwrap
 
     return "<br>".join(textwrap.wrap(text, width))

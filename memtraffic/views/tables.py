@@ -1,4 +1,4 @@
-"""Every plain-text table for people (json/csv for scripts: vocab.files.dump)."""
+"""Every plain-text table for people (json/csv for scripts: memtraffic.views.formats)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pandas as pd
 from memtraffic.analysis import per_op
 from memtraffic.analysis.analyze import kernel_list, row_label, to_records
 from memtraffic.analysis.lines import location
-from memtraffic.vocab.files import dump
+from memtraffic.views import formats
 from memtraffic.vocab.ops import format_shape
 from memtraffic.vocab.roofs import ROOFS, ceilings_rows
 from memtraffic.vocab.units import fmt_bytes, fmt_eff, fmt_rate, fmt_time
@@ -94,12 +94,9 @@ def fit(text: str, width: int | None) -> str:
     return "\n".join(out)
 
 
-def render(rows: Sequence[dict[str, Any]], fmt: str, kind: str, width: int | None = None) -> str:
-    if fmt != "table":
-        return dump(rows, fmt)
-    if kind == "list":
-        return fit(_list_table(rows, width), width)
-    raise ValueError(f"no table layout for {kind!r}")
+def render_list(rows: Sequence[dict[str, Any]], fmt: str, width: int | None = None) -> str:
+    """`memtraffic list`'s output in `fmt`."""
+    return formats.render(fmt, rows, lambda: fit(_list_table(rows, width), width))
 
 
 def _list_table(rows: Sequence[dict[str, Any]], width: int | None = None) -> str:
@@ -260,7 +257,7 @@ def ops_table(records: Sequence[dict[str, Any]], fmt: str, all_calls: bool = Fal
     """table: the calls (all of them in program order with `all_calls`, else the WORST_CALLS moving the
     most bytes), then per op type; json/csv: `ops_rows` (every call)."""
     if fmt != "table":
-        return dump(ops_rows(records), fmt)
+        return formats.render(fmt, ops_rows(records), str)
 
     def flops(x: float | None) -> str:
         return "-" if x is None else f"{x:.3g}"
@@ -369,10 +366,8 @@ def render_results(df: pd.DataFrame, fmt: str, group_by: str = "range", width: i
     """`memtraffic analyze`'s output: the table for people (fitting `width` columns if given), or json/csv
     records (always whole)."""
     if group_by == "op":
-        return per_op_table(df, width) if fmt == "table" else dump(per_op.to_records(df), fmt)
-    if fmt == "table":
-        return results_table(df, group_by, width)
-    return dump(to_records(df), fmt)
+        return formats.render(fmt, lambda: per_op.to_records(df), lambda: per_op_table(df, width))
+    return formats.render(fmt, lambda: to_records(df), lambda: results_table(df, group_by, width))
 
 
 def op_calls_table(table: pd.DataFrame, n: int = WORST_CALLS, width: int | None = None) -> str:
@@ -451,4 +446,4 @@ def lines_table(rows: Sequence[dict[str, Any]], source_width: int = 100,
 
 
 def render_lines(rows: Sequence[dict[str, Any]], fmt: str, width: int | None = None) -> str:
-    return lines_table(rows, width=width) if fmt == "table" else dump(rows, fmt)
+    return formats.render(fmt, rows, lambda: lines_table(rows, width=width))

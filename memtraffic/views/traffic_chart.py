@@ -6,6 +6,7 @@ question of how many times the minimum each level moved. It shares the roofline'
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -17,11 +18,10 @@ from memtraffic.views.roofline import (
     LEVEL_LABEL,
     LEVEL_PARTS,
     LEVELS,
-    _log,
-    _require,
-    _wrap,
     config_labels,
     order_configs,
+    require_columns,
+    wrap_html,
 )
 from memtraffic.vocab.errors import ReportError
 from memtraffic.vocab.units import fmt_bytes
@@ -37,10 +37,10 @@ def traffic_figure(df: pd.DataFrame, levels: Sequence[str] = LEVELS, title: str 
 
     if df.empty:
         raise ReportError("the analyzed results hold no rows: nothing to plot")
-    _require(df, ["variant", "shape", "dtype", "min_read_bytes", "min_write_bytes"], "traffic chart")
+    require_columns(df, ["variant", "shape", "dtype", "min_read_bytes", "min_write_bytes"], "traffic chart")
     present = [lv for lv in levels if all(c in df for c in LEVEL_BYTES[lv])]
     if not present:
-        _require(df, LEVEL_BYTES[levels[0]], "traffic chart")
+        require_columns(df, LEVEL_BYTES[levels[0]], "traffic chart")
     df = order_configs(df)
     labels = config_labels(df)
     min_r, min_w = df["min_read_bytes"].astype(float), df["min_write_bytes"].astype(float)
@@ -103,20 +103,20 @@ def traffic_figure(df: pd.DataFrame, levels: Sequence[str] = LEVELS, title: str 
     if zero:
         notes.append(f"No bar where the counters saw 0 bytes ({_names(zero, zero + [''])}).")
     width = max(760, 220 + len(labels) * (14 * len(present) + 16))
-    note_text = "<br>".join(_wrap(t, max(80, (width - 150) // 6)) for t in notes)
+    note_text = "<br>".join(wrap_html(t, max(80, (width - 150) // 6)) for t in notes)
     note_px = 15 * (note_text.count("<br>") + 1) if notes else 0
     if notes:  # between the title and the legend, which sits right above the plot
         fig.add_annotation(text=note_text, xref="paper", yref="paper", x=0, y=1, yshift=30, showarrow=False,
                            align="left", xanchor="left", yanchor="bottom", name="notes",
                            font={"size": 11, "color": "#555555"})
-    head = _wrap(title or "Traffic amplification per level: measured / minimum bytes", (width - 80) // 10)
+    head = wrap_html(title or "Traffic amplification per level: measured / minimum bytes", (width - 80) // 10)
     title_px = 22 * head.count("<br>")
     fig.update_layout(
         title={"text": head, "yref": "container", "y": 1, "yanchor": "top", "pad": {"t": 15}},
         barmode="group", template="plotly_white", width=width, height=680 + note_px + title_px,
         margin={"t": 85 + note_px + title_px, "r": 120},
         xaxis={"title": {"text": "config (variant shape dtype), by run then suite order"}, "tickangle": -90},
-        yaxis={"type": "log", "range": [_log(y_lo), _log(y_hi)], "tickvals": ticks,
+        yaxis={"type": "log", "range": [math.log10(y_lo), math.log10(y_hi)], "tickvals": ticks,
                "ticktext": [f"{v:g}x" for v in ticks],
                "title": {"text": "measured / minimum bytes (log scale; bar labels: the ratio)"}},
         legend={"orientation": "h", "x": 1, "xanchor": "right", "y": 1.0, "yanchor": "bottom"},

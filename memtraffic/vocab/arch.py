@@ -106,14 +106,6 @@ _NAME_PATTERNS: list[tuple[str, str]] = [
     (r"GTX 1650", "tu117"),
 ]
 
-# Compute capabilities whose chips all have the same ncu metric list (checked against ncu 2025.3.1's
-# lists): the capability alone says which counters exist. 7.5 is left out (tu116/tu117 lack tensor cores).
-_CC_CHIP: dict[tuple[int, int], str] = {
-    (8, 0): "ga100", (8, 6): "ga102", (8, 7): "ga10b", (8, 9): "ad102", (9, 0): "gh100", (10, 0): "gb100",
-    (10, 3): "gb110", (11, 0): "gb10b", (12, 0): "gb202", (12, 1): "gb20b",
-}
-
-
 def chip_for_gpu(name: str | None) -> Chip | None:
     """The chip of a GPU name as torch/nvidia-smi/ncu print it ('NVIDIA A100-SXM4-80GB' -> ga100);
     None when the name is unknown."""
@@ -123,19 +115,6 @@ def chip_for_gpu(name: str | None) -> Chip | None:
         if re.search(pattern, name, re.IGNORECASE):
             return CHIPS[chip]
     return None
-
-
-def chip_for_cc(cc: tuple[int, int] | None) -> Chip | None:
-    """The chip whose metric list a compute capability implies; None when it names none or several."""
-    return CHIPS.get(_CC_CHIP.get(tuple(cc))) if cc else None  # type: ignore[arg-type]
-
-
-def get_chip(name: str) -> Chip:
-    """The chip named like `ncu --list-chips` ('GA102' and 'ga102' both); KeyError listing the names."""
-    key = name.strip().lower()
-    if key not in CHIPS:
-        raise KeyError(f"unknown chip {name!r}: ncu 2025.3.1 knows {', '.join(sorted(CHIPS))}")
-    return CHIPS[key]
 
 
 def current_capability() -> tuple[int, int] | None:

@@ -1,5 +1,6 @@
-"""The one JSON reader, the one atomic writer (JSON or bytes, a file or a whole folder, exclusive or
-replacing), file-system errors in one line, rows as JSON or CSV text, the user cache folder."""
+"""What an input path is (require_file, require_folder: checked before anything is opened), the one JSON
+reader, the one atomic writer (JSON or bytes, a file or a whole folder, exclusive or replacing), file-system
+errors in one line, rows as CSV text, the user cache folder."""
 
 from __future__ import annotations
 
@@ -11,17 +12,76 @@ import json
 import math
 import os
 import shutil
+import stat
 import sys
 import tempfile
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from memtraffic.vocab.errors import ReportError, UsageError
+from memtraffic.vocab.errors import ReportError, UsageError, warn
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def path_kind(path: Path) -> str:
+    """What is at `path`, links followed, without opening it (opening a FIFO blocks until a writer comes):
+    'file' (a regular file), 'folder', 'missing' (nothing by that name), or what else it is, as a phrase:
+    'a FIFO (named pipe)', 'a socket', 'a character device', 'a block device', 'a symbolic link loop',
+    'a dangling symbolic link (to TARGET)', 'unreadable (REASON)'."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        if os.path.islink(path):
+            return f"a dangling symbolic link (to {os.readlink(path)})"
+        return "missing"
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return "a symbolic link loop"
+        if err.errno == errno.ENOTDIR:  # a path through a file ('report.ncu-rep/plan.json')
+            return "missing"
+        return f"unreadable ({err.strerror or err})"
+    except ValueError:  # a NUL byte in the name
+        return "missing"
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "folder"
+    return next((name for test, name in _KINDS if test(mode)), "no regular file")
+
+
+def _require(path: Path, want: str, fix: str, usage: bool, option: str) -> bool:
+    kind = path_kind(path)
+    if kind == want:
+        return True
+    if kind == "missing":
+        return False
+    shown = "a folder" if kind == "folder" else "a file" if kind == "file" else kind
+    error = UsageError if usage else ReportError
+    raise error(f"{option + ' ' if option else ''}{path} is {shown}, not a {want}{': ' + fix if fix else ''}")
+
+
+def require_file(path: Path, fix: str = "", usage: bool = False, option: str = "") -> bool:
+    """True when `path` is a regular file (links followed), False when nothing is there (the caller says
+    what that means); anything else (a folder, FIFO, socket, device, link loop or dangling link) is one
+    error naming the path (after `option`, the command-line option that gave it) and what it is, then
+    `fix`: a ReportError (exit 1), or a UsageError (exit 2) with usage=True, for a command-line value.
+    Nothing is opened, so a FIFO never blocks."""
+    return _require(Path(path), "file", fix, usage, option)
+
+
+def require_folder(path: Path, fix: str = "", usage: bool = False, option: str = "") -> bool:
+    """require_file's twin for a folder: True when `path` is one, False when nothing is there, else one
+    error naming what it is."""
+    return _require(Path(path), "folder", fix, usage, option)
 
 
 def read_json(path: Path, fix: str = "the file is damaged") -> Any:
-    """The JSON in `path`; a ReportError in one line (what is wrong, then `fix`) when it is not JSON."""
+    """The JSON in `path`; a ReportError in one line (what is wrong, then `fix`) when it is not JSON or not
+    a regular file (checked before it is opened: see require_file)."""
+    if not require_file(path, fix):
+        raise ReportError(f"cannot read {path}: no such file")
     try:
         return json.loads(Path(path).read_text())
     except json.JSONDecodeError as err:
@@ -180,10 +240,22 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "memtraffic"
 
 
-def dump(rows: Sequence[dict[str, Any]], fmt: str) -> str:
-    """json: a list of objects (stable keys, raw numbers in bytes/ns); csv: one header line then rows."""
-    if fmt == "json":
-        return json.dumps(list(rows), indent=2, default=str)
+_cache_said = False  # an unusable cache is said once a process, not once a file
+
+
+def cache_unusable(reason: str) -> None:
+    """One warning, the first time, that the user cache cannot be used (not writable, not a folder, full):
+    what it would hold is read or measured again instead."""
+    global _cache_said
+    if not _cache_said:
+        _cache_said = True
+        warn(f"the cache folder {cache_dir()} cannot be used ({reason}): what it would keep is read again "
+             "each time; set MEMTRAFFIC_CACHE to a folder you can write")
+
+
+def csv_text(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Rows as CSV text (results.csv, and the csv output format of memtraffic.views.formats): one header
+    line (every key, in order of first appearance) then a line per row; lists and dicts as JSON text."""
     buf = io.StringIO()
     keys: list[str] = []
     for r in rows:
@@ -227,6 +299,8 @@ def read_toml(path: Path, what: str, hint: str = "") -> dict[str, Any]:
         except ImportError:
             raise UsageError(f"reading the {what} {path} needs Python >= 3.11 or `pip install tomli`"
                              f"{hint}") from None
+    if not require_file(path, hint.lstrip(":; ") or f"give the {what} as a TOML file", usage=True):
+        raise UsageError(f"cannot read the {what} {path}: no such file{hint}")
     try:
         return tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as err:

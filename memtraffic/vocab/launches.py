@@ -43,6 +43,9 @@ from dataclasses import dataclass
 from typing import Any
 
 DISTINCT_ENV = "MEMTRAFFIC_DISTINCT"  # "K": measure the first K calls of each signature; "0"/unset: all
+# "range": ncu replays each measured range as one unit (memtraffic.collect.profile sets it): the op tracer
+# then creates the CUDA context before its first range and pushes none around ops without a GPU argument.
+REPLAY_ENV = "MEMTRAFFIC_REPLAY"
 RANGE_PREFIX = "mt|"
 REPEAT_PREFIX = "mt|rep|"
 # ncu skips every kernel launched inside a repeat range (push/pop ranges end with '/' in ncu's syntax).

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memtraffic.vocab.errors import UsageError
+from memtraffic.vocab.units import LIMIT
 
 # No torch here: analysis of saved runs needs only shapes and dtype names. The torch parts of an op
 # (seeded inputs, float64 reference) import torch when the measuring side calls them.
@@ -70,6 +71,9 @@ def parse_shape(text: str) -> Shape:
         shape = ()
     if len(shape) < 2 or any(s <= 0 for s in shape):
         raise UsageError(f"malformed shape {text!r}: write positive extents joined by 'x', e.g. 1048576x2")
+    if math.prod(shape) * 8 >= LIMIT:  # its bytes (8 per element at most) and FLOPs must fit an int64
+        raise UsageError(f"shape {text!r} is too large: the product of its extents times 8 bytes reaches "
+                         "2**63")
     return shape
 
 

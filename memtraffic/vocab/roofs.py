@@ -14,13 +14,14 @@ real GPU. Numbers are never typed in by hand. Torch-free: the reading side draws
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from memtraffic.vocab.errors import ReportError, UsageError
-from memtraffic.vocab.files import cache_dir, read_json, write_json
+from memtraffic.vocab.files import cache_dir, cache_unusable, path_kind, read_json, require_file, write_json
 
 # Roof key -> (label, unit). Bandwidths count read + write bytes.
 ROOFS: dict[str, tuple[str, str]] = {
@@ -66,9 +67,14 @@ def _check_entry(entry: Any, where: Path) -> dict[str, Any]:
 
 
 def read_cache(path: Path | None = None) -> dict[str, dict[str, Any]]:
-    """device name -> ceilings entry; empty when there is no cache yet."""
+    """device name -> ceilings entry; empty when there is no cache yet, or when it cannot be read (said once:
+    vocab.files.cache_unusable)."""
     path = path or cache_file()
-    if not path.exists():
+    kind = path_kind(path)
+    if kind == "missing":
+        return {}
+    if kind != "file" or not os.access(path, os.R_OK):
+        cache_unusable(f"{path} is {'not readable' if kind == 'file' else kind}")
         return {}
     data = _read_json(path)
     if not isinstance(data, dict):
@@ -93,7 +99,8 @@ def write_reference(entry: Mapping[str, Any], directory: Path | None = None) -> 
 
 def load_ceilings_file(path: Path, device: str | None = None) -> dict[str, Any]:
     """A file holding one entry (reports/ceilings/*.json) or a cache (device -> entry)."""
-    if not path.exists():
+    if not require_file(path, "give a file written by 'memtraffic ceilings --format json'", usage=True,
+                        option="--ceilings"):
         raise UsageError(f"ceilings file {path} does not exist")
     data = _read_json(path, "give --ceilings a file written by 'memtraffic ceilings --format json' "
                             "(or one of reports/ceilings/)")

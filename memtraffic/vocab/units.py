@@ -8,7 +8,8 @@ import re
 
 from memtraffic.vocab.errors import UsageError
 
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?i?)b?\s*$", re.IGNORECASE)
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*((?:[kmgt]i?)?)b?\s*$", re.IGNORECASE)
+LIMIT = 2**63  # sizes, counts and dimensions are below it: what an int64 (torch, ncu, JSON readers) holds
 _FACTORS = {
     "": 1,
     "k": 10**3,
@@ -25,13 +26,15 @@ _FACTORS = {
 ABOVE = 1.05  # efficiencies above this (measured below the minimum) get a reason in the analysis
 
 def parse_size(text: str) -> int:
-    """'8388608' -> 8388608, '8MB' -> 8_000_000 (SI), '8MiB' -> 8_388_608 (binary)."""
+    """'8388608' -> 8388608, '8MB' -> 8_000_000 (SI), '8MiB' -> 8_388_608 (binary). UsageError for anything
+    else (a stray letter, a sign) and for a size of 2**63 bytes or more."""
     match = _SIZE.match(text)
     if not match:
         raise UsageError(f"malformed size {text!r}: write bytes as 8388608, 8.39MB or 8MiB")
     value = float(match.group(1)) * _FACTORS[match.group(2).lower()]
-    if not math.isfinite(value):  # '9' * 400 reads as infinity
-        raise UsageError(f"size {text!r} is too large: write bytes as 8388608, 8.39MB or 8MiB")
+    if not value < LIMIT:  # '9' * 400 reads as infinity
+        raise UsageError(f"size {text!r} is too large (2**63 bytes or more): write bytes as 8388608, 8.39MB "
+                         "or 8MiB")
     return int(round(value))
 
 

@@ -66,8 +66,10 @@ def test_expectations_that_hold_exit_0(tmp_path):
 def test_failed_expectations_exit_1_with_a_line_each(tmp_path):
     res = _check(str(SEED), "--expect", str(_file(tmp_path, FAILS)))
     assert res.exit_code == 1, res.output
-    lines = res.output.splitlines()
+    lines = res.stdout.splitlines()
     assert lines[-1] == "4 of 6 checks failed (3 rows)"
+    # and one summary line on stderr, for a CI log that keeps only stderr
+    assert res.stderr == f"error: {SEED} fails {tmp_path / 'expect.toml'}: 4 of 6 checks failed (3 rows)\n"
     where = f"{tmp_path / 'expect.toml'} [[expect]]"
     assert lines[:-1] == [
         f"FAIL softmax_naive 1048576x2 fp32 num_warps=4: l1_ld bytes 134.22 MB, limit 9.00 MB "
@@ -84,7 +86,7 @@ def test_failed_expectations_exit_1_with_a_line_each(tmp_path):
 def test_json_output_for_ci(tmp_path):
     res = _check(str(SEED), "--expect", str(_file(tmp_path, FAILS)), "--format", "json")
     assert res.exit_code == 1
-    out = json.loads(res.output)
+    out = json.loads(res.stdout)
     assert (out["ok"], out["passed"], out["failed"]) == (False, 2, 4)
     first = out["checks"][0]
     assert {k: first[k] for k in ("check", "value", "limit", "ok")} == {
@@ -99,7 +101,7 @@ def test_no_worse_than_a_baseline(tmp_path):
     text = f'baseline = "{SUITE}"\n[[expect]]\nmatch = "."\nno_worse_than = "5%"\n'
     res = _check(str(SEED), "--expect", str(_file(tmp_path, text)))
     assert res.exit_code == 1, res.output
-    lines = res.output.splitlines()
+    lines = res.stdout.splitlines()
     assert lines[-1] == "1 of 18 checks failed (3 rows)"
     assert lines[0].startswith("FAIL softmax_tiled 1048576x2 fp32 BLOCK_M=128: time 7.6 us vs 6.7 us in "
                                f"{SUITE} (+14%, at most +5% allowed)")
@@ -107,9 +109,9 @@ def test_no_worse_than_a_baseline(tmp_path):
     strict = '[[expect]]\nmatch = "torch"\nno_worse_than = 0.0\n'
     res = _check(str(SEED), "--expect", str(_file(tmp_path, strict, "strict.toml")), "--baseline", str(SUITE))
     assert res.exit_code == 1
-    assert res.output.splitlines()[0].startswith(
+    assert res.stdout.splitlines()[0].startswith(
         f"FAIL torch_softmax 1048576x2 fp32: time 10.1 us vs 10.0 us in {SUITE} (+1.0%, at most +0% allowed)")
-    assert res.output.splitlines()[1] == "1 of 6 checks failed (1 row)"
+    assert res.stdout.splitlines()[1] == "1 of 6 checks failed (1 row)"
 
 
 def _one_line_error(res, *needles: str) -> None:

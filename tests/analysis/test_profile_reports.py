@@ -106,7 +106,7 @@ def test_train_step_per_op_efficiencies_above_one_say_why():
     """Every efficiency above 1.05 that the tables show, of an op type or of one call, has its reason
     beside it, said once; a row with a diagnosis also explains DRAM rd+wr above the minimum (output
     left in L2), which the tables show only inside eff DRAM."""
-    from memtraffic.analysis.analyze import ABOVE
+    from memtraffic.vocab.units import ABOVE
 
     by_op = analyze_path(TRAIN_STEP, group_by="op").to_dict("records")
     by_call = analyze_path(TRAIN_STEP).to_dict("records")

@@ -290,3 +290,98 @@ def test_run_json_is_there_while_the_program_runs(tmp_path, stand_in):
         run_profile(prof.ProfileOptions(command=[sys.executable, str(program)], out=tmp_path / "run"),
                     lines.append)
     assert f"run.json while running: {[sys.executable, str(program)]} False" in lines
+
+
+# --- range replay (issue 41) ----------------------------------------------------------------------------
+
+
+def test_range_replay_argv_is_exact():
+    argv = ncu_mod.build_ncu_command("ncu", ["m"], "r", ["app"], nvtx_include=[ncu_mod.RANGE_INCLUDE],
+                                     target_processes="all", replay_mode="range")
+    assert argv == ["ncu", "--metrics", "m", "--nvtx", "--replay-mode", "range",
+                    "--nvtx-include", r"regex:^mt\|(op|region|triton)\|.*/",
+                    "--cache-control", "all", "--clock-control", "none", "--import-sass", "no",
+                    "--target-processes", "all", "--export", "r", "app"]
+    with pytest.raises(UsageError, match="unknown replay mode 'app'"):
+        ncu_mod.build_ncu_command("ncu", ["m"], "r", ["app"], replay_mode="app")
+
+
+BYTES = ["gpu__time_duration.sum", "dram__bytes_read.sum"]
+SASS = [*BYTES, "smsp__sass_data_bytes_mem_global_op_ld.sum", "smsp__sass_data_bytes_mem_global_op_st.sum"]
+
+
+@pytest.mark.parametrize(("options", "names", "mode", "why"), [
+    ({"torch_ops": True, "profile_from_start": False}, BYTES, "range", "profiler window"),
+    ({"torch_ops": True}, BYTES, "kernel", "auto takes it only for a profiler window"),
+    ({"torch_ops": True, "profile_from_start": False}, SASS, "kernel",
+     "refuses the SASS counters (smsp__sass_data_bytes_mem_global_op_ld.sum and 1 more)"),
+    ({"torch_ops": True, "replay": "range"}, BYTES, "range", "asked for (--replay range)"),
+    ({"torch_ops": True, "replay": "range"}, SASS, "kernel", "refuses the SASS counters"),
+    ({"replay": "range", "profile_from_start": False}, BYTES, "kernel", "refuses --profile-from-start off"),
+    ({"torch_ops": True, "profile_from_start": False, "kernel_name": "gemm"}, BYTES, "kernel",
+     "--kernel-name select kernels, not ranges"),
+    ({"profile_from_start": False}, BYTES, "kernel", "refuses --profile-from-start off"),
+    ({"torch_ops": True, "profile_from_start": False, "replay": "kernel"}, BYTES, "kernel", "asked for"),
+])
+def test_choose_replay_says_which_and_why(options, names, mode, why):
+    replay = prof.choose_replay(prof.ProfileOptions(command=["python", "x.py"], **options), names)
+    assert replay["mode"] == mode and why in replay["why"]
+
+
+def test_an_unknown_replay_is_a_usage_error():
+    with pytest.raises(UsageError, match="unknown --replay 'fast': use one of auto, kernel, range"):
+        prof.choose_replay(prof.ProfileOptions(command=["x"], replay="fast"), BYTES)
+
+
+@pytest.mark.parametrize(("tail", "refused"), [
+    # ncu 2025.3.1's lines on an H100 (scripts/gpu_speed_probe.sh, scripts/gpu_speed.sh, 2026-11-26)
+    (["==ERROR== An error was reported by the driver:",
+      "==ERROR== Unsupported API during capture (cuKernelSetAttribute)",
+      "==ERROR== Skipping invalid capture range (RecordStatusUnsupportedApi).",
+      "==ERROR== The application returned an error code (9)."], "cuKernelSetAttribute"),
+    (["==ERROR== Unsupported API during capture (cuInit)"], "cuInit"),
+    (["==ERROR== Metric smsp__sass_data_bytes_mem_global_op_ld.sum is not supported in range replay."],
+     "smsp__sass_data_bytes_mem_global_op_ld.sum"),
+    (["==ERROR== Skipping invalid capture range (RecordStatusEmpty).", "program ran"], None),
+])
+def test_range_refusal_reads_what_ncu_refused(tail, refused):
+    assert prof.range_refusal(tail) == refused
+
+
+# Refuses range replay as ncu did for GPT-2's first attention kernel: the program ends with code 9.
+REFUSES_RANGES = """
+import os, subprocess
+argv = sys.argv[1:]
+if argv == ["--version"]:
+    print("Version 2025.3.1.0")
+    sys.exit(0)
+if "--replay-mode" in argv:
+    print("==ERROR== An error was reported by the driver:")
+    print("==ERROR== Unsupported API during capture (cuKernelSetAttribute)")
+    print("==ERROR== The application returned an error code (9).")
+    sys.exit(9)
+app = argv[argv.index("--export") + 2:]
+print("==PROF== Connected to process 1")
+code = subprocess.call(app)
+print("==WARNING== No kernels were profiled.")
+sys.exit(code)
+"""
+
+
+def test_a_program_range_replay_fails_is_profiled_again_kernel_by_kernel(tmp_path, stand_in, monkeypatch):
+    monkeypatch.setenv("MEMTRAFFIC_NCU", str(fake_ncu(tmp_path / "ncu-refuses", REFUSES_RANGES)))
+    out = tmp_path / "run"
+    lines: list[str] = []
+    with pytest.raises(NcuError, match="ncu profiled no kernel"):
+        run_profile(prof.ProfileOptions(command=[sys.executable, str(stand_in), "0"], out=out, replay="range",
+                                        metrics="bytes"), lines.append)
+    run = json.loads((out / "run.json").read_text())
+    assert run["replay"]["mode"] == "kernel"
+    assert "ncu refused cuKernelSetAttribute inside a measured range" in run["replay"]["why"]
+    first, second = run["attempts"]
+    assert first["returncode"] == 9 and "--replay-mode" in first["argv"]
+    assert second["returncode"] == 0 and "--replay-mode" not in second["argv"]
+    assert any("refused cuKernelSetAttribute" in line and "again with kernel replay" in line
+               for line in lines)
+    # the second run's trace alone: the region recorded once
+    assert len(json.loads((out / "plan.json").read_text())["configs"]) == 1

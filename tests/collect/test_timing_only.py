@@ -18,6 +18,7 @@ from memtraffic.analysis.analyze import analyze_path, row_label
 from memtraffic.api import run_profile
 from memtraffic.collect import fallback
 from memtraffic.collect import profile as prof
+from memtraffic.collect import timing_only as timing_mod
 from memtraffic.collect.fallback import fallback_reason
 from memtraffic.ncu import command as ncu_mod
 from memtraffic.ncu import session as session_mod
@@ -117,6 +118,7 @@ def test_profile_falls_back_to_timing_only(tmp_path, monkeypatch, cause):
     """No ncu, or counters refused: the program runs timed (a CPU: no kernel), the run folder as usual."""
     missing = _missing_ncu(tmp_path)
     monkeypatch.setattr(fallback, "gpu_name", lambda: "Fake GPU")  # a GPU without ncu: something to time
+    monkeypatch.setattr(timing_mod, "gpu_name", lambda: "Fake GPU")
     if cause == "missing":
         def find():
             raise missing
@@ -243,6 +245,7 @@ def test_measure_times_the_plan_without_ncu(tmp_path, monkeypatch, asked):
 
     missing = _missing_ncu(tmp_path)
     monkeypatch.setattr(fallback, "gpu_name", lambda: "Fake GPU")
+    monkeypatch.setattr(timing_mod, "gpu_name", lambda: "Fake GPU")  # the runner still runs on the CPU
 
     def find():
         raise missing

@@ -146,6 +146,18 @@ def test_cli_ceilings_without_gpu_is_one_clear_line():
     assert lines[0].startswith("error: no CUDA GPU is visible: measuring ceilings needs one; ")
 
 
+def test_cli_ceilings_prints_what_the_api_measured(monkeypatch):
+    """`memtraffic ceilings` is api.measure_ceilings printed: the table, or the entry as JSON; the cache
+    line on stderr."""
+    monkeypatch.setattr(c, "get_ceilings", lambda refresh, with_ncu, progress: (CEILINGS, True))
+    res = CliRunner().invoke(app, ["ceilings", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    assert res.stdout == json.dumps(CEILINGS, indent=2) + "\n"
+    assert res.stderr.startswith("cached in ") and res.stderr.rstrip().endswith("(--refresh measures again)")
+    res = CliRunner().invoke(app, ["ceilings"])
+    assert res.exit_code == 0 and res.stdout == ceilings_table(CEILINGS) + "\n"
+
+
 def test_l2_copy_kernel_copies(device):
     block = 64
     src = torch.rand(8 * block, device=device)

@@ -1,0 +1,137 @@
+"""Issue 41's table: profiling cost against the program alone, and agreement with an every-launch profile.
+
+    python scripts/speed_summary.py FOLDER [--json OUT.json]
+
+FOLDER is what scripts/gpu_speed.sh leaves: timings.txt (each command's wall time, "NAME rc=N
+command_ms=MS") and runs/ with, per program P, first_P (`profile --torch-ops --metrics bytes`, full size),
+default_P (every default), profile_sampled_P and profile_full_P (the first look and an every-launch kernel
+replay profile, both at --small). One record per program:
+
+- program, command (the full-size program), bare_s (it alone), profile_s (memtraffic's defaults: the
+  traffic set, kernel replay; None when the budget left it out), first_look_s (the bytes set, range
+  replay where --replay auto takes it), every_launch_s and kernels_every (the every-launch run; its size
+  in every_launch_size), measured_units (what the first look measured: ranges under range replay,
+  kernels under kernel replay), replay (run.json's mode and why), op_types (compared between the --small
+  first look and the every-launch run) and op_types_off (those whose L1 load bytes differ beyond 1% or DRAM
+  read bytes beyond 3% and 4 KiB, scripts/launches_summary.py's bar; op_types_off_l1: on L1 loads alone)
+  with ops_off naming them, first_look_exit and first_look_refused (the first look's exit code, and what
+  ncu's range replay refused in it), and first_kernel_s of the first look (the program's start-up under
+  ncu, before its first measured unit).
+Seconds are whole commands (memtraffic's start, ncu, the program, the analysis), as a user waits for them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from launches_summary import pair  # noqa: E402
+
+from memtraffic.collect.profile import range_refusal  # noqa: E402
+from memtraffic.vocab.errors import MemtrafficError  # noqa: E402
+
+PROGRAMS = ("gpt2", "vision", "mlp_adam", "llama_decode", "compiled")
+SMALL = {"gpt2": "4 layers instead of 12", "vision": "batch 8 of 112x112 instead of 32 of 224x224",
+         "mlp_adam": "16 layers and 2 steps instead of 48 and 4", "llama_decode": "8 tokens instead of 32",
+         "compiled": "width 1024 instead of 2048"}
+_LINE = re.compile(r"^(\S+) rc=(-?\d+) command_ms=(\d+)")
+
+
+def timings(folder: Path) -> dict[str, tuple[int, float]]:
+    """timings.txt -> {name: (exit code, seconds)}; the last line of a name wins."""
+    found: dict[str, tuple[int, float]] = {}
+    path = folder / "timings.txt"
+    for line in path.read_text().splitlines() if path.is_file() else []:
+        m = _LINE.match(line)
+        if m:
+            found[m.group(1)] = (int(m.group(2)), int(m.group(3)) / 1000)
+    return found
+
+
+def _seconds(t: dict[str, tuple[int, float]], name: str) -> float | None:
+    rc, s = t.get(name, (1, 0.0))
+    return round(s, 2) if rc == 0 else None
+
+
+def _exit(t: dict[str, tuple[int, float]], name: str) -> int | None:
+    return t[name][0] if name in t else None
+
+
+def _refused(folder: Path) -> str | None:
+    """What ncu's range replay refused in this run (its ncu.log), if anything."""
+    log = folder / "ncu.log"
+    return range_refusal(log.read_text(errors="replace").splitlines()[-40:]) if log.is_file() else None
+
+
+def _run(folder: Path) -> dict[str, Any]:
+    path = folder / "run.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def record(folder: Path, program: str, t: dict[str, tuple[int, float]]) -> dict[str, Any]:
+    runs = folder / "runs"
+    first = _run(runs / f"first_{program}")
+    every = _run(runs / f"profile_full_{program}")
+    rec: dict[str, Any] = {
+        "program": program,
+        "command": shlex.join(["python", "scripts/speed_programs.py", program]),
+        "bare_s": _seconds(t, f"bare_{program}"),
+        "profile_s": _seconds(t, f"default_{program}"),
+        "first_look_s": _seconds(t, f"first_{program}"),
+        "first_look_exit": _exit(t, f"first_{program}"),  # 124: cut by gpu_speed.sh's T_CMD
+        "first_look_wall_s": t[f"first_{program}"][1] if f"first_{program}" in t else None,
+        "first_look_refused": _refused(runs / f"first_{program}"),
+        "every_launch_s": _seconds(t, f"profile_full_{program}"),
+        "every_launch_size": f"--small: {SMALL[program]}",
+        "kernels_every": every.get("kernels_profiled"),
+        "measured_units": first.get("kernels_profiled"),
+        "replay": first.get("replay"),
+        "first_kernel_s": first.get("first_kernel_s"),
+    }
+    try:
+        missing = [n for n in ("full", "sampled") if not (runs / f"profile_{n}_{program}").is_dir()]
+        if missing:
+            raise MemtrafficError("not measured: no " + ", ".join(f"profile_{n}_{program}" for n in missing))
+        p = pair(runs / f"profile_full_{program}", runs / f"profile_sampled_{program}")
+        off_l1 = [o for o in p["ops_off"] if abs(o.get("l1_ld_rel") or 0) > 0.01 or "why" in o]
+        rec.update(op_types=p["ops_compared"], op_types_off=len(p["ops_off"]), op_types_off_l1=len(off_l1),
+                   ops_off=p["ops_off"])
+    except (MemtrafficError, OSError, KeyError) as err:  # one program's failure loses only its comparison
+        rec.update(op_types=None, op_types_off=None, op_types_off_l1=None, ops_off=[],
+                   compare_error=str(err).replace(str(folder), "FOLDER"))
+    bare = rec["bare_s"]
+    for key in ("profile_s", "first_look_s"):
+        rec[key.replace("_s", "_over_bare")] = (round(rec[key] / bare, 3) if bare and rec[key] is not None
+                                                else None)
+    return rec
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    t = timings(args.folder)
+    records = [record(args.folder, p, t) for p in PROGRAMS if f"bare_{p}" in t]
+    for r in records:
+        print(f"{r['program']}: bare {r['bare_s']} s, defaults {r['profile_s']} s, first look (bytes, "
+              f"{(r['replay'] or {}).get('mode')} replay) {r['first_look_s']} s "
+              f"= {r['first_look_over_bare']}x; "
+              f"{r['measured_units']} units measured; every launch ({r['every_launch_size']}) "
+              f"{r['every_launch_s']} s, {r['kernels_every']} kernels; {r['op_types']} op types, "
+              f"{r['op_types_off']} off")
+        for o in r["ops_off"]:
+            print(f"  off: {o}")
+    if args.json:
+        args.json.write_text(json.dumps(records, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,32 @@
+"""The one table of metric sets: each set's aliases and its line, and every help text written from it."""
+
+from __future__ import annotations
+
+from typer.main import get_command
+
+from memtraffic.cli import app
+from memtraffic.cli_errors import Cli
+from memtraffic.ncu.metrics import METRIC_SETS, METRICS, SETS, sets_help
+
+
+def test_each_set_has_known_aliases_and_one_line():
+    assert list(METRIC_SETS) == [s.name for s in SETS] == ["traffic", "bytes", "spills", "flops", "peaks",
+                                                           "roofline"]
+    for s in SETS:
+        assert set(s.aliases) <= set(METRICS) and s.description and "\n" not in s.description
+    assert METRIC_SETS["roofline"] == METRIC_SETS["traffic"] + METRIC_SETS["flops"][1:]
+
+
+def _help(command: str, option: str) -> str:
+    cmd = get_command(app)
+    assert isinstance(cmd, Cli)
+    [param] = [p for p in cmd.commands[command].params if option in getattr(p, "opts", [])]
+    return str(getattr(param, "help", ""))
+
+
+def test_the_help_texts_name_every_set_from_the_table():
+    for command in ("measure", "profile"):
+        text = _help(command, "--metrics")
+        assert sets_help() in text and "memtraffic/metrics.py" not in text
+        assert all(f"{s.name}: {s.description}" in text for s in SETS)
+    assert _help("metrics", "--set") == f"One metric set ({', '.join(METRIC_SETS)}); default: all."
