@@ -107,14 +107,14 @@ def _print_baseline_diff(baseline: Path | None, run_dir: Path, fmt: str, width: 
 def _print_floor_summary(path: Path) -> None:
     """The floor's summary (memtraffic.analysis.floor) above a table of a run; a run it cannot read (no
     minimum, no time) gets none: the table says what there is."""
-    from memtraffic.analysis.floor import floor_run, summary_lines
+    from memtraffic.api import floor as floor_of
 
     try:
-        lines = summary_lines(floor_run(path))
+        text = floor_of(path).summary()
     except MemtrafficError:
         return
-    if lines:
-        typer.echo("\n".join([*lines, "  (memtraffic floor RUN: every op type, the reasons, a legend)", ""]))
+    if text:
+        typer.echo("\n".join([text, "  (memtraffic floor RUN: every op type, the reasons, a legend)", ""]))
 
 
 def _check_baseline(baseline: Path | None) -> None:
@@ -554,11 +554,11 @@ def floor(
       memtraffic floor reports/h100/floor_eager_i42floor
       memtraffic floor RUN --format json
     """
-    from memtraffic.analysis.floor import floor_run
+    from memtraffic.api import floor as floor_of
     from memtraffic.views.floor_table import render_floor
 
     formats.check(fmt, ("table", "json"))
-    typer.echo(render_floor(floor_run(path), fmt, _width(wide)))
+    typer.echo(render_floor(floor_of(path), fmt, _width(wide)))
 
 
 @app.command()
