@@ -26,6 +26,7 @@ from memtraffic.analysis.analyze import (
 from memtraffic.analysis.reuse import reuse_counts
 from memtraffic.ncu.report import EmptyReportError
 from memtraffic.runfolder.load import Run, load_run  # noqa: F401 - public: load_run(path) -> Run
+from memtraffic.runfolder.records import RunRecord
 from memtraffic.vocab.errors import say
 
 if TYPE_CHECKING:
@@ -161,7 +162,7 @@ def run_profile(opts: ProfileOptions, echo: Echo | None = None) -> ProfileResult
         table, kernels = analyze_reports([], result.plan)
     counts = reuse_counts(kernels, result.plan)
     if counts is not None:  # --distinct: say what was measured and what reuses it
-        (echo or say)(counts.line())
+        echo(counts.line())
     if len(table):
         save_results(table, result.run_dir)
     result.table = table
@@ -223,7 +224,7 @@ def list_rows(shape: str | Sequence[int] | None, dtype: str, variant_files: Sequ
     dt = parse_dtype(dtype)
     sh = (parse_shape(shape) if isinstance(shape, str) else tuple(shape)) if shape is not None else None
     try:
-        from memtraffic.collect.variants import describe
+        from memtraffic.collect.variants import list_row
         from memtraffic.collect.variants import load_variants as load
     except ModuleNotFoundError as err:  # the base install: the ops' minimums, without the variants' models
         from memtraffic.vocab.variant import minimum_row, shipped_catalog
@@ -239,7 +240,7 @@ def list_rows(shape: str | Sequence[int] | None, dtype: str, variant_files: Sequ
     rows = []
     for variant in load([str(f) for f in variant_files], on_problem=warn).values():
         try:
-            rows.append(describe(variant, sh, torch_dtype(dt)))
+            rows.append(list_row(variant, sh, torch_dtype(dt)))
         except ModelError as err:  # one broken variant of a user's file: said, left out, the others listed
             warn(f"{err.problem}: left out")
     return rows
@@ -312,7 +313,7 @@ def measure_variants(*variants: str, shape: str | Sequence[str] = (), dtype: str
     (out, metrics, params=['BLOCK=64,128'], source, ...)."""
     from memtraffic.collect.measure import MeasureOptions
 
-    shapes = [shape] if isinstance(shape, str) else list(shape)
+    shapes: list[str | tuple[int, ...]] = [shape] if isinstance(shape, str) else list(shape)
     dtypes = [dtype] if isinstance(dtype, str) else list(dtype)
     opts = MeasureOptions(variants=list(variants), shapes=shapes, dtypes=dtypes,
                           variant_files=[str(f) for f in variant_files], **options)
@@ -390,7 +391,7 @@ def check_traced(run: TracedRun, command: Sequence[str]) -> None:
 
 
 def merge(runs: Sequence[str | Path], out: str | Path, allow_mixed: bool = False, echo: Echo | None = None
-          ) -> tuple[pd.DataFrame, dict[str, Any]]:
+          ) -> tuple[pd.DataFrame, RunRecord]:
     """`memtraffic merge RUNS --out OUT`: the new merged run folder, analyzed, and its run.json."""
     from memtraffic.analysis.merge import merge_runs
 

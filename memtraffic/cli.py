@@ -331,7 +331,7 @@ def measure(
 
     failed = failed_configs(result.run)
     for c in failed:
-        typer.echo(f"{c['range']}: {c['status']}{': ' + c['error'] if c.get('error') else ''}", err=True)
+        typer.echo(f"{c['range']}: {c['status']}{': ' + str(c['error']) if c.get('error') else ''}", err=True)
     typer.echo(f"saved in {result.run_dir}", err=True)
     if result.run.get("interrupted"):
         typer.echo("interrupted: the finished configs are saved", err=True)

@@ -26,8 +26,8 @@ try:  # typer 0.2x carries its own copy of click
     from typer._click import exceptions as click
     from typer._click.utils import echo
 except ImportError:  # pragma: no cover - older typer depends on click
-    from click import echo
-    from click import exceptions as click
+    from click import echo  # type: ignore[no-redef]  # the same functions, from click itself
+    from click import exceptions as click  # type: ignore[no-redef]
 
 from memtraffic.vocab.errors import MemtrafficError
 from memtraffic.vocab.files import os_error_line
@@ -52,7 +52,8 @@ def _exit_code(err: BaseException, command: str = "") -> tuple[int, str | None]:
     if isinstance(err, typer.Exit):
         return err.exit_code, None
     if isinstance(err, getattr(click, "NoArgsIsHelpError", ())):
-        return 2, err.ctx.get_help() if err.ctx else None  # bare `memtraffic`: the help, as click does
+        ctx = getattr(err, "ctx", None)
+        return 2, ctx.get_help() if ctx else None  # bare `memtraffic`: the help, as click does
     if isinstance(err, click.UsageError):
         where = err.ctx.command_path if err.ctx and err.ctx.parent else f"memtraffic {command}".strip()
         return 2, f"error: {usage_line(err)}\nTry '{where} --help' for help."
@@ -82,7 +83,8 @@ class Cli(typer.core.TyperGroup):
     """typer's group with one error path (module docstring) instead of typer's boxes and tracebacks."""
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
-             complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
+             complete_var: str | None = None, standalone_mode: bool = True, windows_expand_args: bool = True,
+             **extra: Any) -> Any:
         args = sys.argv[1:] if args is None else list(args)
         try:
             # always 'memtraffic' (not 'python -m memtraffic.cli', not a test runner's name): the usage and

@@ -215,3 +215,13 @@ def test_the_cli_is_a_shell_over_the_api():
               for line, target in GRAPH["memtraffic.cli"]
               if target not in ("memtraffic", "memtraffic.api") and not target.startswith(CLI_ALSO)]
     assert not broken, "\n" + "\n".join(broken)
+
+
+def test_no_two_modules_share_a_file_name():
+    """One name, one concept: `files.py` in two folders would be two homes for one word."""
+    by_name: dict[str, list[str]] = {}
+    for path in sorted((REPO / "memtraffic").rglob("*.py")):
+        if path.name != "__init__.py":
+            by_name.setdefault(path.name, []).append(str(path.relative_to(REPO)))
+    shared = {name: paths for name, paths in by_name.items() if len(paths) > 1}
+    assert not shared, shared

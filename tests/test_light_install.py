@@ -46,7 +46,7 @@ def test_a_command_that_needs_torch_says_so_in_one_line(args):
 def test_list_without_torch_gives_every_shipped_variant_with_its_ops_minimum(shape, dtype):
     """The same variants, ops, descriptions and minimum bytes/FLOPs as `list` with the models imported;
     the predicted bytes are left empty (null in JSON), and stderr says why in one line."""
-    from memtraffic.collect.variants import describe, load_variants
+    from memtraffic.collect.variants import list_row, load_variants
     from memtraffic.vocab.ops import parse_shape, torch_dtype
 
     proc = cli_without_torch("list", "--shape", shape, "--dtype", dtype, "--format", "json")
@@ -54,7 +54,7 @@ def test_list_without_torch_gives_every_shipped_variant_with_its_ops_minimum(sha
     assert proc.stderr == (f"warning: predicting bytes (each variant's model) {MEASURE_LINE}; listed: the "
                            "minimum each variant's op must move\n")
     got = json.loads(proc.stdout)
-    full = [describe(v, parse_shape(shape), torch_dtype(dtype)) for v in load_variants().values()]
+    full = [list_row(v, parse_shape(shape), torch_dtype(dtype)) for v in load_variants().values()]
     assert [(r["name"], r["op"], r["description"]) for r in got] == [
         (r["name"], r["op"], r["description"]) for r in full]
     compared = 0

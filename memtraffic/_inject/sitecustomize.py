@@ -25,7 +25,8 @@ def _chain() -> None:
     except ImportError as err:
         if err.name != "sitecustomize":
             raise
-        sys.modules["sitecustomize"] = ours
+        if ours is not None:
+            sys.modules["sitecustomize"] = ours
 
 
 def _start_tracing(mode, triton=False, timings=None) -> None:
@@ -33,6 +34,7 @@ def _start_tracing(mode, triton=False, timings=None) -> None:
     if "memtraffic" not in sys.modules:
         spec = importlib.util.spec_from_file_location(
             "memtraffic", os.path.join(package, "__init__.py"), submodule_search_locations=[package])
+        assert spec is not None and spec.loader is not None  # our own package's __init__.py
         module = importlib.util.module_from_spec(spec)
         sys.modules["memtraffic"] = module
         spec.loader.exec_module(module)

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -27,7 +27,7 @@ from memtraffic.ncu.kernel_table import kernel_table
 from memtraffic.ncu.metrics import LAUNCH_STATS, METRICS
 from memtraffic.ncu.report import ADDITIVE_UNITS, EmptyReportError
 from memtraffic.runfolder.load import Run, load_run
-from memtraffic.runfolder.records import DAMAGED
+from memtraffic.runfolder.records import DAMAGED, Config, Outcome, Plan, RunRecord, configs_of
 from memtraffic.runfolder.timings import is_timings
 from memtraffic.vocab.errors import ReportError, UsageError, warn
 from memtraffic.vocab.files import (
@@ -139,7 +139,7 @@ def _div(num: pd.Series, den: pd.Series) -> pd.Series:
     return num.where((num >= 0) & (num < math.inf)) / den.where((den > 0) & (den < math.inf))
 
 
-def _config_models(plan: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+def _config_models(plan: Plan | None) -> dict[str, dict[str, Any]]:
     """range -> config with minimum, predicted bytes and FLOPs, as the plan recorded them.
 
     The op's minimum and FLOPs are recomputed from memtraffic.vocab.ops where the op is known (they need
@@ -187,7 +187,8 @@ def _group(kernels: pd.DataFrame, group_by: str) -> pd.DataFrame:
         out["n_kernels"] = 1
         return out
     # Kernels outside any range stay one row each.
-    keys = [f"{run}\0{rng}" if rng else f"{run}\0#{launch} {name}" for run, rng, launch, name in
+    # \x1f (unit separator), not NUL: pandas 2 hashes object strings as C strings, so "a\0b" == "a\0c".
+    keys = [f"{run}\x1f{rng}" if rng else f"{run}\x1f#{launch} {name}" for run, rng, launch, name in
             zip(kernels["run"], kernels["range"], kernels["launch"], kernels["kernel"], strict=True)]
     kernels = kernels.assign(_key=keys)
     aliases = [a for a in METRICS if a in kernels]
@@ -203,7 +204,9 @@ def _group(kernels: pd.DataFrame, group_by: str) -> pd.DataFrame:
     out["passes"] = grouped["passes"].max()
     # The launch of each range's longest kernel, and its achieved occupancy: what a time diagnosis names.
     launch = ["grid_size", "block_size", *LAUNCH_STATS, "warps_active_pct"]
-    longest = kernels.reindex(columns=["_key", *launch]).loc[grouped["time"].idxmax().dropna()]
+    # Ranges whose kernels all lack a time have no longest kernel (pandas 3's idxmax raises on them).
+    timed = kernels.dropna(subset=["time"]).groupby("_key", sort=False)["time"].idxmax()
+    longest = kernels.reindex(columns=["_key", *launch]).loc[timed]
     out = out.drop(columns=[c for c in launch if c in out]).join(longest.set_index("_key"))
     names: dict[str, list[str]] = {}  # each range's kernels in launch order (faster than groupby lists)
     shapes: dict[str, list[str]] = {}
@@ -224,7 +227,7 @@ def _dims(grid: Any, block: Any) -> str:
         return "?"
 
 
-def compute(rows: pd.DataFrame, plan: dict[str, Any] | None = None,
+def compute(rows: pd.DataFrame, plan: Plan | None = None,
             min_bytes: tuple[float, float, float] | None = None,
             min_rules: Sequence[MinRule] = ()) -> pd.DataFrame:
     """The analyzed table (COLUMNS + EXTRA_COLUMNS + other aliases) from grouped launch rows."""
@@ -293,7 +296,8 @@ def compute(rows: pd.DataFrame, plan: dict[str, Any] | None = None,
                        for r, b, role in zip(df.to_dict("records"), bounds, roles, strict=True)]
 
     others = [a for a in METRICS if a in df and a not in COLUMNS and a != "time"]
-    return df[COLUMNS + EXTRA_COLUMNS + others + [REUSES]].reset_index(drop=True)
+    # A timing-only run's kernels (and a report without launch statistics) have no launch columns: NaN.
+    return df.reindex(columns=COLUMNS + EXTRA_COLUMNS + others + [REUSES]).reset_index(drop=True)
 
 
 def _measured_roofs(devices: pd.Series) -> dict[str, dict[str, Any]]:
@@ -327,7 +331,7 @@ def _split_range_minimum(df: pd.DataFrame) -> list[str]:
             continue
         moved = rows["l2_rd_sectors"].fillna(0) + rows["l2_wr_sectors"].fillna(0)
         main = moved.idxmax() if moved.max() > 0 else rows["time"].fillna(0).idxmax()
-        name = df.at[main, "kernels"][0]
+        name = df.loc[main, "kernels"][0]
         for i in rows.index:
             pos = df.index.get_loc(i)
             if i == main:
@@ -340,17 +344,17 @@ def _split_range_minimum(df: pd.DataFrame) -> list[str]:
     return roles
 
 
-def _merged_ranges(plan: dict[str, Any] | None) -> dict[tuple[str, str], str]:
+def _merged_ranges(plan: Plan | None) -> dict[tuple[str, str], str]:
     """(report name, NVTX range) -> plan range, for a config that `memtraffic merge` found measured in
     more than one run: its later measurements are 'RANGE|#2', ... in the reports of their own run."""
-    return {(report, c["nvtx_range"]): c["range"] for c in (plan or {}).get("configs", [])
+    return {(report, c["nvtx_range"]): c["range"] for c in configs_of(plan)
             if "nvtx_range" in c for report in c.get("reports", [])}
 
 
-def analyze_reports(reports: Sequence[Path], plan: dict[str, Any] | None = None, *,
+def analyze_reports(reports: Sequence[Path], plan: Plan | None = None, *,
                     min_bytes: tuple[float, float, float] | None = None, group_by: str = "range",
                     run_name: str | None = None, min_rules: Sequence[MinRule] = (),
-                    meta: dict[str, Any] | None = None, notes: Sequence[str] = ()
+                    meta: RunRecord | None = None, notes: Sequence[str] = ()
                     ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(analyzed table, launch table) of the given reports. Empty tables when there are no reports.
 
@@ -455,7 +459,7 @@ def gaps(table: pd.DataFrame) -> list[str]:
     return list(table.attrs.get("gaps", []))
 
 
-def _planned_against_found(plan: dict[str, Any] | None, meta: dict[str, Any] | None, kernels: pd.DataFrame,
+def _planned_against_found(plan: Plan | None, meta: RunRecord | None, kernels: pd.DataFrame,
                            cut: Sequence[str]) -> tuple[dict[str, str], list[str], list[str]]:
     """({range: status other than ok}, planned ranges with no kernel, one line per gap).
 
@@ -464,7 +468,7 @@ def _planned_against_found(plan: dict[str, Any] | None, meta: dict[str, Any] | N
     report ends right after it (the report has a damaged last launch, or the next config of its report
     is missing), is 'partial'. profile's op calls and regions: many launch no kernel at all, so only a cut
     is said: the last op call found is 'partial' and the calls traced after it are counted."""
-    configs = (plan or {}).get("configs", [])
+    configs = configs_of(plan)
     if not configs:
         return {}, [], []
     outcomes = {c.get("range"): c for c in (meta or {}).get("configs", []) if isinstance(c, dict)}
@@ -510,8 +514,8 @@ def _planned_against_found(plan: dict[str, Any] | None, meta: dict[str, Any] | N
     return status, lost, lines
 
 
-def _cut_after(rng: str, configs: Sequence[dict[str, Any]], status: dict[str, str], damaged: bool,
-               outcomes: dict[Any, dict[str, Any]]) -> bool:
+def _cut_after(rng: str, configs: Sequence[Config], status: dict[str, str], damaged: bool,
+               outcomes: Mapping[str | None, Outcome]) -> bool:
     """Whether a report ending with config `rng` was cut there: it ends in a damaged launch, or the next
     config of the same report (same GPU, same part of a merge) is missing (not failed), and run.json does
     not record `rng`'s launch count."""
@@ -528,9 +532,9 @@ def _cut_after(rng: str, configs: Sequence[dict[str, Any]], status: dict[str, st
 
 
 def _name_worst_lines(table: pd.DataFrame, reports: Sequence[Path],
-                      plan: dict[str, Any] | None) -> pd.DataFrame:
+                      plan: Plan | None) -> pd.DataFrame:
     """With per-line counters (measure --source), a diagnosis ends with the row's worst source line."""
-    from memtraffic.analysis.lines import describe, report_lines, worst_line
+    from memtraffic.analysis.lines import report_lines, worst_line, worst_line_note
 
     lines, _ = report_lines(reports, plan)
     if not lines:
@@ -539,7 +543,7 @@ def _name_worst_lines(table: pd.DataFrame, reports: Sequence[Path],
     for r in table.to_dict("records"):
         mine = [x for x in lines if x["range"] == r["range"] and x["kernel"] in r["kernels"]]
         worst = worst_line(mine) if r["diagnosis"] else None
-        notes.append(f"{r['diagnosis']}; {describe(worst)}" if worst else r["diagnosis"])
+        notes.append(f"{r['diagnosis']}; {worst_line_note(worst)}" if worst else r["diagnosis"])
     return table.assign(diagnosis=notes)
 
 
@@ -596,6 +600,11 @@ def to_records(df: pd.DataFrame, int_columns: Collection[str] = _INT_COLUMNS) ->
     return plain_records(df, int_columns)
 
 
+def row_dicts(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """The table's rows as dicts, column -> value (pandas-stubs types the keys as Hashable; ours are str)."""
+    return cast("list[dict[str, Any]]", df.to_dict("records"))
+
+
 def row_label(r: dict[str, Any]) -> str:
     """A row's name for people: 'softmax_tiled 4096x4096 fp32 BLOCK_M=4', 'aten.mm #3 64x64 fp32', a range."""
     if r["variant"]:
@@ -644,7 +653,7 @@ def load_results(run: str | Path | Run, partial: bool = False) -> pd.DataFrame:
             raise ReportError(f"{run.path}: no report of this run is there")
         table = analyze_run(run)
     except ReportError:
-        if not kept:
+        if saved is None or not kept:
             raise
         try:
             return pd.DataFrame(read_json(saved, "the run folder is damaged"))

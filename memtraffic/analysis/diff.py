@@ -36,6 +36,7 @@ from typing import Any
 
 import pandas as pd
 
+from memtraffic.runfolder.records import RunRecord
 from memtraffic.vocab.errors import MemtrafficError, UsageError
 from memtraffic.vocab.launches import measured_range
 
@@ -127,7 +128,7 @@ def _frame_of_records(path: Path, records: list[dict[str, Any]], group_by: str) 
     return df
 
 
-def _run_devices(run: Mapping[str, Any] | None, table_devices: Sequence[str]) -> list[str]:
+def _run_devices(run: RunRecord | None, table_devices: Sequence[str]) -> list[str]:
     """The GPU the run names (run.json environment.gpu), else the devices its reports name."""
     gpu = ((run or {}).get("environment") or {}).get("gpu")
     return [str(gpu)] if gpu else sorted({str(d) for d in table_devices if isinstance(d, str) and d})
@@ -135,7 +136,7 @@ def _run_devices(run: Mapping[str, Any] | None, table_devices: Sequence[str]) ->
 
 def load_side(path: str | Path, group_by: str = "range") -> Side:
     """A run folder, .ncu-rep or saved JSON table -> its rows for this grouping, keyed for matching."""
-    from memtraffic.analysis.analyze import analyze_run, gaps
+    from memtraffic.analysis.analyze import analyze_run, gaps, row_dicts
     from memtraffic.runfolder.load import load_run
 
     path = Path(path)
@@ -147,7 +148,7 @@ def load_side(path: str | Path, group_by: str = "range") -> Side:
         df = _frame_of_records(path, _read_table_file(path), group_by)
         devices = sorted({str(d) for d in df.get("device", []) if isinstance(d, str) and d})
         side = Side(path, path.stem if path.name != "results.json" else path.parent.name,
-                    df.to_dict("records"), devices)
+                    row_dicts(df), devices)
         side.gaps = [f"{path}: {row_label(r, group_by)}: {r['status']}" for r in side.rows
                      if isinstance(r.get("status"), str) and r["status"] != "ok"]
     else:
@@ -158,14 +159,14 @@ def load_side(path: str | Path, group_by: str = "range") -> Side:
         if group_by == "line":
             from memtraffic.analysis.lines import read_lines
 
-            ranges = {r["range"]: r for r in table.to_dict("records") if r["range"]}
+            ranges = {r["range"]: r for r in row_dicts(table) if r["range"]}
             rows = read_lines(path)
             keys = _line_keys(rows, ranges)
             for r, k in zip(rows, keys, strict=True):  # named as the range's row and its line
                 r["config"] = row_label(ranges[r["range"]], "range") if r["range"] in ranges else r["kernel"]
                 r["where"] = k[-1]
             return Side(path, name, rows, devices, keys, gaps(table))
-        side = Side(path, name, table.to_dict("records"), devices, gaps=gaps(table))
+        side = Side(path, name, row_dicts(table), devices, gaps=gaps(table))
     side.keys = _row_keys(side.rows, group_by)
     return side
 
@@ -518,15 +519,14 @@ def _params_change(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
     """'BLOCK_M 128 -> auto (launched 8192x128 -> 1024x128)': the parameters whose values differ between
     two rows of one config (None is 'auto': the variant picks at launch), and what each launched (grid x
     block per kernel); '' when the parameters agree."""
-    pa = a.get("params") if isinstance(a.get("params"), dict) else {}
-    pb = b.get("params") if isinstance(b.get("params"), dict) else {}
+    pa, pb = (r["params"] if isinstance(r.get("params"), dict) else {} for r in (a, b))
 
     def shown(params: Mapping[str, Any], key: str) -> str:
         return "unset" if key not in params else "auto" if params[key] is None else str(params[key])
 
     keys = list(dict.fromkeys([*pa, *pb]))
     text = ", ".join(f"{k} {shown(pa, k)} -> {shown(pb, k)}" for k in keys if shown(pa, k) != shown(pb, k))
-    da, db = (", ".join(r.get("launch_dims") or []) for r in (a, b))
+    da, db = (", ".join(r["launch_dims"]) if isinstance(r.get("launch_dims"), list) else "" for r in (a, b))
     if text and da and db:
         text += f" (the same launch: {da})" if da == db else f" (launched {da} -> {db})"
     return text

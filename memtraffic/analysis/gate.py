@@ -248,7 +248,7 @@ def _num(x: Any) -> float:
 
 
 def _names(r: Mapping[str, Any], label: str) -> list[str]:
-    kernels = r.get("kernels") if isinstance(r.get("kernels"), list) else []
+    kernels = r["kernels"] if isinstance(r.get("kernels"), list) else []
     return [label, str(r.get("range") or ""), *map(str, kernels)]
 
 
@@ -292,8 +292,8 @@ def _check_row(exp: Expectation, r: Mapping[str, Any], label: str,
         if base is None:
             out.append(_result(exp, label, "no_worse_than", math.nan, allowed, False,
                                f"no matching row in the baseline {baseline_name}"))
-        for column, name in NO_WORSE.items() if base is not None else ():
-            value, before = _num(r.get(column)), _num(base.get(column))
+        for column, name in NO_WORSE.items() if base is not None else {}.items():
+            value, before = _num(r.get(column)), _num(base.get(column) if base is not None else None)
             if math.isnan(value) and math.isnan(before):
                 continue  # neither run measured it
             limit = before * (1 + allowed)

@@ -18,6 +18,7 @@ from typing import Any
 from memtraffic.ncu.kernel_table import measured_lines_of
 from memtraffic.ncu.source import SECTOR, opcode
 from memtraffic.runfolder.load import load_run
+from memtraffic.runfolder.records import Plan, configs_of
 from memtraffic.vocab.errors import ReportError, UsageError
 from memtraffic.vocab.units import compile_regex, fmt_bytes
 
@@ -85,11 +86,11 @@ COLUMNS = ("launch", "range", "kernel", "file", "line", "pc", "source", "operati
 
 
 def report_lines(reports: Sequence[Path],
-                 plan: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], int]:
+                 plan: Plan | None = None) -> tuple[list[dict[str, Any]], int]:
     """Rows (COLUMNS) of every kernel with per-line counters in these reports, and how many kernels the
     reports hold in all. Minimums come from the plan's config of each kernel's NVTX range."""
     minimums = {c["range"]: (c.get("min_read_bytes"), c.get("min_write_bytes"))
-                for c in (plan or {}).get("configs", [])}
+                for c in configs_of(plan)}
     rows: list[dict[str, Any]] = []
     offset = 0
     for report in reports:
@@ -135,7 +136,7 @@ def worst_line(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     return worst if worst is not None and worst["excess_sectors"] > 0 else None
 
 
-def describe(row: dict[str, Any]) -> str:
+def worst_line_note(row: dict[str, Any]) -> str:
     """'worst line softmax_rows.py:38 (redundant, 80% of its kernel's bytes)' for analyze's diagnosis."""
     kind = " + ".join(part.split(":")[0] for part in row["verdict"].split("; "))
     where = f"line {location(row)}" if row["file"] else f"instruction {row['pc']} ({opcode(row['source'])})"

@@ -18,22 +18,29 @@ import shutil
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from memtraffic.ncu.kernel_table import kernel_table, write_kernel_table
 from memtraffic.ncu.report import EmptyReportError
 from memtraffic.runfolder.folder import append_status
 from memtraffic.runfolder.load import load_run
-from memtraffic.runfolder.records import partial_reports_expected, rerun_list, write_plan, write_run
+from memtraffic.runfolder.records import (
+    Outcome,
+    Plan,
+    RunRecord,
+    partial_reports_expected,
+    rerun_list,
+    write_plan,
+    write_run,
+)
 from memtraffic.vocab.errors import ReportError, UsageError, say
 from memtraffic.vocab.files import new_folder, path_kind, require_file
-from memtraffic.vocab.machine import utc_now
+from memtraffic.vocab.machine import Environment, utc_now
 
 # What must agree between runs for their counters to compare (environment keys).
 SAME = ("gpu", "ncu_version")
 
 
-def _load_run(path: Path) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+def _load_run(path: Path) -> tuple[Plan, RunRecord, list[str]]:
     """plan, run.json and report names of a run folder; UsageError for anything that is not one."""
     kind = path_kind(path)
     if kind != "folder":
@@ -54,7 +61,7 @@ def _load_run(path: Path) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     return run.plan, run.meta, [r.name for r in run.reports]
 
 
-def _measured_ranges(path: Path, run: dict[str, Any], reports: Sequence[str],
+def _measured_ranges(path: Path, run: RunRecord, reports: Sequence[str],
                      echo: Callable[[str], None]) -> set[str]:
     """The NVTX ranges the run's reports hold kernels of; ReportError naming the run when one is unreadable
     (read before anything is written, so a failed merge leaves no folder behind). An interrupted run's
@@ -78,14 +85,13 @@ def _measured_ranges(path: Path, run: dict[str, Any], reports: Sequence[str],
     return ranges
 
 
-def _check_same(paths: Sequence[Path], runs: Sequence[dict[str, Any]], allow_mixed: bool) -> list[str]:
+def _check_same(paths: Sequence[Path], runs: Sequence[RunRecord], allow_mixed: bool) -> list[str]:
     """Refuse runs measured on different GPUs or ncu versions (unless allowed: then notes)."""
     notes = []
     for key in SAME:
-        values = {str(r.get("environment", {}).get(key)) for r in runs}
-        if len(values) > 1:
-            where = "; ".join(f"{p}: {r.get('environment', {}).get(key)}" for p, r in zip(paths, runs,
-                                                                                        strict=True))
+        seen = [(r.get("environment") or Environment()).get(key) for r in runs]
+        if len({str(v) for v in seen}) > 1:
+            where = "; ".join(f"{p}: {v}" for p, v in zip(paths, seen, strict=True))
             if not allow_mixed:
                 what = "GPUs" if key == "gpu" else "ncu versions"
                 raise UsageError(f"the runs were measured on different {what} ({where}): their counters do "
@@ -96,9 +102,9 @@ def _check_same(paths: Sequence[Path], runs: Sequence[dict[str, Any]], allow_mix
     return notes
 
 
-def _shard_note(runs: Sequence[dict[str, Any]]) -> str | None:
+def _shard_note(runs: Sequence[RunRecord]) -> str | None:
     """Shards of one plan that are not all there (or there twice)."""
-    shards = [r["shard"] for r in runs if r.get("shard")]
+    shards = [r["shard"] for r in runs if "shard" in r]
     if not shards:
         return None
     digests = {s["plan_digest"] for s in shards}
@@ -116,7 +122,7 @@ def _shard_note(runs: Sequence[dict[str, Any]]) -> str | None:
 
 
 def merge_runs(sources: Sequence[Path], out: Path, allow_mixed: bool = False,
-               echo: Callable[[str], None] | None = None) -> tuple[Path, dict[str, Any]]:
+               echo: Callable[[str], None] | None = None) -> tuple[Path, RunRecord]:
     """Merge the run folders into the new folder `out`; returns it and its run.json. See the module doc."""
     echo = echo or say
     if len(sources) < 1:
@@ -149,20 +155,28 @@ def merge_runs(sources: Sequence[Path], out: Path, allow_mixed: bool = False,
     return out, run
 
 
-def _write_merged(out: Path, name: str, paths: Sequence[Path], loaded: Sequence[tuple[Any, Any, Any]],
-                  measured: Sequence[set[str]], notes: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+def _write_merged(out: Path, name: str, paths: Sequence[Path],
+                  loaded: Sequence[tuple[Plan, RunRecord, list[str]]], measured: Sequence[set[str]],
+                  notes: list[str]) -> tuple[Plan, RunRecord]:
     """Fill the folder `out` (to be renamed `name`) with the merged run; its plan and run.json."""
     first_plan, first_run, _ = loaded[0]
-    plan: dict[str, Any] = {k: first_plan[k] for k in ("version", "seed", "metrics", "options")
-                            if k in first_plan}
-    plan.update(status_file="status.jsonl", variant_files=[], configs=[], skipped=[], merged_from=[])
-    run: dict[str, Any] = {"merged": utc_now(), "command": shlex.join(sys.argv),
-                           "environment": first_run.get("environment"),
-                           "metric_set": first_run.get("metric_set"),
-                           "metric_names": first_run.get("metric_names"),
-                           "clock_control": first_run.get("clock_control"),
-                           "cache_control": first_run.get("cache_control"),
-                           "parts": [], "attempts": [], "reports": [], "configs": [], "skipped": []}
+    plan: Plan = {"configs": []}
+    if "version" in first_plan:
+        plan["version"] = first_plan["version"]
+    if "seed" in first_plan:
+        plan["seed"] = first_plan["seed"]
+    if "metrics" in first_plan:
+        plan["metrics"] = first_plan["metrics"]
+    if "options" in first_plan:
+        plan["options"] = first_plan["options"]
+    plan.update({"status_file": "status.jsonl", "variant_files": [], "skipped": [], "merged_from": []})
+    run: RunRecord = {"merged": utc_now(), "command": shlex.join(sys.argv),
+                      "environment": first_run.get("environment"),
+                      "metric_set": first_run.get("metric_set"),
+                      "metric_names": first_run.get("metric_names"),
+                      "clock_control": first_run.get("clock_control"),
+                      "cache_control": first_run.get("cache_control"),
+                      "parts": [], "attempts": [], "reports": [], "configs": [], "skipped": []}
     seen: dict[str, int] = {}  # range -> how many parts measured it so far
     missing: list[str] = []  # configs that ran but have no kernel in their reports (a report cut short)
     for part, (path, (src_plan, src_run, reports)) in enumerate(zip(paths, loaded, strict=True), 1):
@@ -177,19 +191,22 @@ def _write_merged(out: Path, name: str, paths: Sequence[Path], loaded: Sequence[
         entries = {c["id"]: c for c in src_run.get("configs", [])}
         ids = []
         for config in src_plan["configs"]:
-            new = {k: v for k, v in config.items() if k not in ("gpu", "nvtx_range", "reports", "part")}
+            new = config.copy()  # less what belonged to its own run (set again below, or dropped)
+            new.pop("gpu", None), new.pop("nvtx_range", None), new.pop("reports", None), new.pop("part", None)
             nvtx = config.get("nvtx_range", config["range"])
             # A merged run's config knows its own reports; else any of the run's reports may hold it.
             held = [f"part{part}-{r}" for r in config["reports"]] if "reports" in config else names
-            new.update(id=len(plan["configs"]), part=part, reports=held)
+            new["id"], new["part"], new["reports"] = len(plan["configs"]), part, held
             seen[nvtx] = seen.get(nvtx, 0) + 1
             if seen[nvtx] > 1:  # the Nth measurement of this config in the merge
-                new.update(range=f"{nvtx}|#{seen[nvtx]}", nvtx_range=nvtx)
+                new["range"], new["nvtx_range"] = f"{nvtx}|#{seen[nvtx]}", nvtx
             plan["configs"].append(new)
             ids.append(new["id"])
-            entry = dict(entries.get(config["id"], {"status": "not run", "error": "not in its run.json"}))
-            entry.update(id=new["id"], range=new["range"], part=part,
-                         profiled=bool(entry.get("profiled", True)) and nvtx in measured[part - 1])
+            found = entries.get(config["id"])
+            entry: Outcome = found.copy() if found is not None else {"status": "not run",
+                                                                     "error": "not in its run.json"}
+            entry["id"], entry["range"], entry["part"] = new["id"], new["range"], part
+            entry["profiled"] = bool(entry.get("profiled", True)) and nvtx in measured[part - 1]
             if entry["status"] == "ok" and not entry["profiled"]:
                 missing.append(new["range"])
             run["configs"].append(entry)
@@ -199,14 +216,17 @@ def _write_merged(out: Path, name: str, paths: Sequence[Path], loaded: Sequence[
                                   if f not in plan["variant_files"]]
         plan["merged_from"].append(str(path.resolve()))
         run["skipped"] += src_run.get("skipped", [])
-        run["attempts"] += [{**a, "part": part} for a in src_run.get("attempts", [])]
+        for a in src_run.get("attempts", []):
+            attempt = a.copy()
+            attempt["part"] = part
+            run["attempts"].append(attempt)
         run["reports"] += names
         run["parts"].append({
             "part": part, "source": str(path.resolve()), "run": path.name, "reports": names, "configs": ids,
-            **{k: src_run[k] for k in ("environment", "command", "started", "wall_time_s", "shard", "gpus",
-                                        "metric_set", "interrupted") if k in src_run}})
+            **{k: src_run.get(k) for k in ("environment", "command", "started", "wall_time_s", "shard",
+                                            "gpus", "metric_set", "interrupted") if k in src_run}})
     run["interrupted"] = any(r.get("interrupted") for _, r, _ in loaded)
-    passes = [r.get("passes") for _, r, _ in loaded if r.get("passes")]
+    passes = [p for _, r, _ in loaded if (p := r.get("passes"))]
     run["passes"] = max(passes) if passes else None
     run["rerun"] = rerun_list(run["configs"])
     run["notes"] = notes

@@ -35,7 +35,7 @@ def _ratio(num: float, den: float) -> float:
     return num / den if den > 0 and math.isfinite(num) else math.nan
 
 
-def _worst(calls: pd.DataFrame) -> dict[str, Any]:
+def _worst(calls: pd.DataFrame) -> pd.Series:
     """The call with the lowest efficiency at any level (NaN efficiencies ignored), else the first."""
     lowest = calls[list(_LEVELS)].min(axis=1, skipna=True)
     return calls.loc[lowest.idxmin()] if lowest.notna().any() else calls.iloc[0]

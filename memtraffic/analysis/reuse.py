@@ -10,27 +10,29 @@ so every table, per-op sum and diff counts the repeat's bytes and time, and can 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
+from memtraffic.runfolder.records import Config, Plan, configs_of
+
 REUSES = "reuses"  # kernel and analyzed tables' column: the range whose counters a row reuses ('' if none)
 
 
-def repeats(plan: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+def repeats(plan: Plan | None) -> list[Config]:
     """The repeat configs of a plan (records of calls ncu skipped), in plan order."""
-    return [c for c in (plan or {}).get("configs", []) if c.get("repeat")]
+    return [c for c in configs_of(plan) if c.get("repeat")]
 
 
-def add_reused(kernels: pd.DataFrame, plan: Mapping[str, Any] | None) -> pd.DataFrame:
+def add_reused(kernels: pd.DataFrame, plan: Plan | None) -> pd.DataFrame:
     """The kernel table with a row per kernel of each repeat, copied from the range it reuses (same run),
     and the REUSES column ('' on measured rows). A repeat with kernels of its own in the report keeps
     them; one whose source has no kernel in the report (the program ended first, or it was never
     measured) gets no row: reuse_counts counts it."""
     kernels = kernels.assign(**{REUSES: ""})
-    wanted = [(c["range"], c["reuses"]) for c in repeats(plan) if c.get("reuses")]
+    wanted = [(c["range"], source) for c in repeats(plan) if (source := c.get("reuses"))]
     if not wanted or kernels.empty:
         return kernels
     rows_of: dict[str, list[int]] = {}
@@ -73,7 +75,7 @@ class ReuseCounts:
         return text
 
 
-def reuse_counts(kernels: pd.DataFrame, plan: Mapping[str, Any] | None) -> ReuseCounts | None:
+def reuse_counts(kernels: pd.DataFrame, plan: Plan | None) -> ReuseCounts | None:
     """Counts of a kernel table made by add_reused; None when the plan has no repeat (all measured).
     A repeat of a call that launched no kernel (a view) has nothing to reuse and is not counted."""
     calls = repeats(plan)
@@ -122,13 +124,13 @@ def _spread(values: Sequence[float]) -> float:
     return (max(finite) - min(finite)) / max(finite)
 
 
-def signature_groups(table: pd.DataFrame, plan: Mapping[str, Any] | None) -> pd.DataFrame:
+def signature_groups(table: pd.DataFrame, plan: Plan | None) -> pd.DataFrame:
     """The premise check of distinct-launch profiling, on an every-launch run's per-range table: the calls
     of each signature (plan configs' `signature`) that ran more than once, with the spread of their
     counters ((max - min) / max) at L1 (ld, st) and DRAM (rd, wr), and `differs` where L1 spreads beyond
     1% or DRAM reads beyond 3% and DRAM_FLOOR_BYTES (DRAM writes are shown, not judged). Largest spread
     first."""
-    by_range = {c["range"]: c for c in (plan or {}).get("configs", []) if c.get("signature")}
+    by_range = {c["range"]: c for c in configs_of(plan) if c.get("signature")}
     keyed = table[[r in by_range for r in table["range"]]]
     rows = []
     for sig, calls in keyed.groupby([by_range[r]["signature"] for r in keyed["range"]], sort=False):

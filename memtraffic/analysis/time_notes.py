@@ -47,9 +47,8 @@ LIMITS = {"limit_registers": "registers", "limit_shared_mem": "shared memory",
 
 
 def _num(r: Mapping[str, Any], key: str) -> float | None:
-    v = r.get(key)
     try:
-        v = float(v)
+        v = float(r.get(key))  # type: ignore[arg-type]  # None and text are caught below
     except (TypeError, ValueError):
         return None
     return v if math.isfinite(v) else None
@@ -160,7 +159,7 @@ def _reason(r: Mapping[str, Any], measured: Mapping[str, Any], copy: float, ns: 
     flops, roof_key = _num(r, "model_flops"), FLOP_ROOF.get(str(r.get("dtype") or ""))
     roof = _num(measured, roof_key) if roof_key else None
     need = flops / roof if flops and roof else 0.0
-    if need >= copy:  # the FLOPs' floor is above the bytes' floor
+    if flops and roof and roof_key and need >= copy:  # the FLOPs' floor is above the bytes' floor
         at = (f"the minimum's {flops / 1e9:.3g} GFLOP take {fmt_time(need * 1e9)} at the measured "
               f"{ROOFS[roof_key][0]} roof ({fmt_rate(roof, 'FLOP/s')}), {need * 1e9 / ns:.0%} of the time")
         if need * 1e9 >= COMPUTE_NEAR * ns:

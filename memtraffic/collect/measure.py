@@ -25,15 +25,16 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from memtraffic.collect.device import cuda_device_names, require_gpu
 from memtraffic.collect.fallback import unavailable
 from memtraffic.collect.planning import build_plan, check_names  # torch only when a plan is built
 from memtraffic.collect.sweep import (
+    Grid,
     assign_gpus,
+    check_gpus,
     gpu_indices,
-    parse_gpus,
     parse_shard,
     plan_from_grids,
     predicted_cost,
@@ -51,7 +52,16 @@ from memtraffic.ncu.command import (
 from memtraffic.ncu.kernel_table import keep_kernel_tables
 from memtraffic.ncu.session import NcuSession
 from memtraffic.runfolder.folder import DEFAULT_RUNS_ROOT, append_status, new_run_dir, read_status
-from memtraffic.runfolder.records import rerun_list, write_plan, write_run  # atomic: the runner may wait
+from memtraffic.runfolder.records import (  # atomic: the runner may wait
+    Attempt,
+    GpuRun,
+    Outcome,
+    Plan,
+    RunRecord,
+    rerun_list,
+    write_plan,
+    write_run,
+)
 from memtraffic.vocab.configs import parse_params
 from memtraffic.vocab.errors import GpuNotFoundError, NcuError, UsageError, say
 from memtraffic.vocab.extras import require
@@ -80,15 +90,29 @@ class MeasureOptions:
     verbose: bool = False
     runs_root: Path = DEFAULT_RUNS_ROOT
     max_attempts: int | None = None  # fresh ncu processes after runner crashes; default: one per config
-    plan: dict[str, Any] | None = None  # a ready plan (build_plan / merge_plans) instead of the fields above
+    plan: Plan | None = None  # a ready plan (build_plan / merge_plans) instead of the fields above
     sweep: Path | None = None  # a TOML sweep file instead of variants/shapes/dtypes/params
     rerun: Path | None = None  # a run folder: measure again the configs its run.json lists under 'rerun'
     shard: str | None = None  # 'I/N': only that deterministic part of the plan
     gpus: str | None = None  # 'all' or '0,1': one ncu process per GPU at once
     timing_only: bool = False  # no ncu: the runner's kernels timed (memtraffic.collect.timing_only)
+    # Parsed once, when the options are made (UsageError for a bad value): what the layers below use. The
+    # fields above keep the text as given, for run.json and for messages.
+    metric_tokens: tuple[str, ...] = field(init=False)  # --metrics: set names, aliases, raw ncu names
+    shard_part: tuple[int, int] | None = field(init=False, default=None)  # --shard 2/4: (2, 4)
+    gpu_list: list[int] | Literal["all"] | None = field(init=False, default=None)  # --gpus: indices, or all
+    grids: list[Grid] | None = field(init=False, default=None)  # --sweep: the file's grids
 
     def __post_init__(self) -> None:
         self.shapes = [parse_shape(s) if isinstance(s, str) else tuple(s) for s in self.shapes]
+        self.metric_tokens = tuple(metric_tokens(self.metrics))
+        if self.shard:
+            self.shard_part = parse_shard(self.shard)
+        if self.gpus:
+            indices = gpu_indices(self.gpus)
+            self.gpu_list = "all" if indices is None else indices
+        if self.sweep:
+            self.grids = read_sweep(self.sweep)
 
 
 @dataclass(frozen=True)
@@ -108,8 +132,8 @@ class MeasureResult:
     """A measured run folder: run.json's content, the plan, the reports ncu wrote (not yet analyzed)."""
 
     run_dir: Path
-    run: dict[str, Any]
-    plan: dict[str, Any]
+    run: RunRecord
+    plan: Plan
     reports: list[Path]
     table: Any = None  # the analyzed DataFrame, once memtraffic.api.run_measure has analyzed the reports
     status: dict[int, dict[str, Any]] = field(default_factory=dict)  # the runner's status per config id
@@ -117,12 +141,12 @@ class MeasureResult:
     clock: float = 0.0  # perf_counter() when the environment was recorded: the ncu + analysis lap starts
 
 
-def profile_plan(plan: dict[str, Any], run_dir: Path, session: NcuSession, opts: MeasureOptions,
+def profile_plan(plan: Plan | None, run_dir: Path, session: NcuSession, opts: MeasureOptions,
                  echo: Callable[[str], None] | None = None,
                  ncu_runner: Callable[..., NcuRun] = run_ncu, *, gpu: GpuSlot | None = None,
                  stop: threading.Event | None = None,
                  on_start: Callable[[subprocess.Popen], None] | None = None,
-                 ready: Callable[[], dict[str, Any]] | None = None) -> dict[str, Any]:
+                 ready: Callable[[], Plan] | None = None) -> RunRecord:
     """Profile the plan's configs, restarting ncu for those not yet done whenever the runner dies.
 
     Returns the attempts, the reports written and whether the user interrupted. Config statuses are
@@ -134,10 +158,11 @@ def profile_plan(plan: dict[str, Any], run_dir: Path, session: NcuSession, opts:
     """
     plan_path = run_dir / "plan.json"
     tag = f"-{gpu.tag}" if gpu else ""
-    status_path = run_dir / (f"status{tag}.jsonl" if gpu else (plan or {}).get("status_file", "status.jsonl"))
+    status_path = run_dir / (f"status{tag}.jsonl" if gpu else plan.get("status_file", "status.jsonl") if plan
+                                        else "status.jsonl")
     log_path = run_dir / f"ncu{tag}.log"
 
-    def config_ids(plan: dict[str, Any]) -> list[int]:
+    def config_ids(plan: Plan) -> list[int]:
         return [c["id"] for c in plan["configs"] if gpu is None or c.get("gpu") == gpu.index]
 
     ids = config_ids(plan) if plan is not None else None
@@ -149,7 +174,7 @@ def profile_plan(plan: dict[str, Any], run_dir: Path, session: NcuSession, opts:
     if on_start is not None:
         extra["on_start"] = on_start
     max_attempts = opts.max_attempts or (len(ids) + 1 if ids is not None else 10**6)
-    attempts: list[dict[str, Any]] = []
+    attempts: list[Attempt] = []
     reports: list[str] = []
     interrupted = False
     for attempt in itertools.count(1):
@@ -170,13 +195,13 @@ def profile_plan(plan: dict[str, Any], run_dir: Path, session: NcuSession, opts:
         result = ncu_runner(argv, log_path, echo=echo, verbose=opts.verbose, **extra)
         t_end = time.time()
         if waiting:
-            ids = config_ids(ready())  # raises the plan's error: its runner exited without running
+            ids = config_ids(_built(plan, ready))  # raises the plan's error: its runner exited, ran nothing
             max_attempts = opts.max_attempts or len(ids) + 1
         attempts.append({"argv": argv, "returncode": result.returncode, "passes": result.passes,
                          "no_kernels_message": result.no_kernels,
                          "t_start": round(t_start, 3), "t_end": round(t_end, 3)})
         if gpu is not None:
-            attempts[-1].update(gpu=gpu.index, cuda_visible_devices=gpu.visible)
+            attempts[-1].update({"gpu": gpu.index, "cuda_visible_devices": gpu.visible})
         if report.exists() and report.stat().st_size > 0:
             reports.append(report.name)
         after = read_status(status_path)
@@ -201,10 +226,19 @@ def profile_plan(plan: dict[str, Any], run_dir: Path, session: NcuSession, opts:
     return {"attempts": attempts, "reports": reports, "interrupted": interrupted}
 
 
-def profile_gpus(plan: dict[str, Any] | None, run_dir: Path, session: NcuSession, opts: MeasureOptions,
+def _built(plan: Plan | None, ready: Callable[[], Plan] | None) -> Plan:
+    """The plan given, else the one built in the background (ready() raises why it could not be)."""
+    if plan is not None:
+        return plan
+    if ready is None:
+        raise TypeError("give a plan or a ready() that builds it")
+    return ready()
+
+
+def profile_gpus(plan: Plan | None, run_dir: Path, session: NcuSession, opts: MeasureOptions,
                  slots: Sequence[GpuSlot], echo: Callable[[str], None],
                  ncu_runner: Callable[..., NcuRun] = run_ncu,
-                 ready: Callable[[], dict[str, Any]] | None = None) -> dict[str, Any]:
+                 ready: Callable[[], Plan] | None = None) -> RunRecord:
     """`profile_plan` for every GPU at once, one thread and one ncu process per GPU. With `ready` (plan
     None) the runners start while the plan is built, as profile_plan's does.
 
@@ -215,7 +249,7 @@ def profile_gpus(plan: dict[str, Any] | None, run_dir: Path, session: NcuSession
     lock = threading.Lock()
     stop = threading.Event()
     procs: list[subprocess.Popen] = []
-    results: dict[int, dict[str, Any]] = {}
+    results: dict[int, GpuRun] = {}
 
     def say(slot: GpuSlot) -> Callable[[str], None]:
         def line(text: str) -> None:
@@ -230,9 +264,10 @@ def profile_gpus(plan: dict[str, Any] | None, run_dir: Path, session: NcuSession
     def work(slot: GpuSlot) -> None:
         t0 = time.perf_counter()
         try:
-            out = profile_plan(plan, run_dir, session, opts, say(slot), ncu_runner, gpu=slot, stop=stop,
+            ran = profile_plan(plan, run_dir, session, opts, say(slot), ncu_runner, gpu=slot, stop=stop,
                                on_start=started, ready=ready)
-            out["error"] = None
+            out: GpuRun = {"attempts": ran["attempts"], "reports": ran["reports"],
+                           "interrupted": ran["interrupted"], "error": None}
         except Exception as err:  # NcuError or a bug: this GPU's configs are lost, not the others'
             out = {"attempts": [], "reports": [], "interrupted": False,
                    "error": str(err) if isinstance(err, NcuError) else f"{type(err).__name__}: {err}"}
@@ -259,9 +294,8 @@ def profile_gpus(plan: dict[str, Any] | None, run_dir: Path, session: NcuSession
             stop.set()
             echo("interrupted: waiting for each GPU's ncu to write the report of its finished configs "
                  "(Ctrl-C again to kill them)")
-    if plan is None:
-        plan = ready()  # raises why the plan could not be built (each GPU's runner then ran nothing)
-    gpus = []
+    plan = _built(plan, ready)  # raises why the plan could not be built (each GPU's runner then ran nothing)
+    gpus: list[GpuRun] = []
     for slot in slots:
         out = results[slot.index]
         ids = [c["id"] for c in plan["configs"] if c.get("gpu") == slot.index]
@@ -275,19 +309,21 @@ def profile_gpus(plan: dict[str, Any] | None, run_dir: Path, session: NcuSession
             "gpus": gpus}
 
 
-def config_entries(plan: Mapping[str, Any], status: Mapping[int, dict[str, Any]],
-                    launches: Mapping[str, int] | None) -> list[dict[str, Any]]:
+def config_entries(plan: Plan, status: Mapping[int, dict[str, Any]],
+                   launches: Mapping[str, int] | None) -> list[Outcome]:
     """run.json's per-config lines: status ok/failed/not run, error text, whether ncu profiled it and how
     many launches (`launches`: per range, once the reports are read; readers then know a config whose
     report was cut inside it)."""
-    entries = []
+    entries: list[Outcome] = []
     for c in plan["configs"]:
         rec = status.get(c["id"], {})
-        entry = {k: c[k] for k in ("id", "range", "variant", "op", "shape", "dtype", "params")}
+        entry: Outcome = {"id": c["id"], "range": c["range"], "variant": c["variant"], "op": c["op"],
+                          "shape": c["shape"], "dtype": c["dtype"], "params": c["params"]}
         if "gpu" in c:
             entry["gpu"] = c["gpu"]
-        entry.update(status=rec.get("status", "not run"), error=rec.get("error"), max_err=rec.get("max_err"),
-                     profiled=None if launches is None else c["range"] in launches)
+        entry.update({"status": rec.get("status", "not run"), "error": rec.get("error"),
+                      "max_err": rec.get("max_err"),
+                      "profiled": None if launches is None else c["range"] in launches})
         if launches:
             entry["kernels"] = int(launches.get(c["range"], 0))
         if entry["status"] == "ok" and entry["profiled"] is False:
@@ -296,7 +332,7 @@ def config_entries(plan: Mapping[str, Any], status: Mapping[int, dict[str, Any]]
     return entries
 
 
-def rerun_plan(run_dir: Path) -> dict[str, Any]:
+def rerun_plan(run_dir: Path) -> Plan:
     """The configs a run folder lists under 'rerun' (failed, interrupted, or on a GPU that failed), and
     those its reports hold no kernel of (a report cut short or lost after the run), as a plan of their
     own: measure them again, then `memtraffic merge` the two runs."""
@@ -314,12 +350,17 @@ def rerun_plan(run_dir: Path) -> dict[str, Any]:
     if not wanted:
         raise UsageError(f"--rerun {run_dir}: its run.json lists no config to rerun and its reports hold "
                          "every config; every config finished")
-    configs = [{k: v for k, v in c.items() if k != "gpu"} for c in plan["configs"] if c["range"] in wanted]
+    configs = [c.copy() for c in plan["configs"] if c["range"] in wanted]
     for i, config in enumerate(configs):
+        config.pop("gpu", None)
         config["id"] = i
-    keep = ("version", "seed", "variant_files")
-    return {**{k: plan[k] for k in keep if k in plan}, "status_file": "status.jsonl", "configs": configs,
-            "skipped": []}
+    again: Plan = {"status_file": "status.jsonl", "configs": configs, "skipped": []}
+    for key in ("version", "seed"):
+        if key in plan:
+            again[key] = plan[key]
+    if "variant_files" in plan:
+        again["variant_files"] = plan["variant_files"]
+    return again
 
 
 def _ranges_in(reports: Sequence[Path]) -> set[str]:
@@ -336,7 +377,7 @@ def _ranges_in(reports: Sequence[Path]) -> set[str]:
     return found
 
 
-def plan_for(opts: MeasureOptions) -> dict[str, Any]:
+def plan_for(opts: MeasureOptions) -> Plan:
     """The plan of the options: a ready one, --rerun, a --sweep file or the grid options; then --shard."""
     grid_given = bool(opts.variants or opts.shapes or opts.dtypes or opts.params or opts.all_variants)
     if sum(bool(x) for x in (opts.plan, opts.sweep, opts.rerun, grid_given)) > 1:
@@ -345,22 +386,23 @@ def plan_for(opts: MeasureOptions) -> dict[str, Any]:
         plan = opts.plan
     elif opts.rerun is not None:
         plan = rerun_plan(opts.rerun)
-    elif opts.sweep is not None:
-        plan = plan_from_grids(read_sweep(opts.sweep))
+    elif opts.grids is not None:
+        plan = plan_from_grids(opts.grids)
     else:
         plan = build_plan(opts.variants, opts.shapes, opts.dtypes, opts.params, opts.all_variants,
                           variant_files=opts.variant_files)
-    if opts.shard:
-        plan = shard_plan(plan, *parse_shard(opts.shard))
+    if opts.shard_part:
+        plan = shard_plan(plan, *opts.shard_part)
     return plan
 
 
-def _gpu_slots(spec: str) -> tuple[list[GpuSlot], str]:
-    """The GPUs of --gpus, checked against those this process sees; all must be of one kind."""
+def _gpu_slots(spec: str, wanted: list[int] | Literal["all"]) -> tuple[list[GpuSlot], str]:
+    """The GPUs of --gpus (`spec` as given, `wanted` parsed), checked against those this process sees; all
+    must be of one kind."""
     names = cuda_device_names()
     if not names:
         require_gpu(f"--gpus {spec} needs one")  # raises
-    indices = parse_gpus(spec, len(names))
+    indices = check_gpus(spec, None if wanted == "all" else wanted, len(names))
     kinds = {names[i] for i in indices}
     if len(kinds) > 1:
         raise UsageError(f"--gpus {spec}: the GPUs differ ({', '.join(sorted(kinds))}); a run is measured on "
@@ -384,10 +426,7 @@ def precheck(opts: MeasureOptions) -> None:
     grid_given = bool(opts.variants or opts.shapes or opts.dtypes or opts.params or opts.all_variants)
     if sum(bool(x) for x in (opts.sweep, opts.rerun, grid_given)) > 1:
         raise UsageError("give the configs one way: variants and grid options, --sweep FILE, or --rerun RUN")
-    if opts.shard:
-        parse_shard(opts.shard)
-    if opts.sweep:
-        read_sweep(opts.sweep)
+    if opts.grids is not None:  # read and checked when the options were made
         return
     if opts.rerun:
         rerun_plan(opts.rerun)
@@ -405,7 +444,7 @@ def _gpu_or_none() -> str | None:
         return None
 
 
-def run_label(opts: MeasureOptions, plan: dict[str, Any] | None) -> list[str]:
+def run_label(opts: MeasureOptions, plan: Plan | None) -> list[str]:
     """The names a run folder is named after: the plan's variants, else what the options say."""
     if plan is not None:
         return list(dict.fromkeys(c["variant"] for c in plan["configs"]))
@@ -417,13 +456,13 @@ def run_label(opts: MeasureOptions, plan: dict[str, Any] | None) -> list[str]:
 class _PlanInBackground:
     """plan.json built in a thread while ncu starts the runner; on failure plan.abort tells it to stop."""
 
-    def __init__(self, make: Callable[[], dict[str, Any]], path: Path):
-        self._plan: dict[str, Any] | None = None
+    def __init__(self, make: Callable[[], Plan], path: Path):
+        self._plan: Plan | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._build, args=(make, path), daemon=True)
         self._thread.start()
 
-    def _build(self, make: Callable[[], dict[str, Any]], path: Path) -> None:
+    def _build(self, make: Callable[[], Plan], path: Path) -> None:
         try:
             self._plan = make()
             write_plan(path.parent, self._plan)
@@ -431,7 +470,7 @@ class _PlanInBackground:
             self._error = err
             path.with_suffix(".abort").write_text(f"{type(err).__name__}: {err}\n")
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> Plan:
         self._thread.join()
         if self._error is not None:
             raise self._error
@@ -458,12 +497,10 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
         timings[name] = round(now - clock, 3)
         clock = now
 
-    if opts.gpus:  # every flag is checked before ncu and the GPU are looked for
-        gpu_indices(opts.gpus)
-    if opts.out is not None:
+    if opts.out is not None:  # every flag is checked before ncu and the GPU are looked for
         refuse_nonempty(opts.out)
     check_ncu_options(cache_control=opts.cache_control, clock_control=opts.clock_control)
-    tokens = metric_tokens(opts.metrics)  # a name not even metric-shaped fails before ncu is found
+    tokens = list(opts.metric_tokens)  # a name not even metric-shaped failed when the options were made
     # The plan is built (torch, triton and the kernels imported: ~6 s on the H100 machine) while ncu
     # starts the runners (one per GPU), which import the same and then wait for plan.json; its configs
     # are split across the GPUs (finish_plan) before it is written, each runner takes its own.
@@ -483,8 +520,8 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
     except NcuError as err:
         raise (err if opts.gpus else unavailable(err)) from None
     lap("ncu_version_s")
-    if opts.gpus:
-        slots, gpu = _gpu_slots(opts.gpus)
+    if opts.gpus and opts.gpu_list is not None:
+        slots, gpu = _gpu_slots(opts.gpus, opts.gpu_list)
     else:  # nvidia-smi, not torch: the parent need not import torch (the runner checks CUDA)
         slots, gpu = [], gpu_name() if overlap else require_gpu("`memtraffic measure` needs one (and ncu)")
     lap("gpu_check_s")
@@ -496,7 +533,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
     run_dir = new_run_dir(run_label(opts, plan), opts.out, opts.runs_root)
     assignment: dict[int, list[int]] = {}
 
-    def finish_plan(plan: dict[str, Any]) -> dict[str, Any]:
+    def finish_plan(plan: Plan) -> Plan:
         plan["metrics"] = session.metric_record(opts.metrics)
         plan["options"] = {"clock_control": opts.clock_control, "cache_control": opts.cache_control,
                            "source": opts.source}
@@ -515,7 +552,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
         if overlap else None
     if plan is not None:
         write_plan(run_dir, finish_plan(plan))
-    run: dict[str, Any] = {
+    run: RunRecord = {
         "started": utc_now(),
         "command": shlex.join(sys.argv),
         "environment": session.environment(),
@@ -527,7 +564,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
         "cache_control": opts.cache_control,
         "source": opts.source,
     }
-    if opts.sweep:
+    if opts.sweep:  # the file as it was, beside the grids read from it
         run["sweep"] = {"file": str(opts.sweep), "text": Path(opts.sweep).read_text(encoding="utf-8")}
     if opts.rerun:
         run["rerun_of"] = str(opts.rerun)
@@ -544,13 +581,13 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
     except NcuError as err:
-        run.update(wall_time_s=round(time.perf_counter() - t0, 3), error=str(err), configs=[])
+        run.update({"wall_time_s": round(time.perf_counter() - t0, 3), "error": str(err), "configs": []})
         write_run(run_dir, run)
         raise
-    plan = pending.result() if pending else plan
-    run.update(variants=list(dict.fromkeys(c["variant"] for c in plan["configs"])),
-               shapes=list(dict.fromkeys(format_shape(c["shape"]) for c in plan["configs"])),
-               dtypes=list(dict.fromkeys(c["dtype"] for c in plan["configs"])))
+    plan = _built(plan, pending.result if pending else None)
+    run.update({"variants": list(dict.fromkeys(c["variant"] for c in plan["configs"])),
+                "shapes": list(dict.fromkeys(format_shape(c["shape"]) for c in plan["configs"])),
+                "dtypes": list(dict.fromkeys(c["dtype"] for c in plan["configs"]))})
     if "shard" in plan:
         run["shard"] = plan["shard"]
     run["wall_time_s"] = round(time.perf_counter() - t0, 3)

@@ -7,8 +7,8 @@ import itertools
 import numbers
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
+from memtraffic.runfolder.records import Config, Plan, Skipped
 from memtraffic.vocab.configs import SHIPPED_VARIANTS, ModelError, call_model, parse_params, range_name
 from memtraffic.vocab.errors import UsageError
 from memtraffic.vocab.files import require_file
@@ -48,7 +48,7 @@ def check_names(variants: Sequence[str], all_variants: bool = False,
 
 def build_plan(variants: Sequence[str], shapes: Sequence[str | Shape], dtypes: Sequence[str],
                params: Sequence[str], all_variants: bool = False, seed: int = 0,
-               variant_files: Sequence[str | Path] = ()) -> dict[str, Any]:
+               variant_files: Sequence[str | Path] = ()) -> Plan:
     """Every variant x shape x dtype x parameter combination, with the op's minimum and the variant's model.
 
     Shapes are '4096x4096' strings or parsed tuples, matched to variants by rank (MxN ops take 2 extents,
@@ -79,8 +79,8 @@ def build_plan(variants: Sequence[str], shapes: Sequence[str | Shape], dtypes: S
         raise UsageError(f"no selected variant takes parameter {', '.join(unused)} "
                          f"(they take: {', '.join(takes)})")
 
-    configs: list[dict[str, Any]] = []
-    skipped: list[dict[str, Any]] = []
+    configs: list[Config] = []
+    skipped: list[Skipped] = []
     for variant in chosen:
         op = OPS[variant.op]
         rank = len(op.dims.split("x"))
@@ -94,8 +94,9 @@ def build_plan(variants: Sequence[str], shapes: Sequence[str | Shape], dtypes: S
         combos = list(itertools.product(*(grid[k] for k in keys)))
         for shape, dt, values in itertools.product(v_shapes, dts, combos):
             explicit = dict(zip(keys, values, strict=True))
-            entry = {"variant": variant.name, "op": op.name, "shape": list(shape), "dtype": dtype_name(dt),
-                     "params": {**variant.params, **explicit}, "explicit_params": explicit}
+            entry: Skipped = {"variant": variant.name, "op": op.name, "shape": list(shape),
+                              "dtype": dtype_name(dt), "params": {**variant.params, **explicit},
+                              "explicit_params": explicit}
             try:
                 reason = unsupported_reason(variant, shape, dt, explicit)
             except UsageError as err:  # a parameter value the variant rejects
@@ -112,8 +113,9 @@ def build_plan(variants: Sequence[str], shapes: Sequence[str | Shape], dtypes: S
                 skipped.append({**entry, "reason": err.problem})
                 continue
             configs.append({
-                "id": len(configs),
-                **entry,
+                "id": len(configs), "variant": variant.name, "op": op.name, "shape": list(shape),
+                "dtype": dtype_name(dt), "params": {**variant.params, **explicit},
+                "explicit_params": explicit,
                 "range": range_name(variant.name, shape, dtype_name(dt), explicit),
                 "min_read_bytes": minimum.read,
                 "min_write_bytes": minimum.write,

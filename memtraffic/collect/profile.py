@@ -37,7 +37,15 @@ from memtraffic.ncu.kernel_table import keep_kernel_tables
 from memtraffic.ncu.session import NcuSession
 from memtraffic.runfolder.folder import DEFAULT_RUNS_ROOT, new_run_dir
 from memtraffic.runfolder.load import TRACE_FILE
-from memtraffic.runfolder.records import Replay, plan_from_trace, write_plan, write_run
+from memtraffic.runfolder.records import (
+    Attempt,
+    Plan,
+    Replay,
+    RunRecord,
+    plan_from_trace,
+    write_plan,
+    write_run,
+)
 from memtraffic.runfolder.trace import TRACE_ENV, TRACE_FROM, read_trace
 from memtraffic.vocab.errors import MemtrafficError, NcuError, UsageError, say
 from memtraffic.vocab.files import refuse_nonempty
@@ -81,6 +89,11 @@ class ProfileOptions:
     out: Path | None = None
     runs_root: Path = DEFAULT_RUNS_ROOT
     verbose: bool = False
+    # --metrics parsed once, when the options are made (UsageError for a name not even metric-shaped).
+    metric_tokens: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.metric_tokens = tuple(metric_tokens(self.metrics))
 
 
 @dataclass
@@ -88,8 +101,8 @@ class ProfileResult:
     """A profiled run folder: run.json's content, the plan from the program's trace, its report."""
 
     run_dir: Path
-    run: dict[str, Any]
-    plan: dict[str, Any]
+    run: RunRecord
+    plan: Plan
     report: Path
     table: Any = None  # the analyzed DataFrame, once memtraffic.api.run_profile has analyzed the report
 
@@ -267,7 +280,7 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
     echo = echo or say
     program = resolve_program(opts.command)
     check_options(opts)
-    tokens = metric_tokens(opts.metrics)  # a name not even metric-shaped fails before ncu is found
+    tokens = list(opts.metric_tokens)  # a name not even metric-shaped failed when the options were made
     if opts.out is not None:
         refuse_nonempty(opts.out)  # a usage error, said before ncu is looked for
     try:
@@ -302,7 +315,7 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
 
     argv = ncu_argv(replay["mode"])
     echo(f"profiling {shlex.join(opts.command)} with {session.path} into {run_dir}")
-    run: dict[str, Any] = {
+    run: RunRecord = {
         "kind": "profile",
         "started": utc_now(),
         "command": shlex.join(sys.argv),
@@ -329,7 +342,7 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
         echo(f"expecting {expected.kernels} kernel launches to measure, as {expected.run_dir} did")
     progress = TraceProgress(run_dir / TRACE_FILE, expected)
     t0 = time.perf_counter()
-    attempts: list[dict[str, Any]] = []
+    attempts: list[Attempt] = []
     while True:
         try:
             result = run_ncu(argv, run_dir / "ncu.log", echo=echo, verbose=opts.verbose,
@@ -358,11 +371,11 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
         run["replay"] = replay
         progress = TraceProgress(run_dir / TRACE_FILE, expected)
     has_report = report.is_file() and report.stat().st_size > 0
-    run.update(wall_time_s=round(time.perf_counter() - t0, 3), finished=utc_now(),
-               interrupted=result.interrupted, attempts=attempts,
-               returncode=result.returncode, kernels_profiled=result.kernels, passes=result.passes,
-               first_kernel_s=result.first_kernel_s,  # the program's start-up, before ncu profiled anything
-               reports=[report.name] if has_report else [])
+    run.update({"wall_time_s": round(time.perf_counter() - t0, 3), "finished": utc_now(),
+                "interrupted": result.interrupted, "attempts": attempts,
+                "returncode": result.returncode, "kernels_profiled": result.kernels, "passes": result.passes,
+                "first_kernel_s": result.first_kernel_s,  # the program's start-up, before ncu profiled any
+                "reports": [report.name] if has_report else []})
 
     plan = plan_from_trace(read_trace(run_dir / TRACE_FILE), opts.command,
                            session.metric_record(opts.metrics))

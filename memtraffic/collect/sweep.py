@@ -27,8 +27,9 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from memtraffic.runfolder.records import Config, Plan, Shard
 from memtraffic.vocab.errors import GpuNotFoundError, UsageError
 from memtraffic.vocab.files import read_toml
 
@@ -108,14 +109,15 @@ def read_sweep(path: str | Path) -> list[Grid]:
     return ([top] if names_variants or not more else []) + more
 
 
-def plan_from_grids(grids: Sequence[Grid], seed: int = 0) -> dict[str, Any]:
+def plan_from_grids(grids: Sequence[Grid], seed: int = 0) -> Plan:
     """One plan of every grid's configs (a config in several grids is measured once)."""
     from memtraffic.collect.planning import build_plan
     from memtraffic.vocab.configs import merge_plans
 
     plans = [build_plan(g.variants, g.shapes, g.dtypes, g.params, g.all_variants, seed=seed,
                         variant_files=g.variant_files) for g in grids]
-    return merge_plans(plans) if len(plans) > 1 else plans[0]
+    # merge_plans (torch-free vocabulary, below the records) keeps the plans' fields and types
+    return cast(Plan, merge_plans([dict(p) for p in plans])) if len(plans) > 1 else plans[0]
 
 
 def grid_counts(plan: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -133,14 +135,13 @@ def grid_counts(plan: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def predicted_cost(config: Mapping[str, Any], passes: int = ASSUMED_PASSES) -> float:
     """Rough seconds a config takes under ncu: overhead plus `passes` replays of its predicted bytes."""
-    moved = [config.get("pred_read_bytes"), config.get("pred_write_bytes")]
-    if any(b is None for b in moved):  # a variant without a model: its minimum
-        moved = [config.get("min_read_bytes") or 0, config.get("min_write_bytes") or 0]
-    return CONFIG_OVERHEAD_S + passes * float(sum(moved)) / REPLAY_BYTES_PER_S
+    read, write = config.get("pred_read_bytes"), config.get("pred_write_bytes")
+    if read is None or write is None:  # a variant without a model: its minimum
+        read, write = config.get("min_read_bytes") or 0, config.get("min_write_bytes") or 0
+    return CONFIG_OVERHEAD_S + passes * float(read + write) / REPLAY_BYTES_PER_S
 
 
-def balanced_split(configs: Sequence[Mapping[str, Any]], parts: int,
-                   passes: int = ASSUMED_PASSES) -> list[list[dict[str, Any]]]:
+def balanced_split(configs: Sequence[Config], parts: int, passes: int = ASSUMED_PASSES) -> list[list[Config]]:
     """`parts` lists of configs with about equal predicted cost; each keeps the plan's order.
 
     Greedy longest-first: the costliest config goes to the least loaded part (lowest index on ties),
@@ -156,7 +157,7 @@ def balanced_split(configs: Sequence[Mapping[str, Any]], parts: int,
         part = min(range(parts), key=lambda p: (loads[p], p))
         loads[part] += predicted_cost(configs[k], passes)
         chosen[part].append(k)
-    return [[dict(configs[k]) for k in sorted(ks)] for ks in chosen]
+    return [[configs[k].copy() for k in sorted(ks)] for ks in chosen]
 
 
 # --- shards -------------------------------------------------------------------------------------------------
@@ -181,7 +182,7 @@ def plan_digest(plan: Mapping[str, Any]) -> str:
     return hashlib.sha256(ranges.encode()).hexdigest()[:16]
 
 
-def shard_plan(plan: Mapping[str, Any], index: int, count: int) -> dict[str, Any]:
+def shard_plan(plan: Plan, index: int, count: int) -> Plan:
     """Shard `index` of `count` of the plan: balanced by predicted cost, deterministic, disjoint, and
     together covering every config once. Config ids stay those of the whole plan."""
     total = len(plan["configs"])
@@ -189,7 +190,7 @@ def shard_plan(plan: Mapping[str, Any], index: int, count: int) -> dict[str, Any
         raise UsageError(f"--shard {index}/{count}: the plan has only {total} configs; use at most {total} "
                          "shards (`memtraffic list --count` shows a grid's size)")
     part = balanced_split(plan["configs"], count)[index - 1]
-    shard = {"index": index, "count": count, "plan_configs": total, "plan_digest": plan_digest(plan)}
+    shard: Shard = {"index": index, "count": count, "plan_configs": total, "plan_digest": plan_digest(plan)}
     return {**plan, "configs": part, "shard": shard}
 
 
@@ -213,7 +214,11 @@ def gpu_indices(text: str) -> list[int] | None:
 
 def parse_gpus(text: str, available: int) -> list[int]:
     """'all' -> [0, ..., available-1]; '0,2' -> [0, 2], each checked against the GPUs this machine has."""
-    indices = gpu_indices(text)
+    return check_gpus(text, gpu_indices(text), available)
+
+
+def check_gpus(text: str, indices: list[int] | None, available: int) -> list[int]:
+    """gpu_indices' result for --gpus `text` (None: all) checked against the GPUs this machine has."""
     if available < 1:
         raise GpuNotFoundError(f"--gpus {text}: no CUDA GPU is visible on this machine; `memtraffic analyze` "
                                "reads existing runs anywhere")
@@ -234,7 +239,7 @@ def visible_id(index: int, env_value: str | None) -> str:
     return [v.strip() for v in env_value.split(",")][index]
 
 
-def assign_gpus(plan: dict[str, Any], gpus: Sequence[int]) -> dict[int, list[int]]:
+def assign_gpus(plan: Plan, gpus: Sequence[int]) -> dict[int, list[int]]:
     """Mark each config of the plan with the GPU it runs on (config['gpu']); GPU -> its config ids."""
     parts = balanced_split(plan["configs"], len(gpus))
     where = {c["id"]: gpu for gpu, part in zip(gpus, parts, strict=True) for c in part}

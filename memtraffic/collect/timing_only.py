@@ -28,7 +28,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
 
 from memtraffic.collect.measure import (
     MeasureOptions,
@@ -55,7 +54,7 @@ from memtraffic.collect.profile import (
 )
 from memtraffic.collect.trace_ops import INJECT_DIR, tracer_warnings
 from memtraffic.runfolder.folder import new_run_dir, read_status
-from memtraffic.runfolder.records import plan_from_trace, write_plan, write_run
+from memtraffic.runfolder.records import RunRecord, plan_from_trace, write_plan, write_run
 from memtraffic.runfolder.timings import SOURCE, TIMINGS_FILE, keep_ranged
 from memtraffic.runfolder.trace import TRACE_FROM, read_trace
 from memtraffic.vocab.errors import GpuNotFoundError, MemtrafficError, UsageError
@@ -91,7 +90,7 @@ def profile_timing(opts: ProfileOptions, echo: Callable[[str], None], reason: st
     timings = run_dir / TIMINGS_FILE
     app = with_launcher([program, *opts.command[1:]], mode, opts.triton, timings) or []
     echo(f"timing {shlex.join(opts.command)} without counters into {run_dir}")
-    run: dict[str, Any] = {
+    run: RunRecord = {
         "kind": "profile", "timing_only": True, "timing_source": SOURCE,
         "timing_reason": reason or "asked for (--timing-only)",
         "started": utc_now(), "command": shlex.join(sys.argv), "program": list(opts.command),
@@ -107,9 +106,10 @@ def profile_timing(opts: ProfileOptions, echo: Callable[[str], None], reason: st
     if has_timings and opts.nvtx_include:  # a filter: keep what it keeps of our ranges, all of them
         run["nvtx_include_applied"] = "kernels inside an mt| range (timing-only runs take no other filter)"
         keep_ranged(timings)
-    run.update(wall_time_s=round(time.perf_counter() - t0, 3), finished=utc_now(), interrupted=False,
-               attempts=[{"argv": app, "returncode": proc.returncode}], returncode=proc.returncode,
-               reports=[TIMINGS_FILE] if has_timings else [])
+    run.update({"wall_time_s": round(time.perf_counter() - t0, 3), "finished": utc_now(),
+                "interrupted": False, "attempts": [{"argv": app, "returncode": proc.returncode}],
+                "returncode": proc.returncode,
+                "reports": [TIMINGS_FILE] if has_timings else []})
     plan = plan_from_trace(read_trace(run_dir / TRACE_FILE), opts.command,
                            {"spec": None, "names": [], "notes": ["timing-only: no counters"]})
     write_plan(run_dir, plan)
@@ -155,7 +155,7 @@ def measure_timing(opts: MeasureOptions, echo: Callable[[str], None], reason: st
     if has_timings:  # measure's ncu runs profile only inside the configs' ranges: so do these times
         keep_ranged(timings)
     status = read_status(run_dir / plan.get("status_file", "status.jsonl"))
-    run: dict[str, Any] = {
+    run: RunRecord = {
         "started": utc_now(), "command": shlex.join(sys.argv), "environment": environment(gpu),
         "params": opts.params, "metric_set": None, "metric_names": [], "metric_notes": [],
         "clock_control": None, "cache_control": None, "source": False,

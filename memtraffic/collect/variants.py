@@ -134,7 +134,7 @@ def unsupported_reason(
                       {**variant.params, **params})
 
 
-def describe(variant: Variant, shape: Shape | None, dtype: torch.dtype) -> dict[str, Any]:
+def list_row(variant: Variant, shape: Shape | None, dtype: torch.dtype) -> dict[str, Any]:
     """One row of `memtraffic list`: minimum vs predicted bytes, FLOPs and intensity for a shape."""
     op = OPS[variant.op]
     shape = shape if shape is not None else op.default_shape

@@ -104,8 +104,9 @@ def union_bytes(tensors: Sequence[torch.Tensor]) -> int:
         if len(views) == 1:
             total += tensor_bytes(views[0])
             continue
-        runs = [_runs(v) for v in views if v.numel()]
-        if any(r is None for r in runs):  # too many runs to enumerate: no view counts twice
+        found = [_runs(v) for v in views if v.numel()]
+        runs = [r for r in found if r is not None]
+        if len(runs) < len(found):  # too many runs to enumerate: no view counts twice
             total += min(sum(map(tensor_bytes, views)), max(map(tensor_bytes, views)) * len(views))
             continue
         if runs:
@@ -179,9 +180,9 @@ UNREAD = "index on the GPU not read (no device sync): assumes distinct indices, 
 
 def _slice_bytes(t: torch.Tensor, dims: Sequence[int]) -> int:
     """Bytes of one slice of `t` with the given dimensions fixed (broadcast dimensions count once)."""
-    dims = {d % t.dim() for d in dims} if t.dim() else set()
+    fixed = {d % t.dim() for d in dims} if t.dim() else set()
     n = math.prod(size for d, (size, stride) in enumerate(zip(t.shape, t.stride(), strict=True))
-                  if d not in dims and stride != 0)
+                  if d not in fixed and stride != 0)
     return n * t.element_size()
 
 

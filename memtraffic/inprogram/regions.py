@@ -31,7 +31,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from memtraffic.runfolder.trace import dtype_name, emit, make_record, next_seq, paused
+from memtraffic.runfolder.records import TensorEntry
+from memtraffic.runfolder.trace import emit, make_record, next_seq, paused, short_dtype
 from memtraffic.vocab import launches
 from memtraffic.vocab.errors import UsageError
 
@@ -112,10 +113,10 @@ def _array_bytes(obj: Any, what: str, name: str) -> int:
     return _count(nbytes, f"{what}'s size", name) or 0
 
 
-def _describe(obj: Any) -> dict[str, Any]:
+def _describe(obj: Any) -> TensorEntry:
     shape = getattr(obj, "shape", ())
     dtype = getattr(obj, "dtype", None)
-    return {"shape": [int(d) for d in shape], "dtype": "" if dtype is None else dtype_name(dtype)}
+    return {"shape": [int(d) for d in shape], "dtype": "" if dtype is None else short_dtype(dtype)}
 
 
 def _pointer_alignment(obj: Any) -> int | None:

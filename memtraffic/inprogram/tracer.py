@@ -44,7 +44,8 @@ from memtraffic.inprogram.liveness import identities, watch_all
 from memtraffic.inprogram.op_rules import RULES, VALUE_DEPENDENT, Traffic, storage_of, union_bytes
 from memtraffic.inprogram.op_rules import tensor_bytes as tensor_bytes  # re-exported: the public helper
 from memtraffic.runfolder import trace
-from memtraffic.runfolder.trace import TORCH_MARK_ENV, collect, dtype_name, emit, make_record, next_seq
+from memtraffic.runfolder.records import Config, TensorEntry
+from memtraffic.runfolder.trace import TORCH_MARK_ENV, collect, emit, make_record, next_seq, short_dtype
 from memtraffic.vocab import launches
 
 aten = torch.ops.aten
@@ -68,8 +69,8 @@ def _key(t: torch.Tensor) -> tuple[Any, ...]:
         return (id(t),)
 
 
-def _describe(t: torch.Tensor) -> dict[str, Any]:
-    return {"shape": list(t.shape), "dtype": dtype_name(t.dtype)}
+def _describe(t: torch.Tensor) -> TensorEntry:
+    return {"shape": list(t.shape), "dtype": short_dtype(t.dtype)}
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -89,7 +90,7 @@ def _arguments(func: torch._ops.OpOverload, args: tuple[Any, ...],
 
 
 def op_record(func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any,
-              seq: int, range_name: str) -> dict[str, Any]:
+              seq: int, range_name: str) -> Config:
     """The trace record of one finished op call (rules and convention: memtraffic.inprogram.op_rules)."""
     packet = func.overloadpacket
     named: dict[str, Any] = {}
@@ -299,7 +300,7 @@ def _active() -> OpTracer | None:
 
 
 @contextmanager
-def ops() -> Iterator[list[dict[str, Any]]]:
+def ops() -> Iterator[list[Config]]:
     """Trace the aten ops of the block: yields the list their records (and regions') are appended to.
 
     Records also go to $MEMTRAFFIC_TRACE when it is set. Inside an already traced block (or a program

@@ -44,7 +44,8 @@ from pathlib import Path
 from typing import Any
 
 from memtraffic.inprogram.liveness import identities
-from memtraffic.runfolder.trace import dtype_name, emit, make_record, next_seq, paused
+from memtraffic.runfolder.records import Config, TensorEntry
+from memtraffic.runfolder.trace import emit, make_record, next_seq, paused, short_dtype
 from memtraffic.vocab import launches
 
 RANGE_PREFIX = "mt|triton|"
@@ -123,8 +124,8 @@ def _largest(views: Sequence[Any]) -> int:
     return max(view_bytes(v) for v in views)
 
 
-def describe(t: Any) -> dict[str, Any]:
-    return {"shape": [int(d) for d in t.shape], "dtype": dtype_name(t.dtype)}
+def io_entry(t: Any) -> TensorEntry:
+    return {"shape": [int(d) for d in t.shape], "dtype": short_dtype(t.dtype)}
 
 
 # --- what Inductor says about a kernel ----------------------------------------------------------------------
@@ -166,33 +167,34 @@ def _fused_in_file(filename: str) -> dict[str, dict[str, list[str]]]:
 
 def inductor_record(seq: int, range_name: str, kernel_name: str, arg_names: Sequence[str],
                     args: Sequence[Any], inductor_meta: dict[str, Any],
-                    fused: dict[str, list[str]] | None, source: str | None = None) -> dict[str, Any]:
+                    fused: dict[str, list[str]] | None, source: str | None = None) -> Config:
     """The trace record (plan config) of one launch of an Inductor kernel."""
     read, write, tensors_read, tensors_written = kernel_minimum(
         arg_names, args, inductor_meta.get("mutated_arg_names") or (), source)
     flops = inductor_meta.get("kernel_flop")
     if flops is None:
         flops = _template_mm_flops(dict(zip(arg_names, args, strict=False)))
-    record = make_record("triton", seq, kernel_name, range_name, [describe(t) for t in tensors_read],
-                         [describe(t) for t in tensors_written], read, write,
+    record = make_record("triton", seq, kernel_name, range_name, [io_entry(t) for t in tensors_read],
+                         [io_entry(t) for t in tensors_written], read, write,
                          None if flops is None else int(flops),
-                         main=describe(max(tensors_written, key=view_bytes)) if tensors_written else None)
+                         main=io_entry(max(tensors_written, key=view_bytes)) if tensors_written else None)
     # The storages it moves, for the fused minimum (memtraffic.inprogram.liveness; one view per storage)
     record["reads"] = identities(tensors_read, 0, _largest)
     record["writes"] = identities(tensors_written, 0, _largest)
     fused = fused or {}
-    record["params"] = {"fused_aten": fused.get("aten", []), "source_nodes": fused.get("nodes", [])}
+    params: dict[str, object] = {"fused_aten": fused.get("aten", []), "source_nodes": fused.get("nodes", [])}
     if fused.get("aten") == [] or not fused:
-        record["params"]["fused_aten_note"] = "the launching module names no aten ops for this kernel"
+        params["fused_aten_note"] = "the launching module names no aten ops for this kernel"
     if inductor_meta.get("kernel_num_gb") is not None:  # Inductor's own estimate, beside ours
-        record["params"]["inductor_estimate_bytes"] = int(float(inductor_meta["kernel_num_gb"]) * 1e9)
+        params["inductor_estimate_bytes"] = int(float(inductor_meta["kernel_num_gb"]) * 1e9)
+    record["params"] = params
     return record
 
 
 def _template_mm_flops(named: dict[str, Any]) -> int | None:
     """2*M*N*K (times the batch) of a matmul template's launch (inputs arg_A [.., M, K], arg_B [.., K, N])."""
     a, b = named.get("arg_A"), named.get("arg_B")
-    if not (_is_tensor(a) and _is_tensor(b)) or len(a.shape) < 2 or len(b.shape) < 2:
+    if a is None or b is None or not (_is_tensor(a) and _is_tensor(b)) or min(len(a.shape), len(b.shape)) < 2:
         return None
     batch = 1
     for d in a.shape[:-2]:
@@ -232,7 +234,7 @@ def _decide(name: str, sig: tuple[Any, ...]) -> tuple[Any, str]:
     return decision, decision.range
 
 
-def _done(decision: Any, record: dict[str, Any]) -> None:
+def _done(decision: Any, record: Config) -> None:
     launches.done(decision)
     record.update(decision.fields())
 
@@ -348,7 +350,8 @@ def _wrap_jit(run: Callable[..., Any]) -> Callable[..., Any]:
     def traced_run(self: Any, *args: Any, **kwargs: Any) -> Any:
         if kwargs.get("warmup") or inside_our_range() or getattr(_local, "benchmarking", False) or paused():
             return run(self, *args, **kwargs)
-        kernel = getattr(self, "__name__", None) or getattr(getattr(self, "fn", None), "__name__", "triton")
+        kernel = str(getattr(self, "__name__", None) or getattr(getattr(self, "fn", None), "__name__",
+                                                                "triton"))
         seq = next_seq()
         decision, name = _decide(f"{RANGE_PREFIX}{seq}|{kernel}", signature(kernel, args, kwargs))
         _push(name)
@@ -357,8 +360,8 @@ def _wrap_jit(run: Callable[..., Any]) -> Callable[..., Any]:
         finally:
             _pop()
         tensors = [a for a in args if _is_tensor(a)]
-        record = make_record("triton", seq, kernel, name, [describe(t) for t in tensors], [], 0, 0, None)
-        record.update(min_read_bytes=None, min_write_bytes=None)
+        record = make_record("triton", seq, kernel, name, [io_entry(t) for t in tensors], [], 0, 0, None)
+        record.update({"min_read_bytes": None, "min_write_bytes": None})
         record["params"] = {"minimum": "none: a Triton kernel outside Inductor; wrap it in memtraffic.region "
                                       "to give its minimum"}
         _done(decision, record)

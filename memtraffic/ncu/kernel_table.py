@@ -54,8 +54,11 @@ def cached_table_path(digest: str, kind: str = "kernels") -> Path:
 
 def file_digest(path: Path) -> str:
     """SHA-256 of the file's content: what a table is kept for."""
+    digest = hashlib.sha256()  # hashlib.file_digest is Python >= 3.11
     with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _encode(doc: dict[str, Any]) -> bytes:

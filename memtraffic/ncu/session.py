@@ -22,7 +22,7 @@ from memtraffic.ncu.command import (
     resolve_metric_spec,
 )
 from memtraffic.vocab.arch import chip_for_gpu
-from memtraffic.vocab.machine import environment
+from memtraffic.vocab.machine import Environment, environment
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class NcuSession:
         """The ncu metric names collected (time first)."""
         return self.spec.names
 
-    def environment(self) -> dict[str, Any]:
+    def environment(self) -> Environment:
         """run.json's environment record: GPU, driver, ncu and library versions, host."""
         return environment(self.gpu, self.path, self.version)
 

@@ -113,6 +113,7 @@ def measured_lines(action: Any) -> list[dict[str, Any]]:
         codes = {int(kinds[pc]) for pc in pcs if pc in kinds}
         operation = _operation(codes, {opcode(s) for s in sass.values()})
         sizes = sorted({int(bits[pc]) // 8 for pc in pcs if bits.get(pc)})
+        row: dict[str, Any]  # one source line's or instruction's counters
         if isinstance(key, tuple):
             file, line = key
             row = {"file": file, "line": line, "pc": None, "source": _source_text(action, file, line, cache),

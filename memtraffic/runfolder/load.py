@@ -11,13 +11,12 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from memtraffic.ncu.kernel_table import kernel_table
 from memtraffic.ncu.report import REPORT_SUFFIX
-from memtraffic.runfolder.records import DAMAGED, plan_from_trace, read_plan, read_run
+from memtraffic.runfolder.records import DAMAGED, Plan, RunRecord, plan_from_trace, read_plan, read_run
 from memtraffic.runfolder.timings import TIMINGS_FILE
 from memtraffic.runfolder.trace import read_trace
 from memtraffic.vocab.errors import ReportError
@@ -34,8 +33,8 @@ class Run:
     path: Path  # as given
     name: str  # the folder's name, or the report's name without .ncu-rep
     folder: Path | None  # the run folder (a report's own folder when it holds a plan.json)
-    plan: dict[str, Any] | None
-    meta: dict[str, Any] | None  # run.json
+    plan: Plan | None
+    meta: RunRecord | None  # run.json
     reports: list[Path] = field(default_factory=list)
     # Why the run may be incomplete before any report is read (an interrupted profile), one line each.
     notes: list[str] = field(default_factory=list)
@@ -85,8 +84,7 @@ def load_run(path: str | Path) -> Run:
     return Run(path, folder.name or folder.resolve().name, folder, plan, meta, [path], notes)
 
 
-def interrupted_profile(folder: Path, meta: dict[str, Any] | None
-                        ) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+def interrupted_profile(folder: Path, meta: RunRecord | None) -> tuple[Plan, RunRecord, list[str]]:
     """(plan, run.json, notes) of a `profile` run folder without plan.json: the program (or ncu) was killed
     before profile saved it. trace.jsonl holds a record (with its minimum) of every op call or region the
     program reached, so the plan is rebuilt from it; the note says so and gives the command that
@@ -97,13 +95,13 @@ def interrupted_profile(folder: Path, meta: dict[str, Any] | None
         program = list(meta["program"])
         options = (["--torch-ops"] if meta.get("torch_ops") else []) + _TRACE_OPTIONS.get(
             str(meta.get("traced_from")), [])
-    plan = dict(plan_from_trace(records, program))
-    meta = dict(meta or {})
+    plan = plan_from_trace(records, program)
+    meta = meta.copy() if meta else {}
     meta.setdefault("kind", "profile")
     meta["interrupted"] = True
     again = shlex.join(["memtraffic", "profile", *options, "--out", "NEW_FOLDER", "--",
                         *(program or ["YOUR_PROGRAM"])])
-    lost = len(plan["skipped"])
+    lost = len(plan.get("skipped", []))
     dropped = f", {lost} damaged records left out" if lost else ""
     calls = len(plan["configs"])
     note = (f"{folder}: the run was interrupted (profile was killed before it saved plan.json): "

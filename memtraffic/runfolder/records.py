@@ -12,50 +12,119 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypedDict
+from types import UnionType
+from typing import Annotated, Any, TypedDict, Union, cast, get_args, get_origin, get_type_hints, is_typeddict
 
 from memtraffic.vocab.errors import ReportError, UsageError
 from memtraffic.vocab.files import read_json, require_file, write_json
+from memtraffic.vocab.machine import Environment
 from memtraffic.vocab.units import LIMIT
 
 PLAN_FILE = "plan.json"
 RUN_FILE = "run.json"
 
 
-class Config(TypedDict, total=False):
-    """One planned config (a variant x shape x dtype x params of measure, or a traced op or region)."""
+class Amount:
+    """A number from 0 up to (not including) 2**63, finite: bytes, FLOPs, a tensor's dimension. JSON
+    writes whole numbers as floats at times (1e6), so a float is taken where `whole` is False. Records
+    carry it as Annotated[int | float, Amount(...)]; the schema checks it."""
 
-    range: str  # required: the NVTX range its kernels run in
-    id: int
-    kind: str  # 'variant' (measure), 'op' or 'region' (profile)
-    variant: str
-    op: str
+    def __init__(self, what: str, whole: bool = False):
+        self.what, self.whole = what, whole
+
+    def bad(self, value: Any) -> bool:
+        return not 0 <= value < LIMIT  # NaN fails this too
+
+
+Bytes = Annotated[int | float, Amount("bytes")]
+Flops = Annotated[int | float, Amount("a count")]
+Dimension = Annotated[int, Amount("a dimension", whole=True)]
+
+
+class TensorEntry(TypedDict):
+    """One tensor an op call or launch read or wrote (a traced config's inputs and outputs)."""
+
     shape: list[int]
     dtype: str
-    params: dict[str, Any]  # every parameter, defaults filled in (None: the variant picks at launch)
-    explicit_params: dict[str, Any]  # those the user set (the range name holds these)
-    min_read_bytes: int | None
-    min_write_bytes: int | None
-    pred_read_bytes: int | None
-    pred_write_bytes: int | None
-    model_flops: int | None
+
+
+class _ConfigRange(TypedDict):
+    range: str  # the NVTX range its kernels run in
+
+
+class Config(_ConfigRange, total=False):
+    """One planned config (a variant x shape x dtype x params of measure, or a traced op or region)."""
+
+    id: int
+    kind: str  # 'variant' (measure), 'op', 'region' or 'triton' (profile)
+    variant: str
+    op: str
+    shape: list[Dimension]
+    dtype: str
+    params: dict[str, object]  # every parameter, defaults filled in (None: the variant picks at launch)
+    explicit_params: dict[str, object]  # those the user set (the range name holds these)
+    min_read_bytes: Bytes | None
+    min_write_bytes: Bytes | None
+    pred_read_bytes: Bytes | None
+    pred_write_bytes: Bytes | None
+    model_flops: Flops | None
     min_note: str
     gpu: int  # measure --gpus: the GPU it ran on
     part: int  # merge: the run it came from
     reports: list[str]  # merge: the reports that hold it
     nvtx_range: str  # merge: its range in those reports, when renamed ('RANGE|#2')
+    seq: int  # profile: program order of the op call or region (the trace's)
+    pid: int  # profile: the process that made the call
+    inputs: list[TensorEntry]
+    outputs: list[TensorEntry]
+    repeat: bool  # profile --distinct: a repeat of an earlier signature (not measured)
+    reuses: str | None  # ... and the range whose measurement it reuses
+    signature: str
     reads: list[list[int | None]]  # traced: [storage, bytes] it must read (runfolder.trace)
     writes: list[list[int | None]]  # traced: [storage, bytes] it must write
     freed: list[int]  # traced: storages freed since the previous record
     freed_after: list[int]  # traced: storages freed after it, before the traced region ended
 
 
-class Plan(TypedDict, total=False):
-    configs: list[Config]  # required
-    skipped: list[dict[str, Any]]
+class Skipped(TypedDict, total=False):
+    """A config the plan leaves out, and why (a variant that does not take a shape, a damaged record)."""
+
+    range: str
+    variant: str
+    op: str
+    shape: list[int]
+    dtype: str
+    params: dict[str, object]
+    explicit_params: dict[str, object]
+    reason: str
+
+
+class Shard(TypedDict):
+    """measure --shard I/N: which part of which whole plan this run measured (merge checks them)."""
+
+    index: int
+    count: int
+    plan_configs: int
+    plan_digest: str
+
+
+class _PlanConfigs(TypedDict):
+    configs: list[Config]
+
+
+class Plan(_PlanConfigs, total=False):
+    skipped: list[Skipped]
     version: int
+    seed: int
     kind: str  # 'profile' for a traced program
     program: list[str]
+    status_file: str  # measure: the runner's status.jsonl, or one per GPU (by GPU index)
+    status_files: dict[str, str]
+    variant_files: list[str]
+    metrics: dict[str, object]  # the metric set's record (ncu.session)
+    options: dict[str, object]  # the ncu options that change the numbers (clock and cache control)
+    merged_from: list[str]
+    shard: Shard
 
 
 class Attempt(TypedDict, total=False):
@@ -64,7 +133,10 @@ class Attempt(TypedDict, total=False):
     argv: list[str]
     returncode: int | None
     passes: int | None
-    no_kernels_message: bool
+    no_kernels_message: bool | None
+    gpu: int
+    part: int
+    cuda_visible_devices: str
     t_start: float  # Unix time ncu was started, and when it exited (measure): with the runner's "t"
     t_end: float  # stamps, where a GPU's time went (start-up, configs, the report written)
 
@@ -78,6 +150,29 @@ class Outcome(TypedDict, total=False):
     error: str | None
     profiled: bool | None  # ncu profiled a kernel in its range (None: not yet analyzed)
     kernels: int  # how many launches ncu profiled in its range
+    variant: str
+    op: str
+    dtype: str
+    max_err: float | None  # the runner's check of the output against the reference
+    params: dict[str, object]
+    shape: list[Dimension]
+    gpu: int
+    part: int
+
+
+class GpuRun(TypedDict, total=False):
+    """measure --gpus: one GPU's part of the run (run.json's "gpus")."""
+
+    index: int
+    cuda_visible_devices: str
+    configs: list[int]  # the config ids it ran
+    predicted_cost_s: float
+    status_file: str
+    attempts: list[Attempt]
+    reports: list[str]
+    interrupted: bool
+    error: str | None  # why this GPU's ncu failed (the other GPUs went on)
+    wall_time_s: float
 
 
 class Replay(TypedDict):
@@ -89,113 +184,113 @@ class Replay(TypedDict):
 
 
 class RunRecord(TypedDict, total=False):
+    """run.json: what ran, on what, how each ncu process and config went."""
+
     attempts: list[Attempt]
     reports: list[str]
     interrupted: bool
     returncode: int | None
     configs: list[Outcome]
     rerun: list[str]
-    environment: dict[str, Any] | None
+    missing: list[str]
+    skipped: list[Skipped]
+    environment: Environment | None
+    passes: int | None
+    kind: str
+    program: list[str]
+    gpus: list[GpuRun]  # measure --gpus: one entry per GPU
+    parts: list[dict[str, object]]  # merge: one entry per run merged
+    kernels_profiled: int | None
+    command: str
+    metric_set: str | None
+    metric_names: list[str] | None  # None: merged from runs that did not say
+    metric_notes: list[str]
+    torch_ops: bool
+    traced_from: str | None
+    distinct: int
+    shard: Shard
+    started: str  # UTC times (vocab.machine.utc_now)
+    finished: str
+    merged: str  # merge: when
+    notes: list[str]  # merge: what the runs merged differ in
+    wall_time_s: float
+    error: str  # why ncu failed
+    params: list[str]  # measure's --param options
+    variants: list[str]  # what measure measured
+    shapes: list[str]
+    dtypes: list[str]
+    clock_control: str | None
+    cache_control: str | None
+    source: bool  # per-line counters collected
+    triton: bool  # profile --triton
+    sweep: dict[str, str]  # measure --sweep: the file and its text
+    rerun_of: str  # measure --rerun: the run folder
+    timings: dict[str, float]  # where measure's own time went
+    timing_only: bool  # a timing-only run (collect.timing_only): why, and where its times come from
+    timing_reason: str
+    timing_source: str
+    nvtx_include_applied: str
+    first_kernel_s: float | None  # profile: the program's start-up, before ncu profiled anything
+    replay: Replay | str  # profile: how ncu replayed (collect.profile.choose_replay)
 
 
-# --- the schema -------------------------------------------------------------------------------------------
-# A spec is a type (or tuple of types), ListOf(spec), MapOf(spec) or Obj({key: spec}, required=...).
+# --- the schema: derived from the TypedDicts above ------------------------------------------------------
+# Any type hint of a record is a spec: str, int, float, bool, None, X | Y, list[X], dict[str, X], object
+# (anything) or a TypedDict (an object; its required keys must be there, its known keys conform).
 
-
-class ListOf:
-    def __init__(self, item: Any):
-        self.item = item
-
-
-class MapOf:
-    def __init__(self, value: Any):
-        self.value = value
-
-
-class Obj:
-    def __init__(self, fields: Mapping[str, Any], required: Sequence[str] = ()):
-        self.fields = dict(fields)
-        self.required = tuple(required)
-
-
-class Amount:
-    """A number from 0 up to (not including) 2**63, finite: bytes, FLOPs, a tensor's dimension. JSON
-    writes whole numbers as floats at times (1e6), so a float is taken where `whole` is False."""
-
-    def __init__(self, what: str, whole: bool = False):
-        self.what, self.whole = what, whole
-
-    def fits(self, value: Any) -> bool:
-        return (isinstance(value, int) or not self.whole and isinstance(value, float)) and not isinstance(
-            value, bool)
-
-    def bad(self, value: Any) -> bool:
-        return not 0 <= value < LIMIT  # NaN fails this too
-
-
-BYTES = (Amount("bytes"), type(None))
-FLOPS = (Amount("a count"), type(None))
-DIMENSION = Amount("a dimension", whole=True)
-INT_OR_NONE = (int, type(None))
-STR_OR_NONE = (str, type(None))
-BOOL_OR_NONE = (bool, type(None))
-
-CONFIG = Obj({
-    "range": str, "id": int, "kind": str, "variant": str, "op": str, "shape": ListOf(DIMENSION),
-    "dtype": str, "params": dict, "explicit_params": dict, "min_read_bytes": BYTES, "min_write_bytes": BYTES,
-    "pred_read_bytes": BYTES, "pred_write_bytes": BYTES, "model_flops": FLOPS, "min_note": str,
-    "gpu": int, "part": int, "reports": ListOf(str), "nvtx_range": str, "seq": int, "pid": int,
-    "inputs": ListOf(dict), "outputs": ListOf(dict), "reads": ListOf(list), "writes": ListOf(list),
-    "freed": ListOf(int), "freed_after": ListOf(int),
-}, required=("range",))
-PLAN = Obj({
-    "configs": ListOf(CONFIG), "skipped": ListOf(dict), "version": int, "seed": int, "kind": str,
-    "program": ListOf(str), "status_file": str, "status_files": MapOf(str), "variant_files": ListOf(str),
-    "metrics": dict, "options": dict, "merged_from": ListOf(str),
-}, required=("configs",))
-ATTEMPT = Obj({"argv": ListOf(str), "returncode": INT_OR_NONE, "passes": INT_OR_NONE,
-               "no_kernels_message": BOOL_OR_NONE, "gpu": int, "part": int, "t_start": float, "t_end": float})
-OUTCOME = Obj({"id": int, "range": str, "status": str, "error": STR_OR_NONE, "profiled": BOOL_OR_NONE,
-               "kernels": int, "params": dict, "shape": ListOf(DIMENSION), "gpu": int, "part": int})
-ENVIRONMENT = Obj({"gpu": STR_OR_NONE, "chip": STR_OR_NONE, "ncu": STR_OR_NONE, "ncu_version": STR_OR_NONE})
-RUN = Obj({
-    "attempts": ListOf(ATTEMPT), "reports": ListOf(str), "interrupted": bool, "returncode": INT_OR_NONE,
-    "configs": ListOf(OUTCOME), "rerun": ListOf(str), "missing": ListOf(str), "skipped": ListOf(dict),
-    "environment": (ENVIRONMENT, type(None)), "passes": INT_OR_NONE, "kind": str, "program": ListOf(str),
-    "gpus": ListOf(dict), "parts": ListOf(dict), "kernels_profiled": INT_OR_NONE, "command": str,
-    "replay": (Obj({"mode": str, "why": str}, required=("mode", "why")), str),
-})
-SCHEMAS = {PLAN_FILE: PLAN, RUN_FILE: RUN}
+SCHEMAS: dict[str, type] = {PLAN_FILE: Plan, RUN_FILE: RunRecord}
 
 _NAMES = {dict: "an object", list: "a list", str: "a string", int: "an integer", float: "a number",
           bool: "true/false", type(None): "null"}
+_FIELDS: dict[type, dict[str, Any]] = {}  # a TypedDict's resolved field hints
 
 
-def _kind(value: Any) -> str:
+def _fields(record: type) -> dict[str, Any]:
+    if record not in _FIELDS:
+        _FIELDS[record] = get_type_hints(record, include_extras=True)
+    return _FIELDS[record]
+
+
+def _kind(value: object) -> str:
     return _NAMES.get(type(value), type(value).__name__)
 
 
+def _amount(spec: Any) -> Amount | None:
+    """The Amount an Annotated[X, Amount(...)] hint carries, else None."""
+    return next((a for a in spec.__metadata__ if isinstance(a, Amount)), None) \
+        if get_origin(spec) is Annotated else None
+
+
+def _members(spec: Any) -> tuple[Any, ...]:
+    """The alternatives of a union (X | Y, Optional[X]), else ()."""
+    return get_args(spec) if get_origin(spec) in (Union, UnionType) else ()
+
+
 def _expected(spec: Any) -> str:
-    if isinstance(spec, tuple):  # any of these
-        return " or ".join(dict.fromkeys(_expected(k) for k in spec))
-    if isinstance(spec, Amount):
-        return "an integer" if spec.whole else "an integer or a number"
-    if isinstance(spec, Obj) or spec is dict or isinstance(spec, MapOf):
+    if get_origin(spec) is Annotated:
+        return _expected(get_args(spec)[0])
+    if members := _members(spec):  # any of these
+        return " or ".join(dict.fromkeys(_expected(k) for k in members))
+    if is_typeddict(spec) or spec is dict or get_origin(spec) is dict:
         return "an object"
-    if isinstance(spec, ListOf):
+    if spec is list or get_origin(spec) is list:
         return "a list"
-    return _NAMES.get(spec, spec.__name__)
+    return _NAMES.get(spec, getattr(spec, "__name__", str(spec)))
 
 
-def _is(value: Any, spec: Any) -> bool:
-    if isinstance(spec, tuple):
-        return any(_is(value, k) for k in spec)
-    if isinstance(spec, Obj | MapOf) or spec is dict:
+def _is(value: object, spec: Any) -> bool:
+    if get_origin(spec) is Annotated:
+        return _is(value, get_args(spec)[0])
+    if members := _members(spec):
+        return any(_is(value, k) for k in members)
+    if spec is object or spec is Any:
+        return True
+    if spec is None or spec is type(None):
+        return value is None
+    if is_typeddict(spec) or get_origin(spec) is dict:
         return isinstance(value, dict)
-    if isinstance(spec, ListOf):
+    if get_origin(spec) is list:
         return isinstance(value, list)
-    if isinstance(spec, Amount):
-        return spec.fits(value)
     if isinstance(value, bool):  # JSON true is no count
         return spec is bool
     if isinstance(value, int) and spec is float:
@@ -204,28 +299,34 @@ def _is(value: Any, spec: Any) -> bool:
 
 
 def problem(value: Any, spec: Any, field: str = "") -> str | None:
-    """Where value departs from spec, as "FIELD is X, expected Y", or None when it conforms. A tuple
-    spec is any of its members (the first one the value's type fits is followed inside)."""
+    """Where value departs from spec (a record's type hint), as "FIELD is X, expected Y", or None when it
+    conforms. In a union the first member the value's type fits is followed inside."""
     if not _is(value, spec):
         return f"{field + ' is' if field else 'holds'} {_kind(value)}, expected {_expected(spec)}"
-    if isinstance(spec, tuple):
-        return problem(value, next(k for k in spec if _is(value, k)), field)
-    if isinstance(spec, Amount) and spec.bad(value):
-        return f"{field + ' is' if field else 'holds'} {value!r}, expected {spec.what} from 0 to below 2**63"
-    if isinstance(spec, Obj):
-        for key in spec.required:
-            if key not in value:
-                return f"{field + '.' if field else ''}{key} is missing"
-        for key, sub in spec.fields.items():
-            if key in value and (found := problem(value[key], sub, f"{field + '.' if field else ''}{key}")):
+    if members := _members(spec):
+        return problem(value, next(k for k in members if _is(value, k)), field)
+    amount = _amount(spec)
+    if amount is not None and amount.bad(value):
+        where = field + " is" if field else "holds"
+        return f"{where} {value!r}, expected {amount.what} from 0 to below 2**63"
+    prefix = field + "." if field else ""
+    if is_typeddict(spec):
+        fields = _fields(spec)
+        for key in fields:
+            if key in spec.__required_keys__ and key not in value:
+                return f"{prefix}{key} is missing"
+        for key, sub in fields.items():
+            if key in value and (found := problem(value[key], sub, f"{prefix}{key}")):
                 return found
-    elif isinstance(spec, ListOf):
-        for i, item in enumerate(value):
-            if found := problem(item, spec.item, f"{field}[{i}]"):
+    elif get_origin(spec) is list:
+        (item,) = get_args(spec)
+        for i, entry in enumerate(value):
+            if found := problem(entry, item, f"{field}[{i}]"):
                 return found
-    elif isinstance(spec, MapOf):
-        for key, item in value.items():
-            if found := problem(item, spec.value, f"{field}.{key}"):
+    elif get_origin(spec) is dict:
+        _, item = get_args(spec)
+        for key, entry in value.items():
+            if found := problem(entry, item, f"{prefix}{key}"):
                 return found
     return None
 
@@ -259,7 +360,7 @@ def _read(folder: Path, name: str) -> Any:
     return data
 
 
-def write_plan(folder: Path, plan: Mapping[str, Any]) -> Path:
+def write_plan(folder: Path, plan: Plan) -> Path:
     """plan.json, atomically; a plan that breaks the schema is a bug here, not a file for readers."""
     return _write(folder, PLAN_FILE, plan)
 
@@ -280,6 +381,11 @@ def _write(folder: Path, name: str, data: Mapping[str, Any]) -> Path:
 # --- what the records mean ----------------------------------------------------------------------------------
 
 
+def configs_of(plan: Plan | None) -> list[Config]:
+    """The plan's configs ([] without a plan)."""
+    return plan["configs"] if plan else []
+
+
 def needs_rerun(outcome: Mapping[str, Any]) -> bool:
     """A config to measure again: it did not finish ok, or ncu profiled no kernel in its range."""
     return outcome.get("status") != "ok" or outcome.get("profiled") is False
@@ -290,7 +396,7 @@ def rerun_list(outcomes: Sequence[Mapping[str, Any]]) -> list[str]:
     return [str(c.get("range")) for c in outcomes if needs_rerun(c)]
 
 
-def partial_reports_expected(run: Mapping[str, Any]) -> bool:
+def partial_reports_expected(run: RunRecord) -> bool:
     """After Ctrl-C or a runner crash a report may end in a damaged launch: drop it, keep the rest."""
     return bool(run.get("interrupted")) or any(a.get("returncode") for a in run.get("attempts", []))
 
@@ -300,15 +406,16 @@ def plan_from_trace(records: Sequence[Mapping[str, Any]], program: Sequence[str]
     """The plan of a traced program: each trace record (memtraffic.runfolder.trace) is a config, numbered
     in program order; a record that is no config (a damaged line) is listed under 'skipped' with why.
     What `profile` writes, and what reading rebuilds when the run was killed first."""
-    configs, skipped = [], []
+    configs: list[Config] = []
+    skipped: list[Skipped] = []
     for r in records:
-        found = problem(r, CONFIG)
-        if found is None:
-            configs.append({**r, "id": len(configs)})
+        found = problem(r, Config)
+        if found is None:  # checked against Config just now
+            configs.append(cast(Config, {**r, "id": len(configs)}))
         else:
             skipped.append({"range": str(r.get("range")), "reason": f"trace record: {found}"})
-    plan: dict[str, Any] = {"version": 1, "kind": "profile", "program": list(program or []),
-                            "configs": configs, "skipped": skipped}
+    plan: Plan = {"version": 1, "kind": "profile", "program": list(program or []), "configs": configs,
+                  "skipped": skipped}
     if metrics is not None:
         plan["metrics"] = dict(metrics)
-    return plan  # type: ignore[return-value]
+    return plan

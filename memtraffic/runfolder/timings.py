@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from memtraffic.vocab.errors import ReportError
 from memtraffic.vocab.files import read_json, write_json
@@ -34,16 +34,38 @@ _LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver"}
 _RANGE_CATEGORIES = {"user_annotation", "cpu_op"}  # record_function; _RecordFunctionFast (our mirror)
 
 
+class KernelTiming(TypedDict):
+    """One kernel launch of timings.json (see the module doc)."""
+
+    launch: int
+    range: str  # the innermost `mt|` range it was launched in ("" for none)
+    nvtx: list[str]
+    kernel: str
+    time_ns: int
+    stream: int | None
+
+
+class Timings(TypedDict, total=False):
+    format: int
+    source: str
+    device: str
+    kernels: list[KernelTiming]
+    dropped_outside_ranges: int
+
+
 def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def join_trace(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def join_trace(events: Iterable[Mapping[str, Any]]) -> list[KernelTiming]:
     """Kernel entries (see the module doc) of a Chrome trace's events, in order of kernel start.
 
     A kernel whose launch call is not in the trace takes the `mt|` range its "External id" names, if
     any; one launched outside every `mt|` range gets range "" (analysis: outside any op or region)."""
-    kernels, launches, ranges, external = [], {}, {}, {}
+    kernels: list[Mapping[str, Any]] = []  # Chrome trace events
+    launches: dict[object, Mapping[str, Any]] = {}
+    ranges: dict[object, list[tuple[float, float, str]]] = {}
+    external: dict[object, str] = {}
     for e in events:
         if e.get("ph") != "X":
             continue
@@ -62,7 +84,7 @@ def join_trace(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     ordered = sorted(kernels, key=lambda e: float(e["ts"]))
     calls = [launches.get(k["args"]["correlation"]) for k in ordered]
     stacks = _stacks(ranges, [c for c in calls if c is not None])
-    out = []
+    out: list[KernelTiming] = []
     for i, (k, call) in enumerate(zip(ordered, calls, strict=True)):
         stack = stacks.get(id(call), []) if call is not None else []
         if call is None and (k.get("args") or {}).get("External id") in external:
@@ -99,11 +121,11 @@ def _stacks(ranges: dict[Any, list[tuple[float, float, str]]],
     return out
 
 
-def write_timings(path: Path, kernels: list[dict[str, Any]], device: str) -> None:
+def write_timings(path: Path, kernels: list[KernelTiming], device: str) -> None:
     write_json(path, {"format": TIMINGS_FORMAT, "source": SOURCE, "device": device, "kernels": kernels})
 
 
-def read_timings(path: Path) -> dict[str, Any]:
+def read_timings(path: Path) -> Timings:
     """The timings file, checked: ReportError naming what is wrong when it is not one."""
     data = read_json(path, "the run folder is damaged")
     entries = data.get("kernels") if isinstance(data, dict) else None
@@ -114,7 +136,7 @@ def read_timings(path: Path) -> dict[str, Any]:
     if not ok:
         raise ReportError(f"{path} is not a timings file of format {TIMINGS_FORMAT} (a list of kernels, each "
                           "with range, kernel and time_ns >= 0): the run folder is damaged")
-    return data
+    return cast(Timings, data)  # the fields readers use are checked just above
 
 
 def keep_ranged(path: Path) -> int:

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from memtraffic.runfolder.records import Config, TensorEntry
 from memtraffic.vocab.files import require_file
 
 TRACE_ENV = "MEMTRAFFIC_TRACE"  # the JSONL file every process of the program appends to
@@ -37,7 +38,7 @@ TRACE_FROM = {"1": "start", "forward": "first forward", "window": "profiler wind
 
 # Program order, shared by op calls and regions, so a region's seq comes before its ops'.
 _seq = itertools.count()
-_sinks: list[list[dict[str, Any]]] = []  # in-memory lists of open memtraffic.ops() blocks
+_sinks: list[list[Config]] = []  # in-memory lists of open memtraffic.ops() blocks
 _sinks_lock = threading.Lock()
 _fd: tuple[str, int] | None = None  # (path, descriptor) of the open trace file
 _freed: list[int] = []  # storages freed since the last record (memtraffic.inprogram.liveness appends)
@@ -50,19 +51,20 @@ def next_seq() -> int:
     return next(_seq)  # atomic under the GIL: autograd threads share the counter safely
 
 
-def dtype_name(dtype: object) -> str:
+def short_dtype(dtype: object) -> str:
     """torch.float32, numpy/cupy/jax float32 -> 'fp32'; others keep their own name ('int64', 'bool')."""
     text = str(dtype).removeprefix("torch.")
     return _SHORT_DTYPES.get(text, text)
 
 
-def make_record(kind: str, seq: int, op: str, range_name: str, inputs: list[dict[str, Any]],
-                outputs: list[dict[str, Any]], read_bytes: int, write_bytes: int,
-                flops: int | None, *, note: str = "", main: dict[str, Any] | None = None) -> dict[str, Any]:
+def make_record(kind: str, seq: int, op: str, range_name: str, inputs: list[TensorEntry],
+                outputs: list[TensorEntry], read_bytes: int, write_bytes: int,
+                flops: int | None, *, note: str = "", main: TensorEntry | None = None) -> Config:
     """A plan config; `shape`/`dtype` are those of `main` (an op's result), else of the first input,
     else of the first output ([] and '' without any). `min_note` says where the minimum is a bound
     (data the tracer could not read) rather than exact ('' when exact)."""
-    first = main or (inputs[0] if inputs else outputs[0] if outputs else {"shape": [], "dtype": ""})
+    empty: TensorEntry = {"shape": [], "dtype": ""}
+    first = main or (inputs[0] if inputs else outputs[0] if outputs else empty)
     return {
         "range": range_name, "kind": kind, "seq": seq, "pid": os.getpid(), "op": op, "variant": "",
         "shape": list(first["shape"]), "dtype": first["dtype"], "params": {},
@@ -118,7 +120,7 @@ def _drain_freed() -> list[int]:
     return freed
 
 
-def emit(record: dict[str, Any]) -> None:
+def emit(record: Config) -> None:
     """Hand the record to open memtraffic.ops() blocks and append it to $MEMTRAFFIC_TRACE if set. A record
     that names storages (`reads`/`writes`) gets `freed` first: the storages freed since the last one."""
     if "reads" in record or "writes" in record:
@@ -143,9 +145,9 @@ def _trace_fd(path: str) -> int:
 
 
 @contextmanager
-def collect() -> Iterator[list[dict[str, Any]]]:
+def collect() -> Iterator[list[Config]]:
     """The records emitted in this process while the block runs (every thread), in emission order."""
-    records: list[dict[str, Any]] = []
+    records: list[Config] = []
     with _sinks_lock:
         _sinks.append(records)
     try:
@@ -156,16 +158,17 @@ def collect() -> Iterator[list[dict[str, Any]]]:
             _sinks.remove(records)
 
 
-def read_trace(path: str | Path) -> list[dict[str, Any]]:
+def read_trace(path: str | Path) -> list[dict[str, object]]:
     """The records of a trace file, in program order per process (processes in order of first record).
 
     A line that is not a whole record (the program died mid-write) is skipped, not fatal: the rest of a
     failed program's trace still explains what it ran. No file: no records; anything else by its name (a
-    folder, a FIFO) is a ReportError (vocab.files.require_file)."""
+    folder, a FIFO) is a ReportError (vocab.files.require_file). The records are JSON as read:
+    plan_from_trace checks each against Config."""
     path = Path(path)
     if not require_file(path, "the run folder is damaged (restore the file, or profile again)"):
         return []
-    records: list[dict[str, Any]] = []
+    records: list[dict[str, object]] = []
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
             record = json.loads(line)

@@ -16,6 +16,7 @@ import pandas as pd
 
 from memtraffic.ncu.kernel_table import kernel_table
 from memtraffic.runfolder.load import Run, load_run
+from memtraffic.runfolder.records import RunRecord
 from memtraffic.vocab.errors import ReportError
 from memtraffic.vocab.files import require_folder
 from memtraffic.vocab.units import fmt_bytes, fmt_eff, fmt_time
@@ -31,15 +32,7 @@ def _load(run_dir: Path) -> Run:
     return load_run(run_dir)
 
 
-def load_results(run_dir: Path, partial: bool = False) -> pd.DataFrame:
-    """The analyzed table of a run folder, from the loader `memtraffic analyze` uses (an incomplete run
-    only with `partial`)."""
-    from memtraffic.analysis.analyze import load_results as analyzed
-
-    return analyzed(_load(run_dir), partial)
-
-
-def load_runs(run_dirs: Sequence[Path], partial: bool = False) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+def load_runs(run_dirs: Sequence[Path], partial: bool = False) -> tuple[pd.DataFrame, list[RunRecord]]:
     """Several runs stacked into one table (a 'run' column tells them apart) and their run.json; an
     incomplete run only with `partial` (its gaps are named on stderr either way, and kept in the
     table's gaps for the page's notes)."""
@@ -98,12 +91,12 @@ def resolve_ceilings(devices: Sequence[str], ceilings_file: Path | None = None
     for dev in devices:
         # A roof the GPU has no counter for is named, not drawn (no DRAM roof on unified memory).
         notes += [f"{dev}: {note}" for note in peak_names(dev)[1]]
-        entry = find_ceilings(dev)
-        if entry is None:
+        known = find_ceilings(dev)
+        if known is None:
             notes.append(f"no ceilings known for {dev}: run 'memtraffic ceilings' on it to draw its roofs")
         else:
-            entries.append(entry)
-            notes.append(f"roofs: {dev}, measured {entry.get('date', '(date unknown)')}")
+            entries.append(known)
+            notes.append(f"roofs: {dev}, measured {known.get('date', '(date unknown)')}")
     if not devices:
         notes.append("the run does not name its device: no roofs drawn (give --ceilings FILE)")
     return entries, notes

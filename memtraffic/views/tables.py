@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from memtraffic.analysis import per_op
-from memtraffic.analysis.analyze import kernel_list, row_label, to_records
+from memtraffic.analysis.analyze import kernel_list, row_dicts, row_label, to_records
 from memtraffic.analysis.lines import location
 from memtraffic.views import formats
 from memtraffic.vocab.ops import format_shape
@@ -313,7 +313,7 @@ def results_table_rows(df: pd.DataFrame, group_by: str = "range") -> tuple[list[
         return "n/a" if level in absent else text
 
     body = []
-    for r in df.to_dict("records"):
+    for r in row_dicts(df):
         label = row_label(r)
         if group_by == "kernel" and r["variant"] and r["kernels"]:
             label += f" [{r['kernels'][0]}]"

@@ -44,4 +44,5 @@ def require(what: str, *modules: str) -> None:
 
     for module in modules:
         if find_spec(module) is None:
-            raise missing_extra(ModuleNotFoundError(f"No module named {module!r}", name=module), what)
+            missing = ModuleNotFoundError(f"No module named {module!r}", name=module)
+            raise missing_extra(missing, what) or missing

@@ -40,7 +40,7 @@ import os
 import threading
 from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 DISTINCT_ENV = "MEMTRAFFIC_DISTINCT"  # "K": measure the first K calls of each signature; "0"/unset: all
 # "range": ncu replays each measured range as one unit (memtraffic.collect.profile sets it): the op tracer
@@ -84,11 +84,19 @@ class Decision:
     signature: str  # signature_digest of the call's signature
     reuses: str | None = None  # a repeat: the range of its signature's first measured call (None: none)
 
-    def fields(self) -> dict[str, Any]:
+    def fields(self) -> LaunchFields:
         """The keys this decision adds to the call's trace record."""
         if self.measured:
             return {"signature": self.signature}
         return {"signature": self.signature, "repeat": True, "reuses": self.reuses}
+
+
+class LaunchFields(TypedDict, total=False):
+    """What a decision adds to a call's trace record (memtraffic.runfolder.records.Config)."""
+
+    signature: str
+    repeat: bool
+    reuses: str | None
 
 
 def parse_distinct(text: str | None) -> int:

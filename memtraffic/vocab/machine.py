@@ -12,7 +12,7 @@ import subprocess
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from memtraffic.vocab.errors import GpuNotFoundError
 
@@ -59,8 +59,23 @@ def _version_of(module: str) -> str | None:
         return None
 
 
+class Environment(TypedDict, total=False):
+    """What a run ran on (run.json's "environment"; bench results and ceilings entries carry it too)."""
+
+    gpu: str | None
+    chip: str | None
+    driver: str | None
+    ncu: str | None
+    ncu_version: str | None
+    torch: str | None
+    cuda: str | None
+    triton: str | None
+    python: str
+    host: str
+
+
 def environment(gpu: str | None, ncu: Path | None = None, version: Sequence[int] | None = None
-                ) -> dict[str, Any]:
+                ) -> Environment:
     """What a run ran on: GPU, driver, ncu, and the versions of the Python stack (torch is optional).
     The one environment record: run.json, bench results and ceilings entries all carry it."""
     import sys

@@ -8,7 +8,7 @@ minimum its access pattern sits) lives beside its kernel in `kernels/`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,7 +77,7 @@ def parse_shape(text: str) -> Shape:
     return shape
 
 
-def format_shape(shape: Shape) -> str:
+def format_shape(shape: Sequence[int]) -> str:
     return "x".join(str(s) for s in shape)
 
 

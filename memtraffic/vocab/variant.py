@@ -57,7 +57,7 @@ def shipped_catalog() -> list[dict[str, str]]:
     entries = []  # (name, module, constant) from VARIANTS = {"name": module.CONSTANT, ...}
     for node in ast.walk(ast.parse((folder / "__init__.py").read_text())):
         if isinstance(node, ast.AnnAssign | ast.Assign) and isinstance(node.value, ast.Dict):
-            entries += [(k.value, v.value.id, v.attr) for k, v in zip(node.value.keys, node.value.values,
+            entries += [(str(k.value), v.value.id, v.attr) for k, v in zip(node.value.keys, node.value.values,
                                                                        strict=True)
                         if isinstance(k, ast.Constant) and isinstance(v, ast.Attribute)
                         and isinstance(v.value, ast.Name)]

@@ -401,3 +401,26 @@ def test_runner_waits_for_the_plan_and_stops_when_told(tmp_path):
     assert runner.wait_for_plan(plan, timeout_s=5) is False
     plan.write_text("{}")
     assert runner.wait_for_plan(plan, timeout_s=5) is True
+
+
+def test_options_are_parsed_once_when_made(tmp_path, monkeypatch):
+    """--shard, --gpus, --metrics and --sweep become typed values when MeasureOptions is made (a bad one is
+    the same one-line UsageError as before); the layers below use them without parsing the text again."""
+    from memtraffic.collect import sweep
+
+    (tmp_path / "grid.toml").write_text('variants = ["torch_softmax"]\nshapes = ["4x8", "8x8"]\n')
+    reads = []
+    real = sweep.read_sweep
+    monkeypatch.setattr(collect, "read_sweep", lambda path: reads.append(path) or real(path))
+    opts = collect.MeasureOptions(variants=[], sweep=tmp_path / "grid.toml", shard="2/2", gpus="1, 0,1",
+                                  metrics="traffic,fadd")
+    assert (opts.shard_part, opts.gpu_list) == ((2, 2), [1, 0])
+    assert opts.metric_tokens[0] == "time" and opts.metric_tokens[-1] == "fadd"  # the set, then the alias
+    assert collect.MeasureOptions(variants=[], gpus="all").gpu_list == "all"
+    collect.precheck(opts)
+    plan = collect.plan_for(opts)
+    assert len(reads) == 1 and plan["shard"]["index"] == 2 and len(plan["configs"]) == 1
+    for bad, message in ((dict(shard="3/2"), "bad --shard '3/2'"), (dict(gpus="first"), "bad --gpus 'first'"),
+                         (dict(metrics="no such"), "no such")):
+        with pytest.raises(UsageError, match=message):
+            collect.MeasureOptions(variants=["torch_softmax"], **bad)

@@ -24,9 +24,9 @@ from memtraffic.cli import app
 from memtraffic.ncu.kernel_table import table_path
 from memtraffic.runfolder.load import load_run
 from memtraffic.runfolder.records import (
-    CONFIG,
-    PLAN,
-    RUN,
+    Config,
+    Plan,
+    RunRecord,
     needs_rerun,
     plan_from_trace,
     problem,
@@ -54,9 +54,9 @@ def _own_cache(tmp_path_factory, monkeypatch):
 
 @pytest.mark.parametrize("folder", FOLDERS, ids=_label)
 def test_every_committed_run_folder_conforms_and_loads(folder):
-    assert problem(json.loads((folder / "plan.json").read_text()), PLAN) is None \
+    assert problem(json.loads((folder / "plan.json").read_text()), Plan) is None \
         if (folder / "plan.json").is_file() else True
-    assert problem(json.loads((folder / "run.json").read_text()), RUN) is None
+    assert problem(json.loads((folder / "run.json").read_text()), RunRecord) is None
     run = load_run(folder)
     assert run.meta == read_run(folder) and run.plan == read_plan(folder)
     if not run.reports or not all(r.is_file() for r in run.reports):
@@ -184,7 +184,7 @@ def test_damage_to_plan_or_run_json_is_one_line_naming_file_and_field(case):
         (run / name).write_text(json.dumps(damaged))
         res = CliRunner().invoke(app, ["analyze", str(run), "--format", "json"])
         _assert_one_error_or_a_reading(res, run)
-        schema = PLAN if name == "plan.json" else RUN
+        schema = Plan if name == "plan.json" else RunRecord
         found = problem(damaged, schema)
         if found is not None:  # the schema refuses it: exactly one line, naming the file and the field
             damaged_line = "the run folder is damaged (restore the file, or measure again)"
@@ -198,10 +198,10 @@ def test_damage_to_plan_or_run_json_is_one_line_naming_file_and_field(case):
 def test_a_damaged_config_names_its_field():
     plan = copy.deepcopy(SEED_DOCS["plan.json"])
     plan["configs"][2]["shape"] = [1048576, "2"]
-    assert problem(plan, PLAN) == "configs[2].shape[1] is a string, expected an integer"
+    assert problem(plan, Plan) == "configs[2].shape[1] is a string, expected an integer"
     del plan["configs"][1]["range"]
-    assert problem(plan, PLAN) == "configs[1].range is missing"
-    assert problem({"range": "r", "min_read_bytes": True}, CONFIG) == (
+    assert problem(plan, Plan) == "configs[1].range is missing"
+    assert problem({"range": "r", "min_read_bytes": True}, Config) == (
         "min_read_bytes is true/false, expected an integer or a number or null")
 
 
@@ -272,3 +272,20 @@ def test_a_trace_record_that_is_no_config_is_skipped_and_a_bad_write_is_one_line
                               "string, expected an integer or a number or null (a variant's model or the "
                               "program gave a value of the wrong kind)")
     assert not (tmp_path / "plan.json").exists()
+
+
+@pytest.mark.parametrize("record", ["Plan", "Config", "RunRecord", "Attempt", "Outcome", "Skipped"])
+def test_the_schema_is_the_typed_records(record):
+    """The validator walks the TypedDicts: every field a record declares is checked, none only there."""
+    from typing import get_type_hints
+
+    from memtraffic.runfolder import records
+
+    cls = getattr(records, record)
+    base = {"Plan": {"configs": []}, "Config": {"range": "r"}}.get(record, {})
+    assert problem(base, cls) is None
+    for key in get_type_hints(cls):
+        wrong = next(v for v in ("x", 1.5, [1.5], {"k": 1.5}, True) if problem({**base, key: v}, cls))
+        assert problem({**base, key: wrong}, cls).startswith(f"{key}"), (key, wrong)
+    for key in cls.__required_keys__:
+        assert problem({k: v for k, v in base.items() if k != key}, cls) == f"{key} is missing"
