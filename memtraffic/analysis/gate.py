@@ -226,8 +226,9 @@ def _check_floor(limits: FloorLimits, run: str | Path) -> list[dict[str, Any]]:
                            f"recoverable time {fmt_time(value)} above a floor of "
                            f"{fmt_time(f.floor_s * 1e9)}, limit {fmt_time(limits.max_recoverable_ns)}"))
     if limits.max_over_fused is not None:
-        known = f.fused_min_bytes and f.dram_bytes is not None
-        value = f.dram_bytes / f.fused_min_bytes if known else math.nan
+        fused, dram = f.fused_min_bytes, f.dram_bytes
+        known = bool(fused) and dram is not None
+        value = dram / fused if dram is not None and fused else math.nan
         text = (f"DRAM {fmt_bytes(f.dram_bytes)} is {value:.2f}x the fused minimum "
                 f"{fmt_bytes(f.fused_min_bytes)}" if known else
                 f"measured DRAM over the fused minimum unknown (fused minimum {f.fused_note})")

@@ -179,7 +179,8 @@ def read_trace(path: str | Path) -> list[dict[str, object]]:
         elif isinstance(record, dict) and isinstance(record.get("freed_after"), list):  # end_region's
             last = next((r for r in reversed(records) if r.get("pid") == record.get("pid")), None)
             if last is not None:
-                last.setdefault("freed_after", []).extend(record["freed_after"])
+                before: list[int] = list(last.get("freed_after") or [])  # type: ignore[call-overload]
+                last["freed_after"] = before + list(record["freed_after"])
     first: dict[Any, int] = {}
     for r in records:
         first.setdefault(r.get("pid"), len(first))
