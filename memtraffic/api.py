@@ -55,6 +55,15 @@ def per_op(run: str | Path | Run, min_bytes: str | Sequence[str] | None = None) 
     return analyze(run, min_bytes=min_bytes, group_by="op")
 
 
+def floor(run: str | Path | Run) -> Any:
+    """`memtraffic floor RUN`: the run's time against its floor (memtraffic.analysis.floor.Floor: gpu_time_s,
+    floor_s, recoverable_s, by_op rows, eager_min_bytes, fused_min_bytes, dram_bytes; .to_dict() is the
+    CLI's --format json, .summary() its first lines, .table() its rows as a DataFrame)."""
+    from memtraffic.analysis.floor import floor_run
+
+    return floor_run(run)
+
+
 def lines(run: str | Path | Run, kernel: str | None = None, top: int | None = None) -> list[dict[str, Any]]:
     """`memtraffic lines RUN`: per source line of each kernel, the bytes it moved and its verdict."""
     from memtraffic.analysis.lines import read_lines

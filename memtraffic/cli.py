@@ -105,6 +105,19 @@ def _print_baseline_diff(baseline: Path | None, run_dir: Path, fmt: str, width: 
     typer.echo(f"\ndiff against {baseline}:\n{text}", err=fmt != "table")
 
 
+def _print_floor_summary(path: Path) -> None:
+    """The floor's summary (memtraffic.analysis.floor) above a table of a run; a run it cannot read (no
+    minimum, no time) gets none: the table says what there is."""
+    from memtraffic.api import floor as floor_of
+
+    try:
+        text = floor_of(path).summary()
+    except MemtrafficError:
+        return
+    if text:
+        typer.echo("\n".join([text, "  (memtraffic floor RUN: every op type, the reasons, a legend)", ""]))
+
+
 def _check_baseline(baseline: Path | None) -> None:
     """Before measuring: a --baseline that is not there would only be found after the run."""
     if baseline is not None and not baseline.exists():
@@ -445,6 +458,8 @@ def profile(
         from_first_forward=from_first_forward, clock_control=clock_control, cache_control=cache_control,
         out=out, verbose=verbose, distinct=0 if every_launch else distinct, replay=replay)
     result = run_profile(opts, echo=lambda line: typer.echo(line, err=True))
+    if len(result.table) and fmt == "table":
+        _print_floor_summary(result.run_dir)
     if len(result.table) and torch_ops and fmt == "table" and not all_calls:
         typer.echo(op_calls_table(result.table, width=_width(wide)))
     elif len(result.table):
@@ -507,8 +522,40 @@ def analyze(
 
     formats.check(fmt, FOR_ROWS)
     table = analyze_run(path, min_bytes=min_bytes, group_by=group_by)
+    if group_by == "op" and fmt == "table" and len(table):
+        _print_floor_summary(path)
     typer.echo(render_results(table, fmt, group_by, _width(wide)))
     require_whole(table, str(path), partial)  # after the table: what there is, is shown
+
+
+@app.command()
+def floor(
+    path: Annotated[Path, typer.Argument(help="A run folder (profile, measure) or a .ncu-rep.")],
+    fmt: Annotated[
+        str,
+        typer.Option("--format", "-f", help="table (for people, with a legend) or json (gpu_time_s, "
+                     "floor_s, by_op rows, eager_min_bytes, fused_min_bytes, dram_bytes; seconds, bytes)."),
+    ] = "table",
+    wide: Wide = False,
+) -> None:
+    """How far the run is from its floor: time, floor and recoverable time per op type, and why.
+
+    Each call's floor is the larger of its minimum bytes at the measured
+    copy roof and its FLOPs at the measured roof of its dtype and unit;
+    recoverable = time - floor, with the reason that holds it (bytes above
+    the minimum, compute below its roof, launch-bound, occupancy, spills, a
+    grid too small for the GPU, latency). Beside it the fused minimum of a
+    traced program: what it must move if every intermediate stayed on chip.
+
+    Examples:
+      memtraffic floor reports/h100/floor_eager_i42floor
+      memtraffic floor RUN --format json
+    """
+    from memtraffic.api import floor as floor_of
+    from memtraffic.views.floor_table import render_floor
+
+    formats.check(fmt, ("table", "json"))
+    typer.echo(render_floor(floor_of(path), fmt, _width(wide)))
 
 
 @app.command()

@@ -81,6 +81,10 @@ class Config(_ConfigRange, total=False):
     repeat: bool  # profile --distinct: a repeat of an earlier signature (not measured)
     reuses: str | None  # ... and the range whose measurement it reuses
     signature: str
+    reads: list[list[int | None]]  # traced: [storage, bytes] it must read (runfolder.trace)
+    writes: list[list[int | None]]  # traced: [storage, bytes] it must write
+    freed: list[int]  # traced: storages freed since the previous record
+    freed_after: list[int]  # traced: storages freed after it, before the traced region ended
 
 
 class Skipped(TypedDict, total=False):

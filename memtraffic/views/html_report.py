@@ -203,6 +203,18 @@ def _shown_rows(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     return shown, sections
 
 
+def floor_section(df: pd.DataFrame, run: Run) -> list[str]:
+    """The floor's summary (memtraffic.analysis.floor), first on the page; none for a run without one."""
+    from memtraffic.analysis.floor import floor_of_table, summary_lines
+
+    lines = summary_lines(floor_of_table(df, run.plan, run.name))
+    if not lines:
+        return []
+    return ["<h2>Time against the floor</h2>" + "".join(f"<p>{html.escape(line)}</p>" for line in lines)
+            + "<p class='note'>`memtraffic floor` lists every op type with its floor, recoverable time and "
+            "reason.</p>"]
+
+
 def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Path | None = None,
                  partial: bool = False) -> str:
     """The HTML text of the report of one run folder: results and diagnoses first (with a baseline, the
@@ -223,6 +235,7 @@ def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Pat
     ceilings, ceiling_notes = resolve_ceilings(devices, ceilings_file)
 
     shown, sections = _shown_rows(df)
+    sections[:0] = floor_section(df, _load(run_dir))
     headers, rows = results_table_rows(shown)  # the rows `memtraffic analyze` prints
     from memtraffic.analysis.reuse import table_reuse_line
 

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memtraffic.analysis.analyze import analyze_path, to_records
-from memtraffic.analysis.diff import MEASURES, diff
+from memtraffic.analysis.diff import MEASURES, diff, pct, relative
 from memtraffic.cli import app
 from memtraffic.vocab.errors import UsageError
 
@@ -327,3 +327,17 @@ def test_configs_spelled_differently_pair_by_what_they_launched(tmp_path):
     spelled_row = next(r for r in rows if r["range_a"].endswith("1024"))
     assert spelled_row["verdict"].startswith(
         "parameters differ: BLOCK_M 1024 -> auto (the same launch: 1024x128); no change: same bytes")
+
+
+def test_a_diff_of_two_runs_shows_both_floors_and_the_change_of_the_recoverable_time():
+    from memtraffic.analysis.floor import floor_run
+
+    eager, compiled = H100 / "floor_eager_i42floor", H100 / "floor_compiled_i42floor"
+    result = CliRunner().invoke(app, ["diff", str(eager), str(compiled), "--group-by", "op"])
+    assert result.exit_code == 0, result.output
+    a, b = floor_run(eager), floor_run(compiled)
+    lines = result.output.splitlines()
+    at = lines.index("floor (memtraffic floor):")
+    assert lines[at + 1].startswith("  A: GPU time ") and lines[at + 2].startswith("  B: GPU time ")
+    assert lines[at + 3] == f"  recoverable time B vs A: {pct(relative(a.recoverable_s, b.recoverable_s))}"
+    assert diff(eager, compiled, "op").floors[1].fused_min_bytes == b.fused_min_bytes
