@@ -548,7 +548,7 @@ def floor(
     traced program: what it must move if every intermediate stayed on chip.
 
     Examples:
-      memtraffic floor reports/h100/floor_eager_i42floor
+      memtraffic floor reports/h100/floor_eager_block
       memtraffic floor RUN --format json
     """
     from memtraffic.api import floor as floor_of

@@ -133,7 +133,7 @@ for way, f in GELU.items():
 # the attention kernels for the rest.
 
 # %%
-BLOCK = {way: memtraffic.floor(REPORTS / f"floor_{way}_i42floor") for way in ("eager", "compiled")}
+BLOCK = {way: memtraffic.floor(REPORTS / f"floor_{way}_block") for way in ("eager", "compiled")}
 for way, f in BLOCK.items():
     print(f"--- {way}")
     print(f.summary())

@@ -9,10 +9,10 @@
 #   reports/h100/floor_compiled_NAME/   the same with --compile
 #   reports/h100/floor_gelu_{eager,triton,compiled}/  profile --torch-ops of examples/floor_gelu.py --mode ...
 #   logs/*.log, logs/floor_*.json       each command's output, `memtraffic floor --format json` of each run
-# The run folders' text files name paths relative to the repository (scripts/relative_paths.py).
+# The run folders name paths relative to the run folder or repository (scripts/share_runs.py).
 set -u
 OUT=${1:?usage: bash scripts/gpu_floor.sh OUT [NAME]}
-NAME=${2:-i42floor}
+NAME=${2:-block}
 mkdir -p "$OUT/reports/h100" "$OUT/logs"
 PY=${PYTHON:-python}
 export PYTHONUNBUFFERED=1
@@ -47,7 +47,7 @@ for r in floor_eager_$NAME floor_compiled_$NAME floor_gelu_eager floor_gelu_trit
     run "floor_of_$r" 60 "$PY" -m memtraffic.cli floor --format json "$OUT/reports/h100/$r"
     "$PY" -m memtraffic.cli floor "$OUT/reports/h100/$r" > "$OUT/logs/floor_table_$r.txt" 2>&1
 done
-"$PY" scripts/relative_paths.py "$OUT"/reports/h100/floor_* > "$OUT/logs/relative_paths.log" 2>&1
+"$PY" scripts/share_runs.py "$OUT"/reports/h100/floor_* > "$OUT/logs/share_runs.log" 2>&1
 # The lesson as plain Python on this machine's runs, placed where it reads them (needs plotly)
 cp -r "$OUT"/reports/h100/floor_* reports/h100/
 (cd notebooks && timeout 120 "$PY" 04_floor.py) > "$OUT/logs/notebook04.log" 2>&1

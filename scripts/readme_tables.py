@@ -356,7 +356,7 @@ def diff_output(reports: Path) -> list[str] | None:
 
 
 FLOOR_GELU = ("h100/floor_gelu_eager", "h100/floor_gelu_triton", "h100/floor_gelu_compiled")
-FLOOR_BLOCK = ("h100/floor_eager_i42floor", "h100/floor_compiled_i42floor")
+FLOOR_BLOCK = ("h100/floor_eager_block", "h100/floor_compiled_block")
 
 
 def floor_output(reports: Path) -> list[str] | None:

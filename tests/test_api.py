@@ -81,7 +81,7 @@ def test_figures_draw_the_run():
 
 
 def test_floor_equals_the_cli_json():
-    path = H100 / "floor_compiled_i42floor"
+    path = H100 / "floor_compiled_block"
     assert memtraffic.floor(path).to_dict() == _cli_json("floor", str(path))
 
 

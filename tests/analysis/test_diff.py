@@ -332,7 +332,7 @@ def test_configs_spelled_differently_pair_by_what_they_launched(tmp_path):
 def test_a_diff_of_two_runs_shows_both_floors_and_the_change_of_the_recoverable_time():
     from memtraffic.analysis.floor import floor_run
 
-    eager, compiled = H100 / "floor_eager_i42floor", H100 / "floor_compiled_i42floor"
+    eager, compiled = H100 / "floor_eager_block", H100 / "floor_compiled_block"
     result = CliRunner().invoke(app, ["diff", str(eager), str(compiled), "--group-by", "op"])
     assert result.exit_code == 0, result.output
     a, b = floor_run(eager), floor_run(compiled)

@@ -1,7 +1,7 @@
 """`memtraffic floor` on the committed H100 runs: time against the floor per op type, the reason of each
 recoverable time, the fused minimum beside the eager one and the DRAM bytes measured.
 
-The floor runs (reports/h100/floor_{eager,compiled}_i42floor: a transformer block's forward and backward,
+The floor runs (reports/h100/floor_{eager,compiled}_block: a transformer block's forward and backward,
 made by scripts/gpu_floor.sh) carry tensor identities in their traces; older runs do not, and say so.
 """
 
@@ -21,7 +21,7 @@ from memtraffic.analysis.floor import KINDS, floor_run, fused_minimum, row_floor
 from memtraffic.cli import app
 
 REPORTS = Path(__file__).resolve().parents[2] / "reports" / "h100"
-EAGER, COMPILED = REPORTS / "floor_eager_i42floor", REPORTS / "floor_compiled_i42floor"
+EAGER, COMPILED = REPORTS / "floor_eager_block", REPORTS / "floor_compiled_block"
 GELU = {way: REPORTS / f"floor_gelu_{way}" for way in ("eager", "triton", "compiled")}
 runner = CliRunner()
 
@@ -73,11 +73,11 @@ def test_runs_traced_before_identities_have_no_fused_minimum():
 REASONS = [
     ("spills_softmax_naive_2048x16384", "softmax", "spills"),
     ("compiled_layernorm_mlp_adamw", "triton_per_fused_sum_2", "launch"),
-    ("floor_eager_i42floor", "aten._scaled_dot_product_cudnn_attention_backward.default", "bytes"),
-    ("floor_eager_i42floor", "aten.mm.default", "compute"),
+    ("floor_eager_block", "aten._scaled_dot_product_cudnn_attention_backward.default", "bytes"),
+    ("floor_eager_block", "aten.mm.default", "compute"),
     ("profile_torch_model", "aten.sum.dim_IntList", "grid"),
-    ("floor_eager_i42floor", "aten.stack.default", "tail"),
-    ("floor_compiled_i42floor",
+    ("floor_eager_block", "aten.stack.default", "tail"),
+    ("floor_compiled_block",
      "triton_red_fused_add_native_layer_norm_native_layer_norm_backward_view_6", "occupancy"),
     ("profile_torch_model", "aten.randn.default", "latency"),
     ("timing_only_layernorm_mlp_adamw", "(outside any op or region)", "no minimum"),

@@ -180,7 +180,7 @@ def test_the_readme_quotes_the_example_file_and_its_snippet_runs(monkeypatch):
 
 # --- [floor]: the whole run against its floor (memtraffic.analysis.floor) ------------------------------
 
-EAGER_BLOCK, COMPILED_BLOCK = H100 / "floor_eager_i42floor", H100 / "floor_compiled_i42floor"
+EAGER_BLOCK, COMPILED_BLOCK = H100 / "floor_eager_block", H100 / "floor_compiled_block"
 
 
 def test_floor_limits_gate_the_compiled_block_and_fail_the_eager_one(tmp_path):

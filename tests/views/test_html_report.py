@@ -111,7 +111,7 @@ def test_the_page_starts_with_the_floor_summary():
 
     from memtraffic.analysis.floor import floor_run, summary_lines
 
-    run = Path(__file__).resolve().parents[2] / "reports" / "h100" / "floor_compiled_i42floor"
+    run = Path(__file__).resolve().parents[2] / "reports" / "h100" / "floor_compiled_block"
     page = html.unescape(report.build_report(run))
     assert page.index("Time against the floor") < page.index("Measured traffic vs minimum")
     for line in summary_lines(floor_run(run)):
