@@ -48,21 +48,23 @@ def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], width: int
     layouts = [("", one_line), ("", two_lines)] + [("inline", one_line), ("inline", two_lines),
                                                    ("alone", one_line), ("alone", two_lines)] * stack
     for stacked, heads in layouts:
-        table = _stacked(heads, body, stacked == "inline") if stacked else _layout(heads, body)
+        table = _stacked(heads, body, stacked == "inline", width) if stacked else _layout(heads, body)
         if _widest(table) <= width:
             break
     return table
 
 
-def _stacked(heads: list[list[str]], body: list[list[str]], inline: bool = True) -> str:
+def _stacked(heads: list[list[str]], body: list[list[str]], inline: bool = True, width: int | None = None
+             ) -> str:
     """Each row's first cell on a line of its own, its other cells indented on the next. `inline`: the names'
     header heads the numbers' column of blanks (alone on a line it reads as a stray word); else, where that
-    indent makes the table too wide, it stands on the first line."""
+    indent makes the table too wide, it stands on the first line. A name longer than `width` (an Inductor
+    kernel's) wraps onto the lines below it, as prose does."""
     rest = _layout(heads if inline else [[""], *heads[1:]], [["", *r[1:]] for r in body]).splitlines()
     depth = max(len(h) for h in heads)
     out = rest[:depth + 1] if inline else [heads[0][0]] + rest[:depth + 1]
     for r, numbers in zip(body, rest[depth + 1:], strict=True):
-        out += [r[0], numbers]
+        out += [*fit(r[0], width).splitlines(), numbers]
     return "\n".join(out)
 
 
