@@ -199,7 +199,7 @@ def _native_noise_dropped() -> Iterator[None]:
                 print("\n".join(kept), file=sys.stderr, flush=True)
 
 
-def read_rows(path: str | Path) -> tuple[list[dict[str, Any]], list[int], list[MeasuredLaunch]]:
+def read_rows(path: str | Path) -> tuple[list[dict[str, object]], list[int], list[MeasuredLaunch]]:
     """(one dict per kernel launch, the damaged launches (no name or metrics: dropped), the launches with
     per-line counters: launch, range, kernel and their lines as memtraffic.ncu.source.measured_lines
     reads them). The rows are read_report's without its 'report' column. One pass over the report:
@@ -209,8 +209,8 @@ def read_rows(path: str | Path) -> tuple[list[dict[str, Any]], list[int], list[M
         return _read_rows(load_ncu_report(path))
 
 
-def _read_rows(report: Any) -> tuple[list[dict[str, Any]], list[int], list[MeasuredLaunch]]:
-    rows: list[dict[str, Any]] = []
+def _read_rows(report: Any) -> tuple[list[dict[str, object]], list[int], list[MeasuredLaunch]]:
+    rows: list[dict[str, object]] = []  # info columns and one per metric alias (METRICS)
     damaged: list[int] = []
     with_lines: list[MeasuredLaunch] = []
     launch = 0
@@ -231,9 +231,10 @@ def _read_rows(report: Any) -> tuple[list[dict[str, Any]], list[int], list[Measu
             ranged = name == RANGE_RESULT_NAME  # one result for all the kernels of a range
             if ranged:
                 name = full = RANGE_KERNEL
-            row: dict[str, Any] = {
+            label = range_label(stack)
+            row: dict[str, object] = {
                 "launch": launch,
-                "range": range_label(stack),
+                "range": label,
                 "nvtx": " / ".join(stack),
                 "kernel": name,
                 "kernel_full": full,
@@ -249,7 +250,7 @@ def _read_rows(report: Any) -> tuple[list[dict[str, Any]], list[int], list[Measu
                 row[alias] = alias_value(action, metric)
             lines = measured_lines(action)
             if lines:
-                with_lines.append({"launch": launch, "range": row["range"], "kernel": name, "lines": lines})
+                with_lines.append({"launch": launch, "range": label, "kernel": name, "lines": lines})
             rows.append(row)
             launch += 1
     return rows, damaged, with_lines
