@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from memtraffic.collect.measure import MeasureOptions, MeasureResult
     from memtraffic.collect.profile import ProfileOptions, ProfileResult
     from memtraffic.collect.trace_ops import TracedRun
+    from memtraffic.ncu.chips import SetRow
+    from memtraffic.vocab.roofs import CeilingsEntry
 
 Echo = Callable[[str], None]
 LEVELS = ("dram", "l2", "l1")
@@ -179,7 +181,7 @@ def minimum(op: str, shape: str | Sequence[int], dtype: str = "fp32") -> dict[st
             "flops_note": OPS[op].flops_note}
 
 
-def ceilings(source: str | Path) -> dict[str, Any]:
+def ceilings(source: str | Path) -> CeilingsEntry:
     """A GPU's roofs, as `memtraffic ceilings` measured them: from a ceilings file (reports/ceilings/*.json)
     or by device name (this machine's cache, then reports/ceilings/). Keys: device, date, measured,
     ncu_theoretical (bytes/s and FLOP/s), method."""
@@ -414,7 +416,7 @@ def write_report(run: str | Path, out: str | Path | None = None, ceilings: str |
 
 
 def metric_sets(chip: str | None = None, all_chips: bool = False, set_name: str | None = None
-                ) -> tuple[list[dict[str, Any]], str | None]:
+                ) -> tuple[list[SetRow], str | None]:
     """`memtraffic metrics`: a row per (chip, set, alias) with its ncu name or why it is not measured; and,
     for this machine's GPU (no chip given), the line saying where its metric list came from."""
     from memtraffic.ncu.chips import chip_metric_names, known_chips, local_metric_names, set_rows
@@ -438,7 +440,7 @@ def metric_sets(chip: str | None = None, all_chips: bool = False, set_name: str 
 
 
 def measure_ceilings(refresh: bool = False, ncu: bool = True, save_reference: bool = False,
-                     echo: Echo | None = None) -> dict[str, Any]:
+                     echo: Echo | None = None) -> CeilingsEntry:
     """`memtraffic ceilings`: this GPU's roofs, measured once and cached (`refresh`: measured again);
     `save_reference` also writes reports/ceilings/<device>.json. Needs a CUDA GPU."""
     from memtraffic.probes.ceilings import get_ceilings

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
@@ -13,7 +13,7 @@ from memtraffic.analysis.analyze import kernel_list, row_dicts, row_label, to_re
 from memtraffic.analysis.lines import location
 from memtraffic.views import formats
 from memtraffic.vocab.ops import format_shape
-from memtraffic.vocab.roofs import ROOFS, ceilings_rows
+from memtraffic.vocab.roofs import ROOFS, CeilingsEntry, ceilings_rows
 from memtraffic.vocab.units import fmt_bytes, fmt_eff, fmt_rate, fmt_time
 
 WIDTH = 120  # columns the CLI's tables and notes fit by default (--wide: one line each, however long)
@@ -144,7 +144,7 @@ def _list_table(rows: Sequence[dict[str, Any]], width: int | None = None) -> str
     return text
 
 
-def ceilings_table(entry: Mapping[str, Any]) -> str:
+def ceilings_table(entry: CeilingsEntry) -> str:
     """`memtraffic ceilings`: each roof measured beside ncu's theoretical peak, then how each was measured."""
     body = []
     for r in ceilings_rows(entry):
