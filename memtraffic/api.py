@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from memtraffic.analysis.diff import Diff
     from memtraffic.collect.measure import MeasureOptions, MeasureResult
     from memtraffic.collect.profile import ProfileOptions, ProfileResult
+    from memtraffic.collect.sweep import GridCount
     from memtraffic.collect.trace_ops import TracedRun
     from memtraffic.ncu.chips import SetRow
     from memtraffic.vocab.roofs import CeilingsEntry
@@ -337,7 +338,7 @@ def line_gaps(path: str | Path) -> list[str]:
 
 def count_grid(variants: Sequence[str] = (), shapes: Sequence[str] = (), dtypes: Sequence[str] = (),
                params: Sequence[str] = (), all_variants: bool = False, sweep: str | Path | None = None,
-               variant_files: Sequence[str | Path] = ()) -> list[dict[str, Any]]:
+               variant_files: Sequence[str | Path] = ()) -> list[GridCount]:
     """`memtraffic list --count`: how many configs `measure` with these grid options would profile, per
     variant and skipped, without a GPU."""
     from memtraffic.collect.measure import MeasureOptions, plan_for

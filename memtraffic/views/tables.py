@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -15,6 +15,9 @@ from memtraffic.views import formats
 from memtraffic.vocab.ops import format_shape
 from memtraffic.vocab.roofs import ROOFS, CeilingsEntry, ceilings_rows
 from memtraffic.vocab.units import fmt_bytes, fmt_eff, fmt_rate, fmt_time
+
+if TYPE_CHECKING:
+    from memtraffic.collect.sweep import GridCount
 
 WIDTH = 120  # columns the CLI's tables and notes fit by default (--wide: one line each, however long)
 
@@ -167,7 +170,7 @@ def ceilings_table(entry: CeilingsEntry) -> str:
     return text
 
 
-def grid_count_table(rows: Sequence[dict[str, Any]]) -> str:
+def grid_count_table(rows: Sequence[GridCount]) -> str:
     """`list --count`: configs per variant (rows of collect.sweep.grid_counts), skipped ones, the total."""
     width = max(len(r["variant"]) for r in rows)
     lines = [f"{r['variant']:<{width}}  {r['configs']:>5} configs"
