@@ -299,10 +299,10 @@ def compute(rows: pd.DataFrame, plan: Plan | None = None,
     return df[COLUMNS + EXTRA_COLUMNS + others + [REUSES]].reset_index(drop=True)
 
 
-def _measured_roofs(devices: pd.Series) -> dict[str, dict[str, Any]]:
+def _measured_roofs(devices: pd.Series) -> dict[str, dict[str, float]]:
     """device -> its measured roofs (the ceilings' 'measured': copy bandwidth, FLOP rates, launch floor,
     DRAM latency), for the devices that have ceilings (user cache, else reports/ceilings/)."""
-    out = {}
+    out: dict[str, dict[str, float]] = {}
     for device in {d for d in devices if isinstance(d, str) and d}:
         try:
             entry = find_ceilings(device)
@@ -313,7 +313,7 @@ def _measured_roofs(devices: pd.Series) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _time_vs_copy(r: dict[str, Any], measured: dict[str, Any] | None) -> float:
+def _time_vs_copy(r: dict[str, Any], measured: Mapping[str, float] | None) -> float:
     """The row's time over a copy of its minimum at the measured copy roof (NaN when either is unknown)."""
     copy = copy_seconds(r, measured or {})
     return r["time_ns"] * 1e-9 / copy if copy and ok(r.get("time_ns")) else math.nan
