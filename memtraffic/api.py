@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     import plotly.graph_objects as go
 
     from memtraffic.analysis.diff import Diff
+    from memtraffic.analysis.gate import CheckResult
     from memtraffic.collect.measure import MeasureOptions, MeasureResult
     from memtraffic.collect.profile import ProfileOptions, ProfileResult
     from memtraffic.collect.sweep import GridCount
@@ -361,7 +362,7 @@ def diff(a: str | Path, b: str | Path, group_by: str = "range", time_tolerance: 
     return diff_runs(a, b, group_by, parse_fraction(time_tolerance, "--time-tolerance"), allow_mixed)
 
 
-def check(run: str | Path, expect: str | Path, baseline: str | Path | None = None) -> list[dict[str, Any]]:
+def check(run: str | Path, expect: str | Path, baseline: str | Path | None = None) -> list[CheckResult]:
     """`memtraffic check RUN --expect FILE`: every (matched row, limit) with its value and `ok`."""
     from memtraffic.analysis.gate import check as check_run
     from memtraffic.analysis.gate import load_expectations
