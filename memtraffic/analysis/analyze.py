@@ -594,7 +594,7 @@ _COUNTS = ("time_ns", "fadd", "fmul", "ffma", "hw_flops", "model_flops", "n_kern
 _INT_COLUMNS = {c for c in COLUMNS + EXTRA_COLUMNS if c.endswith("_bytes") or c in _COUNTS}
 
 
-def to_records(df: pd.DataFrame, int_columns: Collection[str] = _INT_COLUMNS) -> list[dict[str, Any]]:
+def to_records(df: pd.DataFrame, int_columns: Collection[str] = _INT_COLUMNS) -> list[dict[str, object]]:
     """Plain JSON-able dicts: NaN -> None, whole counts (int_columns) -> int, lists and dicts kept."""
     return plain_records(df, int_columns)
 
