@@ -466,7 +466,7 @@ def _convolution(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
 
 
 def _convolution_backward(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
-    mask = _flags(a["output_mask"])
+    mask = cast("Sequence[bool]", a["output_mask"])  # bool[3] in the schema
     x, w, grad = _tensor(a, "input"), _tensor(a, "weight"), _tensor(a, "grad_output")
     _whole(tr, grad)
     if mask[0]:  # the input gradient needs the weight
