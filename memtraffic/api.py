@@ -59,6 +59,15 @@ def per_op(run: str | Path | Run, min_bytes: str | Sequence[str] | None = None) 
     return analyze(run, min_bytes=min_bytes, group_by="op")
 
 
+def floor(run: str | Path | Run) -> Any:
+    """`memtraffic floor RUN`: the run's time against its floor (memtraffic.analysis.floor.Floor: gpu_time_s,
+    floor_s, recoverable_s, by_op rows, eager_min_bytes, fused_min_bytes, dram_bytes; .to_dict() is the
+    CLI's --format json, .summary() its first lines, .table() its rows as a DataFrame)."""
+    from memtraffic.analysis.floor import floor_run
+
+    return floor_run(run)
+
+
 def lines(run: str | Path | Run, kernel: str | None = None, top: int | None = None) -> list[dict[str, Any]]:
     """`memtraffic lines RUN`: per source line of each kernel, the bytes it moved and its verdict."""
     from memtraffic.analysis.lines import read_lines
@@ -143,8 +152,11 @@ def run_profile(opts: ProfileOptions, echo: Echo | None = None) -> ProfileResult
     from memtraffic.collect.fallback import CountersUnavailable
     from memtraffic.collect.profile import profile
     from memtraffic.collect.timing_only import profile_timing
+    from memtraffic.collect.trace_ops import require_torch
 
     echo = echo or say
+    if opts.torch_ops:  # said before ncu, the GPU or the program is looked at
+        require_torch(opts.command, "memtraffic profile --torch-ops")
     try:
         result = profile_timing(opts, echo) if opts.timing_only else profile(opts, echo)
     except CountersUnavailable as err:
@@ -227,7 +239,7 @@ def list_rows(shape: str | Sequence[int] | None, dtype: str, variant_files: Sequ
         missing = missing_extra(err, "predicting bytes (each variant's model)")
         if missing is None or variant_files:
             raise
-        warn(f"{missing}; listed: the minimum each variant's op must move")
+        warn("predicted bytes need the [measure] extra (torch, triton): pip install 'memtraffic[measure]'")
         return [minimum_row(e, sh, dt) for e in shipped_catalog()]
     _triton_on_cpu()
     from memtraffic.vocab.configs import ModelError

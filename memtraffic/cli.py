@@ -11,14 +11,14 @@ from typing import Annotated, Any
 import typer
 
 from memtraffic.cli_errors import Cli
-from memtraffic.ncu.metrics import METRIC_SETS, sets_help
+from memtraffic.ncu.metrics import METRIC_SETS
 from memtraffic.views import formats
 from memtraffic.views.formats import FOR_OBJECTS, FOR_ROWS
 from memtraffic.vocab.errors import MemtrafficError, UsageError, warn
 
 app = typer.Typer(
     cls=Cli,
-    rich_markup_mode="rich",
+    rich_markup_mode=None,
     no_args_is_help=True,
     add_completion=False,
     help="Where did my bytes go? Run GPU kernel variants under Nsight Compute and compare the bytes each "
@@ -52,8 +52,9 @@ def _format_option(offered: tuple[str, ...], **notes: str) -> Any:
 
 Fmt = Annotated[str, _format_option(FOR_ROWS)]
 # --metrics of measure and profile, written from the one table of metric sets (memtraffic.ncu.metrics)
-METRICS_HELP = (f"Comma-separated metric sets, aliases ('memtraffic metrics' lists them) or raw ncu names; "
-                f"checked against this GPU's 'ncu --query-metrics'. Sets: {sets_help()}.")
+# (the set names only: 'memtraffic metrics' says what each measures; the help stays a screen long)
+METRICS_HELP = (f"Comma-separated metric sets ({', '.join(METRIC_SETS)}; 'memtraffic metrics' says what "
+                "each measures), aliases or raw ncu names; checked against this GPU's 'ncu --query-metrics'.")
 VariantFiles = Annotated[
     list[Path] | None,
     typer.Option(
@@ -72,7 +73,7 @@ Partial = Annotated[
 ]
 Wide = Annotated[
     bool, typer.Option("--wide", help="Tables and notes one line each, however long (by default they fit "
-                       "120 columns: long names go above their numbers, notes wrap; the same cells).")
+                       "120 columns, the same cells).")
 ]
 
 
@@ -102,6 +103,19 @@ def _print_baseline_diff(baseline: Path | None, run_dir: Path, fmt: str, width: 
         warn(f"no diff against {baseline}: {err}")
         return
     typer.echo(f"\ndiff against {baseline}:\n{text}", err=fmt != "table")
+
+
+def _print_floor_summary(path: Path) -> None:
+    """The floor's summary (memtraffic.analysis.floor) above a table of a run; a run it cannot read (no
+    minimum, no time) gets none: the table says what there is."""
+    from memtraffic.api import floor as floor_of
+
+    try:
+        text = floor_of(path).summary()
+    except MemtrafficError:
+        return
+    if text:
+        typer.echo("\n".join([text, "  (memtraffic floor RUN: every op type, the reasons, a legend)", ""]))
 
 
 def _check_baseline(baseline: Path | None) -> None:
@@ -145,7 +159,7 @@ def list_(
 
     Examples:
       memtraffic list --shape 4096x4096 --dtype bf16
-      memtraffic list --count softmax_tiled --shape 4096x4096 --shape 1024x1024 --param num_warps=4,8
+      memtraffic list --count softmax_tiled --shape 4096x4096 --param BLOCK_M=1,8
       memtraffic list --count --sweep grid.toml
     """
     from memtraffic.api import count_grid, list_rows
@@ -235,7 +249,7 @@ def measure(
     ] = None,
     sweep: Annotated[
         Path | None,
-        typer.Option(help="A TOML sweep file (variants, shapes, dtypes, \\[params], \\[\\[grid]] tables) "
+        typer.Option(help="A TOML sweep file (variants, shapes, dtypes, [params], [[grid]] tables) "
                      "instead of variant names and grid options."),
     ] = None,
     shard: Annotated[
@@ -332,10 +346,10 @@ def profile(
     ctx: typer.Context,
     torch_ops: Annotated[
         bool,
-        typer.Option("--torch-ops", help="Trace every aten op of a PyTorch program: each gets its NVTX range "
-                     "and its minimum (what any implementation must move: docs/op-rules.md) and FLOPs. "
-                     "Under --profile-from-start off only the calls between cudaProfilerStart and "
-                     "cudaProfilerStop are traced."),
+        typer.Option("--torch-ops", help="Trace every aten op of a PyTorch program: each gets its NVTX "
+                     "range, its minimum (what any implementation must move) and FLOPs. With "
+                     "--profile-from-start off, only the calls between cudaProfilerStart and "
+                     "cudaProfilerStop."),
     ] = False,
     triton: Annotated[
         bool, typer.Option("--triton/--no-triton", help="Python programs: give each Triton kernel launch its "
@@ -343,9 +357,8 @@ def profile(
                            "buffers and name the aten ops they fused.")
     ] = True,
     timing_only: Annotated[
-        bool, typer.Option("--timing-only", help="No ncu: time each kernel with torch.profiler (CUPTI) and "
-                           "show bandwidth at the minimum and its fraction of the copy roof, without "
-                           "per-level bytes. Automatic when ncu is missing or may not read the counters.")
+        bool, typer.Option("--timing-only", help="No ncu: time each kernel with torch.profiler and show "
+                           "bandwidth at the minimum, no per-level bytes (automatic without ncu's counters).")
     ] = False,
     from_first_forward: Annotated[
         bool, typer.Option("--from-first-forward", help="With --torch-ops: trace from the program's first "
@@ -378,20 +391,18 @@ def profile(
     ] = None,
     distinct: Annotated[
         int, typer.Option(help="Measure the first K calls of each op signature (op, shapes, strides, dtypes, "
-                          "alignment, scalars); the repeats run unprofiled and reuse the first call's "
-                          "counters, labelled reused. Gathers, scatters, sorts and other value-dependent ops "
-                          "are measured every time; regions unless declared repeats_same.")
+                          "alignment, scalars); repeats reuse their counters, labelled reused. "
+                          "Value-dependent ops (gathers, scatters, sorts) are measured every time; regions "
+                          "unless repeats_same.")
     ] = 1,
     every_launch: Annotated[
         bool, typer.Option("--every-launch", help="Measure every kernel launch (--distinct 0).")
     ] = False,
     replay: Annotated[
-        str, typer.Option(help="How ncu replays: range (each measured op, region or Triton launch range as "
-                          "one unit: one row per call, no kernel names; kernels outside memtraffic's "
-                          "ranges are not measured; a program it fails is measured again with kernel "
-                          "replay), kernel (each kernel), or auto: range for a --torch-ops profiler window "
-                          "(--profile-from-start off) with a set without SASS counters (bytes), else "
-                          "kernel. run.json says which and why.")
+        str, typer.Option(help="How ncu replays: kernel (each kernel), range (each op, region or Triton "
+                          "launch range as one unit, no kernel names; retried as kernel where it fails) or "
+                          "auto (range for a --torch-ops profiler window and the bytes set, else kernel; "
+                          "run.json says which and why).")
     ] = "auto",
     target_processes: Annotated[
         str, typer.Option(help="all (the program and its children) or application-only.")
@@ -412,13 +423,12 @@ def profile(
     fmt: Fmt = "table",
     wide: Wide = False,
 ) -> None:
-    """Profile ANY program under Nsight Compute: ... profile [OPTIONS] -- CMD [ARGS]
+    """Profile any program under Nsight Compute (Python, trtexec, a CUDA binary).
 
-    Python, trtexec, a CUDA binary: ncu runs the command with memtraffic's
-    metrics into a new run folder (report, plan.json, run.json with the
-    exact ncu argv, ncu.log) and the analysis is printed. Minimums come
-    from the program: --torch-ops traces every aten op of a PyTorch
-    program, and memtraffic.region(...) marks any block (JAX, CuPy, ...).
+    ncu runs the command with memtraffic's metrics into a new run folder
+    (report, plan.json, run.json, ncu.log) and the analysis is printed.
+    Minimums come from the program: --torch-ops traces every aten op of a
+    PyTorch program; memtraffic.region(...) marks any block (JAX, CuPy).
     A program that exits non-zero keeps its partial report, analyzed;
     memtraffic then exits with the program's code.
 
@@ -448,6 +458,8 @@ def profile(
         from_first_forward=from_first_forward, clock_control=clock_control, cache_control=cache_control,
         out=out, verbose=verbose, distinct=0 if every_launch else distinct, replay=replay)
     result = run_profile(opts, echo=lambda line: typer.echo(line, err=True))
+    if len(result.table) and fmt == "table":
+        _print_floor_summary(result.run_dir)
     if len(result.table) and torch_ops and fmt == "table" and not all_calls:
         typer.echo(op_calls_table(result.table, width=_width(wide)))
     elif len(result.table):
@@ -500,7 +512,7 @@ def analyze(
     Examples:
       memtraffic analyze reports/h100/seed_1048576x2_fp32
       memtraffic analyze my_app.ncu-rep --min-bytes 8MiB:8MiB
-      memtraffic analyze my_app.ncu-rep --min-bytes attn=24MiB:8MiB --min-bytes 16MiB
+      memtraffic analyze app.ncu-rep --min-bytes attn=24MiB:8MiB --min-bytes 16MiB
       memtraffic analyze RUN --group-by kernel --format json > rows.json
       memtraffic analyze RUN --group-by op
     """
@@ -510,8 +522,40 @@ def analyze(
 
     formats.check(fmt, FOR_ROWS)
     table = analyze_run(path, min_bytes=min_bytes, group_by=group_by)
+    if group_by == "op" and fmt == "table" and len(table):
+        _print_floor_summary(path)
     typer.echo(render_results(table, fmt, group_by, _width(wide)))
     require_whole(table, str(path), partial)  # after the table: what there is, is shown
+
+
+@app.command()
+def floor(
+    path: Annotated[Path, typer.Argument(help="A run folder (profile, measure) or a .ncu-rep.")],
+    fmt: Annotated[
+        str,
+        typer.Option("--format", "-f", help="table (for people, with a legend) or json (gpu_time_s, "
+                     "floor_s, by_op rows, eager_min_bytes, fused_min_bytes, dram_bytes; seconds, bytes)."),
+    ] = "table",
+    wide: Wide = False,
+) -> None:
+    """How far the run is from its floor: time, floor and recoverable time per op type, and why.
+
+    Each call's floor is the larger of its minimum bytes at the measured
+    copy roof and its FLOPs at the measured roof of its dtype and unit;
+    recoverable = time - floor, with the reason that holds it (bytes above
+    the minimum, compute below its roof, launch-bound, occupancy, spills, a
+    grid too small for the GPU, latency). Beside it the fused minimum of a
+    traced program: what it must move if every intermediate stayed on chip.
+
+    Examples:
+      memtraffic floor reports/h100/floor_eager_block
+      memtraffic floor RUN --format json
+    """
+    from memtraffic.api import floor as floor_of
+    from memtraffic.views.floor_table import render_floor
+
+    formats.check(fmt, ("table", "json"))
+    typer.echo(render_floor(floor_of(path), fmt, _width(wide)))
 
 
 @app.command()
@@ -579,14 +623,14 @@ def check(
 ) -> None:
     """A traffic gate for CI: exit 0 when every expectation holds, 1 with a line per failed one.
 
-    The file holds \\[\\[expect]] tables: a regex over row names (match) and
+    The file holds [[expect]] tables: a regex over row names (match) and
     limits: max_bytes per level, min_efficiency per level, max_time, or
     no_worse_than a baseline run by a fraction. A regex that matches no
     row, or a malformed file, exits 2 with one line.
 
     \b
     baseline = "runs/before"      # for no_worse_than, relative to this file
-    \\[\\[expect]]
+    [[expect]]
     match = "softmax_tiled"
     max_bytes = { l1_ld = "8.4MB", dram = "17MB" }
     min_efficiency = { l1_ld = 0.95 }
@@ -611,7 +655,7 @@ def check(
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def ops(
     command: Annotated[
-        list[str] | None, typer.Argument(help="The program to run, after --: python train.py ARGS.")
+        list[str] | None, typer.Argument(help="The program and its arguments, after --.")
     ] = None,
     from_first_forward: Annotated[
         bool, typer.Option("--from-first-forward", help="Trace from the program's first nn.Module forward "
@@ -874,7 +918,8 @@ def bench(
     Prints time, effective bandwidth (minimum bytes / time), its fraction of the copy bandwidth, and
     speedups over torch.softmax and torch.compile. Needs a CUDA GPU.
 
-    Example: memtraffic bench softmax_tiled torch_softmax --shape 4096x4096 --dtype bf16
+    Examples:
+      memtraffic bench softmax_tiled torch_softmax --shape 4096x4096 --dtype bf16
     """
     from memtraffic.api import bench as run_bench
     from memtraffic.views.tables import bench_table

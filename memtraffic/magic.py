@@ -54,7 +54,9 @@ def run_cell(line: str, cell: str, popen: Any = subprocess.Popen) -> Any:
     argv = cell_argv(line, cell_file)
     with popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
         for text in proc.stdout:
-            print(text, end="", flush=True)
+            # the cell's temporary file and this kernel's interpreter by name: the notebook is shared
+            print(text.replace(str(cell_file), cell_file.name).replace(argv[0], Path(argv[0]).name), end="",
+                  flush=True)
             lines.append(text)
     run_dir = saved_run("".join(lines))
     if run_dir is None or not run_dir.exists():

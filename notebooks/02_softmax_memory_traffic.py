@@ -29,7 +29,7 @@
 # 6. softmax down columns: strided against coalesced;
 # 7. which source line moves the bytes, naive against tiled.
 #
-# Every number is computed from `reports/h100/*/profile.ncu-rep` by `memtraffic.analysis.analyze`, the same
+# Every number is computed from `reports/h100/*/profile.ncu-rep` by `memtraffic.analyze(run)`, the same
 # code as `memtraffic analyze`; none is typed in.
 
 # %%

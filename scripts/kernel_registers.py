@@ -7,9 +7,9 @@ bytes it has in flight while its programs wait for their rows.
 
 Compiles with the installed Triton and its bundled ptxas (`ptxas -v` on the kernel's PTX). Counts differ
 between Triton versions: to get the device's, install its Triton beside a CPU torch, e.g.
-`python3 -m venv /tmp/t36 && /tmp/t36/bin/pip install triton==3.6.0 torch pandas plotly typer` (Triton
+`python3 -m venv /tmp/t36 && venv-triton-3.6/bin/pip install triton==3.6.0 torch pandas plotly typer` (Triton
 3.6.0 gave the H100's own n_regs for every kernel compared on 2026-11-23), then run this with
-/tmp/t36/bin/python from the repository root.
+venv-triton-3.6/bin/python from the repository root.
 
 Kernels: the groups kernel with and without prefetch, and the lag kernel with e packed by its asm
 statement and, for comparison, by a plain .to(), which the compiler moves past the wait.

@@ -6,7 +6,7 @@
 #   diff_gelu_strided_4096x4096/, diff_gelu_coalesced_4096x4096/   the two run folders (commit under reports/h100/)
 #   diff.txt, diff_lines.txt, diff.json                            memtraffic diff: per config, per line, json
 # Usage: bash scripts/make_diff_pair.sh [DIR]   (default reports/h100; refuses existing run folders)
-#        With $OUT set (the device machine), the run folders are packed into $OUT/diff_pair.tar.gz and the
+#        With $OUT set (a folder to collect results in), the run folders are packed into $OUT/diff_pair.tar.gz and the
 #        diff outputs written beside it, DIR is ignored.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -19,6 +19,9 @@ Each table lives between marker comments that this script owns, in whichever of 
                                                     pair is not committed
   <!-- table:launches --> ... <!-- /table:launches --> every-launch against distinct-launch profiles of
                                                     the committed pairs (LAUNCH_PAIRS)
+  <!-- table:floor -->  ... <!-- /table:floor -->   `memtraffic floor` of the committed floor runs
+                                                    (scripts/gpu_floor.sh): the GELU three ways, then the
+                                                    transformer block eager and compiled
   <!-- table:speed -->  ... <!-- /table:speed -->   issue 41's programs: alone, first look, every launch
                                                     (reports/h100/speed/summary.json); left as it is
                                                     when not committed
@@ -352,6 +355,34 @@ def diff_output(reports: Path) -> list[str] | None:
             render(diff(before, after), "table", WIDTH), "```"]
 
 
+FLOOR_GELU = ("h100/floor_gelu_eager", "h100/floor_gelu_triton", "h100/floor_gelu_compiled")
+FLOOR_BLOCK = ("h100/floor_eager_block", "h100/floor_compiled_block")
+
+
+def floor_output(reports: Path) -> list[str] | None:
+    """The GELU runs' bytes and times against their minimums and floors, then what `memtraffic floor RUN`
+    prints (120 columns) for the block eager and compiled; None while the runs are not committed."""
+    from memtraffic.analysis.floor import floor_run
+    from memtraffic.views.floor_table import render_floor
+    from memtraffic.views.tables import WIDTH
+    from memtraffic.vocab.units import fmt_bytes, fmt_time
+
+    if not all((reports / run / "run.json").is_file() for run in (*FLOOR_GELU, *FLOOR_BLOCK)):
+        return None
+    rows = []
+    for run in FLOOR_GELU:
+        f = floor_run(reports / run)
+        rows.append([f"[{run.split('_')[-1]}](reports/{run})", fmt_time(f.gpu_time_s * 1e9),
+                     fmt_time(f.floor_s * 1e9), fmt_bytes(f.eager_min_bytes), fmt_bytes(f.fused_min_bytes),
+                     fmt_bytes(f.dram_bytes), fmt_time(f.fused_min_bytes / f.roofs["dram_Bps"] * 1e9)])
+    lines = [f"GELU on 4096x4096 fp32 (`examples/floor_gelu.py`), measured on "
+             f"{_source(reports / FLOOR_GELU[0], reports)}:", "",
+             *_markdown(["GELU", "time", "floor", "eager minimum", "fused minimum", "DRAM measured",
+                         "fused minimum at the copy roof"], rows, 1), ""]
+    for run in FLOOR_BLOCK:
+        lines += [f"`memtraffic floor reports/{run}`; measured on {_source(reports / run, reports)}:", "",
+                  "```text", render_floor(floor_run(reports / run), "table", WIDTH), "```", ""]
+    return lines[:-1]
 SPEED_RUN = "h100/speed"
 
 
@@ -393,6 +424,7 @@ BLOCKS: dict[str, Callable[[Path], list[str] | None]] = {
     "gpus": gpus_table,
     "diff": diff_output,
     "launches": launches_table,
+    "floor": floor_output,
     "speed": speed_table,
 }
 

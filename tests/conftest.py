@@ -24,11 +24,14 @@ DEVICE = "cuda" if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRE
 def pytest_collection_modifyitems(config, items):
     if torch.cuda.is_available():
         return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU (run on the device machine)")
+    needs_gpu = pytest.mark.skip(reason="needs an NVIDIA GPU (CUDA) with torch's CUDA build")
+    needs_ncu = pytest.mark.skip(reason="needs an NVIDIA GPU and ncu (Nsight Compute)")
     for item in items:
         # markers, not keywords: a test's keywords also hold its folder's name (tests/ncu/)
-        if item.get_closest_marker("gpu") or item.get_closest_marker("ncu"):
-            item.add_marker(skip)
+        if item.get_closest_marker("ncu"):
+            item.add_marker(needs_ncu)
+        elif item.get_closest_marker("gpu"):
+            item.add_marker(needs_gpu)
 
 
 @pytest.fixture

@@ -80,6 +80,11 @@ def test_figures_draw_the_run():
     assert memtraffic.traffic(table).data
 
 
+def test_floor_equals_the_cli_json():
+    path = H100 / "floor_compiled_block"
+    assert memtraffic.floor(path).to_dict() == _cli_json("floor", str(path))
+
+
 def test_the_api_functions_of_the_other_commands_give_what_the_cli_prints():
     """diff, list --count and metrics: the api function a notebook calls, and the command's JSON."""
     from memtraffic import api

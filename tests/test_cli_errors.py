@@ -55,7 +55,7 @@ def _clean(res, codes=(0, 1, 2)) -> list[str]:
 
 
 @pytest.mark.parametrize(("args", "first", "where"), [
-    (["analyze"], "error: missing argument 'path'", "memtraffic analyze"),
+    (["analyze"], "error: missing argument 'run'", "memtraffic analyze"),  # the usage line's RUN
     (["analyze", str(SEED), "--colour"], "error: no such option: --colour", "memtraffic analyze"),
     (["lines", str(SEED), "--top", "x"], "error: invalid value for '--top': ", "memtraffic lines"),
     (["bench", "--budget", "lots"], "error: invalid value for '--budget': ", "memtraffic bench"),

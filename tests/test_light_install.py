@@ -18,6 +18,8 @@ from memtraffic.vocab.files import read_toml
 REPO = Path(__file__).resolve().parent.parent
 MEASURE_LINE = ("needs torch and triton, the measuring side, which the base install leaves out: "
                 "pip install 'memtraffic[measure]' (in a clone: .venv/bin/pip install -e '.[measure]')")
+PREDICTED_LINE = ("warning: predicted bytes need the [measure] extra (torch, triton): pip install "
+                  "'memtraffic[measure]'\n")
 
 
 def test_torch_and_triton_are_an_extra_not_the_base():
@@ -51,8 +53,7 @@ def test_list_without_torch_gives_every_shipped_variant_with_its_ops_minimum(sha
 
     proc = cli_without_torch("list", "--shape", shape, "--dtype", dtype, "--format", "json")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr == (f"warning: predicting bytes (each variant's model) {MEASURE_LINE}; listed: the "
-                           "minimum each variant's op must move\n")
+    assert proc.stderr == PREDICTED_LINE
     got = json.loads(proc.stdout)
     full = [list_row(v, parse_shape(shape), torch_dtype(dtype)) for v in load_variants().values()]
     assert [(r["name"], r["op"], r["description"]) for r in got] == [
@@ -69,12 +70,16 @@ def test_list_without_torch_gives_every_shipped_variant_with_its_ops_minimum(sha
     assert compared >= 4
 
 
-def test_list_table_without_torch_marks_the_predicted_columns_empty():
+def test_list_table_without_torch_leaves_the_predicted_columns_out_and_says_why_once():
     proc = cli_without_torch("list", "--shape", "1048576x2")
     assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0].split() == ["variant", "op", "shape", "dtype", "min", "read", "min",
+                                                   "write", "FLOPs", "FLOP/B"]
     row = next(line for line in proc.stdout.splitlines() if line.startswith("softmax_naive "))
     assert row.split() == ["softmax_naive", "softmax", "1048576x2", "fp32", "8.39", "MB", "8.39", "MB",
-                           "-", "-", "-", "1.05e+07", "0.625"]
+                           "1.05e+07", "0.625"]
+    assert proc.stderr == PREDICTED_LINE and len(PREDICTED_LINE.rstrip()) <= 100
+    assert "memtraffic[measure]" not in proc.stdout
 
 
 def test_the_api_names_the_extra_for_a_measuring_name():
@@ -116,3 +121,32 @@ def test_the_readmes_first_command_runs_the_main_job_without_torch_in_under_600_
     assert not [p.name for p in site.iterdir() if p.name.split("-")[0] in ("torch", "triton")]
     size = sum(p.stat().st_size for p in (clone / ".venv").rglob("*") if p.is_file() and not p.is_symlink())
     assert size < 600e6, f"the base install takes {size / 1e6:.0f} MB"
+
+
+def _python_without_torch(tmp_path: Path) -> Path:
+    """A `python` on PATH whose site-packages are off (-S): a Python without torch, as a base install's."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    python = bin_dir / "python"
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+    python.chmod(0o755)
+    return bin_dir
+
+
+@pytest.mark.parametrize("args", [("ops",), ("profile", "--torch-ops")], ids=["ops", "profile"])
+def test_tracing_a_program_whose_python_has_no_torch_says_so_before_starting_it(args, tmp_path, monkeypatch):
+    """`memtraffic ops -- python examples/torch_model.py` in a base install: one line naming the [measure]
+    extra, exit 1, no traceback of the program (it never starts), said before ncu or a GPU is looked for."""
+    import os
+
+    bin_dir = _python_without_torch(tmp_path)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    started = tmp_path / "started"
+    program = tmp_path / "program.py"
+    program.write_text(f"open({str(started)!r}, 'w')\nimport torch\n")
+    proc = cli_without_torch(*args, "--", "python", str(program))
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr == (f"error: memtraffic {' '.join(args)} traces PyTorch programs, and the program's "
+                           f"Python ({bin_dir / 'python'}) has no torch: pip install 'memtraffic[measure]' "
+                           "(in a clone: .venv/bin/pip install -e '.[measure]')\n")
+    assert proc.stdout == "" and not started.exists()

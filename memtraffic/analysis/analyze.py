@@ -27,6 +27,7 @@ from memtraffic.ncu.kernel_table import kernel_table
 from memtraffic.ncu.metrics import LAUNCH_STATS, METRICS
 from memtraffic.ncu.report import ADDITIVE_UNITS, EmptyReportError
 from memtraffic.runfolder.load import Run, load_run
+from memtraffic.runfolder.paths import portable_path
 from memtraffic.runfolder.records import DAMAGED, Config, Outcome, Plan, RunRecord, configs_of
 from memtraffic.runfolder.timings import is_timings
 from memtraffic.vocab.errors import ReportError, UsageError, warn
@@ -296,7 +297,8 @@ def compute(rows: pd.DataFrame, plan: Plan | None = None,
                        for r, b, role in zip(df.to_dict("records"), bounds, roles, strict=True)]
 
     others = [a for a in METRICS if a in df and a not in COLUMNS and a != "time"]
-    return df[COLUMNS + EXTRA_COLUMNS + others + [REUSES]].reset_index(drop=True)
+    # A timing-only run's kernels (and a report without launch statistics) have no launch columns: NaN.
+    return df.reindex(columns=COLUMNS + EXTRA_COLUMNS + others + [REUSES]).reset_index(drop=True)
 
 
 def _measured_roofs(devices: pd.Series) -> dict[str, dict[str, float]]:
@@ -663,7 +665,9 @@ def load_results(run: str | Path | Run, partial: bool = False) -> pd.DataFrame:
 
 
 def save_results(df: pd.DataFrame, run_dir: Path) -> None:
-    """results.json (list of objects, raw numbers) and results.csv beside the reports."""
-    records = to_records(df)
+    """results.json (list of objects, raw numbers) and results.csv beside the reports, each row's report
+    named relative to the run folder (runfolder/paths.py: a run you can share)."""
+    records = [{**r, "report": portable_path(report, run_dir, Path.cwd())}
+               if isinstance(report := r.get("report"), str) else r for r in to_records(df)]
     write_json(run_dir / "results.json", records)
     write_bytes_atomic(run_dir / "results.csv", (csv_text(records) + "\n").encode())

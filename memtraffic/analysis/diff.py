@@ -37,7 +37,7 @@ from typing import Any
 import pandas as pd
 
 from memtraffic.runfolder.records import RunRecord
-from memtraffic.vocab.errors import UsageError
+from memtraffic.vocab.errors import MemtrafficError, UsageError
 from memtraffic.vocab.launches import measured_range
 
 GROUPS = ("range", "op", "kernel", "line")
@@ -82,6 +82,7 @@ class Diff:
     time_tolerance: float
     rows: list[dict[str, Any]]
     notes: list[str]
+    floors: tuple[Any, Any] = (None, None)  # each side's analysis.floor.Floor (None: a saved table)
 
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame(self.rows)
@@ -548,5 +549,20 @@ def diff(a: str | Path, b: str | Path, group_by: str = "range", time_tolerance: 
     """`memtraffic diff A B`: A (before) and B (after) loaded, matched and compared."""
     if group_by not in GROUPS:
         raise UsageError(f"unknown --group-by {group_by!r}: use {', '.join(GROUPS)}")
-    return compare(load_side(a, group_by), load_side(b, group_by), group_by, time_tolerance, allow_mixed)
+    d = compare(load_side(a, group_by), load_side(b, group_by), group_by, time_tolerance, allow_mixed)
+    if group_by != "line":
+        d.floors = (_floor(a), _floor(b))
+    return d
+
+
+def _floor(path: str | Path) -> Any:
+    """The run's floor (analysis.floor), None for a saved JSON table or a run it cannot read."""
+    from memtraffic.analysis.floor import floor_run
+
+    if Path(path).suffix == ".json":
+        return None
+    try:
+        return floor_run(path)
+    except MemtrafficError:
+        return None
 

@@ -16,7 +16,7 @@ from typing import Any, TypeGuard
 
 from memtraffic.analysis.time_notes import explain_time, local_bytes
 from memtraffic.vocab.arch import Chip, chip_for_gpu
-from memtraffic.vocab.units import ABOVE, fmt_bytes, fmt_rate
+from memtraffic.vocab.units import ABOVE, fmt_bytes, fmt_rate, fmt_time
 
 SECTOR_BYTES = 32
 GOOD = 0.9  # efficiencies below this get a diagnosis
@@ -117,10 +117,11 @@ def _low_sector_use(f: Facts) -> dict[str, float]:
 
 def _sector_waste(f: Facts) -> list[str]:
     used = {d: f"{SECTOR_BYTES * s:.0f}" for d, s in _low_sector_use(f).items()}
+    per = (f"of every {SECTOR_BYTES} bytes per sector: neighbouring threads should touch neighbouring "
+           "addresses")
     if len(used) == 2 and used["ld"] == used["st"]:
-        return [f"loads and stores use {used['ld']} of every {SECTOR_BYTES} bytes per sector"]
-    return [f"{'loads' if d == 'ld' else 'stores'} use {u} of every {SECTOR_BYTES} bytes per sector"
-            for d, u in used.items()]
+        return [f"loads and stores use {used['ld']} {per}"]
+    return [f"{'loads' if d == 'ld' else 'stores'} use {u} {per}" for d, u in used.items()]
 
 
 def _extra_requests(f: Facts) -> list[tuple[str, float]]:
@@ -139,20 +140,25 @@ def _redundant_requests(f: Facts) -> list[str]:
     for d, k in _extra_requests(f):
         verb = "loads request" if d == "ld" else "stores write"
         what = "input" if d == "ld" else "output"
+        req, minimum = (f.r["req_ld_bytes"], f.r["min_read_bytes"]) if d == "ld" else (
+            f.r["req_st_bytes"], f.r["min_write_bytes"])
+        asked = f"{fmt_bytes(req)} for a minimum of {fmt_bytes(minimum)}"  # numbers a reader can divide
         if f.n_kernels > 1:
-            notes.append(f"{f.n_kernels} kernels: {verb} {times(k)} the minimum (extra passes over memory)")
+            notes.append(f"{f.n_kernels} kernels: {verb} {times(k)} the minimum ({asked}), a pass over "
+                         "memory each: fusing them saves passes")
         elif abs(k - round(k)) < 0.05 * k:
             act = "load" if d == "ld" else "store"
-            notes.append(f"each {what} byte requested {round(k)}x: several warps or programs {act} the same "
-                         "data, or the kernel makes several passes")
+            notes.append(f"each {what} byte requested {round(k)}x ({asked}): several warps or programs {act} "
+                         "the same data, or the kernel makes several passes")
         else:
             notes.append(f"{verb} {times(k)} the minimum")
     return notes
 
 
 def _caches_absorb(f: Facts) -> list[str]:
-    bw = f.r.get("bw_min_Bps")
-    paid = f": {fmt_rate(bw)} effective" if ok(bw) else ""
+    bw, ns, minimum = f.r.get("bw_min_Bps"), f.r.get("time_ns"), f.r.get("min_bytes")
+    paid = (f": the minimum's {fmt_bytes(minimum)} in {fmt_time(ns)} is {fmt_rate(bw)}"
+            if ok(bw) and ok(ns) and ok(minimum) else "")
     return ["L1/L2 absorb the extra loads before DRAM (DRAM read efficiency "
             f"{min(f.r['eff_dram_rd'], 1.0):.2f}), but time pays{paid}"]
 

@@ -10,6 +10,10 @@
     max_time = "20us"                 # ncu's kernel time (ns, us, ms, s; a bare number is ns)
     no_worse_than = "5%"              # than the baseline's matching row (see below)
 
+    [floor]                           # optional: the whole run against its floor (memtraffic floor)
+    max_recoverable = "300us"         # time above the floor, summed over every op
+    max_over_fused = 25               # measured DRAM bytes / the fused minimum of the traced region
+
 Every row the regex matches is held to every limit of its [[expect]] table; each (row, limit) is one
 check. A run that lacks what its plan lists (a report cut short or missing, a config that failed: see
 memtraffic.analysis.analyze.gaps) never passes: each gap is a failed check of its own. Levels for
@@ -78,10 +82,20 @@ class Expectation:
 
 
 @dataclass
+class FloorLimits:
+    """The [floor] table: limits on the whole run's recoverable time and DRAM bytes over its fused minimum."""
+
+    where: str
+    max_recoverable_ns: float | None = None
+    max_over_fused: float | None = None
+
+
+@dataclass
 class Expectations:
     source: str
     items: list[Expectation]
     baseline: Path | None = None
+    floor: FloorLimits | None = None
 
 
 def parse_time(text: Any, what: str) -> float:
@@ -161,18 +175,71 @@ def load_expectations(path: str | Path) -> Expectations:
     """The expectation file: an optional top-level `baseline` and one or more [[expect]] tables."""
     path = Path(path)
     data = read_toml(path, "expectation file")
-    unknown = [k for k in data if k not in ("baseline", "expect")]
+    unknown = [k for k in data if k not in ("baseline", "expect", "floor")]
     if unknown:
-        raise UsageError(f"{path}: unknown top-level key {unknown[0]!r} (use baseline and [[expect]] tables)")
-    tables = data.get("expect")
-    if not isinstance(tables, list) or not tables or not all(isinstance(t, dict) for t in tables):
+        raise UsageError(f"{path}: unknown top-level key {unknown[0]!r} (use baseline, [floor] and "
+                         "[[expect]] tables)")
+    floor = _floor_limits(data["floor"], f"{path} [floor]") if "floor" in data else None
+    tables = data.get("expect", [] if floor else None)
+    if not isinstance(tables, list) or not (tables or floor) or not all(isinstance(t, dict) for t in tables):
         raise UsageError(f"{path}: no [[expect]] table: add one with a match regex and a limit, e.g. "
                          "[[expect]] / match = \"softmax\" / max_time = \"20us\"")
     baseline = data.get("baseline")
     if baseline is not None and not isinstance(baseline, str):
         raise UsageError(f"{path}: baseline = {baseline!r}: give the baseline run's path as a string")
     items = [expectation(t, f"{path} [[expect]] #{i}") for i, t in enumerate(tables, 1)]
-    return Expectations(str(path), items, (path.parent / baseline) if baseline else None)
+    return Expectations(str(path), items, (path.parent / baseline) if baseline else None, floor)
+
+
+FLOOR_KEYS = ("max_recoverable", "max_over_fused")
+
+
+def _floor_limits(table: Any, where: str) -> FloorLimits:
+    if not isinstance(table, dict) or not table:
+        raise UsageError(f"{where} must be a table with {' or '.join(FLOOR_KEYS)}, e.g. "
+                         "[floor] / max_recoverable = \"300us\"")
+    unknown = [k for k in table if k not in FLOOR_KEYS]
+    if unknown:
+        raise UsageError(f"{where}: unknown key {unknown[0]!r} (use {', '.join(FLOOR_KEYS)})")
+    limits = FloorLimits(where)
+    if "max_recoverable" in table:
+        limits.max_recoverable_ns = parse_time(table["max_recoverable"], f"{where} max_recoverable")
+    if "max_over_fused" in table:
+        ratio = table["max_over_fused"]
+        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or ratio <= 0:
+            raise UsageError(f"{where} max_over_fused = {ratio!r}: give a ratio such as 25 (measured DRAM "
+                             "bytes over the fused minimum)")
+        limits.max_over_fused = float(ratio)
+    return limits
+
+
+def _check_floor(limits: FloorLimits, run: str | Path) -> list[CheckResult]:
+    """The [floor] limits on the run's Floor (memtraffic.analysis.floor), one result each."""
+    from memtraffic.analysis.floor import floor_run
+
+    f = floor_run(run)
+    exp = Expectation(limits.where, "", re.compile(""))
+    out = []
+    if limits.max_recoverable_ns is not None:
+        value = f.recoverable_s * 1e9
+        out.append(_result(exp, "run", "floor.max_recoverable", value, limits.max_recoverable_ns,
+                           value <= limits.max_recoverable_ns,
+                           f"recoverable time {fmt_time(value)} above a floor of "
+                           f"{fmt_time(f.floor_s * 1e9)}, limit {fmt_time(limits.max_recoverable_ns)}"))
+    if limits.max_over_fused is not None:
+        fused, dram = f.fused_min_bytes, f.dram_bytes
+        known = bool(fused) and dram is not None
+        value = dram / fused if dram is not None and fused else math.nan
+        text = (f"DRAM {fmt_bytes(f.dram_bytes)} is {value:.2f}x the fused minimum "
+                f"{fmt_bytes(f.fused_min_bytes)}" if known else
+                f"measured DRAM over the fused minimum unknown (fused minimum {f.fused_note})")
+        out.append(_result(exp, "run", "floor.max_over_fused", value, limits.max_over_fused,
+                           bool(known) and value <= limits.max_over_fused,
+                           f"{text}, at most {limits.max_over_fused:g}x allowed"))
+    for r in out:  # a run-level check: no row regex to name
+        r["match"] = None
+        r["message"] = r["message"].replace(", match ''", "")
+    return out
 
 
 # --- checking ---------------------------------------------------------------------------------------------
@@ -292,6 +359,10 @@ def check(run: str | Path, expectations: Expectations, baseline: str | Path | No
             listed = "; ".join(names[:5]) + ("; ..." if len(names) > 5 else "")
             raise UsageError(f"{exp.where}: match {exp.match!r} matches no row of {run} (by {exp.by}; its "
                              f"rows: {listed})")
+    if expectations.floor is not None:
+        results += _check_floor(expectations.floor, run)
+        if not sides:  # only [floor]: a cut run still never passes
+            sides["range"] = load_side(run, "range")
     for gap in dict.fromkeys(g for side in sides.values() for g in side.gaps):  # never a pass on a cut run
         results.append({"expectation": None, "match": None, "row": None, "check": "whole_run", "value": None,
                         "limit": None, "ok": False, "message": f"incomplete run {run}: {gap}"})

@@ -18,6 +18,7 @@ from typing import Any
 from memtraffic.ncu.kernel_table import measured_lines_of
 from memtraffic.ncu.source import SECTOR, opcode
 from memtraffic.runfolder.load import load_run
+from memtraffic.runfolder.paths import portable_path
 from memtraffic.runfolder.records import Plan, configs_of
 from memtraffic.vocab.errors import ReportError, UsageError
 from memtraffic.vocab.units import compile_regex, fmt_bytes
@@ -127,6 +128,8 @@ def read_lines(path: str | Path, kernel: str | None = None, top: int | None = No
     if top is not None:
         by_kernel = itertools.groupby(rows, key=lambda r: r["launch"])
         rows = [r for _, group in by_kernel for r in list(group)[:top]]
+    for r in rows:  # where the measuring machine compiled the kernel, made relative (a run you can share)
+        r["file"] = portable_path(r["file"]) if r["file"] else r["file"]
     return rows
 
 

@@ -111,13 +111,18 @@ def in_flight(r: Mapping[str, Any], measured: Mapping[str, Any]) -> str:
     if not (bw and latency and threads):
         return ""
     need = bw * latency
+    # bytes a thread to 3 significant digits: a reader divides the two numbers before it and gets these
     text = (f"the copy roof needs {fmt_bytes(need)} in flight ({fmt_rate(bw)} x {fmt_time(latency * 1e9)} "
-            f"DRAM latency): {fmt_bytes(need / threads)} outstanding a resident thread "
-            f"({threads:,.0f} threads)")
+            f"DRAM latency), {_per_thread(need / threads)} for each of the {threads:,.0f} resident threads")
     req, requests = _num(r, "req_ld_bytes"), _num(r, "l1_ld_requests")
-    if req and requests:
-        text += f"; its loads ask {fmt_bytes(req / requests / 32)} a thread"
+    if req and requests:  # a warp's load instruction is one request of 32 threads
+        text += (f", whose load instructions ask {_per_thread(req / requests / 32)} a thread "
+                 f"({fmt_bytes(req)} over {requests:,.0f} warp requests)")
     return text
+
+
+def _per_thread(x: float) -> str:
+    return f"{x:.3g} B"
 
 
 def explain_time(r: Mapping[str, Any], measured: Mapping[str, Any] | None) -> str:
@@ -129,23 +134,32 @@ def explain_time(r: Mapping[str, Any], measured: Mapping[str, Any] | None) -> st
     ns = _num(r, "time_ns") or 0.0
     head = (f"time {_times(ns * 1e-9 / copy)} a copy of the minimum ({fmt_time(copy * 1e9)} at the measured "
             f"{fmt_rate(_num(measured, 'dram_Bps'))})")
-    return f"{head}: {_reason(r, measured, copy, ns)}"
+    return f"{head}: {_reason(r, measured, copy, ns)[1]}"
 
 
-def _reason(r: Mapping[str, Any], measured: Mapping[str, Any], copy: float, ns: float) -> str:
+def time_reason(r: Mapping[str, Any], measured: Mapping[str, Any]) -> tuple[str, str]:
+    """(kind, note): the first reason of the module's order that fits a row, without the rule's gate (the
+    floor of a program asks it of every row). Kinds: spills, launch, compute, grid, L1, occupancy, tail,
+    latency (bytes in flight), unknown (none fits; the note says what to measure)."""
+    copy = copy_seconds(r, measured) or 0.0
+    return _reason(r, measured, copy, _num(r, "time_ns") or 0.0)
+
+
+def _reason(r: Mapping[str, Any], measured: Mapping[str, Any], copy: float, ns: float) -> tuple[str, str]:
     flight = in_flight(r, measured)
     more = f"; {flight}" if flight else ""
     spilled, minimum = local_bytes(r), _num(r, "min_bytes") or 0.0
     if spilled > 0:
         regs = _num(r, "registers")
         at = f" at {regs:.0f} registers a thread" if regs else ""
-        return f"spills{at}: {fmt_bytes(spilled)} of local memory ({_times(spilled / minimum)} the minimum)"
+        share = f" ({_times(spilled / minimum)} the minimum)" if minimum else ""
+        return "spills", f"spills{at}: {fmt_bytes(spilled)} of local memory{share}"
     compute = ""  # a FLOP floor above the copy's, said beside the reason found
     floor, kernels = _num(measured, "launch_s"), _num(r, "n_kernels") or 1.0
     if floor and ns * 1e-9 <= LAUNCH_NEAR * floor * kernels:
         over = f" over {kernels:.0f} kernels" if kernels > 1 else ""
         each = " each" if kernels > 1 else ""
-        return (f"launch-bound: {fmt_time(ns)}{over}, within {LAUNCH_NEAR:g}x of an empty kernel's "
+        return "launch", (f"launch-bound: {fmt_time(ns)}{over}, within {LAUNCH_NEAR:g}x of an empty kernel's "
                 f"{fmt_time(floor * 1e9)}{each} (measured under ncu): too small to reach the roof")
     flops, roof_key = _num(r, "model_flops"), FLOP_ROOF.get(str(r.get("dtype") or ""))
     roof = _num(measured, roof_key) if roof_key else None
@@ -154,30 +168,30 @@ def _reason(r: Mapping[str, Any], measured: Mapping[str, Any], copy: float, ns: 
         at = (f"the minimum's {flops / 1e9:.3g} GFLOP take {fmt_time(need * 1e9)} at the measured "
               f"{ROOFS[roof_key][0]} roof ({fmt_rate(roof, 'FLOP/s')}), {need * 1e9 / ns:.0%} of the time")
         if need * 1e9 >= COMPUTE_NEAR * ns:
-            return f"compute-bound: {at}"
+            return "compute", f"compute-bound: {at}"
         compute = at
         more = f"; {at}{more}"
     waves, grid, block = _num(r, "waves"), _num(r, "grid_size"), _num(r, "block_size")
     sms = _num(r, "sm_count")
     if waves is not None and waves < GRID_SHORT and grid and block:
         on = f" on {sms:.0f} SMs" if sms else ""
-        return (f"the grid fills {waves:.2g} of one wave ({grid:.0f} blocks of {block:.0f} threads{on}): too "
-                f"few threads to fill the GPU{more}")
+        return "grid", (f"the grid fills {waves:.2g} of one wave ({grid:.0f} blocks of {block:.0f} "
+                        f"threads{on}): too few threads to fill the GPU{more}")
     amps = {d: 1 / e for d, k in (("loads", "eff_l1_ld"), ("stores", "eff_l1_st")) if (e := _num(r, k))}
     worst = max(amps, key=amps.__getitem__, default=None)
     if worst is not None and amps[worst] >= L1_EXCESS:
-        return (f"the bytes are at the minimum only from L2 on: L1 {worst} move {_times(amps[worst])} their "
-                f"minimum, and those requests take the time{more}")
+        return "L1", (f"the bytes are at the minimum only from L2 on: L1 {worst} move "
+                      f"{_times(amps[worst])} their minimum, and those requests take the time{more}")
     occ, achieved = _num(r, "occupancy_pct"), _num(r, "warps_active_pct")
     if occ is not None and occ < LOW_OCCUPANCY:
         limit = _limiter(r)
-        return f"theoretical occupancy {occ:.0f}%" + (f" ({limit})" if limit else "") + more
+        return "occupancy", f"theoretical occupancy {occ:.0f}%" + (f" ({limit})" if limit else "") + more
     if occ and achieved is not None and achieved < ACHIEVED_SHORT * occ:
-        return f"achieved occupancy {achieved:.0f}% of a theoretical {occ:.0f}%{more}"
+        return "occupancy", f"achieved occupancy {achieved:.0f}% of a theoretical {occ:.0f}%{more}"
     if waves is not None and 1 <= waves < TAIL_WAVES and 0 < waves % 1 <= 0.5:
-        return (f"tail: {waves:.2f} waves, the last one {waves % 1:.0%} full (the GPU idles while it runs)"
-                f"{more}")
+        return "tail", (f"tail: {waves:.2f} waves, the last one {waves % 1:.0%} full (the GPU idles while it "
+                        f"runs){more}")
     if flight:
-        return flight + (f"; {compute}" if compute else "")
-    return ("not launch, FLOPs, grid, occupancy or tail: measure with --metrics traffic,spills for spills "
-            "and achieved occupancy")
+        return "latency", flight + (f"; {compute}" if compute else "")
+    return "unknown", ("not launch, FLOPs, grid, occupancy or tail: measure with --metrics traffic,spills "
+                       "for spills and achieved occupancy")

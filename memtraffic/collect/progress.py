@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memtraffic.runfolder.paths import portable
+
 
 @dataclass(frozen=True)
 class Expected:
@@ -51,7 +53,9 @@ def earlier_run(folders: Sequence[Path], program: Sequence[str], settings: Mappi
 
 def _matches(run: Any, program: Sequence[str], settings: Mapping[str, object]) -> bool:
     """A finished profile of this program with these settings, exit code 0, kernels measured."""
-    if not isinstance(run, dict) or run.get("kind") != "profile" or run.get("program") != list(program):
+    typed = portable(list(program), cwd=Path.cwd())  # as run.json records it
+    if not isinstance(run, dict) or run.get("kind") != "profile" or run.get("program") not in (
+            list(program), typed):
         return False
     kernels = run.get("kernels_profiled")
     return (all(run.get(k) == v for k, v in settings.items()) and run.get("returncode") == 0

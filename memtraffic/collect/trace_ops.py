@@ -7,6 +7,7 @@ puts first on PYTHONPATH (`memtraffic profile --torch-ops` uses the same environ
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -17,9 +18,10 @@ from pathlib import Path
 
 from memtraffic.runfolder.trace import TORCH_MARK_ENV, TORCH_OPS_ENV, TRACE_ENV, TRACE_FROM, read_trace
 from memtraffic.vocab.errors import MemtrafficError, UsageError
+from memtraffic.vocab.extras import MissingExtraError, install_line
 
 INJECT_DIR = Path(__file__).resolve().parent.parent / "_inject"
-
+PYTHON_NAME = re.compile(r"python(\d+(\.\d+)*)?")  # python, python3, python3.12
 
 
 def tracer_env(trace: Path, env: Mapping[str, str] | None = None,
@@ -38,6 +40,43 @@ def tracer_env(trace: Path, env: Mapping[str, str] | None = None,
     if torch_mark is not None:
         out[TORCH_MARK_ENV] = str(torch_mark)
     return out
+
+
+def program_python(cmd: Sequence[str]) -> str | None:
+    """The Python that will run `cmd`: cmd[0] when it is one (python3, a venv's bin/python), else the
+    interpreter a script's '#!' line names (torchrun, a script of your own); None for other programs."""
+    exe = shutil.which(cmd[0]) if cmd else None
+    if exe is None:
+        return None
+    if PYTHON_NAME.fullmatch(Path(cmd[0]).name):
+        return exe
+    try:
+        with open(exe, "rb") as file:
+            first = file.readline(300)
+    except OSError:
+        return None
+    words = first[2:].decode(errors="replace").split() if first.startswith(b"#!") else []
+    if words and Path(words[0]).name == "env":  # #!/usr/bin/env [-S] python3
+        words = [w for w in words[1:] if not w.startswith("-")]
+    if words and PYTHON_NAME.fullmatch(Path(words[0]).name):
+        return shutil.which(words[0]) or words[0]
+    return None
+
+
+def require_torch(cmd: Sequence[str], what: str) -> None:
+    """MissingExtraError, before the program starts, when the Python that will run it has no torch (looked
+    up in that interpreter, not imported): tracing aten ops needs the [measure] extra there."""
+    python = program_python(cmd)
+    if python is None:
+        return
+    look = "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)"
+    try:
+        found = subprocess.run([python, "-c", look], capture_output=True, timeout=60, check=False).returncode
+    except (OSError, subprocess.TimeoutExpired):
+        return  # the program's own start will say what is wrong
+    if found == 1:
+        raise MissingExtraError(f"{what} traces PyTorch programs, and the program's Python ({python}) has no "
+                                f"torch: {install_line('measure')}")
 
 
 class CommandFailedError(MemtrafficError):
@@ -67,6 +106,7 @@ def run_traced(cmd: Sequence[str], mode: str = "1") -> TracedRun:
         raise UsageError("no command to trace: write `memtraffic ops -- python train.py ARGS`")
     if shutil.which(cmd[0]) is None:
         raise UsageError(f"command not found: {cmd[0]!r} is not on PATH or not an executable file")
+    require_torch(cmd, "memtraffic ops")
     with tempfile.TemporaryDirectory(prefix="memtraffic-ops-") as tmp:
         trace, mark = Path(tmp) / "trace.jsonl", Path(tmp) / "torch-imported"
         proc = subprocess.run(list(cmd), env=tracer_env(trace, torch_mark=mark, mode=mode), stdout=2,

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memtraffic.runfolder.records import TensorEntry
-from memtraffic.runfolder.trace import emit, make_record, next_seq, short_dtype
+from memtraffic.runfolder.trace import emit, make_record, next_seq, paused, short_dtype
 from memtraffic.vocab import launches
 from memtraffic.vocab.errors import UsageError
 
@@ -160,6 +160,9 @@ def region(name: str, inputs: Sequence[Any] = (), outputs: Sequence[Any] = (), *
     r = Region(name, list(inputs), list(outputs), _count(read_bytes, "read_bytes", name),
                _count(write_bytes, "write_bytes", name), _count(flops, "flops", name))
     _minimum(r)  # bad inputs fail here, before the block runs
+    if paused():  # the program's tracer waits for its window: nothing here is profiled or recorded
+        yield r
+        return
     seq = next_seq()
     decision = launches.decide(f"mt|region|{name}|{seq}", _signature(r), always=not repeats_same)
     nvtx = _push_pop()

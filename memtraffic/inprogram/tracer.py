@@ -40,8 +40,10 @@ from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatc
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sdpa_flop_count
 
-from memtraffic.inprogram.op_rules import RULES, VALUE_DEPENDENT, OpArgs, Traffic, storage_of
+from memtraffic.inprogram.liveness import identities, watch_all
+from memtraffic.inprogram.op_rules import RULES, VALUE_DEPENDENT, OpArgs, Traffic, storage_of, union_bytes
 from memtraffic.inprogram.op_rules import tensor_bytes as tensor_bytes  # re-exported: the public helper
+from memtraffic.runfolder import trace
 from memtraffic.runfolder.records import Config, TensorEntry
 from memtraffic.runfolder.trace import TORCH_MARK_ENV, collect, emit, make_record, next_seq, short_dtype
 from memtraffic.vocab import launches
@@ -124,9 +126,15 @@ def op_record(func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: OpArgs
             traffic = generic
     read, write, note = traffic.totals()
     main = outputs[0] if outputs and packet not in _ALLOCATE else None
-    return make_record("op", seq, str(func), range_name, [_describe(t) for t in inputs.values()],
-                       [_describe(t) for t in outputs], read, write, _flops(func, args, kwargs, out),
-                       note=note, main=None if main is None else _describe(main))
+    record = make_record("op", seq, str(func), range_name, [_describe(t) for t in inputs.values()],
+                         [_describe(t) for t in outputs], read, write, _flops(func, args, kwargs, out),
+                         note=note, main=None if main is None else _describe(main))
+    # Which storages it moves (the fused minimum follows data from op to op with them); views and
+    # allocations are watched too: they keep a storage alive.
+    record["reads"] = identities(traffic.read, traffic.read_bytes, union_bytes)
+    record["writes"] = identities(traffic.write, traffic.write_bytes, union_bytes)
+    watch_all([*inputs.values(), *outputs])
+    return record
 
 
 ALIGNMENT = 16  # bytes: vectorized (128-bit) loads need it, kernels fall back to narrower ones without
@@ -330,6 +338,7 @@ def start(mode: str = "1") -> None:
         return
     _startup = OpTracer()
     _startup.enabled = mode == "1"
+    trace.pause(not _startup.enabled)
     _startup.__enter__()
     os.register_at_fork(after_in_child=_stop_startup)
     _watch_compile()
@@ -380,6 +389,7 @@ def _watch_compile() -> None:
 def _enable_at_first_forward(tracer: OpTracer) -> None:
     def hook(module: torch.nn.Module, args: Any) -> None:
         tracer.enabled = True
+        trace.pause(False)
         handle.remove()
 
     handle = torch.nn.modules.module.register_module_forward_pre_hook(hook)
@@ -393,6 +403,9 @@ def _follow_profiler(tracer: OpTracer) -> None:
         @functools.wraps(call)
         def wrapped(*args: Any, **kwargs: Any) -> Any:
             tracer.enabled = on
+            trace.pause(not on)
+            if not on:  # the window closes: what was freed in it was freed inside the region
+                trace.end_region()
             return call(*args, **kwargs)
         return wrapped
 

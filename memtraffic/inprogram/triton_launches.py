@@ -13,15 +13,15 @@
   minimum then holds it: no range of its own is pushed there. triton.autotune's benchmark launches
   (`Autotuner._bench`) get none either.
 
-The rule for a generated kernel (Inductor names its pointer arguments in_ptrN, out_ptrN, in_out_ptrN,
-and a template's inputs arg_NAME, as a matmul's arg_A, arg_B): each distinct storage passed as in_ptr,
-in_out_ptr or arg_ is read once, each passed as out_ptr, in_out_ptr
-or named in the kernel's `mutated_arg_names` written once; a storage counts the bytes of the view
-passed, its distinct elements (a broadcast dimension, stride 0, counts once) times the element size;
-two views of one storage count the larger. An in_out_ptr the kernel's source only stores through (a
-buffer Inductor reuses for an output) is written, not read. Scalars (xnumel, seeds) move nothing. It
-is what any implementation of the fused op must move when the kernel reads every element of what it is given;
-a kernel that reads part of a buffer (a slice Inductor passes whole) makes it a bound from above.
+The rule for a generated kernel (Inductor names its pointer arguments in_ptrN, out_ptrN, in_out_ptrN, and a
+template's inputs arg_NAME, as a matmul's arg_A, arg_B): each distinct storage passed as in_ptr, in_out_ptr
+or arg_ is read once, each passed as out_ptr, in_out_ptr, ws_ptr (a workspace: a mix-order reduction's
+partial sums, read by a later kernel) or named in the kernel's `mutated_arg_names` written once; a storage
+counts the bytes of the view passed, its distinct elements (a broadcast dimension, stride 0, counts once)
+times the element size; two views of one storage count the larger. An in_out_ptr the kernel's source only
+stores through (a buffer Inductor reuses for an output) is written, not read. Scalars (xnumel, seeds) move
+nothing. It is what any implementation of the fused op must move when the kernel reads every element of what
+it is given; a kernel that reads part of a buffer (a slice Inductor passes whole) makes it a bound from above.
 
 Why wrap `run` rather than Triton's launch hooks: a hook receives the kernel's arguments only when the
 JIT function declares a `launch_metadata` function (Triton 3.x, `CompiledKernel.launch_metadata`), and
@@ -43,12 +43,13 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from memtraffic.inprogram.liveness import identities
 from memtraffic.runfolder.records import Config, TensorEntry
-from memtraffic.runfolder.trace import emit, make_record, next_seq, short_dtype
+from memtraffic.runfolder.trace import emit, make_record, next_seq, paused, short_dtype
 from memtraffic.vocab import launches
 
 RANGE_PREFIX = "mt|triton|"
-_ROLE = re.compile(r"(in_out_ptr|in_ptr|out_ptr)\d+|(arg)_\w+")
+_ROLE = re.compile(r"(in_out_ptr|in_ptr|out_ptr)\d+|(arg)_\w+|(ws_ptr)")
 _KERNEL_DEF = re.compile(r"(\w+) = async_compile\.triton\(")
 _ORIGINAL_ATEN = re.compile(r"Original ATen: \[([^\]]*)\]")
 _SOURCE_NODES = re.compile(r"Source Nodes: \[([^\]]*)\]")
@@ -103,7 +104,9 @@ def kernel_minimum(arg_names: Sequence[str], args: Sequence[Any], mutated: Itera
         role = _ROLE.fullmatch(name)
         if role is None or not _is_tensor(value):
             continue
-        kind = role.group(1) or "in_ptr"  # a template's inputs (matmul: arg_A, arg_B) are read
+        # a template's inputs (matmul: arg_A, arg_B) are read; a workspace (ws_ptr: a mix-order
+        # reduction's partial sums, which a later kernel reads) is written
+        kind = "out_ptr" if role.group(3) else role.group(1) or "in_ptr"
         key = _storage(value)
         targets = []
         if kind == "in_ptr" or (kind == "in_out_ptr" and not (source and only_stored(name, source))):
@@ -115,6 +118,10 @@ def kernel_minimum(arg_names: Sequence[str], args: Sequence[Any], mutated: Itera
                 table[key] = value
     return (sum(view_bytes(t) for t in reads.values()), sum(view_bytes(t) for t in writes.values()),
             list(reads.values()), list(writes.values()))
+
+
+def _largest(views: Sequence[Any]) -> int:
+    return max(view_bytes(v) for v in views)
 
 
 def io_entry(t: Any) -> TensorEntry:
@@ -171,6 +178,9 @@ def inductor_record(seq: int, range_name: str, kernel_name: str, arg_names: Sequ
                          [io_entry(t) for t in tensors_written], read, write,
                          None if flops is None else int(flops),
                          main=io_entry(max(tensors_written, key=view_bytes)) if tensors_written else None)
+    # The storages it moves, for the fused minimum (memtraffic.inprogram.liveness; one view per storage)
+    record["reads"] = identities(tensors_read, 0, _largest)
+    record["writes"] = identities(tensors_written, 0, _largest)
     fused = fused or {}
     params: dict[str, object] = {"fused_aten": fused.get("aten", []), "source_nodes": fused.get("nodes", [])}
     if fused.get("aten") == [] or not fused:
@@ -307,7 +317,7 @@ def _settle(autotuner: Any, args: Sequence[Any], kwargs: dict[str, object]) -> N
 def _wrap_inductor(run: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(run)
     def traced_run(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("benchmark_run"):
+        if kwargs.get("benchmark_run") or paused():  # outside the program's traced window
             return run(self, *args, **kwargs)
         meta = getattr(self, "inductor_meta", None) or {}
         kernel = str(meta.get("kernel_name") or getattr(getattr(self, "fn", None), "__name__", "triton"))
@@ -338,7 +348,7 @@ def _wrap_inductor(run: Callable[..., Any]) -> Callable[..., Any]:
 def _wrap_jit(run: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(run)
     def traced_run(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("warmup") or inside_our_range() or getattr(_local, "benchmarking", False):
+        if kwargs.get("warmup") or inside_our_range() or getattr(_local, "benchmarking", False) or paused():
             return run(self, *args, **kwargs)
         kernel = str(getattr(self, "__name__", None) or getattr(getattr(self, "fn", None), "__name__",
                                                                 "triton"))

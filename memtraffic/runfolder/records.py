@@ -15,6 +15,7 @@ from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, TypedDict, Union, cast, get_args, get_origin, get_type_hints, is_typeddict
 
+from memtraffic.runfolder.paths import portable
 from memtraffic.vocab.errors import ReportError, UsageError
 from memtraffic.vocab.files import read_json, require_file, write_json
 from memtraffic.vocab.machine import Environment
@@ -80,6 +81,10 @@ class Config(_ConfigRange, total=False):
     repeat: bool  # profile --distinct: a repeat of an earlier signature (not measured)
     reuses: str | None  # ... and the range whose measurement it reuses
     signature: str
+    reads: list[list[int | None]]  # traced: [storage, bytes] it must read (runfolder.trace)
+    writes: list[list[int | None]]  # traced: [storage, bytes] it must write
+    freed: list[int]  # traced: storages freed since the previous record
+    freed_after: list[int]  # traced: storages freed after it, before the traced region ended
 
 
 class Skipped(TypedDict, total=False):
@@ -362,8 +367,8 @@ def write_plan(folder: Path, plan: Plan) -> Path:
 
 
 def write_run(folder: Path, run: Mapping[str, Any]) -> Path:
-    """run.json, atomically (see write_plan)."""
-    return _write(folder, RUN_FILE, run)
+    """run.json, atomically (see write_plan), its paths relative (runfolder/paths.py: a run you can share)."""
+    return _write(folder, RUN_FILE, portable(run, folder, Path.cwd()))
 
 
 def _write(folder: Path, name: str, data: Mapping[str, Any]) -> Path:

@@ -5,7 +5,11 @@ adds torch.
 Each record is a plan config (`range`, `kind`, `seq`, `pid`, `op`, `variant`, `shape`, `dtype`,
 `params`, `inputs`, `outputs`, `min_read_bytes`, `min_write_bytes`, `min_note`, `model_flops`,
 `pred_read_bytes`, `pred_write_bytes`), so analysis joins each kernel to the innermost `mt|` NVTX
-range it ran in and takes that range's minimum. Several processes may append to one file: each
+range it ran in and takes that range's minimum. Records of torch ops and Inductor kernels also name the
+storages they move (`reads`, `writes`: [storage, bytes] pairs, storage the data pointer of the tensors'
+storage, None for counted parts of no one tensor) and `freed`, the storages whose last tensor died since
+the previous record: memtraffic.analysis.floor follows the data from op to op with them (traces written
+before carry none). Several processes may append to one file: each
 record is one os.write of one line to a file opened with O_APPEND.
 """
 
@@ -37,6 +41,7 @@ _seq = itertools.count()
 _sinks: list[list[Config]] = []  # in-memory lists of open memtraffic.ops() blocks
 _sinks_lock = threading.Lock()
 _fd: tuple[str, int] | None = None  # (path, descriptor) of the open trace file
+_freed: list[int] = []  # storages freed since the last record (memtraffic.inprogram.liveness appends)
 
 _SHORT_DTYPES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16",
                  "float64": "fp64", "double": "fp64"}
@@ -70,8 +75,58 @@ def make_record(kind: str, seq: int, op: str, range_name: str, inputs: list[Tens
     }
 
 
+_paused = threading.Event()  # set while a program's tracer waits (first forward, the profiler window)
+
+
+def pause(paused: bool) -> None:
+    """The program's op tracer waits (True) or records (False): launches of generated kernels follow it,
+    so a trace made in a profiler window holds only the window's calls."""
+    if paused:
+        _paused.set()
+    else:
+        _paused.clear()
+
+
+def paused() -> bool:
+    return _paused.is_set()
+
+
+def end_region() -> None:
+    """The traced region ends (a profiler window stops, an ops() block exits): the storages freed since
+    the last record were freed inside it, so they go to the trace now (`freed_after` of the last record;
+    a trace file gets a line of its own that read_trace joins to the record before it)."""
+    freed = _drain_freed()
+    if not freed:
+        return
+    with _sinks_lock:
+        lasts = {id(sink[-1]): sink[-1] for sink in _sinks if sink}  # nested blocks share their records
+    for record in lasts.values():
+        record.setdefault("freed_after", []).extend(freed)
+    path = os.environ.get(TRACE_ENV)
+    if path:
+        os.write(_trace_fd(path), (json.dumps({"freed_after": freed, "pid": os.getpid()}) + "\n").encode())
+
+
+def note_freed(storage: int) -> None:
+    """A storage's last tensor died: the next record lists it in `freed`. No lock: it runs from weakref
+    callbacks, at any point of any thread (list.append is atomic under the GIL)."""
+    _freed.append(storage)
+
+
+def _drain_freed() -> list[int]:
+    n = len(_freed)
+    freed = _freed[:n]
+    del _freed[:n]
+    return freed
+
+
 def emit(record: Config) -> None:
-    """Hand the record to open memtraffic.ops() blocks and append it to $MEMTRAFFIC_TRACE if set."""
+    """Hand the record to open memtraffic.ops() blocks and append it to $MEMTRAFFIC_TRACE if set. A record
+    that names storages (`reads`/`writes`) gets `freed` first: the storages freed since the last one."""
+    if "reads" in record or "writes" in record:
+        freed = _drain_freed()
+        if freed:
+            record["freed"] = freed
     with _sinks_lock:
         for sink in _sinks:
             sink.append(record)
@@ -98,6 +153,7 @@ def collect() -> Iterator[list[Config]]:
     try:
         yield records
     finally:
+        end_region()
         with _sinks_lock:
             _sinks.remove(records)
 
@@ -120,6 +176,11 @@ def read_trace(path: str | Path) -> list[dict[str, object]]:
             continue
         if isinstance(record, dict) and isinstance(record.get("range"), str):
             records.append(record)
+        elif isinstance(record, dict) and isinstance(record.get("freed_after"), list):  # end_region's
+            last = next((r for r in reversed(records) if r.get("pid") == record.get("pid")), None)
+            if last is not None:
+                before: list[int] = list(last.get("freed_after") or [])  # type: ignore[call-overload]
+                last["freed_after"] = before + list(record["freed_after"])
     first: dict[Any, int] = {}
     for r in records:
         first.setdefault(r.get("pid"), len(first))

@@ -91,7 +91,7 @@ def format_diff(d: Diff, width: int | None = None) -> str:
 
     headers, body = blocks(d)
     matched = [r for r in d.rows if r["status"] == "both"]
-    lines = [header(d)]
+    lines = [header(d), *floor_lines(d)]
     if matched:
         rows = [r for block in body for r in block]
         table = text_table(headers, rows, width, stack=False).splitlines()
@@ -107,6 +107,22 @@ def format_diff(d: Diff, width: int | None = None) -> str:
             lines.append(f"only in {status[-1].upper()} ({side.name}, {len(names)}): {'; '.join(names)}")
     lines += [f"note: {n}" for n in d.notes]
     return fit("\n".join(lines), width)
+
+
+def floor_lines(d: Diff) -> list[str]:
+    """Both runs' time, floor and recoverable time (memtraffic floor), and the change of the recoverable."""
+    a, b = d.floors
+    if a is None or b is None:
+        return []
+
+    def side(name: str, f: Any) -> str:
+        fused = f", fused minimum {fmt_bytes(f.fused_min_bytes)}" if f.fused_min_bytes is not None else ""
+        return (f"  {name}: GPU time {fmt_time(f.gpu_time_s * 1e9)}, floor {fmt_time(f.floor_s * 1e9)}, "
+                f"recoverable {fmt_time(f.recoverable_s * 1e9)}{fused}")
+
+    change = relative(a.recoverable_s, b.recoverable_s)
+    return ["floor (memtraffic floor):", side("A", a), side("B", b),
+            f"  recoverable time B vs A: {pct(change)}"]
 
 
 # Measures that are whole counts: their A, B and change values are written as integers.

@@ -459,8 +459,9 @@ def roofline_figure(df: pd.DataFrame, ceilings: Sequence[Mapping[str, Any]] = ()
                 "itemclick": "toggle"},
         margin={"b": 150, "t": 110},
     )
-    # Below the x-axis titles, in pixels from the plot area so it never overlaps them or gets clipped.
-    fig.add_annotation(text=wrap_html(ROOFLINE_NOTE + FLOPS_NOTE, max(100, (width - 350) // 7)),
+    # Below the x-axis titles, in pixels from the plot area so it never overlaps them or gets clipped;
+    # lines short enough for a page narrower than the figure (a report fits figures to the window).
+    fig.add_annotation(text=wrap_html(ROOFLINE_NOTE + FLOPS_NOTE, 100),
                        xref="paper", yref="paper", x=0, y=0, yshift=-65, showarrow=False, align="left",
                        xanchor="left", yanchor="top", font={"size": 11, "color": "#555555"})
     return fig

@@ -19,7 +19,19 @@ from memtraffic.vocab.units import fmt_bytes, fmt_eff, fmt_rate, fmt_time
 if TYPE_CHECKING:
     from memtraffic.collect.sweep import GridCount
 
-WIDTH = 120  # columns the CLI's tables and notes fit by default (--wide: one line each, however long)
+WIDTH = 120  # columns the CLI's tables fit by default (--wide: one line each, however long)
+NOTE_WIDTH = 100  # the lines under a table (legend, findings) are read, not scanned: shorter
+REPEATED = 3  # a finding on this many rows or more is said once, with the count
+
+# What the tables' words mean, said under each table that uses them (analysis/analyze.py computes them).
+LEGEND = {
+    "eff": "eff: minimum / bytes moved at that level (1.00: at the minimum; 0.25: 4x the minimum)",
+    "minimum": "minimum: the bytes any implementation must read and write (inputs once, outputs once)",
+    "sector": "sector ld/st: useful bytes / bytes moved in 32-byte sectors, loads/stores",
+    "excess": "excess: bytes beyond the minimum, at the level (L1, L2, DRAM) with the most",
+    "reused": "reused: calls not measured again, which reuse the first call's counters (--distinct)",
+    "n": "n: kernels in the row",
+}
 
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], width: int | None = None,
@@ -36,19 +48,22 @@ def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], width: int
     table = _layout(one_line, body)
     if width is None or len(headers) < 2:
         return table
-    layouts = [(False, one_line), (False, two_lines)] + [(True, one_line), (True, two_lines)] * stack
+    layouts = [("", one_line), ("", two_lines)] + [("inline", one_line), ("inline", two_lines),
+                                                   ("alone", one_line), ("alone", two_lines)] * stack
     for stacked, heads in layouts:
-        table = _stacked(heads, body) if stacked else _layout(heads, body)
+        table = _stacked(heads, body, stacked == "inline") if stacked else _layout(heads, body)
         if _widest(table) <= width:
             break
     return table
 
 
-def _stacked(heads: list[list[str]], body: list[list[str]]) -> str:
-    """Each row's first cell on a line of its own, its other cells indented on the next."""
-    rest = _layout([[""], *heads[1:]], [["", *r[1:]] for r in body]).splitlines()  # "" keeps the 2 spaces
+def _stacked(heads: list[list[str]], body: list[list[str]], inline: bool = True) -> str:
+    """Each row's first cell on a line of its own, its other cells indented on the next. `inline`: the names'
+    header heads the numbers' column of blanks (alone on a line it reads as a stray word); else, where that
+    indent makes the table too wide, it stands on the first line."""
+    rest = _layout(heads if inline else [[""], *heads[1:]], [["", *r[1:]] for r in body]).splitlines()
     depth = max(len(h) for h in heads)
-    out = [heads[0][0]] + rest[:depth + 1]
+    out = rest[:depth + 1] if inline else [heads[0][0]] + rest[:depth + 1]
     for r, numbers in zip(body, rest[depth + 1:], strict=True):
         out += [r[0], numbers]
     return "\n".join(out)
@@ -97,6 +112,29 @@ def fit(text: str, width: int | None) -> str:
     return "\n".join(out)
 
 
+def legend(*keys: str) -> str:
+    """The legend lines for these table words."""
+    return "\n".join(LEGEND[k] for k in keys)
+
+
+def findings(rows: Sequence[tuple[str, str]], tails: Sequence[str] = ()) -> list[str]:
+    """(row name, diagnosis) pairs as note lines: each row's findings (and its tail, e.g. its worst call),
+    except those found on REPEATED rows or more, which come once at the end with their count (the JSON
+    keeps every row's whole diagnosis)."""
+    tails = list(tails) or [""] * len(rows)
+    clauses = [(name, [c.strip() for c in text.split("; ") if c.strip()], tail)
+               for (name, text), tail in zip(rows, tails, strict=True) if text]
+    counts: dict[str, int] = {}
+    for _, found, _ in clauses:
+        for c in dict.fromkeys(found):
+            counts[c] = counts.get(c, 0) + 1
+    common = [c for c, n in counts.items() if n >= REPEATED]
+    out = [f"  {name}: {'; '.join(own)}{tail}" for name, found, tail in clauses
+           if (own := [c for c in found if c not in common])]
+    out += [f"  {counts[c]} rows: {c}" for c in common]
+    return out
+
+
 def render_list(rows: Sequence[dict[str, Any]], fmt: str, width: int | None = None) -> str:
     """`memtraffic list`'s output in `fmt`."""
     return formats.render(fmt, rows, lambda: fit(_list_table(rows, width), width))
@@ -141,6 +179,9 @@ def _list_table(rows: Sequence[dict[str, Any]], width: int | None = None) -> str
                 f"{r['intensity']:.3g}",
             ]
         )
+    if all(r["pred_read_bytes"] is None for r in rows if r["supported"]):  # no model (the base install)
+        keep = [i for i, h in enumerate(headers) if not h.startswith("pred")]
+        headers, body = [headers[i] for i in keep], [[row[i] for i in keep] for row in body]
     text = text_table(headers, body, width)
     if notes:
         text += "\n\nnot applicable at this shape/dtype:\n" + "\n".join(notes)
@@ -350,19 +391,18 @@ def results_table(df: pd.DataFrame, group_by: str = "range", width: int | None =
     if df.empty:
         return "(no rows)"
     headers, body = results_table_rows(df, group_by)
-    notes = []
-    for r, row in zip(df.to_dict("records"), body, strict=True):
-        if r["diagnosis"]:
-            notes.append(f"  {row[0]}: {r['diagnosis']}")
-        if r["n_kernels"] > 1 and group_by == "range":
-            notes.append(f"  {row[0]}: kernels {kernel_list(r['kernels'])}")
+    records = df.to_dict("records")
+    notes = findings([(row[0], r["diagnosis"]) for r, row in zip(records, body, strict=True)])
+    notes += [f"  {row[0]}: kernels {kernel_list(r['kernels'])}" for r, row in zip(records, body, strict=True)
+              if r["n_kernels"] > 1 and group_by == "range"]
     devices = ", ".join(sorted({d for d in df["device"] if d}))
     text = (f"{devices}\n" if devices else "") + text_table(headers, body, width)
+    under = legend("n", "minimum", "eff", "sector")
     if df["min_bytes"].isna().all():
-        text += "\n\nno minimum known: pass --min-bytes TOTAL or READ:WRITE for efficiencies"
+        under += "\n\nno minimum known: pass --min-bytes TOTAL or READ:WRITE for efficiencies"
     if notes:
-        text += "\n\n" + "\n".join(notes)
-    return fit(text, width)
+        under += "\n\n" + "\n".join(notes)
+    return text + "\n\n" + fit(under, width and min(width, NOTE_WIDTH))
 
 
 def render_results(df: pd.DataFrame, fmt: str, group_by: str = "range", width: int | None = None) -> str:
@@ -382,9 +422,9 @@ def op_calls_table(table: pd.DataFrame, n: int = WORST_CALLS, width: int | None 
     worst = table.assign(_excess=excess).sort_values("_excess", ascending=False, na_position="last",
                                                      kind="stable").head(n).drop(columns="_excess")
     text = per_op_table(per_op.summarize(table), width)
-    text += fit(f"\n\nthe {len(worst)} calls with the most excess, of {len(table)} (all: --all-calls; every "
-                "call is in the run folder's results.csv):\n", width)
-    return text + results_table(worst, width=width)
+    text += "\n\n" + fit(f"the {len(worst)} calls with the most excess, of {len(table)} (all: --all-calls; "
+                         "every call is in the run folder's results.csv):", width and min(width, NOTE_WIDTH))
+    return text + "\n" + results_table(worst, width=width)
 
 
 def per_op_table(df: pd.DataFrame, width: int | None = None) -> str:
@@ -411,13 +451,14 @@ def per_op_table(df: pd.DataFrame, width: int | None = None) -> str:
              cell("l2_rd_bytes", fmt_eff(r["eff_l2"])),
              cell("dram_rd_bytes", fmt_eff(r["eff_dram_rd"] if per_direction else r["eff_dram"]))]
             for r in df.to_dict("records")]
-    notes = [f"  {r['op']}: {r['diagnosis']} (worst call {r['worst_range']})"
-             for r in df.to_dict("records") if r["diagnosis"]]
-    text = text_table(headers, body, width)
-    text += "\n\nexcess: bytes beyond the minimum, at the level (L1, L2, DRAM) with the most"
+    records = df.to_dict("records")
+    notes = findings([(r["op"], r["diagnosis"]) for r in records],
+                     [f" (worst call {r['worst_range']})" for r in records])
+    under = legend("minimum", "excess", "eff") + ("\n" + legend("reused") if "reused" in df and
+                                                   df["reused"].fillna(0).astype(bool).any() else "")
     if notes:
-        text += "\n\n" + "\n".join(notes)
-    return fit(text, width)
+        under += "\n\n" + "\n".join(notes)
+    return text_table(headers, body, width) + "\n\n" + fit(under, width and min(width, NOTE_WIDTH))
 
 
 def lines_table(rows: Sequence[dict[str, Any]], source_width: int = 100,

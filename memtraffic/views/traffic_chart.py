@@ -103,7 +103,8 @@ def traffic_figure(df: pd.DataFrame, levels: Sequence[str] = LEVELS, title: str 
     if zero:
         notes.append(f"No bar where the counters saw 0 bytes ({_names(zero, zero + [''])}).")
     width = max(760, 220 + len(labels) * (14 * len(present) + 16))
-    note_text = "<br>".join(wrap_html(t, max(80, (width - 150) // 6)) for t in notes)
+    # short lines: a report shows two of these charts side by side at half its width (a longer line is cut)
+    note_text = "<br>".join(wrap_html(t, 70) for t in notes)
     note_px = 15 * (note_text.count("<br>") + 1) if notes else 0
     if notes:  # between the title and the legend, which sits right above the plot
         fig.add_annotation(text=note_text, xref="paper", yref="paper", x=0, y=1, yshift=30, showarrow=False,

@@ -395,7 +395,8 @@ def _row(**kw):
 def test_diagnosis_cases():
     assert diagnose(_row()) == ""
     d = diagnose(_row(n_kernels=5, req_ld_bytes=500.0, eff_l1_ld=0.2))
-    assert d.startswith("5 kernels: loads request 5x the minimum (extra passes over memory)")
+    assert d.startswith("5 kernels: loads request 5x the minimum (500 B for a minimum of 100 B), a pass over "
+                        "memory each: fusing them saves passes")
     assert "DRAM moves 3.2x the minimum" in diagnose(_row(eff_dram=1 / 3.2))
     assert "bypass the LSU path" in diagnose(_row(eff_l1_ld=20.0))
 
@@ -457,7 +458,8 @@ def test_a_global_min_bytes_on_a_plain_report_names_its_limit():
 def test_lsu_bypass_replaces_the_below_minimum_note():
     d = diagnose(_row(**{**LEVELS, "l1_ld_bytes": 0.5}, eff_l1_ld=200.0))
     assert "loads bypass the LSU counters" in d and "below the minimum" not in d
-    assert diagnose(_row(sector_eff_st=0.5)) == "stores use 16 of every 32 bytes per sector"
+    assert diagnose(_row(sector_eff_st=0.5)) == ("stores use 16 of every 32 bytes per sector: neighbouring "
+                                                 "threads should touch neighbouring addresses")
 
 
 def test_records_convert_numpy_and_nan():
@@ -516,3 +518,13 @@ def test_a_range_whose_kernels_all_lack_a_time_is_still_analyzed(monkeypatch):
     rows = _rows(analyze_path(REAL["path"]))
     assert math.isnan(rows[REAL["naive"]]["time_ns"]) and math.isnan(rows[REAL["naive"]]["grid_size"])
     assert rows[REAL["tiled"]]["grid_size"] == 8192 and rows[REAL["tiled"]]["time_ns"] > 0
+
+
+def test_a_timing_only_run_grouped_by_kernel_has_no_launch_statistics_and_no_error():
+    """Timing-only kernels carry no launch statistics (registers, waves, occupancy): by kernel they are NaN,
+    not a KeyError (the committed H100 run of an Inductor-compiled step)."""
+    result = CliRunner().invoke(app, ["analyze", str(H100 / "timing_only_layernorm_mlp_adamw"), "--group-by",
+                                      "kernel", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert rows and all(r["registers"] is None and r["time_ns"] > 0 for r in rows)

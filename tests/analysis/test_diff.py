@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memtraffic.analysis.analyze import analyze_path, to_records
-from memtraffic.analysis.diff import MEASURES, diff
+from memtraffic.analysis.diff import MEASURES, diff, pct, relative
 from memtraffic.cli import app
 from memtraffic.vocab.errors import UsageError
 
@@ -228,14 +228,15 @@ def test_profile_with_a_baseline_prints_the_diff_after_the_run(monkeypatch):
     assert f"diff against {run}:" not in res.stdout and len(json.loads(res.stdout)) == 8
 
 
-def test_report_with_a_baseline_shows_both_side_by_side(tmp_path):
+def test_report_with_a_baseline_shows_its_table_once_and_the_bars_side_by_side(tmp_path):
     from memtraffic.views.html_report import build_report
 
     page = build_report(SUITE, baseline=SEED)
     assert "<h2>Compared with the baseline seed_1048576x2_fp32</h2>" in page
     assert "<h3>baseline: seed_1048576x2_fp32</h3>" in page
-    assert "<h3>this run: suite_1048576x2_fp32</h3>" in page
-    assert page.count("class='pair tables'") == 1 and page.count("class='pair'") == 1  # then the bars
+    assert "this run: suite_1048576x2_fp32</h3>" not in page  # the run's table is the page's own, once
+    assert page.count("<h2>Measured traffic vs minimum</h2>") == 1
+    assert page.count("class='pair'") == 1  # the two traffic charts
     assert "no change: bytes within 1%" in page
     assert page.count("Plotly.newPlot") == 4  # roofline, traffic, and the two traffic charts side by side
     res = CliRunner().invoke(app, ["report", str(SUITE), "--baseline", str(_other_gpu(tmp_path)),
@@ -326,3 +327,17 @@ def test_configs_spelled_differently_pair_by_what_they_launched(tmp_path):
     spelled_row = next(r for r in rows if r["range_a"].endswith("1024"))
     assert spelled_row["verdict"].startswith(
         "parameters differ: BLOCK_M 1024 -> auto (the same launch: 1024x128); no change: same bytes")
+
+
+def test_a_diff_of_two_runs_shows_both_floors_and_the_change_of_the_recoverable_time():
+    from memtraffic.analysis.floor import floor_run
+
+    eager, compiled = H100 / "floor_eager_block", H100 / "floor_compiled_block"
+    result = CliRunner().invoke(app, ["diff", str(eager), str(compiled), "--group-by", "op"])
+    assert result.exit_code == 0, result.output
+    a, b = floor_run(eager), floor_run(compiled)
+    lines = result.output.splitlines()
+    at = lines.index("floor (memtraffic floor):")
+    assert lines[at + 1].startswith("  A: GPU time ") and lines[at + 2].startswith("  B: GPU time ")
+    assert lines[at + 3] == f"  recoverable time B vs A: {pct(relative(a.recoverable_s, b.recoverable_s))}"
+    assert diff(eager, compiled, "op").floors[1].fused_min_bytes == b.fused_min_bytes

@@ -176,3 +176,43 @@ def test_the_readme_quotes_the_example_file_and_its_snippet_runs(monkeypatch):
     scope: dict = {}
     exec(snippet, scope)
     scope["test_tiled_softmax_moves_the_minimum"]()
+
+
+# --- [floor]: the whole run against its floor (memtraffic.analysis.floor) ------------------------------
+
+EAGER_BLOCK, COMPILED_BLOCK = H100 / "floor_eager_block", H100 / "floor_compiled_block"
+
+
+def test_floor_limits_gate_the_compiled_block_and_fail_the_eager_one(tmp_path):
+    from memtraffic.analysis.floor import floor_run
+
+    eager, compiled = floor_run(EAGER_BLOCK), floor_run(COMPILED_BLOCK)
+    between = (eager.recoverable_s + compiled.recoverable_s) / 2 * 1e9  # ns
+    ratio = (eager.dram_bytes / eager.fused_min_bytes + compiled.dram_bytes / compiled.fused_min_bytes) / 2
+    expect = _file(tmp_path, f"[floor]\nmax_recoverable = {between:.0f}\nmax_over_fused = {ratio:.3f}\n")
+    ok = CliRunner().invoke(app, ["check", str(COMPILED_BLOCK), "--expect", str(expect), "--format", "json"])
+    assert ok.exit_code == 0, ok.output
+    checks = {r["check"]: r for r in json.loads(ok.output)["checks"]}
+    assert set(checks) == {"floor.max_recoverable", "floor.max_over_fused"}
+    assert checks["floor.max_recoverable"]["value"] == pytest.approx(compiled.recoverable_s * 1e9)
+    assert checks["floor.max_over_fused"]["match"] is None and checks["floor.max_over_fused"]["ok"]
+    failed = CliRunner().invoke(app, ["check", str(EAGER_BLOCK), "--expect", str(expect)])
+    assert failed.exit_code == 1
+    assert "recoverable time" in failed.output and "the fused minimum" in failed.output
+
+
+def test_a_fused_limit_fails_on_a_run_without_a_fused_minimum(tmp_path):
+    expect = _file(tmp_path, "[floor]\nmax_over_fused = 1000\n")
+    result = CliRunner().invoke(app, ["check", str(H100 / "profile_train_step"), "--expect", str(expect)])
+    assert result.exit_code == 1 and "fused minimum not known" in result.output
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("[floor]\nmax_recoverable = \"soon\"\n", "max_recoverable"),
+    ("[floor]\nmax_over_fused = 0\n", "max_over_fused"),
+    ("[floor]\nmax_time = \"1us\"\n", "unknown key 'max_time'"),
+    ("floor = 3\n", "must be a table"),
+])
+def test_a_bad_floor_table_is_a_usage_error(tmp_path, text, said):
+    result = CliRunner().invoke(app, ["check", str(EAGER_BLOCK), "--expect", str(_file(tmp_path, text))])
+    assert result.exit_code == 2 and said in result.output

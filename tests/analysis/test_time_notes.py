@@ -107,8 +107,8 @@ def test_a_small_grid_names_the_bytes_in_flight_each_thread_needs(h100_rows, roo
     need = roofs["dram_Bps"] * roofs["dram_latency_s"]  # Little's law
     threads = r["grid_size"] * r["block_size"]  # under one wave every block is resident
     assert (f"the copy roof needs {fmt_bytes(need)} in flight ({fmt_rate(roofs['dram_Bps'])} x "
-            f"{fmt_time(roofs['dram_latency_s'] * 1e9)} DRAM latency): {fmt_bytes(need / threads)} "
-            f"outstanding a resident thread ({threads:,.0f} threads)") in r["diagnosis"]
+            f"{fmt_time(roofs['dram_latency_s'] * 1e9)} DRAM latency), {need / threads:.3g} B "
+            f"for each of the {threads:,.0f} resident threads") in r["diagnosis"]
 
 
 def test_the_committed_probes_are_in_the_h100_ceilings(roofs):
@@ -173,7 +173,17 @@ def test_littles_law_gives_bytes_in_flight_a_thread():
     note = explain_time(r, {**ROOFS, "dram_latency_s": 1e-6})
     # 3 TB/s x 1 us = 3 MB in flight over 66 x 128 resident threads
     assert "the copy roof needs 3.00 MB in flight" in note
-    assert f"{3e6 / (66 * 128):.0f} B outstanding a resident thread" in note
+    assert f"{3e6 / (66 * 128):.3g} B for each of the 8,448 resident threads" in note
+
+
+def test_bytes_a_thread_are_never_said_as_0_b():
+    """The seed's naive kernel asks a quarter of a byte a thread: said to 3 digits, with what it divides."""
+    r = next(r for r in analyze_path(H100 / "seed_1048576x2_fp32").to_dict("records")
+             if r["variant"] == "softmax_naive")
+    assert "0 B a thread" not in r["diagnosis"]
+    asked = r["req_ld_bytes"] / r["l1_ld_requests"] / 32
+    assert (f"whose load instructions ask {asked:.3g} B a thread ({fmt_bytes(r['req_ld_bytes'])} over "
+            f"{r['l1_ld_requests']:,.0f} warp requests)") in r["diagnosis"]
 
 
 def test_without_a_reason_the_note_says_what_to_measure():

@@ -14,6 +14,7 @@ from memtraffic.api import run_profile
 from memtraffic.cli import app
 from memtraffic.collect import profile as prof
 from memtraffic.ncu import command as ncu_mod
+from memtraffic.runfolder.paths import portable
 from memtraffic.runfolder.trace import read_trace
 from memtraffic.vocab.errors import NcuError, UsageError
 
@@ -125,8 +126,9 @@ def test_a_program_that_fails_before_any_kernel_keeps_its_run_and_exit_code(tmp_
     run = json.loads((out / "run.json").read_text())
     assert run["returncode"] == 3 and run["kernels_profiled"] == 0 and run["environment"]["gpu"] == "Fake GPU"
     # a Python program runs through the launcher, which ranges its Triton launches (--triton, the default)
-    assert run["attempts"][0]["argv"][-6:] == [sys.executable, str(prof.LAUNCHER), "--trace-from=none",
-                                               "--triton", str(stand_in), "3"]
+    # run.json records paths relative, programs by name (memtraffic.runfolder.paths)
+    want = [sys.executable, str(prof.LAUNCHER), "--trace-from=none", "--triton", str(stand_in), "3"]
+    assert run["attempts"][0]["argv"][-6:] == portable(want, out, Path.cwd())
     assert run["triton"] is True
     # the region the program recorded before failing is the plan
     (config,) = json.loads((out / "plan.json").read_text())["configs"]
@@ -234,7 +236,8 @@ def test_profile_torch_ops_traces_through_the_launcher(tmp_path, stand_in):
     softmax = next(c for c in configs if c["op"] == "aten._softmax.default")
     assert softmax["range"].startswith("mt|op|") and softmax["min_read_bytes"] == 8 * 4 * 4
     run = json.loads((out / "run.json").read_text())
-    assert run["attempts"][0]["argv"][-4:] == [str(prof.LAUNCHER), "--triton", str(program), "4"]
+    want = [str(prof.LAUNCHER), "--triton", str(program), "4"]
+    assert run["attempts"][0]["argv"][-4:] == portable(want, out, Path.cwd())
 
 
 WINDOW_PROGRAM = """
@@ -289,7 +292,8 @@ def test_run_json_is_there_while_the_program_runs(tmp_path, stand_in):
     with pytest.raises(NcuError):  # the stand-in profiles no kernel
         run_profile(prof.ProfileOptions(command=[sys.executable, str(program)], out=tmp_path / "run"),
                     lines.append)
-    assert f"run.json while running: {[sys.executable, str(program)]} False" in lines
+    recorded = portable([sys.executable, str(program)], tmp_path / "run", Path.cwd())
+    assert f"run.json while running: {recorded} False" in lines
 
 
 # --- range replay (issue 41) ----------------------------------------------------------------------------

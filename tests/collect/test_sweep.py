@@ -232,9 +232,9 @@ def test_measure_gpus_runs_one_ncu_per_gpu_into_one_run(tmp_path, monkeypatch):
     for g, visible in ((0, "4"), (1, "6")):
         (attempt,) = [a for a in run["attempts"] if a["gpu"] == g]
         argv = attempt["argv"]
-        assert argv[argv.index("--export") + 1] == str(out / f"profile-gpu{g}.ncu-rep")
+        assert argv[argv.index("--export") + 1] == f"profile-gpu{g}.ncu-rep"  # relative to the run folder
         # the runners start while the plan is built, and each then takes its own configs
-        status = str(out / f"status-gpu{g}.jsonl")
+        status = f"status-gpu{g}.jsonl"
         assert argv[-5:] == ["--gpu", str(g), "--status", status, "--wait-for-plan"]
         assert attempt["cuda_visible_devices"] == visible
         assert (out / f"profile-gpu{g}.ncu-rep.env").read_text() == visible

@@ -22,6 +22,7 @@ from memtraffic.collect import timing_only as timing_mod
 from memtraffic.collect.fallback import fallback_reason
 from memtraffic.ncu import command as ncu_mod
 from memtraffic.ncu import session as session_mod
+from memtraffic.runfolder.paths import portable
 from memtraffic.runfolder.timings import TIMINGS_FILE, join_trace, read_timings, write_timings
 from memtraffic.vocab.errors import NcuError, ReportError, UsageError
 
@@ -141,8 +142,9 @@ def test_profile_falls_back_to_timing_only(tmp_path, monkeypatch, cause):
     run = json.loads((out / "run.json").read_text())
     assert run["timing_only"] is True and run["reports"] == [TIMINGS_FILE] and run["returncode"] == 0
     assert run["timing_reason"] == lines[0]
-    assert run["attempts"][0]["argv"][1:] == [str(prof.LAUNCHER), "--trace-from=none", "--triton",
-                                              f"--timings={out / TIMINGS_FILE}", str(program)]
+    assert run["attempts"][0]["argv"][1:] == portable([str(prof.LAUNCHER), "--trace-from=none", "--triton",
+                                                       f"--timings={out / TIMINGS_FILE}", str(program)], out,
+                                                      Path.cwd())
     timings = read_timings(out / TIMINGS_FILE)
     assert timings["kernels"] == []  # the program's tensors are on the CPU
     assert timings["device"] == (torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu")
@@ -267,8 +269,8 @@ def test_measure_times_the_plan_without_ncu(tmp_path, monkeypatch, asked):
     run = json.loads((out / "run.json").read_text())
     assert run["timing_only"] is True and run["reports"] == [TIMINGS_FILE]
     assert [c["status"] for c in run["configs"]] == ["ok"]  # the runner checked it against its reference
-    assert run["attempts"][0]["argv"][1:4] == [str(prof.LAUNCHER), "--trace-from=none",
-                                               f"--timings={out / TIMINGS_FILE}"]
+    assert run["attempts"][0]["argv"][1:4] == portable([str(prof.LAUNCHER), "--trace-from=none",
+                                                        f"--timings={out / TIMINGS_FILE}"], out, Path.cwd())
     assert (read_timings(out / TIMINGS_FILE)["kernels"] == []) is not torch.cuda.is_available()
 
 

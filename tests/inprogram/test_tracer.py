@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 import torch
@@ -20,7 +21,7 @@ from typer.testing import CliRunner
 import memtraffic
 from memtraffic.cli import app
 from memtraffic.inprogram.tracer import tensor_bytes
-from memtraffic.runfolder.trace import collect
+from memtraffic.runfolder.trace import collect, read_trace
 
 M, K, N = 6, 10, 12  # small, distinct extents: a swapped dimension changes every count
 F32 = 4
@@ -202,10 +203,12 @@ def test_profiler_window_mode_traces_only_between_start_and_stop(monkeypatch):
     import torch.cuda.profiler as profiler
 
     from memtraffic.inprogram import tracer
+    from memtraffic.runfolder import trace
 
     monkeypatch.setattr(profiler, "start", lambda: None)
     monkeypatch.setattr(profiler, "stop", lambda: None)
     monkeypatch.setattr(torch.cuda, "cudart", lambda: None)
+    monkeypatch.setattr(trace, "_paused", threading.Event())  # the window pauses the process's trace
     t = tracer.OpTracer()
     t.enabled = False
     tracer._follow_profiler(t)
@@ -215,6 +218,7 @@ def test_profiler_window_mode_traces_only_between_start_and_stop(monkeypatch):
         torch.ones(3).sum()
         torch.cuda.profiler.stop()
         torch.ones(4).sum()
+        assert trace.paused()  # Inductor's launches and regions wait with it
     assert [r["outputs"][0]["shape"] for r in records] == [[3], []]
 
 
@@ -230,7 +234,12 @@ def test_ops_context_keeps_records_and_appends_them_to_the_trace_file(tmp_path, 
             a.sum()
     assert [r["op"] for r in records] == ["aten.mm.default", "aten.sum.default"]
     assert [r["op"] for r in inner] == ["aten.sum.default"]
-    assert [json.loads(line) for line in trace.read_text().splitlines()] == records
+    # the file holds the records, then the storages freed before the blocks ended (trace.end_region), which
+    # reading joins to the record before them, as the blocks did
+    lines = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert [line for line in lines if "range" in line] == [
+        {k: v for k, v in r.items() if k != "freed_after"} for r in records]
+    assert read_trace(trace) == records
 
 
 def test_out_overwrite_template_broadcast_and_gather():

@@ -43,7 +43,8 @@ def test_the_package_ships_every_chip_of_ncu_2025_3_1_and_arch_knows_each():
     assert chip_lists.DATA.stat().st_size < 100_000
 
 
-@pytest.mark.skipif(not LISTS.is_dir(), reason="the reference lists are not on this machine")
+@pytest.mark.skipif(not LISTS.is_dir(), reason="needs ncu 2025.3.1's metric list of every chip (`ncu "
+                    "--query-metrics --chip CHIP`, a file each) in ../shared/reference/ncu-2025.3.1-metrics")
 def test_the_shipped_lists_are_what_the_script_makes_from_the_reference(tmp_path):
     sys.path.insert(0, str(REPO / "scripts"))
     import make_chip_metrics

@@ -27,6 +27,7 @@ def _help(command: str, option: str) -> str:
 def test_the_help_texts_name_every_set_from_the_table():
     for command in ("measure", "profile"):
         text = _help(command, "--metrics")
-        assert sets_help() in text and "memtraffic/metrics.py" not in text
-        assert all(f"{s.name}: {s.description}" in text for s in SETS)
+        # the set names from the table; what each measures is 'memtraffic metrics'' (help one screen long)
+        assert f"({', '.join(METRIC_SETS)}; 'memtraffic metrics' says what each measures)" in text
+        assert "memtraffic/metrics.py" not in text and sets_help() not in text
     assert _help("metrics", "--set") == f"One metric set ({', '.join(METRIC_SETS)}); default: all."

@@ -104,3 +104,15 @@ def test_a_large_run_is_summarized_not_listed(tmp_path, monkeypatch):
     small = html.unescape(report.build_report(write_run(tmp_path / "small", pd.concat(calls[:60]))))
     assert "rows in all" not in small
     assert len(page) < len(small) + 20_000  # ten times the calls, about the same page
+
+
+def test_the_page_starts_with_the_floor_summary():
+    from pathlib import Path
+
+    from memtraffic.analysis.floor import floor_run, summary_lines
+
+    run = Path(__file__).resolve().parents[2] / "reports" / "h100" / "floor_compiled_block"
+    page = html.unescape(report.build_report(run))
+    assert page.index("Time against the floor") < page.index("Measured traffic vs minimum")
+    for line in summary_lines(floor_run(run)):
+        assert line in page

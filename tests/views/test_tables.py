@@ -105,3 +105,40 @@ def test_fit_wraps_prose_within_the_width_without_losing_a_character(text, width
     if all(len(w) <= width - 8 for w in text.split()) and all(len(x) - len(x.lstrip()) < 4 for x in
                                                                text.splitlines()):
         assert _words(out) == _words(text)  # words that fit a line are never split
+
+
+def _under_table(text: str) -> list[str]:
+    """The lines after the table (legend, findings): from the first blank line on."""
+    return text.split("\n\n", 1)[1].splitlines()
+
+
+def test_a_finding_on_many_rows_is_said_once_with_its_count():
+    out = CliRunner().invoke(app, ["analyze", str(H100 / "suite_4096x4096")]).stdout
+    finding = "DRAM writes below the minimum: output still in L2 when the kernel ended"
+    assert out.count(finding) == 1
+    count = next(line for line in out.splitlines() if finding in line)
+    rows = int(count.split(" rows:")[0])
+    wide = CliRunner().invoke(app, ["analyze", str(H100 / "suite_4096x4096"), "--format", "json"]).stdout
+    assert rows == wide.count(finding) >= 3  # the JSON keeps it on every row
+
+
+@pytest.mark.parametrize("args", [("analyze", "seed_1048576x2_fp32"), ("analyze", "suite_4096x4096"),
+                                  ("analyze", "profile_torch_model", "--group-by", "op"),
+                                  ("analyze", "profile_sampled_mlp12", "--group-by", "op")])
+def test_every_table_has_its_legend_and_short_lines_under_it(args):
+    out = CliRunner().invoke(app, [args[0], str(H100 / args[1]), *args[2:]]).stdout
+    under = _under_table(out)
+    assert "eff: minimum / bytes moved at that level (1.00: at the minimum; 0.25: 4x the minimum)" in under
+    assert any(line.startswith("minimum: ") for line in under)
+    if "--group-by" in args:
+        assert any(line.startswith("excess: ") for line in under)
+        assert any(line.startswith("reused: ") for line in under) == ("reused" in out.split("\n\n")[0])
+    else:
+        assert any(line.startswith("sector ld/st: ") for line in under)
+    assert not [line for line in under if len(line) > 100]
+    assert "range\n" not in out  # the names' header is not alone on a line
+
+
+def test_the_seed_run_has_no_line_over_120_characters():
+    out = CliRunner().invoke(app, ["analyze", str(H100 / "seed_1048576x2_fp32")]).stdout
+    assert max(map(len, out.splitlines())) <= 120

@@ -1,0 +1,35 @@
+"""`memtraffic floor` for people: the summary, the op types by recoverable time, a legend."""
+
+from __future__ import annotations
+
+import json
+
+from memtraffic.analysis.floor import KINDS, LEGEND, Floor, summary_lines, table_rows
+from memtraffic.views.tables import text_table
+
+SHOWN = 0.01  # op types holding at least this share of the recoverable time get their reason's note
+
+
+def render_floor(f: Floor, fmt: str = "table", width: int | None = None) -> str:
+    """table: summary, one row per op type (largest recoverable time first) and the legend; json: Floor's
+    to_dict."""
+    if fmt == "json":
+        return json.dumps(f.to_dict(), indent=2)
+    rows = table_rows(f)
+    headers = ["op", "calls", "time", "floor", "recoverable", "share", "reason"]
+    kinds = sorted({r.reason_kind for r in f.by_op if r.reason_kind in KINDS})
+    lines = [*summary_lines(f), "",
+             text_table(headers, [[r[h] for h in headers] for r in rows], width=width), ""]
+    shown = [(r, row) for r, row in zip(rows, f.by_op, strict=True) if row.reason and row.share >= SHOWN]
+    lines += [f"  {r['op']}: {r['why']}" for r, _ in shown]
+    hidden = sum(1 for row in f.by_op if row.reason and row.share < SHOWN)
+    if hidden:
+        lines.append(f"  ({hidden} more op types under {SHOWN:.0%} of the recoverable time each: "
+                     "--format json)")
+    lines += ["", LEGEND,
+             "reasons: " + "; ".join(f"{k}: {KINDS[k]}" for k in kinds)]
+    roof = f.roofs.get("dram_Bps")
+    if not roof:
+        lines.append(f"no measured roofs for {f.device or 'this device'}: every floor is 0 (measure them "
+                     "with `memtraffic ceilings --refresh` on that GPU)")
+    return "\n".join(lines)
