@@ -34,9 +34,13 @@ if TYPE_CHECKING:
     import plotly.graph_objects as go
 
     from memtraffic.analysis.diff import Diff
+    from memtraffic.analysis.gate import CheckResult
     from memtraffic.collect.measure import MeasureOptions, MeasureResult
     from memtraffic.collect.profile import ProfileOptions, ProfileResult
+    from memtraffic.collect.sweep import GridCount
     from memtraffic.collect.trace_ops import TracedRun
+    from memtraffic.ncu.chips import SetRow
+    from memtraffic.vocab.roofs import CeilingsEntry
 
 Echo = Callable[[str], None]
 LEVELS = ("dram", "l2", "l1")
@@ -191,7 +195,7 @@ def minimum(op: str, shape: str | Sequence[int], dtype: str = "fp32") -> dict[st
             "flops_note": OPS[op].flops_note}
 
 
-def ceilings(source: str | Path) -> dict[str, Any]:
+def ceilings(source: str | Path) -> CeilingsEntry:
     """A GPU's roofs, as `memtraffic ceilings` measured them: from a ceilings file (reports/ceilings/*.json)
     or by device name (this machine's cache, then reports/ceilings/). Keys: device, date, measured,
     ncu_theoretical (bytes/s and FLOP/s), method."""
@@ -347,7 +351,7 @@ def line_gaps(path: str | Path) -> list[str]:
 
 def count_grid(variants: Sequence[str] = (), shapes: Sequence[str] = (), dtypes: Sequence[str] = (),
                params: Sequence[str] = (), all_variants: bool = False, sweep: str | Path | None = None,
-               variant_files: Sequence[str | Path] = ()) -> list[dict[str, Any]]:
+               variant_files: Sequence[str | Path] = ()) -> list[GridCount]:
     """`memtraffic list --count`: how many configs `measure` with these grid options would profile, per
     variant and skipped, without a GPU."""
     from memtraffic.collect.measure import MeasureOptions, plan_for
@@ -370,7 +374,7 @@ def diff(a: str | Path, b: str | Path, group_by: str = "range", time_tolerance: 
     return diff_runs(a, b, group_by, parse_fraction(time_tolerance, "--time-tolerance"), allow_mixed)
 
 
-def check(run: str | Path, expect: str | Path, baseline: str | Path | None = None) -> list[dict[str, Any]]:
+def check(run: str | Path, expect: str | Path, baseline: str | Path | None = None) -> list[CheckResult]:
     """`memtraffic check RUN --expect FILE`: every (matched row, limit) with its value and `ok`."""
     from memtraffic.analysis.gate import check as check_run
     from memtraffic.analysis.gate import load_expectations
@@ -426,7 +430,7 @@ def write_report(run: str | Path, out: str | Path | None = None, ceilings: str |
 
 
 def metric_sets(chip: str | None = None, all_chips: bool = False, set_name: str | None = None
-                ) -> tuple[list[dict[str, Any]], str | None]:
+                ) -> tuple[list[SetRow], str | None]:
     """`memtraffic metrics`: a row per (chip, set, alias) with its ncu name or why it is not measured; and,
     for this machine's GPU (no chip given), the line saying where its metric list came from."""
     from memtraffic.ncu.chips import chip_metric_names, known_chips, local_metric_names, set_rows
@@ -450,7 +454,7 @@ def metric_sets(chip: str | None = None, all_chips: bool = False, set_name: str 
 
 
 def measure_ceilings(refresh: bool = False, ncu: bool = True, save_reference: bool = False,
-                     echo: Echo | None = None) -> dict[str, Any]:
+                     echo: Echo | None = None) -> CeilingsEntry:
     """`memtraffic ceilings`: this GPU's roofs, measured once and cached (`refresh`: measured again);
     `save_reference` also writes reports/ceilings/<device>.json. Needs a CUDA GPU."""
     from memtraffic.probes.ceilings import get_ceilings

@@ -169,9 +169,9 @@ def list_(
     if count:
         from memtraffic.views.tables import grid_count_table
 
-        rows = count_grid(variants or [], shape or [], dtype or [], param or [], all_variants, sweep,
-                          variant_files or [])
-        typer.echo(formats.render(fmt, rows, lambda: grid_count_table(rows)))
+        counts = count_grid(variants or [], shape or [], dtype or [], param or [], all_variants, sweep,
+                            variant_files or [])
+        typer.echo(formats.render(fmt, counts, lambda: grid_count_table(counts)))
         return
     if variants or param or all_variants or sweep or len(shape or []) > 1 or len(dtype or []) > 1:
         raise UsageError("variant names, --param, --all, --sweep and repeated --shape/--dtype go with "

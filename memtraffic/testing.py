@@ -38,7 +38,7 @@ def assert_traffic(run: str | Path, expect: str | Path | None = None, *, match: 
     if expect is not None:
         expectations = load_expectations(expect)
     else:
-        table: dict[str, Any] = {"match": match, "by": by}
+        table: dict[str, object] = {"match": match, "by": by}
         for key, value in (("max_bytes", max_bytes), ("min_efficiency", min_efficiency),
                            ("max_time", max_time), ("no_worse_than", no_worse_than)):
             if value is not None:

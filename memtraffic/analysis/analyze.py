@@ -301,10 +301,10 @@ def compute(rows: pd.DataFrame, plan: Plan | None = None,
     return df.reindex(columns=COLUMNS + EXTRA_COLUMNS + others + [REUSES]).reset_index(drop=True)
 
 
-def _measured_roofs(devices: pd.Series) -> dict[str, dict[str, Any]]:
+def _measured_roofs(devices: pd.Series) -> dict[str, dict[str, float]]:
     """device -> its measured roofs (the ceilings' 'measured': copy bandwidth, FLOP rates, launch floor,
     DRAM latency), for the devices that have ceilings (user cache, else reports/ceilings/)."""
-    out = {}
+    out: dict[str, dict[str, float]] = {}
     for device in {d for d in devices if isinstance(d, str) and d}:
         try:
             entry = find_ceilings(device)
@@ -315,7 +315,7 @@ def _measured_roofs(devices: pd.Series) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _time_vs_copy(r: dict[str, Any], measured: dict[str, Any] | None) -> float:
+def _time_vs_copy(r: dict[str, Any], measured: Mapping[str, float] | None) -> float:
     """The row's time over a copy of its minimum at the measured copy roof (NaN when either is unknown)."""
     copy = copy_seconds(r, measured or {})
     return r["time_ns"] * 1e-9 / copy if copy and ok(r.get("time_ns")) else math.nan
@@ -596,7 +596,7 @@ _COUNTS = ("time_ns", "fadd", "fmul", "ffma", "hw_flops", "model_flops", "n_kern
 _INT_COLUMNS = {c for c in COLUMNS + EXTRA_COLUMNS if c.endswith("_bytes") or c in _COUNTS}
 
 
-def to_records(df: pd.DataFrame, int_columns: Collection[str] = _INT_COLUMNS) -> list[dict[str, Any]]:
+def to_records(df: pd.DataFrame, int_columns: Collection[str] = _INT_COLUMNS) -> list[dict[str, object]]:
     """Plain JSON-able dicts: NaN -> None, whole counts (int_columns) -> int, lists and dicts kept."""
     return plain_records(df, int_columns)
 
@@ -667,7 +667,7 @@ def load_results(run: str | Path | Run, partial: bool = False) -> pd.DataFrame:
 def save_results(df: pd.DataFrame, run_dir: Path) -> None:
     """results.json (list of objects, raw numbers) and results.csv beside the reports, each row's report
     named relative to the run folder (runfolder/paths.py: a run you can share)."""
-    records = [{**r, "report": portable_path(r["report"], run_dir, Path.cwd())}
-               if isinstance(r.get("report"), str) else r for r in to_records(df)]
+    records = [{**r, "report": portable_path(report, run_dir, Path.cwd())}
+               if isinstance(report := r.get("report"), str) else r for r in to_records(df)]
     write_json(run_dir / "results.json", records)
     write_bytes_atomic(run_dir / "results.csv", (csv_text(records) + "\n").encode())

@@ -9,7 +9,7 @@ the line, and a test in tests/analysis/test_findings.py on a committed report th
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, TypeGuard
@@ -42,7 +42,7 @@ class Facts:
     r: dict[str, Any]
     bound: str = ""
     role: str = ""
-    roofs: dict[str, Any] | None = None
+    roofs: Mapping[str, float] | None = None
     chip: Chip | None = field(init=False)
     bypass: list[str] = field(init=False)  # 'loads' and/or 'stores' whose L1 counters read ~0
 
@@ -242,14 +242,15 @@ RULES: list[Rule] = [
 ]
 
 
-def findings(r: dict[str, Any], bound: str = "", role: str = "", roofs: dict[str, Any] | None = None,
+def findings(r: dict[str, Any], bound: str = "", role: str = "", roofs: Mapping[str, float] | None = None,
              rules: Sequence[Rule] = RULES) -> list[tuple[str, list[str]]]:
     """(rule name, its sentences) for each rule that applies to the row, in the rules' order."""
     facts = Facts(r, bound, role, roofs)
     return [(rule.name, rule.say(facts)) for rule in rules if rule.when(facts)]
 
 
-def diagnose(r: dict[str, Any], bound: str = "", role: str = "", roofs: dict[str, Any] | None = None) -> str:
+def diagnose(r: dict[str, Any], bound: str = "", role: str = "", roofs: Mapping[str, float] | None = None
+             ) -> str:
     """One factual line naming what the numbers show where an efficiency falls below ~0.9 or rises
     above 1.05, where the kernel spills, and why time is far above a copy of the minimum when DRAM
     reads are at it ('' otherwise): the sentences of the RULES that apply, joined with '; '."""

@@ -34,9 +34,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from memtraffic.analysis.diff import (
+    Side,
     check_devices,
     load_side,
     pair_keys,
@@ -126,7 +127,7 @@ def _fraction(value: Any, what: str) -> float:
     return parse_fraction(value, what)
 
 
-def _levels(value: Any, known: Mapping[str, Any], what: str) -> dict[str, Any]:
+def _levels(value: object, known: Mapping[str, Any], what: str) -> dict[str, object]:
     if not isinstance(value, dict) or not value:
         raise UsageError(f"{what} must be a table of levels, e.g. {what.rsplit(' ', 1)[-1]} = "
                          f"{{ {next(iter(known))} = ... }}")
@@ -162,7 +163,7 @@ def expectation(table: Mapping[str, Any], where: str) -> Expectation:
         for k, v in levels.items():
             if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < math.inf:
                 raise UsageError(f"{where} min_efficiency.{k} = {v!r}: give a number such as 0.9")
-        exp.min_efficiency = {k: float(v) for k, v in levels.items()}
+            exp.min_efficiency[k] = float(v)
     if "max_time" in table:
         exp.max_time_ns = parse_time(table["max_time"], f"{where} max_time")
     if "no_worse_than" in table:
@@ -212,7 +213,7 @@ def _floor_limits(table: Any, where: str) -> FloorLimits:
     return limits
 
 
-def _check_floor(limits: FloorLimits, run: str | Path) -> list[dict[str, Any]]:
+def _check_floor(limits: FloorLimits, run: str | Path) -> list[CheckResult]:
     """The [floor] limits on the run's Floor (memtraffic.analysis.floor), one result each."""
     from memtraffic.analysis.floor import floor_run
 
@@ -261,15 +262,29 @@ def _plain(x: float, check: str) -> float | int | None:
     return int(x) if whole else x
 
 
+class CheckResult(TypedDict):
+    """One (matched row, limit) of `check`: the value measured, the limit, whether it holds, a sentence;
+    a cut run's gap is a failed 'whole_run' check of no expectation, match or row (None)."""
+
+    expectation: str | None
+    match: str | None
+    row: str | None
+    check: str
+    value: float | int | None
+    limit: float | int | None
+    ok: bool
+    message: str
+
+
 def _result(exp: Expectation, label: str, check: str, value: float, limit: float, ok: bool,
-            text: str) -> dict[str, Any]:
+            text: str) -> CheckResult:
     return {"expectation": exp.where, "match": exp.match, "row": label, "check": check,
             "value": _plain(value, check), "limit": _plain(limit, check), "ok": ok,
             "message": f"{label}: {text} ({exp.where}, match {exp.match!r})"}
 
 
 def _check_row(exp: Expectation, r: Mapping[str, Any], label: str,
-               base: Mapping[str, Any] | None, baseline_name: str) -> list[dict[str, Any]]:
+               base: Mapping[str, Any] | None, baseline_name: str) -> list[CheckResult]:
     out = []
     for level, limit in exp.max_bytes.items():
         value = math.fsum(_num(r.get(c)) for c in BYTES[level])
@@ -308,14 +323,14 @@ def _check_row(exp: Expectation, r: Mapping[str, Any], label: str,
 
 
 def check(run: str | Path, expectations: Expectations, baseline: str | Path | None = None
-          ) -> list[dict[str, Any]]:
+          ) -> list[CheckResult]:
     """Every (matched row, limit) as a result: expectation, match, row, check, value, limit, ok, message.
 
     UsageError when a regex matches no row of the run, or no_worse_than has no baseline."""
     baseline = Path(baseline) if baseline is not None else expectations.baseline
-    sides: dict[str, Any] = {}
+    sides: dict[str, Side] = {}
     bases: dict[str, dict[tuple, dict[str, Any]]] = {}
-    results: list[dict[str, Any]] = []
+    results: list[CheckResult] = []
     for exp in expectations.items:
         if exp.by not in sides:
             sides[exp.by] = load_side(run, exp.by)

@@ -93,6 +93,6 @@ def _status(calls: pd.DataFrame) -> str:
     return "missing" if found <= {"missing", "failed"} else "partial"
 
 
-def to_records(df: pd.DataFrame) -> list[dict[str, Any]]:
+def to_records(df: pd.DataFrame) -> list[dict[str, object]]:
     """Plain JSON-able dicts: NaN -> None, whole byte counts and call counts -> int."""
     return plain_records(df, {c for c in df.columns if c.endswith("_bytes") or c in _COUNTS})

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 
@@ -137,9 +136,9 @@ def signature_groups(table: pd.DataFrame, plan: Plan | None) -> pd.DataFrame:
         if len(calls) < 2:
             continue
         first = calls.iloc[0]
-        row: dict[str, Any] = {"signature": sig, "op": first["op"], "shape": first["shape"],
-                               "dtype": first["dtype"], "calls": len(calls),
-                               "kernels": ", ".join(dict.fromkeys(k for ks in calls["kernels"] for k in ks))}
+        kernels = ", ".join(dict.fromkeys(k for ks in calls["kernels"] for k in ks))
+        row: dict[str, object] = {"signature": sig, "op": first["op"], "shape": first["shape"],
+                                  "dtype": first["dtype"], "calls": len(calls), "kernels": kernels}
         differs = []
         for column, tolerance, floor in _CHECKED:
             values = _finite(list(calls[column]))

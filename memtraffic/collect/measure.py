@@ -51,7 +51,13 @@ from memtraffic.ncu.command import (
 )
 from memtraffic.ncu.kernel_table import keep_kernel_tables
 from memtraffic.ncu.session import NcuSession
-from memtraffic.runfolder.folder import DEFAULT_RUNS_ROOT, append_status, new_run_dir, read_status
+from memtraffic.runfolder.folder import (
+    DEFAULT_RUNS_ROOT,
+    StatusRecord,
+    append_status,
+    new_run_dir,
+    read_status,
+)
 from memtraffic.runfolder.records import (  # atomic: the runner may wait
     Attempt,
     GpuRun,
@@ -136,7 +142,7 @@ class MeasureResult:
     plan: Plan
     reports: list[Path]
     table: Any = None  # the analyzed DataFrame, once memtraffic.api.run_measure has analyzed the reports
-    status: dict[int, dict[str, Any]] = field(default_factory=dict)  # the runner's status per config id
+    status: dict[int, StatusRecord] = field(default_factory=dict)  # the runner's status per config id
     timings: dict[str, float] = field(default_factory=dict)
     clock: float = 0.0  # perf_counter() when the environment was recorded: the ncu + analysis lap starts
 
@@ -309,7 +315,7 @@ def profile_gpus(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
             "gpus": gpus}
 
 
-def config_entries(plan: Plan, status: Mapping[int, dict[str, Any]],
+def config_entries(plan: Plan, status: Mapping[int, StatusRecord],
                    launches: Mapping[str, int] | None) -> list[Outcome]:
     """run.json's per-config lines: status ok/failed/not run, error text, whether ncu profiled it and how
     many launches (`launches`: per range, once the reports are read; readers then know a config whose
@@ -596,7 +602,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
     passes = [a["passes"] for a in outcome["attempts"] if a["passes"]]
     run["passes"] = max(passes) if passes else None
 
-    status: dict[int, dict[str, Any]] = {}
+    status: dict[int, StatusRecord] = {}
     for name in plan.get("status_files", {}).values() or [plan["status_file"]]:
         status.update(read_status(run_dir / name))
     for g in outcome.get("gpus", []):  # a GPU whose ncu failed: its configs say why

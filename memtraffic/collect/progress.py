@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ class Expected:
     kernels: int
 
 
-def earlier_run(folders: Sequence[Path], program: Sequence[str], settings: dict[str, Any],
+def earlier_run(folders: Sequence[Path], program: Sequence[str], settings: Mapping[str, object],
                 exclude: Path | None = None) -> Expected | None:
     """The newest run folder directly in `folders` that profiled the same program with the same settings
     (run.json keys: distinct, metric_set, torch_ops...), finished with exit code 0 and measured kernels."""
@@ -51,7 +51,7 @@ def earlier_run(folders: Sequence[Path], program: Sequence[str], settings: dict[
     return None if best is None else best[1]
 
 
-def _matches(run: Any, program: Sequence[str], settings: dict[str, Any]) -> bool:
+def _matches(run: Any, program: Sequence[str], settings: Mapping[str, object]) -> bool:
     """A finished profile of this program with these settings, exit code 0, kernels measured."""
     typed = portable(list(program), cwd=Path.cwd())  # as run.json records it
     if not isinstance(run, dict) or run.get("kind") != "profile" or run.get("program") not in (

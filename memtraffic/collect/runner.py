@@ -31,7 +31,8 @@ from typing import Any, TextIO
 import torch
 
 from memtraffic.collect.variants import Variant, load_variants
-from memtraffic.runfolder.folder import append_status, read_status
+from memtraffic.runfolder.folder import StatusRecord, append_status, read_status
+from memtraffic.runfolder.records import Config, Plan
 from memtraffic.vocab.errors import say
 from memtraffic.vocab.files import read_json
 from memtraffic.vocab.ops import error_limit, format_shape
@@ -79,7 +80,7 @@ def check_output(out: Any, ref: torch.Tensor, dtype: str) -> float:
     return err
 
 
-def run_config(config: dict[str, Any], device: torch.device, seed: int = 0,
+def run_config(config: Config, device: torch.device, seed: int = 0,
                variants: dict[str, Variant] | None = None) -> tuple[float, dict[str, float]]:
     """Warm up, check, then make the measured call inside the config's NVTX range. Returns the max error
     and the seconds each phase took (inputs, warm-up, check, measured: under ncu the last holds its replay
@@ -134,11 +135,11 @@ def _process_started() -> float | None:
     return time.time() - uptime + ticks / os.sysconf("SC_CLK_TCK")
 
 
-def _stamp(record: dict[str, Any]) -> dict[str, Any]:
+def _stamp(record: StatusRecord) -> StatusRecord:
     return {**record, "t": round(time.time(), 3)}
 
 
-def _label(config: dict[str, Any]) -> str:
+def _label(config: Config) -> str:
     params = ",".join(f"{k}={v}" for k, v in config.get("explicit_params", {}).items())
     shape = format_shape(config["shape"])
     return " ".join(p for p in (config["variant"], shape, config["dtype"], params) if p)
@@ -149,7 +150,7 @@ def _one_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text[0][:300] if text else ''}".rstrip(": ")
 
 
-def run_plan(plan: dict[str, Any], status_path: Path, device: torch.device | None = None,
+def run_plan(plan: Plan, status_path: Path, device: torch.device | None = None,
              log: TextIO | None = None, gpu: int | None = None) -> int:
     """Run every config of the plan that has no record in the status file yet (with `gpu`, only those
     `measure --gpus` assigned to that GPU). Returns the exit code."""

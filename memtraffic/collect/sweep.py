@@ -27,7 +27,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 from memtraffic.runfolder.records import Config, Plan, Shard
 from memtraffic.vocab.errors import GpuNotFoundError, UsageError
@@ -120,13 +120,21 @@ def plan_from_grids(grids: Sequence[Grid], seed: int = 0) -> Plan:
     return cast(Plan, merge_plans([dict(p) for p in plans])) if len(plans) > 1 else plans[0]
 
 
-def grid_counts(plan: Mapping[str, Any]) -> list[dict[str, Any]]:
+class GridCount(TypedDict):
+    """`list --count`'s row: a variant's configs and skipped combinations."""
+
+    variant: str
+    configs: int
+    skipped: int
+
+
+def grid_counts(plan: Plan) -> list[GridCount]:
     """`list --count`: configs and skipped combinations per variant, in plan order."""
     per: dict[str, list[int]] = {}
     for c in plan["configs"]:
         per.setdefault(c["variant"], [0, 0])[0] += 1
-    for c in plan["skipped"]:
-        per.setdefault(c["variant"], [0, 0])[1] += 1
+    for s in plan["skipped"]:
+        per.setdefault(s["variant"], [0, 0])[1] += 1
     return [{"variant": v, "configs": n, "skipped": k} for v, (n, k) in per.items()]
 
 

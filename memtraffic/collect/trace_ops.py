@@ -15,7 +15,6 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from memtraffic.runfolder.trace import TORCH_MARK_ENV, TORCH_OPS_ENV, TRACE_ENV, TRACE_FROM, read_trace
 from memtraffic.vocab.errors import MemtrafficError, UsageError
@@ -90,7 +89,7 @@ class CommandFailedError(MemtrafficError):
 
 @dataclass
 class TracedRun:
-    records: list[dict[str, Any]]
+    records: list[dict[str, object]]  # trace records (runfolder.trace.read_trace)
     returncode: int
     imported_torch: bool
     warnings: list[str] = field(default_factory=list)

@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -236,33 +236,56 @@ def _indexed(traffic: Traffic, t: torch.Tensor, indices: Sequence[torch.Tensor |
     return min(count * _slice_bytes(t, fixed), tensor_bytes(t))
 
 
-Rule = Callable[[Traffic, dict[str, Any], list[torch.Tensor]], None]
+# An aten op's arguments by schema name: tensors, ints, lists of either, strings or None depending on the
+# op, so object; the rules read what their op's schema gives (_tensor) or test the type (isinstance).
+OpArgs = dict[str, object]
+Rule = Callable[[Traffic, OpArgs, list[torch.Tensor]], None]
+
+
+def _tensor(a: OpArgs, name: str) -> torch.Tensor:
+    """Argument `name`, a tensor in the schema of every op whose rule reads it so."""
+    return cast(torch.Tensor, a[name])
+
+
+def _int(a: OpArgs, name: str) -> int:
+    """Argument `name`, an int in the schema of every op whose rule reads it so."""
+    return cast(int, a[name])
+
+
+def _indices(a: OpArgs) -> list[torch.Tensor | None]:
+    """aten.index's `indices`: a tensor (or None) per indexed dimension."""
+    return cast("list[torch.Tensor | None]", a["indices"])
+
+
+def _flags(mask: object) -> Sequence[bool]:
+    """A backward op's output_mask (which gradients are requested); all of them where it has none."""
+    return cast("Sequence[bool]", mask or [True] * 3)
 
 
 def _whole(traffic: Traffic, *values: Any) -> None:
     traffic.read += [v for v in values if isinstance(v, torch.Tensor)]
 
 
-def _embedding(tr: Traffic, a: dict[str, Any], out: list[torch.Tensor]) -> None:
-    tr.read_bytes += _rows(tr, a["weight"], 0, a["indices"])
+def _embedding(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
+    tr.read_bytes += _rows(tr, _tensor(a, "weight"), 0, _tensor(a, "indices"))
     _whole(tr, a["indices"])
     tr.write += out
 
 
-def _index_select(tr: Traffic, a: dict[str, Any], out: list[torch.Tensor]) -> None:
-    tr.read_bytes += _rows(tr, a["self"], a["dim"], a["index"])
+def _index_select(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
+    tr.read_bytes += _rows(tr, _tensor(a, "self"), _int(a, "dim"), _tensor(a, "index"))
     _whole(tr, a["index"])
     tr.write += out
 
 
-def _index(tr: Traffic, a: dict[str, Any], out: list[torch.Tensor]) -> None:
-    tr.read_bytes += _indexed(tr, a["self"], a["indices"])
-    _whole(tr, *a["indices"])
+def _index(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
+    tr.read_bytes += _indexed(tr, _tensor(a, "self"), _indices(a))
+    _whole(tr, *_indices(a))
     tr.write += out
 
 
-def _gather(tr: Traffic, a: dict[str, Any], out: list[torch.Tensor]) -> None:
-    tr.read_bytes += _positions(tr, a["self"], a["dim"], a["index"])
+def _gather(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
+    tr.read_bytes += _positions(tr, _tensor(a, "self"), _int(a, "dim"), _tensor(a, "index"))
     _whole(tr, a["index"])
     tr.write += out
 
@@ -276,8 +299,8 @@ def _flat(tr: Traffic, t: torch.Tensor, index: torch.Tensor) -> int:
     return min(n * t.element_size(), tensor_bytes(t))
 
 
-def _take(tr: Traffic, a: dict[str, Any], out: list[torch.Tensor]) -> None:
-    tr.read_bytes += _flat(tr, a["self"], a["index"])
+def _take(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
+    tr.read_bytes += _flat(tr, _tensor(a, "self"), _tensor(a, "index"))
     _whole(tr, a["index"])
     tr.write += out
 
@@ -289,29 +312,29 @@ def _source_part(src: Any, elements: int) -> int:
     return min(tensor_bytes(src), elements * src.element_size())
 
 
-def _index_put_(tr: Traffic, a: dict[str, Any], out: list[torch.Tensor]) -> None:
-    touched = _indexed(tr, a["self"], a["indices"])
-    _whole(tr, *a["indices"], a["values"])
+def _index_put_(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
+    touched = _indexed(tr, _tensor(a, "self"), _indices(a))
+    _whole(tr, *_indices(a), a["values"])
     tr.read_bytes += touched if a.get("accumulate") else 0
     tr.write_bytes += touched
 
 
-def _index_add_(tr: Traffic, a: dict[str, Any], out: list[torch.Tensor]) -> None:
-    touched = _rows(tr, a["self"], a["dim"], a["index"])
+def _index_add_(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
+    touched = _rows(tr, _tensor(a, "self"), _int(a, "dim"), _tensor(a, "index"))
     _whole(tr, a["index"], a["source"])
     tr.read_bytes += touched if a.get("include_self", True) else 0
     tr.write_bytes += touched
 
 
-def _index_copy_(tr: Traffic, a: dict[str, Any], out: list[torch.Tensor]) -> None:
-    touched = _rows(tr, a["self"], a["dim"], a["index"])
+def _index_copy_(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
+    touched = _rows(tr, _tensor(a, "self"), _int(a, "dim"), _tensor(a, "index"))
     _whole(tr, a["index"], a.get("source"), a.get("value"))
     tr.write_bytes += touched
 
 
-def _scatter_(tr: Traffic, a: dict[str, Any], out: list[torch.Tensor]) -> None:
-    index = a["index"]
-    touched = _positions(tr, a["self"], a["dim"], index)
+def _scatter_(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
+    index = _tensor(a, "index")
+    touched = _positions(tr, _tensor(a, "self"), _int(a, "dim"), index)
     _whole(tr, index)
     tr.read_bytes += _source_part(a.get("src", a.get("value")), index.numel())
     reduces = a.get("reduce") is not None and a.get("include_self", True)
@@ -319,12 +342,12 @@ def _scatter_(tr: Traffic, a: dict[str, Any], out: list[torch.Tensor]) -> None:
     tr.write_bytes += touched
 
 
-def _scatter_add_(tr: Traffic, a: dict[str, Any], out: list[torch.Tensor]) -> None:
+def _scatter_add_(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
     _scatter_(tr, {**a, "reduce": "sum"}, out)
 
 
-def _masked(tr: Traffic, a: dict[str, Any]) -> int:
-    self, mask = a["self"], a["mask"]
+def _masked(tr: Traffic, a: OpArgs) -> int:
+    self, mask = _tensor(a, "self"), _tensor(a, "mask")
     n = true_count(mask, self.shape)
     if n is None:
         n = self.numel()
@@ -334,28 +357,28 @@ def _masked(tr: Traffic, a: dict[str, Any]) -> int:
     return n
 
 
-def _masked_fill_(tr: Traffic, a: dict[str, Any], out: list[torch.Tensor]) -> None:
+def _masked_fill_(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
     n = _masked(tr, a)
     _whole(tr, a.get("value"))
-    tr.write_bytes += min(n * a["self"].element_size(), tensor_bytes(a["self"]))
+    tr.write_bytes += min(n * _tensor(a, "self").element_size(), tensor_bytes(_tensor(a, "self")))
 
 
-def _masked_scatter_(tr: Traffic, a: dict[str, Any], out: list[torch.Tensor]) -> None:
+def _masked_scatter_(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
     n = _masked(tr, a)
     tr.read_bytes += _source_part(a["source"], n)
-    tr.write_bytes += min(n * a["self"].element_size(), tensor_bytes(a["self"]))
+    tr.write_bytes += min(n * _tensor(a, "self").element_size(), tensor_bytes(_tensor(a, "self")))
 
 
-def _put_(tr: Traffic, a: dict[str, Any], out: list[torch.Tensor]) -> None:
-    index = a["index"]
-    touched = _flat(tr, a["self"], index)
+def _put_(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
+    index = _tensor(a, "index")
+    touched = _flat(tr, _tensor(a, "self"), index)
     _whole(tr, index)
     tr.read_bytes += _source_part(a["source"], index.numel())
     tr.read_bytes += touched if a.get("accumulate") else 0
     tr.write_bytes += touched
 
 
-def _nothing(tr: Traffic, a: dict[str, Any], out: list[torch.Tensor]) -> None:
+def _nothing(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
     return None
 
 
@@ -377,17 +400,17 @@ def _class_weights(tr: Traffic, weight: Any, target: torch.Tensor) -> int:
     return min(n, weight.numel()) * weight.element_size()
 
 
-def _nll_loss_forward(tr: Traffic, a: dict[str, Any], out: list[torch.Tensor]) -> None:
-    logits, target = a["self"], a["target"]
-    tr.read_bytes += _counted_rows(tr, target, a["ignore_index"]) * logits.element_size()
+def _nll_loss_forward(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
+    logits, target = _tensor(a, "self"), _tensor(a, "target")
+    tr.read_bytes += _counted_rows(tr, target, _int(a, "ignore_index")) * logits.element_size()
     tr.read_bytes += _class_weights(tr, a.get("weight"), target)
     _whole(tr, target)
     tr.write += out
 
 
-def _nll_loss_backward(tr: Traffic, a: dict[str, Any], out: list[torch.Tensor]) -> None:
+def _nll_loss_backward(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
     # grad_input is zero but for one element per row: all of it is written; the logits are not read
-    tr.read_bytes += _class_weights(tr, a.get("weight"), a["target"])
+    tr.read_bytes += _class_weights(tr, a.get("weight"), _tensor(a, "target"))
     _whole(tr, a["grad_output"], a["target"], a["total_weight"])
     tr.write += out
 
@@ -395,8 +418,8 @@ def _nll_loss_backward(tr: Traffic, a: dict[str, Any], out: list[torch.Tensor]) 
 def _without(*unread: str, only_if: dict[str, int] | None = None) -> Rule:
     """Backward ops: every tensor argument but `unread` is read; `only_if` {arg: i}: arg read only when
     output_mask[i] (that gradient is requested)."""
-    def rule(tr: Traffic, a: dict[str, Any], out: list[torch.Tensor]) -> None:
-        mask = a.get("output_mask") or [True] * 3
+    def rule(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
+        mask = _flags(a.get("output_mask"))
         for name, value in a.items():
             if name in unread or (only_if and name in only_if and not mask[only_if[name]]):
                 continue
@@ -416,7 +439,7 @@ def sampled(size: int, out: int, kernel: int, stride: int, padding: int, dilatio
     return _count(torch.unique(pos[(pos >= 0) & (pos < size)]))
 
 
-def _conv_input_bytes(x: torch.Tensor, w: torch.Tensor, out_spatial: Sequence[int], a: dict[str, Any]) -> int:
+def _conv_input_bytes(x: torch.Tensor, w: torch.Tensor, out_spatial: Sequence[int], a: OpArgs) -> int:
     spatial = x.shape[2:]
     n = len(spatial)
 
@@ -432,8 +455,8 @@ def _conv_input_bytes(x: torch.Tensor, w: torch.Tensor, out_spatial: Sequence[in
     return min(tensor_bytes(x), x.shape[0] * x.shape[1] * counted * x.element_size())
 
 
-def _convolution(tr: Traffic, a: dict[str, Any], out: list[torch.Tensor]) -> None:
-    x, w = a["input"], a["weight"]
+def _convolution(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
+    x, w = _tensor(a, "input"), _tensor(a, "weight")
     if a.get("transposed") or not out or x.dim() < 3:
         _whole(tr, x)
     else:
@@ -442,9 +465,9 @@ def _convolution(tr: Traffic, a: dict[str, Any], out: list[torch.Tensor]) -> Non
     tr.write += out
 
 
-def _convolution_backward(tr: Traffic, a: dict[str, Any], out: list[torch.Tensor]) -> None:
-    mask = a["output_mask"]
-    x, w, grad = a["input"], a["weight"], a["grad_output"]
+def _convolution_backward(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
+    mask = cast("Sequence[bool]", a["output_mask"])  # bool[3] in the schema
+    x, w, grad = _tensor(a, "input"), _tensor(a, "weight"), _tensor(a, "grad_output")
     _whole(tr, grad)
     if mask[0]:  # the input gradient needs the weight
         _whole(tr, w)
@@ -456,7 +479,7 @@ def _convolution_backward(tr: Traffic, a: dict[str, Any], out: list[torch.Tensor
     tr.write += out
 
 
-def _batch_norm_backward(tr: Traffic, a: dict[str, Any], out: list[torch.Tensor]) -> None:
+def _batch_norm_backward(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
     # training uses the saved batch statistics, eval the running ones; the weight only for grad_input
     unused = ("running_mean", "running_var") if a.get("train") else ("save_mean", "save_invstd")
     _without(*unused, only_if={"weight": 0})(tr, a, out)

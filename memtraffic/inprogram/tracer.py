@@ -41,7 +41,7 @@ from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sdpa_flop_count
 
 from memtraffic.inprogram.liveness import identities, watch_all
-from memtraffic.inprogram.op_rules import RULES, VALUE_DEPENDENT, Traffic, storage_of, union_bytes
+from memtraffic.inprogram.op_rules import RULES, VALUE_DEPENDENT, OpArgs, Traffic, storage_of, union_bytes
 from memtraffic.inprogram.op_rules import tensor_bytes as tensor_bytes  # re-exported: the public helper
 from memtraffic.runfolder import trace
 from memtraffic.runfolder.records import Config, TensorEntry
@@ -78,7 +78,7 @@ def _tensors(value: Any) -> list[torch.Tensor]:
 
 
 def _arguments(func: torch._ops.OpOverload, args: tuple[Any, ...],
-               kwargs: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
+               kwargs: OpArgs) -> Iterator[tuple[Any, Any]]:
     """(schema argument, value) pairs of one call."""
     schema_args = func._schema.arguments
     for arg, value in zip(schema_args, args, strict=False):
@@ -89,11 +89,11 @@ def _arguments(func: torch._ops.OpOverload, args: tuple[Any, ...],
             yield by_name[name], value
 
 
-def op_record(func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any,
+def op_record(func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: OpArgs, out: Any,
               seq: int, range_name: str) -> Config:
     """The trace record of one finished op call (rules and convention: memtraffic.inprogram.op_rules)."""
     packet = func.overloadpacket
-    named: dict[str, Any] = {}
+    named: OpArgs = {}
     inputs: dict[tuple[Any, ...], torch.Tensor] = {}
     generic = Traffic()
     storages: set[int] = set()
@@ -157,7 +157,7 @@ def _tensor_signature(t: torch.Tensor, storages: dict[int, int]) -> tuple[Any, .
 _SPECIAL_FLOATS = {0.0, 1.0, -1.0, 2.0, -2.0, 3.0, 0.5, -0.5, float("inf"), float("-inf")}
 
 
-def call_signature(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+def call_signature(func: Any, args: tuple[Any, ...], kwargs: OpArgs) -> tuple[Any, ...]:
     """What one op call's traffic depends on, its data values aside (memtraffic.vocab.launches): the
     overload, every tensor argument's _tensor_signature, other arguments by value (floats other than
     _SPECIAL_FLOATS by sign only)."""
@@ -196,7 +196,7 @@ FLOP_FORMULAS: dict[Any, Any] = {
 }
 
 
-def _flops(func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any],
+def _flops(func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: OpArgs,
            out: Any) -> int | None:
     ours = FLOP_FORMULAS.get(func.overloadpacket)
     formula = flop_registry.get(func.overloadpacket)
@@ -208,7 +208,7 @@ def _flops(func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str,
         return None
 
 
-def _decompose(func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _decompose(func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: OpArgs) -> Any:
     """Run a CompositeImplicitAutograd op as a plain run does: its C++ kernel where it has one (its
     Python decomposition may differ, e.g. eval-mode dropout returns a clone there, the input in C++)."""
     key = torch._C.DispatchKey.CompositeImplicitAutograd
@@ -283,7 +283,7 @@ class OpTracer(TorchDispatchMode):
         return out
 
 
-def _touches_gpu(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+def _touches_gpu(args: tuple[Any, ...], kwargs: OpArgs) -> bool:
     """A CUDA tensor or device among the arguments: the op may launch a kernel."""
     for leaf in tree_leaves((args, kwargs)):
         if isinstance(leaf, torch.Tensor) and leaf.is_cuda:

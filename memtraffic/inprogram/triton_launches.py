@@ -207,7 +207,7 @@ def _template_mm_flops(named: dict[str, Any]) -> int | None:
 _local = threading.local()  # .open: our `mt|` ranges open on this thread (see track_ranges)
 
 
-def signature(kernel: str, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+def signature(kernel: str, args: Sequence[Any], kwargs: dict[str, object]) -> tuple[Any, ...]:
     """What a launch's traffic may depend on, as plain values: the kernel, each tensor's shape, strides,
     dtype, device, alignment (data_ptr % 16) and which earlier argument shares its storage, the
     scalars, and the plain keyword arguments (constexprs, grid)."""
@@ -294,7 +294,7 @@ def _stack() -> list[bool]:
     return _local.stack
 
 
-def _settle(autotuner: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
+def _settle(autotuner: Any, args: Sequence[Any], kwargs: dict[str, object]) -> None:
     """Compile and autotune a kernel before its first launch, as run() would, so that the benchmark
     launches of autotuning fall outside the launch's range. Any failure leaves it to run()."""
     launchers = getattr(autotuner, "launchers", None)

@@ -12,7 +12,7 @@ import gzip
 import json
 from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from memtraffic.vocab.arch import CHIPS, Chip, chip_for_gpu
 
@@ -56,13 +56,24 @@ def closest_chip(names: Collection[str]) -> str:
     return max(known_chips(), key=score)
 
 
+class SetRow(TypedDict):
+    """One alias of a metric set on a chip: its ncu name (None: not measured) and, if not, why (note)."""
+
+    chip: str
+    set: str
+    alias: str
+    ncu: str | None
+    available: bool
+    note: str
+
+
 def set_rows(chip: str, names: Collection[str], arch: Chip | None,
-             sets: Sequence[str]) -> list[dict[str, Any]]:
+             sets: Sequence[str]) -> list[SetRow]:
     """What each metric set measures on one chip: a row per (set, alias) with the ncu name(s) the alias
     becomes there (None: not measured) and, when not measured, the note saying why."""
     from memtraffic.ncu.metrics import METRIC_SETS, resolve
 
-    rows: list[dict[str, Any]] = []
+    rows: list[SetRow] = []
     for set_name in sets:
         for item in resolve(METRIC_SETS[set_name], names, arch).items:
             rows.append({"chip": chip, "set": set_name, "alias": item.alias,

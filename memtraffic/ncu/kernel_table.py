@@ -20,17 +20,37 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, cast
 
 import pandas as pd
 
 from memtraffic.ncu.metrics import LAUNCH_STATS, METRICS
-from memtraffic.ncu.report import REPORT_SUFFIX, check_report_file, check_rows, read_rows
+from memtraffic.ncu.report import REPORT_SUFFIX, MeasuredLaunch, check_report_file, check_rows, read_rows
 from memtraffic.ncu.source import LINES_VERSION
 from memtraffic.vocab.errors import ReportError
 from memtraffic.vocab.files import cache_dir, cache_unusable, os_error_line, write_bytes_atomic
 
 TABLE_FORMAT = 1
+
+
+class KernelTableBody(TypedDict):
+    """What _kernels_doc reads from a report: launch rows as column lists (NaN as null), the damaged
+    launches, the launches with per-line counters (read_rows' third part) and how many launches in all."""
+
+    rows: int
+    damaged: list[int]
+    columns: dict[str, list[object]]
+    lines: list[MeasuredLaunch]
+    launches: int
+
+
+class KernelTableDoc(KernelTableBody):
+    """The stored table (<report>.kernels.json.gz): the body, with the report content and the version
+    (JSON of what the reading depends on) it was made for."""
+
+    format: int
+    report_sha256: str
+    version: object
 # Columns of a kernel table besides the metric aliases, in read_report's order ('report' is the path
 # the table is read for, so it is added on reading, never stored).
 _INFO_COLUMNS = ["launch", "range", "nvtx", "kernel", "kernel_full", "grid_size", "block_size", "device",
@@ -61,12 +81,12 @@ def file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _encode(doc: dict[str, Any]) -> bytes:
+def _encode(doc: KernelTableDoc) -> bytes:
     return gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), compresslevel=6, mtime=0)
 
 
-def _read_stored(path: Path, digest: str, version: Any, kind: str = "kernels", cached: bool = False
-                 ) -> dict[str, Any] | None:
+def _read_stored(path: Path, digest: str, version: object, kind: str = "kernels", cached: bool = False
+                 ) -> KernelTableDoc | None:
     """The table at path if it is one for this report content and version, else None (damaged or stale).
     A kernel table of this content whose fields are damaged is a ReportError beside a report (a run
     folder's file), and ignored in the user cache (made again)."""
@@ -81,18 +101,20 @@ def _read_stored(path: Path, digest: str, version: Any, kind: str = "kernels", c
         if cached:
             return None
         raise ReportError(f"{path}: {found}: the table is damaged; delete it and the report is read again")
-    return doc
+    return cast(KernelTableDoc, doc)  # its shape checked by _table_problem
 
 
-def _table_problem(doc: dict[str, Any]) -> str | None:
+def _table_problem(doc: dict[str, object]) -> str | None:
     """Where a kernel table (a doc of _kernels_doc) departs from its shape, or None."""
     rows = doc.get("rows")
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
         return "rows is not a count"
-    for key in ("damaged", "lines"):
-        if not isinstance(doc.get(key), list):
-            return f"{key} is not a list"
-    if not all(isinstance(n, int) for n in doc["damaged"]):
+    damaged = doc.get("damaged")
+    if not isinstance(damaged, list):
+        return "damaged is not a list"
+    if not isinstance(doc.get("lines"), list):
+        return "lines is not a list"
+    if not all(isinstance(n, int) for n in damaged):
         return "damaged is not a list of launch numbers"
     if not isinstance(doc.get("launches"), int):
         return "launches is not a count"
@@ -134,15 +156,15 @@ def _keep(path: Path, data: bytes) -> None:
         cache_unusable(os_error_line(err))
 
 
-def keep_beside(report: Path, kind: str, doc: dict[str, Any]) -> Path:
+def keep_beside(report: Path, kind: str, doc: KernelTableDoc) -> Path:
     """Write a table of the report beside it (table_path), atomically."""
     out = table_path(report, kind)
     write_bytes_atomic(out, _encode(doc))
     return out
 
 
-def stored_table(report: str | Path, kind: str, version: Any,
-                 make: Callable[[Path], dict[str, Any]]) -> dict[str, Any]:
+def stored_table(report: str | Path, kind: str, version: object,
+                 make: Callable[[Path], KernelTableBody]) -> KernelTableDoc:
     """A table of the report: the one beside it, else the one in the user cache, else make(report) (which
     reads the report) kept in the cache. `version` is JSON that changes whenever make's output would."""
     report = Path(report)
@@ -152,9 +174,10 @@ def stored_table(report: str | Path, kind: str, version: Any,
         found = _cached(stored) if cached else stored.is_file()
         if found and (doc := _read_stored(stored, digest, version, kind, cached)) is not None:
             return doc
-    doc = {"format": TABLE_FORMAT, "report_sha256": digest, "version": version, **make(report)}
-    _keep(cached_table_path(digest, kind), _encode(doc))
-    return doc
+    made: KernelTableDoc = {"format": TABLE_FORMAT, "report_sha256": digest, "version": version,
+                            **make(report)}
+    _keep(cached_table_path(digest, kind), _encode(made))
+    return made
 
 
 # --- the kernel table ---------------------------------------------------------------------------------------
@@ -170,17 +193,17 @@ class KernelTable:
     damaged: list[int] = field(default_factory=list)
 
 
-def _kernels_version() -> dict[str, Any]:
+def _kernels_version() -> dict[str, object]:
     """What a kernel table depends on: each alias's ncu forms, and how per-line counters are read."""
     return {"metrics": {alias: [str(f) for f in m.forms] for alias, m in METRICS.items()},
             "launch": LAUNCH_STATS, "lines": LINES_VERSION}
 
 
-def _kernels_doc(report: Path) -> dict[str, Any]:
+def _kernels_doc(report: Path) -> KernelTableBody:
     """The report read once, as column lists (NaN as null; metric aliases no launch has are left out),
     with the measured lines of the launches that have per-line counters."""
     rows, damaged, lines = read_rows(report)
-    columns: dict[str, list[Any]] = {}
+    columns: dict[str, list[object]] = {}
     for col in _INFO_COLUMNS + list(METRICS):
         values = [None if isinstance(v, float) and math.isnan(v) else v for v in (r[col] for r in rows)]
         if col not in METRICS or any(v is not None for v in values):
@@ -189,11 +212,11 @@ def _kernels_doc(report: Path) -> dict[str, Any]:
             "launches": len(rows) + len(damaged)}
 
 
-def _frame(doc: dict[str, Any], report: Path) -> pd.DataFrame:
+def _frame(doc: KernelTableBody, report: Path) -> pd.DataFrame:
     """The stored columns as read_report's DataFrame (same columns, order and dtypes)."""
     n = doc["rows"]
     cols = doc["columns"]
-    data: dict[str, Any] = {"report": [str(report)] * n}
+    data: dict[str, list[object]] = {"report": [str(report)] * n}
     for col in _INFO_COLUMNS:
         data[col] = cols[col]
     for alias in METRICS:
@@ -213,7 +236,7 @@ def kernel_table(report: str | Path, allow_partial: bool = False) -> KernelTable
     return KernelTable(_frame(doc, report), bool(doc["lines"]), list(doc["damaged"]))
 
 
-def measured_lines_of(report: Path) -> tuple[list[dict[str, Any]], int]:
+def measured_lines_of(report: Path) -> tuple[list[MeasuredLaunch], int]:
     """(the launches with per-line counters, each with its launch number, range, kernel and measured lines;
     how many launches the report holds), from the report's table (see kernel_table)."""
     doc = stored_table(report, "kernels", _kernels_version(), _kernels_doc)

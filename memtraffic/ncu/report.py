@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TypedDict
 
 import pandas as pd
 
@@ -45,6 +45,16 @@ _DEFAULT_DOMAIN = "<default domain>"
 ADDITIVE_UNITS = {"ns", "byte", "sector", "request", "inst", "op"}
 
 _ncu_report: ModuleType | None = None
+
+
+class MeasuredLaunch(TypedDict):
+    """A launch with per-line counters: its launch number, range, kernel and its lines (rows of
+    memtraffic.ncu.source.measured_lines)."""
+
+    launch: int
+    range: str
+    kernel: str
+    lines: list[dict[str, Any]]
 
 
 class EmptyReportError(ReportError):
@@ -189,7 +199,7 @@ def _native_noise_dropped() -> Iterator[None]:
                 print("\n".join(kept), file=sys.stderr, flush=True)
 
 
-def read_rows(path: str | Path) -> tuple[list[dict[str, Any]], list[int], list[dict[str, Any]]]:
+def read_rows(path: str | Path) -> tuple[list[dict[str, object]], list[int], list[MeasuredLaunch]]:
     """(one dict per kernel launch, the damaged launches (no name or metrics: dropped), the launches with
     per-line counters: launch, range, kernel and their lines as memtraffic.ncu.source.measured_lines
     reads them). The rows are read_report's without its 'report' column. One pass over the report:
@@ -199,10 +209,10 @@ def read_rows(path: str | Path) -> tuple[list[dict[str, Any]], list[int], list[d
         return _read_rows(load_ncu_report(path))
 
 
-def _read_rows(report: Any) -> tuple[list[dict[str, Any]], list[int], list[dict[str, Any]]]:
-    rows: list[dict[str, Any]] = []
+def _read_rows(report: Any) -> tuple[list[dict[str, object]], list[int], list[MeasuredLaunch]]:
+    rows: list[dict[str, object]] = []  # info columns and one per metric alias (METRICS)
     damaged: list[int] = []
-    with_lines: list[dict[str, Any]] = []
+    with_lines: list[MeasuredLaunch] = []
     launch = 0
     for i in range(report.num_ranges()):
         rng = report.range_by_idx(i)
@@ -221,9 +231,10 @@ def _read_rows(report: Any) -> tuple[list[dict[str, Any]], list[int], list[dict[
             ranged = name == RANGE_RESULT_NAME  # one result for all the kernels of a range
             if ranged:
                 name = full = RANGE_KERNEL
-            row: dict[str, Any] = {
+            label = range_label(stack)
+            row: dict[str, object] = {
                 "launch": launch,
-                "range": range_label(stack),
+                "range": label,
                 "nvtx": " / ".join(stack),
                 "kernel": name,
                 "kernel_full": full,
@@ -239,7 +250,7 @@ def _read_rows(report: Any) -> tuple[list[dict[str, Any]], list[int], list[dict[
                 row[alias] = alias_value(action, metric)
             lines = measured_lines(action)
             if lines:
-                with_lines.append({"launch": launch, "range": row["range"], "kernel": name, "lines": lines})
+                with_lines.append({"launch": launch, "range": label, "kernel": name, "lines": lines})
             rows.append(row)
             launch += 1
     return rows, damaged, with_lines

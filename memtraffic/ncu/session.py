@@ -55,7 +55,7 @@ class NcuSession:
         """run.json's environment record: GPU, driver, ncu and library versions, host."""
         return environment(self.gpu, self.path, self.version)
 
-    def metric_record(self, spec: str) -> dict[str, Any]:
+    def metric_record(self, spec: str) -> dict[str, object]:
         """plan.json's 'metrics': the --metrics value as given, the names collected, what is not measured."""
         return {"spec": spec, "names": self.metrics, "notes": self.spec.notes}
 

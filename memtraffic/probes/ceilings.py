@@ -20,7 +20,14 @@ from memtraffic.ncu.command import build_ncu_command
 from memtraffic.ncu.metrics import METRIC_SETS, METRICS
 from memtraffic.vocab.errors import GpuNotFoundError, NcuError, ReportError
 from memtraffic.vocab.machine import environment, utc_now
-from memtraffic.vocab.roofs import ROOFS, cache_file, read_cache, theoretical_from_metrics, write_cache
+from memtraffic.vocab.roofs import (
+    ROOFS,
+    CeilingsEntry,
+    cache_file,
+    read_cache,
+    theoretical_from_metrics,
+    write_cache,
+)
 
 # A tiny kernel to profile: peaks are properties of the device and its clocks, not of the kernel.
 _PROBE_CODE = "import torch; x = torch.ones(1 << 24, device='cuda'); y = x * 2; torch.cuda.synchronize()"
@@ -296,7 +303,7 @@ def measure_matmul(torch, dtype, n: int = 8192) -> tuple[float, str]:
 
 
 def measure_ceilings(with_ncu: bool = True,
-                     progress: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+                     progress: Callable[[str], None] = lambda s: None) -> CeilingsEntry:
     """Measure every roof on GPU 0 and return a ceilings entry (not yet cached)."""
     import torch
 
@@ -316,7 +323,7 @@ def measure_ceilings(with_ncu: bool = True,
         progress(f"measuring {ROOFS[key][0] if key in ROOFS else 'DRAM latency'}")
         measured[key], method[key] = step()
         torch.cuda.empty_cache()
-    entry: dict[str, Any] = {
+    entry: CeilingsEntry = {
         "device": device,
         "measured": measured,
         "method": method,
@@ -338,7 +345,7 @@ def measure_ceilings(with_ncu: bool = True,
 
 
 def get_ceilings(refresh: bool = False, with_ncu: bool = True,
-                 progress: Callable[[str], None] = lambda s: None) -> tuple[dict[str, Any], bool]:
+                 progress: Callable[[str], None] = lambda s: None) -> tuple[CeilingsEntry, bool]:
     """(entry, from_cache): this GPU's cached ceilings, or freshly measured and cached ones."""
     device = current_device()
     if not refresh:

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, cast
 
 from memtraffic.runfolder.records import DAMAGED
 from memtraffic.vocab.errors import UsageError
@@ -52,9 +52,26 @@ def new_run_dir(variants: Sequence[str], out: Path | None = None, root: Path = D
 # --- status file (shared with the runner) -------------------------------------------------------------------
 
 
-def read_status(path: Path) -> dict[int, dict[str, Any]]:
+class StatusRecord(TypedDict, total=False):
+    """One line of status.jsonl: the runner's 'ready' event (event, pid, process_started), or a config's
+    record: 'start', then 'ok' (max_err, seconds, phases) or 'failed'/'not run' (error); t: when written."""
+
+    id: int
+    range: str | None
+    status: str
+    error: str | None
+    max_err: float
+    seconds: float
+    phases: dict[str, float]
+    event: str
+    pid: int
+    process_started: float | None
+    t: float
+
+
+def read_status(path: Path) -> dict[int, StatusRecord]:
     """Config id -> its last record in the runner's JSON-lines status file ('start' until it finishes)."""
-    latest: dict[int, dict[str, Any]] = {}
+    latest: dict[int, StatusRecord] = {}
     if not require_file(path, DAMAGED):
         return latest
     for line in path.read_text(encoding="utf-8").splitlines():
@@ -63,10 +80,10 @@ def read_status(path: Path) -> dict[int, dict[str, Any]]:
         except json.JSONDecodeError:  # a line cut short by a crash
             continue
         if isinstance(rec, dict) and isinstance(rec.get("id"), int) and not isinstance(rec["id"], bool):
-            latest[rec["id"]] = rec
+            latest[rec["id"]] = cast(StatusRecord, rec)  # the runner's line (readers use .get)
     return latest
 
 
-def append_status(path: Path, record: Mapping[str, Any]) -> None:
+def append_status(path: Path, record: Mapping[str, object]) -> None:
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(dict(record)) + "\n")

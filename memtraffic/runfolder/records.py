@@ -243,10 +243,10 @@ SCHEMAS: dict[str, type] = {PLAN_FILE: Plan, RUN_FILE: RunRecord}
 
 _NAMES = {dict: "an object", list: "a list", str: "a string", int: "an integer", float: "a number",
           bool: "true/false", type(None): "null"}
-_FIELDS: dict[type, dict[str, Any]] = {}  # a TypedDict's resolved field hints
+_FIELDS: dict[type, dict[str, object]] = {}  # a TypedDict's resolved field hints (types, unions, Annotated)
 
 
-def _fields(record: type) -> dict[str, Any]:
+def _fields(record: type) -> dict[str, object]:
     if record not in _FIELDS:
         _FIELDS[record] = get_type_hints(record, include_extras=True)
     return _FIELDS[record]

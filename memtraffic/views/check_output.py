@@ -20,7 +20,7 @@ def summary(results: Sequence[Mapping[str, Any]]) -> str:
 
 def render(results: Sequence[Mapping[str, Any]], fmt: str, run: str, source: str) -> str:
     """table: 'FAIL ...' per failed check, then the summary; json: {run, expect, passed, failed, checks}."""
-    def record() -> dict[str, Any]:
+    def record() -> dict[str, object]:  # the json document
         failed = sum(not r["ok"] for r in results)
         return {"run": run, "expect": source, "ok": not failed, "passed": len(results) - failed,
                 "failed": failed, "checks": list(results)}

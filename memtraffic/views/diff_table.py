@@ -131,11 +131,11 @@ _WHOLE = {"time_ns", "l1_ld_bytes", "l1_st_bytes", "l2_rd_bytes", "l2_wr_bytes",
           "sectors", "ideal_sectors", "requests", "inst_executed"}
 
 
-def records(d: Diff) -> list[dict[str, Any]]:
+def records(d: Diff) -> list[dict[str, object]]:
     """The rows as plain JSON-able objects: NaN and infinite values -> None, whole byte counts -> int."""
     out = []
     for row in d.rows:
-        clean: dict[str, Any] = {}
+        clean: dict[str, object] = {}
         for key, value in row.items():
             if isinstance(value, float):
                 if not math.isfinite(value):

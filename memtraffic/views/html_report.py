@@ -10,7 +10,7 @@ import html
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -20,6 +20,9 @@ from memtraffic.runfolder.records import RunRecord
 from memtraffic.vocab.errors import ReportError
 from memtraffic.vocab.files import require_folder
 from memtraffic.vocab.units import fmt_bytes, fmt_eff, fmt_time
+
+if TYPE_CHECKING:
+    from memtraffic.vocab.roofs import CeilingsEntry
 
 # ----------------------------------------------------------------------------------------------------
 # Loading a run folder
@@ -78,12 +81,13 @@ def devices_of(df: pd.DataFrame, metas: Sequence[Mapping[str, Any]] = ()) -> lis
 
 
 def resolve_ceilings(devices: Sequence[str], ceilings_file: Path | None = None
-                     ) -> tuple[list[dict[str, Any]], list[str]]:
+                     ) -> tuple[list[CeilingsEntry], list[str]]:
     """(entries, notes): the ceilings of each device (a given file, else cache, else committed)."""
     from memtraffic.ncu.chips import peak_names
     from memtraffic.vocab.roofs import find_ceilings, load_ceilings_file
 
-    entries, notes = [], []
+    entries: list[CeilingsEntry] = []
+    notes: list[str] = []
     if ceilings_file is not None:
         entry = load_ceilings_file(Path(ceilings_file), devices[0] if devices else None)
         notes.append(f"roofs: {entry['device']} from {ceilings_file}")

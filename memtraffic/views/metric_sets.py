@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
+from memtraffic.ncu.chips import SetRow
 from memtraffic.ncu.metrics import SETS
 from memtraffic.views import formats
 from memtraffic.vocab.arch import CHIPS
@@ -23,13 +23,13 @@ def _left_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join([lines[0], "  ".join("-" * w for w in widths), *lines[1:]])
 
 
-def format_table(rows: Sequence[dict[str, Any]]) -> str:
+def format_table(rows: Sequence[SetRow]) -> str:
     """Per chip: a heading, a table of set, alias and ncu name ('-': not measured), then the notes; last, a
     legend of the sets shown (their lines in memtraffic.ncu.metrics.SETS)."""
     blocks = []
     for chip in dict.fromkeys(r["chip"] for r in rows):
         mine = [r for r in rows if r["chip"] == chip]
-        body = [[r["set"], r["alias"], r["ncu"] if r["available"] else "- (not measured)"] for r in mine]
+        body = [[r["set"], r["alias"], "- (not measured)" if r["ncu"] is None else r["ncu"]] for r in mine]
         notes = list(dict.fromkeys(r["note"] for r in mine if r["note"]))
         text = _heading(chip) + "\n" + _left_table(["set", "alias", "ncu"], body)
         if notes:
@@ -42,5 +42,5 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n\n".join(blocks)
 
 
-def render(rows: Sequence[dict[str, Any]], fmt: str) -> str:
+def render(rows: Sequence[SetRow], fmt: str) -> str:
     return formats.render(fmt, rows, lambda: format_table(rows))

@@ -22,12 +22,12 @@ def _shell() -> Any:
     return get_ipython()
 
 
-def figure_bundle(fig: Any) -> dict[str, Any]:
+def figure_bundle(fig: Any) -> dict[str, object]:
     """The mime bundle of a plotly figure: plotly's JSON, a PNG (kaleido and a Chromium; left out, and the
     text says so, where they are missing), and a line of text."""
     title = fig.layout.title.text or "figure"
-    bundle: dict[str, Any] = {"application/vnd.plotly.v1+json": {**json.loads(fig.to_json()),
-                                                                 "config": {"displaylogo": False}}}
+    bundle: dict[str, object] = {"application/vnd.plotly.v1+json": {**json.loads(fig.to_json()),
+                                                                    "config": {"displaylogo": False}}}
     try:
         png = fig.to_image(format="png", width=fig.layout.width or 1100, height=fig.layout.height or 600)
     except Exception as err:  # no kaleido, or no Chromium for it: the interactive figure still shows

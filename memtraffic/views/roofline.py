@@ -146,7 +146,7 @@ def roofline_points(df: pd.DataFrame, levels: Sequence[str] = LEVELS) -> pd.Data
         time_ns[keep], flops[keep]
     hw = pd.to_numeric(df["hw_flops"], errors="coerce") if "hw_flops" in df else pd.Series(math.nan, df.index)
     min_bytes = df["min_read_bytes"].astype(float) + df["min_write_bytes"].astype(float)
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, object]] = []  # the points table's columns (a DataFrame below)
     notes: list[str] = skipped
     for level in levels:
         nbytes = level_bytes(df, level)
@@ -478,9 +478,10 @@ def panel_title(level: str, roofs: Sequence[Roof]) -> str:
     return f"{head}<br><span style='font-size:12px'>roof{'s' if len(memory) > 1 else ''}: {rates}</span>"
 
 
-def compute_labels(roofs: Sequence[Roof], lo: float, axis: str = "") -> list[dict[str, Any]]:
-    """One label per compute roof key, at the panel's left edge just above its highest line: above a
-    roof and left of the memory slope, no point can be (log axes: annotations take log10 positions)."""
+def compute_labels(roofs: Sequence[Roof], lo: float, axis: str = "") -> list[dict[str, object]]:
+    """One label (a plotly annotation) per compute roof key, at the panel's left edge just above its highest
+    line: above a roof and left of the memory slope, no point can be (log axes: annotations take log10
+    positions)."""
     out = []
     compute = [r for r in roofs if r.peak]
     for key in dict.fromkeys(r.key for r in compute):

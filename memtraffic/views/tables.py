@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -13,8 +13,11 @@ from memtraffic.analysis.analyze import kernel_list, row_dicts, row_label, to_re
 from memtraffic.analysis.lines import location
 from memtraffic.views import formats
 from memtraffic.vocab.ops import format_shape
-from memtraffic.vocab.roofs import ROOFS, ceilings_rows
+from memtraffic.vocab.roofs import ROOFS, CeilingsEntry, ceilings_rows
 from memtraffic.vocab.units import fmt_bytes, fmt_eff, fmt_rate, fmt_time
+
+if TYPE_CHECKING:
+    from memtraffic.collect.sweep import GridCount
 
 WIDTH = 120  # columns the CLI's tables fit by default (--wide: one line each, however long)
 NOTE_WIDTH = 100  # the lines under a table (legend, findings) are read, not scanned: shorter
@@ -187,7 +190,7 @@ def _list_table(rows: Sequence[dict[str, Any]], width: int | None = None) -> str
     return text
 
 
-def ceilings_table(entry: Mapping[str, Any]) -> str:
+def ceilings_table(entry: CeilingsEntry) -> str:
     """`memtraffic ceilings`: each roof measured beside ncu's theoretical peak, then how each was measured."""
     body = []
     for r in ceilings_rows(entry):
@@ -210,7 +213,7 @@ def ceilings_table(entry: Mapping[str, Any]) -> str:
     return text
 
 
-def grid_count_table(rows: Sequence[dict[str, Any]]) -> str:
+def grid_count_table(rows: Sequence[GridCount]) -> str:
     """`list --count`: configs per variant (rows of collect.sweep.grid_counts), skipped ones, the total."""
     width = max(len(r["variant"]) for r in rows)
     lines = [f"{r['variant']:<{width}}  {r['configs']:>5} configs"

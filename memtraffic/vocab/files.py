@@ -267,14 +267,14 @@ def csv_text(rows: Sequence[Mapping[str, Any]]) -> str:
     return buf.getvalue().rstrip("\n")
 
 
-def plain_records(df: Any, int_columns: Collection[str] = ()) -> list[dict[str, Any]]:
+def plain_records(df: Any, int_columns: Collection[str] = ()) -> list[dict[str, object]]:
     """A DataFrame as plain JSON-able dicts: NaN -> None, whole counts (int_columns) -> int, lists and
     dicts kept."""
     import numpy as np
 
     records = []
     for row in df.to_dict("records"):
-        out: dict[str, Any] = {}
+        out: dict[str, object] = {}
         for key, value in row.items():
             if isinstance(value, np.generic):
                 value = value.item()

@@ -18,10 +18,11 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from memtraffic.vocab.errors import ReportError, UsageError
 from memtraffic.vocab.files import cache_dir, cache_unusable, path_kind, read_json, require_file, write_json
+from memtraffic.vocab.machine import Environment
 
 # Roof key -> (label, unit). Bandwidths count read + write bytes.
 ROOFS: dict[str, tuple[str, str]] = {
@@ -57,16 +58,29 @@ def _read_json(path: Path, advice: str = "delete it or re-run 'memtraffic ceilin
     return read_json(path, advice)
 
 
-def _check_entry(entry: Any, where: Path) -> dict[str, Any]:
+class CeilingsEntry(TypedDict, total=False):
+    """One device's ceilings (the cache's value, reports/ceilings/<device>.json): measured roofs (ROOFS
+    keys, plus dram_latency_s and launch_s) and how each was measured, ncu's theoretical peaks."""
+
+    device: str
+    measured: dict[str, float]
+    method: dict[str, str]
+    environment: Environment
+    date: str
+    ncu_theoretical: dict[str, float]
+    ncu_note: str
+
+
+def _check_entry(entry: object, where: Path) -> CeilingsEntry:
     if not isinstance(entry, dict) or not isinstance(entry.get("device"), str) or not isinstance(
         entry.get("measured", {}), dict
     ):
         raise ReportError(f"{where} does not hold ceilings (an object with 'device' and 'measured'): "
                           "write it with 'memtraffic ceilings --format json'")
-    return entry
+    return cast(CeilingsEntry, entry)  # device and measured checked; the rest is read with .get
 
 
-def read_cache(path: Path | None = None) -> dict[str, dict[str, Any]]:
+def read_cache(path: Path | None = None) -> dict[str, CeilingsEntry]:
     """device name -> ceilings entry; empty when there is no cache yet, or when it cannot be read (said once:
     vocab.files.cache_unusable)."""
     path = path or cache_file()
@@ -83,21 +97,21 @@ def read_cache(path: Path | None = None) -> dict[str, dict[str, Any]]:
     return {dev: _check_entry(e, path) for dev, e in data.items()}
 
 
-def write_cache(entry: Mapping[str, Any], path: Path | None = None) -> Path:
+def write_cache(entry: CeilingsEntry, path: Path | None = None) -> Path:
     """Add or replace this device's entry; other devices' entries are kept. Atomic replace."""
     path = path or cache_file()
     data = read_cache(path)
-    data[entry["device"]] = dict(entry)
+    data[entry["device"]] = entry
     return write_json(path, data, sort_keys=True)
 
 
-def write_reference(entry: Mapping[str, Any], directory: Path | None = None) -> Path:
+def write_reference(entry: CeilingsEntry, directory: Path | None = None) -> Path:
     """reports/ceilings/<device>.json, to commit beside the reference runs."""
     directory = directory or COMMITTED_DIR
     return write_json(directory / f"{device_slug(entry['device'])}.json", dict(entry), sort_keys=True)
 
 
-def load_ceilings_file(path: Path, device: str | None = None) -> dict[str, Any]:
+def load_ceilings_file(path: Path, device: str | None = None) -> CeilingsEntry:
     """A file holding one entry (reports/ceilings/*.json) or a cache (device -> entry)."""
     if not require_file(path, "give a file written by 'memtraffic ceilings --format json'", usage=True,
                         option="--ceilings"):
@@ -117,7 +131,7 @@ def load_ceilings_file(path: Path, device: str | None = None) -> dict[str, Any]:
 
 
 def find_ceilings(device: str, cache: Path | None = None,
-                  committed: Path | None = None) -> dict[str, Any] | None:
+                  committed: Path | None = None) -> CeilingsEntry | None:
     """This device's ceilings: the user cache first (measured on this machine), then committed ones."""
     # ncu's display name and torch's device name are the driver's same string; compare slugs anyway
     # so that spacing or case never hides a device's ceilings.
@@ -159,9 +173,21 @@ def theoretical_from_metrics(values: Mapping[str, float]) -> dict[str, float]:
     return out
 
 
-def ceilings_rows(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
+class CeilingsRow(TypedDict):
+    """A roof of ceilings_rows: its ROOFS key, label and unit, measured and ncu theoretical values."""
+
+    roof: str
+    label: str
+    unit: str
+    measured: float | None
+    ncu_theoretical: float | None
+    fraction: float | None
+    method: str
+
+
+def ceilings_rows(entry: CeilingsEntry) -> list[CeilingsRow]:
     """One row per roof: measured and ncu theoretical side by side (None where unknown)."""
-    rows = []
+    rows: list[CeilingsRow] = []
     measured = entry.get("measured", {})
     theo = entry.get("ncu_theoretical", {})
     for key, (label, unit) in ROOFS.items():
