@@ -2,7 +2,7 @@
 
     python scripts/dump_report.py REPORT.ncu-rep > dump.json
 
-For looking at what ncu wrote (range replay's results beside kernel replay's: scripts/gpu_speed_probe.sh);
+For looking at what ncu wrote (range replay's results beside kernel replay's: scripts/gpu_range_replay_reports.sh);
 needs ncu_report (memtraffic.ncu.report finds it).
 """
 

@@ -14,7 +14,7 @@ PROGRAM is one of:
 - compiled: a torch.compile'd MLP block (LayerNorm, Linear, GELU, Linear, residual) from an empty
   Inductor cache, forward and backward, three calls;
 - probe: a 4-layer MLP, foreach Adam over 2 steps, a memtraffic.region around two ops when memtraffic
-  is importable (range-replay fixtures; scripts/gpu_speed_probe.sh).
+  is importable (range-replay fixtures; scripts/gpu_range_replay_reports.sh).
 --small: a smaller size of the same program (fewer layers, steps or tokens), for every-launch profiles.
 Nothing is downloaded: the models are built from configs. Prints one line: the program and its result.
 """

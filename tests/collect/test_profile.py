@@ -338,7 +338,7 @@ def test_an_unknown_replay_is_a_usage_error():
 
 
 @pytest.mark.parametrize(("tail", "refused"), [
-    # ncu 2025.3.1's lines on an H100 (scripts/gpu_speed_probe.sh, scripts/gpu_speed.sh, 2026-11-26)
+    # ncu 2025.3.1's lines on an H100 (scripts/gpu_range_replay_reports.sh, scripts/gpu_speed.sh, 2026-11-26)
     (["==ERROR== An error was reported by the driver:",
       "==ERROR== Unsupported API during capture (cuKernelSetAttribute)",
       "==ERROR== Skipping invalid capture range (RecordStatusUnsupportedApi).",

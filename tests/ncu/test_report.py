@@ -1,4 +1,4 @@
-"""Reading range-replay results: the committed reports of scripts/gpu_speed_probe.sh (H100, 2026-11-26)."""
+"""Reading range-replay results: the committed reports of scripts/gpu_range_replay_reports.sh (H100, 2026-11-26)."""
 
 from __future__ import annotations
 

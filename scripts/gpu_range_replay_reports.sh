@@ -9,11 +9,11 @@
 #      tracer ranges only the window's ops, ncu runs from the start);
 #   3. each program of scripts/speed_programs.py alone (bare) and under `profile --torch-ops --replay range
 #      --metrics bytes`, while BUDGET_S (default 360) lasts.
-# Usage: bash scripts/gpu_speed_probe.sh OUT   (wheels for missing packages in .whl/, see the device notes)
+# Usage: bash scripts/gpu_range_replay_reports.sh OUT   (packages the GPU machine lacks as wheels in .whl/)
 # OUT gets probe.tgz: runs/ (run folders, --import-sass no), logs/, dumps/, timings.txt, machine.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${1:?usage: bash scripts/gpu_speed_probe.sh OUT}
+out=${1:?usage: bash scripts/gpu_range_replay_reports.sh OUT}
 work=$(mktemp -d)
 runs=$work/runs logs=$work/logs dumps=$work/dumps
 mkdir -p "$runs" "$logs" "$dumps" "$out"
