@@ -2,8 +2,8 @@
 
     python scripts/dump_report.py REPORT.ncu-rep > dump.json
 
-For looking at what ncu wrote (range replay's results beside kernel replay's: scripts/gpu_range_replay_reports.sh);
-needs ncu_report (memtraffic.ncu.report finds it).
+For looking at what ncu wrote (range replay's results beside kernel replay's:
+scripts/gpu_range_replay_reports.sh); needs ncu_report (memtraffic.ncu.report finds it).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Reading range-replay results: the committed reports of scripts/gpu_range_replay_reports.sh (H100, 2026-11-26)."""
+"""Reading range-replay results: the committed reports of scripts/gpu_range_replay_reports.sh
+(H100, 2026-11-26)."""
 
 from __future__ import annotations
 
