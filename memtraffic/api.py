@@ -59,6 +59,14 @@ def per_op(run: str | Path | Run, min_bytes: str | Sequence[str] | None = None) 
     return analyze(run, min_bytes=min_bytes, group_by="op")
 
 
+def full_look_ops(table: pd.DataFrame) -> list[str]:
+    """The op types a first look (--metrics bytes) found above their minimum in L1, whose reason the full
+    set (--metrics traffic) would tell: `memtraffic profile --ops` measures just them."""
+    from memtraffic.analysis.per_op import needs_full_look
+
+    return needs_full_look(table)
+
+
 def floor(run: str | Path | Run) -> Any:
     """`memtraffic floor RUN`: the run's time against its floor (memtraffic.analysis.floor.Floor: gpu_time_s,
     floor_s, recoverable_s, by_op rows, eager_min_bytes, fused_min_bytes, dram_bytes; .to_dict() is the

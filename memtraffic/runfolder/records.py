@@ -207,6 +207,7 @@ class RunRecord(TypedDict, total=False):
     metric_names: list[str] | None  # None: merged from runs that did not say
     metric_notes: list[str]
     torch_ops: bool
+    ops: list[str]  # profile --ops: only these ops' calls measured
     traced_from: str | None
     distinct: int
     shard: Shard
