@@ -7,7 +7,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -16,6 +16,9 @@ from memtraffic.ncu.metrics import METRIC_SETS
 from memtraffic.views import formats
 from memtraffic.views.formats import FOR_OBJECTS, FOR_ROWS
 from memtraffic.vocab.errors import MemtrafficError, UsageError, warn
+
+if TYPE_CHECKING:
+    from memtraffic.collect.profile import ProfileResult
 
 app = typer.Typer(
     cls=Cli,
@@ -106,7 +109,7 @@ def _print_baseline_diff(baseline: Path | None, run_dir: Path, fmt: str, width: 
     typer.echo(f"\ndiff against {baseline}:\n{text}", err=fmt != "table")
 
 
-def _print_floor_summary(path: Path) -> None:
+def _print_floor_summary(path: Path | ProfileResult) -> None:
     """The floor's summary (memtraffic.analysis.floor) above a table of a run; a run it cannot read (no
     minimum, no time) gets none: the table says what there is."""
     from memtraffic.api import floor as floor_of
@@ -468,7 +471,7 @@ def profile(
         out=out, verbose=verbose, distinct=0 if every_launch else distinct, replay=replay)
     result = run_profile(opts, echo=lambda line: typer.echo(line, err=True))
     if len(result.table) and fmt == "table":
-        _print_floor_summary(result.run_dir)
+        _print_floor_summary(result)
     if len(result.table) and torch_ops and fmt == "table" and not all_calls:
         typer.echo(op_calls_table(result.table, width=_width(wide)))
     elif len(result.table):
