@@ -441,3 +441,15 @@ def test_a_first_look_says_which_ops_the_full_set_would_explain(monkeypatch):
                     "bytes asked for), measure just them with the full set:")
     assert command == ("  memtraffic profile --torch-ops --metrics traffic --ops " + ",".join(named)
                        + " --profile-from-start off -- python train.py --steps 2")
+
+
+@pytest.mark.parametrize(("kw", "ranges", "expected"), [
+    ({}, False, []),  # no tracer: every kernel, as plain ncu
+    ({"torch_ops": True}, False, [ncu_mod.RANGE_INCLUDE]),  # autotuning and untraced launches left out
+    ({"torch_ops": True}, True, [ncu_mod.RANGE_INCLUDE]),
+    ({"torch_ops": True, "nvtx_include": ["step/"]}, False, ["step/"]),  # the user's filter, not widened
+    ({"nvtx_include": ["step/"]}, True, [ncu_mod.RANGE_INCLUDE, "step/"]),
+    ({"torch_ops": True, "ops": ["aten.mm"]}, False, [r"regex:^mt\|op\|\d+\|(aten\.mm\.\w+)/"]),
+])
+def test_which_ranges_ncu_measures(kw, ranges, expected):
+    assert prof.traced_ranges(prof.ProfileOptions(command=["app"], **kw), ranges) == expected
