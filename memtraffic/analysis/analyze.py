@@ -239,7 +239,7 @@ def compute(rows: pd.DataFrame, plan: Plan | None = None,
     # A GPU without some level's counter (no DRAM counter on unified memory) has no column for it: NaN.
     df = rows.reindex(columns=list(dict.fromkeys([*rows.columns, *METRICS, REUSES])))
     df[REUSES] = df[REUSES].fillna("")
-    df["outside_kind"] = df["outside_kind"].fillna("") if "outside_kind" in df else ""
+    df["outside_kind"] = [k if isinstance(k, str) else "" for k in df.get("outside_kind", [None] * len(df))]
     df["outside_program"] = df["outside_kind"] != ""
     if rows.get("status") is None:
         df["status"] = "ok"

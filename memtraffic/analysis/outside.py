@@ -5,16 +5,16 @@ program calls, every Triton launch and every region runs in its own `mt|` range,
 `mt|` range was made by none of the program's traced calls. Each such launch gets one kind, told apart by
 the launches themselves:
 
-- `autotuning`, `cache flush`: a stretch of consecutive launches of one report outside every `mt|` range
-  that holds only launches of kernels the same report also launches inside a `mt|triton|` range, and int32
-  fills (`FillFunctor<int>`), at least one of each, is autotuning: the kernel launches are its benchmark
-  runs, the fills the cache flushes between them (Triton's do_bench and Inductor's benchmarker zero an
-  int32 buffer larger than L2 before a timed run).
+- `autotuning`, `cache flush`: a run of consecutive launches of one report, each outside every `mt|` range
+  and each either a launch of a kernel that the same report also launches inside a `mt|triton|` range or
+  an int32 fill (`FillFunctor<int>`), with at least one of each, is autotuning: the kernel launches are
+  its benchmark runs, the fills the cache flushes between them (Triton's do_bench and Inductor's
+  benchmarker zero an int32 buffer larger than L2 before a timed run).
 - `other`: any other launch outside every `mt|` range of a traced run.
 
 Where the rule comes from: the committed timing-only run of a compiled training step
 (reports/h100/timing_only_layernorm_mlp_adamw) has 1972 launches, 1901 outside every range, 27.31 ms of its
-40.49 ms. 1548 of them form three stretches, each of one Inductor kernel and int32 fills (624, 624 and 300
+40.49 ms. 1548 of them form three such runs, each of one Inductor kernel and int32 fills (624, 624 and 300
 launches; 474 runs and 1074 fills in all) that end right before that kernel's first launch in its range,
 where memtraffic settles its autotuning (inprogram.triton_launches). The other 353 all run in the first
 step, between the backward's last kernel and the compiled optimizer step's first: 18 float fills and
@@ -22,7 +22,7 @@ eager kernels (cat, abs, comparisons, nonzero, min/max, ceil) that no traced cal
 
 A run that did not trace the program's ops (no --torch-ops, or a report without its run folder) runs the
 program's own eager kernels outside every range too (reports/h100/profile_cupy_region: CuPy's kernels
-beside its regions), so only autotuning stretches are left out there; other launches stay rows.
+beside its regions), so only autotuning is left out there; other launches stay rows.
 
 The analyzed table keeps the rows it leaves out (`outside_program` true, `outside_kind` the kind), so JSON
 and CSV hold every launch; readable tables and per-op summaries leave them out and say `left_out_line`.
@@ -61,26 +61,27 @@ def outside_kinds(kernels: pd.DataFrame, traced: bool) -> list[str]:
         ranged = [str(r).startswith("mt|") for r in ordered["range"]]
         triton = {k for r, k in zip(ordered["range"], ordered["kernel"], strict=True)
                   if measured_range(str(r)).startswith(TRITON_RANGE)}
-        stretch: list[tuple[int, str, str]] = []  # (row position, kernel, full name) outside every range
+        stretch: list[tuple[int, bool, bool]] = []  # (row position, a run, a fill): consecutive candidates
         for pos, inside, name, whole in zip(ordered.index, ranged, ordered["kernel"], ordered["full"],
                                             strict=True):
-            if inside:
-                _settle(stretch, triton, traced, kinds)
-                stretch = []
-            else:
-                stretch.append((int(pos), str(name), str(whole)))
-        _settle(stretch, triton, traced, kinds)
+            fill = INT_FILL in str(whole)
+            run = name in triton and not fill
+            if not inside and (run or fill):
+                stretch.append((int(pos), run, fill))
+                continue
+            _settle(stretch, traced, kinds)
+            stretch = []
+            if not inside:
+                kinds[int(pos)] = OTHER if traced else ""
+        _settle(stretch, traced, kinds)
     return kinds
 
 
-def _settle(stretch: Sequence[tuple[int, str, str]], triton: set[str], traced: bool,
-            kinds: list[str]) -> None:
-    """Kinds for one stretch of launches outside every range: autotuning (runs and flushes), else other
-    in a traced run, else '' (the program's own untraced kernels)."""
-    runs = [name in triton for _, name, _ in stretch]
-    fills = [INT_FILL in whole for _, _, whole in stretch]
-    tuning = any(runs) and any(fills) and all(r or f for r, f in zip(runs, fills, strict=True))
-    for (pos, _, _), run in zip(stretch, runs, strict=True):
+def _settle(stretch: Sequence[tuple[int, bool, bool]], traced: bool, kinds: list[str]) -> None:
+    """Kinds for a run of consecutive launches outside every range, each a benchmark run or a fill:
+    autotuning with at least one of each, else other in a traced run, else '' (the program's own)."""
+    tuning = any(run for _, run, _ in stretch) and any(fill for _, _, fill in stretch)
+    for pos, run, _ in stretch:
         kinds[pos] = (AUTOTUNING if run else FLUSH) if tuning else OTHER if traced else ""
 
 
