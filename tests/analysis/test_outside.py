@@ -83,6 +83,10 @@ def test_analyze_shows_the_short_table_and_the_line_once(timed):
     assert len(out.splitlines()) < 300  # 71 rows, not 1972
 
 
+def test_the_docs_show_the_line_analyze_says():
+    assert f"\n      {LINE}\n" in (REPO / "docs" / "compiled-and-timing.md").read_text()
+
+
 def test_json_and_csv_keep_every_launch(tmp_path):
     rows = json.loads(runner.invoke(app, ["analyze", str(TIMED), "--format", "json"]).stdout)
     assert len(rows) == 1972 and sum(r["outside_program"] for r in rows) == 1901
