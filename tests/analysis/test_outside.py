@@ -195,3 +195,17 @@ def test_kinds_follow_the_rule_for_any_launch_sequence(launches, traced):
     assert (line is None) == (not any(kinds))
     if line:
         assert line.startswith(f"{sum(k != '' for k in kinds)} launches outside the program's ops left out")
+
+
+def test_profiles_summary_and_the_html_report_leave_them_out_too(timed):
+    import html
+
+    from memtraffic.views.html_report import build_report
+    from memtraffic.views.tables import op_calls_table
+
+    shown = op_calls_table(timed)  # what `profile --torch-ops` prints
+    assert shown.count(LINE) == 1 and "FillFunctor" not in shown
+    assert "calls with the most excess, of 71 " in shown
+    page = html.unescape(build_report(TIMED))
+    assert f"{LINE}: {LEGEND['left out']}." in page and "71 rows in all" in page
+    assert "not the program's ops" not in page and "at::native::FillFunctor" not in page
