@@ -59,12 +59,23 @@ def per_op(run: str | Path | Run, min_bytes: str | Sequence[str] | None = None) 
     return analyze(run, min_bytes=min_bytes, group_by="op")
 
 
-def floor(run: str | Path | Run) -> Any:
+def full_look_ops(table: pd.DataFrame) -> list[str]:
+    """The op types a first look (--metrics bytes) found above their minimum in L1, whose reason the full
+    set (--metrics traffic) would tell: `memtraffic profile --ops` measures just them."""
+    from memtraffic.analysis.per_op import needs_full_look
+
+    return needs_full_look(table)
+
+
+def floor(run: str | Path | Run | ProfileResult) -> Any:
     """`memtraffic floor RUN`: the run's time against its floor (memtraffic.analysis.floor.Floor: gpu_time_s,
     floor_s, recoverable_s, by_op rows, eager_min_bytes, fused_min_bytes, dram_bytes; .to_dict() is the
     CLI's --format json, .summary() its first lines, .table() its rows as a DataFrame)."""
-    from memtraffic.analysis.floor import floor_run
+    from memtraffic.analysis.floor import floor_of_table, floor_run
+    from memtraffic.collect.profile import ProfileResult
 
+    if isinstance(run, ProfileResult):  # a profile just made: its analyzed table, not read again
+        return floor_of_table(run.table, run.plan, run.run_dir.name)
     return floor_run(run)
 
 

@@ -4,9 +4,10 @@ memtraffic/cli_errors.py: a line or two on stderr and an exit code."""
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -15,6 +16,9 @@ from memtraffic.ncu.metrics import METRIC_SETS
 from memtraffic.views import formats
 from memtraffic.views.formats import FOR_OBJECTS, FOR_ROWS
 from memtraffic.vocab.errors import MemtrafficError, UsageError, warn
+
+if TYPE_CHECKING:
+    from memtraffic.collect.profile import ProfileResult
 
 app = typer.Typer(
     cls=Cli,
@@ -105,7 +109,7 @@ def _print_baseline_diff(baseline: Path | None, run_dir: Path, fmt: str, width: 
     typer.echo(f"\ndiff against {baseline}:\n{text}", err=fmt != "table")
 
 
-def _print_floor_summary(path: Path) -> None:
+def _print_floor_summary(path: Path | ProfileResult) -> None:
     """The floor's summary (memtraffic.analysis.floor) above a table of a run; a run it cannot read (no
     minimum, no time) gets none: the table says what there is."""
     from memtraffic.api import floor as floor_of
@@ -369,8 +373,15 @@ def profile(
                            "per-op summary and the worst calls (results.csv always holds every call).")
     ] = False,
     metrics: Annotated[
-        str, typer.Option(help=METRICS_HELP)
-    ] = "traffic",
+        str, typer.Option(help=METRICS_HELP + " bytes (the default) is one replay pass a kernel, a "
+                          "first look; traffic adds sectors and requests (six passes).")
+    ] = "bytes",
+    ops: Annotated[
+        list[str] | None,
+        typer.Option(help="With --torch-ops: measure only these ops' calls (aten.mm or aten.mm.default; "
+                     "comma-separated, repeatable), e.g. the ops a first look found above their "
+                     "minimum, with --metrics traffic."),
+    ] = None,
     source: Annotated[
         bool, typer.Option("--source", help="Also per-line counters and the embedded source, for "
                            "'memtraffic lines' (larger reports).")
@@ -438,7 +449,7 @@ def profile(
       memtraffic profile -- trtexec --onnx=model.onnx --iterations=1
       memtraffic profile --torch-ops --baseline runs/before -- python train.py
     """
-    from memtraffic.api import run_profile
+    from memtraffic.api import full_look_ops, run_profile
     from memtraffic.collect.profile import ProfileOptions
     from memtraffic.views.tables import op_calls_table, render_results
 
@@ -454,17 +465,24 @@ def profile(
         command=list(ctx.args), metrics=metrics, torch_ops=torch_ops, triton=triton, timing_only=timing_only,
         source=source, kernel_name=kernel_name,
         launch_skip=launch_skip, launch_count=launch_count, nvtx_include=list(nvtx_include or []),
+        ops=[op.strip() for spec in ops or [] for op in spec.split(",") if op.strip()],
         target_processes=target_processes, profile_from_start=profile_from_start == "on",
         from_first_forward=from_first_forward, clock_control=clock_control, cache_control=cache_control,
         out=out, verbose=verbose, distinct=0 if every_launch else distinct, replay=replay)
     result = run_profile(opts, echo=lambda line: typer.echo(line, err=True))
     if len(result.table) and fmt == "table":
-        _print_floor_summary(result.run_dir)
+        _print_floor_summary(result)
     if len(result.table) and torch_ops and fmt == "table" and not all_calls:
         typer.echo(op_calls_table(result.table, width=_width(wide)))
     elif len(result.table):
         typer.echo(render_results(result.table, fmt, width=_width(wide)))
         _print_baseline_diff(baseline, result.run_dir, fmt, _width(wide))
+    if torch_ops and fmt == "table" and (why := full_look_ops(result.table)):
+        window = [] if profile_from_start == "on" else ["--profile-from-start", "off"]
+        typer.echo(f"{len(why)} op type(s) moved more L1 bytes than the minimum; to see why (sectors, "
+                   "bytes asked for), measure just them with the full set:\n  "
+                   + shlex.join(["memtraffic", "profile", "--torch-ops", "--metrics", "traffic", "--ops",
+                                 ",".join(why), *window, "--", *ctx.args]))
     typer.echo(f"saved in {result.run_dir}", err=True)
     if result.returncode:
         typer.echo(f"the program exited with code {result.returncode}: the kernels profiled before it ended "

@@ -1,30 +1,31 @@
 #!/usr/bin/env bash
 # GPU, ONE H100 (issue 41): what profiling costs against the program alone, on the programs of
-# scripts/speed_programs.py (gpt2, vision, mlp_adam, llama_decode, compiled). Per program, by STEPS
-# (default "bare first pair default"):
-#   bare: bare_<P>, the program alone (full size), timed by this script;
-#   first: first_<P>, `memtraffic profile --torch-ops --metrics bytes` (full size): the one-pass set, where
-#          --replay auto takes range replay;
-#   pair: profile_sampled_<P> / profile_full_<P>, the same at --small and --every-launch --replay kernel at
-#         --small (the pair scripts/speed_summary.py compares op type by op type);
-#   default: default_<P>, `memtraffic profile --torch-ops` with every default (traffic set, kernel replay).
+# scripts/speed_programs.py (gpt2, vision, mlp_adam, llama_decode, compiled). Per program P, by STEPS
+# (default "bare default pair"; "idle" and "full" on request):
+#   bare:    bare_P, the program alone (full size), timed by this script;
+#   default: default_P, `memtraffic profile --torch-ops` with every default (full size): the first look;
+#   pair:    sampled_P / every_P, the defaults and the defaults with --every-launch, both at --small (the
+#            pair scripts/speed_summary.py compares op type by op type; --replay auto chooses the same
+#            replay for both);
+#   idle:    idle_P, the program under ncu measuring no kernel (ncu's own start-up and interception);
+#   full:    full_P, the defaults with --metrics traffic (the six-pass set), full size.
 # Every command is cut after T_CMD seconds (default 120; its timing line then says rc=124) and no new one
 # starts after BUDGET_S (default 400). The compiled program makes its own empty Inductor cache each run.
 # mlp_adam runs its steps in a cudaProfilerStart window: its profiles pass --profile-from-start off.
 # Usage: bash scripts/gpu_speed.sh OUT [PROGRAM...]   OUT gets, as it goes, timings.txt and machine.txt,
-# and speed.tgz (runs/: run folders, full-size ones without their reports, logs/, summary.json and
+# and speed.tgz (runs/: the run folders, full-size ones without their reports; logs/; summary.json and
 # summary.txt from scripts/speed_summary.py) after each program.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: bash scripts/gpu_speed.sh OUT [PROGRAM...]}
 shift
-programs=${*:-mlp_adam gpt2 vision llama_decode compiled}
+programs=${*:-gpt2 vision mlp_adam llama_decode compiled}
 work=$(mktemp -d)
 runs=$work/runs logs=$work/logs
 mkdir -p "$runs" "$logs" "$out"
 budget=${BUDGET_S:-400}
 t_cmd=${T_CMD:-120}
-steps=" ${STEPS:-bare first pair default} "
+steps=" ${STEPS:-bare default pair} "
 start=$(date +%s)
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . >"$logs/install.txt" 2>&1 || cat "$logs/install.txt"
@@ -51,7 +52,7 @@ prof() {  # prof NAME [profile options] -- PROGRAM...
 }
 
 pack() {  # the results so far into OUT (the full-size runs' reports left out)
-  rm -f "$runs"/first_*/*.ncu-rep "$runs"/default_*/*.ncu-rep
+  rm -f "$runs"/{default,full}_*/*.ncu-rep
   cp "$out/timings.txt" "$out/machine.txt" "$work/" 2>/dev/null
   python3 scripts/speed_summary.py "$work" --json "$work/summary.json" >"$work/summary.txt" 2>&1
   tar -C "$work" -czf "$out/speed.tgz" runs logs timings.txt machine.txt summary.json summary.txt
@@ -63,17 +64,13 @@ for p in $programs; do
   full=(python3 scripts/speed_programs.py "$p")
   small=(python3 scripts/speed_programs.py "$p" --small)
   want bare && timed "bare_$p" "${full[@]}"
-  want first && prof "first_$p" --metrics bytes "${window[@]}" -- "${full[@]}"
+  want idle && timed "idle_$p" ncu --metrics dram__bytes_read.sum --kernel-name regex:^memtraffic_none$ "${full[@]}"
+  want default && prof "default_$p" "${window[@]}" -- "${full[@]}"
+  want full && prof "full_$p" --metrics traffic "${window[@]}" -- "${full[@]}"
   if want pair; then
-    prof "profile_sampled_$p" --metrics bytes "${window[@]}" -- "${small[@]}"
-    prof "profile_full_$p" --metrics bytes --every-launch --replay kernel "${window[@]}" -- "${small[@]}"
+    prof "sampled_$p" "${window[@]}" -- "${small[@]}"
+    prof "every_$p" --every-launch "${window[@]}" -- "${small[@]}"
   fi
-  pack
-done
-for p in $programs; do
-  window=()
-  [ "$p" = mlp_adam ] && window=(--profile-from-start off)
-  want default && prof "default_$p" "${window[@]}" -- python3 scripts/speed_programs.py "$p"
   pack
 done
 cat "$work/summary.txt"

@@ -3,20 +3,21 @@
     python scripts/speed_summary.py FOLDER [--json OUT.json]
 
 FOLDER is what scripts/gpu_speed.sh leaves: timings.txt (each command's wall time, "NAME rc=N
-command_ms=MS") and runs/ with, per program P, first_P (`profile --torch-ops --metrics bytes`, full size),
-default_P (every default), profile_sampled_P and profile_full_P (the first look and an every-launch kernel
-replay profile, both at --small). One record per program:
+command_ms=MS") and runs/ with, per program P, default_P (`profile --torch-ops` with every default, full
+size), sampled_P and every_P (the defaults, and the defaults with --every-launch, both at --small), and
+where measured full_P (--metrics traffic, full size). One record per program:
 
 - program, command (the full-size program), bare_s (it alone), profile_s (memtraffic's defaults: the
-  traffic set, kernel replay; None when the budget left it out), first_look_s (the bytes set, range
-  replay where --replay auto takes it), every_launch_s and kernels_every (the every-launch run; its size
-  in every_launch_size), measured_units (what the first look measured: ranges under range replay,
-  kernels under kernel replay), replay (run.json's mode and why), op_types (compared between the --small
-  first look and the every-launch run) and op_types_off (those whose L1 load bytes differ beyond 1% or DRAM
-  read bytes beyond 3% and 4 KiB, scripts/launches_summary.py's bar; op_types_off_l1: on L1 loads alone)
-  with ops_off naming them, first_look_exit and first_look_refused (the first look's exit code, and what
-  ncu's range replay refused in it), and first_kernel_s of the first look (the program's start-up under
-  ncu, before its first measured unit).
+  first look, the bytes set) and profile_over_bare, replay (run.json's mode and why), measured_units
+  (what the defaults measured: kernels under kernel replay, op ranges under range replay),
+  first_kernel_s (the program's start-up under ncu, before its first measured unit);
+- ncu_alone_s (the program under ncu measuring nothing) and full_set_s (the six-pass traffic set), where
+  measured;
+- every_launch_s, kernels_every, every_launch_size and every_launch_replay (the every-launch run at
+  --small), op_types (compared between it and the defaults at --small) and op_types_off (those whose L1
+  load bytes differ beyond 1% or DRAM read bytes beyond 3% and 4 KiB, scripts/launches_summary.py's bar;
+  op_types_off_l1: on L1 loads alone) with ops_off naming them;
+- exits: the exit code of each command that did not end with 0 (124: cut by gpu_speed.sh's T_CMD).
 Seconds are whole commands (memtraffic's start, ncu, the program, the analysis), as a user waits for them.
 """
 
@@ -33,7 +34,6 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from launches_summary import pair  # noqa: E402
 
-from memtraffic.collect.profile import range_refusal  # noqa: E402
 from memtraffic.vocab.errors import MemtrafficError  # noqa: E402
 
 PROGRAMS = ("gpt2", "vision", "mlp_adam", "llama_decode", "compiled")
@@ -59,16 +59,6 @@ def _seconds(t: dict[str, tuple[int, float]], name: str) -> float | None:
     return round(s, 2) if rc == 0 else None
 
 
-def _exit(t: dict[str, tuple[int, float]], name: str) -> int | None:
-    return t[name][0] if name in t else None
-
-
-def _refused(folder: Path) -> str | None:
-    """What ncu's range replay refused in this run (its ncu.log), if anything."""
-    log = folder / "ncu.log"
-    return range_refusal(log.read_text(errors="replace").splitlines()[-40:]) if log.is_file() else None
-
-
 def _run(folder: Path) -> dict[str, Any]:
     path = folder / "run.json"
     return json.loads(path.read_text()) if path.is_file() else {}
@@ -76,39 +66,39 @@ def _run(folder: Path) -> dict[str, Any]:
 
 def record(folder: Path, program: str, t: dict[str, tuple[int, float]]) -> dict[str, Any]:
     runs = folder / "runs"
-    first = _run(runs / f"first_{program}")
-    every = _run(runs / f"profile_full_{program}")
+    default = _run(runs / f"default_{program}")
+    every = _run(runs / f"every_{program}")
+    names = [f"{step}_{program}" for step in ("bare", "default", "idle", "full", "sampled", "every")]
     rec: dict[str, Any] = {
         "program": program,
         "command": shlex.join(["python", "scripts/speed_programs.py", program]),
         "bare_s": _seconds(t, f"bare_{program}"),
         "profile_s": _seconds(t, f"default_{program}"),
-        "first_look_s": _seconds(t, f"first_{program}"),
-        "first_look_exit": _exit(t, f"first_{program}"),  # 124: cut by gpu_speed.sh's T_CMD
-        "first_look_wall_s": t[f"first_{program}"][1] if f"first_{program}" in t else None,
-        "first_look_refused": _refused(runs / f"first_{program}"),
-        "every_launch_s": _seconds(t, f"profile_full_{program}"),
+        "profile_over_bare": None,
+        "replay": default.get("replay"),
+        "measured_units": default.get("kernels_profiled"),
+        "first_kernel_s": default.get("first_kernel_s"),
+        "ncu_alone_s": _seconds(t, f"idle_{program}"),
+        "full_set_s": _seconds(t, f"full_{program}"),
+        "every_launch_s": _seconds(t, f"every_{program}"),
         "every_launch_size": f"--small: {SMALL[program]}",
+        "every_launch_replay": (every.get("replay") or {}).get("mode"),
         "kernels_every": every.get("kernels_profiled"),
-        "measured_units": first.get("kernels_profiled"),
-        "replay": first.get("replay"),
-        "first_kernel_s": first.get("first_kernel_s"),
+        "exits": {n: t[n][0] for n in names if n in t and t[n][0] != 0},
     }
     try:
-        missing = [n for n in ("full", "sampled") if not (runs / f"profile_{n}_{program}").is_dir()]
+        missing = [n for n in ("every", "sampled") if not (runs / f"{n}_{program}").is_dir()]
         if missing:
-            raise MemtrafficError("not measured: no " + ", ".join(f"profile_{n}_{program}" for n in missing))
-        p = pair(runs / f"profile_full_{program}", runs / f"profile_sampled_{program}")
+            raise MemtrafficError("not measured: no " + ", ".join(f"{n}_{program}" for n in missing))
+        p = pair(runs / f"every_{program}", runs / f"sampled_{program}")
         off_l1 = [o for o in p["ops_off"] if abs(o.get("l1_ld_rel") or 0) > 0.01 or "why" in o]
         rec.update(op_types=p["ops_compared"], op_types_off=len(p["ops_off"]), op_types_off_l1=len(off_l1),
                    ops_off=p["ops_off"])
     except (MemtrafficError, OSError, KeyError) as err:  # one program's failure loses only its comparison
         rec.update(op_types=None, op_types_off=None, op_types_off_l1=None, ops_off=[],
                    compare_error=str(err).replace(str(folder), "FOLDER"))
-    bare = rec["bare_s"]
-    for key in ("profile_s", "first_look_s"):
-        rec[key.replace("_s", "_over_bare")] = (round(rec[key] / bare, 3) if bare and rec[key] is not None
-                                                else None)
+    if rec["bare_s"] and rec["profile_s"] is not None:
+        rec["profile_over_bare"] = round(rec["profile_s"] / rec["bare_s"], 3)
     return rec
 
 
@@ -120,9 +110,8 @@ def main() -> int:
     t = timings(args.folder)
     records = [record(args.folder, p, t) for p in PROGRAMS if f"bare_{p}" in t]
     for r in records:
-        print(f"{r['program']}: bare {r['bare_s']} s, defaults {r['profile_s']} s, first look (bytes, "
-              f"{(r['replay'] or {}).get('mode')} replay) {r['first_look_s']} s "
-              f"= {r['first_look_over_bare']}x; "
+        print(f"{r['program']}: bare {r['bare_s']} s, defaults {r['profile_s']} s "
+              f"({(r['replay'] or {}).get('mode')} replay) = {r['profile_over_bare']}x; "
               f"{r['measured_units']} units measured; every launch ({r['every_launch_size']}) "
               f"{r['every_launch_s']} s, {r['kernels_every']} kernels; {r['op_types']} op types, "
               f"{r['op_types_off']} off")

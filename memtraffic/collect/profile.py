@@ -66,10 +66,17 @@ class ProgramFailed(MemtrafficError):
         self.exit_code = returncode if 0 < returncode < 256 else 1
 
 
+# A first look measures the one-pass set: one replay pass a kernel against six for 'traffic' (a GPT-2
+# step on an H100, 2026-11-26: 30.6 s against 57.3 s, the program alone 15.5 s; reports/h100/speed).
+FIRST_LOOK = "bytes"
+# The set that says why bytes exceed the minimum (sectors, requests, bytes the instructions asked for).
+FULL_LOOK = "traffic"
+
+
 @dataclass
 class ProfileOptions:
     command: list[str]
-    metrics: str = "traffic"
+    metrics: str = FIRST_LOOK
     torch_ops: bool = False
     triton: bool = True  # a range per Triton launch of a Python program (inprogram.triton_launches)
     timing_only: bool = False  # no ncu: kernel times joined to the minimums (memtraffic.collect.timing_only)
@@ -78,6 +85,8 @@ class ProfileOptions:
     launch_skip: int | None = None
     launch_count: int | None = None
     nvtx_include: list[str] = field(default_factory=list)
+    # With --torch-ops: measure only the calls of these ops ('aten.mm' or 'aten.mm.default'); none: all.
+    ops: list[str] = field(default_factory=list)
     # Measure the first `distinct` calls of each signature; repeats reuse their counters (0: every call).
     distinct: int = 1
     target_processes: str = "all"
@@ -269,6 +278,25 @@ def check_options(opts: ProfileOptions) -> None:
                          "(>= 1), or --every-launch")
     if opts.replay not in REPLAYS:
         raise UsageError(f"unknown --replay {opts.replay!r}: use one of {', '.join(REPLAYS)}")
+    if opts.ops and not opts.torch_ops:
+        raise UsageError("--ops names aten ops, which only --torch-ops traces: add --torch-ops")
+    if opts.ops and opts.nvtx_include:
+        raise UsageError("--ops and --nvtx-include both choose ranges (ncu profiles a kernel in either): "
+                         "give one of them")
+    for op in opts.ops:
+        if not _OP_NAME.fullmatch(op):
+            raise UsageError(f"--ops {op!r} is not an aten op name: give names such as aten.mm or "
+                             "aten.mm.default, comma-separated (the op column of a profile's table)")
+
+
+_OP_NAME = re.compile(r"aten\.\w+(\.\w+)?")
+
+
+def ops_include(ops: Sequence[str]) -> str:
+    """ncu's --nvtx-include for the op tracer's ranges of these ops ('mt|op|<seq>|aten.mm.default'):
+    'aten.mm' takes every overload of aten.mm, 'aten.mm.default' that overload only."""
+    names = "|".join(re.escape(op) + ("" if op.count(".") == 2 else r"\.\w+") for op in sorted(set(ops)))
+    return rf"regex:^mt\|op\|\d+\|({names})/"
 
 
 def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> ProfileResult:
@@ -304,7 +332,8 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
         return session.command(
             report, app, cache_control=opts.cache_control,
             clock_control=opts.clock_control,
-            nvtx_include=[RANGE_INCLUDE, *opts.nvtx_include] if ranges else opts.nvtx_include,
+            nvtx_include=([RANGE_INCLUDE] if ranges and not opts.ops else [])
+            + ([ops_include(opts.ops)] if opts.ops else []) + opts.nvtx_include,
             nvtx_exclude=[NVTX_EXCLUDE] if opts.distinct and not ranges else [],
             replay_mode=mode, target_processes=opts.target_processes,
             kernel_name=opts.kernel_name, launch_skip=opts.launch_skip,
@@ -322,6 +351,7 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
         "program": list(opts.command),
         "environment": session.environment(),
         "metric_set": opts.metrics,
+        "ops": list(opts.ops),  # --ops: only these ops' calls measured (none: every op)
         "metric_names": session.metrics,
         "metric_notes": session.spec.notes,
         "torch_ops": opts.torch_ops,

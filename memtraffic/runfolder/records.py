@@ -11,6 +11,7 @@ reader. `needs_rerun` is the one test of whether a config must be measured again
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, TypedDict, Union, cast, get_args, get_origin, get_type_hints, is_typeddict
@@ -207,6 +208,7 @@ class RunRecord(TypedDict, total=False):
     metric_names: list[str] | None  # None: merged from runs that did not say
     metric_notes: list[str]
     torch_ops: bool
+    ops: list[str]  # profile --ops: only these ops' calls measured
     traced_from: str | None
     distinct: int
     shard: Shard
@@ -256,78 +258,115 @@ def _kind(value: object) -> str:
     return _NAMES.get(type(value), type(value).__name__)
 
 
-def _amount(spec: Any) -> Amount | None:
-    """The Amount an Annotated[X, Amount(...)] hint carries, else None."""
-    return next((a for a in spec.__metadata__ if isinstance(a, Amount)), None) \
-        if get_origin(spec) is Annotated else None
+@dataclass(frozen=True)
+class _Shape:
+    """A type hint resolved once (the validator walks hundreds of thousands of values in a large plan):
+    kind is "any", "none", "union" (members), "annotated" (inner, amount), "record" (a TypedDict: fields,
+    required), "dict" / "list" (item: the values' or entries' shape, None when the hint names no item
+    type) or "type" (isinstance of spec: str, int, float, bool, or a bare dict/list)."""
+
+    kind: str
+    spec: Any
+    members: tuple[_Shape, ...] = ()
+    inner: _Shape | None = None
+    amount: Amount | None = None
+    item: _Shape | None = None
+    fields: tuple[tuple[str, _Shape], ...] = ()
+    required: frozenset[str] = frozenset()
 
 
-def _members(spec: Any) -> tuple[Any, ...]:
-    """The alternatives of a union (X | Y, Optional[X]), else ()."""
-    return get_args(spec) if get_origin(spec) in (Union, UnionType) else ()
+_SHAPES: dict[int, tuple[Any, _Shape]] = {}  # id(hint) -> (hint, shape): the hint kept alive with its id
 
 
-def _expected(spec: Any) -> str:
-    if get_origin(spec) is Annotated:
-        return _expected(get_args(spec)[0])
-    if members := _members(spec):  # any of these
-        return " or ".join(dict.fromkeys(_expected(k) for k in members))
-    if is_typeddict(spec) or spec is dict or get_origin(spec) is dict:
+def _shape(spec: Any) -> _Shape:
+    hit = _SHAPES.get(id(spec))
+    if hit is not None and hit[0] is spec:
+        return hit[1]
+    origin = get_origin(spec)
+    if origin is Annotated:
+        inner, *meta = get_args(spec)
+        shape = _Shape("annotated", spec, inner=_shape(inner),
+                       amount=next((a for a in meta if isinstance(a, Amount)), None))
+    elif origin in (Union, UnionType):
+        shape = _Shape("union", spec, members=tuple(_shape(k) for k in get_args(spec)))
+    elif spec is object or spec is Any:
+        shape = _Shape("any", spec)
+    elif spec is None or spec is type(None):
+        shape = _Shape("none", spec)
+    elif is_typeddict(spec):
+        _SHAPES[id(spec)] = (spec, _Shape("record", spec))  # a record that holds itself
+        shape = _Shape("record", spec, fields=tuple((k, _shape(v)) for k, v in _fields(spec).items()),
+                       required=frozenset(spec.__required_keys__))
+    elif origin is dict:
+        shape = _Shape("dict", spec, item=_shape(get_args(spec)[1]) if get_args(spec) else None)
+    elif origin is list:
+        shape = _Shape("list", spec, item=_shape(get_args(spec)[0]) if get_args(spec) else None)
+    else:
+        shape = _Shape("type", spec)
+    _SHAPES[id(spec)] = (spec, shape)
+    return shape
+
+
+def _expected(shape: _Shape) -> str:
+    if shape.kind == "annotated" and shape.inner is not None:
+        return _expected(shape.inner)
+    if shape.kind == "union":  # any of these
+        return " or ".join(dict.fromkeys(_expected(k) for k in shape.members))
+    if shape.kind in ("record", "dict") or shape.spec is dict:
         return "an object"
-    if spec is list or get_origin(spec) is list:
+    if shape.kind == "list" or shape.spec is list:
         return "a list"
-    return _NAMES.get(spec, getattr(spec, "__name__", str(spec)))
+    return _NAMES.get(shape.spec, getattr(shape.spec, "__name__", str(shape.spec)))
 
 
-def _is(value: object, spec: Any) -> bool:
-    if get_origin(spec) is Annotated:
-        return _is(value, get_args(spec)[0])
-    if members := _members(spec):
-        return any(_is(value, k) for k in members)
-    if spec is object or spec is Any:
+def _is(value: object, shape: _Shape) -> bool:
+    kind = shape.kind
+    if kind == "type":
+        if isinstance(value, bool):  # JSON true is no count
+            return shape.spec is bool
+        if isinstance(value, int) and shape.spec is float:
+            return True
+        return isinstance(value, shape.spec)
+    if kind == "annotated" and shape.inner is not None:
+        return _is(value, shape.inner)
+    if kind == "union":
+        return any(_is(value, k) for k in shape.members)
+    if kind == "any":
         return True
-    if spec is None or spec is type(None):
+    if kind == "none":
         return value is None
-    if is_typeddict(spec) or get_origin(spec) is dict:
-        return isinstance(value, dict)
-    if get_origin(spec) is list:
-        return isinstance(value, list)
-    if isinstance(value, bool):  # JSON true is no count
-        return spec is bool
-    if isinstance(value, int) and spec is float:
-        return True
-    return isinstance(value, spec)
+    return isinstance(value, list if kind == "list" else dict)
 
 
 def problem(value: Any, spec: Any, field: str = "") -> str | None:
     """Where value departs from spec (a record's type hint), as "FIELD is X, expected Y", or None when it
     conforms. In a union the first member the value's type fits is followed inside."""
-    if not _is(value, spec):
-        return f"{field + ' is' if field else 'holds'} {_kind(value)}, expected {_expected(spec)}"
-    if members := _members(spec):
-        return problem(value, next(k for k in members if _is(value, k)), field)
-    amount = _amount(spec)
-    if amount is not None and amount.bad(value):
+    return _problem(value, _shape(spec), field)
+
+
+def _problem(value: Any, shape: _Shape, field: str) -> str | None:
+    if not _is(value, shape):
+        return f"{field + ' is' if field else 'holds'} {_kind(value)}, expected {_expected(shape)}"
+    if shape.kind == "union":
+        return _problem(value, next(k for k in shape.members if _is(value, k)), field)
+    if shape.amount is not None and shape.amount.bad(value):
         where = field + " is" if field else "holds"
-        return f"{where} {value!r}, expected {amount.what} from 0 to below 2**63"
+        return f"{where} {value!r}, expected {shape.amount.what} from 0 to below 2**63"
     prefix = field + "." if field else ""
-    if is_typeddict(spec):
-        fields = _fields(spec)
-        for key in fields:
-            if key in spec.__required_keys__ and key not in value:
+    if shape.kind == "record":
+        for key, _ in shape.fields:
+            if key in shape.required and key not in value:
                 return f"{prefix}{key} is missing"
-        for key, sub in fields.items():
-            if key in value and (found := problem(value[key], sub, f"{prefix}{key}")):
+        for key, sub in shape.fields:
+            if key in value and (found := _problem(value[key], sub, f"{prefix}{key}")):
                 return found
-    elif get_origin(spec) is list:
-        (item,) = get_args(spec)
+    elif shape.kind == "list" and shape.item is not None:
         for i, entry in enumerate(value):
-            if found := problem(entry, item, f"{field}[{i}]"):
+            if found := _problem(entry, shape.item, f"{field}[{i}]"):
                 return found
-    elif get_origin(spec) is dict:
-        _, item = get_args(spec)
+    elif shape.kind == "dict" and shape.item is not None:
         for key, entry in value.items():
-            if found := problem(entry, item, f"{prefix}{key}"):
+            if found := _problem(entry, shape.item, f"{prefix}{key}"):
                 return found
     return None
 

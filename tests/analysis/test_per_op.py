@@ -135,3 +135,22 @@ def test_a_per_op_efficiency_above_one_shows_the_call_that_explains_it(tmp_path,
     assert row["eff_l1_ld"] == 10.0
     assert row["diagnosis"].startswith("below the minimum at L1 ld, L2, DRAM, DRAM rd: the minimum is an "
                                        "upper bound (targets on the GPU not read")
+
+
+def test_a_first_look_names_the_op_types_whose_l1_excess_the_full_set_would_explain():
+    """A committed --metrics traffic run of a transformer block (H100): with the counters that only the
+    full set has blanked, as a first look (--metrics bytes) leaves them, the op types below 0.9 L1
+    efficiency are named, largest L1 excess first; with them, none (the run already says why)."""
+    from memtraffic.analysis.per_op import needs_full_look, summarize
+    from memtraffic.api import analyze as analyze_run
+
+    table = analyze_run("reports/h100/floor_eager_block")
+    assert needs_full_look(table) == []
+    first = table.assign(req_ld_bytes=math.nan, req_st_bytes=math.nan)
+    named = needs_full_look(first)
+    summary = summarize(first).set_index("op")
+    low = summary[(summary["eff_l1_ld"] < 0.9) | (summary["eff_l1_st"] < 0.9)]
+    assert set(named) == set(low.index) and 0 < len(named) <= 8
+    assert list(summary.loc[named, "excess_l1_bytes"]) == sorted(summary.loc[named, "excess_l1_bytes"],
+                                                                  reverse=True)
+    assert needs_full_look(first, top=2) == named[:2]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -389,3 +390,54 @@ def test_a_program_range_replay_fails_is_profiled_again_kernel_by_kernel(tmp_pat
                for line in lines)
     # the second run's trace alone: the region recorded once
     assert len(json.loads((out / "plan.json").read_text())["configs"]) == 1
+
+
+def test_a_profile_is_a_first_look_by_default():
+    """One replay pass a kernel (the bytes set) unless --metrics says otherwise."""
+    assert prof.ProfileOptions(command=["app"]).metrics == prof.FIRST_LOOK == "bytes"
+    assert all(not m.startswith("smsp__sass_") for m in ncu_mod.resolve_metrics(prof.FIRST_LOOK))
+
+
+def test_ops_choose_the_op_ranges_ncu_measures():
+    """--ops aten.mm takes every overload of aten.mm, aten.add.Tensor that overload only; repeats and
+    other ops' ranges do not match."""
+    pattern = prof.ops_include(["aten.mm", "aten.add.Tensor", "aten.mm"])
+    assert pattern == r"regex:^mt\|op\|\d+\|(aten\.add\.Tensor|aten\.mm\.\w+)/"
+    ranges = re.compile(pattern.removeprefix("regex:").removesuffix("/"))
+    assert ranges.fullmatch("mt|op|12|aten.mm.default") and ranges.fullmatch("mt|op|3|aten.add.Tensor")
+    for other in ("mt|op|12|aten.mmx.default", "mt|op|3|aten.add.Scalar", "mt|rep|op|12|aten.mm.default",
+                  "mt|region|aten.mm.default|1"):
+        assert not ranges.fullmatch(other), other
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"ops": ["aten.mm"]}, "--ops names aten ops, which only --torch-ops traces: add --torch-ops"),
+    ({"ops": ["aten.mm"], "torch_ops": True, "nvtx_include": ["step/"]},
+     "--ops and --nvtx-include both choose ranges"),
+    ({"ops": ["mm"], "torch_ops": True}, "--ops 'mm' is not an aten op name"),
+])
+def test_bad_ops_are_usage_errors(kw, message):
+    with pytest.raises(UsageError, match=re.escape(message)):
+        prof.check_options(prof.ProfileOptions(command=["app"], **kw))
+
+
+def test_a_first_look_says_which_ops_the_full_set_would_explain(monkeypatch):
+    """After a first look's table, one line names the op types above their minimum in L1 and the exact
+    command that measures just them with the full set (the committed run, its full-set counters blanked)."""
+    import math
+
+    import memtraffic.api as api
+
+    run = Path("reports/h100/floor_eager_block")
+    first = api.analyze(run).assign(req_ld_bytes=math.nan, req_st_bytes=math.nan)
+    result = prof.ProfileResult(run, {"returncode": 0}, {"configs": []}, run / "profile.ncu-rep", first)
+    monkeypatch.setattr(api, "run_profile", lambda opts, echo: result)
+    res = CliRunner().invoke(app, ["profile", "--torch-ops", "--profile-from-start", "off", "--", "python",
+                                   "train.py", "--steps", "2"])
+    assert res.exit_code == 0, res.output
+    named = api.full_look_ops(first)
+    line, command = res.stdout.splitlines()[-2:]
+    assert line == (f"{len(named)} op type(s) moved more L1 bytes than the minimum; to see why (sectors, "
+                    "bytes asked for), measure just them with the full set:")
+    assert command == ("  memtraffic profile --torch-ops --metrics traffic --ops " + ",".join(named)
+                       + " --profile-from-start off -- python train.py --steps 2")
