@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from memtraffic.analysis.findings import SECTOR_BYTES, diagnose, ok
+from memtraffic.analysis.outside import outside_kinds
 from memtraffic.analysis.reuse import REUSES, add_reused
 from memtraffic.analysis.time_notes import copy_seconds
 from memtraffic.ncu.kernel_table import kernel_table
@@ -58,9 +59,12 @@ COLUMNS = [
 # and the report's other metric aliases (summed over a range's kernels where they are counts).
 # status: analyze.STATUSES; launch_dims: each kernel's 'GRIDxBLOCK' (blocks x threads a block) in launch
 # order, what the config actually launched (diff pairs configs by it when their parameters are spelled
-# differently).
+# differently). outside_program: a row of launches that are not the program's work (autotuning, its cache
+# flushes, launches outside every range of a traced program), left out of readable tables; outside_kind
+# its kind (analysis.outside).
 EXTRA_COLUMNS = ["min_bytes", "eff_dram_rd", "eff_dram_wr", "passes", "report", "status", "launch_dims",
-                 "local_ld_bytes", "local_st_bytes", "grid_size", "block_size", *LAUNCH_STATS, "time_vs_copy"]
+                 "local_ld_bytes", "local_st_bytes", "grid_size", "block_size", *LAUNCH_STATS, "time_vs_copy",
+                 "outside_program", "outside_kind"]
 # Last: REUSES, the range whose counters the row reuses (a repeat under profile --distinct), '' if measured.
 
 # Any one of these makes a report worth analyzing; time is always needed.
@@ -199,7 +203,7 @@ def _group(kernels: pd.DataFrame, group_by: str) -> pd.DataFrame:
     # metric no kernel of the range had NaN, not zero.
     summed = grouped[counts].sum(min_count=1)
     averaged = grouped[[a for a in aliases if a not in counts]].mean()
-    kept = ["run", "range", "device", "report", *([REUSES] if REUSES in kernels else [])]
+    kept = ["run", "range", "device", "report", *[c for c in (REUSES, "outside_kind") if c in kernels]]
     first = grouped[kept].first()
     out = first.join(summed.join(averaged)[aliases])
     out["passes"] = grouped["passes"].max()
@@ -235,6 +239,8 @@ def compute(rows: pd.DataFrame, plan: Plan | None = None,
     # A GPU without some level's counter (no DRAM counter on unified memory) has no column for it: NaN.
     df = rows.reindex(columns=list(dict.fromkeys([*rows.columns, *METRICS, REUSES])))
     df[REUSES] = df[REUSES].fillna("")
+    df["outside_kind"] = [k if isinstance(k, str) else "" for k in df.get("outside_kind", [None] * len(df))]
+    df["outside_program"] = df["outside_kind"] != ""
     if rows.get("status") is None:
         df["status"] = "ok"
     if rows.get("launch_dims") is None:
@@ -416,6 +422,7 @@ def analyze_reports(reports: Sequence[Path], plan: Plan | None = None, *,
     kernels = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["run", "launch", "range", "kernel", "grid_size", "block_size", "device", "report", "passes",
                  *METRICS])
+    kernels["outside_kind"] = outside_kinds(kernels, traced=bool((meta or {}).get("torch_ops")))
     kernels = add_reused(kernels, plan)  # repeats get their first call's rows
     rows = _group(kernels, "kernel" if group_by == "kernel" else "range")
     rows["status"] = "ok"

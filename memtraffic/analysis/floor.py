@@ -11,6 +11,8 @@ spills, launch-bound, bytes above the minimum at a level (DRAM, L2, L1), compute
 grid too small for one wave, occupancy, a tail wave, bytes in flight (latency): memtraffic.analysis.
 time_notes's order. Rows group by op type as analysis.per_op does; an op type's reason is the one
 holding most of its recoverable time. Repeats reusing their first call's counters count as they ran.
+Launches that are not the program's work (analysis.outside: autotuning, its cache flushes) are left out
+of the time and the floor, and said in one line.
 
 The fused minimum follows the data (trace records' `reads`, `writes`, `freed`; runfolder.trace): every
 storage read before anything in the region wrote it is an input, read once; every value written in the
@@ -29,6 +31,7 @@ from typing import Any
 
 import pandas as pd
 
+from memtraffic.analysis.outside import left_out, left_out_line
 from memtraffic.analysis.per_op import OUTSIDE
 from memtraffic.analysis.time_notes import FLOP_ROOF, copy_seconds, time_reason
 from memtraffic.vocab.roofs import ROOFS, find_ceilings
@@ -99,6 +102,7 @@ class Floor:
     dram_bytes: float | None  # measured, every kernel (None for a timing-only run)
     timing_only: bool
     roofs: dict[str, float]
+    left_out: str = ""  # the line that sums the launches left out (analysis.outside), '' when none is
 
     @property
     def recoverable_s(self) -> float:
@@ -129,6 +133,7 @@ class Floor:
             "dram_bytes": None if dram is None else int(dram),
             "dram_over_fused": dram / fused if dram is not None and fused else None,
             "timing_only": self.timing_only, "roofs": self.roofs, "reason_kinds": KINDS,
+            "left_out": self.left_out,
         }
 
 
@@ -205,6 +210,8 @@ def _measured_roofs(devices: Sequence[str]) -> tuple[str, dict[str, float]]:
 
 def floor_of_table(table: pd.DataFrame, plan: Mapping[str, Any] | None = None, run: str = "") -> Floor:
     """The Floor of an analyzed per-range table (analyze.analyze_run) and the run's plan."""
+    left = left_out_line(table) or ""
+    table = table[~left_out(table)]
     devices = [d for d in dict.fromkeys(table["device"]) if isinstance(d, str) and d] if len(table) else []
     device, measured = _measured_roofs(devices)
     timed = "timing_only" in table.columns  # timing_only_table.mark: times, no counters
@@ -251,7 +258,7 @@ def floor_of_table(table: pd.DataFrame, plan: Mapping[str, Any] | None = None, r
             note += f"; {fused.unidentified} without storages counted at their own minimum"
     eager = fused.eager_bytes if fused else _eager_bytes((plan or {}).get("configs", []))
     return Floor(run, device, sum(r.time_s for r in by_op), sum(r.floor_s for r in by_op), by_op,
-                 eager, fused.total if fused else None, note, dram, timed, measured)
+                 eager, fused.total if fused else None, note, dram, timed, measured, left)
 
 
 def _eager_bytes(configs: Sequence[Mapping[str, Any]]) -> int | None:
@@ -336,6 +343,8 @@ def _summary(f: Floor) -> list[str]:
                      f"{measured}")
     else:
         lines.append(f"  fused minimum {f.fused_note}")
+    if f.left_out:
+        lines.append(f"  {f.left_out}")
     return lines
 
 

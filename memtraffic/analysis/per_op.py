@@ -7,6 +7,8 @@ minimum, the excess (measured minus minimum) per level, efficiency per level (su
 summed bytes), and the diagnosis of its worst call (lowest efficiency at any level) with that call's
 range. Sorted by `excess_bytes`, the largest excess of the three levels: L1 shows repeated requests
 that the caches absorb, L2/DRAM what reached memory; with TMA loads L1 reads ~0 and L2 carries it.
+Launches that are not the program's work (analysis.outside) come last, one row per kind, marked
+`outside_program`: readable tables say them in one line instead.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from memtraffic.analysis.findings import GOOD
+from memtraffic.analysis.outside import left_out
 from memtraffic.vocab.files import plain_records
 from memtraffic.vocab.units import ABOVE
 
@@ -27,7 +30,7 @@ MEASURED = ["time_ns", "l1_ld_bytes", "l1_st_bytes", "l2_rd_bytes", "l2_wr_bytes
 MINIMUM = ["min_read_bytes", "min_write_bytes", "min_bytes"]
 COLUMNS = ["op", "calls", "reused", "n_kernels", *MEASURED, *MINIMUM, "excess_l1_bytes", "excess_l2_bytes",
            "excess_dram_bytes", "excess_bytes", "eff_l1_ld", "eff_l1_st", "eff_l2", "eff_dram", "eff_dram_rd",
-           "diagnosis", "worst_range", "status"]
+           "diagnosis", "worst_range", "status", "outside_program", "outside_kind"]
 _LEVELS = ("eff_l1_ld", "eff_l1_st", "eff_l2", "eff_dram")
 _COUNTS = ("time_ns", "calls", "reused", "n_kernels")
 
@@ -46,9 +49,11 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
     """The per-op-type summary (COLUMNS) of an analyzed per-range table, largest excess first."""
     if table.empty:
         return pd.DataFrame(columns=COLUMNS)
-    ops = table["op"].where(table["op"].astype(bool), OUTSIDE)
+    outside = left_out(table)
+    kept = table[~outside]
+    ops = kept["op"].where(kept["op"].astype(bool), OUTSIDE)
     rows = []
-    for op, calls in table.groupby(ops, sort=False):
+    for op, calls in kept.groupby(ops, sort=False):
         s: dict[str, Any] = {"op": op, "calls": len(calls), "n_kernels": int(calls["n_kernels"].sum()),
                              "reused": int(calls["reuses"].astype(bool).sum()) if "reuses" in calls else 0}
         for column in MEASURED:
@@ -79,10 +84,24 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
                 s["diagnosis"] = "; ".join(filter(None, [s["diagnosis"], f"{'; '.join(reasons)} (call "
                                                                           f"{best['range']})"]))
         s["status"] = _status(calls)
+        s["outside_program"], s["outside_kind"] = False, ""
         rows.append(s)
     out = pd.DataFrame(rows, columns=COLUMNS)
-    return out.sort_values("excess_bytes", ascending=False, na_position="last", kind="stable").reset_index(
-        drop=True)
+    out = out.sort_values("excess_bytes", ascending=False, na_position="last", kind="stable")
+    if not outside.any():
+        return out.reset_index(drop=True)
+    left = _left_out_rows(table[outside])
+    return pd.concat([out, left], ignore_index=True) if len(out) else left
+
+
+def _left_out_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per kind of the launches left out: their calls, kernels and time (no minimum)."""
+    rows = [{"op": f"(not the program's ops: {kind})", "calls": len(calls), "reused": 0,
+             "n_kernels": int(calls["n_kernels"].sum()), "diagnosis": "", "worst_range": "", "status": "ok",
+             "outside_program": True, "outside_kind": kind,
+             **{column: calls[column].sum(min_count=1) for column in MEASURED}}
+            for kind, calls in table.groupby("outside_kind", sort=False)]
+    return pd.DataFrame(rows, columns=COLUMNS)
 
 
 def needs_full_look(table: pd.DataFrame, top: int = 8) -> list[str]:

@@ -56,8 +56,8 @@ def mark(table: pd.DataFrame) -> pd.DataFrame:
             if math.isfinite(r["frac_copy_roof"]):
                 at += f", {r['frac_copy_roof']:.2f} of the copy roof"
             if r["frac_copy_roof"] > 1:  # faster than any DRAM copy: the bytes did not all come from DRAM
-                at += (" (above it: data the previous kernels left in L2 was read from there; no cache is "
-                       "flushed between kernels here)")
+                at += (" (above it: data the previous kernels left in L2 was read from there, as no cache "
+                       "is flushed between kernels here)")  # no '; ': the notes under a table split there
             notes.append(f"{NO_LEVELS}; {at}")
         else:
             notes.append(f"{NO_LEVELS}; no minimum for this range")

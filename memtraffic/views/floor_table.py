@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from memtraffic.analysis.floor import KINDS, LEGEND, Floor, summary_lines, table_rows
+from memtraffic.views.tables import LEGEND as TABLE_LEGEND
 from memtraffic.views.tables import text_table
 
 SHOWN = 0.01  # op types holding at least this share of the recoverable time get their reason's note
@@ -28,6 +29,8 @@ def render_floor(f: Floor, fmt: str = "table", width: int | None = None) -> str:
                      "--format json)")
     lines += ["", LEGEND,
              "reasons: " + "; ".join(f"{k}: {KINDS[k]}" for k in kinds)]
+    if f.left_out:  # the summary's line that sums the launches left out
+        lines.append(TABLE_LEGEND["left out"])
     roof = f.roofs.get("dram_Bps")
     if not roof:
         lines.append(f"no measured roofs for {f.device or 'this device'}: every floor is 0 (measure them "

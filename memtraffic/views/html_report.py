@@ -224,9 +224,10 @@ def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Pat
     """The HTML text of the report of one run folder: results and diagnoses first (with a baseline, the
     diff of the two and their tables and traffic bars side by side before them), then the figures and
     source lines, notes, and the environment last. A large run is summarized (see MAX_ROWS)."""
+    from memtraffic.analysis.outside import left_out, left_out_line
     from memtraffic.views.figure_files import plotly_js
     from memtraffic.views.roofline import FLOPS_NOTE, roofline_figure
-    from memtraffic.views.tables import results_table_rows
+    from memtraffic.views.tables import LEGEND, results_table_rows
     from memtraffic.views.traffic_chart import traffic_figure
     from memtraffic.vocab.version import __version__
 
@@ -238,7 +239,8 @@ def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Pat
     devices = devices_of(df, metas)
     ceilings, ceiling_notes = resolve_ceilings(devices, ceilings_file)
 
-    shown, sections = _shown_rows(df)
+    left = left_out_line(df)  # launches that are not the program's work: one line, as analyze says them
+    shown, sections = _shown_rows(df[~left_out(df)])
     sections[:0] = floor_section(df, _load(run_dir))
     headers, rows = results_table_rows(shown)  # the rows `memtraffic analyze` prints
     from memtraffic.analysis.reuse import table_reuse_line
@@ -246,7 +248,8 @@ def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Pat
     reuse = table_reuse_line(df)  # profile --distinct: what was measured, what reuses it
     sections.append("<h2>Measured traffic vs minimum</h2>" + _html_table(headers, rows)
                     + "<p class='note'>efficiency = minimum bytes / measured bytes (1.00 is ideal)."
-                    + (f" {html.escape(reuse)}; rows marked (reused).</p>" if reuse else "</p>"))
+                    + (f" {html.escape(reuse)}; rows marked (reused)." if reuse else "")
+                    + (f" {html.escape(left)}: {html.escape(LEGEND['left out'])}." if left else "") + "</p>")
 
     if "diagnosis" in shown.columns:
         items = "".join(f"<li><b>{html.escape(row[0])}</b>: {html.escape(str(d))}</li>"

@@ -11,6 +11,7 @@ import pandas as pd
 from memtraffic.analysis import per_op
 from memtraffic.analysis.analyze import kernel_list, row_dicts, row_label, to_records
 from memtraffic.analysis.lines import location
+from memtraffic.analysis.outside import left_out, left_out_line
 from memtraffic.views import formats
 from memtraffic.vocab.ops import format_shape
 from memtraffic.vocab.roofs import ROOFS, CeilingsEntry, ceilings_rows
@@ -31,6 +32,9 @@ LEGEND = {
     "excess": "excess: bytes beyond the minimum, at the level (L1, L2, DRAM) with the most",
     "reused": "reused: calls not measured again, which reuse the first call's counters (--distinct)",
     "n": "n: kernels in the row",
+    "left out": "left out: launches in no op, region or Triton range; json/csv keep them (outside_program)",
+    "autotuning": "autotuning: a Triton kernel's benchmark runs outside its range; flushes: cache flushes "
+                  "between them",
 }
 
 
@@ -117,6 +121,22 @@ def fit(text: str, width: int | None) -> str:
 def legend(*keys: str) -> str:
     """The legend lines for these table words."""
     return "\n".join(LEGEND[k] for k in keys)
+
+
+def left_out_note(df: pd.DataFrame) -> tuple[str, list[str]]:
+    """(the line that sums the rows left out (analysis.outside), the legend keys its words need), or
+    ('', []) when no row is left out."""
+    line = left_out_line(df)
+    if line is None:
+        return "", []
+    kinds = set(df.loc[left_out(df), "outside_kind"])
+    return line, ["left out", *["autotuning"] * bool(kinds - {"other"})]
+
+
+def _only_left_out(line: str, keys: Sequence[str], width: int | None) -> str:
+    """A table whose every row is left out: that said, the line and its legend."""
+    text = f"(no launch of the program's ops)\n\n{line}\n\n{legend(*keys)}"
+    return fit(text, width and min(width, NOTE_WIDTH))
 
 
 def findings(rows: Sequence[tuple[str, str]], tails: Sequence[str] = ()) -> list[str]:
@@ -392,6 +412,10 @@ def results_table(df: pd.DataFrame, group_by: str = "range", width: int | None =
     `width`, the table is narrowed and the notes wrapped to fit it (the same cells and words)."""
     if df.empty:
         return "(no rows)"
+    line, keys = left_out_note(df)
+    df = df[~left_out(df)]
+    if df.empty:
+        return _only_left_out(line, keys, width)
     headers, body = results_table_rows(df, group_by)
     records = df.to_dict("records")
     notes = findings([(row[0], r["diagnosis"]) for r, row in zip(records, body, strict=True)])
@@ -399,7 +423,7 @@ def results_table(df: pd.DataFrame, group_by: str = "range", width: int | None =
               if r["n_kernels"] > 1 and group_by == "range"]
     devices = ", ".join(sorted({d for d in df["device"] if d}))
     text = (f"{devices}\n" if devices else "") + text_table(headers, body, width)
-    under = legend("n", "minimum", "eff", "sector")
+    under = (f"{line}\n\n" if line else "") + legend("n", "minimum", "eff", "sector", *keys)
     if df["min_bytes"].isna().all():
         under += "\n\nno minimum known: pass --min-bytes TOTAL or READ:WRITE for efficiencies"
     if notes:
@@ -417,13 +441,15 @@ def render_results(df: pd.DataFrame, fmt: str, group_by: str = "range", width: i
 
 def op_calls_table(table: pd.DataFrame, n: int = WORST_CALLS, width: int | None = None) -> str:
     """A traced program's analysis that fits a terminal: the per-op-type summary, then the `n` calls
-    with the largest excess (bytes beyond the minimum at the level with the most)."""
+    with the largest excess (bytes beyond the minimum at the level with the most); the launches that are
+    not the program's work are said under the summary, in no list."""
+    text = per_op_table(per_op.summarize(table), width)
+    table = table[~left_out(table)]
     moved = pd.concat([table[f"{level}_rd_bytes"] + table[f"{level}_wr_bytes"] for level in ("l2", "dram")]
                       + [table["l1_ld_bytes"] + table["l1_st_bytes"]], axis=1)
     excess = moved.max(axis=1) - table["min_bytes"]
     worst = table.assign(_excess=excess).sort_values("_excess", ascending=False, na_position="last",
                                                      kind="stable").head(n).drop(columns="_excess")
-    text = per_op_table(per_op.summarize(table), width)
     text += "\n\n" + fit(f"the {len(worst)} calls with the most excess, of {len(table)} (all: --all-calls; "
                          "every call is in the run folder's results.csv):", width and min(width, NOTE_WIDTH))
     return text + "\n" + results_table(worst, width=width)
@@ -433,6 +459,10 @@ def per_op_table(df: pd.DataFrame, width: int | None = None) -> str:
     """`analyze --group-by op`: readable units; each op type's worst call and its diagnosis below."""
     if df.empty:
         return "(no rows)"
+    line, keys = left_out_note(df)
+    df = df[~left_out(df)]
+    if df.empty:
+        return _only_left_out(line, keys, width)
     per_direction = df["eff_dram_rd"].notna().any()
     headers = ["op", "calls", "kernels", "time", "L1 ld+st", "L2 rd+wr", "DRAM rd+wr", "minimum", "excess",
                "eff L1 ld", "eff L1 st", "eff L2", "eff DRAM rd" if per_direction else "eff DRAM"]
@@ -456,8 +486,8 @@ def per_op_table(df: pd.DataFrame, width: int | None = None) -> str:
     records = df.to_dict("records")
     notes = findings([(r["op"], r["diagnosis"]) for r in records],
                      [f" (worst call {r['worst_range']})" for r in records])
-    under = legend("minimum", "excess", "eff") + ("\n" + legend("reused") if "reused" in df and
-                                                   df["reused"].fillna(0).astype(bool).any() else "")
+    reused = ["reused"] if "reused" in df and df["reused"].fillna(0).astype(bool).any() else []
+    under = (f"{line}\n\n" if line else "") + legend("minimum", "excess", "eff", *reused, *keys)
     if notes:
         under += "\n\n" + "\n".join(notes)
     return text_table(headers, body, width) + "\n\n" + fit(under, width and min(width, NOTE_WIDTH))

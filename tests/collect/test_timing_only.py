@@ -293,7 +293,7 @@ def test_above_the_copy_roof_says_the_data_was_in_l2():
                                "diagnosis": ["", ""]}))
     above, below = table["diagnosis"]
     assert above.endswith("1.30 of the copy roof (above it: data the previous kernels left in L2 was read "
-                          "from there; no cache is flushed between kernels here)")
+                          "from there, as no cache is flushed between kernels here)")
     assert below.endswith("0.50 of the copy roof")
 
 
