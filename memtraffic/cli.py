@@ -373,14 +373,13 @@ def profile(
                            "per-op summary and the worst calls (results.csv always holds every call).")
     ] = False,
     metrics: Annotated[
-        str, typer.Option(help=METRICS_HELP + " bytes (the default) is one replay pass a kernel, a "
-                          "first look; traffic adds sectors and requests (six passes).")
+        str, typer.Option(help="Metric sets, aliases or ncu names: bytes (one replay pass a kernel), "
+                          "traffic (also sectors and requests: six passes); 'memtraffic metrics' lists all.")
     ] = "bytes",
     ops: Annotated[
         list[str] | None,
-        typer.Option(help="With --torch-ops: measure only these ops' calls (aten.mm or aten.mm.default; "
-                     "comma-separated, repeatable), e.g. the ops a first look found above their "
-                     "minimum, with --metrics traffic."),
+        typer.Option(help="With --torch-ops: measure only these ops (aten.mm or aten.mm.default, "
+                     "comma-separated), e.g. with --metrics traffic."),
     ] = None,
     source: Annotated[
         bool, typer.Option("--source", help="Also per-line counters and the embedded source, for "

@@ -22,7 +22,7 @@ Each table lives between marker comments that this script owns, in whichever of 
   <!-- table:floor -->  ... <!-- /table:floor -->   `memtraffic floor` of the committed floor runs
                                                     (scripts/gpu_floor.sh): the GELU three ways, then the
                                                     transformer block eager and compiled
-  <!-- table:speed -->  ... <!-- /table:speed -->   issue 41's programs: alone, first look, every launch
+  <!-- table:speed -->  ... <!-- /table:speed -->   issue 41's programs: alone, defaults, every launch
                                                     (reports/h100/speed/summary.json); left as it is
                                                     when not committed
 
@@ -387,32 +387,29 @@ SPEED_RUN = "h100/speed"
 
 
 def speed_table(reports: Path) -> list[str] | None:
-    """Issue 41's programs (reports/h100/speed/summary.json, scripts/speed_summary.py): each alone, its
-    first look (`profile --torch-ops --metrics bytes`) and how ncu replayed it, what that measured, and
-    its op types against an every-launch kernel-replay profile of a smaller size. None when not committed."""
+    """Issue 41's programs (reports/h100/speed/summary.json, scripts/speed_summary.py): each alone, with
+    memtraffic's defaults (`profile --torch-ops`: the first look) and how ncu replayed it, what that
+    measured, and its op types against an every-launch profile of a smaller size. None when not
+    committed."""
     path = reports / SPEED_RUN / "summary.json"
     if not path.is_file():
         return None
     rows = []
     for r in json.loads(path.read_text()):
-        first = (f"{r['first_look_s']:.1f} ({_times(r['first_look_over_bare'])})" if _ok(r["first_look_s"])
-                 else f"cut after {r['first_look_wall_s']:.0f} s" if r["first_look_exit"] == 124
-                 else f"failed: exit {r['first_look_exit']}" + (f", ncu refused {r['first_look_refused']}"
-                                                                 if r["first_look_refused"] else "")
-                 if r["first_look_exit"] is not None else "not run")
         every = (f"{r['every_launch_s']:.1f} ({r['kernels_every']} kernels)" if _ok(r["every_launch_s"])
                  else "not run")
         ops = (f"{r['op_types']}: {r['op_types_off']} / {r['op_types_off_l1']}" if r["op_types"] is not None
                else "-")
         rows.append([f"`{r['program']}`", (r["replay"] or {}).get("mode", "-"),
                      f"{r['bare_s']:.1f}" if _ok(r["bare_s"]) else "-",
-                     f"{r['profile_s']:.1f}" if _ok(r["profile_s"]) else "not run", first,
+                     f"{r['profile_s']:.1f}" if _ok(r["profile_s"]) else "not run",
+                     _times(r["profile_over_bare"]) if _ok(r["profile_over_bare"]) else "-",
                      str(r["measured_units"]) if r["measured_units"] is not None else "-", every, ops])
-    headers = ["program", "replay", "alone (s)", "defaults (s)", "first look, bytes (s)", "units measured",
+    headers = ["program", "replay", "alone (s)", "defaults (s)", "over alone", "units measured",
                "every launch, smaller (s)", "op types: off / off in L1"]
     machine = (reports / SPEED_RUN / "machine.txt").read_text().splitlines()
-    ncu = machine[2].split("(")[0].replace("Version", "ncu").strip()
-    note = (f"{machine[0].split(',')[0]}, {ncu}, {machine[1][:10]}; "
+    ncu = machine[3].split("(")[0].replace("Version", "ncu").strip()
+    note = (f"{machine[1].split(',')[0]}, {ncu}, {machine[2][:10]}; "
             "seconds are whole commands (memtraffic, ncu and the program); \"off\": L1 load bytes beyond "
             "1% or DRAM read bytes beyond 3% and 4 KiB of the every-launch run, op type by op type; the "
             "smaller size of each program is in the summary's `every_launch_size`.")
