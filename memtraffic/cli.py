@@ -373,8 +373,8 @@ def profile(
                            "per-op summary and the worst calls (results.csv always holds every call).")
     ] = False,
     metrics: Annotated[
-        str, typer.Option(help="Metric sets, aliases or ncu names: bytes (one replay pass a kernel), "
-                          "traffic (also sectors and requests: six passes); 'memtraffic metrics' lists all.")
+        str, typer.Option(help=f"Metric sets ({', '.join(METRIC_SETS)}; 'memtraffic metrics' says what each "
+                          "measures), aliases or ncu names. bytes: one replay pass a kernel.")
     ] = "bytes",
     ops: Annotated[
         list[str] | None,
