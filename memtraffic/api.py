@@ -11,6 +11,7 @@ Everything but run_measure/run_profile reads runs without torch.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -26,7 +27,7 @@ from memtraffic.analysis.analyze import (
 from memtraffic.analysis.reuse import reuse_counts
 from memtraffic.ncu.report import EmptyReportError
 from memtraffic.runfolder.load import Run, load_run  # noqa: F401 - public: load_run(path) -> Run
-from memtraffic.runfolder.records import RunRecord
+from memtraffic.runfolder.records import RunRecord, write_run
 from memtraffic.vocab.errors import say
 
 if TYPE_CHECKING:
@@ -173,6 +174,7 @@ def run_profile(opts: ProfileOptions, echo: Echo | None = None) -> ProfileResult
     except CountersUnavailable as err:
         echo(err.reason)
         result = profile_timing(replace(opts, out=err.out) if err.out else opts, echo, err.reason)
+    started = time.perf_counter()
     try:
         table, kernels = analyze_reports([result.report], result.plan, run_name=result.run_dir.name,
                                          meta=result.run)
@@ -184,6 +186,9 @@ def run_profile(opts: ProfileOptions, echo: Echo | None = None) -> ProfileResult
     if len(table):
         save_results(table, result.run_dir)
     result.table = table
+    if result.run.get("kind") == "profile":  # where the time after ncu went (run.json's "startup" before)
+        result.run["analysis_s"] = round(time.perf_counter() - started, 3)
+        write_run(result.run_dir, result.run)
     return result
 
 

@@ -31,6 +31,8 @@ def _sitecustomize():
 
 
 def main() -> None:
+    site = _sitecustomize()
+    site.stamp("program_start")
     args = sys.argv[1:]
     if not args:
         sys.exit("usage: python launch.py SCRIPT|-m MODULE|-c CODE [ARGS...]")
@@ -49,7 +51,7 @@ def main() -> None:
     os.environ.pop("MEMTRAFFIC_TORCH_OPS", None)  # processes the program starts are not traced
     triton = os.environ.pop("MEMTRAFFIC_TRITON", None) == "1" or triton
     timings = os.environ.pop("MEMTRAFFIC_TIMINGS", None) or timings
-    _sitecustomize().trace_from_now(None if mode == "none" else mode, triton, timings)
+    site.trace_from_now(None if mode == "none" else mode, triton, timings)
     if args[0] == "-m":
         sys.argv = args[1:]
         sys.path[0] = os.getcwd()

@@ -10,8 +10,10 @@ traces is the one holding this file, so `memtraffic` and the program agree on th
 
 import importlib.abc
 import importlib.util
+import json
 import os
 import sys
+import time
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -29,7 +31,17 @@ def _chain() -> None:
             sys.modules["sitecustomize"] = ours
 
 
+def stamp(event) -> None:
+    """Append the wall time of a start-up event to $MEMTRAFFIC_STARTUP (memtraffic.runfolder.trace
+    .read_startup keeps each event's first time: processes the program starts stamp later)."""
+    path = os.environ.get("MEMTRAFFIC_STARTUP")
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps({event: time.time()}) + "\n")
+
+
 def _start_tracing(mode, triton=False, timings=None) -> None:
+    stamp("torch_imported")
     package = os.path.dirname(_HERE)
     if "memtraffic" not in sys.modules:
         spec = importlib.util.spec_from_file_location(
@@ -53,6 +65,7 @@ def _start_tracing(mode, triton=False, timings=None) -> None:
         from memtraffic.inprogram.triton_launches import install
 
         install()
+    stamp("tracer_ready")
 
 
 class _WhenTorchImports(importlib.abc.MetaPathFinder):
@@ -89,6 +102,7 @@ def trace_from_now(mode="1", triton=False, timings=None) -> None:
 
 
 if __name__ == "sitecustomize":  # launch.py loads this file under another name for its functions only
+    stamp("program_start")
     _chain()
     _mode = os.environ.pop("MEMTRAFFIC_TORCH_OPS", None)
     _triton = os.environ.pop("MEMTRAFFIC_TRITON", None) == "1"

@@ -46,7 +46,7 @@ from memtraffic.runfolder.records import (
     write_plan,
     write_run,
 )
-from memtraffic.runfolder.trace import TRACE_ENV, TRACE_FROM, read_trace
+from memtraffic.runfolder.trace import STARTUP_ENV, TRACE_ENV, TRACE_FROM, read_startup, read_trace
 from memtraffic.vocab.errors import MemtrafficError, NcuError, UsageError, say
 from memtraffic.vocab.files import refuse_nonempty
 from memtraffic.vocab.launches import DISTINCT_ENV, NVTX_EXCLUDE, REPLAY_ENV
@@ -56,6 +56,8 @@ TORCH_MARK_FILE = "torch-imported"
 REPORT_FILE = "profile.ncu-rep"
 TRITON_ENV = "MEMTRAFFIC_TRITON"  # "1": sitecustomize / the launcher range each Triton launch
 TIMINGS_ENV = "MEMTRAFFIC_TIMINGS"  # a file: the program times its kernels into it (timing-only runs)
+STARTUP_FILE = "startup.jsonl"  # the program's start-up stamps (runfolder.trace.STARTUP_ENV), read into
+# run.json's "startup" and removed
 
 
 class ProgramFailed(MemtrafficError):
@@ -205,6 +207,8 @@ def program_env(run_dir: Path, torch_ops: bool, base: dict[str, str] | None = No
     if torch_ops:  # the tracer starts with the program (sitecustomize); the mark says torch was imported
         env = tracer_env(run_dir / TRACE_FILE, env, torch_mark=run_dir / TORCH_MARK_FILE, mode=mode)
     env[TRACE_ENV] = str(run_dir / TRACE_FILE)
+    if torch_ops or triton:
+        env[STARTUP_ENV] = str(run_dir / STARTUP_FILE)
     if triton:
         env[TRITON_ENV] = "1"
     if timings is not None:
@@ -299,6 +303,20 @@ def ops_include(ops: Sequence[str]) -> str:
     return rf"regex:^mt\|op\|\d+\|({names})/"
 
 
+def startup_split(events: dict[str, float], entered: float, started: float,
+                  first_kernel_s: float | None) -> dict[str, float]:
+    """run.json's "startup": where the time before the first measured kernel went, in seconds, from wall
+    times: memtraffic before it started the command (memtraffic_s), ncu's start (if it runs the program)
+    and the interpreter's until the program ran (to_program_s), the program's imports up to torch's end
+    (imports_s), memtraffic's tracer starting (tracer_s), the program's own work until the first measured
+    kernel (to_first_kernel_s). A span whose ends were not stamped (no torch, no launcher) is left out."""
+    first = None if first_kernel_s is None else started + first_kernel_s
+    program, torch, ready = (events.get(e) for e in ("program_start", "torch_imported", "tracer_ready"))
+    spans = {"memtraffic_s": (entered, started), "to_program_s": (started, program),
+             "imports_s": (program, torch), "tracer_s": (torch, ready), "to_first_kernel_s": (ready, first)}
+    return {key: round(b - a, 3) for key, (a, b) in spans.items() if a is not None and b is not None}
+
+
 def traced_ranges(opts: ProfileOptions, ranges: bool) -> list[str]:
     """ncu's --nvtx-include filters. With --torch-ops, only kernels inside the op tracer's, regions' and
     Triton launches' ranges: what Inductor's and Triton's autotuning benchmark, and kernels no traced op
@@ -319,6 +337,7 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
 
     The report is not analyzed here: memtraffic.api.run_profile does that."""
     echo = echo or say
+    entered = time.time()
     program = resolve_program(opts.command)
     check_options(opts)
     tokens = list(opts.metric_tokens)  # a name not even metric-shaped failed when the options were made
@@ -386,6 +405,7 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
     t0 = time.perf_counter()
     attempts: list[Attempt] = []
     while True:
+        ncu_started = time.time()
         try:
             result = run_ncu(argv, run_dir / "ncu.log", echo=echo, verbose=opts.verbose,
                              env=program_env(run_dir, opts.torch_ops, mode=trace_mode(opts),
@@ -407,7 +427,7 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
                   "replay"}
         echo(f"ncu's range replay refused {refused} inside a measured range and failed the program: "
              "profiling it again with kernel replay")
-        for stale in (report, run_dir / TRACE_FILE, run_dir / TORCH_MARK_FILE):
+        for stale in (report, run_dir / TRACE_FILE, run_dir / TORCH_MARK_FILE, run_dir / STARTUP_FILE):
             stale.unlink(missing_ok=True)
         argv = ncu_argv("kernel")
         run["replay"] = replay
@@ -417,8 +437,11 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
                 "interrupted": result.interrupted, "attempts": attempts,
                 "returncode": result.returncode, "kernels_profiled": result.kernels, "passes": result.passes,
                 "first_kernel_s": result.first_kernel_s,  # the program's start-up, before ncu profiled any
+                "startup": startup_split(read_startup(run_dir / STARTUP_FILE), entered, ncu_started,
+                                         result.first_kernel_s),
                 "reports": [report.name] if has_report else []})
 
+    (run_dir / STARTUP_FILE).unlink(missing_ok=True)
     plan = plan_from_trace(read_trace(run_dir / TRACE_FILE), opts.command,
                            session.metric_record(opts.metrics))
     configs = plan["configs"]

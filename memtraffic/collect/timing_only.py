@@ -39,6 +39,7 @@ from memtraffic.collect.measure import (
     runner_argv,
 )
 from memtraffic.collect.profile import (
+    STARTUP_FILE,
     TIMINGS_ENV,
     TORCH_MARK_FILE,
     TRACE_FILE,
@@ -49,6 +50,7 @@ from memtraffic.collect.profile import (
     program_env,
     program_label,
     resolve_program,
+    startup_split,
     trace_mode,
     with_launcher,
 )
@@ -56,7 +58,7 @@ from memtraffic.collect.trace_ops import INJECT_DIR, tracer_warnings
 from memtraffic.runfolder.folder import new_run_dir, read_status
 from memtraffic.runfolder.records import RunRecord, plan_from_trace, write_plan, write_run
 from memtraffic.runfolder.timings import SOURCE, TIMINGS_FILE, keep_ranged
-from memtraffic.runfolder.trace import TRACE_FROM, read_trace
+from memtraffic.runfolder.trace import TRACE_FROM, read_startup, read_trace
 from memtraffic.vocab.errors import GpuNotFoundError, MemtrafficError, UsageError
 from memtraffic.vocab.files import refuse_nonempty
 from memtraffic.vocab.machine import ANYWHERE, environment, gpu_name, utc_now
@@ -76,6 +78,7 @@ def profile_timing(opts: ProfileOptions, echo: Callable[[str], None], reason: st
     """Run the program without ncu, its kernels timed; the run folder as profile's, timings.json as its
     report. A program that fails after writing its timings gives a partial result (as under ncu); one
     that fails before raises ProgramFailed."""
+    entered = time.time()
     program = resolve_program(opts.command)
     mode = trace_mode(opts) if opts.torch_ops else "none"
     if with_launcher([program, *opts.command[1:]], mode) is None:
@@ -100,7 +103,7 @@ def profile_timing(opts: ProfileOptions, echo: Callable[[str], None], reason: st
         "clock_control": None, "cache_control": None,
     }
     env = program_env(run_dir, opts.torch_ops, mode=trace_mode(opts), triton=opts.triton, timings=timings)
-    t0 = time.perf_counter()
+    t0, started = time.perf_counter(), time.time()
     proc = subprocess.run(app, env=env, stdout=sys.stderr, check=False)
     has_timings = timings.is_file()
     if has_timings and opts.nvtx_include:  # a filter: keep what it keeps of our ranges, all of them
@@ -109,7 +112,9 @@ def profile_timing(opts: ProfileOptions, echo: Callable[[str], None], reason: st
     run.update({"wall_time_s": round(time.perf_counter() - t0, 3), "finished": utc_now(),
                 "interrupted": False, "attempts": [{"argv": app, "returncode": proc.returncode}],
                 "returncode": proc.returncode,
+                "startup": startup_split(read_startup(run_dir / STARTUP_FILE), entered, started, None),
                 "reports": [TIMINGS_FILE] if has_timings else []})
+    (run_dir / STARTUP_FILE).unlink(missing_ok=True)
     plan = plan_from_trace(read_trace(run_dir / TRACE_FILE), opts.command,
                            {"spec": None, "names": [], "notes": ["timing-only: no counters"]})
     write_plan(run_dir, plan)

@@ -234,6 +234,8 @@ class RunRecord(TypedDict, total=False):
     timing_source: str
     nvtx_include_applied: str
     first_kernel_s: float | None  # profile: the program's start-up, before ncu profiled anything
+    startup: dict[str, float]  # profile: that start-up split (collect.profile.startup_split)
+    analysis_s: float  # profile: reading the report and analyzing it, after ncu
     replay: Replay | str  # profile: how ncu replayed (collect.profile.choose_replay)
 
 

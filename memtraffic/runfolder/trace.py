@@ -31,6 +31,10 @@ TRACE_ENV = "MEMTRAFFIC_TRACE"  # the JSONL file every process of the program ap
 TORCH_OPS_ENV = "MEMTRAFFIC_TORCH_OPS"  # sitecustomize traces the program's aten ops: a TRACE_FROM key
 TORCH_MARK_ENV = "MEMTRAFFIC_TORCH_MARK"  # a file created when the traced program imports torch; the
 # tracer's warnings (one line each) are appended to it
+# A JSON-lines file of {event: wall time}: the program's start, torch imported, the tracer ready
+# (memtraffic/_inject/sitecustomize.py stamps them; read_startup reads them).
+STARTUP_ENV = "MEMTRAFFIC_STARTUP"
+STARTUP_EVENTS = ("program_start", "torch_imported", "tracer_ready")
 # When tracing starts (MEMTRAFFIC_TORCH_OPS): the whole program, or from its first nn.Module forward
 # (leaves initialisation out), or only between cudaProfilerStart and cudaProfilerStop (the calls ncu
 # profiles under --profile-from-start off).
@@ -185,3 +189,19 @@ def read_trace(path: str | Path) -> list[dict[str, object]]:
     for r in records:
         first.setdefault(r.get("pid"), len(first))
     return sorted(records, key=lambda r: (first[r.get("pid")], r.get("seq", 0)))
+
+
+def read_startup(path: Path) -> dict[str, float]:
+    """Each start-up event's first wall time in a $MEMTRAFFIC_STARTUP file (the program's own process
+    stamps first; processes it starts later). Lines cut or not of that form are skipped; no file: {}."""
+    found: dict[str, float] = {}
+    for line in path.read_text(errors="replace").splitlines() if path.is_file() else []:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict):
+            for event, t in entry.items():
+                if event in STARTUP_EVENTS and isinstance(t, int | float) and not isinstance(t, bool):
+                    found.setdefault(event, float(t))
+    return found

@@ -239,6 +239,10 @@ def test_profile_torch_ops_traces_through_the_launcher(tmp_path, stand_in):
     run = json.loads((out / "run.json").read_text())
     want = [str(prof.LAUNCHER), "--triton", str(program), "4"]
     assert run["attempts"][0]["argv"][-4:] == portable(want, out, Path.cwd())
+    # the start-up split: every span stamped on this path but the first kernel's (none was profiled)
+    assert set(run["startup"]) == {"memtraffic_s", "to_program_s", "imports_s", "tracer_s"}
+    assert all(0 <= v < 120 for v in run["startup"].values()), run["startup"]
+    assert not (out / prof.STARTUP_FILE).exists()
 
 
 WINDOW_PROGRAM = """
@@ -453,3 +457,25 @@ def test_a_first_look_says_which_ops_the_full_set_would_explain(monkeypatch):
 ])
 def test_which_ranges_ncu_measures(kw, ranges, expected):
     assert prof.traced_ranges(prof.ProfileOptions(command=["app"], **kw), ranges) == expected
+
+
+def test_the_startup_split_takes_each_span_whose_ends_were_stamped():
+    events = {"program_start": 100.5, "torch_imported": 103.0, "tracer_ready": 103.25}
+    assert prof.startup_split(events, 99.0, 100.0, 6.0) == {
+        "memtraffic_s": 1.0, "to_program_s": 0.5, "imports_s": 2.5, "tracer_s": 0.25,
+        "to_first_kernel_s": 2.75}
+    # a program without torch stamps only its start; no kernel profiled: no first-kernel span
+    assert prof.startup_split({"program_start": 100.5}, 99.0, 100.0, None) == {
+        "memtraffic_s": 1.0, "to_program_s": 0.5}
+
+
+def test_read_startup_keeps_each_events_first_time(tmp_path):
+    """The program's own process stamps first; a child it starts later, a cut line or a stray value
+    changes nothing."""
+    from memtraffic.runfolder.trace import read_startup
+
+    path = tmp_path / "startup.jsonl"
+    path.write_text('{"program_start": 1.5}\n{"torch_imported": 2.0}\n{"program_start": 9.0}\n'
+                    '{"tracer_ready": true}\n{"other": 3}\n[1]\n{"tracer_ready": 2.5}\n{"torch_imp')
+    assert read_startup(path) == {"program_start": 1.5, "torch_imported": 2.0, "tracer_ready": 2.5}
+    assert read_startup(tmp_path / "none.jsonl") == {}
