@@ -449,7 +449,7 @@ def profile(
       memtraffic profile --torch-ops --baseline runs/before -- python train.py
     """
     from memtraffic.api import full_look_ops, run_profile
-    from memtraffic.collect.profile import ProfileOptions
+    from memtraffic.collect.profile import FULL_LOOK, ProfileOptions
     from memtraffic.views.tables import op_calls_table, render_results
 
     formats.check(fmt, FOR_ROWS)
@@ -480,7 +480,7 @@ def profile(
         window = [] if profile_from_start == "on" else ["--profile-from-start", "off"]
         typer.echo(f"{len(why)} op type(s) moved more L1 bytes than the minimum; to see why (sectors, "
                    "bytes asked for), measure just them with the full set:\n  "
-                   + shlex.join(["memtraffic", "profile", "--torch-ops", "--metrics", "traffic", "--ops",
+                   + shlex.join(["memtraffic", "profile", "--torch-ops", "--metrics", FULL_LOOK, "--ops",
                                  ",".join(why), *window, "--", *ctx.args]))
     typer.echo(f"saved in {result.run_dir}", err=True)
     if result.returncode:

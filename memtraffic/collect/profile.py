@@ -285,8 +285,8 @@ def check_options(opts: ProfileOptions) -> None:
     if opts.ops and not opts.torch_ops:
         raise UsageError("--ops names aten ops, which only --torch-ops traces: add --torch-ops")
     if opts.ops and opts.nvtx_include:
-        raise UsageError("--ops and --nvtx-include both choose ranges (ncu profiles a kernel in either): "
-                         "give one of them")
+        raise UsageError("--ops and --nvtx-include both choose which ranges ncu measures: give one of "
+                         "them")
     for op in opts.ops:
         if not _OP_NAME.fullmatch(op):
             raise UsageError(f"--ops {op!r} is not an aten op name: give names such as aten.mm or "
@@ -322,7 +322,7 @@ def traced_ranges(opts: ProfileOptions, ranges: bool) -> list[str]:
     Triton launches' ranges: what Inductor's and Triton's autotuning benchmark, and kernels no traced op
     launched, stay out (a compiled MLP block from an empty Inductor cache: 523 such launches measured in
     120 s, H100, 2026-11-26); --ops narrows that to the named ops; the user's --nvtx-include replaces it
-    (ncu measures a kernel that any include matches). Range replay needs a range filter either way."""
+    (ours beside it could widen what the user chose). Range replay needs a range filter either way."""
     if opts.ops:
         return [ops_include(opts.ops)]
     if opts.nvtx_include:

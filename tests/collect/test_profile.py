@@ -417,7 +417,7 @@ def test_ops_choose_the_op_ranges_ncu_measures():
 @pytest.mark.parametrize("kw, message", [
     ({"ops": ["aten.mm"]}, "--ops names aten ops, which only --torch-ops traces: add --torch-ops"),
     ({"ops": ["aten.mm"], "torch_ops": True, "nvtx_include": ["step/"]},
-     "--ops and --nvtx-include both choose ranges"),
+     "--ops and --nvtx-include both choose which ranges ncu measures"),
     ({"ops": ["mm"], "torch_ops": True}, "--ops 'mm' is not an aten op name"),
 ])
 def test_bad_ops_are_usage_errors(kw, message):
