@@ -358,23 +358,12 @@ def test_range_refusal_reads_what_ncu_refused(tail, refused):
 
 
 # Refuses range replay as ncu did for GPT-2's first attention kernel: the program ends with code 9.
-REFUSES_RANGES = """
-import os, subprocess
-argv = sys.argv[1:]
-if argv == ["--version"]:
-    print("Version 2025.3.1.0")
-    sys.exit(0)
-if "--replay-mode" in argv:
+REFUSES_RANGES = PASS_THROUGH.replace("app = argv", """if "--replay-mode" in argv:
     print("==ERROR== An error was reported by the driver:")
     print("==ERROR== Unsupported API during capture (cuKernelSetAttribute)")
     print("==ERROR== The application returned an error code (9).")
     sys.exit(9)
-app = argv[argv.index("--export") + 2:]
-print("==PROF== Connected to process 1")
-code = subprocess.call(app)
-print("==WARNING== No kernels were profiled.")
-sys.exit(code)
-"""
+app = argv""", 1)
 
 
 def test_a_program_range_replay_fails_is_profiled_again_kernel_by_kernel(tmp_path, stand_in, monkeypatch):
