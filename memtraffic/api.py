@@ -124,11 +124,16 @@ def run_measure(opts: MeasureOptions, echo: Echo | None = None, **kwargs: Any) -
     """`memtraffic measure`: profile the plan's configs under ncu, analyze the reports, save the results.
 
     The result's `table` is the analyzed DataFrame (empty when nothing was profiled). kwargs go to
-    memtraffic.collect.measure.measure (e.g. ncu_runner, for tests). With --timing-only, or when ncu is
+    memtraffic.collect.measure.measure (e.g. ncu_runner, for tests). With --metrics auto, the configs whose
+    first look needs the full set (analysis.findings.needs_full_set) are measured again with it
+    (collect.measure.measure_again) and the reports analyzed again. With --timing-only, or when ncu is
     missing or may not read the counters, the plan is timed instead (memtraffic.collect.timing_only).
     """
+    from memtraffic.analysis.analyze import row_dicts
+    from memtraffic.analysis.findings import GOOD, needs_full_set, ok
     from memtraffic.collect.fallback import CountersUnavailable
-    from memtraffic.collect.measure import measure, record_analysis
+    from memtraffic.collect.measure import measure, measure_again, record_analysis
+    from memtraffic.collect.profile import FULL_LOOK
     from memtraffic.collect.timing_only import measure_timing
 
     echo = echo or say
@@ -137,11 +142,22 @@ def run_measure(opts: MeasureOptions, echo: Echo | None = None, **kwargs: Any) -
     except CountersUnavailable as err:
         echo(err.reason)
         result = measure_timing(opts, echo, err.reason)
-    try:
-        table, kernels = analyze_reports(result.reports, result.plan, run_name=result.run_dir.name,
-                                         meta=result.run)
-    except EmptyReportError:  # ncu wrote reports without kernels: record_analysis names the ranges
-        table, kernels = analyze_reports([], result.plan)
+
+    def analyzed() -> tuple[pd.DataFrame, pd.DataFrame]:
+        try:
+            return analyze_reports(result.reports, result.plan, run_name=result.run_dir.name, meta=result.run)
+        except EmptyReportError:  # ncu wrote reports without kernels: record_analysis names the ranges
+            return analyze_reports([], result.plan)
+
+    table, kernels = analyzed()
+    low = table[needs_full_set(table)] if len(table) else table
+    if opts.first_look and result.session is not None and len(low) and not result.run.get("interrupted"):
+        why = {r["range"]: (r["eff_l1_ld"] if ok(r["eff_l1_ld"]) else None,
+                            r["eff_l1_st"] if ok(r["eff_l1_st"]) else None) for r in row_dicts(low)}
+        rule = f"L1 load or store efficiency below {GOOD} in the first look: {FULL_LOOK} tells why"
+        launches = {str(r): int(n) for r, n in kernels.groupby("range").size().items()}
+        measure_again(result, why, rule, opts, launches, echo, **kwargs)
+        table, kernels = analyzed()
     if len(table):
         save_results(table, result.run_dir)
     result.table = table

@@ -217,8 +217,10 @@ def measure(
     ] = False,
     metrics: Annotated[
         str,
-        typer.Option(help=METRICS_HELP + " The kernel time is always collected."),
-    ] = "traffic",
+        typer.Option(help="auto (the default): the one-pass bytes set for every config, then traffic "
+                     "again for those below 0.9 L1 load or store efficiency. Or: " + METRICS_HELP
+                     + " The kernel time is always collected."),
+    ] = "auto",
     out: Annotated[
         Path | None,
         typer.Option(

@@ -358,6 +358,18 @@ def _merged_ranges(plan: Plan | None) -> dict[tuple[str, str], str]:
             if "nvtx_range" in c for report in c.get("reports", [])}
 
 
+def _from_own_reports(kernels: pd.DataFrame, plan: Plan | None) -> pd.DataFrame:
+    """The launches less those of a config found in a report it does not name: a config that names the
+    reports holding it (plan.json's config 'reports': a merge's parts, the second pass of `measure
+    --metrics auto`) takes its launches from those only, so a config measured twice never sums the two."""
+    held = {c["range"]: set(c["reports"]) for c in configs_of(plan) if "reports" in c}
+    if not held or not len(kernels):
+        return kernels
+    keep = [rng not in held or Path(str(report)).name in held[rng]
+            for rng, report in zip(kernels["range"], kernels["report"], strict=True)]
+    return kernels[keep].reset_index(drop=True)
+
+
 def analyze_reports(reports: Sequence[Path], plan: Plan | None = None, *,
                     min_bytes: tuple[float, float, float] | None = None, group_by: str = "range",
                     run_name: str | None = None, min_rules: Sequence[MinRule] = (),
@@ -422,6 +434,7 @@ def analyze_reports(reports: Sequence[Path], plan: Plan | None = None, *,
     kernels = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["run", "launch", "range", "kernel", "grid_size", "block_size", "device", "report", "passes",
                  *METRICS])
+    kernels = _from_own_reports(kernels, plan)
     kernels["outside_kind"] = outside_kinds(kernels, traced=bool((meta or {}).get("torch_ops")))
     kernels = add_reused(kernels, plan)  # repeats get their first call's rows
     rows = _group(kernels, "kernel" if group_by == "kernel" else "range")

@@ -23,6 +23,15 @@ GOOD = 0.9  # efficiencies below this get a diagnosis
 LSU_NEGLIGIBLE = 0.01  # L1 (LSU) bytes under this fraction of L2's: the kernel moves its data another way
 
 
+def needs_full_set(rows: Any) -> Any:
+    """Which rows of an analyzed table a first look (the one-pass `bytes` set) leaves unexplained: L1 load
+    or store efficiency below GOOD. Only the bytes the instructions asked for and the sectors (the
+    `traffic` set, six replay passes) tell scattered accesses from repeated ones there, so `measure
+    --metrics auto` measures those configs again with it and `profile` names those op types for `--ops`.
+    A boolean Series (False where an efficiency is unknown)."""
+    return (rows["eff_l1_ld"] < GOOD) | (rows["eff_l1_st"] < GOOD)
+
+
 def ok(x: Any) -> TypeGuard[float]:
     """A finite number (not None, not NaN)."""
     return x is not None and isinstance(x, int | float) and math.isfinite(x)

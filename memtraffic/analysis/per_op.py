@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from memtraffic.analysis.findings import GOOD
+from memtraffic.analysis.findings import needs_full_set
 from memtraffic.analysis.outside import left_out
 from memtraffic.vocab.files import plain_records
 from memtraffic.vocab.units import ABOVE
@@ -105,14 +105,13 @@ def _left_out_rows(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def needs_full_look(table: pd.DataFrame, top: int = 8) -> list[str]:
-    """The op types (at most `top`, largest L1 excess first) of an analyzed per-range table whose L1
-    loads or stores are below GOOD efficiency, when the run lacks the counters that say why: the bytes
-    the instructions asked for and the sectors (--metrics traffic) tell scattered accesses from
-    repeated ones. Empty when the run has them, or when no op type needs them."""
+    """The op types (at most `top`, largest L1 excess first) of an analyzed per-range table that need the
+    full set (findings.needs_full_set, per op type), when the run lacks its counters. Empty when the run
+    has them, or when no op type needs them."""
     if table.empty or "op" not in table or table.get("req_ld_bytes", pd.Series(dtype=float)).notna().any():
         return []
     summary = summarize(table)
-    low = summary[(summary["eff_l1_ld"] < GOOD) | (summary["eff_l1_st"] < GOOD)]
+    low = summary[needs_full_set(summary)]
     low = low[low["op"].str.startswith("aten.")]
     return low.sort_values("excess_l1_bytes", ascending=False, kind="stable")["op"].head(top).tolist()
 

@@ -10,6 +10,11 @@ With --gpus the plan's configs are split across the GPUs by predicted cost (memt
 ncu process per GPU runs at the same time, each with its own CUDA_VISIBLE_DEVICES, status file, log
 and reports (profile-gpu0.ncu-rep, ...), all in the one run folder. A GPU whose ncu fails loses only
 its own configs: run.json lists them under 'rerun' (`measure --rerun RUN` measures them again).
+
+With --metrics auto (the default) the first pass is a first look with the one-pass set (FIRST_LOOK) and
+memtraffic.api.run_measure then has `measure_again` profile, with the full set (FULL_LOOK), the configs
+whose first look needs it (memtraffic.analysis.findings.needs_full_set): a second pass in the same run
+folder, by the same runner on the same GPUs.
 """
 
 from __future__ import annotations
@@ -22,14 +27,16 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from memtraffic.collect.device import cuda_device_names, require_gpu
 from memtraffic.collect.fallback import unavailable
 from memtraffic.collect.planning import build_plan, check_names  # torch only when a plan is built
+from memtraffic.collect.profile import FIRST_LOOK, FULL_LOOK
 from memtraffic.collect.sweep import (
     Grid,
     assign_gpus,
@@ -63,7 +70,9 @@ from memtraffic.runfolder.records import (  # atomic: the runner may wait
     GpuRun,
     Outcome,
     Plan,
+    Remeasured,
     RunRecord,
+    SecondPass,
     rerun_list,
     write_plan,
     write_run,
@@ -71,9 +80,14 @@ from memtraffic.runfolder.records import (  # atomic: the runner may wait
 from memtraffic.vocab.configs import parse_params
 from memtraffic.vocab.errors import GpuNotFoundError, NcuError, UsageError, say
 from memtraffic.vocab.extras import require
-from memtraffic.vocab.files import refuse_nonempty, require_folder
+from memtraffic.vocab.files import refuse_nonempty, require_folder, write_json
 from memtraffic.vocab.machine import gpu_name, utc_now
 from memtraffic.vocab.ops import Shape, format_shape, parse_dtype, parse_shape
+
+# --metrics auto (measure's default): a first look with FIRST_LOOK for every config, then FULL_LOOK again
+# for those whose first look needs it (measure_again).
+AUTO = "auto"
+SECOND = "-second"  # the second pass's files: plan-second.json, profile-second[-gpuN].ncu-rep, status-...
 
 
 def runner_argv(plan_path: Path) -> list[str]:
@@ -88,7 +102,7 @@ class MeasureOptions:
     params: list[str] = field(default_factory=list)
     all_variants: bool = False
     variant_files: list[str] = field(default_factory=list)  # users' variant files (--variants)
-    metrics: str = "traffic"
+    metrics: str = AUTO
     out: Path | None = None
     clock_control: str = "none"
     cache_control: str = "all"
@@ -111,7 +125,11 @@ class MeasureOptions:
 
     def __post_init__(self) -> None:
         self.shapes = [parse_shape(s) if isinstance(s, str) else tuple(s) for s in self.shapes]
-        self.metric_tokens = tuple(metric_tokens(self.metrics))
+        if AUTO in (t.strip() for t in self.metrics.split(",")) and self.metrics.strip() != AUTO:
+            raise UsageError(f"--metrics {self.metrics}: {AUTO} stands alone (a first look with "
+                             f"{FIRST_LOOK}, then {FULL_LOOK} where needed); name sets, aliases or ncu "
+                             "names without it")
+        self.metric_tokens = tuple(metric_tokens(FIRST_LOOK if self.first_look else self.metrics))
         if self.shard:
             self.shard_part = parse_shard(self.shard)
         if self.gpus:
@@ -119,6 +137,11 @@ class MeasureOptions:
             self.gpu_list = "all" if indices is None else indices
         if self.sweep:
             self.grids = read_sweep(self.sweep)
+
+    @property
+    def first_look(self) -> bool:
+        """--metrics auto: a first look, then the full set where it is needed (see AUTO)."""
+        return self.metrics.strip() == AUTO
 
 
 @dataclass(frozen=True)
@@ -145,6 +168,8 @@ class MeasureResult:
     status: dict[int, StatusRecord] = field(default_factory=dict)  # the runner's status per config id
     timings: dict[str, float] = field(default_factory=dict)
     clock: float = 0.0  # perf_counter() when the environment was recorded: the ncu + analysis lap starts
+    session: NcuSession | None = None  # the ncu and GPU it ran on (a second pass runs there too)
+    slots: list[GpuSlot] = field(default_factory=list)  # --gpus: the GPUs
 
 
 def profile_plan(plan: Plan | None, run_dir: Path, session: NcuSession, opts: MeasureOptions,
@@ -152,7 +177,7 @@ def profile_plan(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
                  ncu_runner: Callable[..., NcuRun] = run_ncu, *, gpu: GpuSlot | None = None,
                  stop: threading.Event | None = None,
                  on_start: Callable[[subprocess.Popen], None] | None = None,
-                 ready: Callable[[], Plan] | None = None) -> RunRecord:
+                 ready: Callable[[], Plan] | None = None, stem: str = "") -> RunRecord:
     """Profile the plan's configs, restarting ncu for those not yet done whenever the runner dies.
 
     Returns the attempts, the reports written and whether the user interrupted. Config statuses are
@@ -160,10 +185,11 @@ def profile_plan(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
     With `gpu`, only that GPU's configs, with files of its own (status-gpu0.jsonl, ncu-gpu0.log,
     profile-gpu0.ncu-rep); `stop` set by another thread ends the restarts. With `ready` (plan None), the
     first ncu starts while the plan is still being built: its runner waits for plan.json, and
-    `ready()` gives the plan (or raises why it could not be built) once that ncu has returned.
+    `ready()` gives the plan (or raises why it could not be built) once that ncu has returned. `stem`
+    names a later pass's files (SECOND: plan-second.json, status-second-gpu0.jsonl, ...).
     """
-    plan_path = run_dir / "plan.json"
-    tag = f"-{gpu.tag}" if gpu else ""
+    plan_path = run_dir / f"plan{stem}.json"
+    tag = f"{stem}-{gpu.tag}" if gpu else stem
     status_path = run_dir / (f"status{tag}.jsonl" if gpu else plan.get("status_file", "status.jsonl") if plan
                                         else "status.jsonl")
     log_path = run_dir / f"ncu{tag}.log"
@@ -244,9 +270,9 @@ def _built(plan: Plan | None, ready: Callable[[], Plan] | None) -> Plan:
 def profile_gpus(plan: Plan | None, run_dir: Path, session: NcuSession, opts: MeasureOptions,
                  slots: Sequence[GpuSlot], echo: Callable[[str], None],
                  ncu_runner: Callable[..., NcuRun] = run_ncu,
-                 ready: Callable[[], Plan] | None = None) -> RunRecord:
+                 ready: Callable[[], Plan] | None = None, stem: str = "") -> RunRecord:
     """`profile_plan` for every GPU at once, one thread and one ncu process per GPU. With `ready` (plan
-    None) the runners start while the plan is built, as profile_plan's does.
+    None) the runners start while the plan is built, as profile_plan's does; `stem` as there.
 
     Lines are prefixed with the GPU ('[gpu1] ...'). One GPU's failure is recorded in its entry and the
     others go on. Ctrl-C reaches the runners through the terminal (they stop after their current config
@@ -271,7 +297,7 @@ def profile_gpus(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
         t0 = time.perf_counter()
         try:
             ran = profile_plan(plan, run_dir, session, opts, say(slot), ncu_runner, gpu=slot, stop=stop,
-                               on_start=started, ready=ready)
+                               on_start=started, ready=ready, stem=stem)
             out: GpuRun = {"attempts": ran["attempts"], "reports": ran["reports"],
                            "interrupted": ran["interrupted"], "error": None}
         except Exception as err:  # NcuError or a bug: this GPU's configs are lost, not the others'
@@ -308,7 +334,7 @@ def profile_gpus(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
         gpus.append({"index": slot.index, "cuda_visible_devices": slot.visible, "configs": ids,
                      "predicted_cost_s": round(sum(predicted_cost(c) for c in plan["configs"]
                                                    if c.get("gpu") == slot.index), 3),
-                     "status_file": f"status-{slot.tag}.jsonl", **out})
+                     "status_file": f"status{stem}-{slot.tag}.jsonl", **out})
     return {"attempts": [a for g in gpus for a in g["attempts"]],
             "reports": [r for g in gpus for r in g["reports"]],
             "interrupted": interrupted or any(g["interrupted"] for g in gpus),
@@ -350,7 +376,7 @@ def rerun_plan(run_dir: Path) -> Plan:
     plan, run = loaded.plan, loaded.meta or {}  # no run.json: measure was killed before it saved it
     if plan is None:
         raise UsageError(f"--rerun {run_dir}: not a run folder (no plan.json)")
-    found = _ranges_in(loaded.reports)
+    found = _launches_in(loaded.reports)
     wanted = set(run.get("rerun") or []) | {c["range"] for c in plan["configs"] if c.get("kind", "variant")
                                             == "variant" and c.get("nvtx_range", c["range"]) not in found}
     if not wanted:
@@ -358,7 +384,7 @@ def rerun_plan(run_dir: Path) -> Plan:
                          "every config; every config finished")
     configs = [c.copy() for c in plan["configs"] if c["range"] in wanted]
     for i, config in enumerate(configs):
-        config.pop("gpu", None)
+        config.pop("gpu", None), config.pop("reports", None)  # the new run's GPUs and reports hold it
         config["id"] = i
     again: Plan = {"status_file": "status.jsonl", "configs": configs, "skipped": []}
     for key in ("version", "seed"):
@@ -369,12 +395,12 @@ def rerun_plan(run_dir: Path) -> Plan:
     return again
 
 
-def _ranges_in(reports: Sequence[Path]) -> set[str]:
-    """The NVTX ranges the reports hold kernels of (a report missing or unreadable holds none)."""
+def _launches_in(reports: Sequence[Path]) -> Counter[str]:
+    """How many launches the reports hold of each NVTX range (a report missing or unreadable holds none)."""
     from memtraffic.ncu.kernel_table import kernel_table
     from memtraffic.vocab.errors import ReportError
 
-    found: set[str] = set()
+    found: Counter[str] = Counter()
     for report in reports:
         try:
             found.update(kernel_table(report, allow_partial=True).kernels["range"])
@@ -613,7 +639,92 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
     write_run(run_dir, run)  # saved before analysis can fail
     keep_kernel_tables([run_dir / r for r in outcome["reports"]])  # every later reading starts from these
     return MeasureResult(run_dir, run, plan, [run_dir / r for r in outcome["reports"]], status=status,
-                         timings=timings, clock=clock)
+                         timings=timings, clock=clock, session=session, slots=slots)
+
+
+def measure_again(result: MeasureResult, why: Mapping[str, tuple[float | None, float | None]], rule: str,
+                  opts: MeasureOptions, launches: Mapping[str, int],
+                  echo: Callable[[str], None] | None = None, ncu_runner: Callable[..., NcuRun] = run_ncu
+                  ) -> None:
+    """The second pass of --metrics auto: the configs `why` names (range -> their first look's L1 load and
+    store efficiencies; `rule` says why in words) profiled again with FULL_LOOK by the same runner, on the
+    same GPUs (split again by predicted cost), into the run folder (plan-second.json, status-second*.jsonl,
+    ncu-second*.log, profile-second*.ncu-rep).
+
+    A config measured whole again (ok, and at least its first look's launches: `launches`) names the
+    second pass's reports in plan.json (config 'reports'), so analysis takes its counters from them alone;
+    any other keeps its first look's, said in one line, as is a second pass that fails as a whole.
+    run.json's 'second_pass' records the rule, each config with its efficiencies and outcome, the set,
+    the ncu argv and the wall time.
+    """
+    echo = echo or say
+    run, plan, run_dir, session = result.run, result.plan, result.run_dir, result.session
+    if session is None or session.gpu is None:
+        raise TypeError("measure_again needs the ncu session of a measured run")
+    full = session.on_gpu(session.gpu, metric_tokens(FULL_LOOK))
+    configs = [c.copy() for c in plan["configs"] if c["range"] in why]
+    again: Plan = {"configs": configs, "skipped": [], "status_file": f"status{SECOND}.jsonl",
+                   "metrics": full.metric_record(FULL_LOOK)}
+    for key in ("version", "seed", "variant_files", "options"):
+        if key in plan:
+            again[key] = plan[key]
+    if result.slots:
+        assign_gpus(again, [s.index for s in result.slots])
+        again.pop("status_file")
+        again["status_files"] = {str(s.index): f"status{SECOND}-{s.tag}.jsonl" for s in result.slots}
+    write_json(run_dir / f"plan{SECOND}.json", again)
+    echo(f"measuring {len(configs)} of {len(plan['configs'])} configs again with the {FULL_LOOK} set "
+         f"({rule})")
+    record: SecondPass = {"first_look": FIRST_LOOK, "metric_set": FULL_LOOK, "metric_names": full.metrics,
+                          "rule": rule, "error": None}
+    ran: RunRecord = {"attempts": [], "reports": [], "interrupted": False}
+    opts = replace(opts, source=False)  # per-line counters come from the first look
+    t0 = time.perf_counter()
+    try:
+        if result.slots:
+            ran = profile_gpus(again, run_dir, full, opts, result.slots, echo, ncu_runner, stem=SECOND)
+        else:
+            ran = profile_plan(again, run_dir, full, opts, echo, ncu_runner, stem=SECOND)
+    except NcuError as err:
+        record["error"] = str(err)
+    record["wall_time_s"] = round(time.perf_counter() - t0, 3)
+    record.update({"attempts": ran.get("attempts", []), "reports": ran.get("reports", []),
+                   "interrupted": bool(ran.get("interrupted"))})
+    if "gpus" in ran:
+        record["gpus"] = ran["gpus"]
+    reports = list(ran.get("reports", []))
+    keep_kernel_tables([run_dir / r for r in reports])
+    found = _launches_in([run_dir / r for r in reports])
+    status: dict[int, StatusRecord] = {}
+    for name in again.get("status_files", {}).values() or [again["status_file"]]:
+        status.update(read_status(run_dir / name))
+    entries: list[Remeasured] = []
+    own = {c["range"]: c for c in plan["configs"]}
+    for c in configs:
+        rec = status.get(c["id"], {})
+        taken = rec.get("status") == "ok" and found[c["range"]] >= max(launches.get(c["range"], 0), 1)
+        if taken:
+            own[c["range"]]["reports"] = reports
+        ld, st = why[c["range"]]
+        entries.append({"id": c["id"], "range": c["range"], "eff_l1_ld": ld, "eff_l1_st": st,
+                        "status": rec.get("status", "not run"), "error": rec.get("error"), "taken": taken})
+    record["configs"] = entries
+    run["second_pass"] = record
+    run["reports"] = [*run["reports"], *reports]
+    run["interrupted"] = bool(run.get("interrupted")) or bool(ran.get("interrupted"))
+    passes = [p for p in (run.get("passes"), *(a.get("passes") for a in ran.get("attempts", []))) if p]
+    run["passes"] = max(passes) if passes else None
+    write_plan(run_dir, plan)
+    write_run(run_dir, run)
+    result.reports += [run_dir / r for r in reports]
+    kept = [e["range"] for e in entries if not e["taken"]]
+    if record["error"]:
+        echo(f"the second pass failed ({record['error']}): its {len(configs)} configs keep their first "
+             f"look's counters ({FIRST_LOOK})")
+    elif kept:
+        shown = ", ".join(kept[:4]) + (" ..." if len(kept) > 4 else "")
+        echo(f"{len(kept)} of the {len(configs)} configs measured again were not measured whole by the "
+             f"second pass and keep their first look's counters ({FIRST_LOOK}): {shown}")
 
 
 def record_analysis(result: MeasureResult, kernels: Any, echo: Callable[[str], None] | None = None) -> None:
@@ -630,7 +741,8 @@ def record_analysis(result: MeasureResult, kernels: Any, echo: Callable[[str], N
     run["rerun"] = rerun_list(run["configs"])
     timings = result.timings
     timings["ncu_and_analysis_s"] = round(time.perf_counter() - result.clock, 3)
-    timings["analysis_s"] = round(timings["ncu_and_analysis_s"] - run["wall_time_s"], 3)
+    again = run.get("second_pass", {}).get("wall_time_s", 0.0)
+    timings["analysis_s"] = round(timings["ncu_and_analysis_s"] - run["wall_time_s"] - again, 3)
     run["timings"] = timings
     write_run(run_dir, run)
 

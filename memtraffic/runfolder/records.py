@@ -177,6 +177,36 @@ class GpuRun(TypedDict, total=False):
     wall_time_s: float
 
 
+class Remeasured(TypedDict, total=False):
+    """A config the second pass of `measure --metrics auto` measured again: why (its first look's L1
+    efficiencies), how it went there, and whether its row takes the second pass's counters."""
+
+    id: int
+    range: str
+    eff_l1_ld: float | None
+    eff_l1_st: float | None
+    status: str  # the second pass's: 'ok', 'failed', 'not run'
+    error: str | None
+    taken: bool  # its row has the second pass's counters (else its first look's)
+
+
+class SecondPass(TypedDict, total=False):
+    """run.json's "second_pass" (measure --metrics auto): the configs whose first look needs the full set,
+    measured again with it by the same runner on the same GPUs."""
+
+    first_look: str  # the first pass's metric set (run.json's metric_names are its names)
+    metric_set: str
+    metric_names: list[str]
+    rule: str
+    configs: list[Remeasured]
+    attempts: list[Attempt]
+    reports: list[str]
+    gpus: list[GpuRun]
+    interrupted: bool
+    error: str | None  # why the second pass failed as a whole (its configs keep their first look)
+    wall_time_s: float
+
+
 class Replay(TypedDict):
     """How ncu replayed a profile (run.json's "replay"): "kernel" (each kernel) or "range" (each measured
     op, region or Triton launch range as one unit), and why that mode."""
@@ -237,6 +267,7 @@ class RunRecord(TypedDict, total=False):
     startup: dict[str, float]  # profile: that start-up split (collect.profile.startup_split)
     analysis_s: float  # profile: reading the report and analyzing it, after ncu
     replay: Replay | str  # profile: how ncu replayed (collect.profile.choose_replay)
+    second_pass: SecondPass  # measure --metrics auto: the configs measured again with the full set
 
 
 # --- the schema: derived from the TypedDicts above ------------------------------------------------------
@@ -440,7 +471,9 @@ def rerun_list(outcomes: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def partial_reports_expected(run: RunRecord) -> bool:
     """After Ctrl-C or a runner crash a report may end in a damaged launch: drop it, keep the rest."""
-    return bool(run.get("interrupted")) or any(a.get("returncode") for a in run.get("attempts", []))
+    again = run.get("second_pass", {})
+    return bool(run.get("interrupted")) or bool(again.get("interrupted")) or any(
+        a.get("returncode") for a in [*run.get("attempts", []), *again.get("attempts", [])])
 
 
 def plan_from_trace(records: Sequence[Mapping[str, Any]], program: Sequence[str] | None = None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -421,6 +422,178 @@ def test_options_are_parsed_once_when_made(tmp_path, monkeypatch):
     plan = collect.plan_for(opts)
     assert len(reads) == 1 and plan["shard"]["index"] == 2 and len(plan["configs"]) == 1
     for bad, message in ((dict(shard="3/2"), "bad --shard '3/2'"), (dict(gpus="first"), "bad --gpus 'first'"),
-                         (dict(metrics="no such"), "no such")):
+                         (dict(metrics="no such"), "no such"),
+                         (dict(metrics="auto,flops"), "--metrics auto,flops: auto stands alone")):
         with pytest.raises(UsageError, match=message):
             collect.MeasureOptions(variants=["torch_softmax"], **bad)
+
+
+# --- --metrics auto: a first look, then the full set again where it is needed -------------------------------
+
+# Four configs of torch_softmax (minimum: each input byte read once, each output byte written once): 4x8 fp32
+# and 8x8 bf16 at the minimum, 4x8 bf16 loading 4x its minimum (8 of every 32 bytes per sector used), 8x8
+# fp32 storing 2x its minimum (each output byte written twice). The stand-in ncu reports these counters.
+A, B, C, D = (f"mt|torch_softmax|{s}|{d}" for s, d in (("4x8", "fp32"), ("4x8", "bf16"), ("8x8", "fp32"),
+                                                          ("8x8", "bf16")))
+
+
+def _counters(ld: int, st: int, req_ld: int, req_st: int) -> dict[str, int]:
+    return {"time": 1000, "l1_ld_bytes": ld, "l1_st_bytes": st, "l1_ld_sectors": ld // 32,
+            "l1_st_sectors": st // 32, "l1_ld_requests": ld // 128, "l1_st_requests": st // 128,
+            "req_ld_bytes": req_ld, "req_st_bytes": req_st, "l2_rd_sectors": ld // 32,
+            "l2_wr_sectors": st // 32, "dram_rd_bytes": req_ld, "dram_wr_bytes": req_st}
+
+
+COUNTERS = {A: _counters(128, 128, 128, 128), B: _counters(256, 64, 64, 64),
+            C: _counters(256, 512, 256, 512), D: _counters(128, 128, 128, 128)}
+GRID = {"variants": ["torch_softmax"], "shapes": ["4x8", "8x8"], "dtypes": ["fp32", "bf16"]}
+
+
+def _reporting(tmp_path, monkeypatch, gpus=None):
+    """The stand-in ncu that writes reports (stand_ins.REPORTING) with COUNTERS; its calls' argv read back."""
+    from stand_ins import REPORTING
+
+    monkeypatch.setenv("MEMTRAFFIC_NCU", str(fake_ncu(tmp_path / "ncu", REPORTING)))
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    (tmp_path / "counters.json").write_text(json.dumps(COUNTERS))
+    monkeypatch.setenv("MT_COUNTERS", str(tmp_path / "counters.json"))
+    monkeypatch.setenv("MT_CALLS", str(tmp_path / "calls.jsonl"))
+    monkeypatch.setattr(collect, "gpu_name", lambda: "Fake GPU")
+    if gpus:
+        monkeypatch.setattr(collect, "cuda_device_names", lambda: list(gpus))
+    monkeypatch.setattr(session_mod, "query_metric_names", lambda ncu, key=None: ncu_mod.parse_query_metrics(
+        "\n".join(ncu_mod.base_name(n) for n in ncu_mod.resolve_metrics("traffic"))))
+
+    def calls() -> list[list[str]]:
+        path = tmp_path / "calls.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return calls
+
+
+def _rows(run) -> dict[str, dict]:
+    """The analyzed rows of a run folder by range, less what names the run (its folder and reports)."""
+    from memtraffic.analysis.analyze import to_records
+    from memtraffic.api import analyze
+
+    return {r["range"]: {k: v for k, v in r.items() if k not in ("run", "report")}
+            for r in to_records(analyze(run))}
+
+
+def _ncu_argv(tmp_path, names: str, out, report: str, plan: str, *rest: str) -> list[str]:
+    return [str(tmp_path / "ncu"), "--metrics", ",".join(ncu_mod.resolve_metrics(names)),
+            "--nvtx", "--nvtx-include", "regex:^mt\\|.*/", "--cache-control", "all",
+            "--clock-control", "none", "--import-sass", "no", "--target-processes", "application-only",
+            "--export", str(out / report),
+            sys.executable, "-m", "memtraffic.collect.runner", str(out / plan), *rest]
+
+
+def test_auto_measures_again_with_the_full_set_only_the_configs_below_good_l1(tmp_path, monkeypatch):
+    """The default: every config with the one-pass bytes set, then the two below 0.9 L1 load or store
+    efficiency again with traffic; their rows are those of `--metrics traffic`, the others those of
+    `--metrics bytes` (each one ncu process, as before), and `analyze` prints what measure printed."""
+    calls = _reporting(tmp_path, monkeypatch)
+    grid = ["torch_softmax", "--shape", "4x8", "--shape", "8x8", "--dtype", "fp32", "--dtype", "bf16"]
+    out = tmp_path / "auto"
+    measured = CliRunner().invoke(app, ["measure", *grid, "--out", str(out)])
+    assert measured.exit_code == 0, measured.output
+    first, second = calls()
+    assert first == _ncu_argv(tmp_path, "bytes", out, "profile.ncu-rep", "plan.json", "--wait-for-plan")
+    assert second == _ncu_argv(tmp_path, "traffic", out, "profile-second.ncu-rep", "plan-second.json")
+    assert ("measuring 2 of 4 configs again with the traffic set (L1 load or store efficiency below 0.9 in "
+            "the first look: traffic tells why)") in measured.stderr
+    analyzed = CliRunner().invoke(app, ["analyze", str(out)])
+    assert analyzed.exit_code == 0 and analyzed.stdout == measured.stdout
+
+    run = json.loads((out / "run.json").read_text())
+    again = run["second_pass"]
+    assert (run["metric_set"], again["first_look"], again["metric_set"]) == ("auto", "bytes", "traffic")
+    assert run["metric_names"] == ncu_mod.resolve_metrics("bytes")
+    assert again["metric_names"] == ncu_mod.resolve_metrics("traffic")
+    assert [(c["range"], c["eff_l1_ld"], c["eff_l1_st"], c["status"], c["taken"]) for c in again["configs"]] \
+        == [(B, 0.25, 1.0, "ok", True), (C, 1.0, 0.5, "ok", True)]
+    (attempt,) = again["attempts"]
+    assert attempt["argv"][attempt["argv"].index("--export") + 1] == "profile-second.ncu-rep"
+    assert again["error"] is None and again["wall_time_s"] > 0 and run["passes"] == 6
+    assert run["reports"] == ["profile.ncu-rep", "profile-second.ncu-rep"]
+    plan = json.loads((out / "plan.json").read_text())
+    assert {c["range"]: c.get("reports") for c in plan["configs"]} == {
+        A: None, B: ["profile-second.ncu-rep"], C: ["profile-second.ncu-rep"], D: None}
+
+    for metrics in ("traffic", "bytes"):  # one pass each, as before
+        opts = collect.MeasureOptions(**GRID, metrics=metrics, out=tmp_path / metrics)
+        run_measure(opts, echo=lambda s: None)
+        assert len(calls()) == 2 + (1 if metrics == "traffic" else 2)
+        assert "second_pass" not in json.loads((tmp_path / metrics / "run.json").read_text())
+        assert not (tmp_path / metrics / "plan-second.json").exists()
+    auto, traffic, bytes_ = _rows(out), _rows(tmp_path / "traffic"), _rows(tmp_path / "bytes")
+    assert [auto[r] for r in (B, C)] == [traffic[r] for r in (B, C)]
+    assert [auto[r] for r in (A, D)] == [bytes_[r] for r in (A, D)]
+    assert "8 of every 32 bytes" in auto[B]["diagnosis"] and "requested 2x" in auto[C]["diagnosis"]
+
+    from memtraffic.analysis.merge import merge_runs  # a merge keeps which report holds which config
+
+    merge_runs([out], tmp_path / "merged", echo=lambda s: None)
+    assert _rows(tmp_path / "merged") == auto
+
+
+@pytest.mark.parametrize("broken", ["fails", "cut"])
+def test_a_second_pass_that_fails_keeps_the_first_looks_rows(tmp_path, monkeypatch, broken):
+    """The second ncu fails before running anything, or its report lacks one config (cut short): those
+    configs keep their first look's rows, run.json and one line say so, the run is not a failure."""
+    calls = _reporting(tmp_path, monkeypatch)
+    if broken == "fails":
+        monkeypatch.setenv("MT_FAIL", "smsp__sass_data_bytes_mem_global_op_ld.sum")
+    else:
+        monkeypatch.setenv("MT_DROP", f"{C}@6")
+    run_measure(collect.MeasureOptions(**GRID, metrics="bytes", out=tmp_path / "bytes"), echo=lambda s: None)
+    lines: list[str] = []
+    result = run_measure(collect.MeasureOptions(**GRID, out=tmp_path / "auto"), echo=lines.append)
+    assert len(calls()) == 3 and not collect_failed(result)
+    again = result.run["second_pass"]
+    auto, bytes_ = _rows(tmp_path / "auto"), _rows(tmp_path / "bytes")
+    if broken == "fails":
+        assert again["error"].startswith("ncu exited with code 1 before profiling anything: ==ERROR== the "
+                                         "stand-in refuses these metrics")
+        assert [(c["status"], c["taken"]) for c in again["configs"]] == [("not run", False)] * 2
+        assert auto == bytes_
+        (line,) = [line for line in lines if "second pass" in line]
+        assert line.startswith("the second pass failed (ncu exited with code 1") and line.endswith(
+            "its 2 configs keep their first look's counters (bytes)")
+    else:
+        assert [(c["range"], c["status"], c["taken"]) for c in again["configs"]] == [(B, "ok", True),
+                                                                                    (C, "ok", False)]
+        assert auto[C] == bytes_[C] and auto[B]["passes"] == 6 and auto[B]["req_ld_bytes"] == 64
+        assert (f"1 of the 2 configs measured again were not measured whole by the second pass and keep "
+                f"their first look's counters (bytes): {C}") in lines
+    assert [auto[r] for r in (A, D)] == [bytes_[r] for r in (A, D)]
+
+
+def collect_failed(result) -> list:
+    from memtraffic.api import failed_configs
+
+    return failed_configs(result.run)
+
+
+def test_auto_on_two_gpus_splits_the_second_pass_across_them(tmp_path, monkeypatch):
+    """--gpus all: the first look and the second pass each run one ncu process per GPU, the second pass's
+    configs split again across the GPUs (one each here), with files of their own."""
+    calls = _reporting(tmp_path, monkeypatch, gpus=("Fake GPU", "Fake GPU"))
+    out = tmp_path / "auto"
+    result = run_measure(collect.MeasureOptions(**GRID, out=out, gpus="all"), echo=lambda s: None)
+    second = json.loads((out / "plan-second.json").read_text())
+    assert second["status_files"] == {"0": "status-second-gpu0.jsonl", "1": "status-second-gpu1.jsonl"}
+    on = {c["gpu"]: c["range"] for c in second["configs"]}
+    assert sorted(on.values()) == [B, C] and sorted(on) == [0, 1]
+    seconds = [argv for argv in calls() if str(out / "plan-second.json") in argv]
+    assert sorted(argv[argv.index("--export") + 1] for argv in seconds) == [
+        str(out / "profile-second-gpu0.ncu-rep"), str(out / "profile-second-gpu1.ncu-rep")]
+    for argv in seconds:
+        g = argv[argv.index("--gpu") + 1]
+        assert argv[argv.index("--export") + 2:] == [sys.executable, "-m", "memtraffic.collect.runner",
+                                                     str(out / "plan-second.json"), "--gpu", g, "--status",
+                                                     str(out / f"status-second-gpu{g}.jsonl")]
+    again = result.run["second_pass"]
+    assert [g["index"] for g in again["gpus"]] == [0, 1] and all(c["taken"] for c in again["configs"])
+    rows = _rows(out)
+    assert [rows[r]["passes"] for r in (A, B, C, D)] == [1, 6, 6, 1]
+    assert len(calls()) == 4
