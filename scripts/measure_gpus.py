@@ -15,6 +15,8 @@ OUT gets: summary.json (devices, date, versions, wall times, ratios, per-GPU spl
 its configs' seconds and the fixed rest: gpu_split), measure's own timings, and per counter
 how many configs have identical values in each pair of runs), comparison.csv (one row per config:
 each counter in every run), all-1.tgz (the first --gpus all run folder) and logs.tgz (progress).
+With `--metrics auto` (measure's default) summary.json also says, per run, which configs the second pass
+measured again with the full set and how long it took (second_pass); profiling_wall_s is then both passes.
 """
 
 from __future__ import annotations
@@ -75,10 +77,25 @@ def collected(tables) -> list[str]:
     return [col for col in COUNTERS if all(t[col].notna().any() for t in tables)]
 
 
+def same(x, y) -> bool:
+    """Equal, or missing in both (a first look's row has no request counters)."""
+    return bool(x == y) or (x != x and y != y)
+
+
 def compare(a, b) -> dict[str, int]:
     """Counter -> how many configs (ranges of both tables) have exactly the same value in both."""
     common = sorted(set(a.index) & set(b.index))
-    return {col: sum(bool(a[col][r] == b[col][r]) for r in common) for col in collected([a, b])}
+    return {col: sum(same(a[col][r], b[col][r]) for r in common) for col in collected([a, b])}
+
+
+def second_pass(info: dict) -> dict | None:
+    """What measure --metrics auto's second pass did in a run (run.json's second_pass), None without one."""
+    again = info.get("second_pass")
+    if again is None:
+        return None
+    return {"configs": [c["range"] for c in again["configs"]],
+            "taken": sum(bool(c["taken"]) for c in again["configs"]), "wall_time_s": again["wall_time_s"],
+            "error": again.get("error"), "metric_set": again["metric_set"]}
 
 
 def gpu_split(run_dir: Path, info: dict) -> list[dict]:
@@ -166,10 +183,13 @@ def main() -> None:
     ratios = [(f"one-{k}", f"{kind}-{k}") for k in range(1, args.repeat + 1) for kind in kinds[1:]]
     pairs = ratios + [(f"{kind}-1", f"{kind}-{k}") for kind in kinds for k in range(2, args.repeat + 1)]
     ratios, pairs = ([(a, b) for a, b in ps if a in names and b in names] for ps in (ratios, pairs))
-    same_everywhere = {col: sum(len({tables[n][col].get(r) for n in names}) == 1 for r in ranges)
+    same_everywhere = {col: sum(all(same(tables[names[0]][col].get(r), tables[n][col].get(r)) for n in names)
+                                for r in ranges)
                        for col in collected(tables.values())}
     env = infos["all-1"]["environment"]
-    profiled = {n: infos[n]["wall_time_s"] for n in names}
+    again = {n: second_pass(infos[n]) for n in names}
+    profiled = {n: round(infos[n]["wall_time_s"] + ((again[n] or {}).get("wall_time_s") or 0.0), 3)
+                for n in names}
     summary = {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "gpu": env["gpu"], "gpus": len(infos["all-1"]["gpus"]), "driver": env["driver"],
@@ -185,6 +205,9 @@ def main() -> None:
         "profiling_ratio_all_over_one": {f"{b} / {a}": round(profiled[b] / profiled[a], 3)
                                          for a, b in ratios},
         "per_gpu": {n: gpu_split(work / n, infos[n]) for n in names},
+        "second_pass": {n: {k: v for k, v in a.items() if k != "configs"} | {"configs": len(a["configs"])}
+                        for n, a in again.items() if a is not None},
+        "second_pass_same_configs": len({tuple(sorted(a["configs"])) for a in again.values() if a}) <= 1,
         # measure's own steps before profiling (plan, ncu version, GPU check, metric list, environment)
         "measure_timings": {n: infos[n].get("timings") for n in names},
         "identical_configs_per_counter": {f"{a} vs {b}": compare(tables[a], tables[b]) for a, b in pairs},
