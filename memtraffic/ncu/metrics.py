@@ -1,7 +1,7 @@
 """The ONE table of ncu metric names. Everything else in memtraffic uses the short aliases.
 
-Units are as ncu reports them. Metric sets name the aliases collected together; `traffic` is the
-default of `memtraffic measure`.
+Units are as ncu reports them. Metric sets name the aliases collected together; `memtraffic measure`'s
+default (--metrics auto) is `bytes` for every config, then `traffic` for those whose first look needs it.
 
 Each alias has the H100's (gh100) ncu name, and, where other chips name the counter differently, exact
 equivalents tried in order: another name or a sum of counters (every chip ncu 2025.3.1 knows has the
@@ -159,7 +159,8 @@ _FLOPS = ["time", "fadd", "fmul", "ffma", "hadd", "hmul", "hfma", "tc_ops_fp16",
 # The ONE table of metric sets: a new set is one entry here (and a test in tests/ncu/test_chips.py).
 SETS: list[MetricSet] = [
     MetricSet("traffic", _TRAFFIC, "bytes, sectors and requests per level, and the bytes the instructions "
-              "asked for (measure's default; six replay passes a kernel)"),
+              "asked for (six replay passes a kernel; measure's default measures it again where a first look "
+              "needs it)"),
     # The bytes of each level and nothing else: ncu collects them in one replay pass where 'traffic' takes
     # six (H100, ncu 2025.3.1, 2026-11-23: reports/h100/metric_passes; within 'traffic' the L1 request
     # counters cost two passes, LDGSTS one), so ncu's part of a config is ~4x shorter
@@ -167,8 +168,8 @@ SETS: list[MetricSet] = [
     # the first (reports/h200x2/pair_probe: one metric, one pass, no slowdown).
     MetricSet("bytes", ["time", "l1_ld_bytes", "l1_st_bytes", "l2_rd_sectors", "l2_wr_sectors",
                         "dram_rd_bytes", "dram_wr_bytes"],
-              "L1, L2 and DRAM bytes only, no request counters (one replay pass a kernel: profile's "
-              "default, a first look; for large sweeps and --gpus)"),
+              "L1, L2 and DRAM bytes only, no request counters (one replay pass a kernel: the first look of "
+              "profile and measure; for large sweeps and --gpus)"),
     # Why time sits above a copy of the minimum when bytes do not: spills and achieved occupancy. A set of
     # its own: beside 'traffic' or 'bytes' it costs replay passes of its own (H100, ncu 2025.3.1,
     # 2026-11-25: reports/h100/spills_passes, run.json 'passes'; tests/analysis/test_time_notes.py
