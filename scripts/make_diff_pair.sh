@@ -20,7 +20,7 @@ done
 # memtraffic and its kernels from this tree, whatever else the machine has installed
 "$py" -m pip install -q --no-deps --no-build-isolation -e . >/dev/null
 mt() { "$py" -m memtraffic.cli "$@"; }
-grid=(my_gelu --shape 4096x4096 --dtype fp32 --dtype bf16 --source)
+grid=(my_gelu --shape 4096x4096 --dtype fp32 --dtype bf16 --source --metrics traffic)  # as committed
 mt measure "${grid[@]}" --variants examples/strided/my_gelu.py --out "$before"
 mt measure "${grid[@]}" --variants examples/coalesced/my_gelu.py --out "$after"
 mkdir -p "$dest"
