@@ -19,6 +19,7 @@ folder, by the same runner on the same GPUs.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import os
 import shlex
@@ -29,7 +30,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -678,15 +679,16 @@ def measure_again(result: MeasureResult, why: Mapping[str, tuple[float | None, f
     record: SecondPass = {"first_look": FIRST_LOOK, "metric_set": FULL_LOOK, "metric_names": full.metrics,
                           "rule": rule, "error": None}
     ran: RunRecord = {"attempts": [], "reports": [], "interrupted": False}
-    opts = replace(opts, source=False)  # per-line counters come from the first look
+    opts = copy.copy(opts)
+    opts.source = False  # per-line counters come from the first look
     t0 = time.perf_counter()
     try:
         if result.slots:
             ran = profile_gpus(again, run_dir, full, opts, result.slots, echo, ncu_runner, stem=SECOND)
         else:
             ran = profile_plan(again, run_dir, full, opts, echo, ncu_runner, stem=SECOND)
-    except NcuError as err:
-        record["error"] = str(err)
+    except Exception as err:  # NcuError, or a bug: the first look's rows stay whole either way
+        record["error"] = str(err) if isinstance(err, NcuError) else f"{type(err).__name__}: {err}"
     record["wall_time_s"] = round(time.perf_counter() - t0, 3)
     record.update({"attempts": ran.get("attempts", []), "reports": ran.get("reports", []),
                    "interrupted": bool(ran.get("interrupted"))})
