@@ -11,6 +11,7 @@ The columns of `COLUMNS` are a contract: roofline figures and HTML reports read 
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -298,9 +299,10 @@ def compute(rows: pd.DataFrame, plan: Plan | None = None,
     df["bw_dram_Bps"] = _div(dram, seconds)
     df["hw_flops"] = df["fadd"] + df["fmul"] + 2 * df["ffma"]
     roofs = _measured_roofs(df["device"])
-    df["time_vs_copy"] = [_time_vs_copy(r, roofs.get(r["device"])) for r in df.to_dict("records")]
-    df["diagnosis"] = [diagnose(r, bound=b, role=role, roofs=roofs.get(r["device"]))
-                       for r, b, role in zip(df.to_dict("records"), bounds, roles, strict=True)]
+    records = row_dicts(df)  # once: a traced program's table has tens of thousands of rows
+    df["time_vs_copy"] = times = [_time_vs_copy(r, roofs.get(r["device"])) for r in records]
+    df["diagnosis"] = [diagnose({**r, "time_vs_copy": t}, bound=b, role=role, roofs=roofs.get(r["device"]))
+                       for r, t, b, role in zip(records, times, bounds, roles, strict=True)]
 
     others = [a for a in METRICS if a in df and a not in COLUMNS and a != "time"]
     # A timing-only run's kernels (and a report without launch statistics) have no launch columns: NaN.
@@ -333,9 +335,8 @@ def _split_range_minimum(df: pd.DataFrame) -> list[str]:
     minimum becomes NaN). Returns each row's role ('' for a range's only row)."""
     roles = [""] * len(df)
     keyed = df[df["range"].astype(bool) & df["min_bytes"].notna()]
+    keyed = keyed[keyed.duplicated(["run", "range"], keep=False)]  # ranges of one row have nothing to split
     for (_, _), rows in keyed.groupby(["run", "range"], sort=False):
-        if len(rows) < 2:
-            continue
         moved = rows["l2_rd_sectors"].fillna(0) + rows["l2_wr_sectors"].fillna(0)
         main = moved.idxmax() if moved.max() > 0 else rows["time"].fillna(0).idxmax()
         name = df.loc[main, "kernels"][0]
@@ -687,7 +688,8 @@ def load_results(run: str | Path | Run, partial: bool = False) -> pd.DataFrame:
 def save_results(df: pd.DataFrame, run_dir: Path) -> None:
     """results.json (list of objects, raw numbers) and results.csv beside the reports, each row's report
     named relative to the run folder (runfolder/paths.py: a run you can share)."""
-    records = [{**r, "report": portable_path(report, run_dir, Path.cwd())}
-               if isinstance(report := r.get("report"), str) else r for r in to_records(df)]
-    write_json(run_dir / "results.json", records)
+    portable = functools.cache(lambda report: portable_path(report, run_dir, Path.cwd()))  # one per report
+    records = [{**r, "report": portable(report)} if isinstance(report := r.get("report"), str) else r
+               for r in to_records(df)]
+    write_json(run_dir / "results.json", records, rows=True)
     write_bytes_atomic(run_dir / "results.csv", (csv_text(records) + "\n").encode())

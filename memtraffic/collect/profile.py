@@ -445,7 +445,7 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
     plan = plan_from_trace(read_trace(run_dir / TRACE_FILE), opts.command,
                            session.metric_record(opts.metrics))
     configs = plan["configs"]
-    write_plan(run_dir, plan)
+    write_plan(run_dir, plan, checked=True)
     write_run(run_dir, run)  # saved before analysis can fail
     keep_kernel_tables([report] if has_report else [])  # every later reading starts from it
     echo(f"ncu profiled {result.kernels} kernel launches; the program recorded {len(configs)} ops/regions")

@@ -117,7 +117,7 @@ def profile_timing(opts: ProfileOptions, echo: Callable[[str], None], reason: st
     (run_dir / STARTUP_FILE).unlink(missing_ok=True)
     plan = plan_from_trace(read_trace(run_dir / TRACE_FILE), opts.command,
                            {"spec": None, "names": [], "notes": ["timing-only: no counters"]})
-    write_plan(run_dir, plan)
+    write_plan(run_dir, plan, checked=True)
     write_run(run_dir, run)
     for text in tracer_warnings(run_dir / TORCH_MARK_FILE):
         echo(f"warning: {text}")

@@ -11,7 +11,7 @@ reader. `needs_rerun` is the one test of whether a config must be measured again
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, TypedDict, Union, cast, get_args, get_origin, get_type_hints, is_typeddict
@@ -306,6 +306,8 @@ class _Shape:
     item: _Shape | None = None
     fields: tuple[tuple[str, _Shape], ...] = ()
     required: frozenset[str] = frozenset()
+    # The value types that conform at sight (_plain), each with the amount its value must be in, if any.
+    leaf: dict[type, Amount | None] | None = None
 
 
 _SHAPES: dict[int, tuple[Any, _Shape]] = {}  # id(hint) -> (hint, shape): the hint kept alive with its id
@@ -336,8 +338,30 @@ def _shape(spec: Any) -> _Shape:
         shape = _Shape("list", spec, item=_shape(get_args(spec)[0]) if get_args(spec) else None)
     else:
         shape = _Shape("type", spec)
+    shape = replace(shape, leaf=_leaf_types(shape))
     _SHAPES[id(spec)] = (spec, shape)
     return shape
+
+
+def _leaf_types(shape: _Shape) -> dict[type, Amount | None] | None:
+    """The exact Python types a value of this shape may have and conform with no look inside (a plain
+    str/int/float/bool type, None, an Annotated amount of them, or a union of those: the first member a
+    type fits decides, as in _problem), each with its amount; None for anything else (containers)."""
+    if shape.kind == "type" and shape.spec in _LEAVES:
+        return dict.fromkeys(_LEAVES[shape.spec])
+    if shape.kind == "none":
+        return {type(None): None}
+    if shape.kind == "annotated" and shape.inner is not None and shape.inner.leaf is not None:
+        if any(amount is not None for amount in shape.inner.leaf.values()):
+            return None  # an amount inside an amount: not in our records
+        return dict.fromkeys(shape.inner.leaf, shape.amount)
+    if shape.kind == "union" and all(m.leaf is not None for m in shape.members):
+        found: dict[type, Amount | None] = {}
+        for member in shape.members:
+            for kind, amount in (member.leaf or {}).items():
+                found.setdefault(kind, amount)
+        return found
+    return None
 
 
 def _expected(shape: _Shape) -> str:
@@ -385,23 +409,48 @@ def _problem(value: Any, shape: _Shape, field: str) -> str | None:
     if shape.amount is not None and shape.amount.bad(value):
         where = field + " is" if field else "holds"
         return f"{where} {value!r}, expected {shape.amount.what} from 0 to below 2**63"
+    # Containers: a value that conforms at sight (_plain) is not walked, and a field's name is only
+    # spelled out for a value that does not (a large plan has millions of values).
     prefix = field + "." if field else ""
     if shape.kind == "record":
-        for key, _ in shape.fields:
-            if key in shape.required and key not in value:
-                return f"{prefix}{key} is missing"
+        if not shape.required <= value.keys():
+            missing = next(key for key, _ in shape.fields if key in shape.required and key not in value)
+            return f"{prefix}{missing} is missing"
         for key, sub in shape.fields:
-            if key in value and (found := _problem(value[key], sub, f"{prefix}{key}")):
+            if key in value and not _plain(value[key], sub) and (
+                    found := _problem(value[key], sub, f"{prefix}{key}")):
                 return found
     elif shape.kind == "list" and shape.item is not None:
+        item = shape.item
         for i, entry in enumerate(value):
-            if found := _problem(entry, shape.item, f"{field}[{i}]"):
+            if not _plain(entry, item) and (found := _problem(entry, item, f"{field}[{i}]")):
                 return found
     elif shape.kind == "dict" and shape.item is not None:
+        item = shape.item
         for key, entry in value.items():
-            if found := _problem(entry, shape.item, f"{prefix}{key}"):
+            if not _plain(entry, item) and (found := _problem(entry, item, f"{prefix}{key}")):
                 return found
     return None
+
+
+_LEAVES = {str: (str,), int: (int,), float: (float, int), bool: (bool,)}
+
+
+def _plain(value: object, shape: _Shape) -> bool:
+    """True when `value` conforms to `shape` at sight: a str, int, float, bool or None where such a type
+    (a union of them, one with an amount in range) is expected, or a list of such values. False: not
+    sure, ask _problem (which also says where a value departs)."""
+    accepted = shape.leaf
+    if accepted is not None:
+        kind = type(value)
+        if kind not in accepted:
+            return False
+        amount = accepted[kind]
+        return amount is None or not amount.bad(value)
+    item = shape.item
+    if shape.kind == "list" and type(value) is list and item is not None and item.leaf is not None:
+        return all(_plain(entry, item) for entry in value)
+    return False
 
 
 def check(data: Any, name: str, where: Path) -> None:
@@ -433,9 +482,11 @@ def _read(folder: Path, name: str) -> Any:
     return data
 
 
-def write_plan(folder: Path, plan: Plan) -> Path:
-    """plan.json, atomically; a plan that breaks the schema is a bug here, not a file for readers."""
-    return _write(folder, PLAN_FILE, plan)
+def write_plan(folder: Path, plan: Plan, checked: bool = False) -> Path:
+    """plan.json, atomically; a plan that breaks the schema is a bug here, not a file for readers.
+    `checked`: every config was just checked (plan_from_trace), so the plan is not walked again: a
+    traced program's plan holds thousands of configs."""
+    return _write(folder, PLAN_FILE, plan, checked, rows=True)
 
 
 def write_run(folder: Path, run: Mapping[str, Any]) -> Path:
@@ -443,12 +494,13 @@ def write_run(folder: Path, run: Mapping[str, Any]) -> Path:
     return _write(folder, RUN_FILE, portable(run, folder, Path.cwd()))
 
 
-def _write(folder: Path, name: str, data: Mapping[str, Any]) -> Path:
-    found = problem(data, SCHEMAS[name])
+def _write(folder: Path, name: str, data: Mapping[str, Any], checked: bool = False,
+           rows: bool = False) -> Path:
+    found = None if checked else problem(data, SCHEMAS[name])
     if found:  # values come from variants' models and programs' traces too
         raise UsageError(f"cannot write {folder / name}: {found} (a variant's model or the program gave a "
                          "value of the wrong kind)")
-    return write_json(folder / name, dict(data))
+    return write_json(folder / name, dict(data), rows=rows)
 
 
 # --- what the records mean ----------------------------------------------------------------------------------

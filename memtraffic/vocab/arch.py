@@ -10,6 +10,7 @@ are the same.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -106,6 +107,7 @@ _NAME_PATTERNS: list[tuple[str, str]] = [
     (r"GTX 1650", "tu117"),
 ]
 
+@functools.lru_cache(maxsize=64)  # asked once per analyzed row
 def chip_for_gpu(name: str | None) -> Chip | None:
     """The chip of a GPU name as torch/nvidia-smi/ncu print it ('NVIDIA A100-SXM4-80GB' -> ga100);
     None when the name is unknown."""
