@@ -597,3 +597,13 @@ def test_auto_on_two_gpus_splits_the_second_pass_across_them(tmp_path, monkeypat
     rows = _rows(out)
     assert [rows[r]["passes"] for r in (A, B, C, D)] == [1, 6, 6, 1]
     assert len(calls()) == 4
+
+
+def test_measure_help_says_the_default_and_the_rule_of_needs_full_set():
+    from memtraffic.analysis.findings import GOOD
+
+    text = " ".join(CliRunner().invoke(app, ["measure", "--help"], env={"COLUMNS": "200"},
+                                       terminal_width=200).output.split())
+    assert (f"--metrics SETS auto (the default): the one-pass bytes set for every config, then traffic again "
+            f"for those below {GOOD} L1 load or store efficiency.") in text
+    assert collect.MeasureOptions(variants=[]).metrics == "auto"
