@@ -24,7 +24,7 @@ from memtraffic.analysis.analyze import (
     save_results,
     to_records,
 )
-from memtraffic.analysis.reuse import reuse_counts
+from memtraffic.analysis.reuse import reuse_counts, varied, varied_line
 from memtraffic.ncu.report import EmptyReportError
 from memtraffic.runfolder.load import Run, load_run  # noqa: F401 - public: load_run(path) -> Run
 from memtraffic.runfolder.records import RunRecord, write_run
@@ -199,11 +199,15 @@ def run_profile(opts: ProfileOptions, echo: Echo | None = None) -> ProfileResult
     counts = reuse_counts(kernels, result.plan)
     if counts is not None:  # --distinct: say what was measured and what reuses it
         echo(counts.line())
+    spread = varied(table, result.plan) if counts is not None else []
+    if line := varied_line(spread):  # calls of one signature measured more than once that differ
+        echo(line)
     if len(table):
         save_results(table, result.run_dir)
     result.table = table
     if result.run.get("kind") == "profile":  # where the time after ncu went (run.json's "startup" before)
         result.run["analysis_s"] = round(time.perf_counter() - started, 3)
+        result.run["varied"] = spread
         write_run(result.run_dir, result.run)
     return result
 

@@ -402,11 +402,13 @@ def profile(
                                        "syntax, e.g. 'step/'); repeatable.")
     ] = None,
     distinct: Annotated[
-        int, typer.Option(help="Measure the first K calls of each op signature (op, shapes, strides, dtypes, "
-                          "alignment, scalars); repeats reuse their counters, labelled reused. "
-                          "Value-dependent ops (gathers, scatters, sorts) are measured every time; regions "
-                          "unless repeats_same.")
+        int, typer.Option(help="Measure the first K calls of each op signature (shapes, strides, dtypes, "
+                          "alignment, scalars); repeats reuse their counters, labelled reused.")
     ] = 1,
+    value_calls: Annotated[
+        int, typer.Option(metavar="V", help="Value-dependent ops (gathers, scatters, sorts): V calls of each "
+                          "signature measured, and said if they differ (0: every call).")
+    ] = 4,
     every_launch: Annotated[
         bool, typer.Option("--every-launch", help="Measure every kernel launch (--distinct 0).")
     ] = False,
@@ -469,7 +471,8 @@ def profile(
         ops=[op.strip() for spec in ops or [] for op in spec.split(",") if op.strip()],
         target_processes=target_processes, profile_from_start=profile_from_start == "on",
         from_first_forward=from_first_forward, clock_control=clock_control, cache_control=cache_control,
-        out=out, verbose=verbose, distinct=0 if every_launch else distinct, replay=replay)
+        out=out, verbose=verbose, distinct=0 if every_launch else distinct, value_calls=value_calls,
+        replay=replay)
     result = run_profile(opts, echo=lambda line: typer.echo(line, err=True))
     if len(result.table) and fmt == "table":
         _print_floor_summary(result)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from memtraffic.runfolder.records import Config, Plan, configs_of
+from memtraffic.runfolder.records import Config, Plan, VariedSignature, configs_of
 
 REUSES = "reuses"  # kernel and analyzed tables' column: the range whose counters a row reuses ('' if none)
 
@@ -158,3 +158,31 @@ def signature_groups(table: pd.DataFrame, plan: Plan | None) -> pd.DataFrame:
     worst = out[[f"{c}_spread" for c, _, _ in _CHECKED]].max(axis=1)
     out = out.assign(_w=worst).sort_values("_w", ascending=False, kind="stable")
     return out.drop(columns="_w").reset_index(drop=True)
+
+
+def varied(table: pd.DataFrame, plan: Plan | None) -> list[VariedSignature]:
+    """The premise check on a distinct-launch run's own measured calls: signatures measured more than once
+    (a value-dependent op's first V calls, --distinct K > 1) whose counters differ beyond its tolerances.
+    Their repeats reuse the first call, so a spread here is a spread the reused rows may carry too."""
+    if table.empty or REUSES not in table or not plan:
+        return []
+    groups = signature_groups(table[~table[REUSES].astype(bool)], plan)
+    return [{"op": str(g["op"]), "signature": str(g["signature"]), "calls": int(g["calls"]),
+             "differs": str(g["differs"]), "l1_ld_bytes_spread": float(g["l1_ld_bytes_spread"]),
+             "l1_st_bytes_spread": float(g["l1_st_bytes_spread"]),
+             "dram_rd_bytes_spread": float(g["dram_rd_bytes_spread"])}
+            for g in groups.to_dict("records") if g["differs"]]
+
+
+def varied_line(found: Sequence[VariedSignature]) -> str | None:
+    """One sentence for people: the worst signature whose measured calls differ, and how many more."""
+    if not found:
+        return None
+    worst = found[0]
+    column = worst["differs"].split(", ")[0]
+    what = {"l1_ld_bytes": "L1 load bytes", "l1_st_bytes": "L1 store bytes",
+            "dram_rd_bytes": "DRAM read bytes"}.get(column, column)
+    spread = worst[f"{column}_spread"]  # type: ignore[literal-required]
+    more = f" ({len(found) - 1} more signatures too)" if len(found) > 1 else ""
+    return (f"{worst['op']} moved {spread:.1%} different {what} across its {worst['calls']} measured calls"
+            f"{more}; repeats reuse the first: --value-calls 0 or --every-launch measures every call.")

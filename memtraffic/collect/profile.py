@@ -49,7 +49,7 @@ from memtraffic.runfolder.records import (
 from memtraffic.runfolder.trace import STARTUP_ENV, TRACE_ENV, TRACE_FROM, read_startup, read_trace
 from memtraffic.vocab.errors import MemtrafficError, NcuError, UsageError, say
 from memtraffic.vocab.files import refuse_nonempty
-from memtraffic.vocab.launches import DISTINCT_ENV, NVTX_EXCLUDE, REPLAY_ENV
+from memtraffic.vocab.launches import DISTINCT_ENV, NVTX_EXCLUDE, REPLAY_ENV, VALUE_CALLS_ENV
 from memtraffic.vocab.machine import gpu_name, utc_now
 
 TORCH_MARK_FILE = "torch-imported"
@@ -91,6 +91,8 @@ class ProfileOptions:
     ops: list[str] = field(default_factory=list)
     # Measure the first `distinct` calls of each signature; repeats reuse their counters (0: every call).
     distinct: int = 1
+    # ... and of a value-dependent op's signature (gathers, scatters: VALUE_DEPENDENT; 0: every call).
+    value_calls: int = 4
     target_processes: str = "all"
     profile_from_start: bool = True
     replay: str = "auto"  # kernel, range (each measured mt| range one unit), or auto: choose_replay
@@ -196,13 +198,15 @@ def range_refusal(tail: Sequence[str]) -> str | None:
 
 def program_env(run_dir: Path, torch_ops: bool, base: dict[str, str] | None = None,
                 mode: str = "1", distinct: int = 0, triton: bool = False,
-                timings: Path | None = None, replay: str = "kernel") -> dict[str, str]:
+                timings: Path | None = None, replay: str = "kernel", value_calls: int = 0) -> dict[str, str]:
     """The program's environment: regions and the op tracer append their records to the run's trace.
-    `mode`: which op calls the tracer records (memtraffic.runfolder.trace.TRACE_FROM); `distinct`: how
-    many calls of each signature are measured (memtraffic.vocab.launches; 0: every call); `triton`: each
-    Triton launch gets a range; `timings`: the program times its kernels into that file."""
+    `mode`: which op calls the tracer records (memtraffic.runfolder.trace.TRACE_FROM); `distinct` and
+    `value_calls`: how many calls of each signature, and of a value-dependent one, are measured
+    (memtraffic.vocab.launches; 0: every call); `triton`: each Triton launch gets a range; `timings`: the
+    program times its kernels into that file."""
     env = dict(os.environ if base is None else base)
     env[DISTINCT_ENV] = str(distinct)
+    env[VALUE_CALLS_ENV] = str(value_calls)
     env[REPLAY_ENV] = replay
     if torch_ops:  # the tracer starts with the program (sitecustomize); the mark says torch was imported
         env = tracer_env(run_dir / TRACE_FILE, env, torch_mark=run_dir / TORCH_MARK_FILE, mode=mode)
@@ -280,6 +284,9 @@ def check_options(opts: ProfileOptions) -> None:
     if opts.distinct < 0:
         raise UsageError(f"--distinct {opts.distinct}: give how many calls of each signature to measure "
                          "(>= 1), or --every-launch")
+    if opts.value_calls < 0:
+        raise UsageError(f"--value-calls {opts.value_calls}: give how many calls of each value-dependent "
+                         "signature to measure (>= 1), or 0 for every call")
     if opts.replay not in REPLAYS:
         raise UsageError(f"unknown --replay {opts.replay!r}: use one of {', '.join(REPLAYS)}")
     if opts.ops and not opts.torch_ops:
@@ -389,6 +396,7 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
         "triton": opts.triton,
         "traced_from": TRACE_FROM[trace_mode(opts)] if opts.torch_ops else None,
         "distinct": opts.distinct,  # calls measured per signature, 0: every launch
+        "value_calls": opts.value_calls,  # ... per value-dependent signature, 0: every call
         "replay": replay,
         "source": opts.source,
         "clock_control": opts.clock_control,
@@ -409,7 +417,8 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
         try:
             result = run_ncu(argv, run_dir / "ncu.log", echo=echo, verbose=opts.verbose,
                              env=program_env(run_dir, opts.torch_ops, mode=trace_mode(opts),
-                                             distinct=opts.distinct, triton=opts.triton,
+                                             distinct=opts.distinct, value_calls=opts.value_calls,
+                                             triton=opts.triton,
                                              replay=replay["mode"]),
                              progress_every_s=2.0, describe=progress.line)
         except NcuError as err:  # counters refused once the program ran: this folder keeps ncu.log

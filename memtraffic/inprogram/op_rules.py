@@ -532,7 +532,7 @@ def _packets(*names: str) -> frozenset[Any]:
 
 
 # Ops whose traffic depends on the values they are given, not only on shapes and strides: what they
-# index, sort, select or count. `memtraffic profile --distinct` measures every call of them.
+# index, sort, select or count. `memtraffic profile` measures the first --value-calls of each signature.
 VALUE_DEPENDENT = _packets(
     # gathers and scatters (the rules above count the distinct rows they touch)
     "embedding", "index_select", "index", "_unsafe_index", "gather", "take", "index_put_", "_index_put_impl_",

@@ -263,9 +263,9 @@ class OpTracer(TorchDispatchMode):
                 return _decompose(func, args, kwargs)
         seq = next_seq()
         # Measured, or a repeat of an earlier call with the same signature (memtraffic.vocab.launches):
-        # a repeat's range is one ncu skips. Ops whose traffic depends on values are always measured.
+        # a repeat's range is one ncu skips. Ops whose traffic may depend on values are measured more.
         decision = launches.decide(f"mt|op|{seq}|{func}", call_signature(func, args, kwargs),
-                                   always=func.overloadpacket in VALUE_DEPENDENT)
+                                   value_dependent=func.overloadpacket in VALUE_DEPENDENT)
         nvtx = self._nvtx and (not self._range_replay or _touches_gpu(args, kwargs))
         if nvtx and self._range_replay and not self._primed:
             self._prime()

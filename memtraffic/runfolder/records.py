@@ -215,6 +215,19 @@ class Replay(TypedDict):
     why: str
 
 
+class VariedSignature(TypedDict):
+    """A signature measured more than once (a value-dependent op's first V calls, or --distinct K > 1)
+    whose calls' counters differ beyond the premise check's tolerances (analysis.reuse.varied)."""
+
+    op: str
+    signature: str
+    calls: int  # measured calls compared
+    differs: str  # the counters that differ, comma-separated
+    l1_ld_bytes_spread: float  # (max - min) / max over the calls
+    l1_st_bytes_spread: float
+    dram_rd_bytes_spread: float
+
+
 class RunRecord(TypedDict, total=False):
     """run.json: what ran, on what, how each ncu process and config went."""
 
@@ -241,6 +254,8 @@ class RunRecord(TypedDict, total=False):
     ops: list[str]  # profile --ops: only these ops' calls measured
     traced_from: str | None
     distinct: int
+    value_calls: int  # profile: calls measured per value-dependent signature (0: every call)
+    varied: list[VariedSignature]  # profile: signatures measured more than once whose counters differ
     shard: Shard
     started: str  # UTC times (vocab.machine.utc_now)
     finished: str

@@ -12,8 +12,11 @@ a Triton launch hook). Before pushing its range, a producer asks:
   everything the call's traffic may depend on: for an op, its overload, each input's shape, strides,
   dtype, device, pointer alignment (data_ptr % 16: vectorized kernels fall back on misaligned data),
   which inputs share a storage, and its scalar arguments.
-- `always`: the call's traffic depends on data values (gathers, scatters, sorts, unique, nonzero...):
-  it is measured every time.
+- `always`: the call is measured every time (a region not declared to repeat the same traffic).
+- `value_dependent`: the call's traffic may depend on data values (gathers, scatters, sorts, unique,
+  nonzero...): its signature's first V calls are measured (V from $MEMTRAFFIC_VALUE_CALLS, at least K;
+  0 or unset: every call), so a decode loop's cache writes cost V replays, not one per token. Analysis
+  compares those V calls (memtraffic.analysis.reuse.varied) and says when they differ.
 
 The answer is expressed to ncu the same way for every producer: a measured call keeps its name, a
 repeat pushes `mt|rep|<rest of the name>` (REPEAT_PREFIX), which `ncu --nvtx-exclude` (NVTX_EXCLUDE)
@@ -28,9 +31,9 @@ signature was never measured (analysis names it as not measured). Every record c
 a short digest of its signature, also when every launch is measured: the premise check groups an
 every-launch run by it.
 
-The setting comes from $MEMTRAFFIC_DISTINCT in the profiled program (`memtraffic profile` sets it):
-"K" (a whole number >= 1) measures the first K calls of each signature; unset or "0" measures every
-call. Torch-free: regions in JAX or CuPy programs use it too.
+The setting comes from $MEMTRAFFIC_DISTINCT and $MEMTRAFFIC_VALUE_CALLS in the profiled program
+(`memtraffic profile` sets them): "K" (a whole number >= 1) measures the first K calls of each signature;
+unset or "0" measures every call. Torch-free: regions in JAX or CuPy programs use it too.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from dataclasses import dataclass
 from typing import TypedDict
 
 DISTINCT_ENV = "MEMTRAFFIC_DISTINCT"  # "K": measure the first K calls of each signature; "0"/unset: all
+VALUE_CALLS_ENV = "MEMTRAFFIC_VALUE_CALLS"  # "V": ... of a value-dependent op's signature; "0"/unset: all
 # "range": ncu replays each measured range as one unit (memtraffic.collect.profile sets it): the op tracer
 # then creates the CUDA context before its first range and pushes none around ops without a GPU argument.
 REPLAY_ENV = "MEMTRAFFIC_REPLAY"
@@ -99,36 +103,44 @@ class LaunchFields(TypedDict, total=False):
     reuses: str | None
 
 
-def parse_distinct(text: str | None) -> int:
-    """$MEMTRAFFIC_DISTINCT -> K (0: every call measured). ValueError for anything else."""
+def parse_distinct(text: str | None, name: str = DISTINCT_ENV) -> int:
+    """$MEMTRAFFIC_DISTINCT (or $MEMTRAFFIC_VALUE_CALLS) -> K (0: every call measured). ValueError for
+    anything else."""
     if text is None or text.strip() == "":
         return 0
     value = int(text)
     if value < 0:
-        raise ValueError(f"{DISTINCT_ENV}={text!r}: give a whole number >= 0")
+        raise ValueError(f"{name}={text!r}: give a whole number >= 0")
     return value
 
 
 class Launches:
-    """The measure/skip state of one process: K measured calls per signature (k=0: every call)."""
+    """The measure/skip state of one process: K measured calls per signature (k=0: every call), V per
+    value-dependent signature (value_calls=0: every call; never fewer than K)."""
 
-    def __init__(self, k: int = 0) -> None:
-        if k < 0:
-            raise ValueError(f"k={k}: give a whole number >= 0 (0 measures every call)")
+    def __init__(self, k: int = 0, value_calls: int = 0) -> None:
+        if k < 0 or value_calls < 0:
+            raise ValueError(f"k={k}, value_calls={value_calls}: give whole numbers >= 0 (0 measures every "
+                             "call)")
         self.k = k
+        self.value_calls = value_calls
         self._seen: dict[str, tuple[str | None, int]] = {}  # digest -> (first measured range, measured)
         self._lock = threading.Lock()
         self._open = threading.local()  # per thread: how many repeat ranges are open
         self.measured = 0
         self.repeats = 0
 
-    def decide(self, range_name: str, signature: Hashable, always: bool = False) -> Decision:
+    def decide(self, range_name: str, signature: Hashable, always: bool = False,
+               value_dependent: bool = False) -> Decision:
         """Measure this call, or reuse its signature's first measured call? See the module doc."""
         digest = signature_digest(signature)
         inside_repeat = getattr(self._open, "repeats", 0) > 0
+        limit = self.k
+        if value_dependent:
+            limit = 0 if self.value_calls == 0 else max(self.k, self.value_calls)
         with self._lock:
             first, count = self._seen.get(digest, (None, 0))
-            measure = not inside_repeat and (self.k == 0 or always or count < self.k)
+            measure = not inside_repeat and (self.k == 0 or always or limit == 0 or count < limit)
             if measure:
                 self._seen[digest] = (first or range_name, count + 1)
                 self.measured += 1
@@ -149,20 +161,24 @@ _launches: Launches | None = None
 
 
 def launches() -> Launches:
-    """This process's state, set from $MEMTRAFFIC_DISTINCT on first use (a bad value: every call)."""
+    """This process's state, set from $MEMTRAFFIC_DISTINCT and $MEMTRAFFIC_VALUE_CALLS on first use (a bad
+    value: every call)."""
     global _launches
     if _launches is None:
-        try:
-            k = parse_distinct(os.environ.get(DISTINCT_ENV))
-        except ValueError:
-            k = 0  # measuring everything is never wrong; `memtraffic profile` checks the value it sets
-        _launches = Launches(k)
+        counts = []
+        for name in (DISTINCT_ENV, VALUE_CALLS_ENV):
+            try:
+                counts.append(parse_distinct(os.environ.get(name), name))
+            except ValueError:
+                counts.append(0)  # every call: never wrong; `memtraffic profile` checks what it sets
+        _launches = Launches(*counts)
     return _launches
 
 
-def decide(range_name: str, signature: Hashable, always: bool = False) -> Decision:
+def decide(range_name: str, signature: Hashable, always: bool = False,
+           value_dependent: bool = False) -> Decision:
     """launches().decide: measure this call or reuse? (module doc)."""
-    return launches().decide(range_name, signature, always)
+    return launches().decide(range_name, signature, always, value_dependent)
 
 
 def done(decision: Decision) -> None:
@@ -170,8 +186,8 @@ def done(decision: Decision) -> None:
     launches().done(decision)
 
 
-def reset(k: int | None = None) -> Launches:
-    """A fresh state (tests, and a forked child); k None: read $MEMTRAFFIC_DISTINCT again."""
+def reset(k: int | None = None, value_calls: int = 0) -> Launches:
+    """A fresh state (tests, and a forked child); k None: read the environment again."""
     global _launches
-    _launches = None if k is None else Launches(k)
+    _launches = None if k is None else Launches(k, value_calls)
     return launches()

@@ -54,20 +54,30 @@ def test_profile_passes_the_setting_to_ncu_and_the_program(tmp_path, stand_in, a
     run = json.loads((out / "run.json").read_text())
     argv = run["attempts"][0]["argv"]
     assert ("--nvtx-exclude" in argv) == excluded and run["distinct"] == args.get("distinct", 1)
+    assert run["value_calls"] == 4
     configs = json.loads((out / "plan.json").read_text())["configs"]
     mm_relu = [c for c in configs if c["op"] in ("aten.mm.default", "aten.relu.default")]
     assert sum(bool(c.get("repeat")) for c in mm_relu) == repeats
 
 
-def test_bad_distinct_is_one_line(tmp_path, stand_in):  # noqa: F811
+@pytest.mark.parametrize(("option", "said"), [
+    ("--distinct", "error: --distinct -1: give how many calls of each signature to measure"),
+    ("--value-calls", "error: --value-calls -1: give how many calls of each value-dependent signature to "
+                      "measure (>= 1), or 0 for every call")])
+def test_bad_distinct_is_one_line(tmp_path, stand_in, option, said):  # noqa: F811
     from typer.testing import CliRunner
 
     from memtraffic.cli import app
 
-    args = ["profile", "--distinct", "-1", "--", sys.executable, str(stand_in), "0"]
+    args = ["profile", option, "-1", "--", sys.executable, str(stand_in), "0"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2
-    assert result.stderr.startswith("error: --distinct -1: give how many calls of each signature to measure")
+    assert result.stderr.startswith(said) and result.stderr.count("\n") == 1
+
+
+def test_the_program_gets_both_counts(tmp_path):
+    env = prof.program_env(tmp_path, False, base={}, distinct=1, value_calls=4)
+    assert (env[launches.DISTINCT_ENV], env[launches.VALUE_CALLS_ENV]) == ("1", "4")
 
 
 def _as_distinct(plan: dict, op: str, shape: list[int]) -> tuple[dict, list[str], str]:
@@ -187,6 +197,26 @@ def test_premise_check_groups_calls_by_signature_on_a_real_report():
     for r in flagged.to_dict("records"):
         l1 = max(r["l1_ld_bytes_spread"], r["l1_st_bytes_spread"])
         assert l1 > 0.01 or r["dram_rd_bytes_spread"] > 0.03
+
+
+def test_varied_compares_only_the_measured_calls_of_a_signature():
+    run = load_run(TRAIN_STEP)
+    plan = copy.deepcopy(run.plan)
+    for c in plan["configs"]:
+        c["signature"] = launches.signature_digest((c["op"], json.dumps(c["inputs"]), tuple(c["shape"])))
+    table, _ = analyze_reports(run.reports, plan, run_name=run.name)
+    assert reuse.varied(table, plan) == []  # this step's calls of one signature agree (premise check)
+    adds = table.index[(table["op"] == "aten.add.Tensor") & (table["shape"] == "4x128x256")]
+    table.loc[adds[1], "l1_ld_bytes"] *= 1.05  # one call reads 5% more at L1
+    found = reuse.varied(table, plan)
+    assert len(found) == 1 and found[0]["calls"] == 8 and found[0]["differs"] == "l1_ld_bytes"
+    assert found[0]["l1_ld_bytes_spread"] == pytest.approx(0.05 / 1.05)
+    assert reuse.varied_line(found) == (
+        "aten.add.Tensor moved 4.8% different L1 load bytes across its 8 measured calls; repeats reuse the "
+        "first: --value-calls 0 or --every-launch measures every call.")
+    # Only measured calls are compared: with that call a repeat (reused row), nothing differs.
+    table.loc[adds[1], "reuses"] = table.loc[adds[0], "range"]
+    assert reuse.varied(table, plan) == [] and reuse.varied_line([]) is None
 
 
 def test_a_repeat_ncu_measured_after_all_keeps_its_own_counters():

@@ -65,6 +65,20 @@ def test_tracer_measures_each_signature_once_and_value_dependent_ops_always(dist
     assert not any(r.get("repeat") for r in emb) and len(emb) == 3
 
 
+def test_value_dependent_ops_measured_v_times_then_reused():
+    launches.reset(1, 2)
+    table = torch.randn(10, 16)
+    try:
+        with memtraffic.ops() as records:
+            for i in range(4):
+                torch.nn.functional.embedding(torch.tensor([i, 2, 3, 4]), table)
+    finally:
+        launches.reset(0)
+    emb = [r for r in records if r["op"] == "aten.embedding.default"]
+    assert [r.get("repeat", False) for r in emb] == [False, False, True, True]
+    assert {r["reuses"] for r in emb[2:]} == {emb[0]["range"]}
+
+
 def test_every_call_measured_by_default_still_records_signatures():
     launches.reset(0)
     with memtraffic.ops() as records:

@@ -41,6 +41,24 @@ def test_k_calls_measured_and_always_measured():
     assert all(d.measured for d in gathers)
 
 
+def test_value_dependent_signatures_measured_v_times():
+    def decisions(state, n, sig="idx"):
+        got = []
+        for i in range(n):
+            got.append(state.decide(f"mt|op|{i}|aten.index_copy_.default", sig, value_dependent=True))
+            state.done(got[-1])
+        return got
+
+    capped = decisions(L.Launches(1, 3), 6)
+    assert [d.measured for d in capped] == [True] * 3 + [False] * 3
+    assert {d.reuses for d in capped[3:]} == {"mt|op|0|aten.index_copy_.default"}
+    assert all(d.measured for d in decisions(L.Launches(1, 0), 6))  # V 0: every call
+    assert [d.measured for d in decisions(L.Launches(4, 2), 6)] == [True] * 4 + [False] * 2  # never < K
+    assert all(d.measured for d in decisions(L.Launches(0, 2), 6))  # K 0: every launch
+    plain = L.Launches(1, 3)
+    assert [plain.decide(f"mt|op|{i}|x", "s").measured for i in range(3)] == [True, False, False]
+
+
 def test_every_call_measured_with_k0():
     state = L.Launches(0)
     assert all(state.decide(f"mt|op|{i}|x", "same").measured for i in range(5))
@@ -104,8 +122,11 @@ def test_process_state_from_environment(monkeypatch):
     monkeypatch.setenv(L.DISTINCT_ENV, "1")
     state = L.reset()
     assert state.k == 1
+    monkeypatch.setenv(L.VALUE_CALLS_ENV, "4")
+    assert (L.reset().k, L.launches().value_calls) == (1, 4)
     monkeypatch.setenv(L.DISTINCT_ENV, "junk")
-    assert L.reset().k == 0
+    monkeypatch.setenv(L.VALUE_CALLS_ENV, "-2")
+    assert (L.reset().k, L.launches().value_calls) == (0, 0)
     L.reset(0)
 
 
