@@ -411,8 +411,8 @@ def speed_table(reports: Path) -> list[str] | None:
     ncu = machine[3].split("(")[0].replace("Version", "ncu").strip()
     note = (f"{machine[1].split(',')[0]}, {ncu}, {machine[2][:10]}; "
             "seconds are whole commands (memtraffic, ncu and the program); \"off\": L1 load bytes beyond "
-            "1% or DRAM read bytes beyond 3% and 4 KiB of the every-launch run, op type by op type; the "
-            "smaller size of each program is in the summary's `every_launch_size`.")
+            "1% or DRAM read bytes beyond 3% and 4 KiB a kernel launch of the every-launch run, op type by "
+            "op type; the smaller size of each program is in the summary's `every_launch_size`.")
     return _markdown(headers, rows, right_from=2) + ["", note]
 
 

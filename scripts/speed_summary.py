@@ -15,8 +15,8 @@ where measured full_P (--metrics traffic, full size). One record per program:
   measured;
 - every_launch_s, kernels_every, every_launch_size and every_launch_replay (the every-launch run at
   --small), op_types (compared between it and the defaults at --small) and op_types_off (those whose L1
-  load bytes differ beyond 1% or DRAM read bytes beyond 3% and 4 KiB, scripts/launches_summary.py's bar;
-  op_types_off_l1: on L1 loads alone) with ops_off naming them;
+  load bytes differ beyond 1% or DRAM read bytes beyond 3% and 4 KiB a kernel launch,
+  scripts/launches_summary.py's bar; op_types_off_l1: on L1 loads alone) with ops_off naming them;
 - exits: the exit code of each command that did not end with 0 (124: cut by gpu_speed.sh's T_CMD).
 Seconds are whole commands (memtraffic's start, ncu, the program, the analysis), as a user waits for them.
 """
