@@ -79,7 +79,7 @@ def collected(tables) -> list[str]:
 
 def same(x, y) -> bool:
     """Equal, or missing in both (a first look's row has no request counters)."""
-    return bool(x == y) or (x != x and y != y)
+    return bool(x == y) or bool(x != x and y != y)  # numpy's bools sum to numpy ints: JSON refuses them
 
 
 def compare(a, b) -> dict[str, int]:
