@@ -82,7 +82,10 @@ def environment(gpu: str | None, ncu: Path | None = None, version: Sequence[int]
 
     from memtraffic.vocab.arch import chip_for_gpu
 
-    torch = sys.modules.get("torch")  # only when the measuring side already has it: profile may not
+    # torch only when the measuring side already has it (profile may not), and only once imported whole:
+    # measure builds its plan in a thread that may still be importing it (no __version__ yet).
+    torch = sys.modules.get("torch")
+    torch = torch if getattr(torch, "__version__", None) and hasattr(torch, "version") else None
     chip = chip_for_gpu(gpu)
     return {
         "gpu": gpu,
