@@ -212,7 +212,10 @@ show(f"`{MY.name}` at {SHAPE} {DTYPE}: predicted {fmt_bytes(mine['pred_read_byte
 COMPARE = [MY.name, "softmax_tiled", "softmax_naive"]
 COMMITTED = REPORTS / "lesson03_softmax_pairs_1048576x2_fp32"  # this cell's run on an H100
 try:
+    # metrics="traffic": every counter for every variant, as the committed run (measure's default, auto,
+    # adds the request and sector counters only where L1 efficiency is below 0.9)
     run_dir = memtraffic.measure_variants(*COMPARE, shape=SHAPE, dtype=DTYPE, variant_files=[MODULE],
+                                          metrics="traffic",
                                           runs_root=ROOT / "reports" / "runs",
                                           echo=lambda line: print(line.replace(f"{ROOT}/", ""))).run_dir
     print(f"saved in {run_dir.relative_to(ROOT)}")
