@@ -57,6 +57,9 @@ _OVERWRITE = {aten.copy_, aten.fill_, aten.zero_, aten.uniform_, aten.normal_, a
 _TEMPLATE = {aten.empty_like, aten.zeros_like, aten.ones_like, aten.full_like, aten.rand_like,
              aten.randn_like, aten.randint_like, aten.new_empty, aten.new_empty_strided, aten.new_zeros,
              aten.new_ones, aten.new_full}
+# Of these, the ones whose tensor gives only its dtype and device (the size is an argument): a decode
+# loop's attention_mask.new_ones((1, 1)) is one signature whatever the mask's length.
+_NEW = {aten.new_empty, aten.new_empty_strided, aten.new_zeros, aten.new_ones, aten.new_full}
 # Allocate without initializing: no kernel, no traffic.
 _ALLOCATE = {aten.empty, aten.empty_like, aten.empty_strided, aten.new_empty, aten.new_empty_strided}
 
@@ -143,11 +146,16 @@ ALIGNMENT = 16  # bytes: vectorized (128-bit) loads need it, kernels fall back t
 def _tensor_signature(t: torch.Tensor, storages: dict[int, int]) -> tuple[Any, ...]:
     """Shape, strides, dtype, device, layout, data_ptr % ALIGNMENT, and which earlier argument's storage
     it shares (its number among the call's distinct storages): what a kernel's traffic depends on, values
-    aside."""
-    base = (tuple(t.shape), str(t.dtype), str(t.device), str(t.layout))
+    aside. The stride of a dimension of size 1 is left out (None): no address depends on it, and torch's
+    own layout checks (is_contiguous, the BLAS leading dimension) ignore it too. A decode loop's
+    one-token slice of a growing tensor, (1, 1) with stride (n, 1), is then one signature, not one per
+    token."""
+    shape = tuple(t.shape)
+    base = (shape, str(t.dtype), str(t.device), str(t.layout))
     try:
         shared = storages.setdefault(storage_of(t) or 0, len(storages))
-        return (*base, tuple(t.stride()), t.data_ptr() % ALIGNMENT, shared)
+        strides = tuple(None if size == 1 else stride for size, stride in zip(shape, t.stride(), strict=True))
+        return (*base, strides, t.data_ptr() % ALIGNMENT, shared)
     except (RuntimeError, NotImplementedError):  # no strides or storage (sparse, meta, some subclasses)
         return base
 
@@ -159,9 +167,12 @@ _SPECIAL_FLOATS = {0.0, 1.0, -1.0, 2.0, -2.0, 3.0, 0.5, -0.5, float("inf"), floa
 
 def call_signature(func: Any, args: tuple[Any, ...], kwargs: OpArgs) -> tuple[Any, ...]:
     """What one op call's traffic depends on, its data values aside (memtraffic.vocab.launches): the
-    overload, every tensor argument's _tensor_signature, other arguments by value (floats other than
-    _SPECIAL_FLOATS by sign only)."""
+    overload, every tensor argument's _tensor_signature (a new_* op's template tensor: its dtype, device
+    and layout only), other arguments by value (floats other than _SPECIAL_FLOATS by sign only)."""
     storages: dict[int, int] = {}
+    if func.overloadpacket in _NEW and args and isinstance(args[0], torch.Tensor):
+        template = args[0]
+        args = ((str(template.dtype), str(template.device), str(template.layout)), *args[1:])
 
     def part(value: Any) -> Any:
         if isinstance(value, torch.Tensor):

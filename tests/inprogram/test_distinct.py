@@ -48,6 +48,26 @@ def test_signature_keys_shape_strides_dtype_alignment_aliasing_and_scalars():
     assert len(pows) == 5  # the int 2 apart from the float 2.0 too
 
 
+def test_signature_leaves_out_what_no_address_depends_on():
+    """A size-1 dimension's stride and a new_* op's template shape change no kernel's traffic: a decode
+    loop's one-token slice of a growing tensor and its mask.new_ones((1, 1)) keep one signature."""
+    # the last token of a (1, n) int64 tensor: (1, 1), strides (n, 1), 8 bytes past a 16-byte boundary
+    grown = [torch.zeros(1, n, dtype=torch.int64)[:, -1:] for n in (18, 20, 22)]
+    assert len({_sig(aten.clone.default, t) for t in grown}) == 1
+    assert len({_sig(aten.isin.Tensor_Tensor, t, torch.zeros(1, dtype=torch.int64)) for t in grown}) == 1
+    aligned = torch.zeros(1, 19, dtype=torch.int64)[:, -1:]  # 144 bytes in: 16-byte aligned
+    assert _sig(aten.clone.default, aligned) != _sig(aten.clone.default, grown[0])  # alignment still counts
+    # a dimension of size > 1 keeps its stride
+    assert _sig(aten.clone.default, torch.zeros(4, 8)) != _sig(aten.clone.default, torch.zeros(4, 16)[:, :8])
+    masks = [torch.ones(1, n, dtype=torch.int64) for n in (16, 17, 18)]
+    ones = aten.new_ones.default
+    assert len({_sig(ones, m, [1, 1]) for m in masks}) == 1
+    assert _sig(ones, masks[0], [1, 1]) != _sig(ones, masks[0], [1, 2])  # the size it is given
+    assert _sig(ones, masks[0], [1, 1]) != _sig(ones, masks[0].float(), [1, 1])  # the dtype it takes
+    # *_like ops take the template's shape (and layout) for their output: still keyed on it
+    assert _sig(aten.ones_like.default, masks[0]) != _sig(aten.ones_like.default, masks[1])
+
+
 def test_tracer_measures_each_signature_once_and_value_dependent_ops_always(distinct):
     w = torch.randn(16, 16)
     table = torch.randn(10, 16)
