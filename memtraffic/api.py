@@ -154,7 +154,8 @@ def run_measure(opts: MeasureOptions, echo: Echo | None = None, **kwargs: Any) -
     if opts.first_look and result.session is not None and len(low) and not result.run.get("interrupted"):
         why = {r["range"]: (r["eff_l1_ld"] if ok(r["eff_l1_ld"]) else None,
                             r["eff_l1_st"] if ok(r["eff_l1_st"]) else None) for r in row_dicts(low)}
-        rule = f"L1 load or store efficiency below {GOOD} in the first look: {FULL_LOOK} tells why"
+        rule = (f"L1 load or store efficiency below {GOOD} in the first look, not as the variant's model "
+                f"predicts: {FULL_LOOK} tells why")
         launches = {str(r): int(n) for r, n in kernels.groupby("range").size().items()}
         measure_again(result, why, rule, opts, launches, echo, **kwargs)
         table, kernels = analyzed()

@@ -218,7 +218,8 @@ def measure(
     metrics: Annotated[
         str,
         typer.Option(help="auto (the default): the one-pass bytes set for every config, then traffic "
-                     "again for those below 0.9 L1 load or store efficiency. Or: " + METRICS_HELP
+                     "again for those below 0.9 L1 load or store efficiency that their model does not "
+                     "predict. Or: " + METRICS_HELP
                      + " The kernel time is always collected."),
     ] = "auto",
     out: Annotated[

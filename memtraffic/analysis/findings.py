@@ -23,13 +23,41 @@ GOOD = 0.9  # efficiencies below this get a diagnosis
 LSU_NEGLIGIBLE = 0.01  # L1 (LSU) bytes under this fraction of L2's: the kernel moves its data another way
 
 
+PREDICTED = 0.01  # L1 bytes within this fraction of the row's model prediction: the model accounts for them
+
+# A direction of an analyzed row: its name, efficiency, L1 bytes, the model's predicted bytes, the minimum.
+_DIRECTIONS = (("ld", "eff_l1_ld", "l1_ld_bytes", "pred_read_bytes", "min_read_bytes"),
+               ("st", "eff_l1_st", "l1_st_bytes", "pred_write_bytes", "min_write_bytes"))
+
+
 def needs_full_set(rows: Any) -> Any:
     """Which rows of an analyzed table a first look (the one-pass `bytes` set) leaves unexplained: L1 load
-    or store efficiency below GOOD. Only the bytes the instructions asked for and the sectors (the
-    `traffic` set, six replay passes) tell scattered accesses from repeated ones there, so `measure
-    --metrics auto` measures those configs again with it and `profile` names those op types for `--ops`.
-    A boolean Series (False where an efficiency is unknown)."""
-    return (rows["eff_l1_ld"] < GOOD) | (rows["eff_l1_st"] < GOOD)
+    or store efficiency below GOOD, in a direction whose L1 bytes are not those its variant's model
+    predicts (`pred_read_bytes`/`pred_write_bytes`, within PREDICTED). Only the bytes the instructions
+    asked for and the sectors (the `traffic` set, six replay passes) tell scattered accesses from repeated
+    ones there, so `measure --metrics auto` measures those configs again with it and `profile` names those
+    op types for `--ops`. Where the model predicts the bytes (a three-pass softmax reads its input three
+    times), the sectors have nothing left to explain. A boolean Series (False where an efficiency is
+    unknown)."""
+    need = None
+    for _, eff, moved, pred, _ in _DIRECTIONS:
+        low = rows[eff] < GOOD
+        if pred in rows:
+            low = low & ~((rows[moved] - rows[pred]).abs() <= PREDICTED * rows[pred])
+        need = low if need is None else need | low
+    return need
+
+
+def predicted_excess(r: Mapping[str, Any]) -> list[tuple[str, float]]:
+    """The directions ('ld', 'st') of a row below GOOD whose L1 bytes are the model's prediction (within
+    PREDICTED), with L1 bytes / minimum: traffic the variant's algorithm makes by design."""
+    out = []
+    for d, eff, moved, pred, minimum in _DIRECTIONS:
+        e, m, p, lo = r.get(eff), r.get(moved), r.get(pred), r.get(minimum)
+        if ok(e) and e < GOOD and ok(m) and ok(p) and p > 0 and abs(m - p) <= PREDICTED * p and ok(lo) \
+                and lo > 0:
+            out.append((d, m / lo))
+    return out
 
 
 def ok(x: Any) -> TypeGuard[float]:
@@ -164,6 +192,24 @@ def _redundant_requests(f: Facts) -> list[str]:
     return notes
 
 
+def _unasked(f: Facts) -> list[tuple[str, float]]:
+    """predicted_excess in the directions whose requested bytes were not measured (a first look)."""
+    return [(d, k) for d, k in predicted_excess(f.r) if not ok(f.r.get(f"req_{d}_bytes"))]
+
+
+def _predicted_passes(f: Facts) -> list[str]:
+    """L1 bytes above the minimum that the variant's model predicts, where no request counters say more."""
+    notes = []
+    for d, k in _unasked(f):
+        moved, minimum = (f.r["l1_ld_bytes"], f.r["min_read_bytes"]) if d == "ld" else (
+            f.r["l1_st_bytes"], f.r["min_write_bytes"])
+        what = "input byte loaded" if d == "ld" else "output byte stored"
+        times_said = f"{round(k)}x" if abs(k - round(k)) < 0.05 * k else times(k)
+        notes.append(f"each {what} {times_said} ({fmt_bytes(moved)} for a minimum of {fmt_bytes(minimum)}), "
+                     "as the variant's model predicts: passes over memory its algorithm makes")
+    return notes
+
+
 def _caches_absorb(f: Facts) -> list[str]:
     bw, ns, minimum = f.r.get("bw_min_Bps"), f.r.get("time_ns"), f.r.get("min_bytes")
     paid = (f": the minimum's {fmt_bytes(minimum)} in {fmt_time(ns)} is {fmt_rate(bw)}"
@@ -215,6 +261,7 @@ RULES: list[Rule] = [
     Rule("lsu_bypass", lambda f: bool(f.bypass), _lsu_bypass),
     Rule("sector_waste", lambda f: bool(_low_sector_use(f)), _sector_waste),
     Rule("redundant_requests", lambda f: bool(_extra_requests(f)), _redundant_requests),
+    Rule("predicted_passes", lambda f: bool(_unasked(f)), _predicted_passes),
     Rule("kernel_passes", lambda f: f.n_kernels > 1 and not _extra_requests(f),
          lambda f: [f"{f.n_kernels} kernels in this range: each is a pass over memory"]),
     # Caches absorbing traffic: L1 well above the minimum while DRAM reads sit at it.

@@ -34,6 +34,10 @@ CASES: list[tuple[str, tuple[str, str, list[str] | None, str, str | None], list[
     ("redundant_requests", (SEED, "range", None, NAIVE, None),
      ["each input byte requested 4x (33.55 MB for a minimum of 8.39 MB): several warps or programs load the "
       "same data, or the kernel makes several passes"]),
+    ("predicted_passes", ("reports/h100/split_8192x32768_bf16", "range", None,
+                          "mt|softmax_online|8192x32768|bf16", None),
+     ["each input byte loaded 2x (1.07 GB for a minimum of 536.87 MB), as the variant's model predicts: "
+      "passes over memory its algorithm makes"]),
     ("kernel_passes", ("reports/h100/long_rows_16384x131072", "range", None,
                        "mt|softmax_split|16384x131072|fp32", None),
      ["2 kernels in this range: each is a pass over memory"]),
@@ -114,3 +118,27 @@ def test_the_line_is_the_rules_sentences_in_order(monkeypatch):
 
 def test_a_row_no_rule_applies_to_says_nothing():
     assert findings({"range": "x"}) == [] and diagnose({"range": "x"}) == ""
+
+
+def test_needs_full_set_leaves_out_what_the_model_predicts():
+    """The second pass of --metrics auto: rows below 0.9 L1 efficiency, unless their L1 bytes are the
+    variant's predicted traffic (within 1%) in each direction below 0.9; unknown efficiencies never."""
+    import pandas as pd
+
+    from memtraffic.analysis.findings import needs_full_set
+
+    nan = float("nan")
+    rows = pd.DataFrame([
+        # eff_l1_ld, eff_l1_st, l1_ld, l1_st, pred_rd, pred_wr
+        (0.33, 1.0, 300.0, 100.0, 300.0, 100.0),  # loads 3x, as predicted: explained
+        (0.33, 1.0, 300.0, 100.0, 297.5, nan),  # within 1% of the prediction
+        (0.33, 1.0, 300.0, 100.0, 290.0, 100.0),  # 3.4% off the prediction: the sectors may say why
+        (0.33, 1.0, 300.0, 100.0, nan, nan),  # no model prediction
+        (0.33, 0.5, 300.0, 200.0, 300.0, 100.0),  # loads predicted, stores not
+        (1.0, 1.0, 100.0, 100.0, nan, nan),  # at the minimum
+        (nan, nan, nan, nan, nan, nan),  # unknown
+    ], columns=["eff_l1_ld", "eff_l1_st", "l1_ld_bytes", "l1_st_bytes", "pred_read_bytes",
+                "pred_write_bytes"])
+    assert needs_full_set(rows).tolist() == [False, False, True, True, True, False, False]
+    assert needs_full_set(rows.drop(columns=["pred_read_bytes", "pred_write_bytes"])).tolist() == [
+        True, True, True, True, True, False, False]

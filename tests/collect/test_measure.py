@@ -500,7 +500,7 @@ def test_auto_measures_again_with_the_full_set_only_the_configs_below_good_l1(tm
     assert first == _ncu_argv(tmp_path, "bytes", out, "profile.ncu-rep", "plan.json", "--wait-for-plan")
     assert second == _ncu_argv(tmp_path, "traffic", out, "profile-second.ncu-rep", "plan-second.json")
     assert ("measuring 2 of 4 configs again with the traffic set (L1 load or store efficiency below 0.9 in "
-            "the first look: traffic tells why)") in measured.stderr
+            "the first look, not as the variant's model predicts: traffic tells why)") in measured.stderr
     analyzed = CliRunner().invoke(app, ["analyze", str(out)])
     assert analyzed.exit_code == 0 and analyzed.stdout == measured.stdout
 
@@ -605,5 +605,5 @@ def test_measure_help_says_the_default_and_the_rule_of_needs_full_set():
     text = " ".join(CliRunner().invoke(app, ["measure", "--help"], env={"COLUMNS": "200"},
                                        terminal_width=200).output.split())
     assert (f"--metrics SETS auto (the default): the one-pass bytes set for every config, then traffic again "
-            f"for those below {GOOD} L1 load or store efficiency.") in text
+            f"for those below {GOOD} L1 load or store efficiency that their model does not predict.") in text
     assert collect.MeasureOptions(variants=[]).metrics == "auto"
