@@ -331,9 +331,13 @@ def summary_lines(f: Floor, width: int = 110) -> list[str]:
 def _summary(f: Floor) -> list[str]:
     if f.gpu_time_s <= 0:
         return []
-    lines = [f"floor: GPU time {fmt_time(f.gpu_time_s * 1e9)}, floor {fmt_time(f.floor_s * 1e9)} "
-             f"({f.floor_s / f.gpu_time_s:.0%} of it): {fmt_time(f.recoverable_s * 1e9)} recoverable"]
-    top = [r for r in f.by_op[:TOP] if r.recoverable_s > 0]
+    if not f.roofs.get("dram_Bps"):  # no floor to measure against: said, not shown as 0
+        lines = [f"floor: GPU time {fmt_time(f.gpu_time_s * 1e9)}; no floor: no measured roofs for "
+                 f"{f.device or 'this GPU'} (`memtraffic ceilings --refresh` measures them)"]
+    else:
+        lines = [f"floor: GPU time {fmt_time(f.gpu_time_s * 1e9)}, floor {fmt_time(f.floor_s * 1e9)} "
+                 f"({f.floor_s / f.gpu_time_s:.0%} of it): {fmt_time(f.recoverable_s * 1e9)} recoverable"]
+    top = [r for r in f.by_op[:TOP] if r.recoverable_s > 0 and r.reason_kind != "no roofs"]
     if top:
         names = ", ".join(f"{r.op} {fmt_time(r.recoverable_s * 1e9)} ({r.reason_kind})" for r in top)
         lines.append(f"  the top {len(top)} op types hold {f.top_share:.0%} of it: {names}")

@@ -134,3 +134,9 @@ def test_a_device_without_measured_roofs_says_so(tmp_path, monkeypatch):
     assert f.floor_s == 0 and {r.reason_kind for r in f.by_op} == {"no roofs"}
     result = runner.invoke(app, ["floor", str(EAGER)])
     assert "no measured roofs for NVIDIA H100 80GB HBM3: every floor is 0" in result.output
+    # the summary profile and analyze print shows no floor of 0 and no time recoverable from it
+    summary = " ".join(f.summary().split())
+    assert summary.startswith("floor: GPU time ")
+    assert ("; no floor: no measured roofs for NVIDIA H100 80GB HBM3 (`memtraffic ceilings --refresh` "
+            "measures them)") in summary
+    assert "recoverable" not in summary and "hold" not in summary
