@@ -1,6 +1,6 @@
 """Issue 41's table: profiling cost against the program alone, and agreement with an every-launch profile.
 
-    python scripts/speed_summary.py FOLDER [--json OUT.json]
+    python scripts/speed_summary.py FOLDER [--json OUT.json | --update SUMMARY.json]
 
 FOLDER is what scripts/gpu_speed.sh leaves: timings.txt (each command's wall time, "NAME rc=N
 command_ms=MS") and runs/ with, per program P, default_P (`profile --torch-ops` with every default, full
@@ -19,6 +19,8 @@ where measured full_P (--metrics traffic, full size). One record per program:
   scripts/launches_summary.py's bar; op_types_off_l1: on L1 loads alone) with ops_off naming them;
 - exits: the exit code of each command that did not end with 0 (124: cut by gpu_speed.sh's T_CMD).
 Seconds are whole commands (memtraffic's start, ncu, the program, the analysis), as a user waits for them.
+--update rewrites an existing summary with FOLDER's records in place of those of the same programs (a
+program measured again, whole, on one machine); the other programs' records are kept as they are.
 """
 
 from __future__ import annotations
@@ -106,6 +108,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--update", type=Path, help="a summary.json whose records of FOLDER's programs are "
+                        "replaced by FOLDER's")
     args = parser.parse_args()
     t = timings(args.folder)
     records = [record(args.folder, p, t) for p in PROGRAMS if f"bare_{p}" in t]
@@ -119,6 +123,11 @@ def main() -> int:
             print(f"  off: {o}")
     if args.json:
         args.json.write_text(json.dumps(records, indent=1) + "\n")
+    if args.update:
+        new = {r["program"]: r for r in records}
+        kept = json.loads(args.update.read_text())
+        merged = [new.pop(r["program"], r) for r in kept] + list(new.values())
+        args.update.write_text(json.dumps(merged, indent=1) + "\n")
     return 0
 
 
