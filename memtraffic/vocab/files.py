@@ -273,11 +273,14 @@ def csv_text(rows: Sequence[Mapping[str, Any]]) -> str:
     buf = io.StringIO()
     keys: dict[str, None] = {}  # in order of first appearance
     for r in rows:
-        keys.update(dict.fromkeys(r))
-    writer = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
-    writer.writeheader()
-    for r in rows:
-        writer.writerow({k: (json.dumps(v) if isinstance(v, dict | list) else v) for k, v in r.items()})
+        if not r.keys() <= keys.keys():
+            keys.update(dict.fromkeys(r))
+    names = list(keys)
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(names)
+    nested = (dict, list)
+    for r in rows:  # a traced program's table has a million cells: a list a row, not a dict
+        writer.writerow([json.dumps(v) if isinstance(v, nested) else v for v in map(r.get, names)])
     return buf.getvalue().rstrip("\n")
 
 
@@ -297,6 +300,18 @@ def _plain_column(series: Any, whole: bool) -> list[object]:
     values = series.tolist()  # numpy scalars become Python ones
     if series.dtype.kind not in "fO":
         return values
+    if series.dtype.kind == "f":  # a whole column at once: NaN and infinities -> None, whole counts -> int
+        array = series.to_numpy()
+        bad = ~np.isfinite(array)
+        finite = array[~bad]
+        exact = not finite.size or (bool(np.all(finite == np.round(finite)))
+                                    and float(np.abs(finite).max()) < 2**53)  # int64 holds them
+        if not (whole and not exact):  # a count column with fractions goes value by value below
+            if whole and finite.size:
+                values = np.where(bad, 0, array).astype(np.int64).tolist()
+            for i in np.flatnonzero(bad).tolist():
+                values[i] = None
+            return values
     out: list[object] = []
     for value in values:
         if isinstance(value, np.generic):
