@@ -52,7 +52,7 @@ def analyze(run: str | Path | Run, min_bytes: str | Sequence[str] | None = None,
     """`memtraffic analyze RUN`: one row per NVTX range (group_by 'kernel': per launch, 'op': per op).
     Each row has a `status` (ok, partial, missing, failed); `gaps(table)` names what the run lacks of
     its plan, one line each (the CLI's warnings; it exits 1 on them unless --partial)."""
-    return analyze_path(run.path if isinstance(run, Run) else run, min_bytes=min_bytes, group_by=group_by)
+    return analyze_path(run, min_bytes=min_bytes, group_by=group_by)
 
 
 def per_op(run: str | Path | Run, min_bytes: str | Sequence[str] | None = None) -> pd.DataFrame:

@@ -18,6 +18,7 @@ from memtraffic.views.formats import FOR_OBJECTS, FOR_ROWS
 from memtraffic.vocab.errors import MemtrafficError, UsageError, warn
 
 if TYPE_CHECKING:
+    from memtraffic.api import Run
     from memtraffic.collect.profile import ProfileResult
 
 app = typer.Typer(
@@ -109,7 +110,7 @@ def _print_baseline_diff(baseline: Path | None, run_dir: Path, fmt: str, width: 
     typer.echo(f"\ndiff against {baseline}:\n{text}", err=fmt != "table")
 
 
-def _print_floor_summary(path: Path | ProfileResult) -> None:
+def _print_floor_summary(path: Path | Run | ProfileResult) -> None:
     """The floor's summary (memtraffic.analysis.floor) above a table of a run; a run it cannot read (no
     minimum, no time) gets none: the table says what there is."""
     from memtraffic.api import floor as floor_of
@@ -540,13 +541,14 @@ def analyze(
       memtraffic analyze RUN --group-by op
     """
     from memtraffic.api import analyze as analyze_run
-    from memtraffic.api import require_whole
+    from memtraffic.api import load_run, require_whole
     from memtraffic.views.tables import render_results
 
     formats.check(fmt, FOR_ROWS)
-    table = analyze_run(path, min_bytes=min_bytes, group_by=group_by)
+    run = load_run(path)  # once: the floor's summary above a table per op reads the same run
+    table = analyze_run(run, min_bytes=min_bytes, group_by=group_by)
     if group_by == "op" and fmt == "table" and len(table):
-        _print_floor_summary(path)
+        _print_floor_summary(run)
     typer.echo(render_results(table, fmt, group_by, _width(wide)))
     require_whole(table, str(path), partial)  # after the table: what there is, is shown
 

@@ -569,15 +569,16 @@ def _name_worst_lines(table: pd.DataFrame, reports: Sequence[Path],
     return table.assign(diagnosis=notes)
 
 
-def analyze_path(path: str | Path, min_bytes: str | Sequence[str] | None = None,
+def analyze_path(path: str | Path | Run, min_bytes: str | Sequence[str] | None = None,
                  group_by: str = "range") -> pd.DataFrame:
-    """`memtraffic analyze`: a run folder or any .ncu-rep -> the analyzed table.
+    """`memtraffic analyze`: a run folder or any .ncu-rep (or a run already loaded) -> the analyzed table.
 
     min_bytes: one or more --min-bytes values (see parse_min_bytes_options).
     """
     texts = [min_bytes] if isinstance(min_bytes, str) else list(min_bytes or [])
     overall, rules = parse_min_bytes_options(texts)
-    return analyze_run(load_run(path), min_bytes=overall, group_by=group_by, min_rules=rules)
+    run = path if isinstance(path, Run) else load_run(path)
+    return analyze_run(run, min_bytes=overall, group_by=group_by, min_rules=rules)
 
 
 def analyze_run(run: Run, *, min_bytes: tuple[float, float, float] | None = None, group_by: str = "range",
