@@ -39,24 +39,24 @@ def needs_full_set(rows: Any) -> Any:
     op types for `--ops`. Where the model predicts the bytes (a three-pass softmax reads its input three
     times), the sectors have nothing left to explain. A boolean Series (False where an efficiency is
     unknown)."""
-    need = None
-    for _, eff, moved, pred, _ in _DIRECTIONS:
-        low = rows[eff] < GOOD
-        if pred in rows:
-            low = low & ~((rows[moved] - rows[pred]).abs() <= PREDICTED * rows[pred])
-        need = low if need is None else need | low
-    return need
+    return rows.apply(lambda r: _unexplained(r.to_dict()), axis=1).astype(bool) if len(rows) else \
+        rows["eff_l1_ld"] < GOOD
 
 
-def predicted_excess(r: Mapping[str, Any]) -> list[tuple[str, float]]:
-    """The directions ('ld', 'st') of a row below GOOD whose L1 bytes are the model's prediction (within
-    PREDICTED), with L1 bytes / minimum: traffic the variant's algorithm makes by design."""
+def _unexplained(r: Mapping[str, Any]) -> bool:
+    """A direction of the row below GOOD whose L1 bytes are not its model's prediction."""
+    explained = predicted(r)
+    return any(ok(e := r.get(eff)) and e < GOOD and d not in explained for d, eff, *_ in _DIRECTIONS)
+
+
+def predicted(r: Mapping[str, Any]) -> list[str]:
+    """The directions ('ld', 'st') of a row below GOOD whose L1 bytes are its model's prediction (within
+    PREDICTED): traffic the variant's algorithm makes by design."""
     out = []
-    for d, eff, moved, pred, minimum in _DIRECTIONS:
-        e, m, p, lo = r.get(eff), r.get(moved), r.get(pred), r.get(minimum)
-        if ok(e) and e < GOOD and ok(m) and ok(p) and p > 0 and abs(m - p) <= PREDICTED * p and ok(lo) \
-                and lo > 0:
-            out.append((d, m / lo))
+    for d, eff, moved, pred, _ in _DIRECTIONS:
+        e, m, p = r.get(eff), r.get(moved), r.get(pred)
+        if ok(e) and e < GOOD and ok(m) and ok(p) and p > 0 and abs(m - p) <= PREDICTED * p:
+            out.append(d)
     return out
 
 
@@ -192,22 +192,22 @@ def _redundant_requests(f: Facts) -> list[str]:
     return notes
 
 
-def _unasked(f: Facts) -> list[tuple[str, float]]:
-    """predicted_excess in the directions whose requested bytes were not measured (a first look)."""
-    return [(d, k) for d, k in predicted_excess(f.r) if not ok(f.r.get(f"req_{d}_bytes"))]
+def _unasked(f: Facts) -> list[tuple[str, float, float]]:
+    """(direction, L1 bytes, minimum) of the predicted directions whose requested bytes were not measured (a
+    first look) and whose minimum is known."""
+    out = []
+    for d, _, moved, _, minimum in _DIRECTIONS:
+        lo = f.r.get(minimum)
+        if d in predicted(f.r) and not ok(f.r.get(f"req_{d}_bytes")) and ok(lo) and lo > 0:
+            out.append((d, f.r[moved], lo))
+    return out
 
 
 def _predicted_passes(f: Facts) -> list[str]:
     """L1 bytes above the minimum that the variant's model predicts, where no request counters say more."""
-    notes = []
-    for d, k in _unasked(f):
-        moved, minimum = (f.r["l1_ld_bytes"], f.r["min_read_bytes"]) if d == "ld" else (
-            f.r["l1_st_bytes"], f.r["min_write_bytes"])
-        what = "input byte loaded" if d == "ld" else "output byte stored"
-        times_said = f"{round(k)}x" if abs(k - round(k)) < 0.05 * k else times(k)
-        notes.append(f"each {what} {times_said} ({fmt_bytes(moved)} for a minimum of {fmt_bytes(minimum)}), "
-                     "as the variant's model predicts: passes over memory its algorithm makes")
-    return notes
+    return [f"each {'input byte loaded' if d == 'ld' else 'output byte stored'} {times(moved / minimum)} "
+            f"({fmt_bytes(moved)} for a minimum of {fmt_bytes(minimum)}), as the variant's model predicts: "
+            "passes over memory its algorithm makes" for d, moved, minimum in _unasked(f)]
 
 
 def _caches_absorb(f: Facts) -> list[str]:
