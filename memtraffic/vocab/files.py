@@ -306,7 +306,7 @@ def _plain_column(series: Any, whole: bool) -> list[object]:
         finite = array[~bad]
         exact = not finite.size or (bool(np.all(finite == np.round(finite)))
                                     and float(np.abs(finite).max()) < 2**53)  # int64 holds them
-        if not (whole and not exact):  # a count column with fractions goes value by value below
+        if exact or not whole:  # a count column with fractions goes value by value below
             if whole and finite.size:
                 values = np.where(bad, 0, array).astype(np.int64).tolist()
             for i in np.flatnonzero(bad).tolist():
@@ -317,7 +317,7 @@ def _plain_column(series: Any, whole: bool) -> list[object]:
         if isinstance(value, np.generic):
             value = value.item()
         if isinstance(value, float):
-            if value != value or value in (math.inf, -math.inf):  # NaN, infinities
+            if not math.isfinite(value):
                 value = None
             elif whole and value.is_integer():
                 value = int(value)
