@@ -251,8 +251,8 @@ def measure(
     gpus: Annotated[
         str | None,
         typer.Option(
-            help="all, or GPU indices like 0,1: the configs are split across these GPUs by predicted "
-            "cost and one ncu process per GPU runs at once; one run folder, a report per GPU."
+            help="all, or GPU indices like 0,1: one ncu process per GPU runs at once, each taking the "
+            "next config when it finishes one; one run folder, a report per GPU."
         ),
     ] = None,
     sweep: Annotated[

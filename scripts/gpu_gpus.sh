@@ -9,19 +9,23 @@
 # WARM_TRITON=0: every run compiles into an empty cache of its own, as a fresh user's does (<SET>_x<N>_cold).
 # SWEEP: another sweep file (issue 41: scripts/sweeps/softmax_h100x2_480.toml); the trailing number of its
 # name is the folders' config count.
+# ALSO_FIRST=N: also a run on the first N GPUs in each round (measure_gpus.py --also-first; two of four).
 # Each run's summary.json holds the ratios, each GPU's wall time split into its configs' seconds and the
 # fixed rest, and measure's own timings. The traffic step skips itself when the first took past BUDGET_S (250) seconds.
 # Usage: bash scripts/gpu_gpus.sh OUT [SET:REPEAT ...]   (default: bytes:2 traffic:1; after
 # `pip install -e . --no-deps`)
-# OUT gets reports/h100x2/gpus_vs_one_<N>_<SET>_x<REPEAT>/ (summary.json, comparison.csv, logs.tgz,
-# all-1.tgz) and machine.txt; commit the summary.json files (and comparison.csv) under reports/h100x2/.
+# OUT gets reports/<MACHINE>/gpus_vs_one_<N>_<SET>_x<REPEAT>/ (summary.json, comparison.csv, logs.tgz,
+# all-1.tgz) and machine.txt, MACHINE being the GPU and how many (h100x2, h200x4, ...); commit the
+# summary.json files (and comparison.csv) under reports/<MACHINE>/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: bash scripts/gpu_gpus.sh OUT [SET:REPEAT ...]}
 shift
 specs=${*:-bytes:2 traffic:1}
 budget=${BUDGET_S:-250}
-mkdir -p "$out/reports/h100x2"
+machine=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -o 'H[0-9]*' | tr H h)
+machine=${machine:-gpu}x$(nvidia-smi -L | grep -c '^GPU')
+mkdir -p "$out/reports/$machine"
 start=$(date +%s)
 { nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader; date -u +%FT%TZ; git rev-parse HEAD
   ncu --version | tail -1; nproc; } >"$out/machine.txt" 2>&1
@@ -37,9 +41,11 @@ for spec in $specs; do
   fi
   warm=(--warm-triton) suffix=
   [ "${WARM_TRITON:-1}" = 0 ] && warm=() suffix=_cold
-  dest=$out/reports/h100x2/gpus_vs_one_${configs}_${set_}_x$repeat$suffix
+  dest=$out/reports/$machine/gpus_vs_one_${configs}_${set_}_x$repeat$suffix
   t0=$(date +%s)
-  python3 scripts/measure_gpus.py "$dest" --sweep "$sweep" --metrics "$set_" --repeat "$repeat" "${warm[@]}" \
+  also=()
+  [ -n "${ALSO_FIRST:-}" ] && also=(--also-first "$ALSO_FIRST")
+  python3 scripts/measure_gpus.py "$dest" --sweep "$sweep" --metrics "$set_" --repeat "$repeat" "${warm[@]}" "${also[@]}" \
     >"$dest.stdout.txt" 2>"$dest.stderr.txt"
   echo "$set_: measure_gpus.py exited $? after $(( $(date +%s) - t0 )) s"
   python3 - "$dest/summary.json" <<'PY'

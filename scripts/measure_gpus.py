@@ -2,14 +2,16 @@
 every config's L1/L2 byte counters are identical in the two runs (issue 15).
 
     python scripts/measure_gpus.py OUT [--sweep scripts/sweeps/softmax_h200x2.toml] [--work DIR]
+                                       [--also-first N]
 
-Written for one call on a multi-GPU host. Runs alternate: one GPU, all GPUs, one GPU, all GPUs
-(--repeat pairs), so that the counters of two runs on the same GPUs show what varies from run to run
-anyway. Every run starts with an empty Triton cache of its own (TRITON_CACHE_DIR), so each compiles
-its kernels as a fresh user's would (with --warm-triton, one cache filled by an untimed first run);
-the ncu metric list is cached before the first run, so none pays `ncu --query-metrics`. Wall time is
-that of the whole `memtraffic measure` command (start-up, planning, profiling, analysis); run.json's
-wall_time_s (profiling only) is recorded beside it. A run that fails is reported and left out.
+Written for one call on a multi-GPU host. Runs alternate: one GPU, all GPUs, one GPU, all GPUs (--repeat
+pairs; --also-first N adds a run on the first N GPUs after each 'all', e.g. two of four), so that the
+counters of two runs on the same GPUs show what varies from run to run anyway. Every run starts with an
+empty Triton cache of its own (TRITON_CACHE_DIR), so each compiles its kernels as a fresh user's would
+(with --warm-triton, one cache filled by an untimed first run); the ncu metric list is cached before the
+first run, so none pays `ncu --query-metrics`. Wall time is that of the whole `memtraffic measure`
+command (start-up, planning, profiling, analysis); run.json's wall_time_s (profiling only) is recorded
+beside it. A run that fails is reported and left out.
 
 OUT gets: summary.json (devices, date, versions, wall times, ratios, per-GPU split (each GPU's wall time,
 its configs' seconds and the fixed rest: gpu_split), measure's own timings, and per counter
@@ -140,6 +142,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2, help="pairs of runs (one GPU, then all GPUs)")
     parser.add_argument("--work", type=Path, help="where the run folders go (default: a temporary folder)")
     parser.add_argument("--metrics", default="traffic", help="measure's --metrics (default traffic)")
+    parser.add_argument("--also-first", type=int, metavar="N",
+                        help="also run on the first N GPUs (--gpus 0,...,N-1) in each round, after 'all'")
     parser.add_argument("--warm-triton", action="store_true",
                         help="one Triton cache for every run, filled by a first run that is not timed")
     args = parser.parse_args()
@@ -149,14 +153,16 @@ def main() -> None:
     (work / "logs").mkdir(exist_ok=True)
 
     warm_metric_cache()
-    kinds = ["one", "all"]
+    kinds = ["one", "all"] + ([f"first{args.also_first}"] if args.also_first else [])
+    gpus_of = {"one": "0", "all": "all",
+               f"first{args.also_first}": ",".join(map(str, range(args.also_first or 0)))}
     names = [f"{kind}-{k}" for k in range(1, args.repeat + 1) for kind in kinds]  # a failed run is dropped
     if args.warm_triton:
         measure(args.sweep, "all", work / "warm-up", work / "logs" / "warm-up.log", work / "triton",
                 args.metrics)
     walls = {}
     for name in names:
-        gpus = "0" if name.startswith("one") else "all"
+        gpus = gpus_of[name.rsplit("-", 1)[0]]
         walls[name] = measure(args.sweep, gpus, work / name, work / "logs" / f"{name}.log",
                               work / ("triton" if args.warm_triton else f"triton-{name}"), args.metrics)
 

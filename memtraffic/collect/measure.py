@@ -40,7 +40,6 @@ from memtraffic.collect.planning import build_plan, check_names  # torch only wh
 from memtraffic.collect.profile import FIRST_LOOK, FULL_LOOK
 from memtraffic.collect.sweep import (
     Grid,
-    assign_gpus,
     check_gpus,
     gpu_indices,
     parse_shard,
@@ -64,6 +63,7 @@ from memtraffic.runfolder.folder import (
     StatusRecord,
     append_status,
     new_run_dir,
+    read_claims,
     read_status,
 )
 from memtraffic.runfolder.records import (  # atomic: the runner may wait
@@ -183,30 +183,41 @@ def profile_plan(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
 
     Returns the attempts, the reports written and whether the user interrupted. Config statuses are
     in the status file: a config that was started but never finished is recorded as failed here.
-    With `gpu`, only that GPU's configs, with files of its own (status-gpu0.jsonl, ncu-gpu0.log,
-    profile-gpu0.ncu-rep); `stop` set by another thread ends the restarts. With `ready` (plan None), the
-    first ncu starts while the plan is still being built: its runner waits for plan.json, and
-    `ready()` gives the plan (or raises why it could not be built) once that ncu has returned. `stem`
-    names a later pass's files (SECOND: plan-second.json, status-second-gpu0.jsonl, ...).
+    With `gpu`, the configs that GPU's runners claim (claims/: the GPUs share the plan, see
+    profile_gpus), with files of its own (status-gpu0.jsonl, ncu-gpu0.log, profile-gpu0.ncu-rep),
+    until every config is claimed and its own are done; `stop` set by another thread ends the
+    restarts. With `ready` (plan None), the first ncu starts while the plan is still being built: its
+    runner waits for plan.json, and `ready()` gives the plan (or raises why it could not be built) once
+    that ncu has returned. `stem` names a later pass's files (SECOND: plan-second.json,
+    status-second-gpu0.jsonl, ...).
     """
     plan_path = run_dir / f"plan{stem}.json"
     tag = f"{stem}-{gpu.tag}" if gpu else stem
     status_path = run_dir / (f"status{tag}.jsonl" if gpu else plan.get("status_file", "status.jsonl") if plan
                                         else "status.jsonl")
     log_path = run_dir / f"ncu{tag}.log"
+    claims = run_dir / f"claims{stem}"
 
-    def config_ids(plan: Plan) -> list[int]:
-        return [c["id"] for c in plan["configs"] if gpu is None or c.get("gpu") == gpu.index]
+    def mine(plan: Plan) -> list[int]:
+        """The configs this ncu's runners run: every one, or with `gpu` those they claimed."""
+        taken = read_claims(claims) if gpu is not None else {}
+        return [c["id"] for c in plan["configs"] if gpu is None or taken.get(c["id"]) == gpu.index]
 
-    ids = config_ids(plan) if plan is not None else None
+    def finished(plan: Plan, status: Mapping[int, StatusRecord]) -> bool:
+        """Every config claimed (with `gpu`) and each of this ncu's has its record."""
+        if gpu is not None and not {c["id"] for c in plan["configs"]} <= read_claims(claims).keys():
+            return False
+        return all(i in status for i in mine(plan))
+
+    known = plan
     app = runner_argv(plan_path)
     extra: dict[str, Any] = {}
     if gpu is not None:
-        app += ["--gpu", str(gpu.index), "--status", str(status_path)]
+        app += ["--claims", str(claims), "--gpu", str(gpu.index), "--status", str(status_path)]
         extra["env"] = {**os.environ, "CUDA_VISIBLE_DEVICES": gpu.visible}
     if on_start is not None:
         extra["on_start"] = on_start
-    max_attempts = opts.max_attempts or (len(ids) + 1 if ids is not None else 10**6)
+    max_attempts = opts.max_attempts or (len(known["configs"]) + 1 if known is not None else 10**6)
     attempts: list[Attempt] = []
     reports: list[str] = []
     interrupted = False
@@ -214,13 +225,13 @@ def profile_plan(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
         if attempt > max_attempts:
             break
         before = read_status(status_path)
-        if ids is not None and all(i in before for i in ids):
+        if known is not None and finished(known, before):
             break
         if stop is not None and stop.is_set():
             interrupted = True
             break
         report = run_dir / (f"profile{tag}.ncu-rep" if attempt == 1 else f"profile{tag}-{attempt}.ncu-rep")
-        waiting = ids is None  # the runner starts up while the plan is built, then reads it
+        waiting = known is None  # the runner starts up while the plan is built, then reads it
         argv = session.command(report, app + (["--wait-for-plan"] if waiting else []),
                                cache_control=opts.cache_control, clock_control=opts.clock_control,
                                source=opts.source)
@@ -228,8 +239,8 @@ def profile_plan(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
         result = ncu_runner(argv, log_path, echo=echo, verbose=opts.verbose, **extra)
         t_end = time.time()
         if waiting:
-            ids = config_ids(_built(plan, ready))  # raises the plan's error: its runner exited, ran nothing
-            max_attempts = opts.max_attempts or len(ids) + 1
+            known = _built(plan, ready)  # raises the plan's error: its runner exited, ran nothing
+            max_attempts = opts.max_attempts or len(known["configs"]) + 1
         attempts.append({"argv": argv, "returncode": result.returncode, "passes": result.passes,
                          "no_kernels_message": result.no_kernels,
                          "t_start": round(t_start, 3), "t_end": round(t_end, 3)})
@@ -246,12 +257,14 @@ def profile_plan(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
         if result.interrupted or result.returncode in (130, -2) or (stop is not None and stop.is_set()):
             interrupted = True
             break
+        if after == before and known is not None and finished(known, after):
+            break  # the other GPUs' runners had taken every config
         if after == before:  # no config even started: ncu or the runner fails before measuring
             last = " | ".join(line for line in result.tail[-3:] if line.strip()) or "(no output)"
             raise NcuError(f"ncu exited with code {result.returncode} before profiling anything: {last} "
                            f"(full log: {log_path})")
     final = read_status(status_path)
-    for cid in ids or []:
+    for cid in mine(known) if known is not None else []:
         if cid not in final:
             why = "not run: interrupted" if interrupted else "not run: the runner kept failing before it"
             append_status(status_path, {"id": cid, "status": "failed" if not interrupted else "not run",
@@ -274,6 +287,11 @@ def profile_gpus(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
                  ready: Callable[[], Plan] | None = None, stem: str = "") -> RunRecord:
     """`profile_plan` for every GPU at once, one thread and one ncu process per GPU. With `ready` (plan
     None) the runners start while the plan is built, as profile_plan's does; `stem` as there.
+
+    The GPUs share the plan: each runner takes the next config in plan order that no runner has
+    claimed (claims/, one file per config), so a GPU whose configs run faster takes more of them and a
+    GPU whose ncu fails leaves its untaken configs to the others. Afterwards each config of the plan
+    (and plan.json) says which GPU ran it ('gpu'); the claims folder is removed.
 
     Lines are prefixed with the GPU ('[gpu1] ...'). One GPU's failure is recorded in its entry and the
     others go on. Ctrl-C reaches the runners through the terminal (they stop after their current config
@@ -328,6 +346,14 @@ def profile_gpus(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
             echo("interrupted: waiting for each GPU's ncu to write the report of its finished configs "
                  "(Ctrl-C again to kill them)")
     plan = _built(plan, ready)  # raises why the plan could not be built (each GPU's runner then ran nothing)
+    claims = run_dir / f"claims{stem}"
+    taken = read_claims(claims)
+    for config in plan["configs"]:
+        gpu = taken.get(config["id"])
+        if gpu is not None:
+            config["gpu"] = gpu
+    write_json(run_dir / f"plan{stem}.json", plan, rows=True)
+    shutil.rmtree(claims, ignore_errors=True)
     gpus: list[GpuRun] = []
     for slot in slots:
         out = results[slot.index]
@@ -564,20 +590,18 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
     lap("query_metrics_s")
 
     run_dir = new_run_dir(run_label(opts, plan), opts.out, opts.runs_root)
-    assignment: dict[int, list[int]] = {}
 
     def finish_plan(plan: Plan) -> Plan:
         plan["metrics"] = session.metric_record(opts.metrics)
         plan["options"] = {"clock_control": opts.clock_control, "cache_control": opts.cache_control,
                            "source": opts.source}
         if slots:  # one status file per GPU: the runners never write the same file
-            assignment.update(assign_gpus(plan, [s.index for s in slots]))
             plan.pop("status_file", None)
             plan["status_files"] = {str(s.index): f"status-{s.tag}.jsonl" for s in slots}
         for s in plan["skipped"]:
             echo(f"skip {s['variant']} {'x'.join(map(str, s['shape']))} {s['dtype']}: {s['reason']}")
-        where = f"{len(slots)} GPUs ({', '.join(f'{s.tag}: {len(assignment[s.index])}' for s in slots)})" \
-            if slots else "one ncu process"
+        where = f"{len(slots)} GPUs ({', '.join(s.tag for s in slots)}: each takes the next config when it " \
+            "finishes one)" if slots else "one ncu process"
         echo(f"profiling {len(plan['configs'])} configs on {where} with {session.path} into {run_dir}")
         return plan
 
@@ -632,9 +656,12 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
     status: dict[int, StatusRecord] = {}
     for name in plan.get("status_files", {}).values() or [plan["status_file"]]:
         status.update(read_status(run_dir / name))
-    for g in outcome.get("gpus", []):  # a GPU whose ncu failed: its configs say why
+    for g in outcome.get("gpus", []):  # a GPU whose ncu failed: the configs it took say why
         for cid in g["configs"] if g["error"] else []:
             status.setdefault(cid, {"status": "not run", "error": f"GPU {g['index']} failed: {g['error']}"})
+    for c in plan["configs"] if slots else []:  # taken by no GPU: every runner stopped before it
+        status.setdefault(c["id"], {"status": "not run", "error": "interrupted" if outcome["interrupted"]
+                                    else "no GPU took it: each GPU's runner stopped before it"})
     run["configs"] = config_entries(plan, status, launches=None)
     run["skipped"] = plan["skipped"]
     write_run(run_dir, run)  # saved before analysis can fail
@@ -649,8 +676,8 @@ def measure_again(result: MeasureResult, why: Mapping[str, tuple[float | None, f
                   ) -> None:
     """The second pass of --metrics auto: the configs `why` names (range -> their first look's L1 load and
     store efficiencies; `rule` says why in words) profiled again with FULL_LOOK by the same runner, on the
-    same GPUs (split again by predicted cost), into the run folder (plan-second.json, status-second*.jsonl,
-    ncu-second*.log, profile-second*.ncu-rep).
+    same GPUs (which share its configs as they did the first look's), into the run folder
+    (plan-second.json, status-second*.jsonl, ncu-second*.log, profile-second*.ncu-rep).
 
     A config measured whole again (ok, and at least its first look's launches: `launches`) names the
     second pass's reports in plan.json (config 'reports'), so analysis takes its counters from them alone;
@@ -670,7 +697,6 @@ def measure_again(result: MeasureResult, why: Mapping[str, tuple[float | None, f
         if key in plan:
             again[key] = plan[key]
     if result.slots:
-        assign_gpus(again, [s.index for s in result.slots])
         again.pop("status_file")
         again["status_files"] = {str(s.index): f"status{SECOND}-{s.tag}.jsonl" for s in result.slots}
     write_json(run_dir / f"plan{SECOND}.json", again)

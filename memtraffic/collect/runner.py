@@ -11,7 +11,9 @@ fresh process skips every config that already has a record. A first record witho
 "ready") says when the process started and when it had read the plan: with the attempt's
 t_start/t_end in run.json, where a GPU's fixed time went. A failing variant is recorded and the runner
 goes on; after a CUDA error (the context is unusable) it exits with code 3 so that collect starts a
-fresh process for the rest.
+fresh process for the rest. With `--claims DIR --gpu N` (measure --gpus) the runners of several GPUs
+share one plan: each runs only the configs whose claim file in DIR it creates first, so a GPU that
+finishes early takes more configs.
 
 Without CUDA it runs on the CPU (Triton in its interpreter) and skips the NVTX calls: useful to test
 a plan without a GPU or ncu.
@@ -31,7 +33,7 @@ from typing import Any, TextIO
 import torch
 
 from memtraffic.collect.variants import Variant, load_variants
-from memtraffic.runfolder.folder import StatusRecord, append_status, read_status
+from memtraffic.runfolder.folder import StatusRecord, append_status, claim, read_status
 from memtraffic.runfolder.records import Config, Plan
 from memtraffic.vocab.errors import say
 from memtraffic.vocab.files import read_json
@@ -151,16 +153,17 @@ def _one_line(err: BaseException) -> str:
 
 
 def run_plan(plan: Plan, status_path: Path, device: torch.device | None = None,
-             log: TextIO | None = None, gpu: int | None = None) -> int:
-    """Run every config of the plan that has no record in the status file yet (with `gpu`, only those
-    `measure --gpus` assigned to that GPU). Returns the exit code."""
+             log: TextIO | None = None, claims: tuple[Path, int] | None = None) -> int:
+    """Run every config of the plan that has no record in the status file yet, in plan order. With
+    `claims` (folder, GPU index: measure --gpus), only those this process claims first: the runners of
+    the GPUs share the plan, each taking the next config nobody has taken. Returns the exit code."""
     device = device or _device()
     log = log or sys.stderr
     done = read_status(status_path)
     started = _process_started()
     append_status(status_path, _stamp({"event": "ready", "pid": os.getpid(),
                                        "process_started": round(started, 3) if started else None}))
-    configs = [c for c in plan["configs"] if gpu is None or c.get("gpu") == gpu]
+    configs = plan["configs"]
     try:  # the suite and the user's variant files; a file that fails to load fails its configs, not the run
         variants = load_variants(plan.get("variant_files", []),
                                  on_problem=lambda line: print(f"warning: {line}", file=log, flush=True))
@@ -169,7 +172,7 @@ def run_plan(plan: Plan, status_path: Path, device: torch.device | None = None,
               file=log, flush=True)
         variants = load_variants()
     for k, config in enumerate(configs, 1):
-        if config["id"] in done:
+        if config["id"] in done or (claims is not None and not claim(claims[0], config["id"], claims[1])):
             continue
         append_status(status_path, _stamp({"id": config["id"], "range": config["range"], "status": "start"}))
         t0 = time.perf_counter()
@@ -219,7 +222,9 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.splitlines()[0])
     parser.add_argument("plan", type=Path, help="plan.json written by `memtraffic measure`")
     parser.add_argument("--status", type=Path, help="JSON-lines status file (default: the plan's, beside it)")
-    parser.add_argument("--gpu", type=int, help="run only the configs assigned to this GPU (measure --gpus)")
+    parser.add_argument("--claims", type=Path, help="measure --gpus: take only the configs this process "
+                        "claims first in this folder (each GPU's runner claims the next config nobody has)")
+    parser.add_argument("--gpu", type=int, default=0, help="the GPU index its claims record (with --claims)")
     parser.add_argument("--wait-for-plan", action="store_true",
                         help="measure is still writing the plan: import torch and the kernels meanwhile")
     args = parser.parse_args(argv)
@@ -233,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_NO_PLAN
     plan = read_json(args.plan, "measure wrote a damaged plan")
     status = args.status or args.plan.parent / plan.get("status_file", "status.jsonl")
-    return run_plan(plan, status, gpu=args.gpu)
+    return run_plan(plan, status, claims=(args.claims, args.gpu) if args.claims else None)
 
 
 if __name__ == "__main__":

@@ -245,12 +245,3 @@ def visible_id(index: int, env_value: str | None) -> str:
     if env_value is None or not env_value.strip():
         return str(index)
     return [v.strip() for v in env_value.split(",")][index]
-
-
-def assign_gpus(plan: Plan, gpus: Sequence[int]) -> dict[int, list[int]]:
-    """Mark each config of the plan with the GPU it runs on (config['gpu']); GPU -> its config ids."""
-    parts = balanced_split(plan["configs"], len(gpus))
-    where = {c["id"]: gpu for gpu, part in zip(gpus, parts, strict=True) for c in part}
-    for config in plan["configs"]:
-        config["gpu"] = where[config["id"]]
-    return {gpu: [c["id"] for c in part] for gpu, part in zip(gpus, parts, strict=True)}

@@ -1,4 +1,5 @@
-"""The run folder: a new folder per run (never overwritten), and the runner's status file.
+"""The run folder: a new folder per run (never overwritten), the runner's status file and, with
+`measure --gpus`, the claims through which the runners share the plan's configs.
 
 A run folder holds plan.json (what was asked, with minimums), run.json (how it went: every ncu argv,
 the environment, per-config status), status.jsonl (the runner's progress), ncu.log and the reports.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
@@ -87,3 +89,29 @@ def read_status(path: Path) -> dict[int, StatusRecord]:
 def append_status(path: Path, record: Mapping[str, object]) -> None:
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(dict(record)) + "\n")
+
+
+# --- claims (measure --gpus: one runner per GPU, each taking the next config nobody has taken) -------------
+
+
+def claim(folder: Path, config_id: int, gpu: int) -> bool:
+    """Take config `config_id` for GPU `gpu`: True for the one runner that creates its claim file
+    (folder/ID, holding the GPU index), False for every other."""
+    folder.mkdir(exist_ok=True)
+    try:
+        fd = os.open(folder / str(config_id), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(str(gpu))
+    return True
+
+
+def read_claims(folder: Path) -> dict[int, int | None]:
+    """Config id -> the GPU that claimed it (None while its claim file is still being written)."""
+    claims: dict[int, int | None] = {}
+    for path in folder.iterdir() if folder.is_dir() else ():
+        if path.name.isdigit():
+            text = path.read_text(encoding="utf-8").strip()
+            claims[int(path.name)] = int(text) if text.isdigit() else None
+    return claims

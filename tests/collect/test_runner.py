@@ -79,6 +79,23 @@ def test_skips_configs_already_recorded(tmp_path, capsys):
     assert "[1/2]" not in capsys.readouterr().err
 
 
+def test_with_claims_it_runs_only_the_configs_it_claims_first(tmp_path, capsys):
+    """measure --gpus: configs another GPU's runner claimed are left to it; the others are claimed for
+    this GPU (a claim file holding its index) and run; the progress lines count the whole plan."""
+    plan = build_plan(["torch_softmax", "torch_manual"], ["4x8", "8x8"], ["fp32"], [])
+    claims = tmp_path / "claims"
+    claims.mkdir()
+    (claims / "1").write_text("0")  # GPU 0 took config 1
+    status = tmp_path / "status-gpu1.jsonl"
+    assert runner.run_plan(plan, status, device=torch.device("cpu"), claims=(claims, 1)) == 0
+    assert sorted(read_status(status)) == [0, 2, 3]
+    assert {p.name: p.read_text() for p in claims.iterdir()} == {"0": "1", "1": "0", "2": "1", "3": "1"}
+    err = capsys.readouterr().err
+    assert "[1/4] torch_softmax 4x8 fp32: ok" in err and "[2/4]" not in err and "[4/4]" in err
+    assert runner.run_plan(plan, status, device=torch.device("cpu"), claims=(claims, 1)) == 0  # all taken
+    assert "[" not in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(("out", "match"), [
     (torch.full((2, 3), float("nan")), "max abs error nan"),
     (torch.zeros(3, 2), "output shape"),
@@ -108,3 +125,13 @@ def test_runner_process_standalone_on_cpu(tmp_path):
     final = read_status(tmp_path / "status.jsonl")
     assert [final[i]["status"] for i in range(2)] == ["ok", "ok"]
     assert "mt|gelu_triton|4x8|fp32" in proc.stderr
+
+
+def test_a_claim_still_being_written_names_no_gpu(tmp_path):
+    from memtraffic.runfolder.folder import claim, read_claims
+
+    assert claim(tmp_path / "claims", 3, 2) and not claim(tmp_path / "claims", 3, 0)
+    (tmp_path / "claims" / "4").write_text("")  # created, its GPU index not yet written
+    (tmp_path / "claims" / "notes.txt").write_text("1")  # not a claim
+    assert read_claims(tmp_path / "claims") == {3: 2, 4: None}
+    assert read_claims(tmp_path / "none") == {}

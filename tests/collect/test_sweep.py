@@ -115,7 +115,7 @@ def _grid_plan(shapes=None) -> dict:
     return build_plan(variants, shapes or grid_shapes, dtypes, params)
 
 
-def test_balanced_split_puts_the_costliest_config_first_on_the_least_loaded_gpu():
+def test_balanced_split_puts_the_costliest_config_first_in_the_least_loaded_part():
     gb = sweep.REPLAY_BYTES_PER_S / sweep.ASSUMED_PASSES  # bytes that cost one second per config
     configs = [{"id": i, "range": f"r{i}", "pred_read_bytes": b * gb, "pred_write_bytes": 0}
                for i, b in enumerate([1, 8, 3, 3, 2, 1])]
@@ -225,22 +225,24 @@ def test_measure_gpus_runs_one_ncu_per_gpu_into_one_run(tmp_path, monkeypatch):
         run_measure(opts, echo=lines.append)
     plan = json.loads((out / "plan.json").read_text())
     run = json.loads((out / "run.json").read_text())
+    # which GPU takes which config is a race; each config runs once, and plan.json says where
     on = {g: [c["id"] for c in plan["configs"] if c["gpu"] == g] for g in (0, 1)}
-    assert sorted(on[0] + on[1]) == [0, 1, 2, 3] and len(on[0]) == len(on[1]) == 2
+    assert sorted(on[0] + on[1]) == [0, 1, 2, 3]
     assert [g["configs"] for g in run["gpus"]] == [on[0], on[1]]
     assert plan["status_files"] == {"0": "status-gpu0.jsonl", "1": "status-gpu1.jsonl"}
+    assert not (out / "claims").exists()  # plan.json keeps what the claims said
     for g, visible in ((0, "4"), (1, "6")):
         (attempt,) = [a for a in run["attempts"] if a["gpu"] == g]
         argv = attempt["argv"]
         assert argv[argv.index("--export") + 1] == f"profile-gpu{g}.ncu-rep"  # relative to the run folder
-        # the runners start while the plan is built, and each then takes its own configs
+        # the runners start while the plan is built, then claim configs in the one claims folder
         status = f"status-gpu{g}.jsonl"
-        assert argv[-5:] == ["--gpu", str(g), "--status", status, "--wait-for-plan"]
+        assert argv[-7:] == ["--claims", "claims", "--gpu", str(g), "--status", status, "--wait-for-plan"]
         assert attempt["cuda_visible_devices"] == visible
         assert (out / f"profile-gpu{g}.ncu-rep.env").read_text() == visible
         status = rundir.read_status(out / f"status-gpu{g}.jsonl")
         assert sorted(status) == on[g] and all(r["status"] == "ok" for r in status.values())
-        assert any(line.startswith(f"[gpu{g}] [1/2] ") for line in lines)
+        assert all(any(line.startswith(f"[gpu{g}] [{k + 1}/4] ") for line in lines) for k in on[g])
     assert [c["gpu"] for c in run["configs"]] == [c["gpu"] for c in plan["configs"]]
     assert all(c["status"] == "ok" for c in run["configs"])
 
@@ -256,23 +258,21 @@ def test_a_plan_that_fails_while_the_gpus_start_stops_every_runner_and_keeps_not
     assert not out.exists()
 
 
-def test_a_failing_gpu_keeps_the_others_and_lists_its_configs(tmp_path, monkeypatch):
+def test_a_failing_gpu_leaves_every_config_to_the_others(tmp_path, monkeypatch):
+    """GPU 1's ncu fails before running anything: GPU 0 takes every config, run.json records GPU 1's error."""
     _fake_measure(tmp_path, monkeypatch)
     monkeypatch.setenv("FAIL_GPU", "1")
     out = tmp_path / "run"
     lines: list[str] = []
     opts = collect.MeasureOptions(variants=["torch_softmax", "softmax_naive"], shapes=["4x8", "8x8"], out=out,
                                   gpus="0,1")
-    with pytest.raises(NcuError):
+    with pytest.raises(NcuError, match="no kernel inside the NVTX ranges"):  # the fake profiles nothing
         run_measure(opts, echo=lines.append)
     run = json.loads((out / "run.json").read_text())
     g0, g1 = run["gpus"]
-    assert g0["error"] is None and "the device is unavailable" in g1["error"]
-    by_gpu = {c["range"]: c for c in run["configs"]}
-    assert all(by_gpu[r]["status"] == ("ok" if by_gpu[r]["gpu"] == 0 else "not run") for r in by_gpu)
-    assert sorted(run["rerun"]) == sorted(r for r in by_gpu)  # the fake ncu profiled no kernel anywhere
-    lost = [c for c in run["configs"] if c["gpu"] == 1]
-    assert all("GPU 1 failed: ncu exited with code 1" in c["error"] for c in lost)
+    assert g0["error"] is None and "the device is unavailable" in g1["error"] and g1["configs"] == []
+    assert [(c["gpu"], c["status"]) for c in run["configs"]] == [(0, "ok")] * 4
+    assert sorted(run["rerun"]) == sorted(c["range"] for c in run["configs"])  # no kernel profiled anywhere
     assert any(line.startswith("[gpu1] FAILED: ncu exited with code 1") for line in lines)
 
     again = collect.rerun_plan(out)
@@ -280,54 +280,98 @@ def test_a_failing_gpu_keeps_the_others_and_lists_its_configs(tmp_path, monkeypa
     assert all("gpu" not in c for c in again["configs"])
 
 
-def test_a_crashed_runner_restarts_on_its_own_gpu_only(tmp_path):
-    plan = {"configs": [{"id": i, "range": f"mt|v{i}|8x8|fp32", "variant": f"v{i}", "gpu": i % 2}
-                        for i in range(6)], "skipped": []}
+def _claiming_runner(plan, run_dir, seconds=None, crash=None, exit_code=0, barrier=None):
+    """A stand-in for ncu over `runner.py --claims`: each GPU's process takes the next config nobody has
+    claimed, as the runner does; GPU g spends seconds[g] on each, the first process of GPU `crash` dies
+    on the first config it takes, and each returns `exit_code`. Records (gpu, report name) per call."""
+    import threading
+    import time
+
     calls: list[tuple[int, str]] = []
+    lock = threading.Lock()
 
     def fake_run(argv, log_path, echo=None, verbose=False, env=None, on_start=None):
         gpu = int(argv[argv.index("--gpu") + 1])
-        status = Path(argv[argv.index("--status") + 1])
-        calls.append((gpu, Path(argv[argv.index("--export") + 1]).name))
+        claims, status = (Path(argv[argv.index(flag) + 1]) for flag in ("--claims", "--status"))
+        assert claims == run_dir / "claims"
+        with lock:
+            calls.append((gpu, Path(argv[argv.index("--export") + 1]).name))
+        first = len([c for c in calls if c[0] == gpu]) == 1
+        if barrier is not None and first:
+            barrier.wait()  # both GPUs' first processes start together
         done = rundir.read_status(status)
         for c in plan["configs"]:
-            if c["gpu"] != gpu or c["id"] in done:
+            if c["id"] in done or not rundir.claim(claims, c["id"], gpu):
                 continue
             rundir.append_status(status, {"id": c["id"], "range": c["range"], "status": "start"})
-            if c["id"] == 3:  # kills GPU 1's runner
-                return NcuRun(returncode=139, passes=5, interrupted=False, no_kernels=False, tail=[])
+            if gpu == crash and first:
+                return NcuRun(returncode=139, passes=1, interrupted=False, no_kernels=False, tail=[])
+            time.sleep((seconds or {}).get(gpu, 0.0))
             rundir.append_status(status, {"id": c["id"], "range": c["range"], "status": "ok"})
-        return NcuRun(returncode=0, passes=5, interrupted=False, no_kernels=False, tail=[])
+            if exit_code:
+                break
+        return NcuRun(returncode=exit_code, passes=1, interrupted=False, no_kernels=False, tail=[])
+    return fake_run, calls
 
+
+def _plan(n: int) -> dict:
+    return {"configs": [{"id": i, "range": f"mt|v{i}|8x8|fp32", "variant": f"v{i}"} for i in range(n)],
+            "skipped": []}
+
+
+def test_the_gpus_share_the_plan_and_the_faster_one_takes_more(tmp_path):
+    """GPU 0 takes 50 ms a config, GPU 1 none: GPU 1 runs most configs; each runs once, and plan.json
+    and run.json's GPU entries say which GPU ran it."""
+    import threading
+
+    plan = _plan(8)
+    fake_run, _ = _claiming_runner(plan, tmp_path, seconds={0: 0.05}, barrier=threading.Barrier(2))
     slots = [collect.GpuSlot(0, "0"), collect.GpuSlot(1, "1")]
     out = collect.profile_gpus(plan, tmp_path, SESSION, collect.MeasureOptions(variants=[]), slots,
                                echo=lambda s: None, ncu_runner=fake_run)
-    assert sorted(calls) == [(0, "profile-gpu0.ncu-rep"), (1, "profile-gpu1-2.ncu-rep"),
-                             (1, "profile-gpu1.ncu-rep")]
     s0, s1 = (rundir.read_status(tmp_path / f"status-gpu{g}.jsonl") for g in (0, 1))
-    assert {i: r["status"] for i, r in s0.items()} == {0: "ok", 2: "ok", 4: "ok"}
-    assert {i: r["status"] for i, r in s1.items()} == {1: "ok", 3: "failed", 5: "ok"}
-    assert not out["interrupted"] and [len(g["attempts"]) for g in out["gpus"]] == [1, 2]
+    assert sorted([*s0, *s1]) == list(range(8)) and len(s1) > len(s0) >= 1
+    assert [g["configs"] for g in out["gpus"]] == [sorted(s0), sorted(s1)]
+    written = json.loads((tmp_path / "plan.json").read_text())
+    assert {c["id"]: c["gpu"] for c in written["configs"]} == {**dict.fromkeys(s0, 0), **dict.fromkeys(s1, 1)}
+    assert not (tmp_path / "claims").exists()
+
+
+def test_a_crashed_runner_restarts_on_its_own_gpu_and_the_gpus_still_share_the_rest(tmp_path):
+    import threading
+
+    plan = _plan(6)
+    fake_run, calls = _claiming_runner(plan, tmp_path, seconds={0: 0.05}, crash=1,
+                                       barrier=threading.Barrier(2))
+    slots = [collect.GpuSlot(0, "0"), collect.GpuSlot(1, "1")]
+    out = collect.profile_gpus(plan, tmp_path, SESSION, collect.MeasureOptions(variants=[]), slots,
+                               echo=lambda s: None, ncu_runner=fake_run)
+    s0, s1 = (rundir.read_status(tmp_path / f"status-gpu{g}.jsonl") for g in (0, 1))
+    assert sorted([*s0, *s1]) == list(range(6))
+    (crashed,) = [i for i, r in s1.items() if r["status"] == "failed"]
+    assert "the runner process died while running it" in s1[crashed]["error"]
+    assert all(r["status"] == "ok" for i, r in [*s0.items(), *s1.items()] if i != crashed)
+    assert sorted(calls) == [(0, "profile-gpu0.ncu-rep"), (1, "profile-gpu1-2.ncu-rep"),
+                             (1, "profile-gpu1.ncu-rep")]  # GPU 1's runner restarted, GPU 0's never
+    assert [len(g["attempts"]) for g in out["gpus"]] == [1, 2] and not out["interrupted"]
 
 
 def test_interrupt_on_one_gpu_stops_the_restarts_and_keeps_what_finished(tmp_path):
-    plan = {"configs": [{"id": i, "range": f"mt|v{i}|8x8|fp32", "variant": f"v{i}", "gpu": i % 2}
-                        for i in range(4)], "skipped": []}
+    """Each runner finishes one config and exits as after Ctrl-C: no restart, the configs nobody took
+    have no GPU (measure records them as not run)."""
+    import threading
 
-    def fake_run(argv, log_path, echo=None, verbose=False, env=None, on_start=None):
-        gpu = int(argv[argv.index("--gpu") + 1])
-        status = Path(argv[argv.index("--status") + 1])
-        first = next(c for c in plan["configs"] if c["gpu"] == gpu)
-        rundir.append_status(status, {"id": first["id"], "range": first["range"], "status": "ok"})
-        return NcuRun(returncode=130, passes=5, interrupted=False, no_kernels=False, tail=[])
-
+    plan = _plan(4)
+    fake_run, calls = _claiming_runner(plan, tmp_path, seconds={0: 0.05, 1: 0.05}, exit_code=130,
+                                       barrier=threading.Barrier(2))
     slots = [collect.GpuSlot(0, "0"), collect.GpuSlot(1, "1")]
     out = collect.profile_gpus(plan, tmp_path, SESSION, collect.MeasureOptions(variants=[]), slots,
                                echo=lambda s: None, ncu_runner=fake_run)
-    assert out["interrupted"] and out["reports"] == []
+    assert out["interrupted"] and out["reports"] == [] and len(calls) == 2
     for g in (0, 1):
         status = rundir.read_status(tmp_path / f"status-gpu{g}.jsonl")
-        assert status[g]["status"] == "ok" and status[g + 2]["status"] == "not run"
+        assert [r["status"] for r in status.values()] == ["ok"]
+    assert sum("gpu" not in c for c in plan["configs"]) == 2
 
 
 def test_shards_measured_apart_merge_back_into_the_whole_plan(tmp_path, monkeypatch):
