@@ -105,11 +105,12 @@ def gpu_split(run_dir: Path, info: dict) -> list[dict]:
     runner's configs (status file 'seconds': inputs, warm-up, check, the profiled call) and the rest, its
     fixed cost, split by the Unix times of the attempt (t_start/t_end) and of the runner's records into
     ncu starting python (to_python_s), python importing and waiting for the plan (to_ready_s), ready to
-    the first config (to_first_s), and the last config's end to ncu's exit (after_last_s: the report
-    written, the process torn down)."""
+    the first config (to_first_s), the last config's end to ncu's exit (after_last_s: the report
+    written, the process torn down) and between configs (between_s: one config's end to the next's
+    start); with each phase of the configs summed (phases_s: inputs, warmup, check, measured, free)."""
     out = []
     for g in info["gpus"]:
-        status, ready, stamps = {}, None, []
+        status, ready, stamps, phases, between, last_ok = {}, None, [], {}, 0.0, None
         path = run_dir / g.get("status_file", f"status-gpu{g['index']}.jsonl")
         for line in path.read_text().splitlines() if path.is_file() else []:
             rec = json.loads(line)
@@ -117,12 +118,18 @@ def gpu_split(run_dir: Path, info: dict) -> list[dict]:
                 ready = rec
             if "t" in rec and "id" in rec:
                 stamps.append(rec["t"])
+            if rec.get("status") == "start" and last_ok is not None:
+                between += rec["t"] - last_ok
             if rec.get("status") == "ok":
                 status[rec["id"]] = rec.get("seconds") or 0.0
+                last_ok = rec.get("t")
+                for phase, s in (rec.get("phases") or {}).items():
+                    phases[phase] = phases.get(phase, 0.0) + s
         configs_s = round(sum(status.values()), 3)
         row = {"index": g["index"], "configs": len(g["configs"]),
                "predicted_cost_s": g["predicted_cost_s"], "wall_time_s": g["wall_time_s"],
-               "configs_s": configs_s, "fixed_s": round(g["wall_time_s"] - configs_s, 3)}
+               "configs_s": configs_s, "fixed_s": round(g["wall_time_s"] - configs_s, 3),
+               "between_s": round(between, 3), "phases_s": {k: round(v, 3) for k, v in phases.items()}}
         first = (g.get("attempts") or [{}])[0]
         if ready and stamps and "t_start" in first:
             last = g["attempts"][-1]
@@ -222,8 +229,11 @@ def main() -> None:
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     with tarfile.open(args.out / "all-1.tgz", "w:gz") as tar:  # the reference run to commit
         tar.add(work / "all-1", arcname="all-1")
-    with tarfile.open(args.out / "logs.tgz", "w:gz") as tar:
+    with tarfile.open(args.out / "logs.tgz", "w:gz") as tar:  # progress, and every run's status files
         tar.add(work / "logs", arcname="logs")
+        for name in names:
+            for status in sorted((work / name).glob("status*.jsonl")):
+                tar.add(status, arcname=f"status/{name}/{status.name}")
     print(json.dumps(summary, indent=1))
 
 

@@ -601,7 +601,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
         for s in plan["skipped"]:
             echo(f"skip {s['variant']} {'x'.join(map(str, s['shape']))} {s['dtype']}: {s['reason']}")
         where = f"{len(slots)} GPUs ({', '.join(s.tag for s in slots)}: each takes the next config when it " \
-            "finishes one)" if slots else "one ncu process"
+            "finishes one)" if len(slots) > 1 else f"GPU {slots[0].index}" if slots else "one ncu process"
         echo(f"profiling {len(plan['configs'])} configs on {where} with {session.path} into {run_dir}")
         return plan
 

@@ -178,6 +178,10 @@ def run_plan(plan: Plan, status_path: Path, device: torch.device | None = None,
         t0 = time.perf_counter()
         try:
             err, phases = run_config(config, device, plan.get("seed", 0), variants)
+            if device.type == "cuda":  # the next config starts from an empty allocator cache; timed,
+                freed = time.perf_counter()  # since ncu intercepts each cudaFree
+                torch.cuda.empty_cache()
+                phases["free"] = round(time.perf_counter() - freed, 4)
         except KeyboardInterrupt:
             append_status(status_path, _stamp({"id": config["id"], "range": config["range"],
                                                "status": "not run", "error": "interrupted"}))
@@ -199,8 +203,6 @@ def run_plan(plan: Plan, status_path: Path, device: torch.device | None = None,
                                            "max_err": err, "seconds": round(seconds, 3), "phases": phases}))
         print(f"[{k}/{len(configs)}] {_label(config)}: ok (max err {err:.2g}, {seconds:.1f} s) "
               f"in range {config['range']}", file=log, flush=True)
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
     return 0
 
 
