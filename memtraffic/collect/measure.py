@@ -196,7 +196,7 @@ def profile_plan(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
     status_path = run_dir / (f"status{tag}.jsonl" if gpu else plan.get("status_file", "status.jsonl") if plan
                                         else "status.jsonl")
     log_path = run_dir / f"ncu{tag}.log"
-    claims = run_dir / f"claims{stem}"
+    claims = claims_folder(run_dir, stem)
 
     def mine(plan: Plan) -> list[int]:
         """The configs this ncu's runners run: every one, or with `gpu` those they claimed."""
@@ -270,6 +270,11 @@ def profile_plan(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
             append_status(status_path, {"id": cid, "status": "failed" if not interrupted else "not run",
                                         "error": why})
     return {"attempts": attempts, "reports": reports, "interrupted": interrupted}
+
+
+def claims_folder(run_dir: Path, stem: str = "") -> Path:
+    """Where the runners of `measure --gpus` claim the configs of plan{stem}.json (see profile_gpus)."""
+    return run_dir / f"claims{stem}"
 
 
 def _built(plan: Plan | None, ready: Callable[[], Plan] | None) -> Plan:
@@ -346,7 +351,7 @@ def profile_gpus(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
             echo("interrupted: waiting for each GPU's ncu to write the report of its finished configs "
                  "(Ctrl-C again to kill them)")
     plan = _built(plan, ready)  # raises why the plan could not be built (each GPU's runner then ran nothing)
-    claims = run_dir / f"claims{stem}"
+    claims = claims_folder(run_dir, stem)
     taken = read_claims(claims)
     for config in plan["configs"]:
         gpu = taken.get(config["id"])
