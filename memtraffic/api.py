@@ -142,6 +142,8 @@ def run_measure(opts: MeasureOptions, echo: Echo | None = None, **kwargs: Any) -
     except CountersUnavailable as err:
         echo(err.reason)
         result = measure_timing(opts, echo, err.reason)
+    if opts.roofs:
+        _roofs_for(result.run, echo)
 
     def analyzed() -> tuple[pd.DataFrame, pd.DataFrame]:
         try:
@@ -174,6 +176,13 @@ def failed_configs(run: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [c for c in run["configs"] if needs_rerun(c)]
 
 
+def _roofs_for(run: RunRecord, echo: Echo) -> None:
+    """The roofs of the run's GPU, measured now if none are known (probes.ceilings.roofs_for_floor)."""
+    from memtraffic.probes import ceilings
+
+    ceilings.roofs_for_floor(str((run.get("environment") or {}).get("gpu") or ""), echo)
+
+
 def run_profile(opts: ProfileOptions, echo: Echo | None = None) -> ProfileResult:
     """`memtraffic profile -- CMD`: the program under ncu, its report analyzed against its trace, saved.
     With --timing-only, or when ncu is missing or may not read the counters, the program runs timed
@@ -191,6 +200,8 @@ def run_profile(opts: ProfileOptions, echo: Echo | None = None) -> ProfileResult
     except CountersUnavailable as err:
         echo(err.reason)
         result = profile_timing(replace(opts, out=err.out) if err.out else opts, echo, err.reason)
+    if opts.roofs:  # the floor of the first run on a GPU without roofs: measured once, outside ncu
+        _roofs_for(result.run, echo)
     started = time.perf_counter()
     try:
         table, kernels = analyze_reports([result.report], result.plan, run_name=result.run_dir.name,
