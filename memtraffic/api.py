@@ -71,7 +71,8 @@ def full_look_ops(table: pd.DataFrame) -> list[str]:
 def floor(run: str | Path | Run | ProfileResult) -> Any:
     """`memtraffic floor RUN`: the run's time against its floor (memtraffic.analysis.floor.Floor: gpu_time_s,
     floor_s, recoverable_s, by_op rows, eager_min_bytes, fused_min_bytes, dram_bytes; .to_dict() is the
-    CLI's --format json, .summary() its first lines, .table() its rows as a DataFrame)."""
+    CLI's --format json, .summary() its first lines, .table() its rows as a DataFrame). `.no_floor` says
+    why a run has none (no measured roofs for its GPU, no kernel time): its floor_s is then NaN."""
     from memtraffic.analysis.floor import floor_of_table, floor_run
     from memtraffic.collect.profile import ProfileResult
 

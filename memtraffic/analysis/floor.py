@@ -12,7 +12,9 @@ grid too small for one wave, occupancy, a tail wave, bytes in flight (latency): 
 time_notes's order. Rows group by op type as analysis.per_op does; an op type's reason is the one
 holding most of its recoverable time. Repeats reusing their first call's counters count as they ran.
 Launches that are not the program's work (analysis.outside: autotuning, its cache flushes) are left out
-of the time and the floor, and said in one line.
+of the time and the floor, and said in one line; so are ranges without their kernels' own time (a
+range-replayed row no pass without ncu timed: runfolder.timings). A run with no such time, or on a GPU
+without measured roofs, has no floor (Floor.no_floor), never a floor of 0.
 
 The fused minimum follows the data (trace records' `reads`, `writes`, `freed`; runfolder.trace): every
 storage read before anything in the region wrote it is an input, read once; every value written in the
