@@ -233,8 +233,9 @@ def _measured_roofs(devices: Sequence[str]) -> tuple[str, dict[str, float]]:
 def floor_of_table(table: pd.DataFrame, plan: Mapping[str, Any] | None = None, run: str = "") -> Floor:
     """The Floor of an analyzed per-range table (analyze.analyze_run) and the run's plan."""
     left = left_out_line(table) or ""
-    table = table[~left_out(table)]
+    # the GPU of every launch, those left out too: a run of only those still names its GPU
     devices = [d for d in dict.fromkeys(table["device"]) if isinstance(d, str) and d] if len(table) else []
+    table = table[~left_out(table)]
     device, measured = _measured_roofs(devices)
     timed = "timing_only" in table.columns  # timing_only_table.mark: times, no counters
     records = cast("list[dict[str, Any]]", table.to_dict("records"))  # the table's columns are names
@@ -354,10 +355,8 @@ def summary_lines(f: Floor, width: int = 110) -> list[str]:
 
 
 def _summary(f: Floor) -> list[str]:
-    if f.no_floor and f.gpu_time_s <= 0:  # no row timed by its kernels: the reason alone
-        return [f.no_floor]
-    if f.gpu_time_s <= 0:
-        return []
+    if f.gpu_time_s <= 0:  # nothing timed: the reason when rows lack their kernels' time, else nothing
+        return [f.no_floor] if f.untimed else []
     if f.no_floor:  # no floor to measure against: said, not shown as 0
         lines = [f"floor: GPU time {fmt_time(f.gpu_time_s * 1e9)}; {f.no_floor}"]
     else:
