@@ -13,6 +13,7 @@
 #                           output, `memtraffic floor --format json` of each run)
 #   floor_window_table.md   the table docs/floor.md gets from the pair (readme_tables.floor_window_output)
 #   floors.txt              `memtraffic floor RUN` of each run (or its one-line "no floor")
+#   (the tarball's logs/pytest_profile.json: the ncu tests of tests/collect/test_profile.py on this GPU)
 #   steps.txt, environment.txt
 set -u
 OUT=${1:?usage: bash scripts/gpu_floor_window.sh OUT [GPU]}
@@ -52,6 +53,8 @@ if [ "${RANGE:-1}" != 0 ]; then
     run profile_range 200 "${PROFILE[@]}" --replay range --out "$runs/range" -- "$PY" examples/floor_block.py
     modes+=(range)
 fi
+# the ncu tests of profile on this GPU, range replay's kernel times among them
+run pytest_profile 240 "$PY" -m pytest -q -p no:cacheprovider tests/collect/test_profile.py -k on_gpu
 for mode in "${modes[@]}"; do
     run "floor_$mode" 60 "$PY" -m memtraffic.cli floor --format json "$runs/$mode"
     { echo "== memtraffic floor reports/$GPU/floor_window/$mode"

@@ -198,6 +198,46 @@ def test_profile_torch_ops_end_to_end_on_gpu(tmp_path):
     assert (tmp_path / "run" / "profile.kernels.json.gz").is_file()  # kept once ncu finished
 
 
+WINDOW_PROGRAM = """
+import torch
+x = torch.randn(4096, 1024, device="cuda")
+for step in range(3):  # the first step warms up; ncu and the op tracer see the last two
+    if step == 1:
+        torch.cuda.profiler.start()
+    y = torch.softmax(x, dim=-1)
+    z = (y * 2).sum()
+torch.cuda.synchronize()
+torch.cuda.profiler.stop()
+"""
+
+
+@pytest.mark.ncu
+def test_range_replay_on_gpu_times_each_range_by_its_kernels(tmp_path):
+    """--replay range in a profiler window: the bytes of ncu's range replay, the times of the kernel timer
+    (a run without ncu), each range near its kernel replay time, never ncu's ~200 us range duration."""
+    try:
+        ncu_mod.find_ncu()
+    except Exception as err:  # noqa: BLE001 - no ncu: nothing to test here
+        pytest.skip(str(err))
+    program = tmp_path / "window.py"
+    program.write_text(WINDOW_PROGRAM)
+    tables = {}
+    for replay in ("kernel", "range"):
+        result = run_profile(prof.ProfileOptions(command=[sys.executable, str(program)], torch_ops=True,
+                                                 profile_from_start=False, replay=replay, distinct=0,
+                                                 out=tmp_path / replay))
+        run = json.loads((tmp_path / replay / "run.json").read_text())
+        assert run["replay"]["mode"] == replay
+        tables[replay] = result.table.set_index("range")
+    assert run["time_source"] == TIMER_PASS and run["timing_pass"]["returncode"] == 0
+    kernel, ranged = tables["kernel"], tables["range"]
+    assert set(ranged["time_source"]) == {TIMER_PASS} and set(kernel["time_source"]) == {NCU_TIME}
+    assert sorted(ranged.index) == sorted(kernel.index)
+    for rng in ranged.index:
+        assert ranged.loc[rng, "l1_ld_bytes"] == pytest.approx(kernel.loc[rng, "l1_ld_bytes"], rel=0.01)
+        assert 0 < ranged.loc[rng, "time_ns"] < max(3 * kernel.loc[rng, "time_ns"], 20_000), rng
+
+
 @pytest.mark.parametrize(("command", "expected"), [
     (["python3", "train.py", "--steps", "2"], ["python3", "LAUNCH", "train.py", "--steps", "2"]),
     (["/usr/bin/python3.12", "-u", "-X", "dev", "-m", "pkg.main", "a"],
