@@ -71,7 +71,8 @@ def full_look_ops(table: pd.DataFrame) -> list[str]:
 def floor(run: str | Path | Run | ProfileResult) -> Any:
     """`memtraffic floor RUN`: the run's time against its floor (memtraffic.analysis.floor.Floor: gpu_time_s,
     floor_s, recoverable_s, by_op rows, eager_min_bytes, fused_min_bytes, dram_bytes; .to_dict() is the
-    CLI's --format json, .summary() its first lines, .table() its rows as a DataFrame)."""
+    CLI's --format json, .summary() its first lines, .table() its rows as a DataFrame). `.no_floor` says
+    why a run has none (no measured roofs for its GPU, no kernel time): its floor_s is then NaN."""
     from memtraffic.analysis.floor import floor_of_table, floor_run
     from memtraffic.collect.profile import ProfileResult
 
@@ -142,6 +143,8 @@ def run_measure(opts: MeasureOptions, echo: Echo | None = None, **kwargs: Any) -
     except CountersUnavailable as err:
         echo(err.reason)
         result = measure_timing(opts, echo, err.reason)
+    if opts.roofs:
+        _roofs_for(result.run, echo)
 
     def analyzed() -> tuple[pd.DataFrame, pd.DataFrame]:
         try:
@@ -174,6 +177,13 @@ def failed_configs(run: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [c for c in run["configs"] if needs_rerun(c)]
 
 
+def _roofs_for(run: RunRecord, echo: Echo) -> None:
+    """The roofs of the run's GPU, measured now if none are known (probes.ceilings.roofs_for_floor)."""
+    from memtraffic.probes import ceilings
+
+    ceilings.roofs_for_floor(str((run.get("environment") or {}).get("gpu") or ""), echo)
+
+
 def run_profile(opts: ProfileOptions, echo: Echo | None = None) -> ProfileResult:
     """`memtraffic profile -- CMD`: the program under ncu, its report analyzed against its trace, saved.
     With --timing-only, or when ncu is missing or may not read the counters, the program runs timed
@@ -191,6 +201,8 @@ def run_profile(opts: ProfileOptions, echo: Echo | None = None) -> ProfileResult
     except CountersUnavailable as err:
         echo(err.reason)
         result = profile_timing(replace(opts, out=err.out) if err.out else opts, echo, err.reason)
+    if opts.roofs:  # the floor of the first run on a GPU without roofs: measured once, outside ncu
+        _roofs_for(result.run, echo)
     started = time.perf_counter()
     try:
         table, kernels = analyze_reports([result.report], result.plan, run_name=result.run_dir.name,

@@ -15,7 +15,7 @@ from memtraffic.cli_errors import Cli
 from memtraffic.ncu.metrics import METRIC_SETS
 from memtraffic.views import formats
 from memtraffic.views.formats import FOR_OBJECTS, FOR_ROWS
-from memtraffic.vocab.errors import MemtrafficError, UsageError, warn
+from memtraffic.vocab.errors import MemtrafficError, ReportError, UsageError, warn
 
 if TYPE_CHECKING:
     from memtraffic.api import Run
@@ -75,6 +75,10 @@ Partial = Annotated[
     typer.Option("--partial", help="Accept a run that lacks what its plan lists (a report cut short or "
                  "missing, an interrupted run): exit 0, with each gap named on stderr and marked in the "
                  "'status' column (missing, failed, partial). Without it such a run exits 1."),
+]
+Roofs = Annotated[
+    bool, typer.Option("--roofs/--no-roofs", help="Measure the GPU's roofs after the run when none are "
+                       "known, once (about 20 s): the floor needs them.")
 ]
 Wide = Annotated[
     bool, typer.Option("--wide", help="Tables and notes one line each, however long (by default they fit "
@@ -216,6 +220,7 @@ def measure(
                            "(CUPTI): bandwidth at the minimum and its fraction of the copy roof, no "
                            "per-level bytes. Automatic when ncu is missing or may not read the counters.")
     ] = False,
+    roofs: Roofs = True,
     metrics: Annotated[
         str,
         typer.Option(help="auto (the default): the one-pass bytes set for every config, then traffic "
@@ -331,6 +336,7 @@ def measure(
         shard=shard,
         gpus=gpus,
         timing_only=timing_only,
+        roofs=roofs,
     )
     result = run_measure(opts, echo=lambda line: typer.echo(line, err=True))
     if len(result.table):
@@ -368,6 +374,7 @@ def profile(
         bool, typer.Option("--timing-only", help="No ncu: time each kernel with torch.profiler and show "
                            "bandwidth at the minimum, no per-level bytes (automatic without ncu's counters).")
     ] = False,
+    roofs: Roofs = True,
     from_first_forward: Annotated[
         bool, typer.Option("--from-first-forward", help="With --torch-ops: trace from the program's first "
                            "nn.Module forward (leaves weight initialisation out).")
@@ -416,9 +423,8 @@ def profile(
     ] = False,
     replay: Annotated[
         str, typer.Option(help="How ncu replays: kernel (each kernel), range (each op, region or Triton "
-                          "launch range as one unit, no kernel names; retried as kernel where it fails) or "
-                          "auto (range for a --torch-ops profiler window and the bytes set, else kernel; "
-                          "run.json says which and why).")
+                          "launch range as one unit; its kernels timed in a run without ncu) or auto "
+                          "(kernel). run.json says which, why, and where times come from.")
     ] = "auto",
     target_processes: Annotated[
         str, typer.Option(help="all (the program and its children) or application-only.")
@@ -474,7 +480,7 @@ def profile(
         target_processes=target_processes, profile_from_start=profile_from_start == "on",
         from_first_forward=from_first_forward, clock_control=clock_control, cache_control=cache_control,
         out=out, verbose=verbose, distinct=0 if every_launch else distinct, value_calls=value_calls,
-        replay=replay)
+        replay=replay, roofs=roofs)
     result = run_profile(opts, echo=lambda line: typer.echo(line, err=True))
     if len(result.table) and fmt == "table":
         _print_floor_summary(result)
@@ -580,7 +586,10 @@ def floor(
     from memtraffic.views.floor_table import render_floor
 
     formats.check(fmt, ("table", "json"))
-    typer.echo(render_floor(floor_of(path), fmt, _width(wide)))
+    found = floor_of(path)
+    if found.no_floor:  # never a floor of 0 or one set against ncu's range durations
+        raise ReportError(f"{path}: {found.no_floor}")
+    typer.echo(render_floor(found, fmt, _width(wide)))
 
 
 @app.command()

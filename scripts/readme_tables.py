@@ -22,6 +22,11 @@ Each table lives between marker comments that this script owns, in whichever of 
   <!-- table:floor -->  ... <!-- /table:floor -->   `memtraffic floor` of the committed floor runs
                                                     (scripts/gpu_floor.sh): the GELU three ways, then the
                                                     transformer block eager and compiled
+  <!-- table:floor_window --> ... <!-- /table:floor_window --> one profiler-window program's time and
+                                                    recoverable time per op type, profiled with the
+                                                    defaults and with --timing-only (scripts/
+                                                    gpu_floor_window.sh); left as it is while the pair is
+                                                    not committed
   <!-- table:speed -->  ... <!-- /table:speed -->   issue 41's programs: alone, defaults, every launch
                                                     (reports/h100/speed/summary.json); left as it is
                                                     when not committed
@@ -383,6 +388,91 @@ def floor_output(reports: Path) -> list[str] | None:
         lines += [f"`memtraffic floor reports/{run}`; measured on {_source(reports / run, reports)}:", "",
                   "```text", render_floor(floor_run(reports / run), "table", WIDTH), "```", ""]
     return lines[:-1]
+# One profiler-window program (examples/floor_block.py) profiled on one GPU in each mode
+# (scripts/gpu_floor_window.sh): reports/<gpu>/floor_window/<mode>. `default` and `timing_only` make the
+# table; `range` (--replay range) joins it when committed.
+WINDOW_MODES = {"default": "default", "timing_only": "--timing-only", "range": "--replay range"}
+NO_WINDOW = ("_The pair is not committed yet: `bash scripts/gpu_floor_window.sh OUT` profiles "
+             "`examples/floor_block.py` in its profiler window with the defaults and with `--timing-only` "
+             "(GPU and ncu) into `reports/<gpu>/floor_window/`._")
+AGREE = (0.10, 3e-6)  # an op type's times agree within 10% or 3 us (issue 51)
+
+
+def window_table(runs: dict[str, Path], share: float = 0.01) -> list[str]:
+    """Per op type holding at least `share` of a run's GPU time, each run's time and recoverable time side by
+    side (memtraffic floor), then every run's GPU time and recoverable time; runs: label -> run folder,
+    the first the one the others are held against."""
+    from memtraffic.analysis.floor import floor_run
+    from memtraffic.vocab.units import fmt_time
+
+    floors = {label: floor_run(run) for label, run in runs.items()}
+    by_op = {label: {r.op: r for r in f.by_op} for label, f in floors.items()}
+    first, *others = runs
+
+    def time_of(op: str, label: str) -> float | None:
+        row = by_op[label].get(op)
+        return row.time_s if row else None
+
+    def recoverable_of(op: str, label: str) -> float | None:
+        row = by_op[label].get(op)
+        return row.recoverable_s if row else None
+
+    def ns(seconds: float | None) -> str:
+        return fmt_time(seconds * 1e9) if seconds is not None and math.isfinite(seconds) else "-"
+
+    def cells(times: list[float | None], recoverable: list[float | None]) -> list[str]:
+        ratios = [f"{times[0] / t:.2f}" if times[0] and t else "-" for t in times[1:]]
+        return [*map(ns, times), *ratios, *map(ns, recoverable)]
+
+    ops = dict.fromkeys(op for rows in by_op.values() for op in rows)
+    shown = sorted((op for op in ops if any((time_of(op, label) or 0) >= share * f.gpu_time_s
+                                            for label, f in floors.items())),
+                   key=lambda op: -max(time_of(op, label) or 0 for label in runs))
+    rows = [[f"`{op}`", *cells([time_of(op, label) for label in runs],
+                               [recoverable_of(op, label) for label in runs])] for op in shown]
+    rows.append(["all (GPU time)", *cells([f.gpu_time_s for f in floors.values()],
+                                          [f.recoverable_s for f in floors.values()])])
+    headers = ([f"time: {label}" for label in runs] + [f"{first} / {label}" for label in others]
+               + [f"recoverable: {label}" for label in runs])
+
+    def agrees(op: str) -> bool:
+        a = time_of(op, first)
+        return a is not None and all(
+            (b := time_of(op, label)) is not None and abs(a - b) <= max(AGREE[0] * b, AGREE[1])
+            for label in others)
+
+    gaps = []
+    for label in others:
+        apart = abs(floors[first].recoverable_s - floors[label].recoverable_s)
+        if math.isfinite(apart) and floors[label].gpu_time_s > 0:  # both have a floor
+            gaps.append(f"{label} {ns(apart)} apart, {apart / floors[label].gpu_time_s:.1%} of its GPU time")
+    sources = [f"{label}: {', '.join(f.time_sources) or 'no time'}{f'; {f.no_floor}' if f.no_floor else ''}"
+               for label, f in floors.items()]
+    ratios = ", ".join(f"{first} / {label}" for label in others)
+    legend = (f"Op types holding at least {share:.0%} of a run's GPU time, largest first; time: every kernel "
+              f"of the op type, recoverable: time above its floor (`memtraffic floor`); {ratios}: the ratio "
+              f"of the times. {sum(map(agrees, shown))} of {len(shown)} op types agree within "
+              f"{AGREE[0]:.0%} (or {AGREE[1] * 1e6:.0f} us); recoverable time against {first}: "
+              f"{'; '.join(gaps) or '-'}. Where each run's times come from (run.json's time_source): "
+              f"{'; '.join(sources)}.")
+    return _markdown(["op type", *headers], rows, 1) + ["", legend]
+
+
+def floor_window_output(reports: Path) -> list[str] | None:
+    """window_table of each committed floor_window pair (reports/<gpu>/floor_window/{default,
+    timing_only}, with range when there); None while none is committed."""
+    lines: list[str] = []
+    for folder in sorted(reports.glob("*/floor_window")):
+        runs = {mode: folder / mode for mode in WINDOW_MODES if (folder / mode / "run.json").is_file()}
+        if "default" not in runs or "timing_only" not in runs:
+            continue
+        how = ", ".join(f"`{mode}`: {WINDOW_MODES[mode]}" for mode in runs)
+        lines += [f"`examples/floor_block.py` in its profiler window, profiled with "
+                  f"`memtraffic profile --torch-ops --profile-from-start off` ({how}); measured on "
+                  f"{_source(runs['default'], reports)}:", "", *window_table(runs), ""]
+    return lines[:-1] or None
+
+
 SPEED_RUN = "h100/speed"
 
 
@@ -422,6 +512,7 @@ BLOCKS: dict[str, Callable[[Path], list[str] | None]] = {
     "diff": diff_output,
     "launches": launches_table,
     "floor": floor_output,
+    "floor_window": floor_window_output,
     "speed": speed_table,
 }
 
@@ -439,7 +530,7 @@ def render(text: str, reports: Path, prefix: str = "", append: list[str] | None 
         if HEADING not in text:
             text = text.rstrip("\n") + f"\n\n{HEADING}\n"
         for name in missing:
-            placeholder = {"bench": NO_BENCH, "diff": NO_DIFF}.get(name, "")
+            placeholder = {"bench": NO_BENCH, "diff": NO_DIFF, "floor_window": NO_WINDOW}.get(name, "")
             text = text.rstrip("\n") + f"\n\n<!-- table:{name} -->\n{placeholder}\n<!-- /table:{name} -->\n"
     for name, make in BLOCKS.items():
         if not _pattern(name).search(text):

@@ -109,6 +109,39 @@ sys.exit(code)
 """
 
 
+# The same for `profile --replay range`: it runs the program, then writes a report of one range-replayed
+# result per range the program traced (its kernel named "(range replay)", its time ncu's range duration:
+# 200 us), as ncu's range replay does (reports/h100/range_replay_adam/range).
+RANGE_REPORTING = """
+import json, os, subprocess
+from pathlib import Path
+from memtraffic.ncu import kernel_table as kt
+from memtraffic.ncu.metrics import LAUNCH_STATS
+argv = sys.argv[1:]
+if argv == ["--version"]:
+    print("Version 2025.3.1.0")
+    sys.exit(0)
+report = Path(argv[argv.index("--export") + 1])
+app = argv[argv.index("--export") + 2:]
+print("==PROF== Connected to process 1")
+code = subprocess.call(app)
+trace = Path(os.environ["MEMTRAFFIC_TRACE"])
+ranges = [json.loads(line)["range"] for line in trace.read_text().splitlines()] if trace.exists() else []
+for r in ranges:
+    print(f'==PROF== Profiling "range" - 0: 0%....50%....100% - 3 passes')
+report.write_text(json.dumps(ranges))
+n = len(ranges)
+columns = {"launch": list(range(n)), "range": ranges, "nvtx": ranges, "kernel": ["(range replay)"] * n,
+           "kernel_full": ["(range replay)"] * n, "grid_size": [None] * n, "block_size": [None] * n,
+           "device": ["Fake GPU"] * n, "passes": [3] * n, **{s: [None] * n for s in LAUNCH_STATS},
+           "time": [200000.0] * n, "l1_ld_bytes": [8192.0] * n, "l1_st_bytes": [8192.0] * n}
+kt.keep_beside(report, "kernels", {"format": kt.TABLE_FORMAT, "report_sha256": kt.file_digest(report),
+                                   "version": kt._kernels_version(), "rows": n, "damaged": [],
+                                   "columns": columns, "lines": [], "launches": n})
+sys.exit(code)
+"""
+
+
 REGION_PROGRAM = """
 import sys
 import numpy as np

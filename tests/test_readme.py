@@ -182,3 +182,49 @@ def test_bench_block_takes_a_days_tenth_run_over_its_ninth(tmp_path):
     reports = _reports(tmp_path, [("2030-01-02-gpu-r9", "GPU nine", "2030-01-02"),
                                   ("2030-01-02-gpu-r10", "GPU ten", "2030-01-02")])
     assert tables.newest_bench(reports).parent.name == "2030-01-02-gpu-r10"
+
+
+def _window_pair(tmp_path) -> Path:
+    """A reports folder whose h100/floor_window pair is two committed runs of one program: kernel replay
+    (compiled_layernorm_mlp_adamw, 2 steps) and timing-only (timing_only_layernorm_mlp_adamw, 3 steps)."""
+    reports = tmp_path / "reports"
+    window = reports / "h100" / "floor_window"
+    window.mkdir(parents=True)
+    (window / "default").symlink_to(ROOT / "reports" / "h100" / "compiled_layernorm_mlp_adamw")
+    (window / "timing_only").symlink_to(ROOT / "reports" / "h100" / "timing_only_layernorm_mlp_adamw")
+    return reports
+
+
+def test_the_floor_window_table_puts_each_modes_time_and_recoverable_time_side_by_side(tmp_path):
+    tables = _tables()
+    lines = tables.floor_window_output(_window_pair(tmp_path))
+    assert lines[0].startswith(
+        "`examples/floor_block.py` in its profiler window, profiled with `memtraffic profile --torch-ops "
+        "--profile-from-start off` (`default`: default, `timing_only`: --timing-only); measured on NVIDIA "
+        "H100 80GB HBM3, ncu 2025.3.1.0, 2026-11-25 ")
+    assert lines[0].endswith("[reports/h100/floor_window/default](reports/h100/floor_window/default)):")
+    table = [line for line in lines if line.startswith("| ")]
+    assert table[0] == ("| op type | time: default | time: timing_only | default / timing_only | "
+                        "recoverable: default | recoverable: timing_only |")
+    assert table[-1] == "| all (GPU time) | 640.9 us | 13.18 ms | 0.05 | 85.1 us | 968.5 us |"
+    assert "| `triton_red_fused_add_addmm_mse_loss_2` | 41.5 us | 39.2 us | 1.06 | 8.0 us | 0 ns |" in table
+    # op types of at least 1% of either run's GPU time: aten.mm.out ran only in the timing-only run's window
+    assert "| `aten.mm.out` | - | 10.14 ms | - | - | 662.8 us |" in table and len(table) == 2 + 14 + 1
+    legend = lines[-1]
+    assert "5 of 14 op types agree within 10% (or 3 us)" in legend
+    assert "recoverable time against default: timing_only 883.4 us apart, 6.7% of its GPU time" in legend
+    assert legend.endswith("default: ncu gpu__time_duration (kernel replay); timing_only: kernel timer "
+                           "(CUPTI activity records).")
+
+
+def test_the_floor_window_block_waits_for_its_pair(tmp_path):
+    tables = _tables()
+    text = (ROOT / "docs" / "floor.md").read_text()
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    assert tables.floor_window_output(reports) is None
+    kept = tables.render(text, reports, "../", append=[])
+    assert _block(kept, "floor_window") == _block(text, "floor_window")
+    filled = tables.render(text, _window_pair(tmp_path / "pair"), "../", append=[])
+    assert "| all (GPU time) | 640.9 us |" in _block(filled, "floor_window")
+    assert "](../reports/h100/floor_window/default)" in _block(filled, "floor_window")

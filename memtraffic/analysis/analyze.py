@@ -27,11 +27,19 @@ from memtraffic.analysis.reuse import REUSES, add_reused
 from memtraffic.analysis.time_notes import copy_seconds
 from memtraffic.ncu.kernel_table import kernel_table
 from memtraffic.ncu.metrics import LAUNCH_STATS, METRICS
-from memtraffic.ncu.report import ADDITIVE_UNITS, EmptyReportError
+from memtraffic.ncu.report import ADDITIVE_UNITS, RANGE_KERNEL, EmptyReportError
 from memtraffic.runfolder.load import Run, load_run
 from memtraffic.runfolder.paths import portable_path
 from memtraffic.runfolder.records import DAMAGED, Config, Outcome, Plan, RunRecord, configs_of
-from memtraffic.runfolder.timings import is_timings
+from memtraffic.runfolder.timings import (
+    KERNEL_TIMES_FILE,
+    NCU_TIME,
+    NO_KERNEL_TIME,
+    TIMER,
+    TIMER_PASS,
+    is_timings,
+    range_times,
+)
 from memtraffic.vocab.errors import ReportError, UsageError, warn
 from memtraffic.vocab.files import (
     csv_text,
@@ -65,7 +73,8 @@ COLUMNS = [
 # its kind (analysis.outside).
 EXTRA_COLUMNS = ["min_bytes", "eff_dram_rd", "eff_dram_wr", "passes", "report", "status", "launch_dims",
                  "local_ld_bytes", "local_st_bytes", "grid_size", "block_size", *LAUNCH_STATS, "time_vs_copy",
-                 "outside_program", "outside_kind"]
+                 "outside_program", "outside_kind", "time_source"]
+# time_source: where the row's time comes from (runfolder.timings: ncu's kernel replay, the kernel timer).
 # Last: REUSES, the range whose counters the row reuses (a repeat under profile --distinct), '' if measured.
 
 # Any one of these makes a report worth analyzing; time is always needed.
@@ -183,6 +192,25 @@ def _check_metrics(kernels: pd.DataFrame, report: str) -> None:
                           "`memtraffic measure --metrics traffic` or ncu --metrics with those names")
 
 
+def kernel_times(kernels: pd.DataFrame, report: Path) -> pd.DataFrame:
+    """The launches of an ncu report with each one's time source (runfolder.timings). A range-replayed
+    launch (RANGE_KERNEL: one result for a whole range) never keeps ncu's range duration as its time: it
+    takes its kernels' summed times from the kernel timer's pass beside the report (KERNEL_TIMES_FILE,
+    written by `profile --replay range`), else no time at all."""
+    ranged = (kernels["kernel"] == RANGE_KERNEL).to_numpy()
+    kernels = kernels.assign(time_source=np.where(ranged, NO_KERNEL_TIME, NCU_TIME))
+    if not ranged.any():
+        return kernels
+    times_file = report.parent / KERNEL_TIMES_FILE
+    timed = range_times(times_file) if require_file(times_file, DAMAGED) else {}
+    own = [timed.get(measured_range(r)) if is_ranged else None
+           for r, is_ranged in zip(kernels["range"], ranged, strict=True)]
+    kernels["time"] = [float(t) if t is not None else (math.nan if is_ranged else old)
+                       for t, is_ranged, old in zip(own, ranged, kernels["time"], strict=True)]
+    kernels.loc[[t is not None for t in own], "time_source"] = TIMER_PASS
+    return kernels
+
+
 def _group(kernels: pd.DataFrame, group_by: str) -> pd.DataFrame:
     """Sum the counts of each range's kernels (kernels without a range stay single rows)."""
     dims = [_dims(g, b) for g, b in zip(kernels["grid_size"], kernels["block_size"], strict=True)]
@@ -204,7 +232,8 @@ def _group(kernels: pd.DataFrame, group_by: str) -> pd.DataFrame:
     # metric no kernel of the range had NaN, not zero.
     summed = grouped[counts].sum(min_count=1)
     averaged = grouped[[a for a in aliases if a not in counts]].mean()
-    kept = ["run", "range", "device", "report", *[c for c in (REUSES, "outside_kind") if c in kernels]]
+    kept = ["run", "range", "device", "report",
+            *[c for c in (REUSES, "outside_kind", "time_source") if c in kernels]]
     first = grouped[kept].first()
     out = first.join(summed.join(averaged)[aliases])
     out["passes"] = grouped["passes"].max()
@@ -401,6 +430,7 @@ def analyze_reports(reports: Sequence[Path], plan: Plan | None = None, *,
 
             kernels, timed = timing_kernels(Path(report)), True
             kernels.insert(0, "run", run_name or Path(report).parent.name)
+            kernels["time_source"] = TIMER
             frames.append(kernels)
             continue
         try:
@@ -417,6 +447,7 @@ def analyze_reports(reports: Sequence[Path], plan: Plan | None = None, *,
         if read.source_counters:
             with_lines.append(report)
         _check_metrics(kernels, str(report))
+        kernels = kernel_times(kernels, Path(report))
         if renamed:
             name = Path(report).name
             kernels["range"] = [renamed.get((name, r), r) for r in kernels["range"]]

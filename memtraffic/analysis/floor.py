@@ -12,7 +12,9 @@ grid too small for one wave, occupancy, a tail wave, bytes in flight (latency): 
 time_notes's order. Rows group by op type as analysis.per_op does; an op type's reason is the one
 holding most of its recoverable time. Repeats reusing their first call's counters count as they ran.
 Launches that are not the program's work (analysis.outside: autotuning, its cache flushes) are left out
-of the time and the floor, and said in one line.
+of the time and the floor, and said in one line; so are ranges without their kernels' own time (a
+range-replayed row no pass without ncu timed: runfolder.timings). A run with no such time, or on a GPU
+without measured roofs, has no floor (Floor.no_floor), never a floor of 0.
 
 The fused minimum follows the data (trace records' `reads`, `writes`, `freed`; runfolder.trace): every
 storage read before anything in the region wrote it is an input, read once; every value written in the
@@ -34,6 +36,7 @@ import pandas as pd
 from memtraffic.analysis.outside import left_out, left_out_line
 from memtraffic.analysis.per_op import OUTSIDE
 from memtraffic.analysis.time_notes import FLOP_ROOF, copy_seconds, time_reason
+from memtraffic.runfolder.timings import NO_KERNEL_TIME
 from memtraffic.vocab.roofs import ROOFS, find_ceilings
 from memtraffic.vocab.units import fmt_bytes, fmt_time
 
@@ -50,7 +53,7 @@ KINDS = {
     "tail": "a partial last wave",
     "latency": "bytes in flight: too few outstanding loads for the copy roof (latency-bound)",
     "no minimum": "no minimum known for these calls: their whole time counts as recoverable",
-    "no roofs": "no measured roofs for this GPU (memtraffic ceilings --refresh): every floor is 0",
+    "no roofs": "no measured roofs for this GPU (memtraffic ceilings --refresh): no floor",
     "timing only": "a timing-only run: no counters to tell bytes from latency",
     "unknown": "no reason fits: measure with --metrics traffic,spills",
     "at floor": "at its floor",
@@ -103,10 +106,27 @@ class Floor:
     timing_only: bool
     roofs: dict[str, float]
     left_out: str = ""  # the line that sums the launches left out (analysis.outside), '' when none is
+    # Rows without their kernels' time (range replay without a timing pass: runfolder.timings), left out.
+    untimed: int = 0
+    time_sources: list[str] = field(default_factory=list)  # where the rows' times come from
 
     @property
     def recoverable_s(self) -> float:
         return self.gpu_time_s - self.floor_s
+
+    @property
+    def no_floor(self) -> str:
+        """Why the run has no floor ('no floor: ...'), '' when it has one: no row with its kernels' own time
+        (ncu's range durations only), or no measured roofs for its GPU (a floor of 0 would be false)."""
+        if self.untimed and not self.by_op:
+            return (f"no floor: the {self.untimed} ranges of this run have no kernel time: ncu's range "
+                    "replay gives a range only its duration, ncu's own (about 200 us for an op whose kernels "
+                    "take 1-2 us), and no pass without ncu timed their kernels; profile again with --replay "
+                    "kernel (the default) or --timing-only")
+        if not self.roofs.get("dram_Bps"):
+            return (f"no floor: no measured roofs for {self.device or 'this GPU'} (`memtraffic ceilings "
+                    "--refresh` on that GPU measures them)")
+        return ""
 
     @property
     def top_share(self) -> float:
@@ -126,14 +146,16 @@ class Floor:
         """The JSON of `memtraffic floor --format json`."""
         fused, dram = self.fused_min_bytes, self.dram_bytes
         return {
-            "run": self.run, "device": self.device, "gpu_time_s": self.gpu_time_s, "floor_s": self.floor_s,
-            "recoverable_s": self.recoverable_s, "top5_share": _plain(self.top_share),
+            "run": self.run, "device": self.device, "gpu_time_s": self.gpu_time_s,
+            "floor_s": _plain(self.floor_s),
+            "recoverable_s": _plain(self.recoverable_s), "top5_share": _plain(self.top_share),
             "by_op": [asdict(r) for r in self.by_op],
             "eager_min_bytes": self.eager_min_bytes, "fused_min_bytes": fused, "fused_note": self.fused_note,
             "dram_bytes": None if dram is None else int(dram),
             "dram_over_fused": dram / fused if dram is not None and fused else None,
             "timing_only": self.timing_only, "roofs": self.roofs, "reason_kinds": KINDS,
-            "left_out": self.left_out,
+            "left_out": self.left_out, "no_floor": self.no_floor or None, "untimed_ranges": self.untimed,
+            "time_sources": self.time_sources,
         }
 
 
@@ -211,17 +233,21 @@ def _measured_roofs(devices: Sequence[str]) -> tuple[str, dict[str, float]]:
 def floor_of_table(table: pd.DataFrame, plan: Mapping[str, Any] | None = None, run: str = "") -> Floor:
     """The Floor of an analyzed per-range table (analyze.analyze_run) and the run's plan."""
     left = left_out_line(table) or ""
-    table = table[~left_out(table)]
+    # the GPU of every launch, those left out too: a run of only those still names its GPU
     devices = [d for d in dict.fromkeys(table["device"]) if isinstance(d, str) and d] if len(table) else []
+    table = table[~left_out(table)]
     device, measured = _measured_roofs(devices)
     timed = "timing_only" in table.columns  # timing_only_table.mark: times, no counters
     records = cast("list[dict[str, Any]]", table.to_dict("records"))  # the table's columns are names
+    untimed = sum(1 for r in records if r.get("time_source") == NO_KERNEL_TIME)
     rows = [r for r in records if _num(r, "time_ns")]
+    sources = sorted({str(r["time_source"]) for r in rows if isinstance(r.get("time_source"), str)})
+    roofed = bool(measured.get("dram_Bps"))  # without roofs no floor: NaN, never 0
     groups: dict[str, list[tuple[float, float, str, str]]] = {}
     for r in rows:
         time_s = (_num(r, "time_ns") or 0.0) * 1e-9
         floor = row_floor(r, measured)
-        floor_s = min(floor, time_s) if floor is not None else 0.0
+        floor_s = min(floor, time_s) if floor is not None else 0.0 if roofed else math.nan
         kind, note = ("at floor", "") if floor_s >= time_s else row_reason(r, measured, timed)
         op = r.get("op") or OUTSIDE
         groups.setdefault(op, []).append((time_s, floor_s, kind, note))
@@ -244,7 +270,7 @@ def floor_of_table(table: pd.DataFrame, plan: Mapping[str, Any] | None = None, r
         by_op.append(FloorRow(op, len(calls), time_s, floor_s, recoverable, note, main,
                               recoverable / total_recoverable if total_recoverable > 0 else 0.0,
                               {k: v for k, v in kinds.items() if k != "at floor" and v > 0}))
-    by_op.sort(key=lambda r: -r.recoverable_s)
+    by_op.sort(key=lambda r: -r.recoverable_s if roofed else -r.time_s)
     fused = fused_minimum((plan or {}).get("configs", []))
     dram = None
     if not timed and len(table):
@@ -258,7 +284,7 @@ def floor_of_table(table: pd.DataFrame, plan: Mapping[str, Any] | None = None, r
             note += f"; {fused.unidentified} without storages counted at their own minimum"
     eager = fused.eager_bytes if fused else _eager_bytes((plan or {}).get("configs", []))
     return Floor(run, device, sum(r.time_s for r in by_op), sum(r.floor_s for r in by_op), by_op,
-                 eager, fused.total if fused else None, note, dram, timed, measured, left)
+                 eager, fused.total if fused else None, note, dram, timed, measured, left, untimed, sources)
 
 
 def _eager_bytes(configs: Sequence[Mapping[str, Any]]) -> int | None:
@@ -329,11 +355,10 @@ def summary_lines(f: Floor, width: int = 110) -> list[str]:
 
 
 def _summary(f: Floor) -> list[str]:
-    if f.gpu_time_s <= 0:
-        return []
-    if not f.roofs.get("dram_Bps"):  # no floor to measure against: said, not shown as 0
-        lines = [f"floor: GPU time {fmt_time(f.gpu_time_s * 1e9)}; no floor: no measured roofs for "
-                 f"{f.device or 'this GPU'} (`memtraffic ceilings --refresh` measures them)"]
+    if f.gpu_time_s <= 0:  # nothing timed: the reason when rows lack their kernels' time, else nothing
+        return [f.no_floor] if f.untimed else []
+    if f.no_floor:  # no floor to measure against: said, not shown as 0
+        lines = [f"floor: GPU time {fmt_time(f.gpu_time_s * 1e9)}; {f.no_floor}"]
     else:
         lines = [f"floor: GPU time {fmt_time(f.gpu_time_s * 1e9)}, floor {fmt_time(f.floor_s * 1e9)} "
                  f"({f.floor_s / f.gpu_time_s:.0%} of it): {fmt_time(f.recoverable_s * 1e9)} recoverable"]
@@ -349,6 +374,10 @@ def _summary(f: Floor) -> list[str]:
         lines.append(f"  fused minimum {f.fused_note}")
     if f.left_out:
         lines.append(f"  {f.left_out}")
+    if f.untimed:
+        lines.append(f"  {f.untimed} ranges without their kernels' time left out of the time and the floor "
+                     "(range replay: ncu's range duration is not the kernels' time, and the pass without ncu "
+                     "did not time them)")
     return lines
 
 

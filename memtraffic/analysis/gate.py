@@ -219,6 +219,9 @@ def _check_floor(limits: FloorLimits, run: str | Path) -> list[CheckResult]:
 
     f = floor_run(run)
     exp = Expectation(limits.where, "", re.compile(""))
+    if f.no_floor:  # a floor gate never passes on a run without a floor
+        return [{"expectation": limits.where, "match": None, "row": "run", "check": "floor", "value": None,
+                 "limit": None, "ok": False, "message": f"run: {f.no_floor} ({limits.where})"}]
     out = []
     if limits.max_recoverable_ns is not None:
         value = f.recoverable_s * 1e9

@@ -78,6 +78,7 @@ from memtraffic.runfolder.records import (  # atomic: the runner may wait
     write_plan,
     write_run,
 )
+from memtraffic.runfolder.timings import NCU_TIME
 from memtraffic.vocab.configs import parse_params
 from memtraffic.vocab.errors import GpuNotFoundError, NcuError, UsageError, say
 from memtraffic.vocab.extras import require
@@ -117,6 +118,7 @@ class MeasureOptions:
     shard: str | None = None  # 'I/N': only that deterministic part of the plan
     gpus: str | None = None  # 'all' or '0,1': one ncu process per GPU at once
     timing_only: bool = False  # no ncu: the runner's kernels timed (memtraffic.collect.timing_only)
+    roofs: bool = True  # measure the GPU's roofs after the run when none are known (probes.ceilings)
     # Parsed once, when the options are made (UsageError for a bad value): what the layers below use. The
     # fields above keep the text as given, for run.json and for messages.
     metric_tokens: tuple[str, ...] = field(init=False)  # --metrics: set names, aliases, raw ncu names
@@ -625,6 +627,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
         "clock_control": opts.clock_control,
         "cache_control": opts.cache_control,
         "source": opts.source,
+        "time_source": NCU_TIME,  # the runner's kernels, replayed one by one
     }
     if opts.sweep:  # the file as it was, beside the grids read from it
         run["sweep"] = {"file": str(opts.sweep), "text": Path(opts.sweep).read_text(encoding="utf-8")}

@@ -17,6 +17,7 @@ import os
 import re
 import shlex
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -42,9 +43,17 @@ from memtraffic.runfolder.records import (
     Plan,
     Replay,
     RunRecord,
+    TimingPass,
     plan_from_trace,
     write_plan,
     write_run,
+)
+from memtraffic.runfolder.timings import (
+    KERNEL_TIMES_FILE,
+    NCU_TIME,
+    NO_KERNEL_TIME,
+    TIMER_PASS,
+    read_timings,
 )
 from memtraffic.runfolder.trace import STARTUP_ENV, TRACE_ENV, TRACE_FROM, read_startup, read_trace
 from memtraffic.vocab.errors import MemtrafficError, NcuError, UsageError, say
@@ -82,6 +91,7 @@ class ProfileOptions:
     torch_ops: bool = False
     triton: bool = True  # a range per Triton launch of a Python program (inprogram.triton_launches)
     timing_only: bool = False  # no ncu: kernel times joined to the minimums (memtraffic.collect.timing_only)
+    roofs: bool = True  # measure the GPU's roofs after the run when none are known (probes.ceilings)
     source: bool = False
     kernel_name: str | None = None
     launch_skip: int | None = None
@@ -141,22 +151,33 @@ def resolve_program(command: Sequence[str]) -> str:
 REPLAYS = ("auto", "kernel", "range")
 
 
+# Why `auto` never takes range replay: ncu's range replay gives a range only its duration on the GPU, ncu's
+# own per-range work included (a SwiGLU forward in a profiler window, H200, 2026-11-27: 206.8 us for an rsqrt
+# over 4,096 floats whose kernel takes 2.0 us; 4.94 ms of "GPU time" against 2.22 ms under kernel replay).
+AUTO_WHY = ("auto takes kernel replay: ncu's range replay times a range by its duration, ncu's own work "
+            "included (about 200 us for an op whose kernels take 1-2 us); --replay range measures each op "
+            "range's bytes as one unit and times its kernels in a second pass without ncu")
+
+
 def choose_replay(opts: ProfileOptions, metric_names: Sequence[str]) -> Replay:
     """How ncu replays this profile, and why (run.json's "replay").
 
-    Range replay measures each measured op, region or Triton launch range as one unit (a foreach op of
-    52 kernels is one replay, and kernels outside memtraffic's ranges, such as autotuning benchmarks, are
-    not measured). ncu refuses the smsp__sass_* counters there, and kernel filters (--kernel-name,
-    --launch-skip/--launch-count, --source) have no meaning for a range; without --torch-ops the kernels
-    outside regions would go unmeasured. A driver call ncu cannot capture inside a measured range (a
-    library's first cuInit, a kernel's first cuKernelSetAttribute) fails the program: profile then measures
-    it again with kernel replay (range_refusal). `auto` takes range replay only for a --torch-ops
-    profiler window (--profile-from-start off; the program has warmed up before it) with a set without
-    SASS counters (bytes); `range` takes it wherever ncu accepts it. The reason is kept either way."""
+    `auto` (the default) and `kernel` take kernel replay: each kernel's counters and time, ncu's
+    gpu__time_duration. `range` replays each measured op, region or Triton launch range as one unit (a
+    foreach op of 52 kernels is one replay; kernels outside memtraffic's ranges, such as autotuning
+    benchmarks, are not measured): its bytes equal the sum of its kernels', its time is not theirs, so
+    profile times the kernels in a pass of the program without ncu (timing_pass). ncu refuses the
+    smsp__sass_* counters and --profile-from-start off (without --torch-ops, whose tracer follows the
+    program's profiler window instead) under range replay: those keep kernel replay. A driver call ncu
+    cannot capture inside a measured range (a library's first cuInit, a kernel's first
+    cuKernelSetAttribute) fails the program: profile then measures it again with kernel replay
+    (range_refusal). The reason is kept either way."""
     if opts.replay not in REPLAYS:
         raise UsageError(f"unknown --replay {opts.replay!r}: use one of {', '.join(REPLAYS)}")
     if opts.replay == "kernel":
         return {"mode": "kernel", "why": "asked for (--replay kernel)"}
+    if opts.replay == "auto":
+        return {"mode": "kernel", "why": AUTO_WHY}
     sass = [n for n in metric_names if n.startswith("smsp__sass_")]
     if sass:
         return {"mode": "kernel", "why": f"ncu's range replay refuses the SASS counters ({sass[0]}"
@@ -164,22 +185,8 @@ def choose_replay(opts: ProfileOptions, metric_names: Sequence[str]) -> Replay:
     if not opts.profile_from_start and not opts.torch_ops:
         return {"mode": "kernel", "why": "ncu's range replay refuses --profile-from-start off; with "
                 "--torch-ops the op tracer follows the program's profiler window instead"}
-    if opts.replay == "range":
-        return {"mode": "range", "why": "asked for (--replay range)"}
-    filters = [name for name, on in (("--kernel-name", opts.kernel_name), ("--launch-skip", opts.launch_skip),
-                                     ("--launch-count", opts.launch_count), ("--source", opts.source)) if on]
-    if filters:
-        return {"mode": "kernel", "why": f"{', '.join(filters)} select kernels, not ranges"}
-    if not opts.torch_ops:
-        return {"mode": "kernel", "why": "without --torch-ops, kernels outside memtraffic's ranges would go "
-                "unmeasured under range replay"}
-    if opts.profile_from_start or opts.nvtx_include:
-        return {"mode": "kernel", "why": "range replay fails a program whose measured ranges make a first "
-                "driver call (cuInit, cuKernelSetAttribute: seen on GPT-2 and resnet50 steps): auto takes it "
-                "only for a profiler window (--profile-from-start off), which a warm-up step precedes; "
-                "--replay range asks for it"}
-    return {"mode": "range", "why": "each measured op range of the profiler window replayed as one unit "
-            f"(--metrics {opts.metrics} has no SASS counters)"}
+    return {"mode": "range", "why": "asked for (--replay range); each range's time from its kernels, timed "
+            "in a pass of the program without ncu"}
 
 
 _REFUSED = re.compile(r"Unsupported API during capture \((\w+)\)|(\S+) is not supported in range replay")
@@ -257,6 +264,42 @@ def with_launcher(command: Sequence[str], mode: str = "1", triton: bool = False,
     options += ["--triton"] if triton else []
     options += [f"--timings={timings}"] if timings is not None else []
     return [command[0], *command[1:i], str(LAUNCHER), *options, *command[i:]]
+
+
+TIMING_PASS_DIR = "timing-pass"  # the pass's own trace, start-up stamps and torch mark, removed after it
+
+
+def timing_pass(opts: ProfileOptions, program: str, run_dir: Path,
+                echo: Callable[[str], None]) -> TimingPass | None:
+    """Time a range-replayed profile's kernels: the program once more, without ncu, its kernels timed by
+    the kernel timer (memtraffic.inprogram.kernel_timer: CUPTI activity records) into KERNEL_TIMES_FILE,
+    with the ranges the ncu run had (the same trace mode, --distinct, --value-calls and replay setting,
+    so each op call gets the same `mt|` range name). analysis.analyze gives each range row its kernels'
+    summed time from that file. Not inside ncu: CUPTI takes one subscriber, and ncu is one. The pass's
+    trace is set aside (the plan is the ncu run's). None for a program that is not Python (the timer runs
+    inside the interpreter): its ranges then have no kernel time, and analysis says so."""
+    times = run_dir / KERNEL_TIMES_FILE
+    app = with_launcher([program, *opts.command[1:]], trace_mode(opts) if opts.torch_ops else "none",
+                        opts.triton, times)
+    if app is None:
+        echo("warning: no kernel times for the ranges: the kernel timer runs inside a Python program, and "
+             f"{Path(program).name} is not one (its ranges have ncu's range duration only; profile with "
+             "--replay kernel for each kernel's time)")
+        return None
+    scratch = run_dir / TIMING_PASS_DIR
+    scratch.mkdir(exist_ok=True)
+    env = program_env(scratch, opts.torch_ops, mode=trace_mode(opts), distinct=opts.distinct,
+                      value_calls=opts.value_calls, triton=opts.triton, timings=times, replay="range")
+    echo("timing each range's kernels: the program again, without ncu (range replay's time is ncu's)")
+    t0 = time.perf_counter()
+    proc = subprocess.run(app, env=env, stdout=sys.stderr, check=False)
+    shutil.rmtree(scratch, ignore_errors=True)
+    kernels = len(read_timings(times)["kernels"]) if times.is_file() else None
+    if kernels is None:
+        echo(f"warning: the pass without ncu wrote no kernel times (exit code {proc.returncode}; the timer "
+             "starts when the program imports torch): the ranges have no kernel time")
+    return {"argv": app, "returncode": proc.returncode, "wall_time_s": round(time.perf_counter() - t0, 3),
+            "kernels": kernels}
 
 
 def program_label(command: Sequence[str]) -> str:
@@ -451,6 +494,10 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
                 "reports": [report.name] if has_report else []})
 
     (run_dir / STARTUP_FILE).unlink(missing_ok=True)
+    run["time_source"] = NCU_TIME
+    if replay["mode"] == "range" and has_report and result.kernels and not result.interrupted:
+        run["timing_pass"] = timing_pass(opts, program, run_dir, echo)
+        run["time_source"] = TIMER_PASS if (run_dir / KERNEL_TIMES_FILE).is_file() else NO_KERNEL_TIME
     plan = plan_from_trace(read_trace(run_dir / TRACE_FILE), opts.command,
                            session.metric_record(opts.metrics))
     configs = plan["configs"]

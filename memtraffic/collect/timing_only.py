@@ -57,7 +57,7 @@ from memtraffic.collect.profile import (
 from memtraffic.collect.trace_ops import INJECT_DIR, tracer_warnings
 from memtraffic.runfolder.folder import new_run_dir, read_status
 from memtraffic.runfolder.records import RunRecord, plan_from_trace, write_plan, write_run
-from memtraffic.runfolder.timings import SOURCE, TIMINGS_FILE, keep_ranged
+from memtraffic.runfolder.timings import TIMER, TIMINGS_FILE, keep_ranged
 from memtraffic.runfolder.trace import TRACE_FROM, read_startup, read_trace
 from memtraffic.vocab.errors import GpuNotFoundError, MemtrafficError, UsageError
 from memtraffic.vocab.files import refuse_nonempty
@@ -94,7 +94,7 @@ def profile_timing(opts: ProfileOptions, echo: Callable[[str], None], reason: st
     app = with_launcher([program, *opts.command[1:]], mode, opts.triton, timings) or []
     echo(f"timing {shlex.join(opts.command)} without counters into {run_dir}")
     run: RunRecord = {
-        "kind": "profile", "timing_only": True, "timing_source": SOURCE,
+        "kind": "profile", "timing_only": True, "time_source": TIMER,
         "timing_reason": reason or "asked for (--timing-only)",
         "started": utc_now(), "command": shlex.join(sys.argv), "program": list(opts.command),
         "environment": environment(gpu), "metric_set": None, "metric_names": [], "metric_notes": [],
@@ -164,7 +164,7 @@ def measure_timing(opts: MeasureOptions, echo: Callable[[str], None], reason: st
         "started": utc_now(), "command": shlex.join(sys.argv), "environment": environment(gpu),
         "params": opts.params, "metric_set": None, "metric_names": [], "metric_notes": [],
         "clock_control": None, "cache_control": None, "source": False,
-        "timing_only": True, "timing_source": SOURCE, "timing_reason": reason or "asked for (--timing-only)",
+        "timing_only": True, "time_source": TIMER, "timing_reason": reason or "asked for (--timing-only)",
         "wall_time_s": round(time.perf_counter() - t0, 3), "finished": utc_now(), "interrupted": False,
         "attempts": [{"argv": argv, "returncode": proc.returncode, "passes": None}], "passes": None,
         "reports": [TIMINGS_FILE] if has_timings else [],

@@ -10,6 +10,7 @@ import math
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from memtraffic.vocab.roofs import (
     ROOFS,
     CeilingsEntry,
     cache_file,
+    find_ceilings,
     read_cache,
     theoretical_from_metrics,
     write_cache,
@@ -357,3 +359,26 @@ def get_ceilings(refresh: bool = False, with_ncu: bool = True,
     return entry, False
 
 
+
+
+def roofs_for_floor(device: str, echo: Callable[[str], None],
+                    measure: Callable[[], CeilingsEntry] | None = None) -> CeilingsEntry | None:
+    """Roofs for the floor of a run on `device` (`profile` and `measure` call it after the run, outside
+    ncu): None when the device has some already (the user cache, then reports/ceilings/), else measured
+    once now (measure_ceilings: about 20 s) and cached, said in one line (what, how long, where). A
+    measurement that fails is one warning: the run stands, without a floor until `memtraffic ceilings`."""
+    if not device or find_ceilings(device) is not None:
+        return None
+    measure = measure or measure_ceilings
+    t0 = time.perf_counter()
+    try:
+        entry = measure()
+        path = write_cache(entry)
+    except Exception as err:  # noqa: BLE001 - the run is measured and saved; only its floor waits
+        echo(f"warning: no roofs for {device} ({type(err).__name__}: {err}): the floor needs them; "
+             "`memtraffic ceilings` measures them")
+        return None
+    echo(f"measured the roofs of {entry['device']} (copy and L2 bandwidth, FP32 and tensor-core FLOP/s, "
+         f"DRAM latency, an empty kernel's time) for the floor in {time.perf_counter() - t0:.1f} s, cached "
+         f"in {path}; once a GPU (--no-roofs skips it)")
+    return entry

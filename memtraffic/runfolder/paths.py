@@ -84,6 +84,9 @@ def portable(record: Any, run_dir: Path | None = None, cwd: Path | None = None) 
         return out
     if isinstance(record, list):
         return [portable(v, run_dir, cwd) for v in record]
-    if isinstance(record, str):
+    if isinstance(record, str):  # an argv word '--timings=/abs/path' too, as in command lines
+        key, eq, value = record.partition("=")
+        if eq and key.startswith("-") and value.startswith("/"):
+            return f"{key}={portable_path(value, run_dir, cwd)}"
         return portable_path(record, run_dir, cwd)
     return record

@@ -215,6 +215,16 @@ class Replay(TypedDict):
     why: str
 
 
+class TimingPass(TypedDict):
+    """profile --replay range: the program run again without ncu, its kernels timed (collect.profile.
+    timing_pass): its argv, exit code, wall time and the kernels it timed (None: it wrote no times)."""
+
+    argv: list[str]
+    returncode: int
+    wall_time_s: float
+    kernels: int | None
+
+
 class VariedSignature(TypedDict):
     """A signature measured more than once (a value-dependent op's first V calls, or --distinct K > 1)
     whose calls' counters differ beyond the premise check's tolerances (analysis.reuse.varied)."""
@@ -274,9 +284,12 @@ class RunRecord(TypedDict, total=False):
     sweep: dict[str, str]  # measure --sweep: the file and its text
     rerun_of: str  # measure --rerun: the run folder
     timings: dict[str, float]  # where measure's own time went
-    timing_only: bool  # a timing-only run (collect.timing_only): why, and where its times come from
+    timing_only: bool  # a timing-only run (collect.timing_only) and why
     timing_reason: str
-    timing_source: str
+    timing_source: str  # older timing-only runs: what time_source now says
+    # Where the rows' times come from (runfolder.timings: NCU_TIME, TIMER, TIMER_PASS, NO_KERNEL_TIME).
+    time_source: str
+    timing_pass: TimingPass | None  # profile --replay range: the pass that timed the kernels
     nvtx_include_applied: str
     first_kernel_s: float | None  # profile: the program's start-up, before ncu profiled anything
     startup: dict[str, float]  # profile: that start-up split (collect.profile.startup_split)

@@ -28,8 +28,21 @@ from memtraffic.vocab.errors import ReportError
 from memtraffic.vocab.files import read_json, write_json
 
 TIMINGS_FILE = "timings.json"
+# A range-replayed profile's kernel times, from a pass of the program without ncu (collect.profile).
+KERNEL_TIMES_FILE = "kernel_times.json"
 TIMINGS_FORMAT = 1
 SOURCE = "torch.profiler (Kineto/CUPTI activity records): kernel device times, no counters"
+
+# Where a row's time comes from: run.json's "time_source" (the run's) and the analyzed table's column of
+# that name (each row's). Kernel replay times each kernel with ncu (caches flushed, clocks as asked);
+# the kernel timer times each kernel as it ran, with CUPTI's activity records. ncu's range replay gives a
+# range only the range's duration, about 200 us for an op whose kernels take 1-2 us (H100, 2026-11-27):
+# such a row takes its kernels' times from a pass of the program without ncu, and has none without it.
+NCU_TIME = "ncu gpu__time_duration (kernel replay)"
+TIMER = "kernel timer (CUPTI activity records)"
+TIMER_PASS = "kernel timer (CUPTI activity records) in a pass of the program without ncu"
+NO_KERNEL_TIME = ("none: ncu's range replay gives a range only its duration, not its kernels' time, and no "
+                  "pass without ncu timed it")
 _LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver"}
 _RANGE_CATEGORIES = {"user_annotation", "cpu_op"}  # record_function; _RecordFunctionFast (our mirror)
 
@@ -137,6 +150,17 @@ def read_timings(path: Path) -> Timings:
         raise ReportError(f"{path} is not a timings file of format {TIMINGS_FORMAT} (a list of kernels, each "
                           "with range, kernel and time_ns >= 0): the run folder is damaged")
     return cast(Timings, data)  # the fields readers use are checked just above
+
+
+def range_times(path: Path) -> dict[str, int]:
+    """Each `mt|` range of the timings file at `path` -> the summed time (ns) of the kernels launched inside
+    it, nested ranges' kernels included: a range-replayed row's kernels' own time."""
+    out: dict[str, int] = {}
+    for k in read_timings(path)["kernels"]:
+        stack = k.get("nvtx") or [k["range"]]
+        for name in dict.fromkeys(n for n in stack if isinstance(n, str) and n):
+            out[name] = out.get(name, 0) + k["time_ns"]
+    return out
 
 
 def keep_ranged(path: Path) -> int:

@@ -116,13 +116,18 @@ def floor_lines(d: Diff) -> list[str]:
         return []
 
     def side(name: str, f: Any) -> str:
+        if f.no_floor:
+            return f"  {name}: GPU time {fmt_time(f.gpu_time_s * 1e9)}; {f.no_floor}"
         fused = f", fused minimum {fmt_bytes(f.fused_min_bytes)}" if f.fused_min_bytes is not None else ""
         return (f"  {name}: GPU time {fmt_time(f.gpu_time_s * 1e9)}, floor {fmt_time(f.floor_s * 1e9)}, "
                 f"recoverable {fmt_time(f.recoverable_s * 1e9)}{fused}")
 
-    change = relative(a.recoverable_s, b.recoverable_s)
-    return ["floor (memtraffic floor):", side("A", a), side("B", b),
-            f"  recoverable time B vs A: {pct(change)}"]
+    lines = ["floor (memtraffic floor):", side("A", a), side("B", b)]
+    without = [name for name, f in (("A", a), ("B", b)) if f.no_floor]
+    if without:  # a recoverable time against no floor is no number: none is compared
+        return [*lines, f"  recoverable times not compared: {' and '.join(without)} "
+                f"{'has' if len(without) == 1 else 'have'} no floor"]
+    return [*lines, f"  recoverable time B vs A: {pct(relative(a.recoverable_s, b.recoverable_s))}"]
 
 
 # Measures that are whole counts: their A, B and change values are written as integers.

@@ -211,12 +211,14 @@ def floor_section(df: pd.DataFrame, run: Run) -> list[str]:
     """The floor's summary (memtraffic.analysis.floor), first on the page; none for a run without one."""
     from memtraffic.analysis.floor import floor_of_table, summary_lines
 
-    lines = summary_lines(floor_of_table(df, run.plan, run.name))
+    found = floor_of_table(df, run.plan, run.name)
+    lines = summary_lines(found)
     if not lines:
         return []
+    note = "" if found.no_floor else ("<p class='note'>`memtraffic floor` lists every op type with its "
+                                      "floor, recoverable time and reason.</p>")
     return ["<h2>Time against the floor</h2>" + "".join(f"<p>{html.escape(line)}</p>" for line in lines)
-            + "<p class='note'>`memtraffic floor` lists every op type with its floor, recoverable time and "
-            "reason.</p>"]
+            + note]
 
 
 def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Path | None = None,

@@ -7,8 +7,12 @@ made by scripts/gpu_floor.sh) carry tensor identities in their traces; older run
 
 from __future__ import annotations
 
+import gzip
+import html
 import json
 import math
+import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -17,12 +21,21 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import memtraffic
-from memtraffic.analysis.floor import KINDS, floor_run, fused_minimum, row_floor
+from memtraffic.analysis.floor import KINDS, floor_run, fused_minimum, row_floor, summary_lines
 from memtraffic.cli import app
+from memtraffic.runfolder.timings import (
+    KERNEL_TIMES_FILE,
+    NCU_TIME,
+    NO_KERNEL_TIME,
+    TIMER_PASS,
+    write_timings,
+)
 
 REPORTS = Path(__file__).resolve().parents[2] / "reports" / "h100"
 EAGER, COMPILED = REPORTS / "floor_eager_block", REPORTS / "floor_compiled_block"
 GELU = {way: REPORTS / f"floor_gelu_{way}" for way in ("eager", "triton", "compiled")}
+RANGE = REPORTS / "range_replay_adam" / "range"
+ROOFS_H100 = REPORTS.parent / "ceilings" / "NVIDIA_H100_80GB_HBM3.json"
 runner = CliRunner()
 
 
@@ -128,15 +141,131 @@ def test_damaged_storage_pairs_are_left_out_never_fatal(records):
     assert fused.eager_bytes == sum(r["min_read_bytes"] + r["min_write_bytes"] for r in records)
 
 
-def test_a_device_without_measured_roofs_says_so(tmp_path, monkeypatch):
-    monkeypatch.setattr("memtraffic.analysis.floor.find_ceilings", lambda device: None)
-    f = floor_run(EAGER)
-    assert f.floor_s == 0 and {r.reason_kind for r in f.by_op} == {"no roofs"}
-    result = runner.invoke(app, ["floor", str(EAGER)])
-    assert "no measured roofs for NVIDIA H100 80GB HBM3: every floor is 0" in result.output
-    # the summary profile and analyze print shows no floor of 0 and no time recoverable from it
+# --- no roofs, no floor (issue 51) ----------------------------------------------------------------------
+
+
+def on_gpu(run: Path, dest: Path, gpu: str) -> Path:
+    """A copy of a committed run whose recorded GPU is `gpu` (its kernel table, results and run.json)."""
+    shutil.copytree(run, dest)
+    table = dest / "profile.kernels.json.gz"
+    doc = json.loads(gzip.decompress(table.read_bytes()))
+    doc["columns"]["device"] = [gpu] * len(doc["columns"]["device"])
+    table.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    meta = json.loads((dest / "run.json").read_text())
+    meta["environment"]["gpu"] = gpu
+    (dest / "run.json").write_text(json.dumps(meta))
+    for stale in ("results.json", "results.csv"):
+        (dest / stale).unlink(missing_ok=True)
+    return dest
+
+
+@pytest.fixture
+def h200(tmp_path, monkeypatch) -> Path:
+    """floor_eager_block as if profiled on an H200 without measured roofs: only the H100's are known."""
+    committed = tmp_path / "ceilings"
+    committed.mkdir()
+    shutil.copy(ROOFS_H100, committed)
+    monkeypatch.setattr("memtraffic.vocab.roofs.COMMITTED_DIR", committed)
+    return on_gpu(EAGER, tmp_path / "h200_block", "NVIDIA H200")
+
+
+NO_ROOFS = ("no floor: no measured roofs for NVIDIA H200 (`memtraffic ceilings --refresh` on that GPU "
+            "measures them)")
+
+
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_floor_on_a_gpu_without_roofs_is_no_floor_and_exit_1(h200, fmt):
+    result = runner.invoke(app, ["floor", str(h200), "--format", fmt])
+    assert result.exit_code == 1
+    assert result.stderr == f"error: {h200}: {NO_ROOFS}\n" and result.stdout == ""
+    f = floor_run(h200)
+    assert f.no_floor == NO_ROOFS and math.isnan(f.floor_s) and math.isnan(f.recoverable_s)
+    assert {r.reason_kind for r in f.by_op} == {"no roofs"} and f.gpu_time_s > 0
+    # the summary profile, analyze and the HTML report print: the GPU time, no floor, nothing recoverable
     summary = " ".join(f.summary().split())
-    assert summary.startswith("floor: GPU time ")
-    assert ("; no floor: no measured roofs for NVIDIA H100 80GB HBM3 (`memtraffic ceilings --refresh` "
-            "measures them)") in summary
-    assert "recoverable" not in summary and "hold" not in summary
+    assert summary.startswith("floor: GPU time 1.79 ms; " + NO_ROOFS)
+    assert "recoverable" not in summary and "hold" not in summary and "0 ns" not in summary
+
+
+def test_check_with_a_floor_table_fails_on_a_gpu_without_roofs(h200, tmp_path):
+    expect = tmp_path / "floor.toml"
+    expect.write_text('[floor]\nmax_recoverable = "300ms"\nmax_over_fused = 1000\n')
+    result = runner.invoke(app, ["check", str(h200), "--expect", str(expect)])
+    assert result.exit_code == 1, result.output
+    assert f"FAIL run: {NO_ROOFS} ({expect} [floor])" in result.output
+    assert "recoverable time" not in result.output
+
+
+def test_diff_compares_no_recoverable_time_against_no_floor(h200, tmp_path):
+    other = on_gpu(EAGER, tmp_path / "h200_again", "NVIDIA H200")
+    result = runner.invoke(app, ["diff", str(h200), str(other), "--wide"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    start = lines.index("floor (memtraffic floor):")
+    assert lines[start + 1: start + 4] == [
+        f"  A: GPU time 1.79 ms; {NO_ROOFS}", f"  B: GPU time 1.79 ms; {NO_ROOFS}",
+        "  recoverable times not compared: A and B have no floor"]
+    assert "recoverable time B vs A" not in result.stdout and "floor 0 ns" not in result.stdout
+
+
+def test_the_html_report_says_no_floor(h200):
+    from memtraffic.runfolder.load import load_run
+    from memtraffic.views.html_report import floor_section
+
+    section = floor_section(memtraffic.analyze(h200), load_run(h200))[0]
+    text = " ".join(html.unescape(re.sub("<[^>]+>", " ", section)).split())
+    assert NO_ROOFS in text and "lists every op type" not in text
+
+
+# --- where the time comes from: ncu's kernel replay, the kernel timer, never a range's duration ----------
+
+
+def test_a_range_replayed_run_without_kernel_times_has_no_floor():
+    """reports/h100/range_replay_adam/range: ncu's range replay, no pass that timed its kernels."""
+    result = runner.invoke(app, ["floor", str(RANGE)])
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"error: {RANGE}: no floor: the 16 ranges of this run have no kernel time: ncu's range replay gives "
+        "a range only its duration, ncu's own (about 200 us for an op whose kernels take 1-2 us), and no "
+        "pass without ncu timed their kernels; profile again with --replay kernel (the default) or "
+        "--timing-only\n")
+    table = memtraffic.analyze(RANGE)
+    assert table["time_ns"].isna().all() and set(table["time_source"]) == {NO_KERNEL_TIME}
+    assert set(memtraffic.analyze(RANGE.parent / "kernel")["time_source"]) == {NCU_TIME}
+
+
+def test_range_rows_take_their_kernels_times_from_the_pass_without_ncu(tmp_path):
+    """A kernel times file beside the range report (what `profile --replay range` writes): each range row
+    gets the summed time of the kernels launched inside its range, nested ranges' included."""
+    run = tmp_path / "range"
+    shutil.copytree(RANGE, run)
+    ranges = list(dict.fromkeys(memtraffic.analyze(RANGE)["range"]))
+    kernels = [{"launch": i, "range": r, "nvtx": [r], "kernel": "k", "time_ns": 1000 + i, "stream": 7}
+               for i, r in enumerate(ranges)]
+    kernels.append({"launch": len(ranges), "range": "mt|triton|0|k", "nvtx": [ranges[0], "mt|triton|0|k"],
+                    "kernel": "inner", "time_ns": 5, "stream": 7})  # a kernel in a range nested in the first
+    kernels.append({"launch": len(ranges) + 1, "range": "", "nvtx": [], "kernel": "outside", "time_ns": 9,
+                    "stream": 7})
+    write_timings(run / KERNEL_TIMES_FILE, kernels, "NVIDIA H100 80GB HBM3")
+    table = memtraffic.analyze(run)
+    got = dict(zip(table["range"], table["time_ns"], strict=True))
+    assert got == {r: 1000 + i + (5 if i == 0 else 0) for i, r in enumerate(ranges)}
+    assert set(table["time_source"]) == {TIMER_PASS}
+    # the bytes stay ncu's range replay's
+    assert table["l1_ld_bytes"].tolist() == memtraffic.analyze(RANGE)["l1_ld_bytes"].tolist()
+    f = floor_run(run)
+    assert not f.no_floor and f.untimed == 0 and f.time_sources == [TIMER_PASS]
+    assert f.gpu_time_s == pytest.approx(sum(got.values()) * 1e-9)
+
+
+def test_range_rows_the_pass_did_not_time_are_left_out_and_said(tmp_path):
+    run = tmp_path / "range"
+    shutil.copytree(RANGE, run)
+    first = memtraffic.analyze(RANGE)["range"].iloc[0]
+    write_timings(run / KERNEL_TIMES_FILE, [{"launch": 0, "range": first, "nvtx": [first], "kernel": "k",
+                                             "time_ns": 2000, "stream": 7}], "NVIDIA H100 80GB HBM3")
+    f = floor_run(run)
+    assert f.untimed == 15 and f.gpu_time_s == pytest.approx(2e-6) and not f.no_floor
+    assert ("  15 ranges without their kernels' time left out of the time and the floor (range replay: ncu's "
+            "range duration is not the kernels' time, and the pass without ncu did not time them)"
+            ) in summary_lines(f, width=1000)

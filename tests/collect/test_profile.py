@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from stand_ins import PASS_THROUGH, REGION_PROGRAM, VERSION_2025, fake_ncu  # noqa: F401
+from stand_ins import PASS_THROUGH, RANGE_REPORTING, REGION_PROGRAM, VERSION_2025, fake_ncu  # noqa: F401
 from typer.testing import CliRunner
 
 from memtraffic.api import run_profile
@@ -16,6 +16,7 @@ from memtraffic.cli import app
 from memtraffic.collect import profile as prof
 from memtraffic.ncu import command as ncu_mod
 from memtraffic.runfolder.paths import portable
+from memtraffic.runfolder.timings import KERNEL_TIMES_FILE, NCU_TIME, NO_KERNEL_TIME, TIMER_PASS
 from memtraffic.runfolder.trace import read_trace
 from memtraffic.vocab.errors import NcuError, UsageError
 
@@ -197,6 +198,46 @@ def test_profile_torch_ops_end_to_end_on_gpu(tmp_path):
     assert (tmp_path / "run" / "profile.kernels.json.gz").is_file()  # kept once ncu finished
 
 
+WINDOW_PROGRAM = """
+import torch
+x = torch.randn(4096, 1024, device="cuda")
+for step in range(3):  # the first step warms up; ncu and the op tracer see the last two
+    if step == 1:
+        torch.cuda.profiler.start()
+    y = torch.softmax(x, dim=-1)
+    z = (y * 2).sum()
+torch.cuda.synchronize()
+torch.cuda.profiler.stop()
+"""
+
+
+@pytest.mark.ncu
+def test_range_replay_on_gpu_times_each_range_by_its_kernels(tmp_path):
+    """--replay range in a profiler window: the bytes of ncu's range replay, the times of the kernel timer
+    (a run without ncu), each range near its kernel replay time, never ncu's ~200 us range duration."""
+    try:
+        ncu_mod.find_ncu()
+    except Exception as err:  # noqa: BLE001 - no ncu: nothing to test here
+        pytest.skip(str(err))
+    program = tmp_path / "window.py"
+    program.write_text(WINDOW_PROGRAM)
+    tables = {}
+    for replay in ("kernel", "range"):
+        result = run_profile(prof.ProfileOptions(command=[sys.executable, str(program)], torch_ops=True,
+                                                 profile_from_start=False, replay=replay, distinct=0,
+                                                 out=tmp_path / replay))
+        run = json.loads((tmp_path / replay / "run.json").read_text())
+        assert run["replay"]["mode"] == replay
+        tables[replay] = result.table.set_index("range")
+    assert run["time_source"] == TIMER_PASS and run["timing_pass"]["returncode"] == 0
+    kernel, ranged = tables["kernel"], tables["range"]
+    assert set(ranged["time_source"]) == {TIMER_PASS} and set(kernel["time_source"]) == {NCU_TIME}
+    assert sorted(ranged.index) == sorted(kernel.index)
+    for rng in ranged.index:
+        assert ranged.loc[rng, "l1_ld_bytes"] == pytest.approx(kernel.loc[rng, "l1_ld_bytes"], rel=0.01)
+        assert 0 < ranged.loc[rng, "time_ns"] < max(3 * kernel.loc[rng, "time_ns"], 20_000), rng
+
+
 @pytest.mark.parametrize(("command", "expected"), [
     (["python3", "train.py", "--steps", "2"], ["python3", "LAUNCH", "train.py", "--steps", "2"]),
     (["/usr/bin/python3.12", "-u", "-X", "dev", "-m", "pkg.main", "a"],
@@ -319,22 +360,37 @@ BYTES = ["gpu__time_duration.sum", "dram__bytes_read.sum"]
 SASS = [*BYTES, "smsp__sass_data_bytes_mem_global_op_ld.sum", "smsp__sass_data_bytes_mem_global_op_st.sum"]
 
 
+RANGE_WHY = ("asked for (--replay range); each range's time from its kernels, timed in a pass of the program "
+             "without ncu")
+
+
 @pytest.mark.parametrize(("options", "names", "mode", "why"), [
-    ({"torch_ops": True, "profile_from_start": False}, BYTES, "range", "profiler window"),
-    ({"torch_ops": True}, BYTES, "kernel", "auto takes it only for a profiler window"),
-    ({"torch_ops": True, "profile_from_start": False}, SASS, "kernel",
-     "refuses the SASS counters (smsp__sass_data_bytes_mem_global_op_ld.sum and 1 more)"),
-    ({"torch_ops": True, "replay": "range"}, BYTES, "range", "asked for (--replay range)"),
-    ({"torch_ops": True, "replay": "range"}, SASS, "kernel", "refuses the SASS counters"),
-    ({"replay": "range", "profile_from_start": False}, BYTES, "kernel", "refuses --profile-from-start off"),
-    ({"torch_ops": True, "profile_from_start": False, "kernel_name": "gemm"}, BYTES, "kernel",
-     "--kernel-name select kernels, not ranges"),
-    ({"profile_from_start": False}, BYTES, "kernel", "refuses --profile-from-start off"),
-    ({"torch_ops": True, "profile_from_start": False, "replay": "kernel"}, BYTES, "kernel", "asked for"),
+    # auto never takes range replay: a range's duration is ncu's, not its kernels' time (issue 51)
+    ({"torch_ops": True, "profile_from_start": False}, BYTES, "kernel", prof.AUTO_WHY),
+    ({"torch_ops": True}, BYTES, "kernel", prof.AUTO_WHY),
+    ({"torch_ops": True, "profile_from_start": False}, SASS, "kernel", prof.AUTO_WHY),
+    ({"profile_from_start": False}, BYTES, "kernel", prof.AUTO_WHY),
+    ({"torch_ops": True, "replay": "range"}, BYTES, "range", RANGE_WHY),
+    ({"torch_ops": True, "profile_from_start": False, "replay": "range"}, BYTES, "range", RANGE_WHY),
+    ({"torch_ops": True, "replay": "range"}, SASS, "kernel",
+     "ncu's range replay refuses the SASS counters (smsp__sass_data_bytes_mem_global_op_ld.sum and 1 more) "
+     "of --metrics bytes"),
+    ({"replay": "range", "profile_from_start": False}, BYTES, "kernel",
+     "ncu's range replay refuses --profile-from-start off; with --torch-ops the op tracer follows the "
+     "program's profiler window instead"),
+    ({"torch_ops": True, "profile_from_start": False, "replay": "kernel"}, BYTES, "kernel",
+     "asked for (--replay kernel)"),
 ])
 def test_choose_replay_says_which_and_why(options, names, mode, why):
     replay = prof.choose_replay(prof.ProfileOptions(command=["python", "x.py"], **options), names)
-    assert replay["mode"] == mode and why in replay["why"]
+    assert replay == {"mode": mode, "why": why}
+
+
+def test_auto_says_why_it_never_takes_range_replay():
+    assert prof.AUTO_WHY == (
+        "auto takes kernel replay: ncu's range replay times a range by its duration, ncu's own work included "
+        "(about 200 us for an op whose kernels take 1-2 us); --replay range measures each op range's bytes "
+        "as one unit and times its kernels in a second pass without ncu")
 
 
 def test_an_unknown_replay_is_a_usage_error():
@@ -383,6 +439,50 @@ def test_a_program_range_replay_fails_is_profiled_again_kernel_by_kernel(tmp_pat
                for line in lines)
     # the second run's trace alone: the region recorded once
     assert len(json.loads((out / "plan.json").read_text())["configs"]) == 1
+
+
+@pytest.mark.parametrize("python", [True, False], ids=["python", "shell script"])
+def test_range_replay_times_the_kernels_in_a_pass_without_ncu(tmp_path, stand_in, monkeypatch, python):
+    """--replay range: the program runs again, without ncu, its kernels timed into kernel_times.json (the
+    stand-in GPU is a CPU: the timer finds no CUDA kernel, so the range keeps no time, never ncu's range
+    duration); a program the timer cannot run in (not Python) gets no pass and a warning."""
+    monkeypatch.setenv("MEMTRAFFIC_NCU", str(fake_ncu(tmp_path / "ncu-ranges", RANGE_REPORTING)))
+    stand_in.write_text("import torch\n" + REGION_PROGRAM)  # the kernel timer starts with torch
+    command = [sys.executable, str(stand_in), "0"]
+    if not python:
+        script = tmp_path / "prog.sh"
+        script.write_text(f"#!/bin/sh\nexec {sys.executable} {stand_in} 0\n")
+        script.chmod(0o755)
+        command = [str(script)]
+    out = tmp_path / "run"
+    lines: list[str] = []
+    result = run_profile(prof.ProfileOptions(command=command, out=out, replay="range"), lines.append)
+    run = json.loads((out / "run.json").read_text())
+    assert run["replay"] == {"mode": "range", "why": RANGE_WHY}
+    times = out / KERNEL_TIMES_FILE
+    if python:
+        # run.json records paths relative (kernel times to the run folder: memtraffic.runfolder.paths)
+        assert run["timing_pass"]["argv"] == portable(
+            [sys.executable, str(prof.LAUNCHER), "--trace-from=none", "--triton"], out, Path.cwd()) + [
+            f"--timings={KERNEL_TIMES_FILE}", *portable([str(stand_in), "0"], out, Path.cwd())]
+        assert run["timing_pass"]["returncode"] == 0 and run["timing_pass"]["kernels"] == 0
+        assert run["time_source"] == TIMER_PASS and times.is_file()
+        assert ("timing each range's kernels: the program again, without ncu (range replay's time is ncu's)"
+                in lines)
+    else:
+        assert run["timing_pass"] is None and run["time_source"] == NO_KERNEL_TIME and not times.exists()
+        assert any(line.startswith("warning: no kernel times for the ranges: the kernel timer runs inside a "
+                                   "Python program, and prog.sh is not one") for line in lines)
+    assert not (out / prof.TIMING_PASS_DIR).exists()  # the pass's own trace set aside
+    assert len(result.plan["configs"]) == 1  # the ncu run's trace alone
+    assert result.table["time_ns"].isna().all() and set(result.table["time_source"]) == {NO_KERNEL_TIME}
+    assert result.table["l1_ld_bytes"].tolist() == [8192.0]  # the bytes stay range replay's
+
+
+def test_a_kernel_replayed_profile_says_its_times_are_ncus(tmp_path, stand_in):
+    with pytest.raises(NcuError, match="ncu profiled no kernel"):
+        run_profile(prof.ProfileOptions(command=[sys.executable, str(stand_in), "0"], out=tmp_path / "run"))
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["time_source"] == NCU_TIME
 
 
 def test_a_profile_is_a_first_look_by_default():

@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 import subprocess
 import sys
 
@@ -224,3 +225,92 @@ def test_tensor_ops_per_matmul_flop(tmp_path, dt, alias):
     ratio = ops / (2 * 2048 * 512 * 1024)
     print(f"{alias}: {ops:.6g} ops for {2 * 2048 * 512 * 1024} FLOPs -> {ratio:.4f} ops per FLOP")
     assert ratio == pytest.approx(1.0, rel=0.02) or ratio == pytest.approx(0.5, rel=0.02)
+
+
+# --- roofs wherever a floor is asked (issue 51) ---------------------------------------------------------
+
+REAL_ROOFS_FOR_FLOOR = c.roofs_for_floor  # tests/conftest.py leaves the step out of every other test
+ROOFS_LINE = re.compile(
+    r"measured the roofs of Fake GPU \(copy and L2 bandwidth, FP32 and tensor-core FLOP/s, DRAM latency, an "
+    r"empty kernel's time\) for the floor in \d+\.\d s, cached in (?P<path>\S+); once a GPU \(--no-roofs "
+    r"skips it\)")
+
+
+@pytest.fixture
+def measured(cache_dir, monkeypatch, tmp_path):
+    """A stand-in for measuring the roofs (memtraffic.probes.ceilings.measure_ceilings, about 20 s on a
+    GPU): the calls it got; no committed roofs but the H100's."""
+    monkeypatch.setattr(c, "roofs_for_floor", REAL_ROOFS_FOR_FLOOR)
+    monkeypatch.setattr(roofs, "COMMITTED_DIR", tmp_path / "no-committed-roofs")
+    calls: list[str] = []
+
+    def measure_ceilings(with_ncu: bool = True, progress=None):
+        calls.append("measured")
+        return {**CEILINGS, "device": "Fake GPU", "measured": {"dram_Bps": 3e12}}
+
+    monkeypatch.setattr(c, "measure_ceilings", measure_ceilings)
+    return calls
+
+
+def _profile(tmp_path, stand_in, name: str, roofs_flag: bool = True) -> list[str]:
+    from memtraffic.api import run_profile
+    from memtraffic.collect.profile import ProfileOptions
+
+    lines: list[str] = []
+    run_profile(ProfileOptions(command=[sys.executable, str(stand_in), "0"], out=tmp_path / name,
+                               roofs=roofs_flag), lines.append)
+    return lines
+
+
+def test_the_first_profile_on_a_gpu_without_roofs_measures_them_once(tmp_path, stand_in, measured,
+                                                                     monkeypatch, cache_dir):
+    from stand_ins import RANGE_REPORTING, fake_ncu
+
+    monkeypatch.setenv("MEMTRAFFIC_NCU", str(fake_ncu(tmp_path / "ncu", RANGE_REPORTING)))
+    first = _profile(tmp_path, stand_in, "first")
+    assert measured == ["measured"]
+    said = [line for line in first if ROOFS_LINE.fullmatch(line)]
+    assert len(said) == 1 and ROOFS_LINE.fullmatch(said[0])["path"] == str(cache_dir / "ceilings.json")
+    assert roofs.read_cache()["Fake GPU"]["measured"] == {"dram_Bps": 3e12}
+    second = _profile(tmp_path, stand_in, "second")  # cached: used, not measured again
+    assert measured == ["measured"] and not any("the roofs of" in line for line in second)
+    assert roofs.find_ceilings("Fake GPU")["measured"] == {"dram_Bps": 3e12}
+
+
+def test_no_roofs_skips_measuring_them(tmp_path, stand_in, measured, monkeypatch, cache_dir):
+    from stand_ins import RANGE_REPORTING, fake_ncu
+
+    monkeypatch.setenv("MEMTRAFFIC_NCU", str(fake_ncu(tmp_path / "ncu", RANGE_REPORTING)))
+    lines = _profile(tmp_path, stand_in, "run", roofs_flag=False)
+    assert measured == [] and roofs.read_cache() == {}
+    assert not any("the roofs of" in line for line in lines), lines
+
+
+def test_a_failed_measurement_is_one_warning_and_the_run_stands(cache_dir, measured, monkeypatch):
+    def fails(with_ncu: bool = True, progress=None):
+        raise RuntimeError("CUDA error: out of memory")
+
+    monkeypatch.setattr(c, "measure_ceilings", fails)
+    lines: list[str] = []
+    assert c.roofs_for_floor("Fake GPU", lines.append) is None
+    assert lines == ["warning: no roofs for Fake GPU (RuntimeError: CUDA error: out of memory): the floor "
+                     "needs them; `memtraffic ceilings` measures them"]
+    roofs.write_cache(CEILINGS)
+    assert c.roofs_for_floor(DEVICE, lines.append) is None and len(lines) == 1  # cached: nothing to do
+
+
+@pytest.mark.parametrize("command", ["profile", "measure"])
+@pytest.mark.parametrize(("flag", "expected"), [([], True), (["--no-roofs"], False), (["--roofs"], True)])
+def test_the_roofs_flag_reaches_the_options(monkeypatch, command, flag, expected):
+    import memtraffic.api as api
+
+    got = []
+
+    def capture(opts, echo=None):
+        got.append(opts.roofs)
+        raise ReportError("stop here")
+
+    monkeypatch.setattr(api, "run_profile" if command == "profile" else "run_measure", capture)
+    args = [command, *flag, *(["--", "python", "x.py"] if command == "profile" else ["softmax_tiled"])]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1 and "stop here" in result.output and got == [expected]
