@@ -31,9 +31,11 @@ from typing import Any, cast
 
 import pandas as pd
 
+from memtraffic.analysis.fusion import HOW_KINDS, Fusion, fusion_groups
 from memtraffic.analysis.outside import left_out, left_out_line
 from memtraffic.analysis.per_op import OUTSIDE
 from memtraffic.analysis.time_notes import FLOP_ROOF, copy_seconds, time_reason
+from memtraffic.vocab.launches import measured_range
 from memtraffic.vocab.roofs import ROOFS, find_ceilings
 from memtraffic.vocab.units import fmt_bytes, fmt_time
 
@@ -103,6 +105,7 @@ class Floor:
     timing_only: bool
     roofs: dict[str, float]
     left_out: str = ""  # the line that sums the launches left out (analysis.outside), '' when none is
+    fusion: Fusion = field(default_factory=Fusion)  # what fusing would save (analysis.fusion)
 
     @property
     def recoverable_s(self) -> float:
@@ -134,6 +137,8 @@ class Floor:
             "dram_over_fused": dram / fused if dram is not None and fused else None,
             "timing_only": self.timing_only, "roofs": self.roofs, "reason_kinds": KINDS,
             "left_out": self.left_out,
+            "groups": [g.to_dict() for g in self.fusion.groups], "groups_note": self.fusion.note,
+            "how_kinds": HOW_KINDS,
         }
 
 
@@ -257,8 +262,14 @@ def floor_of_table(table: pd.DataFrame, plan: Mapping[str, Any] | None = None, r
         if fused.unidentified:
             note += f"; {fused.unidentified} without storages counted at their own minimum"
     eager = fused.eager_bytes if fused else _eager_bytes((plan or {}).get("configs", []))
+    times: dict[str, tuple[float, int]] = {}  # range -> its kernels' seconds and count
+    for r in rows:
+        key = measured_range(str(r.get("range") or ""))
+        t, k = times.get(key, (0.0, 0))
+        times[key] = (t + (_num(r, "time_ns") or 0.0) * 1e-9, k + int(_num(r, "n_kernels") or 1))
+    groups = fusion_groups((plan or {}).get("configs", []), times, measured)
     return Floor(run, device, sum(r.time_s for r in by_op), sum(r.floor_s for r in by_op), by_op,
-                 eager, fused.total if fused else None, note, dram, timed, measured, left)
+                 eager, fused.total if fused else None, note, dram, timed, measured, left, groups)
 
 
 def _eager_bytes(configs: Sequence[Mapping[str, Any]]) -> int | None:
