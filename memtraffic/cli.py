@@ -604,7 +604,8 @@ def diff(
     ] = False,
     fmt: Annotated[str, _format_option(
         FOR_ROWS, table="A, B and change per matched row, with a verdict",
-        json="a row per match: each measure's _a, _b, _change, _rel, time_noise, verdict",
+        json="rows (a row per match: each measure's _a, _b, _change, _rel, time_noise, verdict) and fusion "
+             "(each Inductor kernel of B beside the fusion group of A it fused)",
         csv="the same rows")] = "table",
     partial: Partial = False,
     wide: Wide = False,

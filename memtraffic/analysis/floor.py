@@ -267,9 +267,9 @@ def floor_of_table(table: pd.DataFrame, plan: Mapping[str, Any] | None = None, r
         key = measured_range(str(r.get("range") or ""))
         t, k = times.get(key, (0.0, 0))
         times[key] = (t + (_num(r, "time_ns") or 0.0) * 1e-9, k + int(_num(r, "n_kernels") or 1))
-    groups = fusion_groups((plan or {}).get("configs", []), times, measured)
+    fusion = fusion_groups((plan or {}).get("configs", []), times, measured)
     return Floor(run, device, sum(r.time_s for r in by_op), sum(r.floor_s for r in by_op), by_op,
-                 eager, fused.total if fused else None, note, dram, timed, measured, left, groups)
+                 eager, fused.total if fused else None, note, dram, timed, measured, left, fusion)
 
 
 def _eager_bytes(configs: Sequence[Mapping[str, Any]]) -> int | None:

@@ -113,6 +113,7 @@ class Kernel:
     fused_aten: list[str]
     time_s: float
     after_matmuls: int
+    min_bytes: int  # its own minimum (the launch's buffers)
 
 
 @dataclass
@@ -141,6 +142,9 @@ class Match:
     time_s: float  # the kernel's measured time
     group_time_s: float  # the group's time in the eager run
     group_kernels_time_s: float  # every kernel of the compiled run matched to the group
+    min_bytes: int  # the kernel's own minimum
+    group_fused_min_bytes: int
+    group_kernels_min_bytes: int  # the minimums of every kernel matched to the group
 
     @property
     def reached(self) -> float | None:
@@ -151,7 +155,9 @@ class Match:
     def to_dict(self) -> dict[str, Any]:
         return {"kernel": self.kernel, "ops": self.ops, "group": self.group, "group_ops": self.group_ops,
                 "fused_time_s": self.fused_time_s, "time_s": self.time_s, "group_time_s": self.group_time_s,
-                "group_kernels_time_s": self.group_kernels_time_s, "reached": self.reached}
+                "group_kernels_time_s": self.group_kernels_time_s, "reached": self.reached,
+                "min_bytes": self.min_bytes, "group_fused_min_bytes": self.group_fused_min_bytes,
+                "group_kernels_min_bytes": self.group_kernels_min_bytes}
 
 
 def base(op: str) -> str:
@@ -279,7 +285,8 @@ def fusion_groups(configs: Sequence[Mapping[str, Any]], times: Mapping[str, tupl
               for m in members.values()]
     groups.sort(key=lambda g: (-g.saving_s, g.seqs[0]))
     kernels = [Kernel(str(c.get("op")), _int(c.get("seq")), list((c.get("params") or {})["fused_aten"]),
-                      times.get(measured_range(str(c.get("range"))), (0.0, 0))[0], matmuls[i])
+                      times.get(measured_range(str(c.get("range"))), (0.0, 0))[0], matmuls[i],
+                      _int(c.get("min_read_bytes")) + _int(c.get("min_write_bytes")))
                for i, c in enumerate(configs)
                if isinstance(c.get("params"), dict) and isinstance(c["params"].get("fused_aten"), list)]
     return Fusion(groups, kernels)
@@ -359,8 +366,10 @@ def match(eager: Fusion, compiled: Fusion) -> list[Match]:
         best = max(scored, default=None)
         if best is not None and best[0] > 0:
             chosen.append((k, -best[3]))
-    total: dict[int, float] = {}
+    total: dict[int, tuple[float, int]] = {}
     for k, i in chosen:
-        total[i] = total.get(i, 0.0) + k.time_s
+        t, b = total.get(i, (0.0, 0))
+        total[i] = (t + k.time_s, b + k.min_bytes)
     return [Match(k.name, k.fused_aten, i, eager.groups[i].ops, eager.groups[i].fused_time_s, k.time_s,
-                  eager.groups[i].time_s, total[i]) for k, i in chosen]
+                  eager.groups[i].time_s, total[i][0], k.min_bytes, eager.groups[i].fused_min_bytes,
+                  total[i][1]) for k, i in chosen]
