@@ -47,7 +47,7 @@ def how_text(how: How) -> str:
     characters."""
     epilogue = f", epilogue -{fmt_bytes(how.epilogue_bytes)}" if how.matmul and how.epilogue_bytes else ""
     return {
-        "compile": f"torch.compile -{fmt_bytes(how.saved_bytes)}{epilogue}",
+        "compile": f"compile -{fmt_bytes(how.saved_bytes)}{epilogue}",
         "fuse": f"one kernel -{fmt_bytes(how.saved_bytes)}{epilogue}",
         "epilogue": f"a matmul epilogue -{fmt_bytes(how.epilogue_bytes)}",
         "graphs": f"CUDA graphs ({how.launches} launches)",
@@ -56,7 +56,7 @@ def how_text(how: How) -> str:
     }.get(how.kind, how.kind)
 
 
-def group_label(g: Group, width: int = 30) -> str:
+def group_label(g: Group, width: int = 26) -> str:
     """'add+native_layer_norm': the group's op types in order, cut to `width` with '..'."""
     names = list(dict.fromkeys(base(op).removeprefix("aten.") for op in g.ops))
     text = "+".join(names)
@@ -79,7 +79,7 @@ def group_lines(f: Floor, top: int = TOP) -> list[str]:
              f"{share}; the top {len(shown)}:"]
     for g in shown:
         bound = "*" if g.bound_calls else " "
-        lines.append(f"  {group_label(g):<30} {g.calls:>3} {fmt_time(g.time_s * 1e9):>9} -> "
+        lines.append(f"  {group_label(g):<26} {g.calls:>3} {fmt_time(g.time_s * 1e9):>9} -> "
                      f"{fmt_time(g.fused_time_s * 1e9):>9}{bound} {how_text(g.how)}")
     kinds = sorted({g.how.kind for g in shown})
     legend = HOW_LEGEND + "; ".join(f"{k}: {HOW_KINDS[k]}" for k in kinds)
