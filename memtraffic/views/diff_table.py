@@ -210,6 +210,9 @@ def html_section(d: Diff) -> str:
         if names:
             who = f"only in {status[-1].upper()} ({html.escape(side.name)})"
             parts.append(f"<p>{who}: {'; '.join(names)}</p>")
+    fusion = fusion_lines(d)
+    if fusion:
+        parts.append(f"<pre>{html.escape(chr(10).join(fusion))}</pre>")
     parts += [f"<p class='note'>{html.escape(n)}</p>" for n in d.notes]
     return "".join(parts)
 

@@ -117,12 +117,13 @@ def test_match_takes_the_group_sharing_most_ops_then_the_nearest_position():
 
     from memtraffic.analysis.fusion import Kernel
 
-    eager = Fusion([group(["aten.gelu.default"], 3), group(["aten.gelu_backward.default", "aten.sum.dim_IntList"],
-                                                           7)])
-    compiled = Fusion(kernels=[Kernel("triton_poi_fused_gelu_gelu_backward_view_1", 9,
-                                      ["aten.view", "aten.gelu_backward", "aten.gelu"], 1.5e-5, 7, 4),
-                               Kernel("triton_poi_fused_gelu_view_0", 2, ["aten.view", "aten.gelu"], 1e-5, 3, 4),
-                               Kernel("triton_poi_fused_view_1", 3, ["aten.view"], 1e-6, 3, 4)])
+    eager = Fusion([group(["aten.gelu.default"], 3),
+                    group(["aten.gelu_backward.default", "aten.sum.dim_IntList"], 7)])
+    compiled = Fusion(kernels=[
+        Kernel("triton_poi_fused_gelu_gelu_backward_view_1", 9,
+               ["aten.view", "aten.gelu_backward", "aten.gelu"], 1.5e-5, 7, 4),
+        Kernel("triton_poi_fused_gelu_view_0", 2, ["aten.view", "aten.gelu"], 1e-5, 3, 4),
+        Kernel("triton_poi_fused_view_1", 3, ["aten.view"], 1e-6, 3, 4)])
     found = match(eager, compiled)
     assert [(m.kernel, m.group) for m in found] == [("triton_poi_fused_gelu_gelu_backward_view_1", 1),
                                                     ("triton_poi_fused_gelu_view_0", 0)]
