@@ -189,8 +189,8 @@ def short(ops: list) -> str:
 GROUPS = BLOCK["eager"].fusion.groups
 show(pd.DataFrame([{"group": short(g.ops), "calls": g.calls, "eager minimum": fmt_bytes(g.eager_min_bytes),
                     "fused minimum": fmt_bytes(g.fused_min_bytes), "time": fmt_time(g.time_s * 1e9),
-                    "at the fused floor": fmt_time(g.fused_time_s * 1e9), "saving": fmt_time(g.saving_s * 1e9),
-                    "how": g.how.kind} for g in GROUPS]))
+                    "at the fused floor": fmt_time(g.fused_time_s * 1e9),
+                    "saving": fmt_time(g.saving_s * 1e9), "how": g.how.kind} for g in GROUPS]))
 saving = sum(g.saving_s for g in GROUPS)
 print(f"the groups save {fmt_time(saving * 1e9)} together, "
       f"{saving / BLOCK['eager'].gpu_time_s:.0%} of the eager block's GPU time")

@@ -40,6 +40,7 @@ from typing import Any
 
 import pandas as pd
 
+from memtraffic.analysis.fusion import Match, match
 from memtraffic.runfolder.records import RunRecord
 from memtraffic.vocab.errors import MemtrafficError, UsageError
 from memtraffic.vocab.launches import measured_range
@@ -87,7 +88,7 @@ class Diff:
     rows: list[dict[str, Any]]
     notes: list[str]
     floors: tuple[Any, Any] = (None, None)  # each side's analysis.floor.Floor (None: a saved table)
-    fusion: list[Any] = field(default_factory=list)  # B's Inductor kernels beside A's groups (fusion.Match)
+    fusion: list[Match] = field(default_factory=list)  # B's Inductor kernels beside A's fusion groups
 
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame(self.rows)
@@ -558,8 +559,6 @@ def diff(a: str | Path, b: str | Path, group_by: str = "range", time_tolerance: 
     if group_by != "line":
         d.floors = (_floor(a), _floor(b))
         if d.floors[0] is not None and d.floors[1] is not None:
-            from memtraffic.analysis.fusion import match
-
             d.fusion = match(d.floors[0].fusion, d.floors[1].fusion)
     return d
 

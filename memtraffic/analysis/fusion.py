@@ -13,7 +13,7 @@ A call's level is the number of barriers on the longest path of data that leads 
 storages cut the program into stretches, counted apart). Fusible calls of one level joined by a value one
 writes and the other reads form a group: any path of data that leaves such a group and comes back runs
 through a barrier, whose level is higher, so the group can be one kernel without recomputing anything.
-A call that reads nothing (a fill such as ones_like) joins the group of the call that reads it.
+A call that reads nothing (a fill such as ones_like) joins the group of the first call that reads it.
 
 Per group: the eager minimum (the sum of its calls' minimums); the fused minimum (every value read from
 outside the group once, every value it writes that a call outside it reads, or that is still alive when
@@ -177,7 +177,8 @@ def _pairs(value: Any) -> list[tuple[int | None, int]]:
 
 
 def _int(x: Any) -> int:
-    return x if type(x) is int else 0
+    """A count from a record: 0 for anything but a non-negative int (a damaged field)."""
+    return x if type(x) is int and x >= 0 else 0
 
 
 def _has_flops(c: Mapping[str, Any]) -> bool:
@@ -241,15 +242,15 @@ def fusion_groups(configs: Sequence[Mapping[str, Any]], times: Mapping[str, tupl
     matmuls: list[int] = []  # barriers with FLOPs before each call
     stretch = seen_matmuls = 0
     sets = _Sets()
-
+    filled: set[int] = set()  # fills (calls that read nothing) already joined to a reader
     def drop(pid: Any, ptrs: Any) -> None:
         for ptr in ptrs if isinstance(ptrs, list) else []:
-            value = current.pop((pid, ptr), None)
+            value = current.pop((pid, ptr), None) if type(ptr) is int else None
             if value is not None:
                 value.dead = True
 
     for i, c in enumerate(configs):
-        pid = c.get("pid")
+        pid = c.get("pid") if type(c.get("pid")) is int else None  # a damaged pid: one process
         drop(pid, c.get("freed"))
         if "reads" not in c and "writes" not in c and kinds[i] == "barrier":
             stretch += 1  # a record without storages: nothing is followed across it
@@ -275,16 +276,20 @@ def fusion_groups(configs: Sequence[Mapping[str, Any]], times: Mapping[str, tupl
         if kinds[i] == "fusible":
             sets.find(i)
             for v, _ in reads[i]:
-                if (v is not None and v.producer is not None and kinds[v.producer] == "fusible"
-                        and (level[v.producer] == level[i] or not reads[v.producer])):
+                if v is None or v.producer is None or kinds[v.producer] != "fusible":
+                    continue
+                if level[v.producer] == level[i]:
                     sets.union(v.producer, i)
+                elif not reads[v.producer] and v.producer not in filled:  # a fill: its first reader's
+                    filled.add(v.producer)
+                    sets.union(i, v.producer)
     members: dict[int, list[int]] = {}
     for i in sets.parent:
         members.setdefault(sets.find(i), []).append(i)
-    groups = [_group(sorted(m), configs, reads, writes, kinds, times, measured, matmuls[min(m)])
+    groups = [_group(sorted(m), configs, reads, writes, times, measured, matmuls[min(m)])
               for m in members.values()]
     groups.sort(key=lambda g: (-g.saving_s, g.seqs[0]))
-    kernels = [Kernel(str(c.get("op")), _int(c.get("seq")), list((c.get("params") or {})["fused_aten"]),
+    kernels = [Kernel(str(c.get("op")), _int(c.get("seq")), [str(a) for a in c["params"]["fused_aten"]],
                       times.get(measured_range(str(c.get("range"))), (0.0, 0))[0], matmuls[i],
                       _int(c.get("min_read_bytes")) + _int(c.get("min_write_bytes")))
                for i, c in enumerate(configs)
@@ -293,8 +298,9 @@ def fusion_groups(configs: Sequence[Mapping[str, Any]], times: Mapping[str, tupl
 
 
 def _group(m: list[int], configs: Sequence[Mapping[str, Any]], reads: list[list[tuple[_Value | None, int]]],
-           writes: list[list[tuple[_Value | None, int]]], kinds: list[str],
-           times: Mapping[str, tuple[float, int]], measured: Mapping[str, float], after: int) -> Group:
+           writes: list[list[tuple[_Value | None, int]]], times: Mapping[str, tuple[float, int]],
+           measured: Mapping[str, float], after: int) -> Group:
+    """One group's numbers (see the module); `m`: its calls' indices, `after`: matmuls before the first."""
     inside = set(m)
     eager = sum(_int(configs[i].get("min_read_bytes")) + _int(configs[i].get("min_write_bytes")) for i in m)
     read_in: dict[int, int] = {}  # id(value) -> bytes read of it from outside the group

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from memtraffic.analysis.diff import Diff, pct, relative
+from memtraffic.analysis.fusion import Match
 from memtraffic.views import formats
 from memtraffic.vocab.units import fmt_bytes, fmt_eff, fmt_time
 
@@ -159,7 +160,7 @@ def fusion_lines(d: Diff) -> list[str]:
         return []
     from memtraffic.views.floor_table import group_label
 
-    groups: dict[int, list[Any]] = {}
+    groups: dict[int, list[Match]] = {}
     for m in d.fusion:
         groups.setdefault(m.group, []).append(m)
     lines = [f"fusion: {len(d.fusion)} Inductor kernels of B beside the {len(groups)} groups of A whose ops "

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import memtraffic
@@ -128,6 +130,28 @@ def test_match_takes_the_group_sharing_most_ops_then_the_nearest_position():
     assert [(m.kernel, m.group) for m in found] == [("triton_poi_fused_gelu_gelu_backward_view_1", 1),
                                                     ("triton_poi_fused_gelu_view_0", 0)]
     assert found[0].reached == pytest.approx((2e-5 - 1.5e-5) / 1e-5)
+
+
+JUNK = st.sampled_from([None, "x", -5, 1.5, True, [], [[None]], [[1, -3]], [[1, "8"]], [1, [2]], {"a": 1},
+                        [[None, 16], [7, 16, 3]]])
+FIELDS = ["reads", "writes", "freed", "freed_after", "pid", "model_flops", "min_read_bytes",
+          "min_write_bytes", "range", "op", "kind", "params", "dtype", "seq", "min_note"]
+BLOCK_CONFIGS = json.loads((EAGER / "plan.json").read_text())["configs"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, len(BLOCK_CONFIGS) - 1), st.sampled_from(FIELDS), JUNK), max_size=6))
+def test_damaged_trace_records_keep_the_bounds(damage):
+    """Any field of any record replaced by a value of the wrong kind or sign (a damaged trace line): the
+    groups still come, each fused minimum at most its eager one and each saving at most its time."""
+    configs = [dict(c) for c in BLOCK_CONFIGS]
+    for i, key, value in damage:
+        configs[i][key] = value
+    times = {measured_range(str(c["range"])): (1e-5, 1) for c in BLOCK_CONFIGS}
+    fusion = fusion_groups(configs, times, ROOFS)
+    assert all(0 <= g.fused_min_bytes <= g.eager_min_bytes and 0 <= g.saving_s <= g.time_s
+               for g in fusion.groups)
+    assert fusion.saving_s <= len(BLOCK_CONFIGS) * 1e-5
 
 
 # --- the committed pair ------------------------------------------------------------------------------------
