@@ -69,10 +69,10 @@ HOW_LEGEND = ("calls; time now -> at the fused floor (the fused minimum at the c
 
 def group_lines(f: Floor, top: int = TOP) -> list[str]:
     """The fusion groups holding the largest savings, one line each (under 100 columns), and a legend
-    (wrapped at 100)."""
+    (wrapped at 100); none for a run without groups."""
     fusion = f.fusion
-    if not fusion.groups:
-        return [f"fusion groups: {fusion.note}"] if fusion.note else []
+    if not fusion.groups:  # why (no identities, no roofs) the summary has said: JSON's groups_note keeps it
+        return []
     shown = [g for g in fusion.groups if g.saving_s > 0][:top]
     share = f" ({fusion.saving_s / f.gpu_time_s:.0%} of the GPU time)" if f.gpu_time_s > 0 else ""
     lines = [f"fusion groups: {len(fusion.groups)}, saving {fmt_time(fusion.saving_s * 1e9)} together"
