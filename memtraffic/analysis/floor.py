@@ -18,7 +18,9 @@ The fused minimum follows the data (trace records' `reads`, `writes`, `freed`; r
 storage read before anything in the region wrote it is an input, read once; every value written in the
 region and still alive when the trace ends (parameters, gradients, optimizer state, outputs, what is
 kept for later) is written once; values overwritten or freed inside the region never leave the chip.
-Beside it: the eager minimum (the sum of every call's minimum) and the DRAM bytes measured.
+Beside it: the eager minimum (the sum of every call's minimum) and the DRAM bytes measured, and the fusion
+groups (memtraffic.analysis.fusion): the chains of calls whose intermediates stay inside them, each with
+its time now and at its fused floor.
 """
 
 from __future__ import annotations
