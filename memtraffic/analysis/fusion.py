@@ -24,12 +24,13 @@ dtype, and at least one launch: the ceilings' empty kernel); the saving (time - 
 epilogue, else a faster kernel). A group reading a matmul's output and writing at least as much (an
 elementwise epilogue) carries what fusing it into that matmul would remove besides: its reads of the
 output, and the matmul's write of it where only the group reads it and nothing keeps it. A group holding
-calls whose minimum is a bound (their `min_note`)
-counts them in `bound_calls`; calls the run measured no kernel for in `unmeasured_calls`.
+calls whose minimum is a bound (their `min_note`) counts them in `bound_calls`; calls the run measured no
+kernel for in `unmeasured_calls`.
 
 `match` pairs each Inductor kernel of a compiled run (its `fused_aten`) with the group of an eager run
-of the same program whose op types it shares most (ties: the group with as many matmuls before it), so
-the predicted fused floor stands beside what Inductor reached.
+of the same program whose op types it shares most, so the predicted fused floor stands beside what
+Inductor reached (ties: the group that outlives with buffers of the sizes the kernel writes, then the one
+with as many matmuls before it; a split reduction's first stage goes with its second).
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ class Group:
     bound_calls: int = 0  # calls whose minimum is a bound (min_note): the group's bytes are too
     unmeasured_calls: int = 0  # calls without a measured kernel: their time is not in time_s
     after_matmuls: int = 0  # barriers with FLOPs before its first call (matching by position)
+    out_sizes: list[int] = field(default_factory=list)  # bytes of each value it writes that outlives it
 
     @property
     def calls(self) -> int:
@@ -114,6 +116,8 @@ class Kernel:
     time_s: float
     after_matmuls: int
     min_bytes: int  # its own minimum (the launch's buffers)
+    write_sizes: list[int] = field(default_factory=list)  # bytes of each buffer it writes
+    feeds: int = -1  # the one generated kernel that reads all it writes (a split reduction's next stage)
 
 
 @dataclass
@@ -289,11 +293,19 @@ def fusion_groups(configs: Sequence[Mapping[str, Any]], times: Mapping[str, tupl
     groups = [_group(sorted(m), configs, reads, writes, times, measured, matmuls[min(m)])
               for m in members.values()]
     groups.sort(key=lambda g: (-g.saving_s, g.seqs[0]))
-    kernels = [Kernel(str(c.get("op")), _int(c.get("seq")), [str(a) for a in c["params"]["fused_aten"]],
-                      times.get(measured_range(str(c.get("range"))), (0.0, 0))[0], matmuls[i],
-                      _int(c.get("min_read_bytes")) + _int(c.get("min_write_bytes")))
-               for i, c in enumerate(configs)
-               if isinstance(c.get("params"), dict) and isinstance(c["params"].get("fused_aten"), list)]
+    generated = [i for i, c in enumerate(configs)
+                 if isinstance(c.get("params"), dict) and isinstance(c["params"].get("fused_aten"), list)]
+    position = {i: n for n, i in enumerate(generated)}
+    kernels = []
+    for i in generated:
+        c = configs[i]
+        readers = {r for v, _ in writes[i] if v is not None for r in v.readers}
+        only = readers.pop() if len(readers) == 1 else -1
+        fused_aten = [str(a) for a in c["params"]["fused_aten"]]
+        kernels.append(Kernel(str(c.get("op")), _int(c.get("seq")), fused_aten,
+                              times.get(measured_range(str(c.get("range"))), (0.0, 0))[0], matmuls[i],
+                              _int(c.get("min_read_bytes")) + _int(c.get("min_write_bytes")),
+                              [n for _, n in _pairs(c.get("writes"))], position.get(only, -1)))
     return Fusion(groups, kernels)
 
 
@@ -346,7 +358,7 @@ def _group(m: list[int], configs: Sequence[Mapping[str, Any]], reads: list[list[
     how = How(kind, eager - fused, matmul, epilogue, kernels)
     return Group([str(configs[i].get("op")) for i in m], [_int(configs[i].get("seq")) for i in m], eager,
                  fused, time_s, fused_time, saving, how, kernels,
-                 sum(1 for i in m if configs[i].get("min_note")), unmeasured, after)
+                 sum(1 for i in m if configs[i].get("min_note")), unmeasured, after, sorted(written.values()))
 
 
 def _how_kind(calls: int, eager: int, fused: int, saving: float, time_s: float, kernels: int, launch: float,
@@ -362,16 +374,24 @@ def _how_kind(calls: int, eager: int, fused: int, saving: float, time_s: float, 
 
 def match(eager: Fusion, compiled: Fusion) -> list[Match]:
     """Each Inductor kernel of `compiled` beside the group of `eager` sharing most of its op types (views
-    aside); ties go to the group with the nearest number of matmuls before it. Kernels sharing none are
-    left out."""
-    chosen: list[tuple[Kernel, int]] = []
-    for k in compiled.kernels:
+    aside); ties go to the group that outlives with more buffers of the sizes the kernel writes, then to
+    the one with the nearest number of matmuls before it. A kernel whose output only the next generated
+    kernel reads (a split reduction's first stage) goes with that kernel's group where it shares an op type
+    with it. Kernels sharing none are left out."""
+    best: dict[int, int] = {}  # kernel -> group
+    for n, k in enumerate(compiled.kernels):
         ops = {base(a) for a in k.fused_aten} - VIEWS
-        scored = [(len(ops & g.op_types()), -abs(g.after_matmuls - k.after_matmuls), -g.calls, -i)
-                  for i, g in enumerate(eager.groups)]
-        best = max(scored, default=None)
-        if best is not None and best[0] > 0:
-            chosen.append((k, -best[3]))
+        scored = [(len(ops & g.op_types()), sum(1 for b in k.write_sizes if b in g.out_sizes),
+                   -abs(g.after_matmuls - k.after_matmuls), -g.calls, -i) for i, g in enumerate(eager.groups)]
+        top = max(scored, default=None)
+        if top is not None and top[0] > 0:
+            best[n] = -top[-1]
+    for n, k in enumerate(compiled.kernels):  # a stage whose output only the next stage reads: its group
+        after = best.get(k.feeds)
+        shared = after is not None and {base(a) for a in k.fused_aten} & eager.groups[after].op_types()
+        if n in best and after is not None and shared:
+            best[n] = after
+    chosen = [(compiled.kernels[n], i) for n, i in best.items()]
     total: dict[int, tuple[float, int]] = {}
     for k, i in chosen:
         t, b = total.get(i, (0.0, 0))

@@ -184,6 +184,9 @@ def test_the_compiled_blocks_kernels_meet_the_groups_they_fused():
     assert gelu.group_ops == ["aten.gelu.default"]
     ln = by_kernel["triton_per_fused_native_layer_norm_0"]
     assert ln.group_ops == ["aten.native_layer_norm.default"]
+    # a split reduction (the attention output's bias gradient): both stages go with the group of its sum
+    first, second = by_kernel["triton_red_fused_sum_view_8"], by_kernel["triton_per_fused_sum_view_9"]
+    assert first.group == second.group and "aten.native_layer_norm_backward.default" in first.group_ops
     for m in found:
         # a group's kernels run at 0.8x its fused floor or more, unless they move less than the group must
         # (Inductor keeps the matmul's output for the backward and recomputes the residual sum h from it,
