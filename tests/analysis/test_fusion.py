@@ -103,6 +103,24 @@ def test_what_outlives_the_group_is_written_and_a_fill_joins_its_reader():
     assert all(g.fused_min_bytes <= g.eager_min_bytes for g in groups_of(records))
 
 
+def test_an_adam_step_over_the_same_parameters_is_one_group():
+    """torch.optim.Adam (foreach): each state is read and written in place by several ops; fused, the
+    parameters, gradients and both moments are read once and the parameters and moments written once."""
+    torch.manual_seed(0)
+    params = [torch.randn(T, D, requires_grad=True), torch.randn(D, requires_grad=True)]
+    for p in params:
+        p.grad = torch.randn_like(p)
+    opt = torch.optim.Adam(params, lr=1e-3, foreach=True)
+    opt.step()  # the moments exist from here on
+    with torch.no_grad(), memtraffic.ops() as records:
+        opt.step()
+    [update] = [g for g in groups_of(records) if "_foreach_addcdiv_" in op_types(g)]
+    assert {"_foreach_lerp_", "_foreach_mul_", "_foreach_addcmul_", "_foreach_sqrt"} <= set(op_types(update))
+    size = (T * D + D) * F32
+    assert update.fused_min_bytes == 7 * size  # p, grad, exp_avg, exp_avg_sq in; p and the moments out
+    assert update.how.kind == "compile" and update.eager_min_bytes > update.fused_min_bytes
+
+
 def test_no_identities_or_no_roofs_say_so():
     assert "no tensor identities" in fusion_groups([{"range": "r", "op": "x"}], {}, ROOFS).note
     x = torch.randn(T)
