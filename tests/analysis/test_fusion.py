@@ -49,6 +49,8 @@ def test_an_rmsnorm_is_one_group_reading_x_and_w_once_and_writing_y_once():
     assert (g.how.kind, g.how.saved_bytes) == ("compile", g.eager_min_bytes - g.fused_min_bytes)
     assert g.fused_time_s == pytest.approx(max(g.fused_min_bytes / ROOFS["dram_Bps"], ROOFS["launch_s"]))
     assert g.saving_s == pytest.approx(g.time_s - g.fused_time_s) and g.time_s == pytest.approx(6e-4)
+    [launched] = groups_of(records, seconds=1.5e-6)  # each call within 2x of an empty kernel: launch-bound
+    assert (launched.how.kind, launched.how.launches) == ("graphs", 6)
     assert y.shape == (T, D)
 
 
@@ -191,6 +193,14 @@ def test_the_eager_blocks_groups_keep_their_bounds():
     text = CliRunner().invoke(app, ["floor", str(EAGER)]).output.splitlines()
     start = next(i for i, line in enumerate(text) if line.startswith("fusion groups: "))
     assert all(len(line) <= 100 for line in text[start:start + 8])
+
+
+def test_the_report_page_shows_the_groups():
+    from memtraffic.views.html_report import build_report
+
+    page = build_report(EAGER)
+    assert "<h2>What fusing would save</h2>" in page
+    assert "aten.stack.default + aten.clone.default + aten.sum.dim_IntList" in page
 
 
 def test_the_compiled_blocks_kernels_meet_the_groups_they_fused():
