@@ -7,6 +7,7 @@ The public API, for notebooks and scripts (the same numbers as the CLI; see memt
     memtraffic.gaps(table)                               # what the run lacks of its plan ([] if whole)
     memtraffic.per_op(run), memtraffic.lines(run)        # --group-by op; `memtraffic lines`
     memtraffic.floor(run)                                # `memtraffic floor`: time against the floor
+    memtraffic.diff(before, after)                       # `memtraffic diff`: .rows, .fusion
     memtraffic.roofline(run).show(); memtraffic.traffic(run)
     with memtraffic.ops() as records: ...                # trace aten ops (imports torch)
     with memtraffic.region("attn", inputs=[q, k, v], outputs=[o]): ...  # any framework's arrays
@@ -25,7 +26,8 @@ from memtraffic.vocab.version import __version__
 # name -> module that defines it. No public name is also a submodule's (region.py, measure/): importing
 # that submodule would rebind memtraffic.NAME from the function to the module.
 _LAZY = {
-    **dict.fromkeys(("Run", "load_run", "analyze", "gaps", "per_op", "floor", "lines", "records", "roofline",
+    **dict.fromkeys(("Run", "load_run", "analyze", "gaps", "per_op", "floor", "diff", "lines", "records",
+                     "roofline",
                      "traffic", "minimum", "ceilings", "list_variants", "load_variants", "predicted",
                      "check_variant",
                      "measure_variants", "run_measure", "run_profile"), "memtraffic.api"),

@@ -416,7 +416,8 @@ def count_grid(variants: Sequence[str] = (), shapes: Sequence[str] = (), dtypes:
 
 def diff(a: str | Path, b: str | Path, group_by: str = "range", time_tolerance: str | float = "5%",
          allow_mixed: bool = False) -> Diff:
-    """`memtraffic diff A B`: the two runs matched row by row (`.rows`, `.notes`; each side's `.gaps`)."""
+    """`memtraffic diff A B`: the two runs matched row by row (`.rows`, `.notes`; each side's `.gaps`), and
+    B's Inductor kernels beside A's fusion groups (`.fusion`: memtraffic.analysis.fusion.Match)."""
     from memtraffic.analysis.diff import diff as diff_runs
     from memtraffic.analysis.diff import parse_fraction
 

@@ -565,7 +565,8 @@ def floor(
     fmt: Annotated[
         str,
         typer.Option("--format", "-f", help="table (for people, with a legend) or json (gpu_time_s, "
-                     "floor_s, by_op rows, eager_min_bytes, fused_min_bytes, dram_bytes; seconds, bytes)."),
+                     "floor_s, by_op rows, eager_min_bytes, fused_min_bytes, dram_bytes, groups; seconds, "
+                     "bytes)."),
     ] = "table",
     wide: Wide = False,
 ) -> None:
@@ -576,7 +577,10 @@ def floor(
     recoverable = time - floor, with the reason that holds it (bytes above
     the minimum, compute below its roof, launch-bound, occupancy, spills, a
     grid too small for the GPU, latency). Beside it the fused minimum of a
-    traced program: what it must move if every intermediate stayed on chip.
+    traced program: what it must move if every intermediate stayed on chip,
+    and its fusion groups: the chains of ops whose intermediates stay inside
+    them, each with its time now, its time at the fused floor, and how to
+    get the saving (torch.compile, a matmul epilogue, CUDA graphs, a kernel).
 
     Examples:
       memtraffic floor reports/h100/floor_eager_block
@@ -613,7 +617,8 @@ def diff(
     ] = False,
     fmt: Annotated[str, _format_option(
         FOR_ROWS, table="A, B and change per matched row, with a verdict",
-        json="a row per match: each measure's _a, _b, _change, _rel, time_noise, verdict",
+        json="rows (a row per match: each measure's _a, _b, _change, _rel, time_noise, verdict) and fusion "
+             "(each Inductor kernel of B beside the fusion group of A it fused)",
         csv="the same rows")] = "table",
     partial: Partial = False,
     wide: Wide = False,
@@ -626,7 +631,11 @@ def diff(
     largest change first, each with a one-line verdict (which level moved,
     and why: sector waste, redundant requests, kernels); rows only in A or
     only in B are listed after. Runs of different GPUs are refused unless
-    --allow-mixed. Needs no GPU.
+    --allow-mixed. Needs no GPU. Where A is an eager run and B a compiled
+    one of the same traced program, each Inductor kernel of B stands beside
+    the fusion group of A whose ops it fused (memtraffic floor): the group's
+    fused floor against the kernels' time, and the share of its saving they
+    reached.
 
     Examples:
       memtraffic diff runs/before runs/after

@@ -166,6 +166,68 @@ for way, f in BLOCK.items():
                        "share": [f"{s:.0%}" for s in table["share"]], "reason": table["reason"]}))
 
 # %% [markdown]
+# ## 4. What fusing would save: the groups
+#
+# The fused minimum is one number for the whole step. `memtraffic floor` also splits it by chain: it
+# follows each tensor from the op that writes it to the ops that read it, sets the matmuls and attention
+# aside (they stay kernels of their own), and joins the other ops that pass a tensor between them, with no
+# matmul on the way, into a **group**. A group could run as one kernel: its intermediates never leave the
+# chip. For each group, `f.fusion.groups` gives its ops, the eager minimum (the sum of its ops' minimums),
+# the fused minimum (what enters from outside the group and what outlives it), its time now, its time at
+# the fused floor (the fused minimum at the copy roof, at least one launch) and the saving, with how to get
+# it: `compile` (torch.compile fuses chains like this one), `epilogue` (an elementwise op right after a
+# matmul: computed as the matmul writes its output), `kernel` (nothing to fuse: a better kernel for it).
+#
+# Predict before you run the cell: which chains of the eager block hold the largest savings, the forward's
+# or the backward's?
+
+# %%
+def short(ops: list) -> str:
+    return " + ".join(dict.fromkeys(op.split(".")[1] for op in ops))
+
+
+GROUPS = BLOCK["eager"].fusion.groups
+show(pd.DataFrame([{"group": short(g.ops), "calls": g.calls, "eager minimum": fmt_bytes(g.eager_min_bytes),
+                    "fused minimum": fmt_bytes(g.fused_min_bytes), "time": fmt_time(g.time_s * 1e9),
+                    "at the fused floor": fmt_time(g.fused_time_s * 1e9),
+                    "saving": fmt_time(g.saving_s * 1e9), "how": g.how.kind} for g in GROUPS]))
+saving = sum(g.saving_s for g in GROUPS)
+print(f"the groups save {fmt_time(saving * 1e9)} together, "
+      f"{saving / BLOCK['eager'].gpu_time_s:.0%} of the eager block's GPU time")
+
+# %% [markdown]
+# The backward holds the largest groups: the gradients of the attention's three projections are stacked,
+# copied and summed for the bias in three kernels, and the loss, its backward and the last bias gradient in
+# five. The residual add and the layer norm after it are one group of the forward; GELU sits alone between
+# two matmuls, already at its floor as an op of its own: only a matmul epilogue would save its read.
+#
+# ## 5. What Inductor reached
+#
+# The compiled run records, for each kernel Inductor generated, the aten ops it fused (`fused_aten`).
+# `memtraffic.diff(eager, compiled)` sets each such kernel beside the eager group whose ops it fused, so
+# the predicted fused floor stands beside what Inductor measured.
+
+# %%
+PAIR = memtraffic.diff(REPORTS / "floor_eager_block", REPORTS / "floor_compiled_block")
+reached = {}
+for m in PAIR.fusion:
+    reached.setdefault(m.group, m)
+show(pd.DataFrame([{"group": short(m.group_ops), "eager": fmt_time(m.group_time_s * 1e9),
+                    "fused floor": fmt_time(m.fused_time_s * 1e9),
+                    "Inductor kernels": sum(1 for k in PAIR.fusion if k.group == i),
+                    "their time": fmt_time(m.group_kernels_time_s * 1e9),
+                    "saving reached": "-" if m.reached is None else f"{m.reached:.0%}",
+                    "time / fused floor": f"{m.group_kernels_time_s / m.fused_time_s:.3f}"}
+                   for i, m in reached.items()]))
+
+# %% [markdown]
+# Inductor reaches the fused floor of the forward's small groups and part of the saving of the backward's.
+# One kernel runs under its group's floor: the add + layer norm of the forward. That is not a faster copy:
+# Inductor does not write the residual sum there (eager keeps it for the backward), it keeps the matmul's
+# output instead and adds again in the backward. The group's boundary is eager's, not the compiler's: a
+# floor counts what this program, as written, keeps.
+
+# %% [markdown]
 # ## Exercises
 #
 # 1. The eager block's GELU and residual adds sit at their floors: nothing to recover per op. What would
@@ -173,5 +235,7 @@ for way, f in BLOCK.items():
 #    fused minimum counts for them.)
 # 2. The compiled block moves more than its fused minimum. Which tensors does the forward write that the
 #    fused minimum does not count? (Hint: what does backward read?)
-# 3. `memtraffic check` can gate on recoverable time (`max_recoverable`) or on the measured over fused
+# 3. Which eager group would a matmul epilogue help most, and by how many bytes? (Hint: `g.how.matmul`,
+#    `g.how.epilogue_bytes`.) Why can Inductor not do it here, with cuBLAS computing the matmuls?
+# 4. `memtraffic check` can gate on recoverable time (`max_recoverable`) or on the measured over fused
 #    minimum ratio (`max_over_fused`): write a gate for the compiled block that the eager one fails.

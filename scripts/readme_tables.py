@@ -27,6 +27,9 @@ Each table lives between marker comments that this script owns, in whichever of 
                                                     defaults and with --timing-only (scripts/
                                                     gpu_floor_window.sh); left as it is while the pair is
                                                     not committed
+  <!-- table:fusion --> ... <!-- /table:fusion -->  the fusion groups of the eager block (memtraffic floor)
+                                                    and the compiled block's Inductor kernels matched to
+                                                    them (memtraffic diff)
   <!-- table:speed -->  ... <!-- /table:speed -->   issue 41's programs: alone, defaults, every launch
                                                     (reports/h100/speed/summary.json); left as it is
                                                     when not committed
@@ -388,6 +391,8 @@ def floor_output(reports: Path) -> list[str] | None:
         lines += [f"`memtraffic floor reports/{run}`; measured on {_source(reports / run, reports)}:", "",
                   "```text", render_floor(floor_run(reports / run), "table", WIDTH), "```", ""]
     return lines[:-1]
+
+
 # One profiler-window program (examples/floor_block.py) profiled on one GPU in each mode
 # (scripts/gpu_floor_window.sh): reports/<gpu>/floor_window/<mode>. `default` and `timing_only` make the
 # table; `range` (--replay range) joins it when committed.
@@ -473,6 +478,42 @@ def floor_window_output(reports: Path) -> list[str] | None:
     return lines[:-1] or None
 
 
+def fusion_output(reports: Path) -> list[str] | None:
+    """The eager block's fusion groups (memtraffic.analysis.fusion), then each group the compiled block's
+    Inductor kernels matched: its predicted fused floor against their time. None while not committed."""
+    from memtraffic.analysis.diff import diff
+    from memtraffic.views.floor_table import group_label, how_text
+    from memtraffic.vocab.units import fmt_bytes, fmt_time
+
+    eager, compiled = (reports / run for run in FLOOR_BLOCK)
+    if not all((run / "run.json").is_file() for run in (eager, compiled)):
+        return None
+    d = diff(eager, compiled)
+    groups = d.floors[0].fusion.groups
+    rows = [[f"`{group_label(g, 60)}`", how_text(g.how), str(g.calls), fmt_bytes(g.eager_min_bytes),
+             fmt_bytes(g.fused_min_bytes), fmt_time(g.time_s * 1e9), fmt_time(g.fused_time_s * 1e9),
+             fmt_time(g.saving_s * 1e9)] for g in groups]
+    lines = [f"`memtraffic floor reports/{FLOOR_BLOCK[0]}`, its groups; measured on "
+             f"{_source(eager, reports)}:",
+             "", *_markdown(["group", "how", "calls", "eager minimum", "fused minimum", "time",
+                             "at the fused floor", "saving"], rows, 2), ""]
+    matched: dict[int, list[Any]] = {}
+    for m in d.fusion:
+        matched.setdefault(m.group, []).append(m)
+    rows = []
+    for i, ms in sorted(matched.items(), key=lambda im: -groups[im[0]].saving_s):
+        m = ms[0]
+        rows.append([f"`{group_label(groups[i], 60)}`", fmt_time(m.group_time_s * 1e9),
+                     fmt_time(m.fused_time_s * 1e9), str(len(ms)), fmt_time(m.group_kernels_time_s * 1e9),
+                     f"{m.reached:.0%}" if m.reached is not None else "-",
+                     f"{m.group_kernels_time_s / m.fused_time_s:.3f}"])
+    lines += [f"`memtraffic diff reports/{FLOOR_BLOCK[0]} reports/{FLOOR_BLOCK[1]}`, the groups its Inductor "
+              f"kernels matched; measured on {_source(compiled, reports)}:", "",
+              *_markdown(["group", "eager", "fused floor", "Inductor kernels", "their time", "saving reached",
+                          "time / fused floor"], rows, 1)]
+    return lines
+
+
 SPEED_RUN = "h100/speed"
 
 
@@ -513,6 +554,7 @@ BLOCKS: dict[str, Callable[[Path], list[str] | None]] = {
     "launches": launches_table,
     "floor": floor_output,
     "floor_window": floor_window_output,
+    "fusion": fusion_output,
     "speed": speed_table,
 }
 

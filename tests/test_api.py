@@ -91,7 +91,9 @@ def test_the_api_functions_of_the_other_commands_give_what_the_cli_prints():
     from memtraffic.views.diff_table import records
 
     a, b = H100 / "diff_gelu_strided_4096x4096", H100 / "diff_gelu_coalesced_4096x4096"
-    assert records(api.diff(a, b)) == _cli_json("diff", str(a), str(b))
+    d = api.diff(a, b)
+    cli = _cli_json("diff", str(a), str(b))
+    assert {"rows": records(d), "fusion": [m.to_dict() for m in d.fusion]} == cli
     counts = api.count_grid(["softmax_tiled"], ["4096x4096", "1024x1024"], params=["num_warps=4,8"])
     assert counts == _cli_json("list", "--count", "softmax_tiled", "--shape", "4096x4096", "--shape",
                                "1024x1024", "--param", "num_warps=4,8")

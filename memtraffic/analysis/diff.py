@@ -20,6 +20,10 @@ band: the larger of `time_tolerance` (default 5%) and the spread (max - min) / m
 times either run carries. Each matched row gets a one-line verdict from the largest byte changes (1% or
 more) and what the diagnosis columns say changed (sector waste, requests beyond the minimum, kernels),
 naming the worst source line where the runs were measured with --source.
+
+Where A is an eager run and B a compiled one of the same program, each Inductor kernel of B is set beside
+the fusion group of A whose ops it fused (memtraffic.analysis.fusion.match): the group's predicted fused
+floor against the kernels' measured time.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from typing import Any
 
 import pandas as pd
 
+from memtraffic.analysis.fusion import Match, match
 from memtraffic.runfolder.records import RunRecord
 from memtraffic.vocab.errors import MemtrafficError, UsageError
 from memtraffic.vocab.launches import measured_range
@@ -83,6 +88,7 @@ class Diff:
     rows: list[dict[str, Any]]
     notes: list[str]
     floors: tuple[Any, Any] = (None, None)  # each side's analysis.floor.Floor (None: a saved table)
+    fusion: list[Match] = field(default_factory=list)  # B's Inductor kernels beside A's fusion groups
 
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame(self.rows)
@@ -552,6 +558,8 @@ def diff(a: str | Path, b: str | Path, group_by: str = "range", time_tolerance: 
     d = compare(load_side(a, group_by), load_side(b, group_by), group_by, time_tolerance, allow_mixed)
     if group_by != "line":
         d.floors = (_floor(a), _floor(b))
+        if d.floors[0] is not None and d.floors[1] is not None:
+            d.fusion = match(d.floors[0].fusion, d.floors[1].fusion)
     return d
 
 

@@ -20,7 +20,9 @@ The fused minimum follows the data (trace records' `reads`, `writes`, `freed`; r
 storage read before anything in the region wrote it is an input, read once; every value written in the
 region and still alive when the trace ends (parameters, gradients, optimizer state, outputs, what is
 kept for later) is written once; values overwritten or freed inside the region never leave the chip.
-Beside it: the eager minimum (the sum of every call's minimum) and the DRAM bytes measured.
+Beside it: the eager minimum (the sum of every call's minimum) and the DRAM bytes measured, and the fusion
+groups (memtraffic.analysis.fusion): the chains of calls whose intermediates stay inside them, each with
+its time now and at its fused floor.
 """
 
 from __future__ import annotations
@@ -33,10 +35,12 @@ from typing import Any, cast
 
 import pandas as pd
 
+from memtraffic.analysis.fusion import HOW_KINDS, Fusion, fusion_groups
 from memtraffic.analysis.outside import left_out, left_out_line
 from memtraffic.analysis.per_op import OUTSIDE
 from memtraffic.analysis.time_notes import FLOP_ROOF, copy_seconds, time_reason
 from memtraffic.runfolder.timings import NO_KERNEL_TIME
+from memtraffic.vocab.launches import measured_range
 from memtraffic.vocab.roofs import ROOFS, find_ceilings
 from memtraffic.vocab.units import fmt_bytes, fmt_time
 
@@ -109,6 +113,7 @@ class Floor:
     # Rows without their kernels' time (range replay without a timing pass: runfolder.timings), left out.
     untimed: int = 0
     time_sources: list[str] = field(default_factory=list)  # where the rows' times come from
+    fusion: Fusion = field(default_factory=Fusion)  # what fusing would save (analysis.fusion)
 
     @property
     def recoverable_s(self) -> float:
@@ -156,6 +161,8 @@ class Floor:
             "timing_only": self.timing_only, "roofs": self.roofs, "reason_kinds": KINDS,
             "left_out": self.left_out, "no_floor": self.no_floor or None, "untimed_ranges": self.untimed,
             "time_sources": self.time_sources,
+            "groups": [g.to_dict() for g in self.fusion.groups], "groups_note": self.fusion.note,
+            "how_kinds": HOW_KINDS,
         }
 
 
@@ -283,8 +290,15 @@ def floor_of_table(table: pd.DataFrame, plan: Mapping[str, Any] | None = None, r
         if fused.unidentified:
             note += f"; {fused.unidentified} without storages counted at their own minimum"
     eager = fused.eager_bytes if fused else _eager_bytes((plan or {}).get("configs", []))
+    times: dict[str, tuple[float, int]] = {}  # range -> its kernels' seconds and count
+    for r in rows:
+        key = measured_range(str(r.get("range") or ""))
+        t, k = times.get(key, (0.0, 0))
+        times[key] = (t + (_num(r, "time_ns") or 0.0) * 1e-9, k + int(_num(r, "n_kernels") or 1))
+    fusion = fusion_groups((plan or {}).get("configs", []), times, measured)
     return Floor(run, device, sum(r.time_s for r in by_op), sum(r.floor_s for r in by_op), by_op,
-                 eager, fused.total if fused else None, note, dram, timed, measured, left, untimed, sources)
+                 eager, fused.total if fused else None, note, dram, timed, measured, left, untimed, sources,
+                 fusion)
 
 
 def _eager_bytes(configs: Sequence[Mapping[str, Any]]) -> int | None:

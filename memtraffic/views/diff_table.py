@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from memtraffic.analysis.diff import Diff, pct, relative
+from memtraffic.analysis.fusion import Match
 from memtraffic.views import formats
 from memtraffic.vocab.units import fmt_bytes, fmt_eff, fmt_time
 
@@ -105,6 +106,7 @@ def format_diff(d: Diff, width: int | None = None) -> str:
         names = [r["match"] for r in d.rows if r["status"] == status]
         if names:
             lines.append(f"only in {status[-1].upper()} ({side.name}, {len(names)}): {'; '.join(names)}")
+    lines += fusion_lines(d)
     lines += [f"note: {n}" for n in d.notes]
     return fit("\n".join(lines), width)
 
@@ -152,9 +154,45 @@ def records(d: Diff) -> list[dict[str, object]]:
     return out
 
 
+SLOWER = 0.8  # a matched kernel set faster than this share of its group's fused floor is named
+
+
+def fusion_lines(d: Diff) -> list[str]:
+    """A's fusion groups that B's Inductor kernels matched (analysis.fusion.match): per group, its time in
+    A, its predicted fused floor, the kernels' time in B and the share of the saving they reached; then
+    its kernels."""
+    if not d.fusion:
+        return []
+    from memtraffic.views.floor_table import group_label
+
+    groups: dict[int, list[Match]] = {}
+    for m in d.fusion:
+        groups.setdefault(m.group, []).append(m)
+    lines = [f"fusion: {len(d.fusion)} Inductor kernels of B beside the {len(groups)} groups of A whose ops "
+             "they fused (memtraffic floor A)"]
+    eager = d.floors[0].fusion.groups
+    for i, ms in sorted(groups.items(), key=lambda im: -eager[im[0]].saving_s):
+        m = ms[0]
+        reached = m.reached
+        said = (f"reached {reached:.0%} of this group's saving" if reached is not None
+                else "nothing to save: at its fused floor")
+        lines.append(f"  {group_label(eager[i], 40)}: A {fmt_time(m.group_time_s * 1e9)}, fused floor "
+                     f"{fmt_time(m.fused_time_s * 1e9)}; B {fmt_time(m.group_kernels_time_s * 1e9)} in "
+                     f"{len(ms)} kernel{'s' if len(ms) > 1 else ''}: {said}")
+        if m.group_kernels_time_s < SLOWER * m.fused_time_s:
+            lines.append(f"    under {SLOWER:.0%} of the floor: B's kernels move at least "
+                         f"{fmt_bytes(m.group_kernels_min_bytes)}, the group "
+                         f"{fmt_bytes(m.group_fused_min_bytes)}: they keep or recompute other tensors than A "
+                         "(a different boundary)")
+        lines += [f"    {k.kernel}: {fmt_time(k.time_s * 1e9)}" for k in ms]
+    return lines
+
+
 def render(d: Diff, fmt: str, width: int | None = None) -> str:
-    """`memtraffic diff`'s output in `fmt`: the blocks for people, or the flat rows (records)."""
-    return formats.render(fmt, lambda: records(d), lambda: format_diff(d, width))
+    """`memtraffic diff`'s output in `fmt`: the blocks for people, or the flat rows (records); json holds
+    them as `rows` beside `fusion`, one entry per matched Inductor kernel."""
+    whole = {"rows": records(d), "fusion": [m.to_dict() for m in d.fusion]} if fmt == "json" else None
+    return formats.render(fmt, lambda: records(d), lambda: format_diff(d, width), whole)
 
 
 def html_section(d: Diff) -> str:
@@ -178,6 +216,9 @@ def html_section(d: Diff) -> str:
         if names:
             who = f"only in {status[-1].upper()} ({html.escape(side.name)})"
             parts.append(f"<p>{who}: {'; '.join(names)}</p>")
+    fusion = fusion_lines(d)
+    if fusion:
+        parts.append(f"<pre>{html.escape(chr(10).join(fusion))}</pre>")
     parts += [f"<p class='note'>{html.escape(n)}</p>" for n in d.notes]
     return "".join(parts)
 

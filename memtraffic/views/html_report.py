@@ -218,7 +218,27 @@ def floor_section(df: pd.DataFrame, run: Run) -> list[str]:
     note = "" if found.no_floor else ("<p class='note'>`memtraffic floor` lists every op type with its "
                                       "floor, recoverable time and reason.</p>")
     return ["<h2>Time against the floor</h2>" + "".join(f"<p>{html.escape(line)}</p>" for line in lines)
-            + note]
+            + note + fusion_section(found)]
+
+
+def fusion_section(floor: Any) -> str:
+    """The fusion groups (memtraffic.analysis.fusion) holding a saving, largest first, as a table with its
+    legend; '' for a run without them."""
+    from memtraffic.analysis.fusion import HOW_KINDS
+    from memtraffic.views.floor_table import HOW_LEGEND, how_text
+
+    groups = [g for g in floor.fusion.groups if g.saving_s > 0][:MAX_ROWS]
+    if not groups:
+        return ""
+    headers = ["ops", "calls", "eager minimum", "fused minimum", "time", "at the fused floor", "saving",
+               "how"]
+    rows = [[" + ".join(dict.fromkeys(g.ops)), str(g.calls), fmt_bytes(g.eager_min_bytes),
+             fmt_bytes(g.fused_min_bytes), fmt_time(g.time_s * 1e9), fmt_time(g.fused_time_s * 1e9),
+             fmt_time(g.saving_s * 1e9), how_text(g.how)] for g in groups]
+    kinds = sorted({g.how.kind for g in groups})
+    legend = HOW_LEGEND + "; ".join(f"{k}: {HOW_KINDS[k]}" for k in kinds)
+    return ("<h2>What fusing would save</h2>" + _html_table(headers, rows)
+            + f"<p class='note'>{html.escape(legend)}.</p>")
 
 
 def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Path | None = None,

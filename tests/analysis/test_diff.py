@@ -130,7 +130,9 @@ def test_cli_diff_table_json_and_csv():
     assert lines[0].startswith("NVIDIA H100 80GB HBM3; A = seed_1048576x2_fp32, B = suite_1048576x2_fp32")
     assert not any(line.startswith("only in A") for line in lines)
     res = CliRunner().invoke(app, ["diff", str(SEED), str(SUITE), "--format", "json"])
-    records = json.loads(res.output)
+    out = json.loads(res.output)
+    assert out["fusion"] == []  # no traced program: no groups to match
+    records = out["rows"]
     assert [r["status"] for r in records] == ["both"] * 3 + ["only_in_b"] * 9
     tiled = next(r for r in records if r["match"] == "softmax_tiled 1048576x2 fp32 BLOCK_M=128")
     assert (tiled["status"], tiled["range_b"]) == ("both", "mt|softmax_tiled|1048576x2|fp32")

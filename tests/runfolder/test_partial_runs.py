@@ -159,7 +159,7 @@ def test_every_reader_refuses_a_cut_run_unless_partial(tmp_path):
         assert not (tmp_path / "r.html").exists() and not (tmp_path / "f.html").exists()
     res = CliRunner().invoke(app, ["diff", str(SEED), str(cut), "--partial", "--format", "json"])
     assert res.exit_code == 0
-    verdicts = {r["range_a"]: r["verdict"] for r in json.loads(res.stdout)}
+    verdicts = {r["range_a"]: r["verdict"] for r in json.loads(res.stdout)["rows"]}
     assert all(verdicts[r].startswith("B missing (analyze: planned, not measured whole)") for r in lost)
     res = CliRunner().invoke(app, ["report", str(cut), "--out", str(tmp_path / "r.html"), "--partial"])
     page = (tmp_path / "r.html").read_text()

@@ -1,0 +1,401 @@
+"""What fusing would save: the groups of traced op calls whose intermediates never leave the group.
+
+The trace records (runfolder.trace) name the storages each call reads and writes and the storages freed
+since the call before, so every value can be followed from the call that writes it to the calls that read
+it. A call is one of three kinds:
+- it moves nothing (a view, a detach): left out;
+- a barrier: a call with FLOPs by torch's formulas (matmuls, convolutions, attention), an op compilers
+  call as it is (EXTERN), a matmul template kernel, or a record without storages (a region, a kernel
+  outside Inductor): it stays a kernel of its own;
+- fusible: everything else (elementwise ops, reductions, norms, losses and their backward, copies,
+  optimizer updates).
+A call's level is the number of barriers on the longest path of data that leads to it (records without
+storages cut the program into stretches, counted apart). Fusible calls of one level joined by a value one
+writes and the other reads form a group: any path of data that leaves such a group and comes back runs
+through a barrier, whose level is higher, so the group can be one kernel without recomputing anything.
+A call that reads nothing (a fill such as ones_like) joins the group of the first call that reads it.
+
+Per group: the eager minimum (the sum of its calls' minimums); the fused minimum (every value read from
+outside the group once, every value it writes that a call outside it reads, or that is still alive when
+the trace ends, written once; never above the eager minimum); the time its calls' kernels take now; the
+fused time, a floor (the fused minimum at the measured copy roof, its FLOPs at the compute roof of their
+dtype, and at least one launch: the ceilings' empty kernel); the saving (time - fused time, never below
+0); and how to get it (HOW_KINDS: a launch-bound chain, else a chain that saves bytes, else a matmul
+epilogue, else a faster kernel). A group reading a matmul's output and writing at least as much (an
+elementwise epilogue) carries what fusing it into that matmul would remove besides: its reads of the
+output, and the matmul's write of it where only the group reads it and nothing keeps it. A group holding
+calls whose minimum is a bound (their `min_note`) counts them in `bound_calls`; calls the run measured no
+kernel for in `unmeasured_calls`.
+
+`match` pairs each Inductor kernel of a compiled run (its `fused_aten`) with the group of an eager run
+of the same program whose op types it shares most, so the predicted fused floor stands beside what
+Inductor reached (ties: the group that outlives with buffers of the sizes the kernel writes, then the one
+with as many matmuls before it; a split reduction's first stage goes with its second).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from memtraffic.analysis.time_notes import FLOP_ROOF, LAUNCH_NEAR
+from memtraffic.vocab.launches import measured_range
+
+# Ops a compiler calls as they are (a library kernel or a host synchronisation), never fuses.
+EXTERN = {"aten.sort", "aten.topk", "aten.nonzero", "aten.unique", "aten._unique2", "aten.randperm",
+          "aten.multinomial", "aten._local_scalar_dense", "aten.item"}
+# Op types Inductor names among a kernel's fused ops that move no data of their own (ignored in matching).
+VIEWS = {"aten.view", "aten._unsafe_view", "aten.reshape", "aten.permute", "aten.t", "aten.transpose",
+         "aten.expand", "aten.squeeze", "aten.unsqueeze", "aten.slice", "aten.select", "aten.detach",
+         "aten.alias", "aten.as_strided", "aten.unbind", "aten.split"}
+TOP = 5  # the groups `memtraffic floor` shows
+
+# How to get a group's saving: the kind, for the legend and the JSON (views.floor_table.how_text says it).
+HOW_KINDS = {
+    "compile": "torch.compile (Inductor) would fuse its calls into one kernel: intermediates stay on chip",
+    "fuse": "its kernels (generated ones among them) fused into one: the intermediates stay on chip",
+    "epilogue": "a matmul epilogue: computed as the matmul writes its output, never read back",
+    "graphs": "launch-bound: CUDA graphs (or one fused kernel) remove the launches",
+    "kernel": "no intermediates to fuse: a faster kernel for it (torch.compile's, or one written by hand)",
+    "at floor": "at its fused floor: nothing to gain",
+}
+
+
+@dataclass
+class How:
+    """How to get a group's saving: `kind` (a key of HOW_KINDS) and the numbers its sentence gives."""
+
+    kind: str
+    saved_bytes: int = 0  # eager - fused minimum: the traffic fusing the group removes
+    matmul: str = ""  # the matmul whose output the group reads ('' when none)
+    epilogue_bytes: int = 0  # what fusing the group into that matmul's epilogue removes besides
+    launches: int = 0  # the kernels its calls launch now
+
+
+@dataclass
+class Group:
+    """A fusion group: its calls, minimums, time now and at the fused floor (seconds), and how."""
+
+    ops: list[str]  # one op name per call, in program order
+    seqs: list[int]  # the calls' trace seq numbers
+    eager_min_bytes: int
+    fused_min_bytes: int
+    time_s: float
+    fused_time_s: float
+    saving_s: float
+    how: How
+    kernels: int = 0  # kernels measured for its calls
+    bound_calls: int = 0  # calls whose minimum is a bound (min_note): the group's bytes are too
+    unmeasured_calls: int = 0  # calls without a measured kernel: their time is not in time_s
+    after_matmuls: int = 0  # barriers with FLOPs before its first call (matching by position)
+    out_sizes: list[int] = field(default_factory=list)  # bytes of each value it writes that outlives it
+
+    @property
+    def calls(self) -> int:
+        return len(self.ops)
+
+    def op_types(self) -> set[str]:
+        return {base(op) for op in self.ops}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ops": self.ops, "calls": self.calls, "seqs": self.seqs,
+                "eager_min_bytes": self.eager_min_bytes, "fused_min_bytes": self.fused_min_bytes,
+                "time_s": self.time_s, "fused_time_s": self.fused_time_s, "saving_s": self.saving_s,
+                "how": vars(self.how), "kernels": self.kernels, "bound_calls": self.bound_calls,
+                "unmeasured_calls": self.unmeasured_calls}
+
+
+@dataclass
+class Kernel:
+    """An Inductor kernel launch of a compiled run: the aten ops it fused and its measured time."""
+
+    name: str
+    seq: int
+    fused_aten: list[str]
+    time_s: float
+    after_matmuls: int
+    min_bytes: int  # its own minimum (the launch's buffers)
+    write_sizes: list[int] = field(default_factory=list)  # bytes of each buffer it writes
+    feeds: int = -1  # the one generated kernel that reads all it writes (a split reduction's next stage)
+
+
+@dataclass
+class Fusion:
+    """The fusion groups of a run (largest saving first) and its Inductor kernels; `note` says why there
+    are none where the run cannot tell."""
+
+    groups: list[Group] = field(default_factory=list)
+    kernels: list[Kernel] = field(default_factory=list)
+    note: str = ""
+
+    @property
+    def saving_s(self) -> float:
+        return sum(g.saving_s for g in self.groups)
+
+
+@dataclass
+class Match:
+    """An Inductor kernel of the compiled run beside the eager group whose ops it fused."""
+
+    kernel: str
+    ops: list[str]  # the kernel's fused aten ops
+    group: int  # index into the eager run's groups
+    group_ops: list[str]
+    fused_time_s: float  # the group's fused floor
+    time_s: float  # the kernel's measured time
+    group_time_s: float  # the group's time in the eager run
+    group_kernels_time_s: float  # every kernel of the compiled run matched to the group
+    min_bytes: int  # the kernel's own minimum
+    group_fused_min_bytes: int
+    group_kernels_min_bytes: int  # the minimums of every kernel matched to the group
+
+    @property
+    def reached(self) -> float | None:
+        """The share of the group's saving the compiled kernels reached (None: nothing to save)."""
+        saving = self.group_time_s - self.fused_time_s
+        return (self.group_time_s - self.group_kernels_time_s) / saving if saving > 0 else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kernel": self.kernel, "ops": self.ops, "group": self.group, "group_ops": self.group_ops,
+                "fused_time_s": self.fused_time_s, "time_s": self.time_s, "group_time_s": self.group_time_s,
+                "group_kernels_time_s": self.group_kernels_time_s, "reached": self.reached,
+                "min_bytes": self.min_bytes, "group_fused_min_bytes": self.group_fused_min_bytes,
+                "group_kernels_min_bytes": self.group_kernels_min_bytes}
+
+
+def base(op: str) -> str:
+    """'aten.add.Tensor' -> 'aten.add' (the op type Inductor names); other names unchanged."""
+    parts = op.split(".")
+    return ".".join(parts[:2]) if parts[0] == "aten" and len(parts) > 2 else op
+
+
+def _pairs(value: Any) -> list[tuple[int | None, int]]:
+    """A record's [storage, bytes] pairs; a pair that is not one (a damaged trace line) is left out."""
+    out: list[tuple[int | None, int]] = []
+    for pair in value if isinstance(value, list) else []:
+        if (isinstance(pair, list) and len(pair) == 2 and (pair[0] is None or type(pair[0]) is int)
+                and type(pair[1]) is int and pair[1] >= 0):
+            out.append((pair[0], pair[1]))
+    return out
+
+
+def _int(x: Any) -> int:
+    """A count from a record: 0 for anything but a non-negative int (a damaged field)."""
+    return x if type(x) is int and x >= 0 else 0
+
+
+def _has_flops(c: Mapping[str, Any]) -> bool:
+    return c.get("kind") == "op" and _int(c.get("model_flops")) > 0
+
+
+def _kind(c: Mapping[str, Any]) -> str:
+    """'skip' (moves nothing), 'barrier' or 'fusible' (see the module)."""
+    if "reads" not in c and "writes" not in c:
+        return "barrier" if _int(c.get("min_read_bytes")) + _int(c.get("min_write_bytes")) else "skip"
+    if not _pairs(c.get("reads")) and not _pairs(c.get("writes")):
+        return "skip"
+    op = str(c.get("op") or "")
+    if _has_flops(c) or base(op) in EXTERN or op.startswith("triton_tem_"):
+        return "barrier"
+    return "fusible"
+
+
+@dataclass
+class _Value:
+    """One value a storage held: who wrote it (None: from before the trace), who read it, and whether it
+    was freed or overwritten before the trace ended."""
+
+    producer: int | None
+    readers: list[int] = field(default_factory=list)
+    dead: bool = False
+
+
+class _Sets:
+    """Union-find over call indices."""
+
+    def __init__(self) -> None:
+        self.parent: dict[int, int] = {}
+
+    def find(self, i: int) -> int:
+        root = self.parent.setdefault(i, i)
+        while root != self.parent[root]:
+            root = self.parent[root]
+        while self.parent[i] != root:
+            self.parent[i], i = root, self.parent[i]
+        return root
+
+    def union(self, a: int, b: int) -> None:
+        self.parent[self.find(b)] = self.find(a)
+
+
+def fusion_groups(configs: Sequence[Mapping[str, Any]], times: Mapping[str, tuple[float, int]],
+                  measured: Mapping[str, float]) -> Fusion:
+    """The fusion groups of trace records (plan configs, program order) with each call's measured time
+    (range -> (seconds, kernels)) against the measured roofs; see the module."""
+    if not any("reads" in c or "writes" in c for c in configs):
+        return Fusion(note="not known for this run: its trace has no tensor identities")
+    bw = float(measured.get("dram_Bps") or 0.0)
+    if not bw:
+        return Fusion(note="no measured roofs for this GPU (memtraffic ceilings --refresh): no fused floor")
+    kinds = [_kind(c) for c in configs]
+    current: dict[tuple[Any, int], _Value] = {}
+    reads: list[list[tuple[_Value | None, int]]] = [[] for _ in configs]
+    writes: list[list[tuple[_Value | None, int]]] = [[] for _ in configs]
+    level: list[tuple[int, int]] = []  # (stretch, barriers on the longest path of data)
+    matmuls: list[int] = []  # barriers with FLOPs before each call
+    stretch = seen_matmuls = 0
+    sets = _Sets()
+    filled: set[int] = set()  # fills (calls that read nothing) already joined to a reader
+    def drop(pid: Any, ptrs: Any) -> None:
+        for ptr in ptrs if isinstance(ptrs, list) else []:
+            value = current.pop((pid, ptr), None) if type(ptr) is int else None
+            if value is not None:
+                value.dead = True
+
+    for i, c in enumerate(configs):
+        pid = c.get("pid") if type(c.get("pid")) is int else None  # a damaged pid: one process
+        drop(pid, c.get("freed"))
+        if "reads" not in c and "writes" not in c and kinds[i] == "barrier":
+            stretch += 1  # a record without storages: nothing is followed across it
+        for ptr, nbytes in _pairs(c.get("reads")):
+            value = current.setdefault((pid, ptr), _Value(None)) if ptr is not None else None
+            if value is not None:
+                value.readers.append(i)
+            reads[i].append((value, nbytes))
+        depth = max((level[v.producer][1] + (kinds[v.producer] == "barrier") for v, _ in reads[i]
+                     if v is not None and v.producer is not None), default=0)
+        level.append((stretch, depth))
+        matmuls.append(seen_matmuls)
+        seen_matmuls += _has_flops(c)
+        for ptr, nbytes in _pairs(c.get("writes")):
+            value = None
+            if ptr is not None:
+                old = current.get((pid, ptr))
+                if old is not None:
+                    old.dead = True  # overwritten: the old value is gone from here on
+                value = current[(pid, ptr)] = _Value(i)
+            writes[i].append((value, nbytes))
+        drop(pid, c.get("freed_after"))
+        if kinds[i] == "fusible":
+            sets.find(i)
+            for v, _ in reads[i]:
+                if v is None or v.producer is None or kinds[v.producer] != "fusible":
+                    continue
+                if level[v.producer] == level[i]:
+                    sets.union(v.producer, i)
+                elif not reads[v.producer] and v.producer not in filled:  # a fill: its first reader's
+                    filled.add(v.producer)
+                    sets.union(i, v.producer)
+    members: dict[int, list[int]] = {}
+    for i in sets.parent:
+        members.setdefault(sets.find(i), []).append(i)
+    groups = [_group(sorted(m), configs, reads, writes, times, measured, matmuls[min(m)])
+              for m in members.values()]
+    groups.sort(key=lambda g: (-g.saving_s, g.seqs[0]))
+    generated = [i for i, c in enumerate(configs)
+                 if isinstance(c.get("params"), dict) and isinstance(c["params"].get("fused_aten"), list)]
+    position = {i: n for n, i in enumerate(generated)}
+    kernels = []
+    for i in generated:
+        c = configs[i]
+        readers = {r for v, _ in writes[i] if v is not None for r in v.readers}
+        only = readers.pop() if len(readers) == 1 else -1
+        fused_aten = [str(a) for a in c["params"]["fused_aten"]]
+        kernels.append(Kernel(str(c.get("op")), _int(c.get("seq")), fused_aten,
+                              times.get(measured_range(str(c.get("range"))), (0.0, 0))[0], matmuls[i],
+                              _int(c.get("min_read_bytes")) + _int(c.get("min_write_bytes")),
+                              [n for _, n in _pairs(c.get("writes"))], position.get(only, -1)))
+    return Fusion(groups, kernels)
+
+
+def _group(m: list[int], configs: Sequence[Mapping[str, Any]], reads: list[list[tuple[_Value | None, int]]],
+           writes: list[list[tuple[_Value | None, int]]], times: Mapping[str, tuple[float, int]],
+           measured: Mapping[str, float], after: int) -> Group:
+    """One group's numbers (see the module); `m`: its calls' indices, `after`: matmuls before the first."""
+    inside = set(m)
+    eager = sum(_int(configs[i].get("min_read_bytes")) + _int(configs[i].get("min_write_bytes")) for i in m)
+    read_in: dict[int, int] = {}  # id(value) -> bytes read of it from outside the group
+    written: dict[int, int] = {}  # id(value) -> bytes written of it that outlive the group
+    loose = 0  # bytes of no one storage (rows a gather picks): counted whole
+    feeds: dict[int, list[tuple[_Value, int]]] = {}  # a matmul call -> its values the group reads
+    for i in m:
+        for v, nbytes in reads[i]:
+            if v is None:
+                loose += nbytes
+            elif v.producer not in inside:
+                read_in[id(v)] = max(read_in.get(id(v), 0), nbytes)
+                if v.producer is not None and _has_flops(configs[v.producer]):
+                    feeds.setdefault(v.producer, []).append((v, nbytes))
+        for v, nbytes in writes[i]:
+            if v is None:
+                loose += nbytes
+            elif not v.dead or any(r not in inside for r in v.readers):
+                written[id(v)] = max(written.get(id(v), 0), nbytes)
+    fused = min(eager, sum(read_in.values()) + sum(written.values()) + loose)
+    kernels = unmeasured = 0
+    time_s = flop_s = 0.0
+    for i in m:
+        t, k = times.get(measured_range(str(configs[i].get("range"))), (0.0, 0))
+        time_s, kernels, unmeasured = time_s + t, kernels + k, unmeasured + (k == 0)
+        roof = measured.get(FLOP_ROOF.get(str(configs[i].get("dtype") or ""), ""))
+        if _int(configs[i].get("model_flops")) and roof:
+            flop_s += _int(configs[i].get("model_flops")) / roof
+    launch = float(measured.get("launch_s") or 0.0)
+    fused_time = max(fused / float(measured["dram_Bps"]), flop_s, launch if kernels else 0.0)
+    saving = max(0.0, time_s - fused_time)
+    matmul, epilogue = "", 0
+    for x, fed in feeds.items():  # the matmul whose output the group reads most: its epilogue
+        alone = all(r in inside for v, _ in fed for r in v.readers) and all(v.dead for v, _ in fed)
+        extra = sum(n for _, n in fed) + (sum(n for w, n in writes[x] if any(w is v for v, _ in fed))
+                                          if alone else 0)
+        # an elementwise epilogue: the group writes at least as much as it reads of the matmul's output
+        if extra > epilogue and sum(written.values()) >= sum(n for _, n in fed):
+            matmul, epilogue = str(configs[x].get("op")), extra
+    kind = _how_kind(len(m), eager, fused, saving, time_s, kernels, launch, epilogue)
+    if kind == "compile" and any(configs[i].get("kind") != "op" for i in m):
+        kind = "fuse"  # kernels a compiler already generated
+    how = How(kind, eager - fused, matmul, epilogue, kernels)
+    return Group([str(configs[i].get("op")) for i in m], [_int(configs[i].get("seq")) for i in m], eager,
+                 fused, time_s, fused_time, saving, how, kernels,
+                 sum(1 for i in m if configs[i].get("min_note")), unmeasured, after, sorted(written.values()))
+
+
+def _how_kind(calls: int, eager: int, fused: int, saving: float, time_s: float, kernels: int, launch: float,
+              epilogue: int) -> str:
+    if saving > 0 and kernels >= 2 and launch and time_s <= LAUNCH_NEAR * launch * kernels:
+        return "graphs"
+    if saving > 0 and calls >= 2 and fused < eager:
+        return "compile"
+    if epilogue:
+        return "epilogue"
+    return "kernel" if saving > 0 else "at floor"
+
+
+def match(eager: Fusion, compiled: Fusion) -> list[Match]:
+    """Each Inductor kernel of `compiled` beside the group of `eager` sharing most of its op types (views
+    aside); ties go to the group that outlives with more buffers of the sizes the kernel writes, then to
+    the one with the nearest number of matmuls before it. A kernel whose output only the next generated
+    kernel reads (a split reduction's first stage) goes with that kernel's group where it shares an op type
+    with it. Kernels sharing none are left out."""
+    best: dict[int, int] = {}  # kernel -> group
+    for n, k in enumerate(compiled.kernels):
+        ops = {base(a) for a in k.fused_aten} - VIEWS
+        scored = [(len(ops & g.op_types()), sum(1 for b in k.write_sizes if b in g.out_sizes),
+                   -abs(g.after_matmuls - k.after_matmuls), -g.calls, -i) for i, g in enumerate(eager.groups)]
+        top = max(scored, default=None)
+        if top is not None and top[0] > 0:
+            best[n] = -top[-1]
+    for n, k in enumerate(compiled.kernels):  # a stage whose output only the next stage reads: its group
+        after = best.get(k.feeds)
+        shared = after is not None and {base(a) for a in k.fused_aten} & eager.groups[after].op_types()
+        if n in best and after is not None and shared:
+            best[n] = after
+    chosen = [(compiled.kernels[n], i) for n, i in best.items()]
+    total: dict[int, tuple[float, int]] = {}
+    for k, i in chosen:
+        t, b = total.get(i, (0.0, 0))
+        total[i] = (t + k.time_s, b + k.min_bytes)
+    return [Match(k.name, k.fused_aten, i, eager.groups[i].ops, eager.groups[i].fused_time_s, k.time_s,
+                  eager.groups[i].time_s, total[i][0], k.min_bytes, eager.groups[i].fused_min_bytes,
+                  total[i][1]) for k, i in chosen]
