@@ -440,11 +440,9 @@ def window_table(runs: dict[str, Path], share: float = 0.01) -> list[str]:
     headers = ([f"time: {label}" for label in runs] + [f"{first} / {label}" for label in others]
                + [f"recoverable: {label}" for label in runs])
 
-    def agrees(op: str) -> bool:
-        a = time_of(op, first)
-        return a is not None and all(
-            (b := time_of(op, label)) is not None and abs(a - b) <= max(AGREE[0] * b, AGREE[1])
-            for label in others)
+    def agrees(op: str, label: str) -> bool:
+        a, b = time_of(op, first), time_of(op, label)
+        return a is not None and b is not None and abs(a - b) <= max(AGREE[0] * b, AGREE[1])
 
     gaps = []
     for label in others:
@@ -456,8 +454,11 @@ def window_table(runs: dict[str, Path], share: float = 0.01) -> list[str]:
     ratios = ", ".join(f"{first} / {label}" for label in others)
     legend = (f"Op types holding at least {share:.0%} of a run's GPU time, largest first; time: every kernel "
               f"of the op type, recoverable: time above its floor (`memtraffic floor`); {ratios}: the ratio "
-              f"of the times. {sum(map(agrees, shown))} of {len(shown)} op types agree within "
-              f"{AGREE[0]:.0%} (or {AGREE[1] * 1e6:.0f} us); recoverable time against {first}: "
+              f"of the times. Op types whose {first} time agrees within {AGREE[0]:.0%} (or "
+              f"{AGREE[1] * 1e6:.0f} us): "
+              + ", ".join(f"with {label} {sum(agrees(op, label) for op in shown)} of {len(shown)}"
+                          for label in others)
+              + f"; recoverable time against {first}: "
               f"{'; '.join(gaps) or '-'}. Where each run's times come from (run.json's time_source): "
               f"{'; '.join(sources)}.")
     return _markdown(["op type", *headers], rows, 1) + ["", legend]

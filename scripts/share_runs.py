@@ -18,9 +18,10 @@ import sys
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from memtraffic.runfolder.paths import portable
+from memtraffic.runfolder.paths import portable, portable_path
 
-NAMES = re.compile(r"(.+_)?(run|plan)\.json|trace\.jsonl|results\.(json|csv)")
+NAMES = re.compile(r"(.+_)?(run|plan)\.json|trace\.jsonl|results\.(json|csv)|ncu\.log")
+WORD = re.compile(r"[^\s'\"()]+")
 
 
 def _strings(value: Any) -> list[str]:
@@ -47,7 +48,12 @@ def measured_in(folder: Path, record: Any) -> Path | None:
 def share(path: Path) -> bool:
     """Rewrite one file in place; True when it changed."""
     text = path.read_text(encoding="utf-8")
-    if path.suffix == ".csv":  # results.csv: only its report column, every other cell as written
+    if path.suffix == ".log":  # ncu.log: its command line and report lines, each absolute path made portable
+        run_dir = measured_in(path.parent, text.split())
+        new = WORD.sub(lambda m: portable_path(m.group(), run_dir), text)
+        if new == text:
+            return False
+    elif path.suffix == ".csv":  # results.csv: only its report column, every other cell as written
         rows = list(csv.reader(io.StringIO(text)))
         if not rows or "report" not in rows[0]:
             return False

@@ -198,7 +198,7 @@ def test_profile_torch_ops_end_to_end_on_gpu(tmp_path):
     assert (tmp_path / "run" / "profile.kernels.json.gz").is_file()  # kept once ncu finished
 
 
-WINDOW_PROGRAM = """
+GPU_WINDOW_PROGRAM = """
 import torch
 x = torch.randn(4096, 1024, device="cuda")
 for step in range(3):  # the first step warms up; ncu and the op tracer see the last two
@@ -220,7 +220,7 @@ def test_range_replay_on_gpu_times_each_range_by_its_kernels(tmp_path):
     except Exception as err:  # noqa: BLE001 - no ncu: nothing to test here
         pytest.skip(str(err))
     program = tmp_path / "window.py"
-    program.write_text(WINDOW_PROGRAM)
+    program.write_text(GPU_WINDOW_PROGRAM)
     tables = {}
     for replay in ("kernel", "range"):
         result = run_profile(prof.ProfileOptions(command=[sys.executable, str(program)], torch_ops=True,
