@@ -9,8 +9,9 @@ as one row reads the same): the floor is the larger of its minimum bytes at the 
 a copy of its minimum read from L2). Recoverable time = time - floor, with the first reason that fits:
 spills, launch-bound, bytes above the minimum at a level (DRAM, L2, L1), compute below its roof, the
 grid too small for one wave, occupancy, a tail wave, bytes in flight (latency): memtraffic.analysis.
-time_notes's order. Rows group by op type as analysis.per_op does; an op type's reason is the one
-holding most of its recoverable time. Repeats reusing their first call's counters count as they ran.
+time_notes's order. A profile's rows group by op type as analysis.per_op does (an op type's reason is the
+one holding most of its recoverable time); a measure run's stay one per config (variant, shape, dtype,
+params), as analyze's rows: its configs are alternatives, not parts of one program. Repeats reusing their first call's counters count as they ran.
 Launches that are not the program's work (analysis.outside: autotuning, its cache flushes) are left out
 of the time and the floor, and said in one line.
 
@@ -59,7 +60,8 @@ KINDS = {
 
 @dataclass
 class FloorRow:
-    """One op type (or region name): its time, floor and recoverable time in seconds, and why."""
+    """One op type (or region name) of a profile, or one config of a measure run: its time, floor and
+    recoverable time in seconds, and why."""
 
     op: str
     calls: int
@@ -70,6 +72,17 @@ class FloorRow:
     reason_kind: str  # a key of KINDS
     share: float  # of the run's recoverable time
     reasons_s: dict[str, float] = field(default_factory=dict)  # kind -> recoverable seconds
+    # a measure run's config (analyze's columns; '' and {} for a profile's op type)
+    variant: str = ""
+    shape: str = ""
+    dtype: str = ""
+    params: dict[str, object] = field(default_factory=dict)
+    config: str = ""  # its name for people (analyze.row_label): 'softmax_tiled 1048576x2 fp32 BLOCK_M=128'
+
+    @property
+    def name(self) -> str:
+        """What the table calls the row: the config of a measure run, else the op type."""
+        return self.config or self.op
 
 
 @dataclass
@@ -107,6 +120,16 @@ class Floor:
     @property
     def recoverable_s(self) -> float:
         return self.gpu_time_s - self.floor_s
+
+    @property
+    def per_config(self) -> bool:
+        """A measure run's floor: one row per config instead of per op type."""
+        return any(r.config for r in self.by_op)
+
+    @property
+    def unit(self) -> str:
+        """What a row is, for the summary and the table ('configs' or 'op types')."""
+        return "configs" if self.per_config else "op types"
 
     @property
     def top_share(self) -> float:
@@ -218,16 +241,18 @@ def floor_of_table(table: pd.DataFrame, plan: Mapping[str, Any] | None = None, r
     records = cast("list[dict[str, Any]]", table.to_dict("records"))  # the table's columns are names
     rows = [r for r in records if _num(r, "time_ns")]
     groups: dict[str, list[tuple[float, float, str, str]]] = {}
+    first: dict[str, dict[str, Any]] = {}  # group -> its first row (a measure run's config)
     for r in rows:
         time_s = (_num(r, "time_ns") or 0.0) * 1e-9
         floor = row_floor(r, measured)
         floor_s = min(floor, time_s) if floor is not None else 0.0
         kind, note = ("at floor", "") if floor_s >= time_s else row_reason(r, measured, timed)
-        op = r.get("op") or OUTSIDE
-        groups.setdefault(op, []).append((time_s, floor_s, kind, note))
+        key = _group(r)
+        first.setdefault(key, r)
+        groups.setdefault(key, []).append((time_s, floor_s, kind, note))
     total_recoverable = sum(t - f for calls in groups.values() for t, f, _, _ in calls)
     by_op = []
-    for op, calls in groups.items():
+    for key, calls in groups.items():
         time_s, floor_s = sum(c[0] for c in calls), sum(c[1] for c in calls)
         kinds: dict[str, float] = {}
         for t, f, kind, _ in calls:
@@ -241,24 +266,50 @@ def floor_of_table(table: pd.DataFrame, plan: Mapping[str, Any] | None = None, r
             share = kinds[main] / recoverable if recoverable > 0 else 1.0
             if share < 0.995:
                 note = f"{note} ({share:.0%} of its recoverable time; the call with the most shown)"
-        by_op.append(FloorRow(op, len(calls), time_s, floor_s, recoverable, note, main,
-                              recoverable / total_recoverable if total_recoverable > 0 else 0.0,
-                              {k: v for k, v in kinds.items() if k != "at floor" and v > 0}))
+        by_op.append(FloorRow(str(first[key].get("op") or OUTSIDE), len(calls), time_s, floor_s, recoverable,
+                              note, main, recoverable / total_recoverable if total_recoverable > 0 else 0.0,
+                              {k: v for k, v in kinds.items() if k != "at floor" and v > 0},
+                              **_config(first[key])))
     by_op.sort(key=lambda r: -r.recoverable_s)
     fused = fused_minimum((plan or {}).get("configs", []))
     dram = None
     if not timed and len(table):
         dram = float(table["dram_rd_bytes"].fillna(0).sum() + table["dram_wr_bytes"].fillna(0).sum())
-    if fused is None:
+    per_config = any(r.config for r in by_op)
+    if per_config:  # alternatives measured apart: their sum is no program's minimum
+        fused, note = None, "not for a measure run: its configs are alternatives, not the steps of one program"
+    elif fused is None:
         note = ("not known for this run: its trace has no tensor identities (traced before memtraffic "
                 "recorded them, or not a traced program)")
     else:
         note = f"{fused.records} trace records followed"
         if fused.unidentified:
             note += f"; {fused.unidentified} without storages counted at their own minimum"
-    eager = fused.eager_bytes if fused else _eager_bytes((plan or {}).get("configs", []))
+    eager = fused.eager_bytes if fused else None if per_config else _eager_bytes((plan or {}).get("configs", []))
     return Floor(run, device, sum(r.time_s for r in by_op), sum(r.floor_s for r in by_op), by_op,
                  eager, fused.total if fused else None, note, dram, timed, measured, left)
+
+
+def _is_config(r: Mapping[str, Any]) -> bool:
+    """A row of a measure run's config (a variant), not a profile's op call, region or kernel."""
+    return isinstance(r.get("variant"), str) and bool(r.get("variant"))
+
+
+def _group(r: Mapping[str, Any]) -> str:
+    """The row a table row adds to: its config (its range) in a measure run, its op type in a profile."""
+    return f"config {r.get('range')}" if _is_config(r) else f"op {r.get('op') or OUTSIDE}"
+
+
+def _config(r: Mapping[str, Any]) -> dict[str, Any]:
+    """FloorRow's config fields of a measure run's row (analyze's columns); none for a profile's."""
+    if not _is_config(r):
+        return {}
+    from memtraffic.analysis.analyze import row_label
+
+    params = r.get("params")
+    return {"variant": r["variant"], "shape": str(r.get("shape") or ""), "dtype": str(r.get("dtype") or ""),
+            "params": dict(params) if isinstance(params, dict) else {},
+            "config": row_label({"range": "", "op": "", **r})}
 
 
 def _eager_bytes(configs: Sequence[Mapping[str, Any]]) -> int | None:
@@ -339,8 +390,8 @@ def _summary(f: Floor) -> list[str]:
                  f"({f.floor_s / f.gpu_time_s:.0%} of it): {fmt_time(f.recoverable_s * 1e9)} recoverable"]
     top = [r for r in f.by_op[:TOP] if r.recoverable_s > 0 and r.reason_kind != "no roofs"]
     if top:
-        names = ", ".join(f"{r.op} {fmt_time(r.recoverable_s * 1e9)} ({r.reason_kind})" for r in top)
-        lines.append(f"  the top {len(top)} op types hold {f.top_share:.0%} of it: {names}")
+        names = ", ".join(f"{r.name} {fmt_time(r.recoverable_s * 1e9)} ({r.reason_kind})" for r in top)
+        lines.append(f"  the top {len(top)} {f.unit} hold {f.top_share:.0%} of it: {names}")
     if f.fused_min_bytes is not None and f.eager_min_bytes is not None:
         measured = f", DRAM measured {fmt_bytes(f.dram_bytes)}" if f.dram_bytes is not None else ""
         lines.append(f"  minimum: eager {fmt_bytes(f.eager_min_bytes)}, fused {fmt_bytes(f.fused_min_bytes)}"
@@ -352,17 +403,19 @@ def _summary(f: Floor) -> list[str]:
     return lines
 
 
-LEGEND = ("time: every kernel of the op type, repeats counted as they ran; floor: each call at the larger of "
+LEGEND = ("rows: a profile's op types, a measure run's configs (variant, shape, dtype, parameters); "
+          "time: every kernel of the row, repeats counted as they ran; floor: each call at the larger of "
           "its minimum bytes at the measured copy roof and its FLOPs at the measured roof of its dtype and "
           "unit (never above its time); recoverable = time - floor; share: of the run's recoverable time; "
-          "reason: the kind holding most of the op type's recoverable time. The fused minimum: inputs read "
+          "reason: the kind holding most of the row's recoverable time. The fused minimum: inputs read "
           "once and what outlives the region written once, every intermediate kept on chip; eager: the sum "
           "of every call's minimum.")
 
 
 def table_rows(f: Floor) -> list[dict[str, str]]:
-    """The op types as the table shows them (strings; `reason` is the kind, `why` its note)."""
-    return [{"op": r.op, "calls": str(r.calls), "time": fmt_time(r.time_s * 1e9),
+    """The op types (a measure run's configs) as the table shows them (strings; `op` is the row's name,
+    `reason` the kind, `why` its note)."""
+    return [{"op": r.name, "calls": str(r.calls), "time": fmt_time(r.time_s * 1e9),
              "floor": fmt_time(r.floor_s * 1e9), "recoverable": fmt_time(r.recoverable_s * 1e9),
              "share": f"{r.share:.0%}", "reason": r.reason_kind, "why": r.reason} for r in f.by_op]
 
