@@ -562,6 +562,8 @@ def floor(
                      "floor_s, by_op rows, eager_min_bytes, fused_min_bytes, dram_bytes; seconds, bytes)."),
     ] = "table",
     wide: Wide = False,
+    partial: Annotated[bool, typer.Option("--partial", help="Show the floor of what an interrupted or cut "
+                                          "run holds (each gap a warning) instead of exit 1.")] = False,
 ) -> None:
     """How far the run is from its floor: time, floor and recoverable time per op type, and why.
 
@@ -580,7 +582,7 @@ def floor(
     from memtraffic.views.floor_table import render_floor
 
     formats.check(fmt, ("table", "json"))
-    typer.echo(render_floor(floor_of(path), fmt, _width(wide)))
+    typer.echo(render_floor(floor_of(path, partial), fmt, _width(wide)))
 
 
 @app.command()

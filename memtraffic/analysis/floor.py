@@ -35,6 +35,7 @@ import pandas as pd
 from memtraffic.analysis.outside import left_out, left_out_line
 from memtraffic.analysis.per_op import OUTSIDE
 from memtraffic.analysis.time_notes import FLOP_ROOF, copy_seconds, time_reason
+from memtraffic.vocab.errors import ReportError, warn
 from memtraffic.vocab.roofs import ROOFS, find_ceilings
 from memtraffic.vocab.units import fmt_bytes, fmt_time
 
@@ -420,11 +421,39 @@ def table_rows(f: Floor) -> list[dict[str, str]]:
              "share": f"{r.share:.0%}", "reason": r.reason_kind, "why": r.reason} for r in f.by_op]
 
 
-def floor_run(run: Any) -> Floor:
+def floor_run(run: Any, partial: bool = True) -> Floor:
     """The Floor of a run folder or loaded run (memtraffic.runfolder.load.Run): its per-range table, every
-    kernel it holds (a run with gaps is read as far as it goes)."""
-    from memtraffic.analysis.analyze import analyze_run
+    kernel it holds. A run with gaps (interrupted, a cut report, configs missing) is read as far as it goes
+    when `partial`, else each gap is warned and PartialRunError says 'incomplete: N of M ...' (`memtraffic
+    floor` without --partial, as analyze). ReportError when no kernel there has a time."""
+    from memtraffic.analysis.analyze import PartialRunError, analyze_run, gaps
     from memtraffic.runfolder.load import Run, load_run
 
     run = run if isinstance(run, Run) else load_run(run)
-    return floor_of_table(analyze_run(run), run.plan, run.name)
+    table = analyze_run(run)
+    found = gaps(table)
+    if found and not partial:
+        for line in found:
+            warn(line)
+        raise PartialRunError(f"{run.path} is incomplete: {_reached(table, run.plan)} ({len(found)} "
+                              f"{'gap' if len(found) == 1 else 'gaps'} named above): its floor would be a "
+                              "part's; measure what is missing again, or pass --partial for the floor of "
+                              "what is there")
+    f = floor_of_table(table, run.plan, run.name)
+    if not f.by_op:
+        raise ReportError(f"{run.path}: no kernel launch with a time in its reports: there is no time to set "
+                          "against a floor (profile or measure the program again)")
+    return f
+
+
+def _reached(table: pd.DataFrame, plan: Mapping[str, Any] | None) -> str:
+    """'N of M configs measured' (measure) or 'N of M traced op calls and regions reached' (profile)."""
+    configs = list((plan or {}).get("configs") or [])
+    timed = table[pd.to_numeric(table["time_ns"], errors="coerce") > 0] if "time_ns" in table else table
+    found = set(timed["range"]) if "range" in timed else set()
+    if not configs:
+        return "its plan or trace lists no config"
+    if all(c.get("kind", "variant") == "variant" for c in configs):
+        return f"{sum(c.get('range') in found for c in configs)} of {len(configs)} configs measured"
+    reached = max((i + 1 for i, c in enumerate(configs) if c.get("range") in found), default=0)
+    return f"{reached} of {len(configs)} traced op calls and regions reached"
