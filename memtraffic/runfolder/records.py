@@ -569,19 +569,33 @@ def partial_reports_expected(run: RunRecord) -> bool:
         a.get("returncode") for a in [*run.get("attempts", []), *again.get("attempts", [])])
 
 
+# What every trace record holds (runfolder.trace.make_record): readers (ops' table, analysis) index them.
+TRACE_KEYS = ("range", "kind", "seq", "pid", "op", "shape", "dtype", "min_read_bytes", "min_write_bytes",
+              "model_flops")
+
+
+def trace_records(records: Sequence[Mapping[str, Any]]) -> tuple[list[Config], list[Skipped]]:
+    """The trace records (runfolder.trace.read_trace) that are configs, in order, and those that are not
+    (a damaged line, a number out of range, a key missing), each with why: the one check of a trace."""
+    good: list[Config] = []
+    skipped: list[Skipped] = []
+    for r in records:
+        missing = next((k for k in TRACE_KEYS if k not in r), None)
+        found = f"{missing} is missing" if missing else problem(r, Config) or storage_problem(r)
+        if found is None:  # checked against Config just now
+            good.append(cast(Config, r))
+        else:
+            skipped.append({"range": str(r.get("range")), "reason": f"trace record: {found}"})
+    return good, skipped
+
+
 def plan_from_trace(records: Sequence[Mapping[str, Any]], program: Sequence[str] | None = None,
                     metrics: Mapping[str, Any] | None = None) -> Plan:
     """The plan of a traced program: each trace record (memtraffic.runfolder.trace) is a config, numbered
-    in program order; a record that is no config (a damaged line) is listed under 'skipped' with why.
+    in program order; a record that is no config (trace_records) is listed under 'skipped' with why.
     What `profile` writes, and what reading rebuilds when the run was killed first."""
-    configs: list[Config] = []
-    skipped: list[Skipped] = []
-    for r in records:
-        found = problem(r, Config) or storage_problem(r)
-        if found is None:  # checked against Config just now
-            configs.append(cast(Config, {**r, "id": len(configs)}))
-        else:
-            skipped.append({"range": str(r.get("range")), "reason": f"trace record: {found}"})
+    good, skipped = trace_records(records)
+    configs: list[Config] = [cast(Config, {**r, "id": i}) for i, r in enumerate(good)]
     plan: Plan = {"version": 1, "kind": "profile", "program": list(program or []), "configs": configs,
                   "skipped": skipped}
     if metrics is not None:
