@@ -31,12 +31,12 @@ from memtraffic.ncu.report import ADDITIVE_UNITS, EmptyReportError
 from memtraffic.runfolder.load import Run, load_run
 from memtraffic.runfolder.paths import portable_path
 from memtraffic.runfolder.records import DAMAGED, Config, Outcome, Plan, RunRecord, configs_of
+from memtraffic.runfolder.results import read_results
 from memtraffic.runfolder.timings import is_timings
 from memtraffic.vocab.errors import ReportError, UsageError, warn
 from memtraffic.vocab.files import (
     csv_text,
     plain_records,
-    read_json,
     require_file,
     write_bytes_atomic,
     write_json,
@@ -678,10 +678,7 @@ def load_results(run: str | Path | Run, partial: bool = False) -> pd.DataFrame:
     except ReportError:
         if saved is None or not kept:
             raise
-        try:
-            return pd.DataFrame(read_json(saved, "the run folder is damaged"))
-        except ValueError as err:
-            raise ReportError(f"{saved} is not a results table ({err}): the run folder is damaged") from None
+        return pd.DataFrame(read_results(saved, DAMAGED))
     require_whole(table, str(run.path), partial)
     return table
 

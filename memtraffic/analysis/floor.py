@@ -11,7 +11,8 @@ spills, launch-bound, bytes above the minimum at a level (DRAM, L2, L1), compute
 grid too small for one wave, occupancy, a tail wave, bytes in flight (latency): memtraffic.analysis.
 time_notes's order. A profile's rows group by op type as analysis.per_op does (an op type's reason is the
 one holding most of its recoverable time); a measure run's stay one per config (variant, shape, dtype,
-params), as analyze's rows: its configs are alternatives, not parts of one program. Repeats reusing their first call's counters count as they ran.
+params), as analyze's rows: its configs are alternatives, not parts of one program. Repeats reusing
+their first call's counters count as they ran.
 Launches that are not the program's work (analysis.outside: autotuning, its cache flushes) are left out
 of the time and the floor, and said in one line.
 
@@ -278,7 +279,8 @@ def floor_of_table(table: pd.DataFrame, plan: Mapping[str, Any] | None = None, r
         dram = float(table["dram_rd_bytes"].fillna(0).sum() + table["dram_wr_bytes"].fillna(0).sum())
     per_config = any(r.config for r in by_op)
     if per_config:  # alternatives measured apart: their sum is no program's minimum
-        fused, note = None, "not for a measure run: its configs are alternatives, not the steps of one program"
+        fused = None
+        note = "not for a measure run: its configs are alternatives, not the steps of one program"
     elif fused is None:
         note = ("not known for this run: its trace has no tensor identities (traced before memtraffic "
                 "recorded them, or not a traced program)")
@@ -286,7 +288,9 @@ def floor_of_table(table: pd.DataFrame, plan: Mapping[str, Any] | None = None, r
         note = f"{fused.records} trace records followed"
         if fused.unidentified:
             note += f"; {fused.unidentified} without storages counted at their own minimum"
-    eager = fused.eager_bytes if fused else None if per_config else _eager_bytes((plan or {}).get("configs", []))
+    eager = fused.eager_bytes if fused else None
+    if fused is None and not per_config:
+        eager = _eager_bytes((plan or {}).get("configs", []))
     return Floor(run, device, sum(r.time_s for r in by_op), sum(r.floor_s for r in by_op), by_op,
                  eager, fused.total if fused else None, note, dram, timed, measured, left)
 

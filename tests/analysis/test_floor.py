@@ -159,7 +159,8 @@ def test_a_measure_run_has_a_row_per_config_in_the_terminal_the_json_and_the_htm
     assert rows[0]["params"] == {"num_warps": 4} and rows[0]["calls"] == 1
     assert json.loads(result.output)["eager_min_bytes"] is None  # alternatives: no program's minimum
     text = runner.invoke(app, ["floor", str(SEED)]).output
-    assert text.splitlines()[1].startswith(f"  the top 3 configs hold 100% of it: {names[0]} 627.1 us (bytes)")
+    top = f"  the top 3 configs hold 100% of it: {names[0]} 627.1 us (bytes)"
+    assert text.splitlines()[1].startswith(top)
     assert [line.split("  ")[0] for line in text.splitlines() if line.startswith("softmax")] == [
         "softmax_naive 1048576x2 fp32 num_warps=4", "softmax_tiled 1048576x2 fp32 BLOCK_M=128"]
     assert "\nconfig " in text
