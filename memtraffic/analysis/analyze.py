@@ -277,9 +277,10 @@ def compute(rows: pd.DataFrame, plan: Plan | None = None,
     l1_st = df["l1_st_bytes"] + df["local_st_bytes"].fillna(0)
     # cp.async (LDGSTS) copies, the way pipelined kernels load: l1tex's op_ld bytes already count them (on
     # the H100 reference runs cuBLAS's fp32 gemm runs no LDG, yet its op_ld bytes equal its LDGSTS bytes),
-    # while the SASS bytes requested by loads do not, so only the requested side adds them.
+    # while the SASS bytes requested by loads do not, so only the requested side adds them. A row with
+    # neither (a merged run's rows measured with a set that requests none) keeps none: no sector efficiency.
     if "req_ldgsts_bytes" in df and df["req_ldgsts_bytes"].notna().any():
-        df["req_ld_bytes"] = df["req_ld_bytes"].fillna(0) + df["req_ldgsts_bytes"].fillna(0)
+        df["req_ld_bytes"] = df["req_ld_bytes"].add(df["req_ldgsts_bytes"], fill_value=0)
     df["l2_rd_bytes"] = df["l2_rd_sectors"] * SECTOR_BYTES
     df["l2_wr_bytes"] = df["l2_wr_sectors"] * SECTOR_BYTES
     l2 = df["l2_rd_bytes"] + df["l2_wr_bytes"]
