@@ -582,7 +582,7 @@ def floor(
     from memtraffic.views.floor_table import render_floor
 
     formats.check(fmt, ("table", "json"))
-    typer.echo(render_floor(floor_of(path, partial), fmt, _width(wide)))
+    typer.echo(render_floor(floor_of(path, partial, warn_gaps=True), fmt, _width(wide)))
 
 
 @app.command()

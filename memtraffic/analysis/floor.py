@@ -425,20 +425,22 @@ def table_rows(f: Floor) -> list[dict[str, str]]:
              "share": f"{r.share:.0%}", "reason": r.reason_kind, "why": r.reason} for r in f.by_op]
 
 
-def floor_run(run: Any, partial: bool = True) -> Floor:
+def floor_run(run: Any, partial: bool = True, warn_gaps: bool = False) -> Floor:
     """The Floor of a run folder or loaded run (memtraffic.runfolder.load.Run): its per-range table, every
     kernel it holds. A run with gaps (interrupted, a cut report, configs missing) is read as far as it goes
-    when `partial`, else each gap is warned and PartialRunError says 'incomplete: N of M ...' (`memtraffic
-    floor` without --partial, as analyze). ReportError when no kernel there has a time."""
+    when `partial` (each gap a warning with `warn_gaps`: `memtraffic floor --partial`), else each gap is
+    warned and PartialRunError says 'incomplete: N of M ...' (`memtraffic floor`, as analyze).
+    ReportError when no kernel there has a time."""
     from memtraffic.analysis.analyze import PartialRunError, analyze_run, gaps
     from memtraffic.runfolder.load import Run, load_run
 
     run = run if isinstance(run, Run) else load_run(run)
     table = analyze_run(run)
     found = gaps(table)
-    if found and not partial:
+    if found and (warn_gaps or not partial):
         for line in found:
             warn(line)
+    if found and not partial:
         raise PartialRunError(f"{run.path} is incomplete: {_reached(table, run.plan)} ({len(found)} "
                               f"{'gap' if len(found) == 1 else 'gaps'} named above): its floor would be a "
                               "part's; measure what is missing again, or pass --partial for the floor of "

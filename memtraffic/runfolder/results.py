@@ -73,5 +73,6 @@ def read_results(path: Path, advice: str) -> list[dict[str, Any]]:
 
 
 def _name(row: Any) -> str:
-    name = row.get("range") or row.get("op") if isinstance(row, dict) else None
-    return repr(name) if isinstance(name, str) and name else "unnamed"
+    """A row's name for the error line: its range, else its op type (a per-op table), else 'unnamed'."""
+    names = [row.get(k) for k in ("range", "op")] if isinstance(row, dict) else []
+    return next((repr(n) for n in names if isinstance(n, str) and n), "unnamed")
