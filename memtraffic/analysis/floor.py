@@ -446,7 +446,7 @@ def floor_run(run: Any, partial: bool = True, warn_gaps: bool = False) -> Floor:
                               "part's; measure what is missing again, or pass --partial for the floor of "
                               "what is there")
     f = floor_of_table(table, run.plan, run.name)
-    if not f.by_op:
+    if not f.by_op and not f.left_out:  # launches outside the program's ops alone are said by left_out
         raise ReportError(f"{run.path}: no kernel launch with a time in its reports: there is no time to set "
                           "against a floor (profile or measure the program again)")
     return f
