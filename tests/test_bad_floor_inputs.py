@@ -401,3 +401,12 @@ def test_a_saved_table_where_a_run_is_read_is_named_as_one(command, tmp_path):
         f"error: {table} is a saved table, not a run: give its run folder or a .ncu-rep (only `diff` and the "
         "[[expect]] limits of `check` read a saved table)")
 
+
+
+def test_ops_from_first_forward_without_a_module_names_the_cause(tmp_path):
+    """A program that runs aten ops but no nn.Module forward: never 'ran no aten op'."""
+    program = [sys.executable, "-c", "import torch; torch.ones(2) + 1"]
+    line = _error(["ops", "--from-first-forward", "--", *program], 1)
+    assert line == (f"error: `{' '.join(program[:2])} 'import torch; torch.ones(2) + 1'` ran no nn.Module "
+                    "forward, so --from-first-forward traced nothing: drop --from-first-forward to trace the "
+                    "whole program")

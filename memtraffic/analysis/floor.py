@@ -408,13 +408,19 @@ def _summary(f: Floor) -> list[str]:
     return lines
 
 
-LEGEND = ("rows: a profile's op types, a measure run's configs (variant, shape, dtype, parameters); "
-          "time: every kernel of the row, repeats counted as they ran; floor: each call at the larger of "
+LEGEND = ("time: every kernel of the op type, repeats counted as they ran; floor: each call at the larger of "
           "its minimum bytes at the measured copy roof and its FLOPs at the measured roof of its dtype and "
           "unit (never above its time); recoverable = time - floor; share: of the run's recoverable time; "
-          "reason: the kind holding most of the row's recoverable time. The fused minimum: inputs read "
+          "reason: the kind holding most of the op type's recoverable time. The fused minimum: inputs read "
           "once and what outlives the region written once, every intermediate kept on chip; eager: the sum "
           "of every call's minimum.")
+
+
+def legend(f: Floor) -> str:
+    """LEGEND, its rows named as the run's are (a measure run's configs: variant, shape, dtype, params)."""
+    if not f.per_config:
+        return LEGEND
+    return ("config: variant, shape, dtype and the parameters set; " + LEGEND.replace("op type", "config"))
 
 
 def table_rows(f: Floor) -> list[dict[str, str]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from memtraffic.analysis.floor import KINDS, LEGEND, Floor, summary_lines, table_rows
+from memtraffic.analysis.floor import KINDS, Floor, legend, summary_lines, table_rows
 from memtraffic.views.tables import LEGEND as TABLE_LEGEND
 from memtraffic.views.tables import text_table
 
@@ -29,7 +29,7 @@ def render_floor(f: Floor, fmt: str = "table", width: int | None = None) -> str:
     if hidden:
         lines.append(f"  ({hidden} more {f.unit} under {SHOWN:.0%} of the recoverable time each: "
                      "--format json)")
-    lines += ["", LEGEND,
+    lines += ["", legend(f),
              "reasons: " + "; ".join(f"{k}: {KINDS[k]}" for k in kinds)]
     if f.left_out:  # the summary's line that sums the launches left out
         lines.append(TABLE_LEGEND["left out"])
