@@ -68,17 +68,19 @@ def full_look_ops(table: pd.DataFrame) -> list[str]:
     return needs_full_look(table)
 
 
-def floor(run: str | Path | Run | ProfileResult) -> Any:
+def floor(run: str | Path | Run | ProfileResult, partial: bool = True, warn_gaps: bool = False) -> Any:
     """`memtraffic floor RUN`: the run's time against its floor (memtraffic.analysis.floor.Floor: gpu_time_s,
     floor_s, recoverable_s, by_op rows, eager_min_bytes, fused_min_bytes, dram_bytes; .to_dict() is the
     CLI's --format json, .summary() its first lines, .table() its rows as a DataFrame). `.no_floor` says
-    why a run has none (no measured roofs for its GPU, no kernel time): its floor_s is then NaN."""
+    why a run has none (no measured roofs for its GPU, no kernel time): its floor_s is then NaN. `partial`
+    False: a run with gaps is PartialRunError ('incomplete: N of M ...'), as the CLI without --partial;
+    True: its floor, each gap a warning with `warn_gaps` (the CLI's --partial)."""
     from memtraffic.analysis.floor import floor_of_table, floor_run
     from memtraffic.collect.profile import ProfileResult
 
     if isinstance(run, ProfileResult):  # a profile just made: its analyzed table, not read again
         return floor_of_table(run.table, run.plan, run.run_dir.name)
-    return floor_run(run)
+    return floor_run(run, partial, warn_gaps)
 
 
 def lines(run: str | Path | Run, kernel: str | None = None, top: int | None = None) -> list[dict[str, Any]]:

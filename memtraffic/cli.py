@@ -569,6 +569,8 @@ def floor(
                      "bytes)."),
     ] = "table",
     wide: Wide = False,
+    partial: Annotated[bool, typer.Option("--partial", help="Show the floor of what an interrupted or cut "
+                                          "run holds (each gap a warning) instead of exit 1.")] = False,
 ) -> None:
     """How far the run is from its floor: time, floor and recoverable time per op type, and why.
 
@@ -590,7 +592,7 @@ def floor(
     from memtraffic.views.floor_table import render_floor
 
     formats.check(fmt, ("table", "json"))
-    found = floor_of(path)
+    found = floor_of(path, partial, warn_gaps=True)
     if found.no_floor:  # never a floor of 0 or one set against ncu's range durations
         raise ReportError(f"{path}: {found.no_floor}")
     typer.echo(render_floor(found, fmt, _width(wide)))

@@ -31,6 +31,7 @@ from memtraffic.ncu.report import ADDITIVE_UNITS, RANGE_KERNEL, EmptyReportError
 from memtraffic.runfolder.load import Run, load_run
 from memtraffic.runfolder.paths import portable_path
 from memtraffic.runfolder.records import DAMAGED, Config, Outcome, Plan, RunRecord, configs_of
+from memtraffic.runfolder.results import read_results
 from memtraffic.runfolder.timings import (
     KERNEL_TIMES_FILE,
     NCU_TIME,
@@ -44,7 +45,6 @@ from memtraffic.vocab.errors import ReportError, UsageError, warn
 from memtraffic.vocab.files import (
     csv_text,
     plain_records,
-    read_json,
     require_file,
     write_bytes_atomic,
     write_json,
@@ -306,9 +306,10 @@ def compute(rows: pd.DataFrame, plan: Plan | None = None,
     l1_st = df["l1_st_bytes"] + df["local_st_bytes"].fillna(0)
     # cp.async (LDGSTS) copies, the way pipelined kernels load: l1tex's op_ld bytes already count them (on
     # the H100 reference runs cuBLAS's fp32 gemm runs no LDG, yet its op_ld bytes equal its LDGSTS bytes),
-    # while the SASS bytes requested by loads do not, so only the requested side adds them.
+    # while the SASS bytes requested by loads do not, so only the requested side adds them. A row with
+    # neither (a merged run's rows measured with a set that requests none) keeps none: no sector efficiency.
     if "req_ldgsts_bytes" in df and df["req_ldgsts_bytes"].notna().any():
-        df["req_ld_bytes"] = df["req_ld_bytes"].fillna(0) + df["req_ldgsts_bytes"].fillna(0)
+        df["req_ld_bytes"] = df["req_ld_bytes"].add(df["req_ldgsts_bytes"], fill_value=0)
     df["l2_rd_bytes"] = df["l2_rd_sectors"] * SECTOR_BYTES
     df["l2_wr_bytes"] = df["l2_wr_sectors"] * SECTOR_BYTES
     l2 = df["l2_rd_bytes"] + df["l2_wr_bytes"]
@@ -709,10 +710,7 @@ def load_results(run: str | Path | Run, partial: bool = False) -> pd.DataFrame:
     except ReportError:
         if saved is None or not kept:
             raise
-        try:
-            return pd.DataFrame(read_json(saved, "the run folder is damaged"))
-        except ValueError as err:
-            raise ReportError(f"{saved} is not a results table ({err}): the run folder is damaged") from None
+        return pd.DataFrame(read_results(saved, DAMAGED))
     require_whole(table, str(run.path), partial)
     return table
 

@@ -42,7 +42,8 @@ import pandas as pd
 
 from memtraffic.analysis.fusion import Match, match
 from memtraffic.runfolder.records import RunRecord
-from memtraffic.vocab.errors import MemtrafficError, UsageError
+from memtraffic.runfolder.results import read_results
+from memtraffic.vocab.errors import MemtrafficError, ReportError, UsageError
 from memtraffic.vocab.launches import measured_range
 
 GROUPS = ("range", "op", "kernel", "line")
@@ -98,13 +99,14 @@ class Diff:
 
 
 def _read_table_file(path: Path) -> list[dict[str, Any]]:
-    """A saved table: results.json or `analyze --format json` output (a list of row objects)."""
+    """A saved table: results.json or `analyze --format json` output (a list of row objects, each checked:
+    runfolder.results); a damaged one is a usage error (exit 2): the user named it."""
     try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise UsageError(f"{path} cannot be read as a saved table ({err}): give a run folder, a .ncu-rep, "
-                         "or the output of `memtraffic analyze --format json`") from None
-    if not isinstance(data, list) or not data or not all(isinstance(r, dict) for r in data):
+        data = read_results(path, "give a run folder, a .ncu-rep, or the output of `memtraffic analyze "
+                                  "--format json`")
+    except ReportError as err:
+        raise UsageError(str(err)) from None
+    if not data:
         raise UsageError(f"{path} is not a saved table: expected a non-empty list of rows as "
                          "`memtraffic analyze --format json` prints")
     return data

@@ -9,8 +9,10 @@ as one row reads the same): the floor is the larger of its minimum bytes at the 
 a copy of its minimum read from L2). Recoverable time = time - floor, with the first reason that fits:
 spills, launch-bound, bytes above the minimum at a level (DRAM, L2, L1), compute below its roof, the
 grid too small for one wave, occupancy, a tail wave, bytes in flight (latency): memtraffic.analysis.
-time_notes's order. Rows group by op type as analysis.per_op does; an op type's reason is the one
-holding most of its recoverable time. Repeats reusing their first call's counters count as they ran.
+time_notes's order. A profile's rows group by op type as analysis.per_op does (an op type's reason is the
+one holding most of its recoverable time); a measure run's stay one per config (variant, shape, dtype,
+params), as analyze's rows: its configs are alternatives, not parts of one program. Repeats reusing
+their first call's counters count as they ran.
 Launches that are not the program's work (analysis.outside: autotuning, its cache flushes) are left out
 of the time and the floor, and said in one line; so are ranges without their kernels' own time (a
 range-replayed row no pass without ncu timed: runfolder.timings). A run with no such time, or on a GPU
@@ -40,6 +42,7 @@ from memtraffic.analysis.outside import left_out, left_out_line
 from memtraffic.analysis.per_op import OUTSIDE
 from memtraffic.analysis.time_notes import FLOP_ROOF, copy_seconds, time_reason
 from memtraffic.runfolder.timings import NO_KERNEL_TIME
+from memtraffic.vocab.errors import ReportError, warn
 from memtraffic.vocab.launches import measured_range
 from memtraffic.vocab.roofs import ROOFS, find_ceilings
 from memtraffic.vocab.units import fmt_bytes, fmt_time
@@ -66,7 +69,8 @@ KINDS = {
 
 @dataclass
 class FloorRow:
-    """One op type (or region name): its time, floor and recoverable time in seconds, and why."""
+    """One op type (or region name) of a profile, or one config of a measure run: its time, floor and
+    recoverable time in seconds, and why."""
 
     op: str
     calls: int
@@ -77,6 +81,17 @@ class FloorRow:
     reason_kind: str  # a key of KINDS
     share: float  # of the run's recoverable time
     reasons_s: dict[str, float] = field(default_factory=dict)  # kind -> recoverable seconds
+    # a measure run's config (analyze's columns; '' and {} for a profile's op type)
+    variant: str = ""
+    shape: str = ""
+    dtype: str = ""
+    params: dict[str, object] = field(default_factory=dict)
+    config: str = ""  # its name for people (analyze.row_label): 'softmax_tiled 1048576x2 fp32 BLOCK_M=128'
+
+    @property
+    def name(self) -> str:
+        """What the table calls the row: the config of a measure run, else the op type."""
+        return self.config or self.op
 
 
 @dataclass
@@ -132,6 +147,16 @@ class Floor:
             return (f"no floor: no measured roofs for {self.device or 'this GPU'} (`memtraffic ceilings "
                     "--refresh` on that GPU measures them)")
         return ""
+
+    @property
+    def per_config(self) -> bool:
+        """A measure run's floor: one row per config instead of per op type."""
+        return any(r.config for r in self.by_op)
+
+    @property
+    def unit(self) -> str:
+        """What a row is, for the summary and the table ('configs' or 'op types')."""
+        return "configs" if self.per_config else "op types"
 
     @property
     def top_share(self) -> float:
@@ -251,16 +276,18 @@ def floor_of_table(table: pd.DataFrame, plan: Mapping[str, Any] | None = None, r
     sources = sorted({str(r["time_source"]) for r in rows if isinstance(r.get("time_source"), str)})
     roofed = bool(measured.get("dram_Bps"))  # without roofs no floor: NaN, never 0
     groups: dict[str, list[tuple[float, float, str, str]]] = {}
+    first: dict[str, dict[str, Any]] = {}  # group -> its first row (a measure run's config)
     for r in rows:
         time_s = (_num(r, "time_ns") or 0.0) * 1e-9
         floor = row_floor(r, measured)
         floor_s = min(floor, time_s) if floor is not None else 0.0 if roofed else math.nan
         kind, note = ("at floor", "") if floor_s >= time_s else row_reason(r, measured, timed)
-        op = r.get("op") or OUTSIDE
-        groups.setdefault(op, []).append((time_s, floor_s, kind, note))
+        key = _group(r)
+        first.setdefault(key, r)
+        groups.setdefault(key, []).append((time_s, floor_s, kind, note))
     total_recoverable = sum(t - f for calls in groups.values() for t, f, _, _ in calls)
     by_op = []
-    for op, calls in groups.items():
+    for key, calls in groups.items():
         time_s, floor_s = sum(c[0] for c in calls), sum(c[1] for c in calls)
         kinds: dict[str, float] = {}
         for t, f, kind, _ in calls:
@@ -274,22 +301,29 @@ def floor_of_table(table: pd.DataFrame, plan: Mapping[str, Any] | None = None, r
             share = kinds[main] / recoverable if recoverable > 0 else 1.0
             if share < 0.995:
                 note = f"{note} ({share:.0%} of its recoverable time; the call with the most shown)"
-        by_op.append(FloorRow(op, len(calls), time_s, floor_s, recoverable, note, main,
-                              recoverable / total_recoverable if total_recoverable > 0 else 0.0,
-                              {k: v for k, v in kinds.items() if k != "at floor" and v > 0}))
+        by_op.append(FloorRow(str(first[key].get("op") or OUTSIDE), len(calls), time_s, floor_s, recoverable,
+                              note, main, recoverable / total_recoverable if total_recoverable > 0 else 0.0,
+                              {k: v for k, v in kinds.items() if k != "at floor" and v > 0},
+                              **_config(first[key])))
     by_op.sort(key=lambda r: -r.recoverable_s if roofed else -r.time_s)
     fused = fused_minimum((plan or {}).get("configs", []))
     dram = None
     if not timed and len(table):
         dram = float(table["dram_rd_bytes"].fillna(0).sum() + table["dram_wr_bytes"].fillna(0).sum())
-    if fused is None:
+    per_config = any(r.config for r in by_op)
+    if per_config:  # alternatives measured apart: their sum is no program's minimum
+        fused = None
+        note = "not for a measure run: its configs are alternatives, not the steps of one program"
+    elif fused is None:
         note = ("not known for this run: its trace has no tensor identities (traced before memtraffic "
                 "recorded them, or not a traced program)")
     else:
         note = f"{fused.records} trace records followed"
         if fused.unidentified:
             note += f"; {fused.unidentified} without storages counted at their own minimum"
-    eager = fused.eager_bytes if fused else _eager_bytes((plan or {}).get("configs", []))
+    eager = fused.eager_bytes if fused else None
+    if fused is None and not per_config:
+        eager = _eager_bytes((plan or {}).get("configs", []))
     times: dict[str, tuple[float, int]] = {}  # range -> its kernels' seconds and count
     for r in rows:
         key = measured_range(str(r.get("range") or ""))
@@ -299,6 +333,28 @@ def floor_of_table(table: pd.DataFrame, plan: Mapping[str, Any] | None = None, r
     return Floor(run, device, sum(r.time_s for r in by_op), sum(r.floor_s for r in by_op), by_op,
                  eager, fused.total if fused else None, note, dram, timed, measured, left, untimed, sources,
                  fusion)
+
+
+def _is_config(r: Mapping[str, Any]) -> bool:
+    """A row of a measure run's config (a variant), not a profile's op call, region or kernel."""
+    return isinstance(r.get("variant"), str) and bool(r.get("variant"))
+
+
+def _group(r: Mapping[str, Any]) -> str:
+    """The row a table row adds to: its config (its range) in a measure run, its op type in a profile."""
+    return f"config {r.get('range')}" if _is_config(r) else f"op {r.get('op') or OUTSIDE}"
+
+
+def _config(r: Mapping[str, Any]) -> dict[str, Any]:
+    """FloorRow's config fields of a measure run's row (analyze's columns); none for a profile's."""
+    if not _is_config(r):
+        return {}
+    from memtraffic.analysis.analyze import row_label
+
+    params = r.get("params")
+    return {"variant": r["variant"], "shape": str(r.get("shape") or ""), "dtype": str(r.get("dtype") or ""),
+            "params": dict(params) if isinstance(params, dict) else {},
+            "config": row_label({"range": "", "op": "", **r})}
 
 
 def _eager_bytes(configs: Sequence[Mapping[str, Any]]) -> int | None:
@@ -378,8 +434,8 @@ def _summary(f: Floor) -> list[str]:
                  f"({f.floor_s / f.gpu_time_s:.0%} of it): {fmt_time(f.recoverable_s * 1e9)} recoverable"]
     top = [r for r in f.by_op[:TOP] if r.recoverable_s > 0 and r.reason_kind != "no roofs"]
     if top:
-        names = ", ".join(f"{r.op} {fmt_time(r.recoverable_s * 1e9)} ({r.reason_kind})" for r in top)
-        lines.append(f"  the top {len(top)} op types hold {f.top_share:.0%} of it: {names}")
+        names = ", ".join(f"{r.name} {fmt_time(r.recoverable_s * 1e9)} ({r.reason_kind})" for r in top)
+        lines.append(f"  the top {len(top)} {f.unit} hold {f.top_share:.0%} of it: {names}")
     if f.fused_min_bytes is not None and f.eager_min_bytes is not None:
         measured = f", DRAM measured {fmt_bytes(f.dram_bytes)}" if f.dram_bytes is not None else ""
         lines.append(f"  minimum: eager {fmt_bytes(f.eager_min_bytes)}, fused {fmt_bytes(f.fused_min_bytes)}"
@@ -403,18 +459,56 @@ LEGEND = ("time: every kernel of the op type, repeats counted as they ran; floor
           "of every call's minimum.")
 
 
+def legend(f: Floor) -> str:
+    """LEGEND, its rows named as the run's are (a measure run's configs: variant, shape, dtype, params)."""
+    if not f.per_config:
+        return LEGEND
+    return ("config: variant, shape, dtype and the parameters set; " + LEGEND.replace("op type", "config"))
+
+
 def table_rows(f: Floor) -> list[dict[str, str]]:
-    """The op types as the table shows them (strings; `reason` is the kind, `why` its note)."""
-    return [{"op": r.op, "calls": str(r.calls), "time": fmt_time(r.time_s * 1e9),
+    """The op types (a measure run's configs) as the table shows them (strings; `op` is the row's name,
+    `reason` the kind, `why` its note)."""
+    return [{"op": r.name, "calls": str(r.calls), "time": fmt_time(r.time_s * 1e9),
              "floor": fmt_time(r.floor_s * 1e9), "recoverable": fmt_time(r.recoverable_s * 1e9),
              "share": f"{r.share:.0%}", "reason": r.reason_kind, "why": r.reason} for r in f.by_op]
 
 
-def floor_run(run: Any) -> Floor:
+def floor_run(run: Any, partial: bool = True, warn_gaps: bool = False) -> Floor:
     """The Floor of a run folder or loaded run (memtraffic.runfolder.load.Run): its per-range table, every
-    kernel it holds (a run with gaps is read as far as it goes)."""
-    from memtraffic.analysis.analyze import analyze_run
+    kernel it holds. A run with gaps (interrupted, a cut report, configs missing) is read as far as it goes
+    when `partial` (each gap a warning with `warn_gaps`: `memtraffic floor --partial`), else each gap is
+    warned and PartialRunError says 'incomplete: N of M ...' (`memtraffic floor`, as analyze).
+    ReportError when no kernel there has a time."""
+    from memtraffic.analysis.analyze import PartialRunError, analyze_run, gaps
     from memtraffic.runfolder.load import Run, load_run
 
     run = run if isinstance(run, Run) else load_run(run)
-    return floor_of_table(analyze_run(run), run.plan, run.name)
+    table = analyze_run(run)
+    found = gaps(table)
+    if found and (warn_gaps or not partial):
+        for line in found:
+            warn(line)
+    if found and not partial:
+        raise PartialRunError(f"{run.path} is incomplete: {_reached(table, run.plan)} ({len(found)} "
+                              f"{'gap' if len(found) == 1 else 'gaps'} named above): its floor would be a "
+                              "part's; measure what is missing again, or pass --partial for the floor of "
+                              "what is there")
+    f = floor_of_table(table, run.plan, run.name)
+    if not f.by_op and not f.left_out and not f.untimed:  # left_out and untimed rows say themselves
+        raise ReportError(f"{run.path}: no kernel launch with a time in its reports: there is no time to set "
+                          "against a floor (profile or measure the program again)")
+    return f
+
+
+def _reached(table: pd.DataFrame, plan: Mapping[str, Any] | None) -> str:
+    """'N of M configs measured' (measure) or 'N of M traced op calls and regions reached' (profile)."""
+    configs = list((plan or {}).get("configs") or [])
+    timed = table[pd.to_numeric(table["time_ns"], errors="coerce") > 0] if "time_ns" in table else table
+    found = set(timed["range"]) if "range" in timed else set()
+    if not configs:
+        return "its plan or trace lists no config"
+    if all(c.get("kind", "variant") == "variant" for c in configs):
+        return f"{sum(c.get('range') in found for c in configs)} of {len(configs)} configs measured"
+    reached = max((i + 1 for i, c in enumerate(configs) if c.get("range") in found), default=0)
+    return f"{reached} of {len(configs)} traced op calls and regions reached"

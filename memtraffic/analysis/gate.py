@@ -206,7 +206,7 @@ def _floor_limits(table: Any, where: str) -> FloorLimits:
         limits.max_recoverable_ns = parse_time(table["max_recoverable"], f"{where} max_recoverable")
     if "max_over_fused" in table:
         ratio = table["max_over_fused"]
-        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or ratio <= 0:
+        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 < ratio < math.inf:
             raise UsageError(f"{where} max_over_fused = {ratio!r}: give a ratio such as 25 (measured DRAM "
                              "bytes over the fused minimum)")
         limits.max_over_fused = float(ratio)

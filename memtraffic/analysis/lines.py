@@ -20,6 +20,7 @@ from memtraffic.ncu.source import SECTOR, opcode
 from memtraffic.runfolder.load import load_run
 from memtraffic.runfolder.paths import portable_path
 from memtraffic.runfolder.records import Plan, configs_of
+from memtraffic.runfolder.timings import is_timings
 from memtraffic.vocab.errors import ReportError, UsageError
 from memtraffic.vocab.units import compile_regex, fmt_bytes
 
@@ -116,6 +117,9 @@ def read_lines(path: str | Path, kernel: str | None = None, top: int | None = No
     run = load_run(path)
     if not run.reports:
         raise ReportError(f"{path}: no .ncu-rep file in this folder")
+    if all(is_timings(r) for r in run.reports):
+        raise ReportError(f"{path} is a timing-only run (kernel times, no counters): per-line counters need "
+                          f"ncu: {NO_SOURCE_HINT}")
     rows, kernels = report_lines(run.reports, run.plan)
     if not kernels:
         raise ReportError(f"{path} holds no profiled kernel: is it an Nsight Compute report?")

@@ -127,6 +127,9 @@ class MeasureOptions:
     grids: list[Grid] | None = field(init=False, default=None)  # --sweep: the file's grids
 
     def __post_init__(self) -> None:
+        if self.timing_only and self.source:  # said before the GPU is looked at
+            raise UsageError("--timing-only and --source do not go together: a timing-only run times the "
+                             "kernels without ncu, so it has no per-line counters; drop one of them")
         self.shapes = [parse_shape(s) if isinstance(s, str) else tuple(s) for s in self.shapes]
         if AUTO in (t.strip() for t in self.metrics.split(",")) and self.metrics.strip() != AUTO:
             raise UsageError(f"--metrics {self.metrics}: {AUTO} stands alone (a first look with "

@@ -117,6 +117,33 @@ class ProfileOptions:
 
     def __post_init__(self) -> None:
         self.metric_tokens = tuple(metric_tokens(self.metrics))
+        conflict = flag_conflict(self)
+        if conflict:
+            raise UsageError(conflict)
+
+
+# Options that cannot go together: (first flag, second flag, why), checked when the options are made, so
+# before ncu, the GPU or the program is looked at.
+_RANGE = "range replay measures each op, region or Triton launch range as one unit"
+_TIMED = "a timing-only run times the kernels without ncu"
+CONFLICTS = [
+    ("--replay range", "--kernel-name", f"{_RANGE}, not single kernels (--replay kernel picks them by name)"),
+    ("--replay range", "--source", f"{_RANGE}, and ncu takes per-line counters under kernel replay only"),
+    ("--replay range", "--launch-count", f"{_RANGE}, not kernel launches (--replay kernel counts them)"),
+    ("--timing-only", "--source", f"{_TIMED}, so it has no per-line counters"),
+    ("--timing-only", "--replay range", f"{_TIMED}, so nothing is replayed"),
+]
+
+
+def flag_conflict(opts: ProfileOptions) -> str | None:
+    """The line that names two options given together that cannot be (CONFLICTS), None when none are."""
+    given = {"--replay range": opts.replay == "range", "--kernel-name": opts.kernel_name is not None,
+             "--source": opts.source, "--launch-count": opts.launch_count is not None,
+             "--timing-only": opts.timing_only}
+    for first, second, why in CONFLICTS:
+        if given[first] and given[second]:
+            return f"{first} and {second} do not go together: {why}; drop one of them"
+    return None
 
 
 @dataclass

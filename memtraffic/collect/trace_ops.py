@@ -15,7 +15,9 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
+from memtraffic.runfolder.records import trace_records
 from memtraffic.runfolder.trace import TORCH_MARK_ENV, TORCH_OPS_ENV, TRACE_ENV, TRACE_FROM, read_trace
 from memtraffic.vocab.errors import MemtrafficError, UsageError
 from memtraffic.vocab.extras import MissingExtraError, install_line
@@ -93,6 +95,7 @@ class TracedRun:
     returncode: int
     imported_torch: bool
     warnings: list[str] = field(default_factory=list)
+    mode: str = "1"  # from when it traced (runfolder.trace.TRACE_FROM)
 
 
 def tracer_warnings(mark: Path) -> list[str]:
@@ -111,7 +114,13 @@ def run_traced(cmd: Sequence[str], mode: str = "1") -> TracedRun:
         trace, mark = Path(tmp) / "trace.jsonl", Path(tmp) / "torch-imported"
         proc = subprocess.run(list(cmd), env=tracer_env(trace, torch_mark=mark, mode=mode), stdout=2,
                               check=False)
-        return TracedRun(read_trace(trace), proc.returncode, mark.exists(), tracer_warnings(mark))
+        records, skipped = trace_records(read_trace(trace))
+        warnings = tracer_warnings(mark)
+        if skipped:  # a line the program wrote itself, or cut: said, never indexed
+            warnings.append(f"{len(skipped)} trace {'record' if len(skipped) == 1 else 'records'} left out "
+                            f"(first: {skipped[0]['range']}: {skipped[0]['reason']})")
+        return TracedRun(cast("list[dict[str, object]]", records), proc.returncode, mark.exists(), warnings,
+                         mode)
 
 
 def check_run(run: TracedRun, cmd: Sequence[str]) -> None:
@@ -126,5 +135,8 @@ def check_run(run: TracedRun, cmd: Sequence[str]) -> None:
     if not run.imported_torch and not run.records:
         raise MemtrafficError(f"`{shown}` never imported torch (or is not a Python program): `memtraffic "
                               "ops` traces PyTorch programs; mark other code with memtraffic.region(...)")
+    if not run.records and run.mode == "forward":  # tracing waits for a forward that never came
+        raise MemtrafficError(f"`{shown}` ran no nn.Module forward, so --from-first-forward traced nothing: "
+                              "drop --from-first-forward to trace the whole program")
     if not run.records:
         raise MemtrafficError(f"`{shown}` imported torch but ran no aten op: nothing to show")

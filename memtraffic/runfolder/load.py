@@ -17,7 +17,7 @@ import pandas as pd
 from memtraffic.ncu.kernel_table import kernel_table
 from memtraffic.ncu.report import REPORT_SUFFIX
 from memtraffic.runfolder.records import DAMAGED, Plan, RunRecord, plan_from_trace, read_plan, read_run
-from memtraffic.runfolder.timings import TIMINGS_FILE
+from memtraffic.runfolder.timings import TIMINGS_FILE, is_timings
 from memtraffic.runfolder.trace import read_trace
 from memtraffic.vocab.errors import ReportError
 from memtraffic.vocab.files import path_kind, require_file
@@ -61,6 +61,9 @@ def load_run(path: str | Path) -> Run:
         raise ReportError(f"{path}: no such file or folder")
     if kind not in ("file", "folder"):
         raise ReportError(f"{path} is {kind}: give a run folder or a .ncu-rep report")
+    if kind == "file" and path.suffix == ".json" and not is_timings(path):  # results.json, analyze's JSON
+        raise ReportError(f"{path} is a saved table, not a run: give its run folder or a .ncu-rep (only "
+                          "`diff` and the [[expect]] limits of `check` read a saved table)")
     folder = path if kind == "folder" else path.parent
     plan = read_plan(folder)
     meta = read_run(folder)

@@ -20,7 +20,7 @@ from memtraffic.runfolder.paths import portable
 from memtraffic.vocab.errors import ReportError, UsageError
 from memtraffic.vocab.files import read_json, require_file, write_json
 from memtraffic.vocab.machine import Environment
-from memtraffic.vocab.units import LIMIT
+from memtraffic.vocab.units import LIMIT, OP_BYTES_LIMIT, fmt_bytes
 
 PLAN_FILE = "plan.json"
 RUN_FILE = "run.json"
@@ -31,14 +31,23 @@ class Amount:
     writes whole numbers as floats at times (1e6), so a float is taken where `whole` is False. Records
     carry it as Annotated[int | float, Amount(...)]; the schema checks it."""
 
-    def __init__(self, what: str, whole: bool = False):
-        self.what, self.whole = what, whole
+    def __init__(self, what: str, whole: bool = False, most: float = LIMIT):
+        self.what, self.whole, self.most = what, whole, most
 
     def bad(self, value: Any) -> bool:
-        return not 0 <= value < LIMIT  # NaN fails this too
+        return not 0 <= value < LIMIT or value > self.most  # NaN fails this too
+
+    def expected(self, value: Any) -> str:
+        """What the value should have been, for the error line."""
+        if 0 <= value < LIMIT:  # in range for a count, past what it may be
+            return f"{self.what} from 0 to {fmt_bytes(self.most)} (more than any GPU holds)"
+        return f"{self.what} from 0 to below 2**63"
 
 
 Bytes = Annotated[int | float, Amount("bytes")]
+# An op's minimum: what it must read or write, never more than a GPU holds (units.OP_BYTES_LIMIT).
+MIN_BYTES = Amount("bytes", most=OP_BYTES_LIMIT)
+MinBytes = Annotated[int | float, MIN_BYTES]
 Flops = Annotated[int | float, Amount("a count")]
 Dimension = Annotated[int, Amount("a dimension", whole=True)]
 
@@ -65,8 +74,8 @@ class Config(_ConfigRange, total=False):
     dtype: str
     params: dict[str, object]  # every parameter, defaults filled in (None: the variant picks at launch)
     explicit_params: dict[str, object]  # those the user set (the range name holds these)
-    min_read_bytes: Bytes | None
-    min_write_bytes: Bytes | None
+    min_read_bytes: MinBytes | None
+    min_write_bytes: MinBytes | None
     pred_read_bytes: Bytes | None
     pred_write_bytes: Bytes | None
     model_flops: Flops | None
@@ -436,7 +445,7 @@ def _problem(value: Any, shape: _Shape, field: str) -> str | None:
         return _problem(value, next(k for k in shape.members if _is(value, k)), field)
     if shape.amount is not None and shape.amount.bad(value):
         where = field + " is" if field else "holds"
-        return f"{where} {value!r}, expected {shape.amount.what} from 0 to below 2**63"
+        return f"{where} {value!r}, expected {shape.amount.expected(value)}"
     # Containers: a value that conforms at sight (_plain) is not walked, and a field's name is only
     # spelled out for a value that does not (a large plan has millions of values).
     prefix = field + "." if field else ""
@@ -481,9 +490,26 @@ def _plain(value: object, shape: _Shape) -> bool:
     return False
 
 
+def storage_problem(config: Mapping[str, Any]) -> str | None:
+    """Where a traced config's [storage, bytes] pairs claim more bytes than any GPU holds (or fewer than
+    none), as problem() says it; None when they do not. A pair of another form is left to its reader
+    (analysis.floor leaves it out)."""
+    for key in ("reads", "writes"):
+        pairs = config.get(key)
+        for i, pair in enumerate(pairs if isinstance(pairs, list) else []):
+            if isinstance(pair, list) and len(pair) == 2 and type(pair[1]) is int and \
+                    not 0 <= pair[1] <= OP_BYTES_LIMIT:
+                return f"{key}[{i}][1] is {pair[1]!r}, expected {MIN_BYTES.expected(pair[1])}"
+    return None
+
+
 def check(data: Any, name: str, where: Path) -> None:
-    """ReportError naming the file and the first field that departs from the file's schema."""
+    """ReportError naming the file and the first field that departs from the file's schema (and, in a plan,
+    a traced config's pairs past what a GPU holds: storage_problem)."""
     found = problem(data, SCHEMAS[name])
+    if not found and name == PLAN_FILE:
+        found = next((f"configs[{i}].{bad}" for i, c in enumerate(data["configs"])
+                      if ("reads" in c or "writes" in c) and (bad := storage_problem(c))), None)
     if found:
         raise ReportError(f"{where}: {found}: {DAMAGED}")
 
@@ -556,19 +582,33 @@ def partial_reports_expected(run: RunRecord) -> bool:
         a.get("returncode") for a in [*run.get("attempts", []), *again.get("attempts", [])])
 
 
+# What every trace record holds (runfolder.trace.make_record): readers (ops' table, analysis) index them.
+TRACE_KEYS = ("range", "kind", "seq", "pid", "op", "shape", "dtype", "min_read_bytes", "min_write_bytes",
+              "model_flops")
+
+
+def trace_records(records: Sequence[Mapping[str, Any]]) -> tuple[list[Config], list[Skipped]]:
+    """The trace records (runfolder.trace.read_trace) that are configs, in order, and those that are not
+    (a damaged line, a number out of range, a key missing), each with why: the one check of a trace."""
+    good: list[Config] = []
+    skipped: list[Skipped] = []
+    for r in records:
+        missing = next((k for k in TRACE_KEYS if k not in r), None)
+        found = f"{missing} is missing" if missing else problem(r, Config) or storage_problem(r)
+        if found is None:  # checked against Config just now
+            good.append(cast(Config, r))
+        else:
+            skipped.append({"range": str(r.get("range")), "reason": f"trace record: {found}"})
+    return good, skipped
+
+
 def plan_from_trace(records: Sequence[Mapping[str, Any]], program: Sequence[str] | None = None,
                     metrics: Mapping[str, Any] | None = None) -> Plan:
     """The plan of a traced program: each trace record (memtraffic.runfolder.trace) is a config, numbered
-    in program order; a record that is no config (a damaged line) is listed under 'skipped' with why.
+    in program order; a record that is no config (trace_records) is listed under 'skipped' with why.
     What `profile` writes, and what reading rebuilds when the run was killed first."""
-    configs: list[Config] = []
-    skipped: list[Skipped] = []
-    for r in records:
-        found = problem(r, Config)
-        if found is None:  # checked against Config just now
-            configs.append(cast(Config, {**r, "id": len(configs)}))
-        else:
-            skipped.append({"range": str(r.get("range")), "reason": f"trace record: {found}"})
+    good, skipped = trace_records(records)
+    configs: list[Config] = [cast(Config, {**r, "id": i}) for i, r in enumerate(good)]
     plan: Plan = {"version": 1, "kind": "profile", "program": list(program or []), "configs": configs,
                   "skipped": skipped}
     if metrics is not None:

@@ -26,6 +26,7 @@ from typing import Any, TypedDict, cast
 
 from memtraffic.vocab.errors import ReportError
 from memtraffic.vocab.files import read_json, write_json
+from memtraffic.vocab.units import LIMIT
 
 TIMINGS_FILE = "timings.json"
 # A range-replayed profile's kernel times, from a pass of the program without ncu (collect.profile).
@@ -145,10 +146,10 @@ def read_timings(path: Path) -> Timings:
     ok = (isinstance(entries, list) and data.get("format") == TIMINGS_FORMAT
           and all(isinstance(k, dict) and isinstance(k.get("range"), str) and isinstance(k.get("kernel"), str)
                   and isinstance(k.get("time_ns"), int) and not isinstance(k.get("time_ns"), bool)
-                  and k["time_ns"] >= 0 for k in entries))
+                  and 0 <= k["time_ns"] < LIMIT for k in entries))
     if not ok:
         raise ReportError(f"{path} is not a timings file of format {TIMINGS_FORMAT} (a list of kernels, each "
-                          "with range, kernel and time_ns >= 0): the run folder is damaged")
+                          "with range, kernel and time_ns from 0 to below 2**63): the run folder is damaged")
     return cast(Timings, data)  # the fields readers use are checked just above
 
 

@@ -168,7 +168,7 @@ def read_trace(path: str | Path) -> list[dict[str, object]]:
     A line that is not a whole record (the program died mid-write) is skipped, not fatal: the rest of a
     failed program's trace still explains what it ran. No file: no records; anything else by its name (a
     folder, a FIFO) is a ReportError (vocab.files.require_file). The records are JSON as read:
-    plan_from_trace checks each against Config."""
+    records.trace_records checks each."""
     path = Path(path)
     if not require_file(path, "the run folder is damaged (restore the file, or profile again)"):
         return []

@@ -1,12 +1,12 @@
-"""`memtraffic floor` for people: the summary, the op types by recoverable time, the fusion groups, a
-legend."""
+"""`memtraffic floor` for people: the summary, the op types (a measure run's configs) by recoverable time,
+the fusion groups, a legend."""
 
 from __future__ import annotations
 
 import json
 import textwrap
 
-from memtraffic.analysis.floor import KINDS, LEGEND, Floor, summary_lines, table_rows
+from memtraffic.analysis.floor import KINDS, Floor, legend, summary_lines, table_rows
 from memtraffic.analysis.fusion import HOW_KINDS, TOP, Group, How, base
 from memtraffic.views.tables import LEGEND as TABLE_LEGEND
 from memtraffic.views.tables import text_table
@@ -16,8 +16,8 @@ SHOWN = 0.01  # op types holding at least this share of the recoverable time get
 
 
 def render_floor(f: Floor, fmt: str = "table", width: int | None = None) -> str:
-    """table: summary, one row per op type (largest recoverable time first) and the legend; json: Floor's
-    to_dict. A run without a floor (Floor.no_floor) gets its summary alone: no floor column to show."""
+    """table: summary, one row per op type or a measure run's config (largest recoverable time first) and the
+    legend; json: Floor's to_dict. A run without a floor (Floor.no_floor) gets its summary alone."""
     if fmt == "json":
         return json.dumps(f.to_dict(), indent=2)
     if f.no_floor:
@@ -25,15 +25,16 @@ def render_floor(f: Floor, fmt: str = "table", width: int | None = None) -> str:
     rows = table_rows(f)
     headers = ["op", "calls", "time", "floor", "recoverable", "share", "reason"]
     kinds = sorted({r.reason_kind for r in f.by_op if r.reason_kind in KINDS})
+    shown_headers = ["config", *headers[1:]] if f.per_config else headers
     lines = [*summary_lines(f), "",
-             text_table(headers, [[r[h] for h in headers] for r in rows], width=width), ""]
+             text_table(shown_headers, [[r[h] for h in headers] for r in rows], width=width), ""]
     shown = [(r, row) for r, row in zip(rows, f.by_op, strict=True) if row.reason and row.share >= SHOWN]
     lines += [f"  {r['op']}: {r['why']}" for r, _ in shown]
     hidden = sum(1 for row in f.by_op if row.reason and row.share < SHOWN)
     if hidden:
-        lines.append(f"  ({hidden} more op types under {SHOWN:.0%} of the recoverable time each: "
+        lines.append(f"  ({hidden} more {f.unit} under {SHOWN:.0%} of the recoverable time each: "
                      "--format json)")
-    lines += ["", *group_lines(f), "", LEGEND,
+    lines += ["", *group_lines(f), "", legend(f),
              "reasons: " + "; ".join(f"{k}: {KINDS[k]}" for k in kinds)]
     if f.left_out:  # the summary's line that sums the launches left out
         lines.append(TABLE_LEGEND["left out"])

@@ -90,6 +90,8 @@ def read_json(path: Path, fix: str = "the file is damaged") -> Any:
         raise ReportError(f"{path} is not valid JSON (binary data): {fix}") from None
     except RecursionError:
         raise ReportError(f"{path} is not valid JSON (nested too deeply): {fix}") from None
+    except ValueError as err:  # a number of more than 4300 digits
+        raise ReportError(f"{path} is not valid JSON ({err}): {fix}") from None
     except OSError as err:
         raise ReportError(f"cannot read {path}: {err.strerror}") from None
 

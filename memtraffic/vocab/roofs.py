@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypedDict, cast
 
-from memtraffic.vocab.errors import ReportError, UsageError
+from memtraffic.vocab.errors import ReportError, UsageError, warn
 from memtraffic.vocab.files import cache_dir, cache_unusable, path_kind, read_json, require_file, write_json
 from memtraffic.vocab.machine import Environment
 
@@ -71,18 +71,52 @@ class CeilingsEntry(TypedDict, total=False):
     ncu_note: str
 
 
+CACHE_ADVICE = ": re-measure with 'memtraffic ceilings --refresh' on that GPU"
+TIMES = ("dram_latency_s", "launch_s")  # measured beside the roofs (seconds)
+OVER_PEAK = 2.0  # a measured roof this many times ncu's theoretical peak is no measurement
+
+
 def _check_entry(entry: object, where: Path) -> CeilingsEntry:
+    """The entry, checked: ReportError naming the file and the first field that is no ceilings' (a roof or
+    time that is not a finite number above 0, a measured roof above OVER_PEAK x ncu's theoretical peak)."""
     if not isinstance(entry, dict) or not isinstance(entry.get("device"), str) or not isinstance(
         entry.get("measured", {}), dict
     ):
         raise ReportError(f"{where} does not hold ceilings (an object with 'device' and 'measured'): "
                           "write it with 'memtraffic ceilings --format json'")
-    return cast(CeilingsEntry, entry)  # device and measured checked; the rest is read with .get
+    found = entry_problem(entry)
+    if found:
+        raise ReportError(f"{where}: {entry['device']}: {found}{CACHE_ADVICE}")
+    return cast(CeilingsEntry, entry)  # device, measured and the numbers checked; the rest is read with .get
+
+
+def entry_problem(entry: Mapping[str, Any]) -> str | None:
+    """Where a ceilings entry's numbers are not roofs, as 'measured.dram_Bps is -1.0, expected ...'; None
+    when every roof and time is a finite number above 0 and no measured roof exceeds OVER_PEAK x its ncu
+    theoretical peak."""
+    theo = entry.get("ncu_theoretical", {})
+    if not isinstance(theo, dict):
+        return f"ncu_theoretical is {type(theo).__name__}, expected an object"
+    for part, values in (("ncu_theoretical", theo), ("measured", entry.get("measured", {}))):
+        for key, value in values.items():
+            if key not in ROOFS and key not in TIMES:
+                continue  # a newer writer's field: not read here
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+                return f"{part}.{key} is {value!r}, expected a number above 0"
+            peak = theo.get(key)
+            if part == "measured" and peak and value > OVER_PEAK * peak:
+                return (f"measured.{key} is {value:.4g}, {value / peak:.1f}x ncu's theoretical peak "
+                        f"{peak:.4g}: no kernel goes past the peak")
+    return None
+
+
+_SET_ASIDE: set[tuple[str, str]] = set()  # (cache file, device) already warned about
 
 
 def read_cache(path: Path | None = None) -> dict[str, CeilingsEntry]:
     """device name -> ceilings entry; empty when there is no cache yet, or when it cannot be read (said once:
-    vocab.files.cache_unusable)."""
+    vocab.files.cache_unusable). An entry whose numbers are no roofs (entry_problem) is set aside with one
+    warning: the committed roofs (reports/ceilings/) stand in for it."""
     path = path or cache_file()
     kind = path_kind(path)
     if kind == "missing":
@@ -94,7 +128,16 @@ def read_cache(path: Path | None = None) -> dict[str, CeilingsEntry]:
     if not isinstance(data, dict):
         raise ReportError(f"{path} is not a ceilings cache: delete it or re-run "
                           "'memtraffic ceilings --refresh'")
-    return {dev: _check_entry(e, path) for dev, e in data.items()}
+    out: dict[str, CeilingsEntry] = {}
+    for dev, e in data.items():
+        try:
+            out[dev] = _check_entry(e, path)
+        except ReportError as err:
+            if (str(path), dev) not in _SET_ASIDE:
+                _SET_ASIDE.add((str(path), dev))
+                warn(f"{err.args[0].removesuffix(CACHE_ADVICE)}: this cache entry is set aside (the "
+                     f"committed roofs stand in, where there are any); {CACHE_ADVICE.removeprefix(': ')}")
+    return out
 
 
 def write_cache(entry: CeilingsEntry, path: Path | None = None) -> Path:

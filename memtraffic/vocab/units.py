@@ -10,6 +10,9 @@ from memtraffic.vocab.errors import UsageError
 
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*((?:[kmgt]i?)?)b?\s*$", re.IGNORECASE)
 LIMIT = 2**63  # sizes, counts and dimensions are below it: what an int64 (torch, ncu, JSON readers) holds
+# The most one op (one measured range) can need to read or write: above any GPU's memory (the largest hold a
+# few hundred GB), so a minimum past it in a plan, trace or results table is a damaged file, not a program.
+OP_BYTES_LIMIT = 10**12
 _FACTORS = {
     "": 1,
     "k": 10**3,

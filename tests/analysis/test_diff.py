@@ -187,7 +187,7 @@ def test_bad_sides_are_one_line(tmp_path):
     _one_line_error(CliRunner().invoke(app, ["diff", str(SEED), str(tmp_path / "nope")]), 2, "no such")
     junk = tmp_path / "junk.json"
     junk.write_text("{not json")
-    _one_line_error(CliRunner().invoke(app, ["diff", str(junk), str(SEED)]), 2, "cannot be read as a saved")
+    _one_line_error(CliRunner().invoke(app, ["diff", str(junk), str(SEED)]), 2, "junk.json is not valid JSON")
     saved = _table(tmp_path, "saved", to_records(analyze_path(SEED)))
     _one_line_error(CliRunner().invoke(app, ["diff", str(saved), str(SEED), "--group-by", "kernel"]), 2,
                     "--group-by kernel needs the reports")

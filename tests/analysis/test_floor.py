@@ -33,6 +33,7 @@ from memtraffic.runfolder.timings import (
 
 REPORTS = Path(__file__).resolve().parents[2] / "reports" / "h100"
 EAGER, COMPILED = REPORTS / "floor_eager_block", REPORTS / "floor_compiled_block"
+SEED = REPORTS / "seed_1048576x2_fp32"
 GELU = {way: REPORTS / f"floor_gelu_{way}" for way in ("eager", "triton", "compiled")}
 RANGE = REPORTS / "range_replay_adam" / "range"
 ROOFS_H100 = REPORTS.parent / "ceilings" / "NVIDIA_H100_80GB_HBM3.json"
@@ -82,9 +83,10 @@ def test_runs_traced_before_identities_have_no_fused_minimum():
     assert f.eager_min_bytes > 0 and f.dram_bytes > 0
 
 
-# One committed run and op type per reason: the kind that holds most of its recoverable time.
+# One committed run and op type (a measure run's config) per reason: the kind that holds most of its
+# recoverable time.
 REASONS = [
-    ("spills_softmax_naive_2048x16384", "softmax", "spills"),
+    ("spills_softmax_naive_2048x16384", "softmax_naive 2048x16384 fp32 num_warps=1", "spills"),
     ("compiled_layernorm_mlp_adamw", "triton_per_fused_sum_2", "launch"),
     ("floor_eager_block", "aten._scaled_dot_product_cudnn_attention_backward.default", "bytes"),
     ("floor_eager_block", "aten.mm.default", "compute"),
@@ -100,7 +102,7 @@ REASONS = [
 
 @pytest.mark.parametrize(("run", "op", "kind"), REASONS, ids=[k for _, _, k in REASONS])
 def test_each_reason_on_a_committed_run(run, op, kind):
-    rows = {r.op: r for r in floor_run(REPORTS / run).by_op}
+    rows = {r.name: r for r in floor_run(REPORTS / run).by_op}
     assert rows[op].reason_kind == kind
     assert rows[op].recoverable_s > 0 and rows[op].reason
 
@@ -269,3 +271,33 @@ def test_range_rows_the_pass_did_not_time_are_left_out_and_said(tmp_path):
     assert ("  15 ranges without their kernels' time left out of the time and the floor (range replay: ncu's "
             "range duration is not the kernels' time, and the pass without ncu did not time them)"
             ) in summary_lines(f, width=1000)
+
+
+def test_a_measure_run_has_a_row_per_config_in_the_terminal_the_json_and_the_html():
+    """The seed run's three softmax variants are three rows, never one 'softmax' row (issue 51)."""
+    names = ["softmax_naive 1048576x2 fp32 num_warps=4", "torch_softmax 1048576x2 fp32",
+             "softmax_tiled 1048576x2 fp32 BLOCK_M=128"]
+    f = floor_run(SEED)
+    assert [r.name for r in f.by_op] == names and {r.op for r in f.by_op} == {"softmax"}
+    result = runner.invoke(app, ["floor", str(SEED), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)["by_op"]
+    assert [(r["variant"], r["shape"], r["dtype"], r["config"]) for r in rows] == [
+        ("softmax_naive", "1048576x2", "fp32", names[0]), ("torch_softmax", "1048576x2", "fp32", names[1]),
+        ("softmax_tiled", "1048576x2", "fp32", names[2])]
+    assert rows[0]["params"] == {"num_warps": 4} and rows[0]["calls"] == 1
+    assert json.loads(result.output)["eager_min_bytes"] is None  # alternatives: no program's minimum
+    text = runner.invoke(app, ["floor", str(SEED)]).output
+    top = f"  the top 3 configs hold 100% of it: {names[0]} 627.1 us (bytes)"
+    assert text.splitlines()[1].startswith(top)
+    assert [line.split("  ")[0] for line in text.splitlines() if line.startswith("softmax")] == [
+        "softmax_naive 1048576x2 fp32 num_warps=4", "softmax_tiled 1048576x2 fp32 BLOCK_M=128"]
+    assert "\nconfig " in text
+    from memtraffic.runfolder.load import load_run
+    from memtraffic.views.html_report import floor_section
+
+    run = load_run(SEED)
+    from memtraffic.analysis.analyze import analyze_run
+
+    page = floor_section(analyze_run(run), run)[0]
+    assert f"the top 3 configs hold 100% of it: {names[0]} 627.1 us (bytes)" in " ".join(page.split())
