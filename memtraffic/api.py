@@ -26,7 +26,8 @@ from memtraffic.analysis.analyze import (
 )
 from memtraffic.analysis.reuse import reuse_counts, varied, varied_line
 from memtraffic.ncu.report import EmptyReportError
-from memtraffic.runfolder.load import Run, load_run  # noqa: F401 - public: load_run(path) -> Run
+from memtraffic.runfolder.load import Run as Run  # public: load_run(path) -> Run
+from memtraffic.runfolder.load import load_run as load_run
 from memtraffic.runfolder.records import RunRecord, write_run
 from memtraffic.vocab.errors import say
 
@@ -255,7 +256,8 @@ def list_variants(shape: str | Sequence[int] | None = None, dtype: str = "fp32",
     base install) the predicted columns are empty and a warning says why."""
     import pandas as pd
 
-    return pd.DataFrame(list_rows(shape, dtype, variant_files))
+    table: pd.DataFrame = pd.DataFrame(list_rows(shape, dtype, variant_files))
+    return table
 
 
 def list_rows(shape: str | Sequence[int] | None, dtype: str, variant_files: Sequence[str | Path] = ()

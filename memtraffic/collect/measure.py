@@ -177,7 +177,7 @@ def profile_plan(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
                  echo: Callable[[str], None] | None = None,
                  ncu_runner: Callable[..., NcuRun] = run_ncu, *, gpu: GpuSlot | None = None,
                  stop: threading.Event | None = None,
-                 on_start: Callable[[subprocess.Popen], None] | None = None,
+                 on_start: Callable[[subprocess.Popen[str]], None] | None = None,
                  ready: Callable[[], Plan] | None = None, stem: str = "") -> RunRecord:
     """Profile the plan's configs, restarting ncu for those not yet done whenever the runner dies.
 
@@ -304,7 +304,7 @@ def profile_gpus(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
     """
     lock = threading.Lock()
     stop = threading.Event()
-    procs: list[subprocess.Popen] = []
+    procs: list[subprocess.Popen[str]] = []
     results: dict[int, GpuRun] = {}
 
     def say(slot: GpuSlot) -> Callable[[str], None]:
@@ -313,7 +313,7 @@ def profile_gpus(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
                 echo(f"[{slot.tag}] {text}")
         return line
 
-    def started(proc: subprocess.Popen) -> None:
+    def started(proc: subprocess.Popen[str]) -> None:
         with lock:
             procs.append(proc)
 

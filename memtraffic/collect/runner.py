@@ -32,12 +32,13 @@ from typing import Any, TextIO
 
 import torch
 
-from memtraffic.collect.variants import Variant, load_variants
+from memtraffic.collect.variants import load_variants
 from memtraffic.runfolder.folder import StatusRecord, append_status, claim, read_status
 from memtraffic.runfolder.records import Config, Plan
 from memtraffic.vocab.errors import say
 from memtraffic.vocab.files import read_json
 from memtraffic.vocab.ops import error_limit, format_shape
+from memtraffic.vocab.variant import Variant
 
 EXIT_CUDA_ERROR = 3
 EXIT_INTERRUPTED = 130

@@ -27,9 +27,9 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import Any, TypedDict
 
-from memtraffic.runfolder.records import Config, Plan, Shard
+from memtraffic.runfolder.records import Config, Plan, Shard, merge_plans
 from memtraffic.vocab.errors import GpuNotFoundError, UsageError
 from memtraffic.vocab.files import read_toml
 
@@ -112,12 +112,9 @@ def read_sweep(path: str | Path) -> list[Grid]:
 def plan_from_grids(grids: Sequence[Grid], seed: int = 0) -> Plan:
     """One plan of every grid's configs (a config in several grids is measured once)."""
     from memtraffic.collect.planning import build_plan
-    from memtraffic.vocab.configs import merge_plans
-
     plans = [build_plan(g.variants, g.shapes, g.dtypes, g.params, g.all_variants, seed=seed,
                         variant_files=g.variant_files) for g in grids]
-    # merge_plans (torch-free vocabulary, below the records) keeps the plans' fields and types
-    return cast(Plan, merge_plans([dict(p) for p in plans])) if len(plans) > 1 else plans[0]
+    return merge_plans(plans) if len(plans) > 1 else plans[0]
 
 
 class GridCount(TypedDict):

@@ -42,7 +42,6 @@ from memtraffic.collect.profile import (
     STARTUP_FILE,
     TIMINGS_ENV,
     TORCH_MARK_FILE,
-    TRACE_FILE,
     ProfileOptions,
     ProfileResult,
     ProgramFailed,
@@ -56,6 +55,7 @@ from memtraffic.collect.profile import (
 )
 from memtraffic.collect.trace_ops import INJECT_DIR, tracer_warnings
 from memtraffic.runfolder.folder import new_run_dir, read_status
+from memtraffic.runfolder.load import TRACE_FILE
 from memtraffic.runfolder.records import RunRecord, plan_from_trace, write_plan, write_run
 from memtraffic.runfolder.timings import SOURCE, TIMINGS_FILE, keep_ranged
 from memtraffic.runfolder.trace import TRACE_FROM, read_startup, read_trace

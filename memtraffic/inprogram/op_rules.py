@@ -443,9 +443,9 @@ def _conv_input_bytes(x: torch.Tensor, w: torch.Tensor, out_spatial: Sequence[in
     spatial = x.shape[2:]
     n = len(spatial)
 
-    def per_dim(v: Any) -> list[int]:
-        v = list(v) if isinstance(v, list | tuple) else [v]
-        return v * n if len(v) == 1 else v
+    def per_dim(v: Any) -> list[int]:  # an int or one int per spatial dimension
+        values: list[int] = list(v) if isinstance(v, list | tuple) else [v]
+        return values * n if len(values) == 1 else values
 
     if isinstance(a["padding"], str) or len(out_spatial) != n:  # 'same'/'valid' strings: count it all
         return tensor_bytes(x)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -45,7 +45,15 @@ from memtraffic.inprogram.op_rules import RULES, VALUE_DEPENDENT, OpArgs, Traffi
 from memtraffic.inprogram.op_rules import tensor_bytes as tensor_bytes  # re-exported: the public helper
 from memtraffic.runfolder import trace
 from memtraffic.runfolder.records import Config, TensorEntry
-from memtraffic.runfolder.trace import TORCH_MARK_ENV, collect, emit, make_record, next_seq, short_dtype
+from memtraffic.runfolder.trace import (
+    TORCH_MARK_ENV,
+    add_decision,
+    collect,
+    emit,
+    make_record,
+    next_seq,
+    short_dtype,
+)
 from memtraffic.vocab import launches
 
 aten = torch.ops.aten
@@ -238,7 +246,7 @@ class OpTracer(TorchDispatchMode):
     """Pushes an NVTX range around each aten op (with CUDA) and emits its record after it returns."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # torch's, unannotated
         self._nvtx = torch.cuda.is_available()
         self.enabled = True
         # Under ncu's range replay an unsupported driver call inside a range (creating the CUDA context:
@@ -262,7 +270,8 @@ class OpTracer(TorchDispatchMode):
         memtraffic.inprogram.triton_launches."""
         return True
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(self, func: torch._ops.OpOverload, types: Sequence[type],
+                           args: tuple[Any, ...] = (), kwargs: OpArgs | None = None) -> Any:
         kwargs = kwargs or {}
         if not self.enabled:
             return func(*args, **kwargs)
@@ -289,7 +298,7 @@ class OpTracer(TorchDispatchMode):
                 torch.cuda.nvtx.range_pop()
             launches.done(decision)
         record = op_record(func, args, kwargs, out, seq, decision.range)
-        record.update(decision.fields())
+        add_decision(record, decision)
         emit(record)
         return out
 
@@ -350,7 +359,7 @@ def start(mode: str = "1") -> None:
     _startup = OpTracer()
     _startup.enabled = mode == "1"
     trace.pause(not _startup.enabled)
-    _startup.__enter__()
+    _startup.__enter__()  # type: ignore[no-untyped-call]  # torch's, unannotated
     os.register_at_fork(after_in_child=_stop_startup)
     _watch_compile()
     if mode == "forward":
@@ -421,7 +430,7 @@ def _follow_profiler(tracer: OpTracer) -> None:
         return wrapped
 
     profiler.start, profiler.stop = switch(profiler.start, True), switch(profiler.stop, False)
-    cudart = torch.cuda.cudart
+    cudart: Callable[[], Any] = torch.cuda.cudart  # the CUDA runtime module: untyped
 
     class _Cudart:
         def __init__(self, real: Any) -> None:

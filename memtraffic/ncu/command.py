@@ -346,7 +346,7 @@ _PASSES = re.compile(r"-\s+(\d+)\s+pass(?:es)?\b")
 def run_ncu(argv: Sequence[str], log_path: Path, echo: Callable[[str], None] | None = None,
             verbose: bool = False, env: Mapping[str, str] | None = None,
             progress_every_s: float | None = None,
-            on_start: Callable[[subprocess.Popen], None] | None = None,
+            on_start: Callable[[subprocess.Popen[str]], None] | None = None,
             describe: Callable[[int], str] | None = None) -> NcuRun:
     """Run ncu, teeing its output into log_path. The program's lines go to `echo`, ==PROF== lines only if
     verbose; with progress_every_s, a line 'ncu: N kernels profiled (last: NAME)' at most that often

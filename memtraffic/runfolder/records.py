@@ -34,8 +34,8 @@ class Amount:
     def __init__(self, what: str, whole: bool = False):
         self.what, self.whole = what, whole
 
-    def bad(self, value: Any) -> bool:
-        return not 0 <= value < LIMIT  # NaN fails this too
+    def bad(self, value: object) -> bool:
+        return not (isinstance(value, (int, float)) and 0 <= value < LIMIT)  # NaN fails this too
 
 
 Bytes = Annotated[int | float, Amount("bytes")]
@@ -314,7 +314,7 @@ class _Shape:
     type) or "type" (isinstance of spec: str, int, float, bool, or a bare dict/list)."""
 
     kind: str
-    spec: Any
+    spec: Any  # the type hint (typing objects: no static type)
     members: tuple[_Shape, ...] = ()
     inner: _Shape | None = None
     amount: Amount | None = None
@@ -325,10 +325,10 @@ class _Shape:
     leaf: dict[type, Amount | None] | None = None
 
 
-_SHAPES: dict[int, tuple[Any, _Shape]] = {}  # id(hint) -> (hint, shape): the hint kept alive with its id
+_SHAPES: dict[int, tuple[object, _Shape]] = {}  # id(hint) -> (hint, shape): the hint kept alive with its id
 
 
-def _shape(spec: Any) -> _Shape:
+def _shape(spec: Any) -> _Shape:  # a type hint: typing's introspection takes Any
     hit = _SHAPES.get(id(spec))
     if hit is not None and hit[0] is spec:
         return hit[1]
@@ -410,7 +410,7 @@ def _is(value: object, shape: _Shape) -> bool:
     return isinstance(value, list if kind == "list" else dict)
 
 
-def problem(value: Any, spec: Any, field: str = "") -> str | None:
+def problem(value: object, spec: object, field: str = "") -> str | None:
     """Where value departs from spec (a record's type hint), as "FIELD is X, expected Y", or None when it
     conforms. In a union the first member the value's type fits is followed inside."""
     return _problem(value, _shape(spec), field)
@@ -468,7 +468,7 @@ def _plain(value: object, shape: _Shape) -> bool:
     return False
 
 
-def check(data: Any, name: str, where: Path) -> None:
+def check(data: object, name: str, where: Path) -> None:
     """ReportError naming the file and the first field that departs from the file's schema."""
     found = problem(data, SCHEMAS[name])
     if found:
@@ -477,22 +477,22 @@ def check(data: Any, name: str, where: Path) -> None:
 
 def read_plan(folder: Path) -> Plan | None:
     """plan.json of a run folder, checked; None when the folder has none."""
-    return _read(folder, PLAN_FILE)
+    return cast("Plan | None", _read(folder, PLAN_FILE))  # checked against Plan by _read
 
 
 def read_run(folder: Path) -> RunRecord | None:
     """run.json of a run folder, checked; None when the folder has none."""
-    return _read(folder, RUN_FILE)
+    return cast("RunRecord | None", _read(folder, RUN_FILE))  # checked against RunRecord by _read
 
 
 DAMAGED = "the run folder is damaged (restore the file, or measure again)"
 
 
-def _read(folder: Path, name: str) -> Any:
+def _read(folder: Path, name: str) -> object:
     path = folder / name
     if not require_file(path, DAMAGED):  # a folder or FIFO named plan.json is no "no plan"
         return None
-    data = read_json(path, "the run folder is damaged")
+    data: object = read_json(path, "the run folder is damaged")
     check(data, name, path)
     return data
 
@@ -504,12 +504,12 @@ def write_plan(folder: Path, plan: Plan, checked: bool = False) -> Path:
     return _write(folder, PLAN_FILE, plan, checked, rows=True)
 
 
-def write_run(folder: Path, run: Mapping[str, Any]) -> Path:
+def write_run(folder: Path, run: RunRecord) -> Path:
     """run.json, atomically (see write_plan), its paths relative (runfolder/paths.py: a run you can share)."""
     return _write(folder, RUN_FILE, portable(run, folder, Path.cwd()))
 
 
-def _write(folder: Path, name: str, data: Mapping[str, Any], checked: bool = False,
+def _write(folder: Path, name: str, data: Mapping[str, object], checked: bool = False,
            rows: bool = False) -> Path:
     found = None if checked else problem(data, SCHEMAS[name])
     if found:  # values come from variants' models and programs' traces too
@@ -526,12 +526,26 @@ def configs_of(plan: Plan | None) -> list[Config]:
     return plan["configs"] if plan else []
 
 
-def needs_rerun(outcome: Mapping[str, Any]) -> bool:
+def merge_plans(plans: Sequence[Plan]) -> Plan:
+    """Several plans as one (ids renumbered): e.g. variants that each need their own parameters."""
+    configs: list[Config] = []
+    skipped: list[Skipped] = []
+    seen: set[str] = set()
+    for plan in plans:
+        for config in plan["configs"]:
+            if config["range"] not in seen:
+                seen.add(config["range"])
+                configs.append({**config, "id": len(configs)})
+        skipped += plan.get("skipped", [])
+    return {**plans[0], "configs": configs, "skipped": skipped}
+
+
+def needs_rerun(outcome: Mapping[str, object]) -> bool:
     """A config to measure again: it did not finish ok, or ncu profiled no kernel in its range."""
     return outcome.get("status") != "ok" or outcome.get("profiled") is False
 
 
-def rerun_list(outcomes: Sequence[Mapping[str, Any]]) -> list[str]:
+def rerun_list(outcomes: Sequence[Mapping[str, object]]) -> list[str]:
     """run.json's 'rerun': the ranges of the configs that need a rerun."""
     return [str(c.get("range")) for c in outcomes if needs_rerun(c)]
 
@@ -543,8 +557,8 @@ def partial_reports_expected(run: RunRecord) -> bool:
         a.get("returncode") for a in [*run.get("attempts", []), *again.get("attempts", [])])
 
 
-def plan_from_trace(records: Sequence[Mapping[str, Any]], program: Sequence[str] | None = None,
-                    metrics: Mapping[str, Any] | None = None) -> Plan:
+def plan_from_trace(records: Sequence[Mapping[str, object]], program: Sequence[str] | None = None,
+                    metrics: Mapping[str, object] | None = None) -> Plan:
     """The plan of a traced program: each trace record (memtraffic.runfolder.trace) is a config, numbered
     in program order; a record that is no config (a damaged line) is listed under 'skipped' with why.
     What `profile` writes, and what reading rebuilds when the run was killed first."""
