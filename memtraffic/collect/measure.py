@@ -32,7 +32,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from memtraffic.collect.device import cuda_device_names, require_gpu
 from memtraffic.collect.fallback import unavailable
@@ -74,6 +74,7 @@ from memtraffic.runfolder.records import (  # atomic: the runner may wait
     Remeasured,
     RunRecord,
     SecondPass,
+    plan_file,
     rerun_list,
     write_plan,
     write_run,
@@ -81,9 +82,12 @@ from memtraffic.runfolder.records import (  # atomic: the runner may wait
 from memtraffic.vocab.configs import parse_params
 from memtraffic.vocab.errors import GpuNotFoundError, NcuError, UsageError, say
 from memtraffic.vocab.extras import require
-from memtraffic.vocab.files import refuse_nonempty, require_folder, write_json
+from memtraffic.vocab.files import refuse_nonempty, require_folder
 from memtraffic.vocab.machine import gpu_name, utc_now
 from memtraffic.vocab.ops import Shape, format_shape, parse_dtype, parse_shape
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # --metrics auto (measure's default): a first look with FIRST_LOOK for every config, then FULL_LOOK again
 # for those whose first look needs it (measure_again).
@@ -191,7 +195,7 @@ def profile_plan(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
     that ncu has returned. `stem` names a later pass's files (SECOND: plan-second.json,
     status-second-gpu0.jsonl, ...).
     """
-    plan_path = run_dir / f"plan{stem}.json"
+    plan_path = run_dir / plan_file(stem)
     tag = f"{stem}-{gpu.tag}" if gpu else stem
     status_path = run_dir / (f"status{tag}.jsonl" if gpu else plan.get("status_file", "status.jsonl") if plan
                                         else "status.jsonl")
@@ -211,7 +215,7 @@ def profile_plan(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
 
     known = plan
     app = runner_argv(plan_path)
-    extra: dict[str, Any] = {}
+    extra: dict[str, object] = {}
     if gpu is not None:
         app += ["--claims", str(claims), "--gpu", str(gpu.index), "--status", str(status_path)]
         extra["env"] = {**os.environ, "CUDA_VISIBLE_DEVICES": gpu.visible}
@@ -357,7 +361,7 @@ def profile_gpus(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
         gpu = taken.get(config["id"])
         if gpu is not None:
             config["gpu"] = gpu
-    write_json(run_dir / f"plan{stem}.json", plan, rows=True)
+    write_plan(run_dir, plan, stem=stem)
     shutil.rmtree(claims, ignore_errors=True)
     gpus: list[GpuRun] = []
     for slot in slots:
@@ -475,7 +479,7 @@ def _gpu_slots(spec: str, wanted: list[int] | Literal["all"]) -> tuple[list[GpuS
     return [GpuSlot(i, visible_id(i, env)) for i in indices], names[indices[0]]
 
 
-def _rerun_note(run: Mapping[str, Any], echo: Callable[[str], None], run_dir: Path) -> None:
+def _rerun_note(run: RunRecord, echo: Callable[[str], None], run_dir: Path) -> None:
     for g in run.get("gpus", []):
         if g.get("error"):
             echo(f"[gpu{g['index']}] failed: {g['error']}")
@@ -610,7 +614,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
         echo(f"profiling {len(plan['configs'])} configs on {where} with {session.path} into {run_dir}")
         return plan
 
-    pending = _PlanInBackground(lambda: finish_plan(plan_for(opts)), run_dir / "plan.json") \
+    pending = _PlanInBackground(lambda: finish_plan(plan_for(opts)), run_dir / plan_file()) \
         if overlap else None
     if plan is not None:
         write_plan(run_dir, finish_plan(plan))
@@ -704,7 +708,7 @@ def measure_again(result: MeasureResult, why: Mapping[str, tuple[float | None, f
     if result.slots:
         again.pop("status_file")
         again["status_files"] = {str(s.index): f"status{SECOND}-{s.tag}.jsonl" for s in result.slots}
-    write_json(run_dir / f"plan{SECOND}.json", again)
+    write_plan(run_dir, again, stem=SECOND)
     echo(f"measuring {len(configs)} of {len(plan['configs'])} configs again with the {FULL_LOOK} set "
          f"({rule})")
     record: SecondPass = {"first_look": FIRST_LOOK, "metric_set": FULL_LOOK, "metric_names": full.metrics,
@@ -760,7 +764,8 @@ def measure_again(result: MeasureResult, why: Mapping[str, tuple[float | None, f
              f"second pass and keep their first look's counters ({FIRST_LOOK}): {shown}")
 
 
-def record_analysis(result: MeasureResult, kernels: Any, echo: Callable[[str], None] | None = None) -> None:
+def record_analysis(result: MeasureResult, kernels: pd.DataFrame,
+                    echo: Callable[[str], None] | None = None) -> None:
     """Complete run.json from the analyzed launches (`kernels`: a table with 'range' and 'passes'):
     which configs ncu profiled, the passes, what to rerun, measure's timings. Raises NcuError when
     configs ran but ncu profiled no kernel inside their ranges."""
@@ -769,7 +774,8 @@ def record_analysis(result: MeasureResult, kernels: Any, echo: Callable[[str], N
     if run["passes"] is None and len(kernels) and "passes" in kernels:
         found = kernels["passes"].dropna()
         run["passes"] = int(found.max()) if len(found) else None
-    launches = kernels.groupby("range").size().to_dict() if len(kernels) else {}
+    launches: dict[str, int] = ({str(k): int(n) for k, n in kernels.groupby("range").size().items()}
+                                if len(kernels) else {})
     run["configs"] = config_entries(plan, result.status, launches)
     run["rerun"] = rerun_list(run["configs"])
     timings = result.timings

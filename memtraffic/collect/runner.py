@@ -28,7 +28,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import torch
 
@@ -70,7 +70,7 @@ def nvtx_range(name: str, enabled: bool) -> Iterator[None]:
             torch.cuda.nvtx.range_pop()
 
 
-def check_output(out: Any, ref: torch.Tensor, dtype: str) -> float:
+def check_output(out: object, ref: torch.Tensor, dtype: str) -> float:
     """Max abs error of out against the reference; CheckFailed beyond vocab.ops.error_limit."""
     if not isinstance(out, torch.Tensor):
         raise CheckFailed(f"returned {type(out).__name__}, not a tensor")

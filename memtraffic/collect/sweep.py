@@ -138,7 +138,7 @@ def grid_counts(plan: Plan) -> list[GridCount]:
 # --- cost and balanced parts --------------------------------------------------------------------------------
 
 
-def predicted_cost(config: Mapping[str, Any], passes: int = ASSUMED_PASSES) -> float:
+def predicted_cost(config: Config, passes: int = ASSUMED_PASSES) -> float:
     """Rough seconds a config takes under ncu: overhead plus `passes` replays of its predicted bytes."""
     read, write = config.get("pred_read_bytes"), config.get("pred_write_bytes")
     if read is None or write is None:  # a variant without a model: its minimum
@@ -181,7 +181,7 @@ def parse_shard(text: str) -> tuple[int, int]:
     return i, n
 
 
-def plan_digest(plan: Mapping[str, Any]) -> str:
+def plan_digest(plan: Plan) -> str:
     """A short hash of the plan's ranges: shards of one plan carry the same digest, which merge checks."""
     ranges = "\n".join(sorted(str(c["range"]) for c in plan["configs"]))
     return hashlib.sha256(ranges.encode()).hexdigest()[:16]

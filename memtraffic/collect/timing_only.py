@@ -56,7 +56,7 @@ from memtraffic.collect.profile import (
 from memtraffic.collect.trace_ops import INJECT_DIR, tracer_warnings
 from memtraffic.runfolder.folder import new_run_dir, read_status
 from memtraffic.runfolder.load import TRACE_FILE
-from memtraffic.runfolder.records import RunRecord, plan_from_trace, write_plan, write_run
+from memtraffic.runfolder.records import RunRecord, plan_file, plan_from_trace, write_plan, write_run
 from memtraffic.runfolder.timings import SOURCE, TIMINGS_FILE, keep_ranged
 from memtraffic.runfolder.trace import TRACE_FROM, read_startup, read_trace
 from memtraffic.vocab.errors import GpuNotFoundError, MemtrafficError, UsageError
@@ -148,7 +148,7 @@ def measure_timing(opts: MeasureOptions, echo: Callable[[str], None], reason: st
     for s in plan["skipped"]:
         echo(f"skip {s['variant']} {'x'.join(map(str, s['shape']))} {s['dtype']}: {s['reason']}")
     timings = run_dir / TIMINGS_FILE
-    argv = with_launcher(runner_argv(run_dir / "plan.json"), "none", timings=timings) or []
+    argv = with_launcher(runner_argv(run_dir / plan_file()), "none", timings=timings) or []
     env = dict(os.environ)
     env[TIMINGS_ENV] = str(timings)
     env["PYTHONPATH"] = os.pathsep.join([str(INJECT_DIR), *filter(None, [env.get("PYTHONPATH")])])

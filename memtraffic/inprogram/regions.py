@@ -131,7 +131,7 @@ def _pointer_alignment(obj: Any) -> int | None:
         return None
 
 
-def _signature(r: Region) -> tuple[Any, ...]:
+def _signature(r: Region) -> tuple[object, ...]:
     arrays = tuple((tuple(d["shape"]), d["dtype"], _pointer_alignment(o))
                    for o in (*r.inputs, *r.outputs) for d in [_describe(o)])
     return ("region", r.name, len(r.inputs), arrays, r.read_bytes, r.write_bytes, r.flops)

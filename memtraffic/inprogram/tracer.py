@@ -72,7 +72,7 @@ _NEW = {aten.new_empty, aten.new_empty_strided, aten.new_zeros, aten.new_ones, a
 _ALLOCATE = {aten.empty, aten.empty_like, aten.empty_strided, aten.new_empty, aten.new_empty_strided}
 
 
-def _key(t: torch.Tensor) -> tuple[Any, ...]:
+def _key(t: torch.Tensor) -> tuple[object, ...]:
     """Same memory, same geometry: the same data for traffic purposes."""
     try:
         return (t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype)
@@ -105,7 +105,7 @@ def op_record(func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: OpArgs
     """The trace record of one finished op call (rules and convention: memtraffic.inprogram.op_rules)."""
     packet = func.overloadpacket
     named: OpArgs = {}
-    inputs: dict[tuple[Any, ...], torch.Tensor] = {}
+    inputs: dict[tuple[object, ...], torch.Tensor] = {}
     generic = Traffic()
     storages: set[int] = set()
     for arg, value in _arguments(func, args, kwargs):
@@ -151,7 +151,7 @@ def op_record(func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: OpArgs
 ALIGNMENT = 16  # bytes: vectorized (128-bit) loads need it, kernels fall back to narrower ones without
 
 
-def _tensor_signature(t: torch.Tensor, storages: dict[int, int]) -> tuple[Any, ...]:
+def _tensor_signature(t: torch.Tensor, storages: dict[int, int]) -> tuple[object, ...]:
     """Shape, strides, dtype, device, layout, data_ptr % ALIGNMENT, and which earlier argument's storage
     it shares (its number among the call's distinct storages): what a kernel's traffic depends on, values
     aside. The stride of a dimension of size 1 is left out (None): no address depends on it, and torch's
@@ -173,7 +173,7 @@ def _tensor_signature(t: torch.Tensor, storages: dict[int, int]) -> tuple[Any, .
 _SPECIAL_FLOATS = {0.0, 1.0, -1.0, 2.0, -2.0, 3.0, 0.5, -0.5, float("inf"), float("-inf")}
 
 
-def call_signature(func: Any, args: tuple[Any, ...], kwargs: OpArgs) -> tuple[Any, ...]:
+def call_signature(func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: OpArgs) -> tuple[object, ...]:
     """What one op call's traffic depends on, its data values aside (memtraffic.vocab.launches): the
     overload, every tensor argument's _tensor_signature (a new_* op's template tensor: its dtype, device
     and layout only), other arguments by value (floats other than _SPECIAL_FLOATS by sign only)."""

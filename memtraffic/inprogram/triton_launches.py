@@ -208,7 +208,7 @@ def _template_mm_flops(named: dict[str, Any]) -> int | None:
 _local = threading.local()  # .open: our `mt|` ranges open on this thread (see track_ranges)
 
 
-def signature(kernel: str, args: Sequence[Any], kwargs: dict[str, object]) -> tuple[Any, ...]:
+def signature(kernel: str, args: Sequence[Any], kwargs: dict[str, object]) -> tuple[object, ...]:
     """What a launch's traffic may depend on, as plain values: the kernel, each tensor's shape, strides,
     dtype, device, alignment (data_ptr % 16) and which earlier argument shares its storage, the
     scalars, and the plain keyword arguments (constexprs, grid)."""
@@ -228,14 +228,14 @@ def signature(kernel: str, args: Sequence[Any], kwargs: dict[str, object]) -> tu
     return tuple(parts)
 
 
-def _decide(name: str, sig: tuple[Any, ...]) -> tuple[Any, str]:
+def _decide(name: str, sig: tuple[object, ...]) -> tuple[launches.Decision, str]:
     """(decision, range to push): memtraffic.vocab.launches decides whether this call is measured or a
     repeat of an earlier one with the same signature (its range then one ncu leaves out)."""
     decision = launches.decide(name, sig)
     return decision, decision.range
 
 
-def _done(decision: Any, record: Config) -> None:
+def _done(decision: launches.Decision, record: Config) -> None:
     launches.done(decision)
     add_decision(record, decision)
 

@@ -149,7 +149,7 @@ def current_device() -> str:
                        "or committed (reports/ceilings/) ceilings of known devices")
 
 
-def median_time_s(fn: Callable[[], Any], repeats: int) -> float:
+def median_time_s(fn: Callable[[], object], repeats: int) -> float:
     """Median CUDA-event time of fn() in seconds; no L2 flush: a roof is measured warm."""
     return time_cuda(fn, min_reps=repeats, max_reps=repeats, flush_l2=False).median_ns * 1e-9
 

@@ -497,11 +497,17 @@ def _read(folder: Path, name: str) -> object:
     return data
 
 
-def write_plan(folder: Path, plan: Plan, checked: bool = False) -> Path:
-    """plan.json, atomically; a plan that breaks the schema is a bug here, not a file for readers.
-    `checked`: every config was just checked (plan_from_trace), so the plan is not walked again: a
-    traced program's plan holds thousands of configs."""
-    return _write(folder, PLAN_FILE, plan, checked, rows=True)
+def plan_file(stem: str = "") -> str:
+    """The name of a plan in a run folder: plan.json, or plan{stem}.json for a pass of its own (measure's
+    second pass: 'plan-second.json')."""
+    return PLAN_FILE.replace(".json", f"{stem}.json")
+
+
+def write_plan(folder: Path, plan: Plan, checked: bool = False, stem: str = "") -> Path:
+    """plan.json (plan{stem}.json: see plan_file), atomically; a plan that breaks the schema is a bug here,
+    not a file for readers. `checked`: every config was just checked (plan_from_trace), so the plan is not
+    walked again: a traced program's plan holds thousands of configs."""
+    return _write(folder, PLAN_FILE, plan, checked, rows=True, file=plan_file(stem))
 
 
 def write_run(folder: Path, run: RunRecord) -> Path:
@@ -510,12 +516,14 @@ def write_run(folder: Path, run: RunRecord) -> Path:
 
 
 def _write(folder: Path, name: str, data: Mapping[str, object], checked: bool = False,
-           rows: bool = False) -> Path:
+           rows: bool = False, file: str | None = None) -> Path:
+    """`data` checked against the schema of `name` and written to folder/`file` (default: `name`)."""
+    path = folder / (file or name)
     found = None if checked else problem(data, SCHEMAS[name])
     if found:  # values come from variants' models and programs' traces too
-        raise UsageError(f"cannot write {folder / name}: {found} (a variant's model or the program gave a "
+        raise UsageError(f"cannot write {path}: {found} (a variant's model or the program gave a "
                          "value of the wrong kind)")
-    return write_json(folder / name, dict(data), rows=rows)
+    return write_json(path, dict(data), rows=rows)
 
 
 # --- what the records mean ----------------------------------------------------------------------------------
