@@ -10,6 +10,7 @@ parsing, the shipped names, merging plans.
 
 from __future__ import annotations
 
+import numbers
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
@@ -59,7 +60,7 @@ def call_model(owner: str, what: str, fn: Callable[..., T], *args: object,
         problem = f"{owner}: its {what}({shown}) raised {type(err).__name__}: {first}{where}"
         raise ModelError(problem) from None
     if returns is not None and (not isinstance(result, returns) or isinstance(result, bool)):
-        wanted = returns.__name__ if isinstance(returns, type) else "number"
+        wanted = "number" if returns is numbers.Real or not isinstance(returns, type) else returns.__name__
         raise ModelError(f"{owner}: its {what}({shown}) returned {result!r:.60}, not a {wanted}")
     return result
 
