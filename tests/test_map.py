@@ -34,5 +34,5 @@ def test_a_listed_module_that_is_gone_is_said():
 
 
 def test_a_module_with_neither_is_found():
-    assert "memtraffic/ncu/command.py" in _unmapped("")
+    assert "memtraffic/ncu/source.py" in _unmapped("")
     assert "memtraffic/ncu/report.py" not in _unmapped("")  # tests/ncu/test_report.py

@@ -51,9 +51,10 @@ from memtraffic.collect.sweep import (
 )
 from memtraffic.ncu.command import (
     NVTX_INCLUDE,
+    NcuControls,
     NcuRun,
-    check_ncu_options,
     metric_tokens,
+    parse_controls,
     run_ncu,
 )
 from memtraffic.ncu.kernel_table import keep_kernel_tables
@@ -127,8 +128,10 @@ class MeasureOptions:
     shard_part: tuple[int, int] | None = field(init=False, default=None)  # --shard 2/4: (2, 4)
     gpu_list: list[int] | Literal["all"] | None = field(init=False, default=None)  # --gpus: indices, or all
     grids: list[Grid] | None = field(init=False, default=None)  # --sweep: the file's grids
+    controls: NcuControls = field(init=False)  # --cache-control, --clock-control
 
     def __post_init__(self) -> None:
+        self.controls = parse_controls(self.cache_control, self.clock_control)
         self.shapes = [parse_shape(s) if isinstance(s, str) else tuple(s) for s in self.shapes]
         if AUTO in (t.strip() for t in self.metrics.split(",")) and self.metrics.strip() != AUTO:
             raise UsageError(f"--metrics {self.metrics}: {AUTO} stands alone (a first look with "
@@ -237,7 +240,8 @@ def profile_plan(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
         report = run_dir / (f"profile{tag}.ncu-rep" if attempt == 1 else f"profile{tag}-{attempt}.ncu-rep")
         waiting = known is None  # the runner starts up while the plan is built, then reads it
         argv = session.command(report, app + (["--wait-for-plan"] if waiting else []),
-                               cache_control=opts.cache_control, clock_control=opts.clock_control,
+                               cache_control=opts.controls.cache_control,
+                               clock_control=opts.controls.clock_control,
                                source=opts.source)
         t_start = time.time()
         result = ncu_runner(argv, log_path, echo=echo, verbose=opts.verbose, **extra)
@@ -567,8 +571,9 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
 
     if opts.out is not None:  # every flag is checked before ncu and the GPU are looked for
         refuse_nonempty(opts.out)
-    check_ncu_options(cache_control=opts.cache_control, clock_control=opts.clock_control)
-    tokens = list(opts.metric_tokens)  # a name not even metric-shaped failed when the options were made
+    # a bad --cache-control or --clock-control, or a name not even metric-shaped, failed when the options
+    # were made
+    tokens = list(opts.metric_tokens)
     # The plan is built (torch, triton and the kernels imported: ~6 s on the H100 machine) while ncu
     # starts the runners (one per GPU), which import the same and then wait for plan.json; its configs
     # are split across the GPUs (finish_plan) before it is written, each runner takes its own.
