@@ -75,6 +75,7 @@ from memtraffic.runfolder.records import (  # atomic: the runner may wait
     Remeasured,
     RunRecord,
     SecondPass,
+    Skipped,
     plan_file,
     rerun_list,
     write_plan,
@@ -483,6 +484,12 @@ def _gpu_slots(spec: str, wanted: list[int] | Literal["all"]) -> tuple[list[GpuS
     return [GpuSlot(i, visible_id(i, env)) for i in indices], names[indices[0]]
 
 
+def skip_line(s: Skipped) -> str:
+    """What measure says of a combination its plan leaves out, and why."""
+    shape = "x".join(map(str, s.get("shape", [])))
+    return f"skip {s.get('variant', '')} {shape} {s.get('dtype', '')}: {s.get('reason', '')}"
+
+
 def _rerun_note(run: RunRecord, echo: Callable[[str], None], run_dir: Path) -> None:
     for g in run.get("gpus", []):
         if g.get("error"):
@@ -612,8 +619,8 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
         if slots:  # one status file per GPU: the runners never write the same file
             plan.pop("status_file", None)
             plan["status_files"] = {str(s.index): f"status-{s.tag}.jsonl" for s in slots}
-        for s in plan["skipped"]:
-            echo(f"skip {s['variant']} {'x'.join(map(str, s['shape']))} {s['dtype']}: {s['reason']}")
+        for s in plan.get("skipped", []):
+            echo(skip_line(s))
         where = f"{len(slots)} GPUs ({', '.join(s.tag for s in slots)}: each takes the next config when it " \
             "finishes one)" if len(slots) > 1 else f"GPU {slots[0].index}" if slots else "one ncu process"
         echo(f"profiling {len(plan['configs'])} configs on {where} with {session.path} into {run_dir}")
@@ -677,7 +684,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
         status.setdefault(c["id"], {"status": "not run", "error": "interrupted" if outcome["interrupted"]
                                     else "no GPU took it: each GPU's runner stopped before it"})
     run["configs"] = config_entries(plan, status, launches=None)
-    run["skipped"] = plan["skipped"]
+    run["skipped"] = plan.get("skipped", [])
     write_run(run_dir, run)  # saved before analysis can fail
     keep_kernel_tables([run_dir / r for r in outcome["reports"]])  # every later reading starts from these
     return MeasureResult(run_dir, run, plan, [run_dir / r for r in outcome["reports"]], status=status,

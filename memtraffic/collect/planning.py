@@ -124,7 +124,7 @@ def build_plan(variants: Sequence[str], shapes: Sequence[str | Shape], dtypes: S
                 "model_flops": flops,
             })
     if not configs:
-        why = "; ".join(s["reason"] for s in skipped[:3]) or "no variant matches the shapes"
+        why = "; ".join(s.get("reason", "") for s in skipped[:3]) or "no variant matches the shapes"
         raise UsageError(f"nothing to measure: {why}")
     return {"version": 1, "seed": seed, "status_file": "status.jsonl", "variant_files": files,
             "configs": configs, "skipped": skipped}

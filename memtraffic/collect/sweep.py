@@ -129,9 +129,9 @@ def grid_counts(plan: Plan) -> list[GridCount]:
     """`list --count`: configs and skipped combinations per variant, in plan order."""
     per: dict[str, list[int]] = {}
     for c in plan["configs"]:
-        per.setdefault(c["variant"], [0, 0])[0] += 1
-    for s in plan["skipped"]:
-        per.setdefault(s["variant"], [0, 0])[1] += 1
+        per.setdefault(c.get("variant", ""), [0, 0])[0] += 1
+    for s in plan.get("skipped", []):
+        per.setdefault(s.get("variant", ""), [0, 0])[1] += 1
     return [{"variant": v, "configs": n, "skipped": k} for v, (n, k) in per.items()]
 
 

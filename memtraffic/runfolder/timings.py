@@ -45,11 +45,14 @@ class KernelTiming(TypedDict):
     stream: int | None
 
 
-class Timings(TypedDict, total=False):
+class _TimingsKernels(TypedDict):
     format: int
+    kernels: list[KernelTiming]  # read_timings checks both
+
+
+class Timings(_TimingsKernels, total=False):
     source: str
     device: str
-    kernels: list[KernelTiming]
     dropped_outside_ranges: int
 
 
