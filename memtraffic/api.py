@@ -26,7 +26,8 @@ from memtraffic.analysis.analyze import (
 )
 from memtraffic.analysis.reuse import reuse_counts, varied, varied_line
 from memtraffic.ncu.report import EmptyReportError
-from memtraffic.runfolder.load import Run, load_run  # noqa: F401 - public: load_run(path) -> Run
+from memtraffic.runfolder.load import Run as Run  # public: load_run(path) -> Run
+from memtraffic.runfolder.load import load_run as load_run
 from memtraffic.runfolder.records import RunRecord, write_run
 from memtraffic.vocab.errors import say
 
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from memtraffic.collect.trace_ops import TracedRun
     from memtraffic.ncu.chips import SetRow
     from memtraffic.vocab.roofs import CeilingsEntry
+    from memtraffic.vocab.variant import Variant
 
 Echo = Callable[[str], None]
 LEVELS = ("dram", "l2", "l1")
@@ -269,7 +271,8 @@ def list_variants(shape: str | Sequence[int] | None = None, dtype: str = "fp32",
     base install) the predicted columns are empty and a warning says why."""
     import pandas as pd
 
-    return pd.DataFrame(list_rows(shape, dtype, variant_files))
+    table: pd.DataFrame = pd.DataFrame(list_rows(shape, dtype, variant_files))
+    return table
 
 
 def list_rows(shape: str | Sequence[int] | None, dtype: str, variant_files: Sequence[str | Path] = ()
@@ -314,7 +317,7 @@ def _triton_on_cpu() -> None:
         os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
-def load_variants(*files: str | Path) -> dict[str, Any]:
+def load_variants(*files: str | Path) -> dict[str, Variant]:
     """The shipped variants, then those of each variant file (`--variants FILE`): name -> Variant. Without
     a CUDA GPU, Triton kernels are set to run in Triton's interpreter (TRITON_INTERPRET=1)."""
     _triton_on_cpu()
@@ -323,8 +326,8 @@ def load_variants(*files: str | Path) -> dict[str, Any]:
     return load(files)
 
 
-def predicted(variant: Any, shape: str | Sequence[int], dtype: str = "fp32",
-              params: dict[str, Any] | None = None) -> dict[str, int]:
+def predicted(variant: Variant | str, shape: str | Sequence[int], dtype: str = "fp32",
+              params: dict[str, object] | None = None) -> dict[str, int]:
     """A variant's own model of the bytes its loads and stores move through L1 (read, write), at a shape,
     with its default parameters updated by `params`. `variant`: a Variant or a shipped variant's name."""
     from memtraffic.collect.variants import get_variant
@@ -339,8 +342,8 @@ def predicted(variant: Any, shape: str | Sequence[int], dtype: str = "fp32",
     return {"read": traffic.read, "write": traffic.write}
 
 
-def check_variant(variant: Any, shape: str | Sequence[int], dtype: str = "fp32", device: str | None = None,
-                  **params: Any) -> float:
+def check_variant(variant: Variant | str, shape: str | Sequence[int], dtype: str = "fp32",
+                  device: str | None = None, **params: object) -> float:
     """Run a variant once on seeded inputs and check its output against the op's float64 reference, as the
     measuring process does before ncu counts: the max abs error, or an error beyond the dtype's tolerance
     (or a shape the variant refuses). `device`: cuda when there is one, else cpu (Triton's interpreter)."""

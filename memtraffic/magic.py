@@ -20,10 +20,14 @@ import shlex
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memtraffic.vocab.errors import UsageError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def cell_argv(line: str, cell_file: Path, python: str = sys.executable) -> list[str]:
@@ -44,7 +48,8 @@ def saved_run(output: str) -> Path | None:
     return Path(found[-1]) if found else None
 
 
-def run_cell(line: str, cell: str, popen: Any = subprocess.Popen) -> Any:
+def run_cell(line: str, cell: str, popen: Callable[..., subprocess.Popen[str]] = subprocess.Popen
+             ) -> pd.DataFrame | None:
     """Profile the cell, printing memtraffic's output as it comes (ncu's progress, the table), and return
     the run's analysis (a DataFrame), or None when no run folder was saved (the printed error says why)."""
     folder = Path(tempfile.mkdtemp(prefix="memtraffic-cell-"))
@@ -53,6 +58,7 @@ def run_cell(line: str, cell: str, popen: Any = subprocess.Popen) -> Any:
     lines = []
     argv = cell_argv(line, cell_file)
     with popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        assert proc.stdout is not None  # stdout=PIPE
         for text in proc.stdout:
             # the cell's temporary file and this kernel's interpreter by name: the notebook is shared
             print(text.replace(str(cell_file), cell_file.name).replace(argv[0], Path(argv[0]).name), end="",

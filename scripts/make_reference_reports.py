@@ -96,7 +96,7 @@ def group_plan(group: Group) -> tuple[dict[str, Any] | None, list[str]]:
     """The group's plan from the variants registered now, and notes on what is missing."""
     from memtraffic.collect.planning import build_plan
     from memtraffic.kernels import VARIANTS
-    from memtraffic.vocab.configs import merge_plans
+    from memtraffic.runfolder.records import merge_plans
 
     notes: list[str] = []
     if group.variants:

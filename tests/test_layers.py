@@ -2,9 +2,11 @@
 
 Walks the source with `ast` (every import, also those inside functions or under TYPE_CHECKING), with
 memtraffic/ as `memtraffic` and kernels/ as `memtraffic.kernels`, and checks the layer order of
-CONTRACT.md / README:
+docs/how-it-works.md:
 
     vocab < ncu < runfolder < kernels < inprogram < collect < probes < views < cli, api
+                                        inprogram < _inject (runs inside the user's program: nothing
+                                                    imports it, it imports nothing above inprogram)
                                                   analysis (beside inprogram, collect and probes: the reading
                                                   side and the measuring side never import each other)
 
@@ -20,8 +22,10 @@ REPO = Path(__file__).resolve().parent.parent
 
 # layer -> rank; a module may import its own layer and any layer of a lower rank
 RANK = {"vocab": 0, "ncu": 1, "runfolder": 2, "kernels": 3, "inprogram": 4, "collect": 5, "probes": 6,
-        "analysis": 4, "views": 7, "top": 8}
-MEASURING = {"inprogram", "collect", "probes"}  # never imported by analysis, nor it by them
+        "analysis": 4, "views": 7, "top": 8, "_inject": 5}
+MEASURING = {"inprogram", "collect", "probes", "_inject"}  # never imported by analysis, nor it by them
+INJECTED = "_inject"  # started by path inside the user's program (PYTHONPATH, `python launch.py`): no module
+# imports it, and it imports nothing above inprogram/ (beside collect: neither imports the other)
 
 
 def _modules() -> dict[str, Path]:
@@ -40,7 +44,7 @@ MODULES = _modules()
 
 
 def layer(module: str) -> str:
-    """The layer a module belongs to: its folder under memtraffic/, or 'top' for cli, __init__, _inject."""
+    """The layer a module belongs to: its folder under memtraffic/, or 'top' for cli, api, __init__."""
     parts = module.split(".")
     if len(parts) > 1 and parts[1] in RANK and parts[1] != "top":
         return parts[1]
@@ -111,6 +115,14 @@ def test_no_module_imports_from_a_layer_above_it():
             elif RANK[theirs] == RANK[mine] and theirs != mine:
                 broken.append(f"{_where(module, line)}: {module} ({mine}) imports {target} ({theirs}), "
                               f"a layer beside it")
+    assert not broken, "\n" + "\n".join(broken)
+
+
+def test_nothing_imports_the_code_started_inside_the_users_program():
+    """memtraffic/_inject/ is put on the program's path (collect.trace_ops.INJECT_DIR), never imported: an
+    import would run its start-up in memtraffic's own process."""
+    broken = [f"{_where(module, line)}: {module} imports {target}" for module, edges in GRAPH.items()
+              if layer(module) != INJECTED for line, target in edges if layer(target) == INJECTED]
     assert not broken, "\n" + "\n".join(broken)
 
 

@@ -17,14 +17,16 @@ import importlib.util
 import os
 import runpy
 import sys
+import types
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _sitecustomize():
+def _sitecustomize() -> types.ModuleType:
     """This folder's sitecustomize.py as a plain module: its tracing functions, none of its start-up."""
     spec = importlib.util.spec_from_file_location("_memtraffic_sitecustomize", os.path.join(_HERE,
                                                                                              "sitecustomize.py"))
+    assert spec is not None and spec.loader is not None  # our own file beside this one
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -9,11 +9,14 @@ traces is the one holding this file, so `memtraffic` and the program agree on th
 """
 
 import importlib.abc
+import importlib.machinery
 import importlib.util
 import json
 import os
 import sys
 import time
+import types
+from collections.abc import Sequence
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -31,7 +34,7 @@ def _chain() -> None:
             sys.modules["sitecustomize"] = ours
 
 
-def stamp(event) -> None:
+def stamp(event: str) -> None:
     """Append the wall time of a start-up event to $MEMTRAFFIC_STARTUP (memtraffic.runfolder.trace
     .read_startup keeps each event's first time: processes the program starts stamp later)."""
     path = os.environ.get("MEMTRAFFIC_STARTUP")
@@ -40,7 +43,7 @@ def stamp(event) -> None:
             f.write(json.dumps({event: time.time()}) + "\n")
 
 
-def _start_tracing(mode, triton=False, timings=None) -> None:
+def _start_tracing(mode: str | None, triton: bool = False, timings: str | None = None) -> None:
     stamp("torch_imported")
     package = os.path.dirname(_HERE)
     if "memtraffic" not in sys.modules:
@@ -71,10 +74,11 @@ def _start_tracing(mode, triton=False, timings=None) -> None:
 class _WhenTorchImports(importlib.abc.MetaPathFinder):
     """Finds torch with the other finders, then starts tracing once torch's import has finished."""
 
-    def __init__(self, mode, triton=False, timings=None) -> None:
+    def __init__(self, mode: str | None, triton: bool = False, timings: str | None = None) -> None:
         self.mode, self.triton, self.timings = mode, triton, timings
 
-    def find_spec(self, name, path=None, target=None):
+    def find_spec(self, name: str, path: Sequence[str] | None = None,
+                  target: types.ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
         if name != "torch":
             return None
         sys.meta_path.remove(self)
@@ -83,15 +87,15 @@ class _WhenTorchImports(importlib.abc.MetaPathFinder):
             return spec
         load = spec.loader.exec_module
 
-        def exec_module(module):
+        def exec_module(module: types.ModuleType) -> None:
             load(module)
             _start_tracing(self.mode, self.triton, self.timings)
 
-        spec.loader.exec_module = exec_module
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]  # this one spec's loader only
         return spec
 
 
-def trace_from_now(mode="1", triton=False, timings=None) -> None:
+def trace_from_now(mode: str | None = "1", triton: bool = False, timings: str | None = None) -> None:
     """Trace the program from the moment torch is imported (at once if it already is): its aten ops
     unless `mode` (MEMTRAFFIC_TORCH_OPS, memtraffic.runfolder.trace.TRACE_FROM) is None, its Triton
     launches with `triton`, its kernel times into the file `timings`."""

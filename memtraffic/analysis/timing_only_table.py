@@ -37,7 +37,7 @@ def timing_kernels(path: Path) -> pd.DataFrame:
 def copy_roof(device: str) -> float | None:
     """The measured copy bandwidth (read + write, B/s) of this device, if its ceilings are known."""
     entry = find_ceilings(device) if device else None
-    value = (entry or {}).get("measured", {}).get("dram_Bps")
+    value = entry.get("measured", {}).get("dram_Bps") if entry else None
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 

@@ -10,7 +10,6 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from memtraffic.vocab.errors import GpuNotFoundError
 from memtraffic.vocab.machine import ANYWHERE
@@ -77,7 +76,7 @@ class Timing:
     reps: int
 
 
-def time_cuda(fn: Callable[[], Any], budget_s: float = 0.5, max_reps: int = 200, min_reps: int = 5,
+def time_cuda(fn: Callable[[], object], budget_s: float = 0.5, max_reps: int = 200, min_reps: int = 5,
               flush_l2: bool = True) -> Timing:
     """Median CUDA-event time of fn() after two warm-up calls (JIT, autotune, clocks, allocator).
 

@@ -32,7 +32,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from memtraffic.collect.device import cuda_device_names, require_gpu
 from memtraffic.collect.fallback import unavailable
@@ -51,9 +51,10 @@ from memtraffic.collect.sweep import (
 )
 from memtraffic.ncu.command import (
     NVTX_INCLUDE,
+    NcuControls,
     NcuRun,
-    check_ncu_options,
     metric_tokens,
+    parse_controls,
     run_ncu,
 )
 from memtraffic.ncu.kernel_table import keep_kernel_tables
@@ -74,6 +75,8 @@ from memtraffic.runfolder.records import (  # atomic: the runner may wait
     Remeasured,
     RunRecord,
     SecondPass,
+    Skipped,
+    plan_file,
     rerun_list,
     write_plan,
     write_run,
@@ -82,9 +85,12 @@ from memtraffic.runfolder.timings import NCU_TIME
 from memtraffic.vocab.configs import parse_params
 from memtraffic.vocab.errors import GpuNotFoundError, NcuError, UsageError, say
 from memtraffic.vocab.extras import require
-from memtraffic.vocab.files import refuse_nonempty, require_folder, write_json
+from memtraffic.vocab.files import refuse_nonempty, require_folder
 from memtraffic.vocab.machine import gpu_name, utc_now
 from memtraffic.vocab.ops import Shape, format_shape, parse_dtype, parse_shape
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # --metrics auto (measure's default): a first look with FIRST_LOOK for every config, then FULL_LOOK again
 # for those whose first look needs it (measure_again).
@@ -125,11 +131,13 @@ class MeasureOptions:
     shard_part: tuple[int, int] | None = field(init=False, default=None)  # --shard 2/4: (2, 4)
     gpu_list: list[int] | Literal["all"] | None = field(init=False, default=None)  # --gpus: indices, or all
     grids: list[Grid] | None = field(init=False, default=None)  # --sweep: the file's grids
+    controls: NcuControls = field(init=False)  # --cache-control, --clock-control
 
     def __post_init__(self) -> None:
         if self.timing_only and self.source:  # said before the GPU is looked at
             raise UsageError("--timing-only and --source do not go together: a timing-only run times the "
                              "kernels without ncu, so it has no per-line counters; drop one of them")
+        self.controls = parse_controls(self.cache_control, self.clock_control)
         self.shapes = [parse_shape(s) if isinstance(s, str) else tuple(s) for s in self.shapes]
         if AUTO in (t.strip() for t in self.metrics.split(",")) and self.metrics.strip() != AUTO:
             raise UsageError(f"--metrics {self.metrics}: {AUTO} stands alone (a first look with "
@@ -182,7 +190,7 @@ def profile_plan(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
                  echo: Callable[[str], None] | None = None,
                  ncu_runner: Callable[..., NcuRun] = run_ncu, *, gpu: GpuSlot | None = None,
                  stop: threading.Event | None = None,
-                 on_start: Callable[[subprocess.Popen], None] | None = None,
+                 on_start: Callable[[subprocess.Popen[str]], None] | None = None,
                  ready: Callable[[], Plan] | None = None, stem: str = "") -> RunRecord:
     """Profile the plan's configs, restarting ncu for those not yet done whenever the runner dies.
 
@@ -196,7 +204,7 @@ def profile_plan(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
     that ncu has returned. `stem` names a later pass's files (SECOND: plan-second.json,
     status-second-gpu0.jsonl, ...).
     """
-    plan_path = run_dir / f"plan{stem}.json"
+    plan_path = run_dir / plan_file(stem)
     tag = f"{stem}-{gpu.tag}" if gpu else stem
     status_path = run_dir / (f"status{tag}.jsonl" if gpu else plan.get("status_file", "status.jsonl") if plan
                                         else "status.jsonl")
@@ -216,7 +224,7 @@ def profile_plan(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
 
     known = plan
     app = runner_argv(plan_path)
-    extra: dict[str, Any] = {}
+    extra: dict[str, object] = {}
     if gpu is not None:
         app += ["--claims", str(claims), "--gpu", str(gpu.index), "--status", str(status_path)]
         extra["env"] = {**os.environ, "CUDA_VISIBLE_DEVICES": gpu.visible}
@@ -238,7 +246,8 @@ def profile_plan(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
         report = run_dir / (f"profile{tag}.ncu-rep" if attempt == 1 else f"profile{tag}-{attempt}.ncu-rep")
         waiting = known is None  # the runner starts up while the plan is built, then reads it
         argv = session.command(report, app + (["--wait-for-plan"] if waiting else []),
-                               cache_control=opts.cache_control, clock_control=opts.clock_control,
+                               cache_control=opts.controls.cache_control,
+                               clock_control=opts.controls.clock_control,
                                source=opts.source)
         t_start = time.time()
         result = ncu_runner(argv, log_path, echo=echo, verbose=opts.verbose, **extra)
@@ -309,7 +318,7 @@ def profile_gpus(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
     """
     lock = threading.Lock()
     stop = threading.Event()
-    procs: list[subprocess.Popen] = []
+    procs: list[subprocess.Popen[str]] = []
     results: dict[int, GpuRun] = {}
 
     def say(slot: GpuSlot) -> Callable[[str], None]:
@@ -318,7 +327,7 @@ def profile_gpus(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
                 echo(f"[{slot.tag}] {text}")
         return line
 
-    def started(proc: subprocess.Popen) -> None:
+    def started(proc: subprocess.Popen[str]) -> None:
         with lock:
             procs.append(proc)
 
@@ -362,7 +371,7 @@ def profile_gpus(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
         gpu = taken.get(config["id"])
         if gpu is not None:
             config["gpu"] = gpu
-    write_json(run_dir / f"plan{stem}.json", plan, rows=True)
+    write_plan(run_dir, plan, stem=stem)
     shutil.rmtree(claims, ignore_errors=True)
     gpus: list[GpuRun] = []
     for slot in slots:
@@ -480,7 +489,13 @@ def _gpu_slots(spec: str, wanted: list[int] | Literal["all"]) -> tuple[list[GpuS
     return [GpuSlot(i, visible_id(i, env)) for i in indices], names[indices[0]]
 
 
-def _rerun_note(run: Mapping[str, Any], echo: Callable[[str], None], run_dir: Path) -> None:
+def skip_line(s: Skipped) -> str:
+    """What measure says of a combination its plan leaves out, and why."""
+    shape = "x".join(map(str, s.get("shape", [])))
+    return f"skip {s.get('variant', '')} {shape} {s.get('dtype', '')}: {s.get('reason', '')}"
+
+
+def _rerun_note(run: RunRecord, echo: Callable[[str], None], run_dir: Path) -> None:
     for g in run.get("gpus", []):
         if g.get("error"):
             echo(f"[gpu{g['index']}] failed: {g['error']}")
@@ -568,8 +583,9 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
 
     if opts.out is not None:  # every flag is checked before ncu and the GPU are looked for
         refuse_nonempty(opts.out)
-    check_ncu_options(cache_control=opts.cache_control, clock_control=opts.clock_control)
-    tokens = list(opts.metric_tokens)  # a name not even metric-shaped failed when the options were made
+    # a bad --cache-control or --clock-control, or a name not even metric-shaped, failed when the options
+    # were made
+    tokens = list(opts.metric_tokens)
     # The plan is built (torch, triton and the kernels imported: ~6 s on the H100 machine) while ncu
     # starts the runners (one per GPU), which import the same and then wait for plan.json; its configs
     # are split across the GPUs (finish_plan) before it is written, each runner takes its own.
@@ -608,14 +624,14 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
         if slots:  # one status file per GPU: the runners never write the same file
             plan.pop("status_file", None)
             plan["status_files"] = {str(s.index): f"status-{s.tag}.jsonl" for s in slots}
-        for s in plan["skipped"]:
-            echo(f"skip {s['variant']} {'x'.join(map(str, s['shape']))} {s['dtype']}: {s['reason']}")
+        for s in plan.get("skipped", []):
+            echo(skip_line(s))
         where = f"{len(slots)} GPUs ({', '.join(s.tag for s in slots)}: each takes the next config when it " \
             "finishes one)" if len(slots) > 1 else f"GPU {slots[0].index}" if slots else "one ncu process"
         echo(f"profiling {len(plan['configs'])} configs on {where} with {session.path} into {run_dir}")
         return plan
 
-    pending = _PlanInBackground(lambda: finish_plan(plan_for(opts)), run_dir / "plan.json") \
+    pending = _PlanInBackground(lambda: finish_plan(plan_for(opts)), run_dir / plan_file()) \
         if overlap else None
     if plan is not None:
         write_plan(run_dir, finish_plan(plan))
@@ -674,7 +690,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
         status.setdefault(c["id"], {"status": "not run", "error": "interrupted" if outcome["interrupted"]
                                     else "no GPU took it: each GPU's runner stopped before it"})
     run["configs"] = config_entries(plan, status, launches=None)
-    run["skipped"] = plan["skipped"]
+    run["skipped"] = plan.get("skipped", [])
     write_run(run_dir, run)  # saved before analysis can fail
     keep_kernel_tables([run_dir / r for r in outcome["reports"]])  # every later reading starts from these
     return MeasureResult(run_dir, run, plan, [run_dir / r for r in outcome["reports"]], status=status,
@@ -710,7 +726,7 @@ def measure_again(result: MeasureResult, why: Mapping[str, tuple[float | None, f
     if result.slots:
         again.pop("status_file")
         again["status_files"] = {str(s.index): f"status{SECOND}-{s.tag}.jsonl" for s in result.slots}
-    write_json(run_dir / f"plan{SECOND}.json", again)
+    write_plan(run_dir, again, stem=SECOND)
     echo(f"measuring {len(configs)} of {len(plan['configs'])} configs again with the {FULL_LOOK} set "
          f"({rule})")
     record: SecondPass = {"first_look": FIRST_LOOK, "metric_set": FULL_LOOK, "metric_names": full.metrics,
@@ -766,7 +782,8 @@ def measure_again(result: MeasureResult, why: Mapping[str, tuple[float | None, f
              f"second pass and keep their first look's counters ({FIRST_LOOK}): {shown}")
 
 
-def record_analysis(result: MeasureResult, kernels: Any, echo: Callable[[str], None] | None = None) -> None:
+def record_analysis(result: MeasureResult, kernels: pd.DataFrame,
+                    echo: Callable[[str], None] | None = None) -> None:
     """Complete run.json from the analyzed launches (`kernels`: a table with 'range' and 'passes'):
     which configs ncu profiled, the passes, what to rerun, measure's timings. Raises NcuError when
     configs ran but ncu profiled no kernel inside their ranges."""
@@ -775,7 +792,8 @@ def record_analysis(result: MeasureResult, kernels: Any, echo: Callable[[str], N
     if run["passes"] is None and len(kernels) and "passes" in kernels:
         found = kernels["passes"].dropna()
         run["passes"] = int(found.max()) if len(found) else None
-    launches = kernels.groupby("range").size().to_dict() if len(kernels) else {}
+    launches: dict[str, int] = ({str(k): int(n) for k, n in kernels.groupby("range").size().items()}
+                                if len(kernels) else {})
     run["configs"] = config_entries(plan, result.status, launches)
     run["rerun"] = rerun_list(run["configs"])
     timings = result.timings

@@ -93,7 +93,7 @@ def build_plan(variants: Sequence[str], shapes: Sequence[str | Shape], dtypes: S
         keys = [k for k in grid if k in variant.params]
         combos = list(itertools.product(*(grid[k] for k in keys)))
         for shape, dt, values in itertools.product(v_shapes, dts, combos):
-            explicit = dict(zip(keys, values, strict=True))
+            explicit: dict[str, object] = dict(zip(keys, values, strict=True))
             entry: Skipped = {"variant": variant.name, "op": op.name, "shape": list(shape),
                               "dtype": dtype_name(dt), "params": {**variant.params, **explicit},
                               "explicit_params": explicit}
@@ -124,7 +124,7 @@ def build_plan(variants: Sequence[str], shapes: Sequence[str | Shape], dtypes: S
                 "model_flops": flops,
             })
     if not configs:
-        why = "; ".join(s["reason"] for s in skipped[:3]) or "no variant matches the shapes"
+        why = "; ".join(s.get("reason", "") for s in skipped[:3]) or "no variant matches the shapes"
         raise UsageError(f"nothing to measure: {why}")
     return {"version": 1, "seed": seed, "status_file": "status.jsonl", "variant_files": files,
             "configs": configs, "skipped": skipped}

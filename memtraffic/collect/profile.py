@@ -30,8 +30,10 @@ from memtraffic.collect.progress import TraceProgress, earlier_run, end_text
 from memtraffic.collect.trace_ops import INJECT_DIR, tracer_env, tracer_warnings
 from memtraffic.ncu.command import (
     RANGE_INCLUDE,
+    NcuControls,
     check_ncu_options,
     metric_tokens,
+    parse_controls,
     run_ncu,
 )
 from memtraffic.ncu.kernel_table import keep_kernel_tables
@@ -112,10 +114,13 @@ class ProfileOptions:
     out: Path | None = None
     runs_root: Path = DEFAULT_RUNS_ROOT
     verbose: bool = False
-    # --metrics parsed once, when the options are made (UsageError for a name not even metric-shaped).
+    # Parsed once, when the options are made (UsageError for a bad value): --metrics (a name not even
+    # metric-shaped), --cache-control and --clock-control.
     metric_tokens: tuple[str, ...] = field(init=False)
+    controls: NcuControls = field(init=False)
 
     def __post_init__(self) -> None:
+        self.controls = parse_controls(self.cache_control, self.clock_control)
         self.metric_tokens = tuple(metric_tokens(self.metrics))
         conflict = flag_conflict(self)
         if conflict:
@@ -439,8 +444,8 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
     def ncu_argv(mode: str) -> list[str]:
         ranges = mode == "range"
         return session.command(
-            report, app, cache_control=opts.cache_control,
-            clock_control=opts.clock_control,
+            report, app, cache_control=opts.controls.cache_control,
+            clock_control=opts.controls.clock_control,
             nvtx_include=traced_ranges(opts, ranges),
             nvtx_exclude=[NVTX_EXCLUDE] if opts.distinct and not ranges else [],
             replay_mode=mode, target_processes=opts.target_processes,

@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from memtraffic.runfolder.paths import portable
 
@@ -51,7 +50,7 @@ def earlier_run(folders: Sequence[Path], program: Sequence[str], settings: Mappi
     return None if best is None else best[1]
 
 
-def _matches(run: Any, program: Sequence[str], settings: Mapping[str, object]) -> bool:
+def _matches(run: object, program: Sequence[str], settings: Mapping[str, object]) -> bool:
     """A finished profile of this program with these settings, exit code 0, kernels measured."""
     typed = portable(list(program), cwd=Path.cwd())  # as run.json records it
     if not isinstance(run, dict) or run.get("kind") != "profile" or run.get("program") not in (

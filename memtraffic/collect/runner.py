@@ -28,16 +28,17 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import torch
 
-from memtraffic.collect.variants import Variant, load_variants
+from memtraffic.collect.variants import load_variants
 from memtraffic.runfolder.folder import StatusRecord, append_status, claim, read_status
 from memtraffic.runfolder.records import Config, Plan
 from memtraffic.vocab.errors import say
 from memtraffic.vocab.files import read_json
 from memtraffic.vocab.ops import error_limit, format_shape
+from memtraffic.vocab.variant import Variant
 
 EXIT_CUDA_ERROR = 3
 EXIT_INTERRUPTED = 130
@@ -69,7 +70,7 @@ def nvtx_range(name: str, enabled: bool) -> Iterator[None]:
             torch.cuda.nvtx.range_pop()
 
 
-def check_output(out: Any, ref: torch.Tensor, dtype: str) -> float:
+def check_output(out: object, ref: torch.Tensor, dtype: str) -> float:
     """Max abs error of out against the reference; CheckFailed beyond vocab.ops.error_limit."""
     if not isinstance(out, torch.Tensor):
         raise CheckFailed(f"returned {type(out).__name__}, not a tensor")

@@ -27,9 +27,9 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import Any, TypedDict
 
-from memtraffic.runfolder.records import Config, Plan, Shard
+from memtraffic.runfolder.records import Config, Plan, Shard, merge_plans
 from memtraffic.vocab.errors import GpuNotFoundError, UsageError
 from memtraffic.vocab.files import read_toml
 
@@ -112,12 +112,9 @@ def read_sweep(path: str | Path) -> list[Grid]:
 def plan_from_grids(grids: Sequence[Grid], seed: int = 0) -> Plan:
     """One plan of every grid's configs (a config in several grids is measured once)."""
     from memtraffic.collect.planning import build_plan
-    from memtraffic.vocab.configs import merge_plans
-
     plans = [build_plan(g.variants, g.shapes, g.dtypes, g.params, g.all_variants, seed=seed,
                         variant_files=g.variant_files) for g in grids]
-    # merge_plans (torch-free vocabulary, below the records) keeps the plans' fields and types
-    return cast(Plan, merge_plans([dict(p) for p in plans])) if len(plans) > 1 else plans[0]
+    return merge_plans(plans) if len(plans) > 1 else plans[0]
 
 
 class GridCount(TypedDict):
@@ -132,16 +129,16 @@ def grid_counts(plan: Plan) -> list[GridCount]:
     """`list --count`: configs and skipped combinations per variant, in plan order."""
     per: dict[str, list[int]] = {}
     for c in plan["configs"]:
-        per.setdefault(c["variant"], [0, 0])[0] += 1
-    for s in plan["skipped"]:
-        per.setdefault(s["variant"], [0, 0])[1] += 1
+        per.setdefault(c.get("variant", ""), [0, 0])[0] += 1
+    for s in plan.get("skipped", []):
+        per.setdefault(s.get("variant", ""), [0, 0])[1] += 1
     return [{"variant": v, "configs": n, "skipped": k} for v, (n, k) in per.items()]
 
 
 # --- cost and balanced parts --------------------------------------------------------------------------------
 
 
-def predicted_cost(config: Mapping[str, Any], passes: int = ASSUMED_PASSES) -> float:
+def predicted_cost(config: Config, passes: int = ASSUMED_PASSES) -> float:
     """Rough seconds a config takes under ncu: overhead plus `passes` replays of its predicted bytes."""
     read, write = config.get("pred_read_bytes"), config.get("pred_write_bytes")
     if read is None or write is None:  # a variant without a model: its minimum
@@ -184,7 +181,7 @@ def parse_shard(text: str) -> tuple[int, int]:
     return i, n
 
 
-def plan_digest(plan: Mapping[str, Any]) -> str:
+def plan_digest(plan: Plan) -> str:
     """A short hash of the plan's ranges: shards of one plan carry the same digest, which merge checks."""
     ranges = "\n".join(sorted(str(c["range"]) for c in plan["configs"]))
     return hashlib.sha256(ranges.encode()).hexdigest()[:16]

@@ -37,12 +37,12 @@ from memtraffic.collect.measure import (
     precheck,
     run_label,
     runner_argv,
+    skip_line,
 )
 from memtraffic.collect.profile import (
     STARTUP_FILE,
     TIMINGS_ENV,
     TORCH_MARK_FILE,
-    TRACE_FILE,
     ProfileOptions,
     ProfileResult,
     ProgramFailed,
@@ -56,7 +56,8 @@ from memtraffic.collect.profile import (
 )
 from memtraffic.collect.trace_ops import INJECT_DIR, tracer_warnings
 from memtraffic.runfolder.folder import new_run_dir, read_status
-from memtraffic.runfolder.records import RunRecord, plan_from_trace, write_plan, write_run
+from memtraffic.runfolder.load import TRACE_FILE
+from memtraffic.runfolder.records import RunRecord, plan_file, plan_from_trace, write_plan, write_run
 from memtraffic.runfolder.timings import TIMER, TIMINGS_FILE, keep_ranged
 from memtraffic.runfolder.trace import TRACE_FROM, read_startup, read_trace
 from memtraffic.vocab.errors import GpuNotFoundError, MemtrafficError, UsageError
@@ -145,10 +146,10 @@ def measure_timing(opts: MeasureOptions, echo: Callable[[str], None], reason: st
     plan["metrics"] = {"spec": None, "names": [], "notes": ["timing-only: no counters"]}
     plan["options"] = {"clock_control": None, "cache_control": None, "source": False}
     write_plan(run_dir, plan)
-    for s in plan["skipped"]:
-        echo(f"skip {s['variant']} {'x'.join(map(str, s['shape']))} {s['dtype']}: {s['reason']}")
+    for s in plan.get("skipped", []):
+        echo(skip_line(s))
     timings = run_dir / TIMINGS_FILE
-    argv = with_launcher(runner_argv(run_dir / "plan.json"), "none", timings=timings) or []
+    argv = with_launcher(runner_argv(run_dir / plan_file()), "none", timings=timings) or []
     env = dict(os.environ)
     env[TIMINGS_ENV] = str(timings)
     env["PYTHONPATH"] = os.pathsep.join([str(INJECT_DIR), *filter(None, [env.get("PYTHONPATH")])])
@@ -168,8 +169,8 @@ def measure_timing(opts: MeasureOptions, echo: Callable[[str], None], reason: st
         "wall_time_s": round(time.perf_counter() - t0, 3), "finished": utc_now(), "interrupted": False,
         "attempts": [{"argv": argv, "returncode": proc.returncode, "passes": None}], "passes": None,
         "reports": [TIMINGS_FILE] if has_timings else [],
-        "variants": list(dict.fromkeys(c["variant"] for c in plan["configs"])),
-        "configs": config_entries(plan, status, launches=None), "skipped": plan["skipped"],
+        "variants": list(dict.fromkeys(c.get("variant", "") for c in plan["configs"])),
+        "configs": config_entries(plan, status, launches=None), "skipped": plan.get("skipped", []),
     }
     write_run(run_dir, run)
     return MeasureResult(run_dir, run, plan, [timings] if has_timings else [], status=status,

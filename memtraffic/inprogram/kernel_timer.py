@@ -20,40 +20,43 @@ import json
 import os
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import torch
+from torch._C._profiler import _RecordFunctionFast
 
 from memtraffic.runfolder.timings import join_trace, write_timings
 
 _local = threading.local()
-_profiler: Any = None
+_profiler: torch.profiler.profile | None = None
 
 
 def _mirror_ranges() -> None:
     """torch.cuda.nvtx.range_push/pop also enter/exit a record_function for our `mt|` ranges, and
     memtraffic.region pushes through them."""
     nvtx = torch.cuda.nvtx
-    push, pop = nvtx.range_push, nvtx.range_pop
+    push: Callable[[str], object] = nvtx.range_push
+    pop: Callable[[], object] = nvtx.range_pop
     if not torch.cuda.is_available():  # a CPU build has no NVTX: the profiler's ranges only
         push, pop = (lambda msg: None), (lambda: None)
 
-    def stack() -> list[Any]:
+    def stack() -> list[_RecordFunctionFast | None]:
         if not hasattr(_local, "stack"):
             _local.stack = []
-        return _local.stack
+        found: list[_RecordFunctionFast | None] = _local.stack
+        return found
 
-    def range_push(msg: str) -> Any:
+    def range_push(msg: str) -> object:
         handle = None
         if isinstance(msg, str) and msg.startswith("mt|"):
             # the C++ fast path (Inductor's): record_function would be an aten op the op tracer traces
-            handle = torch._C._profiler._RecordFunctionFast(msg)
+            handle = _RecordFunctionFast(msg)
             handle.__enter__()
         stack().append(handle)
         return push(msg)
 
-    def range_pop() -> Any:
+    def range_pop() -> object:
         s = stack()
         handle = s.pop() if s else None
         if handle is not None:

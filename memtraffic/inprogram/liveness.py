@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from memtraffic.runfolder.trace import note_freed
@@ -44,19 +44,20 @@ def storage_key(t: Any) -> int | None:
     return ptr
 
 
-def identities(tensors: Iterable[Any], counted: int, union: Any) -> list[list[int | None]]:
+def identities(tensors: Iterable[Any], counted: int,
+               union: Callable[[Sequence[Any]], int]) -> list[list[int | None]]:
     """[storage, bytes] of the distinct storages the tensors address (their views unioned by `union`,
     memtraffic.inprogram.op_rules.union_bytes), then [None, counted] for bytes a rule counted apart from
     whole tensors (rows a gather picks); every storage watched."""
-    groups: dict[Any, list[Any]] = {}
+    groups: dict[object, list[Any]] = {}
     for t in tensors:
         key = storage_key(t)
         groups.setdefault(key if key is not None else ("id", id(t)), []).append(t)
     out: list[list[int | None]] = []
-    for key, views in groups.items():
+    for group, views in groups.items():
         nbytes = int(union(views))
         if nbytes:
-            out.append([key if isinstance(key, int) else None, nbytes])
+            out.append([group if isinstance(group, int) else None, nbytes])
     if counted:
         out.append([None, int(counted)])
     return out

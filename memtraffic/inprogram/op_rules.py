@@ -95,7 +95,7 @@ def _union_length(starts: torch.Tensor, ends: torch.Tensor) -> int:
 def union_bytes(tensors: Sequence[torch.Tensor]) -> int:
     """Bytes of the distinct storage the tensors address: tensors (views) of one storage count the
     union of their ranges once; a tensor passed twice counts once."""
-    by_storage: dict[Any, list[torch.Tensor]] = {}
+    by_storage: dict[object, list[torch.Tensor]] = {}
     for t in tensors:
         ptr = storage_of(t)
         by_storage.setdefault(ptr if ptr is not None else ("id", id(t)), []).append(t)
@@ -443,9 +443,9 @@ def _conv_input_bytes(x: torch.Tensor, w: torch.Tensor, out_spatial: Sequence[in
     spatial = x.shape[2:]
     n = len(spatial)
 
-    def per_dim(v: Any) -> list[int]:
-        v = list(v) if isinstance(v, list | tuple) else [v]
-        return v * n if len(v) == 1 else v
+    def per_dim(v: Any) -> list[int]:  # an int or one int per spatial dimension
+        values: list[int] = list(v) if isinstance(v, list | tuple) else [v]
+        return values * n if len(values) == 1 else values
 
     if isinstance(a["padding"], str) or len(out_spatial) != n:  # 'same'/'valid' strings: count it all
         return tensor_bytes(x)
@@ -485,7 +485,7 @@ def _batch_norm_backward(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> Non
     _without(*unused, only_if={"weight": 0})(tr, a, out)
 
 
-RULES: dict[Any, Rule] = {
+RULES: dict[torch._ops.OpOverloadPacket, Rule] = {
     aten.embedding: _embedding,
     aten.index_select: _index_select,
     aten.index: _index,

@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memtraffic.runfolder.records import TensorEntry
-from memtraffic.runfolder.trace import emit, make_record, next_seq, paused, short_dtype
+from memtraffic.runfolder.trace import add_decision, emit, make_record, next_seq, paused, short_dtype
 from memtraffic.vocab import launches
 from memtraffic.vocab.errors import UsageError
 
-_Nvtx = tuple[Callable[[str], Any], Callable[[], Any]]
+_Nvtx = tuple[Callable[[str], object], Callable[[], object]]
 _nvtx: _Nvtx | None = None
 _searched = False
 
@@ -61,7 +61,7 @@ def _find_nvtx() -> _Nvtx | None:
     return None
 
 
-def use_nvtx(push: Callable[[str], Any], pop: Callable[[], Any]) -> None:
+def use_nvtx(push: Callable[[str], object], pop: Callable[[], object]) -> None:
     """Regions push and pop through these from now on (the timer's and the Triton hooks' wrapped torch
     NVTX functions), without searching for an NVTX library."""
     global _nvtx, _searched
@@ -131,7 +131,7 @@ def _pointer_alignment(obj: Any) -> int | None:
         return None
 
 
-def _signature(r: Region) -> tuple[Any, ...]:
+def _signature(r: Region) -> tuple[object, ...]:
     arrays = tuple((tuple(d["shape"]), d["dtype"], _pointer_alignment(o))
                    for o in (*r.inputs, *r.outputs) for d in [_describe(o)])
     return ("region", r.name, len(r.inputs), arrays, r.read_bytes, r.write_bytes, r.flops)
@@ -177,5 +177,5 @@ def region(name: str, inputs: Sequence[Any] = (), outputs: Sequence[Any] = (), *
         read, write = _minimum(r)
         record = make_record("region", seq, name, decision.range, [_describe(o) for o in _distinct(r.inputs)],
                              [_describe(o) for o in _distinct(r.outputs)], read, write, r.flops)
-        record.update(decision.fields())
+        add_decision(record, decision)
         emit(record)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -45,7 +45,15 @@ from memtraffic.inprogram.op_rules import RULES, VALUE_DEPENDENT, OpArgs, Traffi
 from memtraffic.inprogram.op_rules import tensor_bytes as tensor_bytes  # re-exported: the public helper
 from memtraffic.runfolder import trace
 from memtraffic.runfolder.records import Config, TensorEntry
-from memtraffic.runfolder.trace import TORCH_MARK_ENV, collect, emit, make_record, next_seq, short_dtype
+from memtraffic.runfolder.trace import (
+    TORCH_MARK_ENV,
+    add_decision,
+    collect,
+    emit,
+    make_record,
+    next_seq,
+    short_dtype,
+)
 from memtraffic.vocab import launches
 
 aten = torch.ops.aten
@@ -64,7 +72,7 @@ _NEW = {aten.new_empty, aten.new_empty_strided, aten.new_zeros, aten.new_ones, a
 _ALLOCATE = {aten.empty, aten.empty_like, aten.empty_strided, aten.new_empty, aten.new_empty_strided}
 
 
-def _key(t: torch.Tensor) -> tuple[Any, ...]:
+def _key(t: torch.Tensor) -> tuple[object, ...]:
     """Same memory, same geometry: the same data for traffic purposes."""
     try:
         return (t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype)
@@ -97,7 +105,7 @@ def op_record(func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: OpArgs
     """The trace record of one finished op call (rules and convention: memtraffic.inprogram.op_rules)."""
     packet = func.overloadpacket
     named: OpArgs = {}
-    inputs: dict[tuple[Any, ...], torch.Tensor] = {}
+    inputs: dict[tuple[object, ...], torch.Tensor] = {}
     generic = Traffic()
     storages: set[int] = set()
     for arg, value in _arguments(func, args, kwargs):
@@ -143,7 +151,7 @@ def op_record(func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: OpArgs
 ALIGNMENT = 16  # bytes: vectorized (128-bit) loads need it, kernels fall back to narrower ones without
 
 
-def _tensor_signature(t: torch.Tensor, storages: dict[int, int]) -> tuple[Any, ...]:
+def _tensor_signature(t: torch.Tensor, storages: dict[int, int]) -> tuple[object, ...]:
     """Shape, strides, dtype, device, layout, data_ptr % ALIGNMENT, and which earlier argument's storage
     it shares (its number among the call's distinct storages): what a kernel's traffic depends on, values
     aside. The stride of a dimension of size 1 is left out (None): no address depends on it, and torch's
@@ -165,7 +173,7 @@ def _tensor_signature(t: torch.Tensor, storages: dict[int, int]) -> tuple[Any, .
 _SPECIAL_FLOATS = {0.0, 1.0, -1.0, 2.0, -2.0, 3.0, 0.5, -0.5, float("inf"), float("-inf")}
 
 
-def call_signature(func: Any, args: tuple[Any, ...], kwargs: OpArgs) -> tuple[Any, ...]:
+def call_signature(func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: OpArgs) -> tuple[object, ...]:
     """What one op call's traffic depends on, its data values aside (memtraffic.vocab.launches): the
     overload, every tensor argument's _tensor_signature (a new_* op's template tensor: its dtype, device
     and layout only), other arguments by value (floats other than _SPECIAL_FLOATS by sign only)."""
@@ -238,7 +246,7 @@ class OpTracer(TorchDispatchMode):
     """Pushes an NVTX range around each aten op (with CUDA) and emits its record after it returns."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # torch's, unannotated
         self._nvtx = torch.cuda.is_available()
         self.enabled = True
         # Under ncu's range replay an unsupported driver call inside a range (creating the CUDA context:
@@ -262,7 +270,8 @@ class OpTracer(TorchDispatchMode):
         memtraffic.inprogram.triton_launches."""
         return True
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(self, func: torch._ops.OpOverload, types: Sequence[type],
+                           args: tuple[Any, ...] = (), kwargs: OpArgs | None = None) -> Any:
         kwargs = kwargs or {}
         if not self.enabled:
             return func(*args, **kwargs)
@@ -289,7 +298,7 @@ class OpTracer(TorchDispatchMode):
                 torch.cuda.nvtx.range_pop()
             launches.done(decision)
         record = op_record(func, args, kwargs, out, seq, decision.range)
-        record.update(decision.fields())
+        add_decision(record, decision)
         emit(record)
         return out
 
@@ -350,7 +359,7 @@ def start(mode: str = "1") -> None:
     _startup = OpTracer()
     _startup.enabled = mode == "1"
     trace.pause(not _startup.enabled)
-    _startup.__enter__()
+    _startup.__enter__()  # type: ignore[no-untyped-call]  # torch's, unannotated
     os.register_at_fork(after_in_child=_stop_startup)
     _watch_compile()
     if mode == "forward":
@@ -421,7 +430,7 @@ def _follow_profiler(tracer: OpTracer) -> None:
         return wrapped
 
     profiler.start, profiler.stop = switch(profiler.start, True), switch(profiler.stop, False)
-    cudart = torch.cuda.cudart
+    cudart: Callable[[], Any] = torch.cuda.cudart  # the CUDA runtime module: untyped
 
     class _Cudart:
         def __init__(self, real: Any) -> None:

@@ -45,7 +45,7 @@ from typing import Any
 
 from memtraffic.inprogram.liveness import identities
 from memtraffic.runfolder.records import Config, TensorEntry
-from memtraffic.runfolder.trace import emit, make_record, next_seq, paused, short_dtype
+from memtraffic.runfolder.trace import add_decision, emit, make_record, next_seq, paused, short_dtype
 from memtraffic.vocab import launches
 
 RANGE_PREFIX = "mt|triton|"
@@ -66,7 +66,8 @@ def view_bytes(t: Any) -> int:
             return 0
         if stride != 0:
             count *= size
-    return count * t.element_size()
+    element: int = t.element_size()
+    return count * element
 
 
 def _storage(t: Any) -> int:
@@ -207,7 +208,7 @@ def _template_mm_flops(named: dict[str, Any]) -> int | None:
 _local = threading.local()  # .open: our `mt|` ranges open on this thread (see track_ranges)
 
 
-def signature(kernel: str, args: Sequence[Any], kwargs: dict[str, object]) -> tuple[Any, ...]:
+def signature(kernel: str, args: Sequence[Any], kwargs: dict[str, object]) -> tuple[object, ...]:
     """What a launch's traffic may depend on, as plain values: the kernel, each tensor's shape, strides,
     dtype, device, alignment (data_ptr % 16) and which earlier argument shares its storage, the
     scalars, and the plain keyword arguments (constexprs, grid)."""
@@ -227,16 +228,16 @@ def signature(kernel: str, args: Sequence[Any], kwargs: dict[str, object]) -> tu
     return tuple(parts)
 
 
-def _decide(name: str, sig: tuple[Any, ...]) -> tuple[Any, str]:
+def _decide(name: str, sig: tuple[object, ...]) -> tuple[launches.Decision, str]:
     """(decision, range to push): memtraffic.vocab.launches decides whether this call is measured or a
     repeat of an earlier one with the same signature (its range then one ncu leaves out)."""
     decision = launches.decide(name, sig)
     return decision, decision.range
 
 
-def _done(decision: Any, record: Config) -> None:
+def _done(decision: launches.Decision, record: Config) -> None:
     launches.done(decision)
-    record.update(decision.fields())
+    add_decision(record, decision)
 
 
 def _push(name: str) -> None:
@@ -264,17 +265,18 @@ def track_ranges() -> None:
     nvtx = torch.cuda.nvtx
     if getattr(nvtx.range_push, "_memtraffic", False):
         return
-    push, pop = nvtx.range_push, nvtx.range_pop
+    push: Callable[[str], object] = nvtx.range_push
+    pop: Callable[[], object] = nvtx.range_pop
     stack_of = _stack
 
-    def range_push(msg: str) -> Any:
+    def range_push(msg: str) -> object:
         ours = isinstance(msg, str) and msg.startswith("mt|")
         stack_of().append(ours)
         if ours:
             _local.open = getattr(_local, "open", 0) + 1
         return push(msg)
 
-    def range_pop() -> Any:
+    def range_pop() -> object:
         stack = stack_of()
         if stack and stack.pop():
             _local.open -= 1
@@ -291,7 +293,8 @@ def track_ranges() -> None:
 def _stack() -> list[bool]:
     if not hasattr(_local, "stack"):
         _local.stack = []
-    return _local.stack
+    stack: list[bool] = _local.stack  # per thread: True for each open range of ours
+    return stack
 
 
 def _settle(autotuner: Any, args: Sequence[Any], kwargs: dict[str, object]) -> None:

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, TypeVar, get_args
 
 from memtraffic.ncu.metrics import base_name
 from memtraffic.vocab.arch import Chip
@@ -27,9 +28,14 @@ MIN_NCU_VERSION = (2023, 1)
 NVTX_INCLUDE = r"regex:^mt\|.*/"
 # Under range replay each measured op, region or Triton launch range is one unit (repeats, mt|rep|, are not).
 RANGE_INCLUDE = r"regex:^mt\|(op|region|triton)\|.*/"
-REPLAY_MODES = ("kernel", "range")
-CLOCK_CONTROLS = ("none", "base")
-CACHE_CONTROLS = ("all", "none")
+# ncu's fixed choices, typed: a value is one of these once parsed (choice, parse_controls).
+ReplayMode = Literal["kernel", "range"]
+ClockControl = Literal["none", "base"]
+CacheControl = Literal["all", "none"]
+REPLAY_MODES: tuple[ReplayMode, ...] = get_args(ReplayMode)
+CLOCK_CONTROLS: tuple[ClockControl, ...] = get_args(ClockControl)
+CACHE_CONTROLS: tuple[CacheControl, ...] = get_args(CacheControl)
+C = TypeVar("C", bound=str)
 
 _INSTALL_HINT = (
     "install Nsight Compute (it comes with the CUDA toolkit, or from "
@@ -252,17 +258,35 @@ def _unknown_metrics(names: Sequence[str]) -> str:
 TARGET_PROCESSES = ("all", "application-only")
 
 
+def choice(option: str, value: str, choices: Sequence[C]) -> C:
+    """`value` as the one of `choices` it is (typed as they are), else a UsageError naming `option`."""
+    for known in choices:
+        if value == known:
+            return known
+    raise UsageError(f"unknown {option} {value!r}: use one of {', '.join(choices)}")
+
+
+@dataclass(frozen=True)
+class NcuControls:
+    """--cache-control and --clock-control, the two ncu options that change what the counters read,
+    parsed once (parse_controls) when measure's or profile's options are made."""
+
+    cache_control: CacheControl = "all"
+    clock_control: ClockControl = "none"
+
+
+def parse_controls(cache_control: str, clock_control: str) -> NcuControls:
+    """The controls as given on the command line, or a UsageError for a value ncu would refuse."""
+    return NcuControls(choice("--cache-control", cache_control, CACHE_CONTROLS),
+                       choice("--clock-control", clock_control, CLOCK_CONTROLS))
+
+
 def check_ncu_options(cache_control: str = "all", clock_control: str = "none",
                       target_processes: str = "application-only", launch_skip: int | None = None,
                       launch_count: int | None = None) -> None:
     """UsageError for an option value ncu would refuse: measure and profile check before finding ncu."""
-    if cache_control not in CACHE_CONTROLS:
-        raise UsageError(f"unknown --cache-control {cache_control!r}: use one of {', '.join(CACHE_CONTROLS)}")
-    if clock_control not in CLOCK_CONTROLS:
-        raise UsageError(f"unknown --clock-control {clock_control!r}: use one of {', '.join(CLOCK_CONTROLS)}")
-    if target_processes not in TARGET_PROCESSES:
-        raise UsageError(f"unknown --target-processes {target_processes!r}: use one of "
-                         f"{', '.join(TARGET_PROCESSES)}")
+    parse_controls(cache_control, clock_control)
+    choice("--target-processes", target_processes, TARGET_PROCESSES)
     if launch_skip is not None and launch_skip < 0:
         raise UsageError(f"--launch-skip {launch_skip}: give the number of kernel launches to skip (>= 0)")
     if launch_count is not None and launch_count < 1:
@@ -275,8 +299,8 @@ def build_ncu_command(
     report: str | Path,
     app: Sequence[str],
     *,
-    cache_control: str = "all",
-    clock_control: str = "none",
+    cache_control: CacheControl = "all",
+    clock_control: ClockControl = "none",
     import_sass: bool = False,
     nvtx_include: Sequence[str] = (NVTX_INCLUDE,),
     nvtx_exclude: Sequence[str] = (),
@@ -286,7 +310,7 @@ def build_ncu_command(
     launch_count: int | None = None,
     profile_from_start: bool = True,
     source: bool = False,
-    replay_mode: str = "kernel",
+    replay_mode: ReplayMode = "kernel",
 ) -> list[str]:
     """The ncu argv that profiles `app` into `report` (a pure function: tests compare it exactly).
 
@@ -296,8 +320,7 @@ def build_ncu_command(
     with the CUDA source and SASS embedded, which `memtraffic lines` reads.
     """
     check_ncu_options(cache_control, clock_control, target_processes, launch_skip, launch_count)
-    if replay_mode not in REPLAY_MODES:
-        raise UsageError(f"unknown replay mode {replay_mode!r}: use one of {', '.join(REPLAY_MODES)}")
+    choice("replay mode", replay_mode, REPLAY_MODES)  # a caller's Python (an untyped script) may give any
     argv = [str(ncu), "--metrics", ",".join(metrics), "--nvtx"]
     if replay_mode != "kernel":  # kernel replay is ncu's default: its argv stays as it was
         argv += ["--replay-mode", replay_mode]
@@ -346,7 +369,7 @@ _PASSES = re.compile(r"-\s+(\d+)\s+pass(?:es)?\b")
 def run_ncu(argv: Sequence[str], log_path: Path, echo: Callable[[str], None] | None = None,
             verbose: bool = False, env: Mapping[str, str] | None = None,
             progress_every_s: float | None = None,
-            on_start: Callable[[subprocess.Popen], None] | None = None,
+            on_start: Callable[[subprocess.Popen[str]], None] | None = None,
             describe: Callable[[int], str] | None = None) -> NcuRun:
     """Run ncu, teeing its output into log_path. The program's lines go to `echo`, ==PROF== lines only if
     verbose; with progress_every_s, a line 'ncu: N kernels profiled (last: NAME)' at most that often

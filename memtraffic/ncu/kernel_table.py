@@ -221,7 +221,7 @@ def _frame(doc: KernelTableBody, report: Path) -> pd.DataFrame:
         data[col] = cols[col]
     for alias in METRICS:
         data[alias] = cols.get(alias, [None] * n)
-    df = pd.DataFrame(data)
+    df: pd.DataFrame = pd.DataFrame(data)  # (the stubs' constructor is Any under Python 3.10)
     for col in ["passes", *LAUNCH_STATS, *METRICS]:
         df[col] = df[col].astype(float)
     return df

@@ -281,4 +281,5 @@ def read_report(path: str | Path, allow_partial: bool = False) -> pd.DataFrame:
     """
     rows, damaged, _ = read_rows(path)
     check_rows(path, len(rows), damaged, allow_partial)
-    return pd.DataFrame([{"report": str(path), **r} for r in rows])
+    table: pd.DataFrame = pd.DataFrame([{"report": str(path), **r} for r in rows])
+    return table

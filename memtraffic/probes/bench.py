@@ -23,10 +23,11 @@ from typing import Any
 import torch
 
 from memtraffic.collect.device import Timing, require_gpu, time_cuda
-from memtraffic.collect.variants import Variant, get_variant, unsupported_reason
+from memtraffic.collect.variants import get_variant, unsupported_reason
 from memtraffic.vocab.files import new_folder, write_json
 from memtraffic.vocab.machine import environment, utc_now
 from memtraffic.vocab.ops import OPS, Shape, dtype_name, error_limit, format_shape
+from memtraffic.vocab.variant import Variant
 
 # The benchmark suite's shapes, per op: the README's bench table runs these.
 SUITE: dict[str, list[Shape]] = {

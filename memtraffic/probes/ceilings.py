@@ -11,9 +11,10 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memtraffic.collect.device import require_gpu, time_cuda
 from memtraffic.ncu.chips import peak_names
@@ -30,6 +31,9 @@ from memtraffic.vocab.roofs import (
     theoretical_from_metrics,
     write_cache,
 )
+
+if TYPE_CHECKING:
+    import torch
 
 # A tiny kernel to profile: peaks are properties of the device and its clocks, not of the kernel.
 _PROBE_CODE = "import torch; x = torch.ones(1 << 24, device='cuda'); y = x * 2; torch.cuda.synchronize()"
@@ -147,19 +151,19 @@ def current_device() -> str:
                        "or committed (reports/ceilings/) ceilings of known devices")
 
 
-def median_time_s(fn: Callable[[], Any], repeats: int) -> float:
+def median_time_s(fn: Callable[[], object], repeats: int) -> float:
     """Median CUDA-event time of fn() in seconds; no L2 flush: a roof is measured warm."""
     return time_cuda(fn, min_reps=repeats, max_reps=repeats, flush_l2=False).median_ns * 1e-9
 
 
 @functools.cache
-def _triton_kernels():
+def _triton_kernels() -> tuple[Any, Any]:  # Triton's JITFunctions, untyped
     """The two Triton kernels, defined on first use so importing this module stays light."""
     import triton
     import triton.language as tl
 
-    @triton.jit
-    def l2_copy_kernel(src, dst, n_chunks, iters, BLOCK: tl.constexpr):
+    @triton.jit  # type: ignore[untyped-decorator]  # Triton kernels: their parameters are Triton's to type
+    def l2_copy_kernel(src, dst, n_chunks, iters, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
         # Program p copies chunk (p + i) mod n_chunks at step i: at any step the programs touch
         # distinct chunks, and over the steps each walks the whole working set, which fits in L2.
         # .cg keeps the loads and stores out of L1, so what is timed is L2.
@@ -170,8 +174,8 @@ def _triton_kernels():
             x = tl.load(src + base + offs, cache_modifier=".cg")
             tl.store(dst + base + offs, x, cache_modifier=".cg")
 
-    @triton.jit
-    def fma_kernel(x_ptr, out_ptr, iters, BLOCK: tl.constexpr):
+    @triton.jit  # type: ignore[untyped-decorator]
+    def fma_kernel(x_ptr, out_ptr, iters, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
         # Four independent FMA chains per element keep the FMA pipes busy despite each FMA's latency;
         # each loop step is 4 FFMAs = 8 FLOPs per element. Loads and stores are negligible.
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -191,12 +195,12 @@ def _triton_kernels():
 
 
 @functools.cache
-def _chase_kernel():
+def _chase_kernel() -> Any:  # Triton's JITFunction, untyped
     import triton
     import triton.language as tl
 
     @triton.jit
-    def chase_kernel(next_ptr, out_ptr, steps):
+    def chase_kernel(next_ptr, out_ptr, steps):  # type: ignore[no-untyped-def]
         # One program follows the links: each load's address is the value the load before returned.
         i = tl.load(next_ptr).to(tl.int64) * 0  # 0, as a run-time value
         for _ in range(steps):
@@ -206,7 +210,7 @@ def _chase_kernel():
     return chase_kernel
 
 
-def pointer_cycle(n: int, device: str, seed: int = 0):
+def pointer_cycle(n: int, device: str, seed: int = 0) -> torch.Tensor:
     """int32 next-indices of one random cycle through all n elements."""
     import torch
 
@@ -216,7 +220,7 @@ def pointer_cycle(n: int, device: str, seed: int = 0):
     return nxt
 
 
-def chase(nxt, steps: int):
+def chase(nxt: torch.Tensor, steps: int) -> torch.Tensor:
     """The index reached after `steps` links from element 0 (1-element int64 tensor); works under
     TRITON_INTERPRET."""
     import torch
@@ -226,7 +230,7 @@ def chase(nxt, steps: int):
     return out
 
 
-def measure_dram_latency(torch, n: int = 1 << 25) -> tuple[float, str]:
+def measure_dram_latency(torch: types.ModuleType, n: int = 1 << 25) -> tuple[float, str]:
     """Seconds per dependent load over a random cycle of n int32 (128 MiB: beyond an H100's 50 MB L2)."""
     nxt = pointer_cycle(n, "cuda")
     short, long = 10_000, 200_000
@@ -241,7 +245,7 @@ def measure_dram_latency(torch, n: int = 1 << 25) -> tuple[float, str]:
 FMA_CHAINS = 4  # FFMAs per element per loop step in fma_kernel
 
 
-def l2_copy(src, dst, iters: int, programs: int, block: int) -> None:
+def l2_copy(src: torch.Tensor, dst: torch.Tensor, iters: int, programs: int, block: int) -> None:
     """Copy src (n_chunks x block elements) into dst `iters` times over; works under TRITON_INTERPRET."""
     l2_kernel, _ = _triton_kernels()
     n_chunks = src.numel() // block
@@ -250,7 +254,7 @@ def l2_copy(src, dst, iters: int, programs: int, block: int) -> None:
     l2_kernel[(programs,)](src, dst, n_chunks, iters, BLOCK=block, num_warps=8)
 
 
-def fma_chain(x, iters: int, block: int):
+def fma_chain(x: torch.Tensor, iters: int, block: int) -> torch.Tensor:
     """out[i] = sum over 4 chains of iters steps a <- 0.999 a + 0.001; works under TRITON_INTERPRET."""
     import torch
 
@@ -260,7 +264,7 @@ def fma_chain(x, iters: int, block: int):
     return out
 
 
-def measure_dram(torch, budget_bytes: int = 2 * 2**30) -> tuple[float, str]:
+def measure_dram(torch: types.ModuleType, budget_bytes: int = 2 * 2**30) -> tuple[float, str]:
     free, _ = torch.cuda.mem_get_info()
     nbytes = min(budget_bytes, int(free * 0.4))  # src + dst must fit with room to spare
     nbytes -= nbytes % 2**20
@@ -271,7 +275,7 @@ def measure_dram(torch, budget_bytes: int = 2 * 2**30) -> tuple[float, str]:
     return 2 * nbytes / t, f"{nbytes / 2**30:.2f} GiB device-to-device copy_, read + write, median of 20"
 
 
-def measure_l2(torch, sm_count: int, set_bytes: int = 4 * 2**20) -> tuple[float, str]:
+def measure_l2(torch: types.ModuleType, sm_count: int, set_bytes: int = 4 * 2**20) -> tuple[float, str]:
     block = 2048
     n = set_bytes // 4
     src = torch.rand(n, device="cuda")
@@ -287,7 +291,7 @@ def measure_l2(torch, sm_count: int, set_bytes: int = 4 * 2**20) -> tuple[float,
                        f"{iters} times, .cg loads/stores (L1 bypassed), read + write, median of 10")
 
 
-def measure_fp32(torch, sm_count: int) -> tuple[float, str]:
+def measure_fp32(torch: types.ModuleType, sm_count: int) -> tuple[float, str]:
     block = 1024
     x = torch.rand(sm_count * 8 * block, device="cuda")
     iters = 4096
@@ -297,7 +301,7 @@ def measure_fp32(torch, sm_count: int) -> tuple[float, str]:
                        "median of 10")
 
 
-def measure_matmul(torch, dtype, n: int = 8192) -> tuple[float, str]:
+def measure_matmul(torch: types.ModuleType, dtype: torch.dtype, n: int = 8192) -> tuple[float, str]:
     a = torch.randn(n, n, device="cuda", dtype=dtype)
     b = torch.randn(n, n, device="cuda", dtype=dtype)
     t = median_time_s(lambda: a @ b, repeats=10)
@@ -313,7 +317,7 @@ def measure_ceilings(with_ncu: bool = True,
     sm_count = torch.cuda.get_device_properties(0).multi_processor_count
     measured: dict[str, float] = {}
     method: dict[str, str] = {}
-    steps = [
+    steps: list[tuple[str, Callable[[], tuple[float, str]]]] = [
         ("dram_Bps", lambda: measure_dram(torch)),
         ("l2_Bps", lambda: measure_l2(torch, sm_count)),
         ("fp32_flops", lambda: measure_fp32(torch, sm_count)),

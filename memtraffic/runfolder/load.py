@@ -94,8 +94,8 @@ def interrupted_profile(folder: Path, meta: RunRecord | None) -> tuple[Plan, Run
     profiles the program again (from run.json, else from the ncu argv at the top of ncu.log)."""
     records = read_trace(folder / TRACE_FILE)
     program, options = _program_of_log(folder / "ncu.log")
-    if meta and meta.get("program"):
-        program = list(meta["program"])
+    if meta and (given := meta.get("program")):
+        program = list(given)
         options = (["--torch-ops"] if meta.get("torch_ops") else []) + _TRACE_OPTIONS.get(
             str(meta.get("traced_from")), [])
     plan = plan_from_trace(records, program)

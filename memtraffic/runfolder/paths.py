@@ -16,13 +16,15 @@ import re
 import shlex
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TypeVar, cast
 
 PROGRAMS = re.compile(r"(ncu|nsys|python\d*(\.\d+)*|memtraffic|torchrun|trtexec)")
 # memtraffic's own entry points, as sys.argv[0] shows them: `memtraffic`, `python -m memtraffic`
 ENTRY = re.compile(r".*/memtraffic/(cli|__main__)\.py")
 # the repository's top folders: a path through one of them is the repository's file
 REPO_FOLDERS = ("reports", "scripts", "examples", "kernels", "memtraffic", "notebooks", "tests", "docs")
+
+T = TypeVar("T")
 
 
 def _inside(path: PurePosixPath, folder: Path | None) -> str | None:
@@ -71,22 +73,23 @@ def portable_command(text: str, run_dir: Path | None = None, cwd: Path | None = 
     return shlex.join(out)
 
 
-def portable(record: Any, run_dir: Path | None = None, cwd: Path | None = None) -> Any:
+def portable(record: T, run_dir: Path | None = None, cwd: Path | None = None) -> T:
     """A copy of a run.json or plan.json record: every string that is an absolute path made portable,
     'command' lines word by word, and the measuring machine's host name left out."""
+    # Each copy has the type of what it copies (a record stays its TypedDict, a string a string).
     if isinstance(record, Mapping):
-        out = {}
+        out: dict[object, object] = {}
         for key, value in record.items():
             if key == "host":
                 continue
             out[key] = (portable_command(value, run_dir, cwd) if key == "command" and isinstance(value, str)
                         else portable(value, run_dir, cwd))
-        return out
+        return cast(T, out)
     if isinstance(record, list):
-        return [portable(v, run_dir, cwd) for v in record]
+        return cast(T, [portable(v, run_dir, cwd) for v in record])
     if isinstance(record, str):  # an argv word '--timings=/abs/path' too, as in command lines
         key, eq, value = record.partition("=")
         if eq and key.startswith("-") and value.startswith("/"):
-            return f"{key}={portable_path(value, run_dir, cwd)}"
-        return portable_path(record, run_dir, cwd)
+            return cast(T, f"{key}={portable_path(value, run_dir, cwd)}")
+        return cast(T, portable_path(record, run_dir, cwd))
     return record

@@ -34,12 +34,14 @@ class Amount:
     def __init__(self, what: str, whole: bool = False, most: float = LIMIT):
         self.what, self.whole, self.most = what, whole, most
 
-    def bad(self, value: Any) -> bool:
+    def bad(self, value: object) -> bool:
+        if not isinstance(value, (int, float)):
+            return True
         return not 0 <= value < LIMIT or value > self.most  # NaN fails this too
 
-    def expected(self, value: Any) -> str:
+    def expected(self, value: object) -> str:
         """What the value should have been, for the error line."""
-        if 0 <= value < LIMIT:  # in range for a count, past what it may be
+        if isinstance(value, (int, float)) and 0 <= value < LIMIT:  # a count, past what it may be
             return f"{self.what} from 0 to {fmt_bytes(self.most)} (more than any GPU holds)"
         return f"{self.what} from 0 to below 2**63"
 
@@ -336,7 +338,7 @@ class _Shape:
     type) or "type" (isinstance of spec: str, int, float, bool, or a bare dict/list)."""
 
     kind: str
-    spec: Any
+    spec: Any  # the type hint (typing objects: no static type)
     members: tuple[_Shape, ...] = ()
     inner: _Shape | None = None
     amount: Amount | None = None
@@ -347,10 +349,10 @@ class _Shape:
     leaf: dict[type, Amount | None] | None = None
 
 
-_SHAPES: dict[int, tuple[Any, _Shape]] = {}  # id(hint) -> (hint, shape): the hint kept alive with its id
+_SHAPES: dict[int, tuple[object, _Shape]] = {}  # id(hint) -> (hint, shape): the hint kept alive with its id
 
 
-def _shape(spec: Any) -> _Shape:
+def _shape(spec: Any) -> _Shape:  # a type hint: typing's introspection takes Any
     hit = _SHAPES.get(id(spec))
     if hit is not None and hit[0] is spec:
         return hit[1]
@@ -432,7 +434,7 @@ def _is(value: object, shape: _Shape) -> bool:
     return isinstance(value, list if kind == "list" else dict)
 
 
-def problem(value: Any, spec: Any, field: str = "") -> str | None:
+def problem(value: object, spec: object, field: str = "") -> str | None:
     """Where value departs from spec (a record's type hint), as "FIELD is X, expected Y", or None when it
     conforms. In a union the first member the value's type fits is followed inside."""
     return _problem(value, _shape(spec), field)
@@ -503,12 +505,12 @@ def storage_problem(config: Mapping[str, Any]) -> str | None:
     return None
 
 
-def check(data: Any, name: str, where: Path) -> None:
+def check(data: object, name: str, where: Path) -> None:
     """ReportError naming the file and the first field that departs from the file's schema (and, in a plan,
     a traced config's pairs past what a GPU holds: storage_problem)."""
     found = problem(data, SCHEMAS[name])
-    if not found and name == PLAN_FILE:
-        found = next((f"configs[{i}].{bad}" for i, c in enumerate(data["configs"])
+    if not found and name == PLAN_FILE:  # the schema held: a plan's configs are a list of mappings
+        found = next((f"configs[{i}].{bad}" for i, c in enumerate(cast(Plan, data)["configs"])
                       if ("reads" in c or "writes" in c) and (bad := storage_problem(c))), None)
     if found:
         raise ReportError(f"{where}: {found}: {DAMAGED}")
@@ -516,45 +518,53 @@ def check(data: Any, name: str, where: Path) -> None:
 
 def read_plan(folder: Path) -> Plan | None:
     """plan.json of a run folder, checked; None when the folder has none."""
-    return _read(folder, PLAN_FILE)
+    return cast("Plan | None", _read(folder, PLAN_FILE))  # checked against Plan by _read
 
 
 def read_run(folder: Path) -> RunRecord | None:
     """run.json of a run folder, checked; None when the folder has none."""
-    return _read(folder, RUN_FILE)
+    return cast("RunRecord | None", _read(folder, RUN_FILE))  # checked against RunRecord by _read
 
 
 DAMAGED = "the run folder is damaged (restore the file, or measure again)"
 
 
-def _read(folder: Path, name: str) -> Any:
+def _read(folder: Path, name: str) -> object:
     path = folder / name
     if not require_file(path, DAMAGED):  # a folder or FIFO named plan.json is no "no plan"
         return None
-    data = read_json(path, "the run folder is damaged")
+    data: object = read_json(path, "the run folder is damaged")
     check(data, name, path)
     return data
 
 
-def write_plan(folder: Path, plan: Plan, checked: bool = False) -> Path:
-    """plan.json, atomically; a plan that breaks the schema is a bug here, not a file for readers.
-    `checked`: every config was just checked (plan_from_trace), so the plan is not walked again: a
-    traced program's plan holds thousands of configs."""
-    return _write(folder, PLAN_FILE, plan, checked, rows=True)
+def plan_file(stem: str = "") -> str:
+    """The name of a plan in a run folder: plan.json, or plan{stem}.json for a pass of its own (measure's
+    second pass: 'plan-second.json')."""
+    return PLAN_FILE.replace(".json", f"{stem}.json")
 
 
-def write_run(folder: Path, run: Mapping[str, Any]) -> Path:
+def write_plan(folder: Path, plan: Plan, checked: bool = False, stem: str = "") -> Path:
+    """plan.json (plan{stem}.json: see plan_file), atomically; a plan that breaks the schema is a bug here,
+    not a file for readers. `checked`: every config was just checked (plan_from_trace), so the plan is not
+    walked again: a traced program's plan holds thousands of configs."""
+    return _write(folder, PLAN_FILE, plan, checked, rows=True, file=plan_file(stem))
+
+
+def write_run(folder: Path, run: RunRecord) -> Path:
     """run.json, atomically (see write_plan), its paths relative (runfolder/paths.py: a run you can share)."""
     return _write(folder, RUN_FILE, portable(run, folder, Path.cwd()))
 
 
-def _write(folder: Path, name: str, data: Mapping[str, Any], checked: bool = False,
-           rows: bool = False) -> Path:
+def _write(folder: Path, name: str, data: Mapping[str, object], checked: bool = False,
+           rows: bool = False, file: str | None = None) -> Path:
+    """`data` checked against the schema of `name` and written to folder/`file` (default: `name`)."""
+    path = folder / (file or name)
     found = None if checked else problem(data, SCHEMAS[name])
     if found:  # values come from variants' models and programs' traces too
-        raise UsageError(f"cannot write {folder / name}: {found} (a variant's model or the program gave a "
+        raise UsageError(f"cannot write {path}: {found} (a variant's model or the program gave a "
                          "value of the wrong kind)")
-    return write_json(folder / name, dict(data), rows=rows)
+    return write_json(path, dict(data), rows=rows)
 
 
 # --- what the records mean ----------------------------------------------------------------------------------
@@ -565,12 +575,26 @@ def configs_of(plan: Plan | None) -> list[Config]:
     return plan["configs"] if plan else []
 
 
-def needs_rerun(outcome: Mapping[str, Any]) -> bool:
+def merge_plans(plans: Sequence[Plan]) -> Plan:
+    """Several plans as one (ids renumbered): e.g. variants that each need their own parameters."""
+    configs: list[Config] = []
+    skipped: list[Skipped] = []
+    seen: set[str] = set()
+    for plan in plans:
+        for config in plan["configs"]:
+            if config["range"] not in seen:
+                seen.add(config["range"])
+                configs.append({**config, "id": len(configs)})
+        skipped += plan.get("skipped", [])
+    return {**plans[0], "configs": configs, "skipped": skipped}
+
+
+def needs_rerun(outcome: Mapping[str, object]) -> bool:
     """A config to measure again: it did not finish ok, or ncu profiled no kernel in its range."""
     return outcome.get("status") != "ok" or outcome.get("profiled") is False
 
 
-def rerun_list(outcomes: Sequence[Mapping[str, Any]]) -> list[str]:
+def rerun_list(outcomes: Sequence[Mapping[str, object]]) -> list[str]:
     """run.json's 'rerun': the ranges of the configs that need a rerun."""
     return [str(c.get("range")) for c in outcomes if needs_rerun(c)]
 
@@ -602,8 +626,8 @@ def trace_records(records: Sequence[Mapping[str, Any]]) -> tuple[list[Config], l
     return good, skipped
 
 
-def plan_from_trace(records: Sequence[Mapping[str, Any]], program: Sequence[str] | None = None,
-                    metrics: Mapping[str, Any] | None = None) -> Plan:
+def plan_from_trace(records: Sequence[Mapping[str, object]], program: Sequence[str] | None = None,
+                    metrics: Mapping[str, object] | None = None) -> Plan:
     """The plan of a traced program: each trace record (memtraffic.runfolder.trace) is a config, numbered
     in program order; a record that is no config (trace_records) is listed under 'skipped' with why.
     What `profile` writes, and what reading rebuilds when the run was killed first."""

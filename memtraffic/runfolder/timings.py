@@ -59,15 +59,18 @@ class KernelTiming(TypedDict):
     stream: int | None
 
 
-class Timings(TypedDict, total=False):
+class _TimingsKernels(TypedDict):
     format: int
+    kernels: list[KernelTiming]  # read_timings checks both
+
+
+class Timings(_TimingsKernels, total=False):
     source: str
     device: str
-    kernels: list[KernelTiming]
     dropped_outside_ranges: int
 
 
-def _num(value: Any) -> float | None:
+def _num(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
@@ -109,12 +112,12 @@ def join_trace(events: Iterable[Mapping[str, Any]]) -> list[KernelTiming]:
     return out
 
 
-def _stacks(ranges: dict[Any, list[tuple[float, float, str]]],
+def _stacks(ranges: dict[object, list[tuple[float, float, str]]],
             calls: list[Mapping[str, Any]]) -> dict[int, list[str]]:
     """id(launch call) -> names of the ranges open on its thread when it started, outermost first: one
     sweep per thread over ranges (by start, outer first on ties) and calls (by start)."""
     out: dict[int, list[str]] = {}
-    by_thread: dict[Any, list[Mapping[str, Any]]] = {}
+    by_thread: dict[object, list[Mapping[str, Any]]] = {}
     for c in calls:
         by_thread.setdefault((c.get("pid"), c.get("tid")), []).append(c)
     for thread, mine in by_thread.items():

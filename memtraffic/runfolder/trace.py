@@ -22,10 +22,10 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from memtraffic.runfolder.records import Config, TensorEntry
 from memtraffic.vocab.files import require_file
+from memtraffic.vocab.launches import Decision
 
 TRACE_ENV = "MEMTRAFFIC_TRACE"  # the JSONL file every process of the program appends to
 TORCH_OPS_ENV = "MEMTRAFFIC_TORCH_OPS"  # sitecustomize traces the program's aten ops: a TRACE_FROM key
@@ -77,6 +77,15 @@ def make_record(kind: str, seq: int, op: str, range_name: str, inputs: list[Tens
         "model_flops": None if flops is None else int(flops),
         "pred_read_bytes": None, "pred_write_bytes": None,
     }
+
+
+def add_decision(record: Config, decision: Decision) -> None:
+    """What a launch decision (memtraffic.vocab.launches) adds to the call's trace record: its signature,
+    and for a repeat, `repeat` and the range it reuses."""
+    record["signature"] = decision.signature
+    if not decision.measured:
+        record["repeat"] = True
+        record["reuses"] = decision.reuses
 
 
 _paused = threading.Event()  # set while a program's tracer waits (first forward, the profiler window)
@@ -185,7 +194,7 @@ def read_trace(path: str | Path) -> list[dict[str, object]]:
             if last is not None:
                 before: list[int] = list(last.get("freed_after") or [])  # type: ignore[call-overload]
                 last["freed_after"] = before + list(record["freed_after"])
-    first: dict[Any, int] = {}
+    first: dict[object, int] = {}
     for r in records:
         first.setdefault(r.get("pid"), len(first))
     return sorted(records, key=lambda r: (first[r.get("pid")], r.get("seq", 0)))

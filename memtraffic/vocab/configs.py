@@ -10,9 +10,10 @@ parsing, the shipped names, merging plans.
 
 from __future__ import annotations
 
+import numbers
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TypeVar
 
 from memtraffic.vocab.errors import MemtrafficError, UsageError
 from memtraffic.vocab.ops import format_shape
@@ -30,6 +31,9 @@ SHIPPED_VARIANTS = (
     "matmul_softmax_unfused",
 )
 
+T = TypeVar("T")
+ParamValue = int | float | bool | str  # a --param value as parse_param_value reads it
+
 
 class ModelError(UsageError):
     """A variant's or op's own code raised: `problem` says which call and where, the message adds the fix."""
@@ -39,7 +43,8 @@ class ModelError(UsageError):
         self.problem = problem
 
 
-def call_model(owner: str, what: str, fn: Callable[..., Any], *args: Any, returns: Any = None) -> Any:
+def call_model(owner: str, what: str, fn: Callable[..., T], *args: object,
+               returns: type | tuple[type, ...] | None = None) -> T:
     """Call a variant's or an op's own code (a model, a check: often a user's variant file); what it
     raises, or a result that is not an instance of `returns` (when given), becomes a ModelError naming the
     variant, the call and the line that raised."""
@@ -55,12 +60,12 @@ def call_model(owner: str, what: str, fn: Callable[..., Any], *args: Any, return
         problem = f"{owner}: its {what}({shown}) raised {type(err).__name__}: {first}{where}"
         raise ModelError(problem) from None
     if returns is not None and (not isinstance(result, returns) or isinstance(result, bool)):
-        wanted = returns.__name__ if isinstance(returns, type) else "number"
+        wanted = "number" if returns is numbers.Real or not isinstance(returns, type) else returns.__name__
         raise ModelError(f"{owner}: its {what}({shown}) returned {result!r:.60}, not a {wanted}")
     return result
 
 
-def parse_param_value(text: str) -> Any:
+def parse_param_value(text: str) -> ParamValue:
     """'128' -> 128, '0.5' -> 0.5, 'true' -> True, anything else stays a string."""
     low = text.strip().lower()
     if low in ("true", "false"):
@@ -73,9 +78,9 @@ def parse_param_value(text: str) -> Any:
     return text.strip()
 
 
-def parse_params(items: Sequence[str]) -> dict[str, list[Any]]:
+def parse_params(items: Sequence[str]) -> dict[str, list[ParamValue]]:
     """['BLOCK_M=1,128', 'num_warps=4'] -> {'BLOCK_M': [1, 128], 'num_warps': [4]} (repeats add values)."""
-    out: dict[str, list[Any]] = {}
+    out: dict[str, list[ParamValue]] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip() or not value.strip():
@@ -88,22 +93,9 @@ def parse_params(items: Sequence[str]) -> dict[str, list[Any]]:
     return out
 
 
-def range_name(variant: str, shape: Sequence[int], dtype: str, params: Mapping[str, Any]) -> str:
+def range_name(variant: str, shape: Sequence[int], dtype: str, params: Mapping[str, object]) -> str:
     """'mt|softmax_tiled|1048576x2|fp32|BLOCK_M=128': the NVTX range around one measured call."""
     parts = [RANGE_PREFIX + variant, format_shape(shape), dtype]
     if params:
         parts.append(",".join(f"{k}={v}" for k, v in params.items()))
     return "|".join(parts)
-
-
-def merge_plans(plans: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Several plans as one (ids renumbered): e.g. variants that each need their own parameters."""
-    merged = {**plans[0], "configs": [], "skipped": []}
-    seen: set[str] = set()
-    for plan in plans:
-        for config in plan["configs"]:
-            if config["range"] not in seen:
-                seen.add(config["range"])
-                merged["configs"].append({**config, "id": len(merged["configs"])})
-        merged["skipped"] += plan["skipped"]
-    return merged

@@ -17,9 +17,12 @@ import sys
 import tempfile
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memtraffic.vocab.errors import ReportError, UsageError, warn
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
@@ -179,7 +182,7 @@ def _link_new(tmp: str, path: Path, option: str) -> None:
         os.replace(tmp, path)
 
 
-def write_json(path: Path, data: Any, sort_keys: bool = False, rows: bool = False) -> Path:
+def write_json(path: Path, data: object, sort_keys: bool = False, rows: bool = False) -> Path:
     """Write `data` as indented JSON (ending in a newline), atomically (write_bytes_atomic); the folder
     is made if missing. `rows`: a list (or an object's list values) one entry a line, for files of
     thousands of records (plan.json, results.json): json's indenting encoder is pure Python, 10x slower."""
@@ -190,7 +193,7 @@ def write_json(path: Path, data: Any, sort_keys: bool = False, rows: bool = Fals
     return path
 
 
-def _row_lines(data: Any, sort_keys: bool) -> str:
+def _row_lines(data: object, sort_keys: bool) -> str:
     if isinstance(data, list):
         return "[\n" + ",\n".join(json.dumps(entry, sort_keys=sort_keys) for entry in data) + "\n]"
     if isinstance(data, dict) and data:
@@ -269,7 +272,7 @@ def cache_unusable(reason: str) -> None:
              "each time; set MEMTRAFFIC_CACHE to a folder you can write")
 
 
-def csv_text(rows: Sequence[Mapping[str, Any]]) -> str:
+def csv_text(rows: Sequence[Mapping[str, object]]) -> str:
     """Rows as CSV text (results.csv, and the csv output format of memtraffic.views.formats): one header
     line (every key, in order of first appearance) then a line per row; lists and dicts as JSON text."""
     buf = io.StringIO()
@@ -286,7 +289,7 @@ def csv_text(rows: Sequence[Mapping[str, Any]]) -> str:
     return buf.getvalue().rstrip("\n")
 
 
-def plain_records(df: Any, int_columns: Collection[str] = ()) -> list[dict[str, object]]:
+def plain_records(df: pd.DataFrame, int_columns: Collection[str] = ()) -> list[dict[str, object]]:
     """A DataFrame as plain JSON-able dicts: NaN and infinities -> None, whole counts (int_columns) ->
     int, lists and dicts kept. Column by column: a traced program's table has a million cells."""
     whole = frozenset(int_columns)
@@ -296,10 +299,10 @@ def plain_records(df: Any, int_columns: Collection[str] = ()) -> list[dict[str, 
         [{} for _ in range(len(df))]
 
 
-def _plain_column(series: Any, whole: bool) -> list[object]:
+def _plain_column(series: pd.Series[Any], whole: bool) -> list[object]:
     import numpy as np
 
-    values = series.tolist()  # numpy scalars become Python ones
+    values: list[object] = series.tolist()  # numpy scalars become Python ones
     if series.dtype.kind not in "fO":
         return values
     if series.dtype.kind == "f":  # a whole column at once: NaN and infinities -> None, whole counts -> int
@@ -310,7 +313,7 @@ def _plain_column(series: Any, whole: bool) -> list[object]:
                                     and float(np.abs(finite).max()) < 2**53)  # int64 holds them
         if exact or not whole:  # a count column with fractions goes value by value below
             if whole and finite.size:
-                values = np.where(bad, 0, array).astype(np.int64).tolist()
+                values = list(np.where(bad, 0, array).astype(np.int64).tolist())
             for i in np.flatnonzero(bad).tolist():
                 values[i] = None
             return values
@@ -341,7 +344,8 @@ def read_toml(path: Path, what: str, hint: str = "") -> dict[str, Any]:
     if not require_file(path, hint.lstrip(":; ") or f"give the {what} as a TOML file", usage=True):
         raise UsageError(f"cannot read the {what} {path}: no such file{hint}")
     try:
-        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        data: dict[str, Any] = tomllib.loads(Path(path).read_text(encoding="utf-8"))  # its reader checks it
+        return data
     except OSError as err:
         raise UsageError(f"cannot read the {what} {path}: {err.strerror}") from None
     except UnicodeDecodeError as err:

@@ -5,7 +5,7 @@ a Triton launch hook). Before pushing its range, a producer asks:
 
     decision = launches.decide(range_name, signature, always=value_dependent)
     push(decision.range); ...run the call...; pop(); launches.done(decision)
-    record.update(decision.fields())          # into the call's trace record (a plan config)
+    add_decision(record, decision)            # into the call's trace record (memtraffic.runfolder.trace)
 
 - `range_name` is the range it would push to be measured (`mt|op|<seq>|<overload>`, `mt|region|...`).
 - `signature` is a hashable of plain values (str, int, float, bool, None, tuples of them) holding
@@ -43,7 +43,6 @@ import os
 import threading
 from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import TypedDict
 
 DISTINCT_ENV = "MEMTRAFFIC_DISTINCT"  # "K": measure the first K calls of each signature; "0"/unset: all
 VALUE_CALLS_ENV = "MEMTRAFFIC_VALUE_CALLS"  # "V": ... of a value-dependent op's signature; "0"/unset: all
@@ -87,20 +86,6 @@ class Decision:
     measured: bool
     signature: str  # signature_digest of the call's signature
     reuses: str | None = None  # a repeat: the range of its signature's first measured call (None: none)
-
-    def fields(self) -> LaunchFields:
-        """The keys this decision adds to the call's trace record."""
-        if self.measured:
-            return {"signature": self.signature}
-        return {"signature": self.signature, "repeat": True, "reuses": self.reuses}
-
-
-class LaunchFields(TypedDict, total=False):
-    """What a decision adds to a call's trace record (memtraffic.runfolder.records.Config)."""
-
-    signature: str
-    repeat: bool
-    reuses: str | None
 
 
 def parse_distinct(text: str | None, name: str = DISTINCT_ENV) -> int:

@@ -10,15 +10,20 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias
 
 from memtraffic.vocab.errors import UsageError
 from memtraffic.vocab.units import LIMIT
+
+if TYPE_CHECKING:
+    import torch
 
 # No torch here: analysis of saved runs needs only shapes and dtype names. The torch parts of an op
 # (seeded inputs, float64 reference) import torch when the measuring side calls them.
 
 Shape = tuple[int, ...]
+DTypeLike: TypeAlias = "str | torch.dtype"  # a dtype name ('fp32', 'float32') or a torch dtype
+DeviceLike: TypeAlias = "str | torch.device"
 
 ELEMENT_SIZE: dict[str, int] = {"fp32": 4, "fp16": 2, "bf16": 2}
 _DTYPE_ALIASES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16"}
@@ -33,16 +38,17 @@ def parse_dtype(text: str) -> str:
     return key
 
 
-def dtype_name(dtype: Any) -> str:
+def dtype_name(dtype: DTypeLike) -> str:
     """A torch dtype or a dtype name -> the short name used in tables and file names ('fp32')."""
     return parse_dtype(str(dtype).removeprefix("torch."))
 
 
-def torch_dtype(dtype: Any) -> Any:
+def torch_dtype(dtype: DTypeLike) -> torch.dtype:
     """A dtype name (or torch dtype) -> the torch dtype: for the measuring side, which has torch."""
     import torch
 
-    return getattr(torch, _TORCH_NAMES[dtype_name(dtype)])
+    found: torch.dtype = getattr(torch, _TORCH_NAMES[dtype_name(dtype)])
+    return found
 
 
 # The largest max-abs error an output may have against the op's float64 reference, as a fraction of the
@@ -52,12 +58,12 @@ def torch_dtype(dtype: Any) -> Any:
 TOLERANCE: dict[str, float] = {"fp32": 1e-3, "fp16": 1e-2, "bf16": 5e-2}
 
 
-def error_limit(dtype: Any, ref_max: float) -> float:
+def error_limit(dtype: DTypeLike, ref_max: float) -> float:
     """The max-abs error accepted for an output of `dtype` whose reference peaks at `ref_max`."""
     return TOLERANCE[dtype_name(dtype)] * (ref_max if ref_max > 0 else 1.0)
 
 
-def element_size(dtype: Any) -> int:
+def element_size(dtype: DTypeLike) -> int:
     """Bytes per element of a dtype name or a torch dtype."""
     return ELEMENT_SIZE[dtype_name(dtype)]
 
@@ -101,14 +107,15 @@ class Op:
     description: str
     dims: str  # names of the shape's extents, e.g. "MxN" or "MxNxK"
     default_shape: Shape
-    make_inputs: Callable[..., tuple[Any, ...]]  # (shape, torch dtype, device, seed) -> tensors
-    reference: Callable[..., Any]  # float64 result from the inputs
-    minimum: Callable[[Shape, Any], Traffic]  # (shape, dtype name or torch dtype)
+    # (shape, dtype, device, seed) -> the op's input tensors
+    make_inputs: Callable[[Shape, torch.dtype, DeviceLike, int], tuple[torch.Tensor, ...]]
+    reference: Callable[..., torch.Tensor]  # float64 result from the inputs
+    minimum: Callable[[Shape, DTypeLike], Traffic]  # (shape, dtype name or torch dtype)
     flops: Callable[[Shape], int]
     flops_note: str = ""
 
 
-def _randn(shape, dtype, device, gen):
+def _randn(shape: Shape, dtype: torch.dtype, device: DeviceLike, gen: torch.Generator) -> torch.Tensor:
     import torch
 
     # Drawn where the tensor lives: on the GPU a 16M-element input takes milliseconds, on the CPU ~0.15 s,
@@ -117,18 +124,19 @@ def _randn(shape, dtype, device, gen):
     return torch.randn(shape, generator=gen, dtype=torch.float32, device=device).to(dtype=dtype)
 
 
-def _generator(device, seed: int):
+def _generator(device: DeviceLike, seed: int) -> torch.Generator:
     import torch
 
     return torch.Generator(device=torch.device(device)).manual_seed(seed)
 
 
-def _mat_inputs(shape, dtype, device, seed):
+def _mat_inputs(shape: Shape, dtype: torch.dtype, device: DeviceLike, seed: int) -> tuple[torch.Tensor, ...]:
     m, n = shape
     return (_randn((m, n), dtype, device, _generator(device, seed)),)
 
 
-def _matmul_inputs(shape, dtype, device, seed):
+def _matmul_inputs(shape: Shape, dtype: torch.dtype, device: DeviceLike,
+                   seed: int) -> tuple[torch.Tensor, ...]:
     import torch
 
     m, n, k = shape
@@ -139,7 +147,7 @@ def _matmul_inputs(shape, dtype, device, seed):
     return a.to(dtype=dtype), b.to(dtype=dtype)
 
 
-def _gelu64(x):
+def _gelu64(x: torch.Tensor) -> torch.Tensor:
     import torch
 
     x = x.double()
@@ -150,7 +158,7 @@ def _mn(shape: Shape) -> int:
     return shape[0] * shape[1]
 
 
-def _matmul_minimum(s: Shape, dt: Any) -> Traffic:
+def _matmul_minimum(s: Shape, dt: DTypeLike) -> Traffic:
     """Read A (MxK) and B (KxN) once; write C (MxN) once."""
     return Traffic((s[0] * s[2] + s[2] * s[1]) * element_size(dt), s[0] * s[1] * element_size(dt))
 

@@ -58,11 +58,14 @@ def _read_json(path: Path, advice: str = "delete it or re-run 'memtraffic ceilin
     return read_json(path, advice)
 
 
-class CeilingsEntry(TypedDict, total=False):
+class _CeilingsDevice(TypedDict):
+    device: str  # every entry names its device (_check_entry)
+
+
+class CeilingsEntry(_CeilingsDevice, total=False):
     """One device's ceilings (the cache's value, reports/ceilings/<device>.json): measured roofs (ROOFS
     keys, plus dram_latency_s and launch_s) and how each was measured, ncu's theoretical peaks."""
 
-    device: str
     measured: dict[str, float]
     method: dict[str, str]
     environment: Environment

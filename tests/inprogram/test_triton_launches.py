@@ -191,18 +191,12 @@ def test_a_module_is_wrapped_when_it_is_imported(tmp_path, monkeypatch):
 
 def test_the_launch_range_decision_names_the_range_and_fills_the_record(monkeypatch):
     """memtraffic.vocab.launches (issue 33's interface): decide() before the push, done() after the pop,
-    its fields in the record; a repeat is pushed under the range it gives."""
+    its keys in the record (runfolder.trace.add_decision); a repeat is pushed under the range it gives."""
     calls: list = []
-
-    class Decision:
-        range = "mt|rep|triton|x"
-
-        def fields(self):
-            return {"signature": "abcd", "repeat": True, "reuses": "mt|triton|0|k"}
 
     def decide(name, sig, always=False):
         calls.append(("decide", name, sig))
-        return Decision()
+        return tl.launches.Decision("mt|rep|triton|x", False, "abcd", "mt|triton|0|k")
 
     monkeypatch.setattr(tl.launches, "decide", decide)
     monkeypatch.setattr(tl.launches, "done", lambda d: calls.append(("done",)))
@@ -215,7 +209,7 @@ def test_the_launch_range_decision_names_the_range_and_fills_the_record(monkeypa
         run(types.SimpleNamespace(__name__="k"), x, x, 3, grid=(1,), BLOCK=16)
     (record,) = records
     assert pushed == ["mt|rep|triton|x"] and record["range"] == "mt|rep|triton|x"
-    assert record["repeat"] is True and record["reuses"] == "mt|triton|0|k"
+    assert (record["signature"], record["repeat"], record["reuses"]) == ("abcd", True, "mt|triton|0|k")
     (_, name, sig), done = calls
     assert name.startswith("mt|triton|") and done == ("done",)
     # the second tensor shares the first one's storage; the scalar, the constexpr and the grid are in it
