@@ -78,14 +78,18 @@ Partial = Annotated[
 ]
 Wide = Annotated[
     bool, typer.Option("--wide", help="Tables and notes one line each, however long (by default they fit "
-                       "120 columns, the same cells).")
+                       "the terminal: COLUMNS, else 100 columns; the same cells).")
+]
+Explain = Annotated[
+    bool, typer.Option("--explain", help="Under each finding, the arithmetic behind it (the JSON carries "
+                       "it as each finding's evidence).")
 ]
 
 
 def _width(wide: bool) -> int | None:
-    from memtraffic.views.tables import WIDTH
+    from memtraffic.views.tables import terminal_width
 
-    return None if wide else WIDTH
+    return None if wide else terminal_width()
 
 
 Baseline = Annotated[
@@ -521,6 +525,7 @@ def analyze(
         json="a list of objects, raw numbers in bytes, ns, B/s; stable keys", csv="same columns")] = "table",
     partial: Partial = False,
     wide: Wide = False,
+    explain: Explain = False,
 ) -> None:
     """Per-level efficiency: minimum bytes / bytes moved (1.00 is ideal).
 
@@ -549,7 +554,7 @@ def analyze(
     table = analyze_run(run, min_bytes=min_bytes, group_by=group_by)
     if group_by == "op" and fmt == "table" and len(table):
         _print_floor_summary(run)
-    typer.echo(render_results(table, fmt, group_by, _width(wide)))
+    typer.echo(render_results(table, fmt, group_by, _width(wide), explain))
     require_whole(table, str(path), partial)  # after the table: what there is, is shown
 
 
@@ -562,6 +567,7 @@ def floor(
                      "floor_s, by_op rows, eager_min_bytes, fused_min_bytes, dram_bytes; seconds, bytes)."),
     ] = "table",
     wide: Wide = False,
+    explain: Explain = False,
 ) -> None:
     """How far the run is from its floor: time, floor and recoverable time per op type, and why.
 
@@ -580,7 +586,7 @@ def floor(
     from memtraffic.views.floor_table import render_floor
 
     formats.check(fmt, ("table", "json"))
-    typer.echo(render_floor(floor_of(path), fmt, _width(wide)))
+    typer.echo(render_floor(floor_of(path), fmt, _width(wide), explain))
 
 
 @app.command()

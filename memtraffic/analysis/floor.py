@@ -26,18 +26,18 @@ from __future__ import annotations
 import math
 import textwrap
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, cast
 
 import pandas as pd
 
 from memtraffic.analysis.outside import left_out, left_out_line
 from memtraffic.analysis.per_op import OUTSIDE
-from memtraffic.analysis.time_notes import FLOP_ROOF, copy_seconds, time_reason
-from memtraffic.vocab.roofs import ROOFS, find_ceilings
+from memtraffic.analysis.time_notes import FLOP_ROOF, compute_evidence, copy_seconds, time_reason
+from memtraffic.vocab.findings import GOOD, Finding, Subject, to_dicts
+from memtraffic.vocab.roofs import find_ceilings
 from memtraffic.vocab.units import fmt_bytes, fmt_time
 
-GOOD = 0.9  # an efficiency below this at a level: bytes above the minimum there
 TOP = 5  # the op types whose share of the recoverable time the summary gives
 # What a reason's kind means, for the legend and the JSON.
 KINDS = {
@@ -66,7 +66,7 @@ class FloorRow:
     time_s: float
     floor_s: float
     recoverable_s: float
-    reason: str  # the note of the kind holding most of the recoverable time ('' when none is recoverable)
+    reason: Finding | None  # of the kind holding most of the recoverable time (None when none is recoverable)
     reason_kind: str  # a key of KINDS
     share: float  # of the run's recoverable time
     reasons_s: dict[str, float] = field(default_factory=dict)  # kind -> recoverable seconds
@@ -128,13 +128,18 @@ class Floor:
         return {
             "run": self.run, "device": self.device, "gpu_time_s": self.gpu_time_s, "floor_s": self.floor_s,
             "recoverable_s": self.recoverable_s, "top5_share": _plain(self.top_share),
-            "by_op": [asdict(r) for r in self.by_op],
+            "by_op": [_row_dict(r) for r in self.by_op],
             "eager_min_bytes": self.eager_min_bytes, "fused_min_bytes": fused, "fused_note": self.fused_note,
             "dram_bytes": None if dram is None else int(dram),
             "dram_over_fused": dram / fused if dram is not None and fused else None,
             "timing_only": self.timing_only, "roofs": self.roofs, "reason_kinds": KINDS,
             "left_out": self.left_out,
         }
+
+
+def _row_dict(r: FloorRow) -> dict[str, Any]:
+    """A FloorRow as JSON has it: its reason as a finding record with its sentence."""
+    return {**asdict(r), "reason": to_dicts([r.reason])[0] if r.reason else None}
 
 
 def _plain(x: float) -> float | None:
@@ -160,43 +165,41 @@ def row_floor(r: Mapping[str, Any], measured: Mapping[str, Any]) -> float | None
     return max(known) if known else None
 
 
-def row_reason(r: Mapping[str, Any], measured: Mapping[str, Any], timed: bool = False) -> tuple[str, str]:
-    """(kind, note): why one row's time is above its floor (KINDS; the module's order)."""
+def row_reason(r: Mapping[str, Any], measured: Mapping[str, Any], timed: bool = False) -> tuple[str, Finding]:
+    """(kind, finding): why one row's time is above its floor (KINDS; the module's order)."""
+    held = max((_num(r, "time_ns") or 0.0) * 1e-9 - (row_floor(r, measured) or 0.0), 0.0)
     if not measured.get("dram_Bps"):
-        return "no roofs", "no measured roofs for this GPU: `memtraffic ceilings --refresh` measures them"
+        return "no roofs", Finding("no_roofs", evidence={"device": str(r.get("device") or "this GPU")},
+                                   time_s=held)
     if copy_seconds(r, measured) is None and not _num(r, "model_flops"):
-        return "no minimum", "no minimum known (an op without a model, or a kernel outside the traced ops)"
-    kind, note = time_reason(r, measured)
+        return "no minimum", Finding("no_minimum", evidence={"time_s": held}, time_s=held)
+    kind, found = time_reason(r, measured)
     if kind in ("spills", "launch"):
-        return kind, note
+        return kind, found
     dram = _num(r, "eff_dram")
     if dram is not None and dram < GOOD:
-        return "bytes", f"DRAM moves {1 / dram:.1f}x the minimum"
+        return "bytes", Finding("dram_excess", level="DRAM", time_s=held, evidence={
+            "dram_x": 1 / dram, "min_bytes": _num(r, "min_bytes") or math.nan,
+            "dram_bytes": (_num(r, "dram_rd_bytes") or 0.0) + (_num(r, "dram_wr_bytes") or 0.0)})
     if kind == "compute" or _compute_dominates(r, measured):  # the FLOPs set the floor
-        return "compute", note if kind == "compute" else _compute_note(r, measured)
+        return "compute", found if kind == "compute" else Finding(
+            "compute_below_roof", time_s=held, evidence=compute_evidence(r, measured, row_floor(r, measured)))
     l2 = _num(r, "eff_l2")
     if l2 is not None and l2 < GOOD:
-        return "bytes", f"L2 moves {1 / l2:.1f}x the minimum (DRAM at it)"
+        return "bytes", Finding("l2_excess", level="L2", time_s=held, evidence={
+            "l2_x": 1 / l2, "min_bytes": _num(r, "min_bytes") or math.nan,
+            "l2_bytes": (_num(r, "l2_rd_bytes") or 0.0) + (_num(r, "l2_wr_bytes") or 0.0)})
     if kind == "L1":
-        return "bytes", note
+        return "bytes", found
     if timed and kind in ("unknown", "latency"):
-        return "timing only", ("no counters in a timing-only run: profile with ncu to tell bytes above the "
-                               "minimum from latency")
-    return kind, note
+        return "timing only", Finding("timing_only", time_s=held)
+    return kind, found
 
 
 def _compute_dominates(r: Mapping[str, Any], measured: Mapping[str, Any]) -> bool:
     copy = copy_seconds(r, measured) or 0.0
     floor = row_floor(r, measured)
     return floor is not None and floor > copy
-
-
-def _compute_note(r: Mapping[str, Any], measured: Mapping[str, Any]) -> str:
-    key = FLOP_ROOF.get(str(r.get("dtype") or ""), "")
-    floor, ns = row_floor(r, measured) or 0.0, _num(r, "time_ns") or 0.0
-    return (f"compute below its roof: the FLOPs at the measured {ROOFS[key][0]} roof take "
-            f"{fmt_time(floor * 1e9)}, {floor * 1e9 / ns:.0%} of its {fmt_time(ns)}") if key and ns else \
-        "compute below its roof"
 
 
 def _measured_roofs(devices: Sequence[str]) -> tuple[str, dict[str, float]]:
@@ -217,14 +220,14 @@ def floor_of_table(table: pd.DataFrame, plan: Mapping[str, Any] | None = None, r
     timed = "timing_only" in table.columns  # timing_only_table.mark: times, no counters
     records = cast("list[dict[str, Any]]", table.to_dict("records"))  # the table's columns are names
     rows = [r for r in records if _num(r, "time_ns")]
-    groups: dict[str, list[tuple[float, float, str, str]]] = {}
+    groups: dict[str, list[tuple[float, float, str, Finding | None]]] = {}
     for r in rows:
         time_s = (_num(r, "time_ns") or 0.0) * 1e-9
         floor = row_floor(r, measured)
         floor_s = min(floor, time_s) if floor is not None else 0.0
-        kind, note = ("at floor", "") if floor_s >= time_s else row_reason(r, measured, timed)
+        kind, why = ("at floor", None) if floor_s >= time_s else row_reason(r, measured, timed)
         op = r.get("op") or OUTSIDE
-        groups.setdefault(op, []).append((time_s, floor_s, kind, note))
+        groups.setdefault(op, []).append((time_s, floor_s, kind, why))
     total_recoverable = sum(t - f for calls in groups.values() for t, f, _, _ in calls)
     by_op = []
     for op, calls in groups.items():
@@ -234,14 +237,12 @@ def floor_of_table(table: pd.DataFrame, plan: Mapping[str, Any] | None = None, r
             kinds[kind] = kinds.get(kind, 0.0) + (t - f)
         recoverable = time_s - floor_s
         main = max((k for k in kinds if k != "at floor"), key=kinds.__getitem__, default="at floor")
-        note = ""
-        if main != "at floor":
+        reason = None
+        if main != "at floor":  # the call of that kind holding the most, with its kind's time
             biggest = max((c for c in calls if c[2] == main), key=lambda c: c[0] - c[1])
-            note = biggest[3]
-            share = kinds[main] / recoverable if recoverable > 0 else 1.0
-            if share < 0.995:
-                note = f"{note} ({share:.0%} of its recoverable time; the call with the most shown)"
-        by_op.append(FloorRow(op, len(calls), time_s, floor_s, recoverable, note, main,
+            if biggest[3] is not None:
+                reason = replace(biggest[3], subject=Subject(op=op), time_s=kinds[main])
+        by_op.append(FloorRow(op, len(calls), time_s, floor_s, recoverable, reason, main,
                               recoverable / total_recoverable if total_recoverable > 0 else 0.0,
                               {k: v for k, v in kinds.items() if k != "at floor" and v > 0}))
     by_op.sort(key=lambda r: -r.recoverable_s)
@@ -352,19 +353,20 @@ def _summary(f: Floor) -> list[str]:
     return lines
 
 
-LEGEND = ("time: every kernel of the op type, repeats counted as they ran; floor: each call at the larger of "
-          "its minimum bytes at the measured copy roof and its FLOPs at the measured roof of its dtype and "
-          "unit (never above its time); recoverable = time - floor; share: of the run's recoverable time; "
-          "reason: the kind holding most of the op type's recoverable time. The fused minimum: inputs read "
-          "once and what outlives the region written once, every intermediate kept on chip; eager: the sum "
-          "of every call's minimum.")
+LEGEND = "\n".join([
+    "time: every kernel of the op type, repeats counted as they ran",
+    "floor: each call at the larger of its minimum bytes at the measured copy roof and its FLOPs at the "
+    "measured roof of its dtype and unit (never above its time)",
+    "recoverable = time - floor; share: of the run's recoverable time",
+    "fused minimum: inputs read once and what outlives the region written once, every intermediate on "
+    "chip; eager: the sum of every call's minimum"])
 
 
 def table_rows(f: Floor) -> list[dict[str, str]]:
-    """The op types as the table shows them (strings; `reason` is the kind, `why` its note)."""
+    """The op types as the table shows them (strings; `reason` is the kind)."""
     return [{"op": r.op, "calls": str(r.calls), "time": fmt_time(r.time_s * 1e9),
              "floor": fmt_time(r.floor_s * 1e9), "recoverable": fmt_time(r.recoverable_s * 1e9),
-             "share": f"{r.share:.0%}", "reason": r.reason_kind, "why": r.reason} for r in f.by_op]
+             "share": f"{r.share:.0%}", "reason": r.reason_kind} for r in f.by_op]
 
 
 def floor_run(run: Any) -> Floor:

@@ -96,7 +96,7 @@ class Rule:
 
 # fmt: off
 RULES: dict[str, Rule] = {
-    # --- efficiency: one analyzed row (a config, an op call, a kernel) against its minimum -------------------
+    # --- efficiency: one analyzed row (a config, an op call, a kernel) against its minimum ---------------
     "main_kernel": Rule(
         "efficiency", "a range with several kernels (--group-by kernel): the one its minimum is counted on",
         "main kernel of {kernels_n} in its range: the range's whole minimum is counted here",
@@ -179,7 +179,7 @@ RULES: dict[str, Rule] = {
         "efficiency", "DRAM writes below the minimum write",
         "DRAM writes below the minimum: the output was still in L2 when the kernel ended",
         "DRAM wrote {dram_bytes} for a minimum write of {min_bytes}: the rest stayed in L2"),
-    # --- time: why a row's time is far above its floor (memtraffic.analysis.time_notes's order) ---------------
+    # --- time: why a row's time is far above its floor (memtraffic.analysis.time_notes's order) ----------
     "time_spills": Rule(
         "time", "local-memory bytes beside the global ones",
         "time {time_x} a copy of the minimum: spills to local memory take it",
@@ -226,7 +226,7 @@ RULES: dict[str, Rule] = {
         "time", "time far above a copy of the minimum, no reason above fits",
         "no reason fits the time: measure with --metrics traffic,spills",
         "{time_s} against {copy_s} for a copy of the minimum; not launch, FLOPs, grid, occupancy or tail"),
-    # --- floor: rows whose floor is not known or not measurable ----------------------------------------------
+    # --- floor: rows whose floor is not known or not measurable ------------------------------------------
     "no_minimum": Rule(
         "floor", "a row without a minimum (an op without a model, a kernel outside the traced ops)",
         "no minimum known: its whole time counts as recoverable",
@@ -252,45 +252,11 @@ RULES: dict[str, Rule] = {
         "floor", "a timing-only row without a minimum",
         "timing only, no per-level bytes, and no minimum for this range",
         "a timing-only run records times, not bytes; this range has no minimum"),
-    # --- line: one source line (or instruction) of a kernel ----------------------------------------------------
+    # --- line: one source line (or instruction) of a kernel ----------------------------------------------
     "line_spills": Rule(
         "line", "local-memory bytes on the line",
         "spills {local_bytes} of local memory (registers spilled, or an array indexed at run time)",
         "{local_bytes} of local memory; spills are never compulsory: every byte is excess"),
-    "line_sector_waste": Rule(
-        "line", "sectors / ideal sectors above 1.1",
-        "{what} use {used_n} of every 32-byte sector: {cause}",
-        "{sectors_n} sectors where {ideal_n} would hold the bytes asked for: {sector_x}"),
-    "line_redundant": Rule(
-        "line", "ideal sectors above 1.1 times the kernel's minimum in the line's direction",
-        "each {what} byte requested {requested_x}: warps or programs repeat it, or the kernel makes passes",
-        "{ideal_n} ideal sectors x 32 B = {requested_bytes} for the kernel's minimum {min_bytes}: "
-        "{requested_x} (a lower bound: the line's share of the minimum is unknown)"),
-    # --- diff: what changed between two runs' rows -------------------------------------------------------------
-    "diff_sector_gone": Rule(
-        "diff", "sector efficiency below GOOD in A, at or above it in B",
-        "{what} sector waste gone (used {used_n} of every 32 bytes)",
-        "sector efficiency {a_eff} -> {b_eff}"),
-    "diff_sector_new": Rule(
-        "diff", "sector efficiency at or above GOOD in A, below it in B",
-        "{what} now waste sectors (use {used_n} of every 32 bytes)",
-        "sector efficiency {a_eff} -> {b_eff}"),
-    "diff_sector_changed": Rule(
-        "diff", "sector efficiency below GOOD in both, changed by more than 10%",
-        "{what} use {a_used_n} -> {b_used_n} of every 32-byte sector",
-        "sector efficiency {a_eff} -> {b_eff}"),
-    "diff_requests": Rule(
-        "diff", "requested bytes / minimum changed by more than 10%, above 1 / GOOD in one run",
-        "{what} request {a_x} -> {b_x} the minimum",
-        "requested / minimum: {a_x} in A, {b_x} in B"),
-    "diff_kernels": Rule(
-        "diff", "a different number of kernels",
-        "kernels {a_n} -> {b_n}",
-        "kernels in the row: {a_n} in A, {b_n} in B"),
-    "diff_line_verdict": Rule(
-        "diff", "a source line judged differently (lines rows)",
-        "was {a}, now {b}",
-        "the line's findings: {a} in A, {b} in B"),
     "worst_line": Rule(
         "line", "the source line (or instruction) of a row's kernel with the most excess sectors",
         "worst line {line}: {kinds}, {share_frac} of its kernel's bytes",
