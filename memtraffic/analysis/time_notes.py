@@ -177,7 +177,11 @@ def _reason(r: Mapping[str, Any], measured: Mapping[str, Any], copy: float, ns: 
     if compute and float(compute["flops_s"]) >= copy:  # the FLOPs' floor is above the bytes' floor
         if float(compute["flops_s"]) * 1e9 >= COMPUTE_NEAR * ns:
             return found("compute", "compute_bound", "", **compute)
-        more.update(compute)
+        more.update(compute)  # said beside the reason found, in its explanation
+        flops_ns = float(compute["flops_s"]) * 1e9
+        at = (f"the minimum's {float(compute['gflop_n']):.3g} GFLOP take {fmt_time(flops_ns)} at the "
+              f"measured {compute['roof']} roof ({float(compute['share_frac']):.0%} of the time)")
+        more["in_flight"] = "; ".join(p for p in (str(more["in_flight"]), at) if p)
     waves, grid, block = _num(r, "waves"), _num(r, "grid_size"), _num(r, "block_size")
     sms = _num(r, "sm_count")
     if waves is not None and waves < GRID_SHORT and grid and block:
