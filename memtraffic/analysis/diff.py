@@ -401,7 +401,8 @@ def _why(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
         kb = _num(b.get(req)) / _num(b.get(minimum)) if _num(b.get(minimum)) > 0 else math.nan
         if math.isnan(ka) or math.isnan(kb) or abs(kb - ka) <= 0.1 * ka or max(ka, kb) <= 1 / GOOD:
             continue
-        notes.append(Finding("diff_requests", level="L1 ld" if d == "loads" else "L1 st",
+        notes.append(Finding("diff_requests_gone" if kb <= 1 / GOOD else "diff_requests",
+                             level="L1 ld" if d == "loads" else "L1 st",
                              evidence={"what": d, "a_x": ka, "b_x": kb}))
     na, nb = _num(a.get("n_kernels")), _num(b.get("n_kernels"))
     if na == na and nb == nb and na != nb:

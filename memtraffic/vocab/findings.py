@@ -261,6 +261,35 @@ RULES: dict[str, Rule] = {
         "line", "the source line (or instruction) of a row's kernel with the most excess sectors",
         "worst line {line}: {kinds}, {share_frac} of its kernel's bytes",
         "of the kernel's lines, {line} has the most excess sectors ({excess_n}): {kinds}"),
+    # --- diff: what changed between two runs' rows ----------------------------------------------------------
+    "diff_sector_gone": Rule(
+        "diff", "sector efficiency below GOOD in A, at or above it in B",
+        "{what} sector waste gone (used {used_n} of every 32 bytes)",
+        "sector efficiency {a_eff} -> {b_eff}"),
+    "diff_sector_new": Rule(
+        "diff", "sector efficiency at or above GOOD in A, below it in B",
+        "{what} now waste sectors (use {used_n} of every 32 bytes)",
+        "sector efficiency {a_eff} -> {b_eff}"),
+    "diff_sector_changed": Rule(
+        "diff", "sector efficiency below GOOD in both, changed by more than 10%",
+        "{what} use {a_used_n} -> {b_used_n} of every 32-byte sector",
+        "sector efficiency {a_eff} -> {b_eff}"),
+    "diff_requests": Rule(
+        "diff", "requested bytes / minimum changed by more than 10%, above 1 / GOOD in one run",
+        "{what} request {a_x} -> {b_x} the minimum",
+        "requested / minimum: {a_x} in A, {b_x} in B"),
+    "diff_requests_gone": Rule(
+        "diff", "requested bytes / minimum above 1 / GOOD in A, at most that in B",
+        "{what} request {a_x} -> {b_x} the minimum: redundant requests gone",
+        "requested / minimum: {a_x} in A, {b_x} in B"),
+    "diff_kernels": Rule(
+        "diff", "a different number of kernels",
+        "kernels {a_n} -> {b_n}",
+        "kernels in the row: {a_n} in A, {b_n} in B"),
+    "diff_line_verdict": Rule(
+        "diff", "a source line judged differently (lines rows)",
+        "was {a}, now {b}",
+        "the line's findings: {a} in A, {b} in B"),
     "diff_worst_line": Rule(
         "diff", "the worst source line a run's row names (runs measured with --source)",
         "worst line in {side}: {line}",

@@ -121,3 +121,16 @@ def test_the_check_catches_what_it_should():
     assert _reads_text_back(ast.parse('m = _WORST.search(diagnosis)'))
     assert _reads_text_back(ast.parse('x = "below the minimum" in note'))
     assert not _reads_text_back(ast.parse('parts = text.split(",")'))
+
+
+def test_every_rule_is_made_somewhere_and_every_rule_made_is_registered():
+    """No dead entry in the registry, and no Finding of a rule it lacks: each rule's name appears as a
+    string in the code outside the registry, and each Finding("...") names a registered rule."""
+    registry = PACKAGE / "vocab" / "findings.py"
+    code = {p: p.read_text() for p in PACKAGE.rglob("*.py") if p != registry}
+    text = "\n".join(code.values())
+    assert [name for name in RULES if f'"{name}"' not in text] == []
+    made = (set(re.findall(r'Finding\(\s*"(\w+)"', text)) | set(re.findall(r'\.found\(\s*"(\w+)"', text))
+            | set(re.findall(r' found\(\s*"\w+", "(\w+)"', text)))  # time_notes: found(kind, rule, ...)
+    assert {"l1_requests", "sector_waste", "diff_kernels"} <= made
+    assert made - set(RULES) == set()
