@@ -322,7 +322,7 @@ def fused_minimum(configs: Sequence[Mapping[str, Any]]) -> Fused | None:
 # --- text -------------------------------------------------------------------------------------------------
 
 
-def summary_lines(f: Floor, width: int = 110) -> list[str]:
+def summary_lines(f: Floor, width: int = 100) -> list[str]:
     """The short summary profile, analyze --group-by op and the HTML report put at their top, each line
     wrapped to `width` (its continuation indented)."""
     return [part for line in _summary(f) for part in textwrap.wrap(

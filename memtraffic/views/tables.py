@@ -64,10 +64,12 @@ def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], width: int
         return table
     layouts = [("", one_line), ("", two_lines)] + [("inline", one_line), ("inline", two_lines),
                                                    ("alone", one_line), ("alone", two_lines)] * stack
-    for gap in ("  ", " "):  # one space between columns only where two do not fit
-        for stacked, heads in layouts:
-            table = (_stacked(heads, body, stacked == "inline", width, gap) if stacked
-                     else _layout(heads, body, gap))
+    # One space between columns only where two do not fit; last, numbers joined to their units ('8.39MB').
+    squeezed = [[r[0], *(c.replace(" ", "") for c in r[1:])] for r in body]
+    for stacked, heads in layouts:
+        for cells, gap in ((body, "  "), (body, " "), (squeezed, " ")):
+            table = (_stacked(heads, cells, stacked == "inline", width, gap) if stacked
+                     else _layout(heads, cells, gap))
             if _widest(table) <= width:
                 return table
     return table
