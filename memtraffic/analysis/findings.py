@@ -164,7 +164,7 @@ def _lsu_bypass(f: Facts) -> list[Finding]:
     l1 = sum(_num(f.r, k) for k, d in (("l1_ld_bytes", "loads"), ("l1_st_bytes", "stores")) if d in f.bypass)
     l2 = sum(_num(f.r, k) for k, d in (("l2_rd_bytes", "loads"), ("l2_wr_bytes", "stores")) if d in f.bypass)
     level: Level = "L1" if both else ("L1 ld" if who == "loads" else "L1 st")
-    return [f.found("lsu_bypass", level, what=who, via=_lsu_name(f), l1_bytes=l1, l2_bytes=l2)]
+    return [f.found("lsu_bypass", level, what=who, via=f.async_copies, l1_bytes=l1, l2_bytes=l2)]
 
 
 def _low_sector_use(f: Facts) -> dict[str, float]:
@@ -276,9 +276,8 @@ def _lsu_name(f: Facts) -> str:
     return "TMA" if f.tma else f.async_copies
 
 
-def _below(rule: str, level: Level, moved: str, minimum: str) -> Callable[[Facts], list[Finding]]:
-    return lambda f: [f.found(rule, level, l1_x=_num(f.r, moved) / _num(f.r, minimum),
-                              l1_bytes=_num(f.r, moved),
+def _below(rule: str, level: Level, eff: str, moved: str, minimum: str) -> Callable[[Facts], list[Finding]]:
+    return lambda f: [f.found(rule, level, l1_x=1 / f.r[eff], l1_bytes=_num(f.r, moved),
                               min_bytes=_num(f.r, minimum), via=_lsu_name(f))]
 
 
@@ -318,10 +317,10 @@ CHECKS: list[Check] = [
                              l2_bytes=_num(f.r, "l2_rd_bytes") + _num(f.r, "l2_wr_bytes"))]),
     Check("l1_loads_below_minimum",
           lambda f: not _levels_explained(f) and f.above("eff_l1_ld") and "loads" not in f.bypass,
-          _below("l1_loads_below_minimum", "L1 ld", "l1_ld_bytes", "min_read_bytes")),
+          _below("l1_loads_below_minimum", "L1 ld", "eff_l1_ld", "l1_ld_bytes", "min_read_bytes")),
     Check("l1_stores_below_minimum",
           lambda f: not _levels_explained(f) and f.above("eff_l1_st") and "stores" not in f.bypass,
-          _below("l1_stores_below_minimum", "L1 st", "l1_st_bytes", "min_write_bytes")),
+          _below("l1_stores_below_minimum", "L1 st", "eff_l1_st", "l1_st_bytes", "min_write_bytes")),
     Check("dram_reads_below_minimum", lambda f: not _levels_explained(f) and f.above("eff_dram_rd"),
           lambda f: [f.found("dram_reads_below_minimum", "DRAM rd", min_bytes=_num(f.r, "min_read_bytes"),
                              dram_bytes=_num(f.r, "dram_rd_bytes"))]),

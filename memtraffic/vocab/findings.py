@@ -114,7 +114,7 @@ RULES: dict[str, Rule] = {
         "{local_bytes}, against a minimum of {min_bytes}: every local byte is excess"),
     "lsu_bypass": Rule(
         "efficiency", "L1 (LSU) bytes under 1% of L2's: loads or stores outside the counted pipe",
-        "{what} bypass the L1 (LSU) counters ({via}): judge them by L2, DRAM and FLOPs",
+        "{what} bypass the L1 (LSU) counters ({via}): judge by L2, DRAM and FLOPs",
         "L1 counted {l1_bytes} where L2 moved {l2_bytes}: the data moved through {via}, which the L1 "
         "(LSU) counters do not see, so no L1 efficiency is given"),
     "sector_waste": Rule(

@@ -30,7 +30,8 @@ CASES: list[tuple[str, str, tuple[str, str, tuple[str, ...] | None, str, str | N
      "spills 1.02 GB to local memory (3.8x the minimum): fewer live values or registers"),
     ("lsu_bypass", "lsu_bypass", ("reports/h100/matmul_4096x4096x4096", "range", None,
                                   "mt|matmul_torch|4096x4096x4096|bf16", None),
-     "loads and stores bypass the L1 (LSU) counters (TMA): judge them by L2, DRAM and FLOPs"),
+     "loads and stores bypass the L1 (LSU) counters (TMA or other async copies): judge by L2, DRAM and "
+     "FLOPs"),
     ("sector_waste", "sector_waste", (SEED, "range", None, NAIVE, None),
      "loads and stores use 8 of every 32-byte sector: adjacent threads should touch adjacent addresses"),
     ("redundant_requests", "redundant_requests", (SEED, "range", None, NAIVE, None),
