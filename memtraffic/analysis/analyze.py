@@ -21,7 +21,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from memtraffic.analysis.findings import SECTOR_BYTES, Role, diagnose, ok
+from memtraffic.analysis.findings import SECTOR_BYTES, Role, diagnose, not_results, ok
 from memtraffic.analysis.outside import outside_kinds
 from memtraffic.analysis.reuse import REUSES, add_reused
 from memtraffic.analysis.time_notes import copy_seconds
@@ -67,7 +67,9 @@ COLUMNS = [
 # its kind (analysis.outside).
 EXTRA_COLUMNS = ["min_bytes", "eff_dram_rd", "eff_dram_wr", "passes", "report", "status", "launch_dims",
                  "local_ld_bytes", "local_st_bytes", "grid_size", "block_size", *LAUNCH_STATS, "time_vs_copy",
-                 "outside_program", "outside_kind"]
+                 "outside_program", "outside_kind", "eff_not_shown"]
+# eff_not_shown: the efficiency columns left NaN because they are not results, each with why
+# (analysis.findings.NOT_A_RESULT).
 # Last: REUSES, the range whose counters the row reuses (a repeat under profile --distinct), '' if measured.
 
 # Any one of these makes a report worth analyzing; time is always needed.
@@ -308,6 +310,12 @@ def compute(rows: pd.DataFrame, plan: Plan | None = None,
                  subject=subject_of(r))
         for r, t, b, role in zip(records, times, bounds, roles, strict=True)]
     df["diagnosis"] = [sentences(f) for f in found]
+    # Efficiencies that are not results (findings.not_results): found above, then '-' and null, with why.
+    df["eff_not_shown"] = unshown = [not_results(r) for r in records]
+    for key in {k for u in unshown for k in u}:
+        df[key] = [math.nan if key in u else e for u, e in zip(unshown, df[key], strict=True)]
+    for level in ("l1_ld", "l1_st", "l2", "dram"):
+        df[f"amp_{level}"] = _div(pd.Series(1.0, index=df.index), df[f"eff_{level}"])
 
     others = [a for a in METRICS if a in df and a not in COLUMNS and a != "time"]
     # A timing-only run's kernels (and a report without launch statistics) have no launch columns: NaN.

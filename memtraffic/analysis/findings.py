@@ -19,11 +19,28 @@ from memtraffic.vocab.arch import Chip, chip_for_gpu
 from memtraffic.vocab.findings import GOOD, SECTOR_BYTES, Finding, Level, Subject
 from memtraffic.vocab.units import ABOVE
 
-__all__ = ["GOOD", "SECTOR_BYTES", "CHECKS", "Facts", "Role", "diagnose", "needs_full_set", "ok", "predicted"]
+__all__ = ["GOOD", "SECTOR_BYTES", "CHECKS", "NOT_A_RESULT", "Facts", "Role", "not_results", "reuses_tiles",
+           "diagnose", "needs_full_set", "ok", "predicted"]
 LSU_NEGLIGIBLE = 0.01  # L1 (LSU) bytes under this fraction of L2's: the kernel moves its data another way
 
 
 PREDICTED = 0.01  # L1 bytes within this fraction of the row's model prediction: the model accounts for them
+SHOWN_MAX = 2.0  # an efficiency above this is not a result: a counter missed bytes, or the minimum is off
+TILE_REUSE = 16.0  # FLOPs a minimum byte from which an op re-reads its tiles from L1 by design (a matmul)
+
+# Why an efficiency is not given (null in the JSON, '-' in tables), per efficiency column.
+_LEVEL_OF = {"eff_l1_ld": "L1 ld", "eff_l1_st": "L1 st", "eff_l2": "L2", "eff_dram": "DRAM",
+             "eff_dram_rd": "DRAM rd", "eff_dram_wr": "DRAM wr"}
+_MINIMUM_OF = {"eff_l1_ld": "min_read_bytes", "eff_dram_rd": "min_read_bytes", "eff_l1_st": "min_write_bytes",
+               "eff_dram_wr": "min_write_bytes"}
+NOT_A_RESULT = {
+    "bypass": "the L1 (LSU) counters miss loads or stores outside their pipe (TMA, async copies)",
+    "cached": "less than the minimum counted here (efficiency above 2): bytes a cache kept, traffic outside "
+              "the counted pipe, or a minimum that over-counts the op",
+    "no minimum": "the minimum at this level is 0",
+    "tiles": "a compute-heavy op (a matmul) re-reads its tiles from L1 by design: judged by L2, DRAM and "
+             "its FLOPs",
+}
 
 # A direction of an analyzed row: its name, efficiency, L1 bytes, the model's predicted bytes, the minimum.
 _DIRECTIONS = (("ld", "eff_l1_ld", "l1_ld_bytes", "pred_read_bytes", "min_read_bytes"),
@@ -57,6 +74,33 @@ def predicted(r: Mapping[str, Any]) -> list[str]:
         e, m, p = r.get(eff), r.get(moved), r.get(pred)
         if ok(e) and e < GOOD and ok(m) and ok(p) and p > 0 and abs(m - p) <= PREDICTED * p:
             out.append(d)
+    return out
+
+
+def reuses_tiles(r: Mapping[str, Any]) -> bool:
+    """An op whose minimum FLOPs a minimum byte reach TILE_REUSE: its L1 re-reads are its algorithm."""
+    flops, minimum = r.get("model_flops"), r.get("min_bytes")
+    return ok(flops) and ok(minimum) and minimum > 0 and flops / minimum >= TILE_REUSE
+
+
+def not_results(r: Mapping[str, Any]) -> dict[str, str]:
+    """The efficiency columns of a row that are not results, each with why (a key of NOT_A_RESULT): a
+    counter that cannot see the op's traffic, bytes a cache kept (an efficiency above SHOWN_MAX), a
+    minimum of 0, or a matmul's L1 re-reads. Tables show '-', the JSON null."""
+    out: dict[str, str] = {}
+    bypass = Facts(dict(r)).bypass
+    for key in _LEVEL_OF:
+        e = r.get(key)
+        if not ok(e):
+            continue
+        if key.startswith("eff_l1") and (("loads" if key == "eff_l1_ld" else "stores") in bypass):
+            out[key] = "bypass"
+        elif key.startswith("eff_l1") and reuses_tiles(r):
+            out[key] = "tiles"
+        elif e == 0 and r.get(_MINIMUM_OF.get(key, "min_bytes")) == 0:
+            out[key] = "no minimum"
+        elif e > SHOWN_MAX:
+            out[key] = "cached"
     return out
 
 
@@ -293,16 +337,19 @@ CHECKS: list[Check] = [
     Check("role", lambda f: f.role is not None, _role),
     Check("spills", lambda f: local_bytes(f.r) > 0, _spills),  # excess at L1, and at L2/DRAM past L1
     Check("lsu_bypass", lambda f: bool(f.bypass), _lsu_bypass),
-    Check("sector_waste", lambda f: bool(_low_sector_use(f)), _sector_waste),
-    Check("redundant_requests", lambda f: bool(_extra_requests(f)), _redundant_requests),
-    Check("predicted_passes", lambda f: bool(_unasked(f)), _predicted_passes),
+    # A matmul's L1 re-reads are its algorithm (reuses_tiles): no L1 finding for it.
+    Check("sector_waste", lambda f: bool(_low_sector_use(f)) and not reuses_tiles(f.r), _sector_waste),
+    Check("redundant_requests", lambda f: bool(_extra_requests(f)) and not reuses_tiles(f.r),
+          _redundant_requests),
+    Check("predicted_passes", lambda f: bool(_unasked(f)) and not reuses_tiles(f.r), _predicted_passes),
     Check("kernel_passes", lambda f: f.n_kernels > 1,
           lambda f: [f.found("kernel_passes", kernels_n=f.n_kernels)]),
     # Caches absorbing traffic: L1 well above the minimum while DRAM reads sit at it.
     # Said once: where the time rule blames the L1 requests, it says this too.
     Check("caches_absorb",
           lambda f: (ok(f.r.get("eff_l1_ld")) and f.r["eff_l1_ld"] < GOOD and ok(f.r.get("eff_dram_rd"))
-                     and f.r["eff_dram_rd"] >= GOOD and (f.slow is None or f.slow.rule != "l1_requests")),
+                     and f.r["eff_dram_rd"] >= GOOD and (f.slow is None or f.slow.rule != "l1_requests")
+                     and not reuses_tiles(f.r)),
           _caches_absorb),
     Check("dram_excess", lambda f: ok(f.r.get("eff_dram")) and f.r["eff_dram"] < GOOD,
           lambda f: [f.found("dram_excess", "DRAM", dram_x=1 / f.r["eff_dram"],

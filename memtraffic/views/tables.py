@@ -10,6 +10,7 @@ import pandas as pd
 
 from memtraffic.analysis import per_op
 from memtraffic.analysis.analyze import kernel_list, row_dicts, row_label, to_records
+from memtraffic.analysis.findings import NOT_A_RESULT
 from memtraffic.analysis.lines import location
 from memtraffic.analysis.outside import left_out, left_out_line
 from memtraffic.views import formats
@@ -31,10 +32,12 @@ REPEATED = 3  # a finding on this many rows or more is said once, with the count
 LEGEND = {
     "eff": "eff: minimum / bytes moved at that level (1.00: at the minimum; 0.25: 4x the minimum)",
     "minimum": "minimum: the bytes any implementation must read and write (inputs once, outputs once)",
-    "sector": "sector ld/st: useful bytes / bytes moved in 32-byte sectors, loads/stores",
+    "sector": "sector ld/st: bytes the instructions asked for / bytes moved in 32-byte sectors (L1 and L2 "
+              "move global memory in sectors), loads/stores",
     "excess": "excess: bytes beyond the minimum, at the level (L1, L2, DRAM) with the most",
     "reused": "reused: calls not measured again, which reuse the first call's counters (--distinct)",
-    "n": "n: kernels in the row",
+    "n": "n: kernels in the row; range: an NVTX range (a named span of the program) or a config",
+    "lsu": "L1 ld/st: global loads and stores through the LSU (load/store unit) pipe, at L1",
     "left out": "left out: launches in no op, region or Triton range; json/csv keep them (outside_program)",
     "autotuning": "autotuning: a Triton kernel's benchmark runs outside its range; flushes: cache flushes "
                   "between them",
@@ -135,6 +138,13 @@ def fit(text: str, width: int | None) -> str:
 def legend(*keys: str) -> str:
     """The legend lines for these table words."""
     return "\n".join(LEGEND[k] for k in keys)
+
+
+def not_shown_legend(df: pd.DataFrame) -> str:
+    """Why an efficiency shows '-' (analysis.findings.NOT_A_RESULT), each reason found in the table once."""
+    found = sorted({why for u in df.get("eff_not_shown", pd.Series(dtype=object)) if isinstance(u, dict)
+                    for why in u.values()})
+    return "\n".join(f"eff -: {NOT_A_RESULT[why]}" for why in found)
 
 
 def left_out_note(df: pd.DataFrame) -> tuple[str, list[str]]:
@@ -453,7 +463,9 @@ def results_table(df: pd.DataFrame, group_by: str = "range", width: int | None =
               if r["n_kernels"] > 1 and group_by == "range"]
     devices = ", ".join(sorted({d for d in df["device"] if d}))
     text = (f"{devices}\n" if devices else "") + text_table(headers, body, width)
-    under = (f"{line}\n\n" if line else "") + legend("n", "minimum", "eff", "sector", *keys)
+    under = (f"{line}\n\n" if line else "") + legend("n", "lsu", "minimum", "eff", "sector", *keys)
+    if shown := not_shown_legend(df):
+        under += "\n" + shown
     if df["min_bytes"].isna().all():
         under += "\n\nno minimum known: pass --min-bytes TOTAL or READ:WRITE for efficiencies"
     if notes:
@@ -521,6 +533,8 @@ def per_op_table(df: pd.DataFrame, width: int | None = None, explain: bool = Fal
                      explain=explain)
     reused = ["reused"] if "reused" in df and df["reused"].fillna(0).astype(bool).any() else []
     under = (f"{line}\n\n" if line else "") + legend("minimum", "excess", "eff", *reused, *keys)
+    if shown := not_shown_legend(df):
+        under += "\n" + shown
     if notes:
         under += "\n\n" + "\n".join(notes)
     return text_table(headers, body, width) + "\n\n" + fit(under, width and min(width, NOTE_WIDTH))

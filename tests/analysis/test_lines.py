@@ -21,11 +21,11 @@ from typer.testing import CliRunner
 
 from memtraffic.analysis.analyze import analyze_path
 from memtraffic.analysis.lines import COLUMNS, SECTOR, read_lines
-from memtraffic.vocab.findings import say, to_dicts
 from memtraffic.cli import app
 from memtraffic.runfolder.paths import portable_path
 from memtraffic.views.html_report import build_report
 from memtraffic.vocab.errors import ReportError
+from memtraffic.vocab.findings import say, to_dicts
 
 REPO = Path(__file__).resolve().parents[2]
 H100 = REPO / "reports" / "h100"

@@ -1,4 +1,5 @@
-"""Terminal output fits the terminal (100 columns where unknown) by default, with the same cells and words as --wide (one line each).
+"""Terminal output fits the terminal (100 columns where unknown) by default, with the same cells and words
+as --wide (one line each).
 
 Every committed run folder, through the commands that print tables of it: each line of the default
 output is at most WIDTH characters, and the words of the two outputs are the same multiset (only the dash
