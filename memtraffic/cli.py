@@ -509,7 +509,7 @@ def analyze(
             help="The minimum traffic, for reports captured by hand: TOTAL (read + write), or "
             "READ:WRITE for per-direction efficiencies. Sizes as 8388608, 8.39MB (SI) or 8MiB "
             "(binary), e.g. 8MiB:8MiB. REGEX=READ:WRITE (or REGEX=TOTAL), repeatable: the ranges "
-            "whose name matches REGEX get that minimum (the first matching one wins), e.g. "
+            "and kernels whose name matches REGEX get that minimum (the first matching one wins), e.g. "
             "'attn=8MiB:8MiB' for memtraffic.region('attn', ...). Overrides the op model of our own runs."
         ),
     ] = None,

@@ -100,7 +100,7 @@ def parse_min_bytes_options(texts: Sequence[str]) -> tuple[tuple[float, float, f
     """--min-bytes values -> (the global minimum or None, [(range regex, minimum)] in the order given).
 
     'TOTAL' or 'READ:WRITE' is the global form (at most one); 'REGEX=TOTAL' or 'REGEX=READ:WRITE' gives
-    the ranges whose name matches REGEX (re.search) that minimum. Sizes never hold '=', so the last
+    the rows whose range or kernel name matches REGEX (re.search) that minimum. Sizes never hold '=', so the last
     '=' splits.
     """
     overall: list[str] = []
@@ -126,15 +126,18 @@ def parse_min_bytes_options(texts: Sequence[str]) -> tuple[tuple[float, float, f
 
 
 def _apply_min_rules(df: pd.DataFrame, rules: Sequence[MinRule]) -> np.ndarray:
-    """Each rule's minimum to the rows whose range matches it and no earlier rule; returns the rows set."""
+    """Each rule's minimum to the rows whose range or a kernel's name matches it (re.search) and no earlier
+    rule; returns the rows set. A plain .ncu-rep has no ranges: its kernels' names are what a rule names."""
     taken = np.zeros(len(df), dtype=bool)
+    kernels = [k if isinstance(k, list) else [] for k in df["kernels"]] if "kernels" in df else [[]] * len(df)
     for pattern, (read, write, total) in rules:
-        hit = np.array([bool(pattern.search(r)) for r in df["range"]], dtype=bool)
+        hit = np.array([bool(pattern.search(r)) or any(pattern.search(str(k)) for k in ks)
+                        for r, ks in zip(df["range"], kernels, strict=True)], dtype=bool)
         if not hit.any():
-            names = sorted({r for r in df["range"] if r})
-            known = (f"the ranges are {', '.join(names[:5])}{', ...' if len(names) > 5 else ''}" if names
-                     else "the report has no NVTX range: give the global TOTAL or READ:WRITE")
-            raise UsageError(f"--min-bytes {pattern.pattern!r} matches no range: {known}")
+            names = sorted({r for r in df["range"] if r}) or sorted({str(k) for ks in kernels for k in ks})
+            known = (f"the ranges and kernels are {', '.join(names[:5])}{', ...' if len(names) > 5 else ''}"
+                     if names else "the report has no range or kernel: give the global TOTAL or READ:WRITE")
+            raise UsageError(f"--min-bytes {pattern.pattern!r} matches no range or kernel: {known}")
         hit &= ~taken
         df.loc[hit, ["min_read_bytes", "min_write_bytes", "min_bytes"]] = (read, write, total)
         taken |= hit

@@ -151,7 +151,8 @@ KINDS = {"line_spills": "spills", "sector_waste": "sector waste", "redundant_req
 def worst_line_finding(row: dict[str, Any], subject: Subject) -> Finding:
     """The finding that names a row's worst line (analyze with per-line counters): where, what kind of
     excess, and its share of its kernel's bytes."""
-    where = location(row) if row["file"] else f"{row['pc']} ({opcode(row['source'])})"
+    code = opcode(row["source"]) if not row["file"] else ""
+    where = location(row) if row["file"] else (f"{row['pc']} ({code})" if code else row["pc"])
     kinds = " + ".join(KINDS[f.rule] for f in row["findings"]) or "excess"
     return Finding("worst_line", replace(subject, line=where), "L1",
                    {"line": where, "kinds": kinds, "share_frac": row["share"],
