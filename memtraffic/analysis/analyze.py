@@ -100,8 +100,8 @@ def parse_min_bytes_options(texts: Sequence[str]) -> tuple[tuple[float, float, f
     """--min-bytes values -> (the global minimum or None, [(range regex, minimum)] in the order given).
 
     'TOTAL' or 'READ:WRITE' is the global form (at most one); 'REGEX=TOTAL' or 'REGEX=READ:WRITE' gives
-    the rows whose range or kernel name matches REGEX (re.search) that minimum. Sizes never hold '=', so the last
-    '=' splits.
+    the rows whose range or kernel name matches REGEX (re.search) that minimum. Sizes never hold '=', so
+    the last '=' splits.
     """
     overall: list[str] = []
     rules: list[MinRule] = []

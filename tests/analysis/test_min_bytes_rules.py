@@ -77,8 +77,8 @@ def test_named_ranges_get_their_minimum_first_match_wins_and_the_rest_the_global
 def test_pattern_matching_no_range_names_the_ranges(bare):
     res = CliRunner().invoke(app, ["analyze", str(bare), "--min-bytes", "attention=8MiB:8MiB"])
     assert res.exit_code == 2
-    assert res.stderr == (f"error: --min-bytes 'attention' matches no range or kernel: the ranges and kernels "
-                          f"are {NAIVE}, {TILED}, {TORCH}\n")
+    assert res.stderr == (f"error: --min-bytes 'attention' matches no range or kernel: the ranges and "
+                          f"kernels are {NAIVE}, {TILED}, {TORCH}\n")
 
 
 def test_a_plain_report_takes_a_minimum_per_kernel_name():
