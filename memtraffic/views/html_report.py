@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from memtraffic.analysis.analyze import row_dicts
 from memtraffic.ncu.kernel_table import kernel_table
 from memtraffic.runfolder.load import Run, load_run
 from memtraffic.runfolder.records import RunRecord
@@ -276,7 +277,7 @@ def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Pat
                     + (f" {html.escape(left)}: {html.escape(LEGEND['left out'])}." if left else "") + "</p>")
 
     if "findings" in shown.columns or "diagnosis" in shown.columns:  # each finding with its arithmetic
-        told = [_told(r) for r in shown.to_dict("records")]
+        told = [_told(r) for r in row_dicts(shown)]
         items = "".join(f"<li><b>{html.escape(row[0])}</b><ul>"
                         + "".join(f"<li>{prose(said)}" + (f"<br><span class='note'>{prose(why)}</span>" if why
                                                          else "") + "</li>" for said, why in found)
