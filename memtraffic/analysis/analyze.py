@@ -41,7 +41,7 @@ from memtraffic.vocab.files import (
     write_bytes_atomic,
     write_json,
 )
-from memtraffic.vocab.findings import Subject, sentences, to_dicts
+from memtraffic.vocab.finding import Subject, sentences, to_dicts
 from memtraffic.vocab.launches import measured_range
 from memtraffic.vocab.ops import format_shape
 from memtraffic.vocab.roofs import find_ceilings
@@ -465,7 +465,7 @@ def analyze_reports(reports: Sequence[Path], plan: Plan | None = None, *,
     if timed:
         from memtraffic.analysis.timing_only_table import mark
 
-        table = mark(table)
+        table = mark(table, [subject_of(r) for r in row_dicts(table)])
     if with_lines:
         table = _name_worst_lines(table, with_lines, plan)
     if plan and group_by != "kernel":  # plan order: a run of several GPUs has a report per GPU
@@ -633,7 +633,7 @@ _INT_COLUMNS = {c for c in COLUMNS + EXTRA_COLUMNS if c.endswith("_bytes") or c 
 
 def to_records(df: pd.DataFrame, int_columns: Collection[str] = _INT_COLUMNS) -> list[dict[str, object]]:
     """Plain JSON-able dicts: NaN -> None, whole counts (int_columns) -> int, lists and dicts kept, each
-    finding as its record (vocab.findings.Finding.to_dict) with its sentence."""
+    finding as its record (vocab.finding.Finding.to_dict) with its sentence."""
     if "findings" in df:
         records = [to_dicts(f) if isinstance(f, list) else [] for f in df["findings"]]
         df = df.assign(findings=pd.Series(records, index=df.index, dtype=object))

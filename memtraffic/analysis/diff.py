@@ -37,7 +37,7 @@ import pandas as pd
 
 from memtraffic.runfolder.records import RunRecord
 from memtraffic.vocab.errors import MemtrafficError, UsageError
-from memtraffic.vocab.findings import GOOD, SECTOR_BYTES, Finding, sentences
+from memtraffic.vocab.finding import GOOD, SECTOR_BYTES, Finding, sentences
 from memtraffic.vocab.launches import measured_range
 
 GROUPS = ("range", "op", "kernel", "line")

@@ -1,9 +1,9 @@
-"""The findings of an analyzed row: the efficiency rules of memtraffic.vocab.findings.RULES, checked in a
+"""The findings of an analyzed row: the efficiency rules of memtraffic.vocab.finding.RULES, checked in a
 fixed order.
 
 Each `Check` names its rule, when it applies (`when`) and the findings it makes (`find`: one or several,
 e.g. one per direction), each a `Finding` record with its evidence. `diagnose` runs CHECKS top to bottom
-over a row's `Facts`. The words are the registry's (vocab/findings.py), written only by views.
+over a row's `Facts`. The words are the registry's (vocab/finding.py), written only by views.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, TypeGuard
 
 from memtraffic.analysis.time_notes import explain_time, local_bytes
 from memtraffic.vocab.arch import Chip, chip_for_gpu
-from memtraffic.vocab.findings import GOOD, SECTOR_BYTES, Finding, Level, Subject
+from memtraffic.vocab.finding import GOOD, SECTOR_BYTES, Finding, Level, Subject
 from memtraffic.vocab.units import ABOVE
 
 __all__ = ["GOOD", "SECTOR_BYTES", "CHECKS", "NOT_A_RESULT", "Facts", "Role", "not_results", "reuses_tiles",

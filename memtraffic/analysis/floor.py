@@ -34,7 +34,7 @@ import pandas as pd
 from memtraffic.analysis.outside import left_out, left_out_line
 from memtraffic.analysis.per_op import OUTSIDE
 from memtraffic.analysis.time_notes import FLOP_ROOF, compute_evidence, copy_seconds, time_reason
-from memtraffic.vocab.findings import GOOD, Finding, Subject, to_dicts
+from memtraffic.vocab.finding import GOOD, Finding, Subject, to_dicts
 from memtraffic.vocab.roofs import find_ceilings
 from memtraffic.vocab.units import fmt_bytes, fmt_time
 

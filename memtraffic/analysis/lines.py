@@ -23,7 +23,7 @@ from memtraffic.runfolder.load import load_run
 from memtraffic.runfolder.paths import portable_path
 from memtraffic.runfolder.records import Plan, configs_of
 from memtraffic.vocab.errors import ReportError, UsageError
-from memtraffic.vocab.findings import Finding, Level, Subject, sentences
+from memtraffic.vocab.finding import Finding, Level, Subject, sentences
 from memtraffic.vocab.units import compile_regex
 
 # Above this ratio a line's waste or redundancy is worth naming (counters are exact; 10% is noise in models).

@@ -28,7 +28,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from memtraffic.vocab.findings import Finding, Level
+from memtraffic.vocab.finding import Finding, Level
 from memtraffic.vocab.roofs import ROOFS
 from memtraffic.vocab.units import fmt_bytes, fmt_rate, fmt_time
 

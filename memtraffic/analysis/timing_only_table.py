@@ -12,13 +12,13 @@ is a kernel whose data was (partly) in L2: the program runs as it does, caches w
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
-from memtraffic.analysis.analyze import row_dicts, subject_of
 from memtraffic.runfolder.timings import read_timings
-from memtraffic.vocab.findings import Finding, sentences
+from memtraffic.vocab.finding import Finding, Subject, sentences
 from memtraffic.vocab.roofs import find_ceilings
 
 
@@ -40,8 +40,9 @@ def copy_roof(device: str) -> float | None:
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
-def mark(table: pd.DataFrame) -> pd.DataFrame:
-    """The analyzed table of a timing-only run with its roof fraction and marked diagnoses."""
+def mark(table: pd.DataFrame, subjects: Sequence[Subject]) -> pd.DataFrame:
+    """The analyzed table of a timing-only run with its roof fraction and its findings (each row's about
+    its subject, in the table's order)."""
     if table.empty:
         return table.assign(timing_only=[], copy_roof_Bps=[], frac_copy_roof=[])
     roofs = {d: copy_roof(d) for d in set(table["device"].fillna(""))}
@@ -49,8 +50,7 @@ def mark(table: pd.DataFrame) -> pd.DataFrame:
     table = table.assign(timing_only=True, copy_roof_Bps=roof)
     table["frac_copy_roof"] = table["bw_min_Bps"] / table["copy_roof_Bps"]
     found = []
-    for r in row_dicts(table):
-        subject = subject_of(r)
+    for r, subject in zip(table.to_dict("records"), subjects, strict=True):
         if isinstance(r["bw_min_Bps"], float) and math.isfinite(r["bw_min_Bps"]):
             frac = r["frac_copy_roof"]
             # faster than any DRAM copy: the bytes did not all come from DRAM

@@ -21,7 +21,7 @@ from memtraffic.runfolder.load import Run, load_run
 from memtraffic.runfolder.records import RunRecord
 from memtraffic.vocab.errors import ReportError
 from memtraffic.vocab.files import require_folder
-from memtraffic.vocab.findings import Finding, explain, say
+from memtraffic.vocab.finding import Finding, explain, say
 from memtraffic.vocab.units import fmt_bytes, fmt_eff, fmt_time
 
 if TYPE_CHECKING:

@@ -14,8 +14,8 @@ from memtraffic.analysis.findings import NOT_A_RESULT
 from memtraffic.analysis.lines import location
 from memtraffic.analysis.outside import left_out, left_out_line
 from memtraffic.views import formats
-from memtraffic.vocab.findings import Finding, say, to_dicts
-from memtraffic.vocab.findings import explain as explain_finding
+from memtraffic.vocab.finding import Finding, say, to_dicts
+from memtraffic.vocab.finding import explain as explain_finding
 from memtraffic.vocab.launches import measured_range
 from memtraffic.vocab.ops import format_shape
 from memtraffic.vocab.roofs import ROOFS, CeilingsEntry, ceilings_rows

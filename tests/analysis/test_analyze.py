@@ -30,7 +30,7 @@ from memtraffic.cli import app
 from memtraffic.ncu import report as extract
 from memtraffic.views.tables import render_results
 from memtraffic.vocab.errors import ReportError, UsageError
-from memtraffic.vocab.findings import sentences
+from memtraffic.vocab.finding import sentences
 from memtraffic.vocab.units import parse_size
 
 

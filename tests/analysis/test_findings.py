@@ -10,7 +10,7 @@ import pytest
 
 from memtraffic.analysis.analyze import analyze_path
 from memtraffic.analysis.findings import CHECKS, diagnose
-from memtraffic.vocab.findings import RULES, Subject, say
+from memtraffic.vocab.finding import RULES, Subject, say
 
 SEED = "reports/h100/seed_1048576x2_fp32"
 NAIVE = "mt|softmax_naive|1048576x2|fp32|num_warps=4"

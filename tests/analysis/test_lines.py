@@ -25,7 +25,7 @@ from memtraffic.cli import app
 from memtraffic.runfolder.paths import portable_path
 from memtraffic.views.html_report import build_report
 from memtraffic.vocab.errors import ReportError
-from memtraffic.vocab.findings import say, to_dicts
+from memtraffic.vocab.finding import say, to_dicts
 
 REPO = Path(__file__).resolve().parents[2]
 H100 = REPO / "reports" / "h100"

@@ -288,10 +288,11 @@ def test_above_the_copy_roof_says_the_data_was_in_l2():
     import pandas as pd
 
     from memtraffic.analysis.timing_only_table import copy_roof, mark
+    from memtraffic.vocab.finding import Subject
 
     roof = copy_roof("NVIDIA H100 80GB HBM3")
     table = mark(pd.DataFrame({"device": ["NVIDIA H100 80GB HBM3"] * 2, "bw_min_Bps": [roof * 1.3, roof / 2],
-                               "diagnosis": ["", ""]}))
+                               "diagnosis": ["", ""]}), [Subject()] * 2)
     above, below = table["diagnosis"]
     assert above.endswith("1.30 of the copy roof: data came from L2")
     assert below.endswith("0.50 of the copy roof")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memtraffic.vocab.findings import (
+from memtraffic.vocab.finding import (
     RULES,
     SAY_WIDTH,
     Finding,
@@ -126,7 +126,7 @@ def test_the_check_catches_what_it_should():
 def test_every_rule_is_made_somewhere_and_every_rule_made_is_registered():
     """No dead entry in the registry, and no Finding of a rule it lacks: each rule's name appears as a
     string in the code outside the registry, and each Finding("...") names a registered rule."""
-    registry = PACKAGE / "vocab" / "findings.py"
+    registry = PACKAGE / "vocab" / "finding.py"
     code = {p: p.read_text() for p in PACKAGE.rglob("*.py") if p != registry}
     text = "\n".join(code.values())
     assert [name for name in RULES if f'"{name}"' not in text] == []

@@ -75,7 +75,7 @@ class Finding:
 
     def __post_init__(self) -> None:
         if self.rule not in RULES:
-            raise KeyError(f"no rule {self.rule!r} in memtraffic.vocab.findings.RULES")
+            raise KeyError(f"no rule {self.rule!r} in memtraffic.vocab.finding.RULES")
 
     def to_dict(self) -> dict[str, object]:
         """The record as JSON has it (numbers that are not finite become None)."""
