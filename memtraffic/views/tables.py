@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 WIDTH = 100  # columns the CLI's tables fit where the terminal's are unknown (--wide: one line each)
 NOTE_WIDTH = 100  # the lines under a table (legend, findings) are read, not scanned: at most this
-REPEATED = 3  # a finding on this many rows or more is said once, with the count
+REPEATED = 2  # a finding on this many rows or more is said once, with the count
 
 # What the tables' words mean, said under each table that uses them (analysis/analyze.py computes them).
 LEGEND = {
