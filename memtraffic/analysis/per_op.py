@@ -101,9 +101,11 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _call_name(call: pd.Series) -> str:
-    """A call as people name it: 'aten.addmm.default call 14' (its findings' subject), else its range."""
+    """A call of its op type as people name it: 'call 14' (its findings' subject), else its range."""
     found = call.get("findings")
     subjects = [f.subject for f in found] if isinstance(found, list) else []
+    if subjects and subjects[0].call is not None:
+        return f"call {subjects[0].call}"
     return subjects[0].label() if subjects else str(call["range"])
 
 

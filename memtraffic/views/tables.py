@@ -529,7 +529,7 @@ def per_op_table(df: pd.DataFrame, width: int | None = None, explain: bool = Fal
             for r in df.to_dict("records")]
     records = df.to_dict("records")
     notes = findings([(r["op"], r["findings"]) for r in records],
-                     [f" (worst call: {r['worst_call']})" if r["worst_call"] else "" for r in records],
+                     [f" (worst: {r['worst_call']})" if r["worst_call"] else "" for r in records],
                      explain=explain)
     reused = ["reused"] if "reused" in df and df["reused"].fillna(0).astype(bool).any() else []
     under = (f"{line}\n\n" if line else "") + legend("minimum", "excess", "eff", *reused, *keys)

@@ -98,7 +98,7 @@ def test_cli_group_by_op_json_and_table(run):
     assert lines[0].startswith("floor: GPU time ")  # memtraffic floor's summary first
     start = lines.index("") + 1  # then the table
     assert lines[start + 3].split()[:3] == ["aten._softmax.default", "2", "3"]
-    assert "  attn (worst call: region attn call 3):" in res.stdout and "mt|" not in res.stdout
+    assert "  attn (worst: call 3):" in res.stdout and "mt|" not in res.stdout
 
 
 def test_unknown_group_by_is_a_usage_error(run):
