@@ -14,7 +14,7 @@ from memtraffic.analysis.findings import NOT_A_RESULT
 from memtraffic.analysis.lines import location
 from memtraffic.analysis.outside import left_out, left_out_line
 from memtraffic.views import formats
-from memtraffic.vocab.finding import Finding, say, to_dicts
+from memtraffic.vocab.finding import RULES, Finding, say, to_dicts
 from memtraffic.vocab.finding import explain as explain_finding
 from memtraffic.vocab.launches import measured_range
 from memtraffic.vocab.ops import format_shape
@@ -170,6 +170,14 @@ def findings(rows: Sequence[tuple[str, Sequence[Finding]]], tails: Sequence[str]
     end with its count (the JSON keeps every row's records). `explain`: each sentence's arithmetic
     under it."""
     tails = list(tails) or [""] * len(rows)
+    # A rule with a group sentence (vocab.finding.Rule.group) on REPEATED rows or more: said once, with
+    # the rows it is on; the numbers of each are in --explain and the JSON.
+    on: dict[str, list[str]] = {}
+    for name, found in rows:
+        for rule in dict.fromkeys(f.rule for f in found if RULES[f.rule].group):
+            on.setdefault(rule, []).append(name)
+    grouped = {rule for rule, names in on.items() if len(names) >= REPEATED}
+    rows = [(name, [f for f in found if f.rule not in grouped or explain]) for name, found in rows]
     said = [(name, list(dict.fromkeys(say(f) for f in found)), tail, {say(f): f for f in found})
             for (name, found), tail in zip(rows, tails, strict=True) if found]
     counts: dict[str, int] = {}
@@ -193,6 +201,8 @@ def findings(rows: Sequence[tuple[str, Sequence[Finding]]], tails: Sequence[str]
     examples = {c: f for _, _, _, by_text in said for c, f in by_text.items()}
     for c in common:
         line(f"{counts[c]} rows: {c}", examples[c], "  ")
+    for rule in grouped if not explain else ():
+        out += [f"  {len(on[rule])} rows, {RULES[rule].group}:", *(f"    {name}" for name in on[rule])]
     return out
 
 

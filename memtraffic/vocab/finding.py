@@ -86,12 +86,14 @@ class Finding:
 @dataclass(frozen=True)
 class Rule:
     """One rule of the registry: its kind, what it checks, its sentence and its explanation (templates
-    over its findings' evidence names)."""
+    over its findings' evidence names), and where its numbers vary from row to row little, the sentence
+    that says it once for several rows (`group`)."""
 
     kind: Kind
     checks: str
     say: str
     explain: str
+    group: str = ""  # said once for several rows whose numbers differ (no evidence names); '' where none
 
 
 # fmt: off
@@ -188,7 +190,8 @@ RULES: dict[str, Rule] = {
         "time", "time within 2x of an empty kernel's (per kernel)",
         "launch-bound: {time_s} is within 2x of an empty kernel's {launch_s}: give each launch more work",
         "{kernels_n} kernel(s) in {time_s}; an empty kernel takes {launch_s} under ncu; a copy of the "
-        "minimum would take {copy_s} at {roof_Bps}"),
+        "minimum would take {copy_s} at {roof_Bps}",
+        "launch-bound, within 2x of an empty kernel's time: give each launch more work"),
     "compute_bound": Rule(
         "time", "the minimum's FLOPs at the measured roof of the dtype take half the time or more",
         "compute-bound: the FLOPs take {flops_s} at the {roof} roof, {share_frac} of the time",
@@ -200,7 +203,8 @@ RULES: dict[str, Rule] = {
     "grid_short": Rule(
         "time", "fewer blocks than 0.8 of one wave",
         "too few threads to fill the GPU: the grid fills {waves_n} of one wave",
-        "{grid_n} blocks of {block_n} threads on {sms_n} SMs: {waves_n} waves; {in_flight}"),
+        "{grid_n} blocks of {block_n} threads on {sms_n} SMs: {waves_n} waves; {in_flight}",
+        "too few threads to fill the GPU: the grid fills under one wave"),
     "l1_requests": Rule(
         "time", "bytes at the minimum from L2 on, L1 moving 2x the minimum or more",
         "time {time_x} a copy of the minimum: the L1 requests take it ({l1_x} the minimum)",
@@ -217,11 +221,13 @@ RULES: dict[str, Rule] = {
     "tail_wave": Rule(
         "time", "1 to 4 waves with a last wave at most half full",
         "a partial last wave: {waves_n} waves, the last {last_frac} full",
-        "the GPU idles while the last wave runs; {in_flight}"),
+        "the GPU idles while the last wave runs; {in_flight}",
+        "a partial last wave: the GPU idles while it runs"),
     "latency": Rule(
         "time", "bytes in flight (Little's law) below what the copy roof needs",
         "latency-bound: each thread needs {thread_n} B in flight for the copy roof",
-        "{in_flight}"),
+        "{in_flight}",
+        "latency-bound: too few bytes in flight a thread for the copy roof"),
     "time_unknown": Rule(
         "time", "time far above a copy of the minimum, no reason above fits",
         "no reason fits the time: measure with --metrics traffic,spills",
