@@ -67,8 +67,8 @@ COLUMNS = [
 # its kind (analysis.outside).
 EXTRA_COLUMNS = ["min_bytes", "eff_dram_rd", "eff_dram_wr", "passes", "report", "status", "launch_dims",
                  "local_ld_bytes", "local_st_bytes", "grid_size", "block_size", *LAUNCH_STATS, "time_vs_copy",
-                 "outside_program", "outside_kind", "eff_not_shown"]
-# eff_not_shown: the efficiency columns left NaN because they are not results, each with why
+                 "outside_program", "outside_kind", "no_efficiency"]
+# no_efficiency: the efficiency columns left NaN because they are not results, each with why
 # (analysis.findings.NOT_A_RESULT).
 # Last: REUSES, the range whose counters the row reuses (a repeat under profile --distinct), '' if measured.
 
@@ -314,7 +314,7 @@ def compute(rows: pd.DataFrame, plan: Plan | None = None,
         for r, t, b, role in zip(records, times, bounds, roles, strict=True)]
     df["diagnosis"] = [sentences(f) for f in found]
     # Efficiencies that are not results (findings.not_results): found above, then '-' and null, with why.
-    df["eff_not_shown"] = unshown = [not_results(r) for r in records]
+    df["no_efficiency"] = unshown = [not_results(r) for r in records]
     for key in {k for u in unshown for k in u}:
         df[key] = [math.nan if key in u else e for u, e in zip(unshown, df[key], strict=True)]
     for level in ("l1_ld", "l1_st", "l2", "dram"):

@@ -32,7 +32,7 @@ MINIMUM = ["min_read_bytes", "min_write_bytes", "min_bytes"]
 COLUMNS = ["op", "calls", "reused", "n_kernels", *MEASURED, *MINIMUM, "excess_l1_bytes", "excess_l2_bytes",
            "excess_dram_bytes", "excess_bytes", "eff_l1_ld", "eff_l1_st", "eff_l2", "eff_dram", "eff_dram_rd",
            "diagnosis", "findings", "worst_range", "worst_call", "status", "outside_program", "outside_kind",
-           "eff_not_shown"]
+           "no_efficiency"]
 # The rules that say a call moved less than its minimum somewhere (an op type's summary keeps them).
 BELOW = {rule for rule in RULES if "below_minimum" in rule}
 _LEVELS = ("eff_l1_ld", "eff_l1_st", "eff_l2", "eff_dram")
@@ -76,7 +76,7 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
         s["eff_dram"] = _ratio(s["min_bytes"], s["dram_rd_bytes"] + s["dram_wr_bytes"])
         s["eff_dram_rd"] = _ratio(s["min_read_bytes"], s["dram_rd_bytes"])
         flops = calls["model_flops"].sum(min_count=1) if "model_flops" in calls else math.nan
-        s["eff_not_shown"] = unshown = not_results({**s, "model_flops": flops})
+        s["no_efficiency"] = unshown = not_results({**s, "model_flops": flops})
         for key in unshown:  # not results (findings.not_results): '-' and null, with why
             s[key] = math.nan
         worst = _worst(calls)
@@ -113,7 +113,7 @@ def _left_out_rows(table: pd.DataFrame) -> pd.DataFrame:
     """One row per kind of the launches left out: their calls, kernels and time (no minimum)."""
     rows: list[dict[str, Any]] = [{"op": f"(not the program's ops: {kind})", "calls": len(calls), "reused": 0,
              "n_kernels": int(calls["n_kernels"].sum()), "diagnosis": "", "findings": [], "worst_range": "",
-             "worst_call": "", "status": "ok", "eff_not_shown": {},
+             "worst_call": "", "status": "ok", "no_efficiency": {},
              "outside_program": True, "outside_kind": kind,
              **{column: calls[column].sum(min_count=1) for column in MEASURED}}
             for kind, calls in table.groupby("outside_kind", sort=False)]

@@ -142,7 +142,7 @@ def legend(*keys: str) -> str:
 
 def not_shown_legend(df: pd.DataFrame) -> str:
     """Why an efficiency shows '-' (analysis.findings.NOT_A_RESULT), each reason found in the table once."""
-    found = sorted({why for u in df.get("eff_not_shown", pd.Series(dtype=object)) if isinstance(u, dict)
+    found = sorted({why for u in df.get("no_efficiency", pd.Series(dtype=object)) if isinstance(u, dict)
                     for why in u.values()})
     return "\n".join(f"eff -: {NOT_A_RESULT[why]}" for why in found)
 

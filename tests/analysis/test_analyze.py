@@ -462,7 +462,7 @@ def test_committed_kernels_above_the_minimum_say_why(name):
 def test_a_global_min_bytes_on_a_plain_report_names_its_limit():
     table = analyze_path(H100 / "plain_ncu_torch_softmax", min_bytes="8MiB:8MiB")
     rng = table[table["kernels"].map(lambda k: k[0].startswith("distribution_elementwise"))].iloc[0]
-    assert math.isnan(rng["eff_dram_rd"]) and rng["eff_not_shown"]["eff_dram_rd"] == "cached"  # not a result
+    assert math.isnan(rng["eff_dram_rd"]) and rng["no_efficiency"]["eff_dram_rd"] == "cached"  # not a result
     assert "applies to every row" in rng["diagnosis"]
 
 

@@ -132,7 +132,7 @@ def test_a_per_op_efficiency_above_one_shows_the_call_that_explains_it(tmp_path,
     launches = pd.DataFrame([_kernel(0, ["mt|op|0|aten.nll_loss_forward.default"], 640, 64, 640, 64)])
     monkeypatch.setattr(analyze, "kernel_table", lambda *_a, **_k: KernelTable(launches.copy(), False))
     (row,) = analyze.analyze_path(tmp_path, group_by="op").to_dict("records")
-    assert math.isnan(row["eff_l1_ld"]) and row["eff_not_shown"]["eff_l1_ld"] == "cached"  # 10x: not a result
+    assert math.isnan(row["eff_l1_ld"]) and row["no_efficiency"]["eff_l1_ld"] == "cached"  # 10x: not a result
     assert row["diagnosis"].startswith("below the minimum at L1 ld, L2, DRAM, DRAM rd: the minimum is an "
                                        "upper bound (targets on the GPU not read")
 
