@@ -68,8 +68,6 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
                              ("l2", s["l2_rd_bytes"] + s["l2_wr_bytes"]),
                              ("dram", s["dram_rd_bytes"] + s["dram_wr_bytes"])):
             s[f"excess_{level}_bytes"] = moved - s["min_bytes"]
-        excess = [s[f"excess_{level}_bytes"] for level in ("l1", "l2", "dram")]
-        s["excess_bytes"] = max((e for e in excess if math.isfinite(e)), default=math.nan)
         s["eff_l1_ld"] = _ratio(s["min_read_bytes"], s["l1_ld_bytes"])
         s["eff_l1_st"] = _ratio(s["min_write_bytes"], s["l1_st_bytes"])
         s["eff_l2"] = _ratio(s["min_bytes"], s["l2_rd_bytes"] + s["l2_wr_bytes"])
@@ -79,6 +77,10 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
         s["no_efficiency"] = unshown = not_results({**s, "model_flops": flops})
         for key in unshown:  # not results (findings.not_results): '-' and null, with why
             s[key] = math.nan
+        # A matmul's L1 re-reads are its algorithm, not excess: its largest excess is at L2 or DRAM.
+        levels = ("l2", "dram") if unshown.get("eff_l1_ld") == "tiles" else ("l1", "l2", "dram")
+        excess = [s[f"excess_{level}_bytes"] for level in levels]
+        s["excess_bytes"] = max((e for e in excess if math.isfinite(e)), default=math.nan)
         worst = _worst(calls)
         s["findings"], s["worst_range"] = list(worst["findings"]), worst["range"]
         s["worst_call"] = _call_name(worst)
