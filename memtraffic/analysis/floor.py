@@ -119,8 +119,9 @@ class Floor:
         return "\n".join(summary_lines(self))
 
     def table(self) -> pd.DataFrame:
-        """The op types as a DataFrame (the by_op rows, seconds), largest recoverable time first."""
-        return pd.DataFrame([asdict(r) for r in self.by_op])
+        """The op types as a DataFrame (the by_op rows, seconds), largest recoverable time first; `reason`
+        holds each row's Finding (vocab.finding.say words it)."""
+        return pd.DataFrame([{**asdict(r), "reason": r.reason} for r in self.by_op])
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON of `memtraffic floor --format json`."""
