@@ -114,13 +114,13 @@ def _print_baseline_diff(baseline: Path | None, run_dir: Path, fmt: str, width: 
     typer.echo(f"\ndiff against {baseline}:\n{text}", err=fmt != "table")
 
 
-def _print_floor_summary(path: Path | Run | ProfileResult) -> None:
+def _print_floor_summary(path: Path | Run | ProfileResult, width: int | None = None) -> None:
     """The floor's summary (memtraffic.analysis.floor) above a table of a run; a run it cannot read (no
     minimum, no time) gets none: the table says what there is."""
     from memtraffic.api import floor as floor_of
 
     try:
-        text = floor_of(path).summary()
+        text = floor_of(path).summary(width)
     except MemtrafficError:
         return
     if text:
@@ -481,7 +481,7 @@ def profile(
         replay=replay)
     result = run_profile(opts, echo=lambda line: typer.echo(line, err=True))
     if len(result.table) and fmt == "table":
-        _print_floor_summary(result)
+        _print_floor_summary(result, _width(wide))
     if len(result.table) and torch_ops and fmt == "table" and not all_calls:
         typer.echo(op_calls_table(result.table, width=_width(wide)))
     elif len(result.table):
@@ -553,7 +553,7 @@ def analyze(
     run = load_run(path)  # once: the floor's summary above a table per op reads the same run
     table = analyze_run(run, min_bytes=min_bytes, group_by=group_by)
     if group_by == "op" and fmt == "table" and len(table):
-        _print_floor_summary(run)
+        _print_floor_summary(run, _width(wide))
     typer.echo(render_results(table, fmt, group_by, _width(wide), explain))
     require_whole(table, str(path), partial)  # after the table: what there is, is shown
 

@@ -114,9 +114,9 @@ class Floor:
         total = sum(r.recoverable_s for r in self.by_op)
         return sum(r.recoverable_s for r in self.by_op[:TOP]) / total if total > 0 else math.nan
 
-    def summary(self) -> str:
-        """The summary lines `memtraffic floor` starts with."""
-        return "\n".join(summary_lines(self))
+    def summary(self, width: int | None = 100) -> str:
+        """The summary lines `memtraffic floor` starts with, wrapped to `width` (None: a line each)."""
+        return "\n".join(summary_lines(self, width or 10**9))
 
     def table(self) -> pd.DataFrame:
         """The op types as a DataFrame (the by_op rows, seconds), largest recoverable time first; `reason`
