@@ -82,14 +82,18 @@ Roofs = Annotated[
 ]
 Wide = Annotated[
     bool, typer.Option("--wide", help="Tables and notes one line each, however long (by default they fit "
-                       "120 columns, the same cells).")
+                       "the terminal: COLUMNS, else 100 columns; the same cells).")
+]
+Explain = Annotated[
+    bool, typer.Option("--explain", help="Under each finding, the arithmetic behind it (the JSON carries "
+                       "it as each finding's evidence).")
 ]
 
 
 def _width(wide: bool) -> int | None:
-    from memtraffic.views.tables import WIDTH
+    from memtraffic.views.tables import terminal_width
 
-    return None if wide else WIDTH
+    return None if wide else terminal_width()
 
 
 Baseline = Annotated[
@@ -114,13 +118,13 @@ def _print_baseline_diff(baseline: Path | None, run_dir: Path, fmt: str, width: 
     typer.echo(f"\ndiff against {baseline}:\n{text}", err=fmt != "table")
 
 
-def _print_floor_summary(path: Path | Run | ProfileResult) -> None:
+def _print_floor_summary(path: Path | Run | ProfileResult, width: int | None = None) -> None:
     """The floor's summary (memtraffic.analysis.floor) above a table of a run; a run it cannot read (no
     minimum, no time) gets none: the table says what there is."""
     from memtraffic.api import floor as floor_of
 
     try:
-        text = floor_of(path).summary()
+        text = floor_of(path).summary(width)
     except MemtrafficError:
         return
     if text:
@@ -483,7 +487,7 @@ def profile(
         replay=replay, roofs=roofs)
     result = run_profile(opts, echo=lambda line: typer.echo(line, err=True))
     if len(result.table) and fmt == "table":
-        _print_floor_summary(result)
+        _print_floor_summary(result, _width(wide))
     if len(result.table) and torch_ops and fmt == "table" and not all_calls:
         typer.echo(op_calls_table(result.table, width=_width(wide)))
     elif len(result.table):
@@ -511,7 +515,7 @@ def analyze(
             help="The minimum traffic, for reports captured by hand: TOTAL (read + write), or "
             "READ:WRITE for per-direction efficiencies. Sizes as 8388608, 8.39MB (SI) or 8MiB "
             "(binary), e.g. 8MiB:8MiB. REGEX=READ:WRITE (or REGEX=TOTAL), repeatable: the ranges "
-            "whose name matches REGEX get that minimum (the first matching one wins), e.g. "
+            "and kernels whose name matches REGEX get that minimum (the first matching one wins), e.g. "
             "'attn=8MiB:8MiB' for memtraffic.region('attn', ...). Overrides the op model of our own runs."
         ),
     ] = None,
@@ -527,6 +531,7 @@ def analyze(
         json="a list of objects, raw numbers in bytes, ns, B/s; stable keys", csv="same columns")] = "table",
     partial: Partial = False,
     wide: Wide = False,
+    explain: Explain = False,
 ) -> None:
     """Per-level efficiency: minimum bytes / bytes moved (1.00 is ideal).
 
@@ -554,8 +559,8 @@ def analyze(
     run = load_run(path)  # once: the floor's summary above a table per op reads the same run
     table = analyze_run(run, min_bytes=min_bytes, group_by=group_by)
     if group_by == "op" and fmt == "table" and len(table):
-        _print_floor_summary(run)
-    typer.echo(render_results(table, fmt, group_by, _width(wide)))
+        _print_floor_summary(run, _width(wide))
+    typer.echo(render_results(table, fmt, group_by, _width(wide), explain))
     require_whole(table, str(path), partial)  # after the table: what there is, is shown
 
 
@@ -571,6 +576,7 @@ def floor(
     wide: Wide = False,
     partial: Annotated[bool, typer.Option("--partial", help="Show the floor of what an interrupted or cut "
                                           "run holds (each gap a warning) instead of exit 1.")] = False,
+    explain: Explain = False,
 ) -> None:
     """How far the run is from its floor: time, floor and recoverable time per op type, and why.
 
@@ -595,7 +601,7 @@ def floor(
     found = floor_of(path, partial, warn_gaps=True)
     if found.no_floor:  # never a floor of 0 or one set against ncu's range durations
         raise ReportError(f"{path}: {found.no_floor}")
-    typer.echo(render_floor(found, fmt, _width(wide)))
+    typer.echo(render_floor(found, fmt, _width(wide), explain))
 
 
 @app.command()

@@ -42,7 +42,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 import memtraffic
-from memtraffic import fmt_bytes, fmt_time, show
+from memtraffic import fmt_bytes, fmt_time, say, show
 
 
 def find_root() -> Path:
@@ -163,7 +163,8 @@ for way, f in BLOCK.items():
     print(f"--- {way}: the five op types holding the most recoverable time")
     table = f.table().head(5)
     show(pd.DataFrame({"op": table["op"], "recoverable": [fmt_time(s * 1e9) for s in table["recoverable_s"]],
-                       "share": [f"{s:.0%}" for s in table["share"]], "reason": table["reason"]}))
+                       "share": [f"{s:.0%}" for s in table["share"]],
+                       "reason": [say(r) if r else "" for r in table["reason"]]}))
 
 # %% [markdown]
 # ## 4. What fusing would save: the groups

@@ -71,7 +71,7 @@ def test_list_without_torch_gives_every_shipped_variant_with_its_ops_minimum(sha
 
 
 def test_list_table_without_torch_leaves_the_predicted_columns_out_and_says_why_once():
-    proc = cli_without_torch("list", "--shape", "1048576x2")
+    proc = cli_without_torch("list", "--shape", "1048576x2", "--wide")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[0].split() == ["variant", "op", "shape", "dtype", "min", "read", "min",
                                                    "write", "FLOPs", "FLOP/B"]

@@ -211,7 +211,7 @@ def test_the_floor_window_table_puts_each_modes_time_and_recoverable_time_side_b
     # op types of at least 1% of either run's GPU time: aten.mm.out ran only in the timing-only run's window
     assert "| `aten.mm.out` | - | 10.14 ms | - | - | 662.8 us |" in table and len(table) == 2 + 14 + 1
     legend = lines[-1]
-    assert "5 of 14 op types agree within 10% (or 3 us)" in legend
+    assert "Op types whose default time agrees within 10% (or 3 us): with timing_only 5 of 14;" in legend
     assert "recoverable time against default: timing_only 883.4 us apart, 6.7% of its GPU time" in legend
     assert legend.endswith("default: ncu gpu__time_duration (kernel replay); timing_only: kernel timer "
                            "(CUPTI activity records).")

@@ -21,7 +21,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from memtraffic.analysis.findings import SECTOR_BYTES, diagnose, ok
+from memtraffic.analysis.findings import SECTOR_BYTES, Role, diagnose, not_results, ok
 from memtraffic.analysis.outside import outside_kinds
 from memtraffic.analysis.reuse import REUSES, add_reused
 from memtraffic.analysis.time_notes import copy_seconds
@@ -49,6 +49,7 @@ from memtraffic.vocab.files import (
     write_bytes_atomic,
     write_json,
 )
+from memtraffic.vocab.finding import Subject, sentences, to_dicts
 from memtraffic.vocab.launches import measured_range
 from memtraffic.vocab.ops import format_shape
 from memtraffic.vocab.roofs import find_ceilings
@@ -61,6 +62,7 @@ COLUMNS = [
     "eff_l1_ld", "eff_l1_st", "eff_l2", "eff_dram", "amp_l1_ld", "amp_l1_st", "amp_l2", "amp_dram",
     "sector_eff_ld", "sector_eff_st", "bw_min_Bps", "bw_dram_Bps",
     "fadd", "fmul", "ffma", "hw_flops", "model_flops", "pred_read_bytes", "pred_write_bytes", "diagnosis",
+    "findings",
 ]
 # Also in every table, after COLUMNS: the total minimum, DRAM per direction, replay passes, the status,
 # the launches, local-memory (spill) bytes, the launch (of a range's longest kernel: grid, block,
@@ -73,8 +75,10 @@ COLUMNS = [
 # its kind (analysis.outside).
 EXTRA_COLUMNS = ["min_bytes", "eff_dram_rd", "eff_dram_wr", "passes", "report", "status", "launch_dims",
                  "local_ld_bytes", "local_st_bytes", "grid_size", "block_size", *LAUNCH_STATS, "time_vs_copy",
-                 "outside_program", "outside_kind", "time_source"]
+                 "outside_program", "outside_kind", "time_source", "no_efficiency"]
 # time_source: where the row's time comes from (runfolder.timings: ncu's kernel replay, the kernel timer).
+# no_efficiency: the efficiency columns left NaN because they are not results, each with why
+# (analysis.findings.NOT_A_RESULT).
 # Last: REUSES, the range whose counters the row reuses (a repeat under profile --distinct), '' if measured.
 
 # Any one of these makes a report worth analyzing; time is always needed.
@@ -105,8 +109,8 @@ def parse_min_bytes_options(texts: Sequence[str]) -> tuple[tuple[float, float, f
     """--min-bytes values -> (the global minimum or None, [(range regex, minimum)] in the order given).
 
     'TOTAL' or 'READ:WRITE' is the global form (at most one); 'REGEX=TOTAL' or 'REGEX=READ:WRITE' gives
-    the ranges whose name matches REGEX (re.search) that minimum. Sizes never hold '=', so the last
-    '=' splits.
+    the rows whose range or kernel name matches REGEX (re.search) that minimum. Sizes never hold '=', so
+    the last '=' splits.
     """
     overall: list[str] = []
     rules: list[MinRule] = []
@@ -131,15 +135,18 @@ def parse_min_bytes_options(texts: Sequence[str]) -> tuple[tuple[float, float, f
 
 
 def _apply_min_rules(df: pd.DataFrame, rules: Sequence[MinRule]) -> np.ndarray:
-    """Each rule's minimum to the rows whose range matches it and no earlier rule; returns the rows set."""
+    """Each rule's minimum to the rows whose range or a kernel's name matches it (re.search) and no earlier
+    rule; returns the rows set. A plain .ncu-rep has no ranges: its kernels' names are what a rule names."""
     taken = np.zeros(len(df), dtype=bool)
+    kernels = [k if isinstance(k, list) else [] for k in df["kernels"]] if "kernels" in df else [[]] * len(df)
     for pattern, (read, write, total) in rules:
-        hit = np.array([bool(pattern.search(r)) for r in df["range"]], dtype=bool)
+        hit = np.array([bool(pattern.search(r)) or any(pattern.search(str(k)) for k in ks)
+                        for r, ks in zip(df["range"], kernels, strict=True)], dtype=bool)
         if not hit.any():
-            names = sorted({r for r in df["range"] if r})
-            known = (f"the ranges are {', '.join(names[:5])}{', ...' if len(names) > 5 else ''}" if names
-                     else "the report has no NVTX range: give the global TOTAL or READ:WRITE")
-            raise UsageError(f"--min-bytes {pattern.pattern!r} matches no range: {known}")
+            names = sorted({r for r in df["range"] if r}) or sorted({str(k) for ks in kernels for k in ks})
+            known = (f"the ranges and kernels are {', '.join(names[:5])}{', ...' if len(names) > 5 else ''}"
+                     if names else "the report has no range or kernel: give the global TOTAL or READ:WRITE")
+            raise UsageError(f"--min-bytes {pattern.pattern!r} matches no range or kernel: {known}")
         hit &= ~taken
         df.loc[hit, ["min_read_bytes", "min_write_bytes", "min_bytes"]] = (read, write, total)
         taken |= hit
@@ -331,8 +338,17 @@ def compute(rows: pd.DataFrame, plan: Plan | None = None,
     roofs = _measured_roofs(df["device"])
     records = row_dicts(df)  # once: a traced program's table has tens of thousands of rows
     df["time_vs_copy"] = times = [_time_vs_copy(r, roofs.get(r["device"])) for r in records]
-    df["diagnosis"] = [diagnose({**r, "time_vs_copy": t}, bound=b, role=role, roofs=roofs.get(r["device"]))
-                       for r, t, b, role in zip(records, times, bounds, roles, strict=True)]
+    df["findings"] = found = [
+        diagnose({**r, "time_vs_copy": t}, bound=b, role=role, roofs=roofs.get(r["device"]),
+                 subject=subject_of(r))
+        for r, t, b, role in zip(records, times, bounds, roles, strict=True)]
+    df["diagnosis"] = [sentences(f) for f in found]
+    # Efficiencies that are not results (findings.not_results): found above, then '-' and null, with why.
+    df["no_efficiency"] = unshown = [not_results(r) for r in records]
+    for key in {k for u in unshown for k in u}:
+        df[key] = [math.nan if key in u else e for u, e in zip(unshown, df[key], strict=True)]
+    for level in ("l1_ld", "l1_st", "l2", "dram"):
+        df[f"amp_{level}"] = _div(pd.Series(1.0, index=df.index), df[f"eff_{level}"])
 
     others = [a for a in METRICS if a in df and a not in COLUMNS and a != "time"]
     # A timing-only run's kernels (and a report without launch statistics) have no launch columns: NaN.
@@ -359,11 +375,11 @@ def _time_vs_copy(r: dict[str, Any], measured: Mapping[str, float] | None) -> fl
     return r["time_ns"] * 1e-9 / copy if copy and ok(r.get("time_ns")) else math.nan
 
 
-def _split_range_minimum(df: pd.DataFrame) -> list[str]:
+def _split_range_minimum(df: pd.DataFrame) -> list[Role | None]:
     """Rows of one range (kernels of a multi-kernel range, --group-by kernel): the range's minimum stays
     on its main kernel (the one moving the most L2 bytes, else the longest) and leaves the others (their
-    minimum becomes NaN). Returns each row's role ('' for a range's only row)."""
-    roles = [""] * len(df)
+    minimum becomes NaN). Returns each row's role (None for a range's only row)."""
+    roles: list[Role | None] = [None] * len(df)
     keyed = df[df["range"].astype(bool) & df["min_bytes"].notna()]
     keyed = keyed[keyed.duplicated(["run", "range"], keep=False)]  # ranges of one row have nothing to split
     for (_, _), rows in keyed.groupby(["run", "range"], sort=False):
@@ -371,13 +387,9 @@ def _split_range_minimum(df: pd.DataFrame) -> list[str]:
         main = moved.idxmax() if moved.max() > 0 else rows["time"].fillna(0).idxmax()
         name = df.loc[main, "kernels"][0]
         for i in rows.index:
-            pos = df.index.get_loc(i)
-            if i == main:
-                roles[pos] = (f"main kernel of {len(rows)} in its range: the range's whole minimum is "
-                              "counted here")
-            else:
-                roles[pos] = (f"helper kernel of its range ({len(rows)} kernels): the range's minimum is "
-                              f"counted on {name}")
+            pos = cast("int", df.index.get_loc(i))  # the index is unique: one position
+            roles[pos] = Role(i == main, name, len(rows))
+            if i != main:
                 df.loc[i, ["min_read_bytes", "min_write_bytes", "min_bytes"]] = math.nan
     return roles
 
@@ -485,7 +497,7 @@ def analyze_reports(reports: Sequence[Path], plan: Plan | None = None, *,
     if timed:
         from memtraffic.analysis.timing_only_table import mark
 
-        table = mark(table)
+        table = mark(table, [subject_of(r) for r in row_dicts(table)])
     if with_lines:
         table = _name_worst_lines(table, with_lines, plan)
     if plan and group_by != "kernel":  # plan order: a run of several GPUs has a report per GPU
@@ -588,17 +600,18 @@ def _cut_after(rng: str, configs: Sequence[Config], status: dict[str, str], dama
 def _name_worst_lines(table: pd.DataFrame, reports: Sequence[Path],
                       plan: Plan | None) -> pd.DataFrame:
     """With per-line counters (measure --source), a diagnosis ends with the row's worst source line."""
-    from memtraffic.analysis.lines import report_lines, worst_line, worst_line_note
+    from memtraffic.analysis.lines import report_lines, worst_line, worst_line_finding
 
     lines, _ = report_lines(reports, plan)
     if not lines:
         return table
-    notes = []
-    for r in table.to_dict("records"):
+    found = []
+    for r in row_dicts(table):
         mine = [x for x in lines if x["range"] == r["range"] and x["kernel"] in r["kernels"]]
-        worst = worst_line(mine) if r["diagnosis"] else None
-        notes.append(f"{r['diagnosis']}; {worst_line_note(worst)}" if worst else r["diagnosis"])
-    return table.assign(diagnosis=notes)
+        worst = worst_line(mine) if r["findings"] else None
+        found.append([*r["findings"], worst_line_finding(worst, subject_of(r))] if worst else r["findings"])
+    return table.assign(findings=pd.Series(found, index=table.index, dtype=object),
+                        diagnosis=[sentences(f) for f in found])
 
 
 def analyze_path(path: str | Path | Run, min_bytes: str | Sequence[str] | None = None,
@@ -651,7 +664,11 @@ _INT_COLUMNS = {c for c in COLUMNS + EXTRA_COLUMNS if c.endswith("_bytes") or c 
 
 
 def to_records(df: pd.DataFrame, int_columns: Collection[str] = _INT_COLUMNS) -> list[dict[str, object]]:
-    """Plain JSON-able dicts: NaN -> None, whole counts (int_columns) -> int, lists and dicts kept."""
+    """Plain JSON-able dicts: NaN -> None, whole counts (int_columns) -> int, lists and dicts kept, each
+    finding as its record (vocab.finding.Finding.to_dict) with its sentence."""
+    if "findings" in df:
+        records = [to_dicts(f) if isinstance(f, list) else [] for f in df["findings"]]
+        df = df.assign(findings=pd.Series(records, index=df.index, dtype=object))
     return plain_records(df, int_columns)
 
 
@@ -678,6 +695,22 @@ def row_label(r: dict[str, Any]) -> str:
         reused = " (reused)" if r.get("reuses") else ""  # a repeat: its first call's counters
         return " ".join(p for p in (f"{name} #{seq}", r["shape"], r["dtype"]) if p) + reused
     return r["range"] or (r["kernels"] or ["?"])[0]
+
+
+def subject_of(r: Mapping[str, Any]) -> Subject:
+    """What a row's findings are about, as people name it: the config of a variant, or the op (or region,
+    or Triton kernel) and its call number; the kernel where the row has one."""
+    kernels = r.get("kernels")
+    kernel = str(kernels[0]) if isinstance(kernels, list) and len(kernels) == 1 else ""
+    run = str(r.get("run") or "")
+    if r.get("variant"):
+        return Subject(run=run, config=row_label(dict(r)), kernel=kernel)
+    parts = measured_range(str(r.get("range") or "")).split("|")
+    if len(parts) >= 4 and parts[0] == "mt" and parts[1] in ("op", "region", "triton") and r.get("op"):
+        seq = parts[2] if parts[1] != "region" else parts[-1]
+        name = f"region {r['op']}" if parts[1] == "region" else str(r["op"])
+        return Subject(run=run, op=name, call=int(seq) if seq.isdigit() else None, kernel=kernel)
+    return Subject(run=run, config=str(r.get("range") or ""), kernel=kernel)
 
 
 def _explicit(r: dict[str, Any]) -> dict[str, Any]:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -44,12 +43,12 @@ from memtraffic.analysis.fusion import Match, match
 from memtraffic.runfolder.records import RunRecord
 from memtraffic.runfolder.results import read_results
 from memtraffic.vocab.errors import MemtrafficError, ReportError, UsageError
+from memtraffic.vocab.finding import GOOD, SECTOR_BYTES, Finding, sentences
 from memtraffic.vocab.launches import measured_range
 
 GROUPS = ("range", "op", "kernel", "line")
 TIME_TOLERANCE = 0.05
 BYTES_NOTE = 0.01  # byte changes below this fraction are in the columns but not named in the verdict
-GOOD = 0.9  # analyze's threshold: a sector efficiency below it is waste
 
 LEVEL_NAMES = {"l1_ld_bytes": "L1 loads", "l1_st_bytes": "L1 stores", "l2_rd_bytes": "L2 reads",
                "l2_wr_bytes": "L2 writes", "dram_rd_bytes": "DRAM reads", "dram_wr_bytes": "DRAM writes",
@@ -367,56 +366,70 @@ def pct(x: float) -> str:
     return f"{100 * x:+.0f}%" if abs(x) >= 0.095 else f"{100 * x:+.1f}%"
 
 
-_WORST = re.compile(r"worst (line|instruction) ([^ ]+)")
+def _worst(findings: Any) -> str | None:
+    """The worst source line analyze's findings name (runs measured with --source), if any."""
+    for f in findings if isinstance(findings, list) else []:
+        if isinstance(f, Finding) and f.rule == "worst_line":
+            return f.subject.line
+        if isinstance(f, dict) and f.get("rule") == "worst_line":  # a row read back from results.json
+            return str((f.get("subject") or {}).get("line") or "") or None
+    return None
 
 
-def _worst(diagnosis: Any) -> str | None:
-    """The worst source line analyze's diagnosis names (runs measured with --source), if any."""
-    match = _WORST.search(diagnosis) if isinstance(diagnosis, str) else None
-    return match.group(2) if match else None
-
-
-def _sector_notes(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
-    """Sector waste that went or came, per direction (one note when loads and stores agree)."""
-    moves: dict[str, tuple[str, float]] = {}
-    for d, what in (("ld", "load"), ("st", "store")):
+def _sector_notes(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
+    """Sector waste that went or came, per direction (one finding when loads and stores agree)."""
+    moves: dict[str, tuple[str, dict[str, float | str]]] = {}
+    for d, what in (("ld", "loads"), ("st", "stores")):
         sa, sb = _num(a.get(f"sector_eff_{d}")), _num(b.get(f"sector_eff_{d}"))
         if math.isnan(sa) or math.isnan(sb):
             continue
+        numbers: dict[str, float | str] = {"a_eff": sa, "b_eff": sb}
         if sa < GOOD <= sb:
-            moves[what] = ("sector waste gone (used {:.0f} of every 32 bytes)", 32 * sa)
+            moves[what] = ("diff_sector_gone", {**numbers, "used_n": round(SECTOR_BYTES * sa)})
         elif sb < GOOD <= sa:
-            moves[what] = ("now wastes sectors (uses {:.0f} of every 32 bytes)", 32 * sb)
+            moves[what] = ("diff_sector_new", {**numbers, "used_n": round(SECTOR_BYTES * sb)})
         elif sa < GOOD and sb < GOOD and abs(sb - sa) > 0.1 * sa:
-            moves[what] = (f"uses {32 * sa:.0f} -> {{:.0f}} of every 32 bytes per sector", 32 * sb)
-    if len(moves) == 2 and moves["load"] == moves["store"]:
-        text, x = moves["load"]
-        return ["load and store " + text.format(x).replace("wastes", "waste").replace("uses", "use")]
-    return [f"{what} {text.format(x)}" for what, (text, x) in moves.items()]
+            moves[what] = ("diff_sector_changed", {**numbers, "a_used_n": round(SECTOR_BYTES * sa),
+                                                   "b_used_n": round(SECTOR_BYTES * sb)})
+    if len(moves) == 2 and moves["loads"][0] == moves["stores"][0] and \
+            {k: v for k, v in moves["loads"][1].items() if k.endswith("_n")} == \
+            {k: v for k, v in moves["stores"][1].items() if k.endswith("_n")}:
+        rule, numbers = moves["loads"]
+        return [Finding(rule, level="L1", evidence={**numbers, "what": "loads and stores"})]
+    return [Finding(rule, level="L1 ld" if what == "loads" else "L1 st", evidence={**numbers, "what": what})
+            for what, (rule, numbers) in moves.items()]
 
 
-def _why(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
-    """What the diagnosis columns say changed between the two rows."""
+def _why(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
+    """What changed between the two rows, in the terms of analyze's findings."""
     notes = _sector_notes(a, b)
-    for d, req, minimum in (("load", "req_ld_bytes", "min_read_bytes"), ("store", "req_st_bytes",
-                                                                           "min_write_bytes")):
+    for d, req, minimum in (("loads", "req_ld_bytes", "min_read_bytes"), ("stores", "req_st_bytes",
+                                                                            "min_write_bytes")):
         ka = _num(a.get(req)) / _num(a.get(minimum)) if _num(a.get(minimum)) > 0 else math.nan
         kb = _num(b.get(req)) / _num(b.get(minimum)) if _num(b.get(minimum)) > 0 else math.nan
         if math.isnan(ka) or math.isnan(kb) or abs(kb - ka) <= 0.1 * ka or max(ka, kb) <= 1 / GOOD:
             continue
-        gone = " (redundant requests gone)" if kb <= 1 / GOOD else ""
-        notes.append(f"{d}s request {ka:.3g}x -> {kb:.3g}x the minimum{gone}")
+        notes.append(Finding("diff_requests_gone" if kb <= 1 / GOOD else "diff_requests",
+                             level="L1 ld" if d == "loads" else "L1 st",
+                             evidence={"what": d, "a_x": ka, "b_x": kb}))
     na, nb = _num(a.get("n_kernels")), _num(b.get("n_kernels"))
     if na == na and nb == nb and na != nb:
-        notes.append(f"kernels {na:.0f} -> {nb:.0f}")
-    va, vb = a.get("verdict"), b.get("verdict")  # `lines` rows
-    if isinstance(va, str) and isinstance(vb, str) and va != vb:
-        notes.append(f"was {va.split(':')[0]}, now {vb.split(':')[0]}")
+        notes.append(Finding("diff_kernels", evidence={"a_n": na, "b_n": nb}))
+    fa, fb = a.get("findings"), b.get("findings")  # `lines` rows: what each line was judged
+    if "verdict" in a and isinstance(fa, list) and isinstance(fb, list):
+        ka_, kb_ = _line_kinds(fa), _line_kinds(fb)
+        if ka_ != kb_:
+            notes.append(Finding("diff_line_verdict", evidence={"a": ka_, "b": kb_}))
     if notes:  # where the runs name their worst source line, say which
-        worst = [f"worst line in {side}: {w}" for side, w in (("A", _worst(a.get("diagnosis"))),
-                                                            ("B", _worst(b.get("diagnosis")))) if w]
-        notes += worst
+        notes += [Finding("diff_worst_line", evidence={"side": side, "line": w})
+                  for side, w in (("A", _worst(a.get("findings"))), ("B", _worst(b.get("findings")))) if w]
     return notes
+
+
+def _line_kinds(found: list[Any]) -> str:
+    from memtraffic.analysis.lines import KINDS
+
+    return " + ".join(KINDS.get(f.rule, f.rule) for f in found if isinstance(f, Finding)) or "fine"
 
 
 def verdict(a: Mapping[str, Any], b: Mapping[str, Any], row: Mapping[str, Any], group_by: str) -> str:
@@ -436,7 +449,7 @@ def verdict(a: Mapping[str, Any], b: Mapping[str, Any], row: Mapping[str, Any], 
         head = "same bytes" if same else f"bytes within {100 * BYTES_NOTE:.0f}%"
         if all(math.isnan(row[f"{m}_change"]) for m in levels):  # timing-only runs count no bytes
             head = "no bytes measured"
-    why = "; ".join(_why(a, b))
+    why = sentences(_why(a, b))
     time, noise = "", True
     if "time_ns_rel" in row and not math.isnan(row["time_ns_rel"]):
         noise = row["time_noise"]
@@ -514,6 +527,7 @@ def _row(rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]], gro
                    time_noise=None if math.isnan(rel) else bool(abs(rel) <= band))
     row["status_a"], row["status_b"] = (r.get("status", "ok") if r else None for r in (ra, rb))
     row["verdict"] = verdict(ra, rb, row, group_by) if status == "both" else f"only in {status[-1].upper()}"
+    row["findings"] = [f.to_dict() for f in _why(ra, rb)] if status == "both" else []
     notes = [f"{side} {st} (analyze: planned, not measured whole)" for side, st in
              (("A", row["status_a"]), ("B", row["status_b"])) if st not in (None, "ok")]
     if status == "both" and (changed := _params_change(ra, rb)):

@@ -1,29 +1,46 @@
-"""The diagnosis of an analyzed row, as small named rules applied in a fixed order.
+"""The findings of an analyzed row: the efficiency rules of memtraffic.vocab.finding.RULES, checked in a
+fixed order.
 
-Each `Rule` has a name, when it applies (`when`) and what it says (`say`: one sentence or several, e.g.
-one per direction). `diagnose` runs `RULES` top to bottom over a row's `Facts` and joins what the rules
-that apply say with '; '. A new finding is one Rule in RULES, at the place its sentence should take in
-the line, and a test in tests/analysis/test_findings.py on a committed report that triggers it.
+Each `Check` names its rule, when it applies (`when`) and the findings it makes (`find`: one or several,
+e.g. one per direction), each a `Finding` record with its evidence. `diagnose` runs CHECKS top to bottom
+over a row's `Facts`. The words are the registry's (vocab/finding.py), written only by views.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, TypeGuard
 
 from memtraffic.analysis.time_notes import explain_time, local_bytes
 from memtraffic.vocab.arch import Chip, chip_for_gpu
-from memtraffic.vocab.units import ABOVE, fmt_bytes, fmt_rate, fmt_time
+from memtraffic.vocab.finding import GOOD, SECTOR_BYTES, Finding, Level, Subject
+from memtraffic.vocab.units import ABOVE
 
-SECTOR_BYTES = 32
-GOOD = 0.9  # efficiencies below this get a diagnosis
+__all__ = ["GOOD", "SECTOR_BYTES", "CHECKS", "NOT_A_RESULT", "Facts", "Role", "not_results", "reuses_tiles",
+           "diagnose", "needs_full_set", "ok", "predicted"]
 LSU_NEGLIGIBLE = 0.01  # L1 (LSU) bytes under this fraction of L2's: the kernel moves its data another way
 
 
 PREDICTED = 0.01  # L1 bytes within this fraction of the row's model prediction: the model accounts for them
+SHOWN_MAX = 2.0  # an efficiency above this is not a result: a counter missed bytes, or the minimum is off
+TILE_REUSE = 16.0  # FLOPs a minimum byte from which an op re-reads its tiles from L1 by design (a matmul)
+
+# Why an efficiency is not given (null in the JSON, '-' in tables), per efficiency column.
+_LEVEL_OF = {"eff_l1_ld": "L1 ld", "eff_l1_st": "L1 st", "eff_l2": "L2", "eff_dram": "DRAM",
+             "eff_dram_rd": "DRAM rd", "eff_dram_wr": "DRAM wr"}
+_MINIMUM_OF = {"eff_l1_ld": "min_read_bytes", "eff_dram_rd": "min_read_bytes", "eff_l1_st": "min_write_bytes",
+               "eff_dram_wr": "min_write_bytes"}
+NOT_A_RESULT = {
+    "bypass": "the L1 (LSU) counters miss loads or stores outside their pipe (TMA, async copies)",
+    "cached": "less than the minimum counted here (efficiency above 2): bytes a cache kept, traffic outside "
+              "the counted pipe, or a minimum that over-counts the op",
+    "no minimum": "the minimum at this level is 0",
+    "tiles": "a compute-heavy op (a matmul) re-reads its tiles from L1 by design: judged by L2, DRAM and "
+             "its FLOPs",
+}
 
 # A direction of an analyzed row: its name, efficiency, L1 bytes, the model's predicted bytes, the minimum.
 _DIRECTIONS = (("ld", "eff_l1_ld", "l1_ld_bytes", "pred_read_bytes", "min_read_bytes"),
@@ -60,14 +77,45 @@ def predicted(r: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def reuses_tiles(r: Mapping[str, Any]) -> bool:
+    """An op whose minimum FLOPs a minimum byte reach TILE_REUSE: its L1 re-reads are its algorithm."""
+    flops, minimum = r.get("model_flops"), r.get("min_bytes")
+    return ok(flops) and ok(minimum) and minimum > 0 and flops / minimum >= TILE_REUSE
+
+
+def not_results(r: Mapping[str, Any]) -> dict[str, str]:
+    """The efficiency columns of a row that are not results, each with why (a key of NOT_A_RESULT): a
+    counter that cannot see the op's traffic, bytes a cache kept (an efficiency above SHOWN_MAX), a
+    minimum of 0, or a matmul's L1 re-reads. Tables show '-', the JSON null."""
+    out: dict[str, str] = {}
+    bypass = Facts(dict(r)).bypass
+    for key in _LEVEL_OF:
+        e = r.get(key)
+        if not ok(e):
+            continue
+        if key.startswith("eff_l1") and (("loads" if key == "eff_l1_ld" else "stores") in bypass):
+            out[key] = "bypass"
+        elif key.startswith("eff_l1") and reuses_tiles(r):
+            out[key] = "tiles"
+        elif e == 0 and r.get(_MINIMUM_OF.get(key, "min_bytes")) == 0:
+            out[key] = "no minimum"
+        elif e > SHOWN_MAX:
+            out[key] = "cached"
+    return out
+
+
 def ok(x: Any) -> TypeGuard[float]:
     """A finite number (not None, not NaN)."""
     return x is not None and isinstance(x, int | float) and math.isfinite(x)
 
 
-def times(x: float) -> str:
-    """'3x' for a near-whole factor, else '3.2x'."""
-    return f"{x:.0f}x" if abs(x - round(x)) < 0.05 * x else f"{x:.1f}x"
+@dataclass(frozen=True)
+class Role:
+    """A row's place among its range's kernels (--group-by kernel): the main one carries the minimum."""
+
+    main: bool
+    main_kernel: str
+    kernels: int
 
 
 @dataclass
@@ -78,13 +126,14 @@ class Facts:
 
     r: dict[str, Any]
     bound: str = ""
-    role: str = ""
+    role: Role | None = None
     roofs: Mapping[str, float] | None = None
+    subject: Subject = field(default_factory=Subject)
     chip: Chip | None = field(init=False)
     bypass: list[str] = field(init=False)  # 'loads' and/or 'stores' whose L1 counters read ~0
 
     def __post_init__(self) -> None:
-        self.chip = chip_for_gpu(self.r.get("device"))
+        self.chip = chip_for_gpu(self.r.get("device") if isinstance(self.r.get("device"), str) else None)
         # TMA (bulk async) copies move data between global and shared memory without the LSU, so the L1
         # counters read ~0 while L2 moved the data (cuBLAS's bf16 gemm on Hopper): the L1 columns say
         # nothing.
@@ -104,9 +153,13 @@ class Facts:
         return f"async copies; {self.chip.name} has no TMA"
 
     @cached_property
-    def slow(self) -> str:
-        """Why time is far above a copy of the minimum ('' when it is not, or unknown)."""
+    def slow(self) -> Finding | None:
+        """Why time is far above a copy of the minimum (None when it is not, or unknown)."""
         return explain_time(self.r, self.roofs)
+
+    def found(self, rule: str, level: Level = "", **evidence: float | str) -> Finding:
+        """A finding of this row."""
+        return Finding(rule, self.subject, level, evidence)
 
     @property
     def n_kernels(self) -> int:
@@ -118,31 +171,44 @@ class Facts:
 
 
 @dataclass(frozen=True)
-class Rule:
-    """One finding: its name, when it applies to a row, and its sentences."""
+class Check:
+    """When one rule applies to a row, and the findings it makes there."""
 
-    name: str
+    rule: str
     when: Callable[[Facts], bool]
-    say: Callable[[Facts], list[str]]
+    find: Callable[[Facts], list[Finding]]
 
 
-# --- the rules' sentences, in RULES' order ------------------------------------------------------------------
+# --- the findings, in CHECKS' order -------------------------------------------------------------------------
 
 
-def _spills(f: Facts) -> list[str]:
+def _num(r: Mapping[str, Any], key: str) -> float:
+    v = r.get(key)
+    return float(v) if ok(v) else math.nan
+
+
+def _role(f: Facts) -> list[Finding]:
+    assert f.role is not None
+    return [f.found("main_kernel" if f.role.main else "helper_kernel", main=f.role.main_kernel,
+                    kernels_n=f.role.kernels)]
+
+
+def _spills(f: Facts) -> list[Finding]:
     r, spilled = f.r, local_bytes(f.r)
-    regs = r.get("registers")
-    at = f" at {regs:.0f} registers a thread" if ok(regs) else ""
-    minimum = r.get("min_bytes")
-    share = f", {times(spilled / minimum)} the minimum" if ok(minimum) and minimum > 0 else ""
-    return [f"spills{at}: {fmt_bytes(spilled)} of local memory through L1 (loads "
-            f"{fmt_bytes(r.get('l1_local_ld_bytes') or 0)}, stores "
-            f"{fmt_bytes(r.get('l1_local_st_bytes') or 0)}{share})"]
+    minimum = _num(r, "min_bytes")
+    return [f.found("spills", "local", local_bytes=spilled, registers_n=_num(r, "registers"),
+                    local_ld_bytes=r.get("l1_local_ld_bytes") or 0,
+                    local_st_bytes=r.get("l1_local_st_bytes") or 0,
+                    min_bytes=minimum, local_x=spilled / minimum if minimum > 0 else math.nan)]
 
 
-def _lsu_bypass(f: Facts) -> list[str]:
-    who = "loads/stores" if len(f.bypass) == 2 else f.bypass[0]
-    return [f"{who} bypass the LSU counters ({f.async_copies}): read the L2 and DRAM levels"]
+def _lsu_bypass(f: Facts) -> list[Finding]:
+    both = len(f.bypass) == 2
+    who = "loads and stores" if both else f.bypass[0]
+    l1 = sum(_num(f.r, k) for k, d in (("l1_ld_bytes", "loads"), ("l1_st_bytes", "stores")) if d in f.bypass)
+    l2 = sum(_num(f.r, k) for k, d in (("l2_rd_bytes", "loads"), ("l2_wr_bytes", "stores")) if d in f.bypass)
+    level: Level = "L1" if both else ("L1 ld" if who == "loads" else "L1 st")
+    return [f.found("lsu_bypass", level, what=who, via=f.async_copies, l1_bytes=l1, l2_bytes=l2)]
 
 
 def _low_sector_use(f: Facts) -> dict[str, float]:
@@ -152,13 +218,22 @@ def _low_sector_use(f: Facts) -> dict[str, float]:
     return {d: s for d, s in waste.items() if ok(s) and s < GOOD}
 
 
-def _sector_waste(f: Facts) -> list[str]:
-    used = {d: f"{SECTOR_BYTES * s:.0f}" for d, s in _low_sector_use(f).items()}
-    per = (f"of every {SECTOR_BYTES} bytes per sector: neighbouring threads should touch neighbouring "
-           "addresses")
-    if len(used) == 2 and used["ld"] == used["st"]:
-        return [f"loads and stores use {used['ld']} {per}"]
-    return [f"{'loads' if d == 'ld' else 'stores'} use {u} {per}" for d, u in used.items()]
+def _sector_waste(f: Facts) -> list[Finding]:
+    low = _low_sector_use(f)
+
+    def one(d: str, what: str, level: Level) -> Finding:
+        moved = _num(f.r, f"l1_{d}_bytes")
+        return f.found("sector_waste", level, what=what, used_n=round(SECTOR_BYTES * low[d]),
+                       sector_eff=low[d], sector_x=1 / low[d], requested_bytes=_num(f.r, f"req_{d}_bytes"),
+                       moved_bytes=moved)
+    if len(low) == 2 and round(SECTOR_BYTES * low["ld"]) == round(SECTOR_BYTES * low["st"]):
+        both = one("ld", "loads and stores", "L1")
+        moved = _num(f.r, "l1_ld_bytes") + _num(f.r, "l1_st_bytes")
+        requested = _num(f.r, "req_ld_bytes") + _num(f.r, "req_st_bytes")
+        return [f.found("sector_waste", "L1", **{**both.evidence, "moved_bytes": moved,
+                                                  "requested_bytes": requested,
+                                                  "sector_eff": requested / moved if moved else math.nan})]
+    return [one(d, "loads" if d == "ld" else "stores", "L1 ld" if d == "ld" else "L1 st") for d in low]
 
 
 def _extra_requests(f: Facts) -> list[tuple[str, float]]:
@@ -171,51 +246,43 @@ def _extra_requests(f: Facts) -> list[tuple[str, float]]:
     return out
 
 
-def _redundant_requests(f: Facts) -> list[str]:
-    """The same bytes asked for several times (warps, programs or passes)."""
-    notes = []
-    for d, k in _extra_requests(f):
-        verb = "loads request" if d == "ld" else "stores write"
-        what = "input" if d == "ld" else "output"
-        req, minimum = (f.r["req_ld_bytes"], f.r["min_read_bytes"]) if d == "ld" else (
-            f.r["req_st_bytes"], f.r["min_write_bytes"])
-        asked = f"{fmt_bytes(req)} for a minimum of {fmt_bytes(minimum)}"  # numbers a reader can divide
-        if f.n_kernels > 1:
-            notes.append(f"{f.n_kernels} kernels: {verb} {times(k)} the minimum ({asked}), a pass over "
-                         "memory each: fusing them saves passes")
-        elif abs(k - round(k)) < 0.05 * k:
-            act = "load" if d == "ld" else "store"
-            notes.append(f"each {what} byte requested {round(k)}x ({asked}): several warps or programs {act} "
-                         "the same data, or the kernel makes several passes")
-        else:
-            notes.append(f"{verb} {times(k)} the minimum")
-    return notes
-
-
-def _unasked(f: Facts) -> list[tuple[str, float, float]]:
-    """(direction, L1 bytes, minimum) of the predicted directions whose requested bytes were not measured (a
-    first look) and whose minimum is known."""
+def _redundant_requests(f: Facts) -> list[Finding]:
+    """The same bytes asked for several times (warps, programs or passes): requested / minimum, and with
+    the sector efficiency the L1 amplification it makes (moved / minimum = sector_x x requested_x)."""
     out = []
-    for d, _, moved, _, minimum in _DIRECTIONS:
-        lo = f.r.get(minimum)
-        if d in predicted(f.r) and not ok(f.r.get(f"req_{d}_bytes")) and ok(lo) and lo > 0:
-            out.append((d, f.r[moved], lo))
+    for d, k in _extra_requests(f):
+        minimum = _num(f.r, "min_read_bytes" if d == "ld" else "min_write_bytes")
+        moved, sector = _num(f.r, f"l1_{d}_bytes"), _num(f.r, f"sector_eff_{d}")
+        out.append(f.found("redundant_requests", "L1 ld" if d == "ld" else "L1 st",
+                           what="input" if d == "ld" else "output", requested_x=k,
+                           requested_bytes=_num(f.r, f"req_{d}_bytes"), min_bytes=minimum,
+                           sector_x=1 / sector if sector > 0 else math.nan, moved_bytes=moved,
+                           l1_x=moved / minimum))
     return out
 
 
-def _predicted_passes(f: Facts) -> list[str]:
+def _unasked(f: Facts) -> list[tuple[str, float, float, float]]:
+    """(direction, L1 bytes, minimum, predicted) of the predicted directions whose requested bytes were not
+    measured (a first look) and whose minimum is known."""
+    out = []
+    for d, _, moved, pred, minimum in _DIRECTIONS:
+        lo = f.r.get(minimum)
+        if d in predicted(f.r) and not ok(f.r.get(f"req_{d}_bytes")) and ok(lo) and lo > 0:
+            out.append((d, f.r[moved], lo, f.r[pred]))
+    return out
+
+
+def _predicted_passes(f: Facts) -> list[Finding]:
     """L1 bytes above the minimum that the variant's model predicts, where no request counters say more."""
-    return [f"each {'input byte loaded' if d == 'ld' else 'output byte stored'} {times(moved / minimum)} "
-            f"({fmt_bytes(moved)} for a minimum of {fmt_bytes(minimum)}), as the variant's model predicts: "
-            "passes over memory its algorithm makes" for d, moved, minimum in _unasked(f)]
+    return [f.found("predicted_passes", "L1 ld" if d == "ld" else "L1 st",
+                    what="input" if d == "ld" else "output", passes_x=moved / minimum, moved_bytes=moved,
+                    min_bytes=minimum, predicted_bytes=pred) for d, moved, minimum, pred in _unasked(f)]
 
 
-def _caches_absorb(f: Facts) -> list[str]:
-    bw, ns, minimum = f.r.get("bw_min_Bps"), f.r.get("time_ns"), f.r.get("min_bytes")
-    paid = (f": the minimum's {fmt_bytes(minimum)} in {fmt_time(ns)} is {fmt_rate(bw)}"
-            if ok(bw) and ok(ns) and ok(minimum) else "")
-    return ["L1/L2 absorb the extra loads before DRAM (DRAM read efficiency "
-            f"{min(f.r['eff_dram_rd'], 1.0):.2f}), but time pays{paid}"]
+def _caches_absorb(f: Facts) -> list[Finding]:
+    return [f.found("caches_absorb", "L1 ld", dram_rd_eff=min(f.r["eff_dram_rd"], 1.0),
+                    l1_x=1 / f.r["eff_l1_ld"], min_bytes=_num(f.r, "min_bytes"),
+                    time_s=_num(f.r, "time_ns") * 1e-9, rate_Bps=_num(f.r, "bw_min_Bps"))]
 
 
 def _names(levels: Sequence[str]) -> str:
@@ -236,15 +303,16 @@ def wrote_below(r: dict[str, Any]) -> bool:
 
 def _levels_explained(f: Facts) -> bool:
     """A reason covers every level below the minimum at once (the bound, or less than the minimum at L2):
-    the per-level rules after it stay silent."""
+    the per-level checks after it stay silent."""
     return bool(f.bound and _levels_below(f)) or f.above("eff_l2")
 
 
-def _dram_below(f: Facts) -> list[str]:
+def _dram_below(f: Facts) -> list[Finding]:
     if f.above("eff_dram") and not ok(f.r.get("eff_dram_rd")):  # the table shows DRAM rd+wr then
-        return ["DRAM bytes below the minimum: input served from L2, or output still in L2 when the kernel "
-                "ended"]
-    return ["DRAM writes below the minimum: output still in L2 when the kernel ended"]
+        return [f.found("dram_below_minimum", "DRAM", min_bytes=_num(f.r, "min_bytes"),
+                        dram_bytes=_num(f.r, "dram_rd_bytes") + _num(f.r, "dram_wr_bytes"))]
+    return [f.found("dram_writes_below_minimum", "DRAM wr", min_bytes=_num(f.r, "min_write_bytes"),
+                    dram_bytes=_num(f.r, "dram_wr_bytes"))]
 
 
 def _lsu_name(f: Facts) -> str:
@@ -252,62 +320,72 @@ def _lsu_name(f: Facts) -> str:
     return "TMA" if f.tma else f.async_copies
 
 
+def _below(rule: str, level: Level, eff: str, moved: str, minimum: str) -> Callable[[Facts], list[Finding]]:
+    return lambda f: [f.found(rule, level, l1_x=1 / f.r[eff], l1_bytes=_num(f.r, moved),
+                              min_bytes=_num(f.r, minimum), via=_lsu_name(f))]
+
+
+def _time(f: Facts) -> list[Finding]:
+    assert f.slow is not None
+    return [replace(f.slow, subject=f.subject)]
+
+
 # Below the minimum: a reason for each level that moved less than the minimum (efficiency above ABOVE);
 # output left in L2 (DRAM writes below the minimum, which tables show only inside DRAM rd+wr) is said too,
 # also on a row otherwise at the minimum: no efficiency above ABOVE goes without its reason.
-RULES: list[Rule] = [
-    Rule("role", lambda f: bool(f.role), lambda f: [f.role]),
-    Rule("spills", lambda f: local_bytes(f.r) > 0, _spills),  # excess at L1, and at L2/DRAM past L1
-    Rule("lsu_bypass", lambda f: bool(f.bypass), _lsu_bypass),
-    Rule("sector_waste", lambda f: bool(_low_sector_use(f)), _sector_waste),
-    Rule("redundant_requests", lambda f: bool(_extra_requests(f)), _redundant_requests),
-    Rule("predicted_passes", lambda f: bool(_unasked(f)), _predicted_passes),
-    Rule("kernel_passes", lambda f: f.n_kernels > 1 and not _extra_requests(f),
-         lambda f: [f"{f.n_kernels} kernels in this range: each is a pass over memory"]),
+CHECKS: list[Check] = [
+    Check("role", lambda f: f.role is not None, _role),
+    Check("spills", lambda f: local_bytes(f.r) > 0, _spills),  # excess at L1, and at L2/DRAM past L1
+    Check("lsu_bypass", lambda f: bool(f.bypass), _lsu_bypass),
+    # A matmul's L1 re-reads are its algorithm (reuses_tiles): no L1 finding for it.
+    Check("sector_waste", lambda f: bool(_low_sector_use(f)) and not reuses_tiles(f.r), _sector_waste),
+    Check("redundant_requests", lambda f: bool(_extra_requests(f)) and not reuses_tiles(f.r),
+          _redundant_requests),
+    Check("predicted_passes", lambda f: bool(_unasked(f)) and not reuses_tiles(f.r), _predicted_passes),
+    Check("kernel_passes", lambda f: f.n_kernels > 1,
+          lambda f: [f.found("kernel_passes", kernels_n=f.n_kernels)]),
     # Caches absorbing traffic: L1 well above the minimum while DRAM reads sit at it.
-    Rule("caches_absorb",
-         lambda f: (ok(f.r.get("eff_l1_ld")) and f.r["eff_l1_ld"] < GOOD and ok(f.r.get("eff_dram_rd"))
-                    and f.r["eff_dram_rd"] >= GOOD),
-         _caches_absorb),
-    Rule("dram_excess", lambda f: ok(f.r.get("eff_dram")) and f.r["eff_dram"] < GOOD,
-         lambda f: [f"DRAM moves {times(1 / f.r['eff_dram'])} the minimum"]),
-    Rule("bound_below_minimum", lambda f: bool(f.bound and _levels_below(f)),
-         lambda f: [f"below the minimum at {_names(_levels_below(f))}: {f.bound}"]),
+    # Said once: where the time rule blames the L1 requests, it says this too.
+    Check("caches_absorb",
+          lambda f: (ok(f.r.get("eff_l1_ld")) and f.r["eff_l1_ld"] < GOOD and ok(f.r.get("eff_dram_rd"))
+                     and f.r["eff_dram_rd"] >= GOOD and (f.slow is None or f.slow.rule != "l1_requests")
+                     and not reuses_tiles(f.r)),
+          _caches_absorb),
+    Check("dram_excess", lambda f: ok(f.r.get("eff_dram")) and f.r["eff_dram"] < GOOD,
+          lambda f: [f.found("dram_excess", "DRAM", dram_x=1 / f.r["eff_dram"],
+                             min_bytes=_num(f.r, "min_bytes"),
+                             dram_bytes=_num(f.r, "dram_rd_bytes") + _num(f.r, "dram_wr_bytes"))]),
+    Check("bound_below_minimum", lambda f: bool(f.bound and _levels_below(f)),
+          lambda f: [f.found("bound_below_minimum", levels=_names(_levels_below(f)), bound=f.bound)]),
     # less than the minimum reached L2: the call needed less than its minimum counts
-    Rule("l2_below_minimum", lambda f: not f.bound and f.above("eff_l2"),
-         lambda f: [f"below the minimum at {_names(_levels_below(f))}: the call moved less than its minimum "
-                    "through L2, so the minimum over-counts it (a data-dependent op, an input used only in "
-                    "part, or data the op skips); read it as a bound this call beats"]),
-    Rule("l1_loads_below_minimum",
-         lambda f: not _levels_explained(f) and f.above("eff_l1_ld") and "loads" not in f.bypass,
-         lambda f: [f"L1 load bytes below the minimum ({1 / f.r['eff_l1_ld']:.2f}x): loads that bypass the "
-                    f"LSU path ({_lsu_name(f)}) are not in these counters"]),
-    Rule("l1_stores_below_minimum",
-         lambda f: not _levels_explained(f) and f.above("eff_l1_st") and "stores" not in f.bypass,
-         lambda f: [f"L1 store bytes below the minimum ({1 / f.r['eff_l1_st']:.2f}x): stores that bypass "
-                    f"the LSU path ({_lsu_name(f)}) are not in these counters"]),
-    Rule("dram_reads_below_minimum", lambda f: not _levels_explained(f) and f.above("eff_dram_rd"),
-         lambda f: ["DRAM reads below the minimum: part of the input was served from L2 (cached before the "
-                    "kernel, not flushed)"]),
-    Rule("dram_below_minimum",
-         lambda f: not _levels_explained(f) and ((f.above("eff_dram") and not ok(f.r.get("eff_dram_rd")))
-                                                 or wrote_below(f.r)),
-         _dram_below),
-    # why time is far above a copy of the minimum when the bytes are not: last
-    Rule("time", lambda f: bool(f.slow), lambda f: [f.slow]),
+    Check("l2_below_minimum", lambda f: not f.bound and f.above("eff_l2"),
+          lambda f: [f.found("l2_below_minimum", "L2", levels=_names(_levels_below(f)),
+                             min_bytes=_num(f.r, "min_bytes"),
+                             l2_bytes=_num(f.r, "l2_rd_bytes") + _num(f.r, "l2_wr_bytes"))]),
+    Check("l1_loads_below_minimum",
+          lambda f: not _levels_explained(f) and f.above("eff_l1_ld") and "loads" not in f.bypass,
+          _below("l1_loads_below_minimum", "L1 ld", "eff_l1_ld", "l1_ld_bytes", "min_read_bytes")),
+    Check("l1_stores_below_minimum",
+          lambda f: not _levels_explained(f) and f.above("eff_l1_st") and "stores" not in f.bypass,
+          _below("l1_stores_below_minimum", "L1 st", "eff_l1_st", "l1_st_bytes", "min_write_bytes")),
+    Check("dram_reads_below_minimum", lambda f: not _levels_explained(f) and f.above("eff_dram_rd"),
+          lambda f: [f.found("dram_reads_below_minimum", "DRAM rd", min_bytes=_num(f.r, "min_read_bytes"),
+                             dram_bytes=_num(f.r, "dram_rd_bytes"))]),
+    Check("dram_below_minimum",
+          lambda f: not _levels_explained(f) and ((f.above("eff_dram") and not ok(f.r.get("eff_dram_rd")))
+                                                  or wrote_below(f.r)),
+          _dram_below),
+    # why time is far above a copy of the minimum when the bytes are not: last (its rule is a time rule)
+    # (spills already said by their own check).
+    Check("time", lambda f: f.slow is not None and f.slow.rule != "time_spills", _time),
 ]
 
 
-def findings(r: dict[str, Any], bound: str = "", role: str = "", roofs: Mapping[str, float] | None = None,
-             rules: Sequence[Rule] = RULES) -> list[tuple[str, list[str]]]:
-    """(rule name, its sentences) for each rule that applies to the row, in the rules' order."""
-    facts = Facts(r, bound, role, roofs)
-    return [(rule.name, rule.say(facts)) for rule in rules if rule.when(facts)]
-
-
-def diagnose(r: dict[str, Any], bound: str = "", role: str = "", roofs: Mapping[str, float] | None = None
-             ) -> str:
-    """One factual line naming what the numbers show where an efficiency falls below ~0.9 or rises
-    above 1.05, where the kernel spills, and why time is far above a copy of the minimum when DRAM
-    reads are at it ('' otherwise): the sentences of the RULES that apply, joined with '; '."""
-    return "; ".join(s for _, said in findings(r, bound, role, roofs) for s in said)
+def diagnose(r: dict[str, Any], bound: str = "", role: Role | None = None,
+             roofs: Mapping[str, float] | None = None,
+             subject: Subject | None = None, checks: Sequence[Check] = CHECKS) -> list[Finding]:
+    """The findings of one row, in CHECKS' order: where an efficiency falls below GOOD or rises above
+    ABOVE, where the kernel spills, and why time is far above a copy of the minimum when DRAM reads are
+    at it (empty when none applies)."""
+    facts = Facts(r, bound, role, roofs, subject or Subject())
+    return [found for check in checks if check.when(facts) for found in check.find(facts)]

@@ -30,9 +30,8 @@ its time now and at its fused floor.
 from __future__ import annotations
 
 import math
-import textwrap
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, cast
 
 import pandas as pd
@@ -40,14 +39,14 @@ import pandas as pd
 from memtraffic.analysis.fusion import HOW_KINDS, Fusion, fusion_groups
 from memtraffic.analysis.outside import left_out, left_out_line
 from memtraffic.analysis.per_op import OUTSIDE
-from memtraffic.analysis.time_notes import FLOP_ROOF, copy_seconds, time_reason
+from memtraffic.analysis.time_notes import FLOP_ROOF, compute_evidence, copy_seconds, time_reason
 from memtraffic.runfolder.timings import NO_KERNEL_TIME
 from memtraffic.vocab.errors import ReportError, warn
+from memtraffic.vocab.finding import GOOD, Finding, Subject, to_dicts
 from memtraffic.vocab.launches import measured_range
-from memtraffic.vocab.roofs import ROOFS, find_ceilings
-from memtraffic.vocab.units import fmt_bytes, fmt_time
+from memtraffic.vocab.roofs import find_ceilings
+from memtraffic.vocab.units import fmt_bytes, fmt_time, wrap
 
-GOOD = 0.9  # an efficiency below this at a level: bytes above the minimum there
 TOP = 5  # the op types whose share of the recoverable time the summary gives
 # What a reason's kind means, for the legend and the JSON.
 KINDS = {
@@ -77,7 +76,7 @@ class FloorRow:
     time_s: float
     floor_s: float
     recoverable_s: float
-    reason: str  # the note of the kind holding most of the recoverable time ('' when none is recoverable)
+    reason: Finding | None  # of the kind holding most of the recoverable time (None when none is recoverable)
     reason_kind: str  # a key of KINDS
     share: float  # of the run's recoverable time
     reasons_s: dict[str, float] = field(default_factory=dict)  # kind -> recoverable seconds
@@ -164,13 +163,14 @@ class Floor:
         total = sum(r.recoverable_s for r in self.by_op)
         return sum(r.recoverable_s for r in self.by_op[:TOP]) / total if total > 0 else math.nan
 
-    def summary(self) -> str:
-        """The summary lines `memtraffic floor` starts with."""
-        return "\n".join(summary_lines(self))
+    def summary(self, width: int | None = 100) -> str:
+        """The summary lines `memtraffic floor` starts with, wrapped to `width` (None: a line each)."""
+        return "\n".join(summary_lines(self, width or 10**9))
 
     def table(self) -> pd.DataFrame:
-        """The op types as a DataFrame (the by_op rows, seconds), largest recoverable time first."""
-        return pd.DataFrame([asdict(r) for r in self.by_op])
+        """The op types as a DataFrame (the by_op rows, seconds), largest recoverable time first; `reason`
+        holds each row's Finding (vocab.finding.say words it)."""
+        return pd.DataFrame([{**asdict(r), "reason": r.reason} for r in self.by_op])
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON of `memtraffic floor --format json`."""
@@ -179,7 +179,7 @@ class Floor:
             "run": self.run, "device": self.device, "gpu_time_s": self.gpu_time_s,
             "floor_s": _plain(self.floor_s),
             "recoverable_s": _plain(self.recoverable_s), "top5_share": _plain(self.top_share),
-            "by_op": [asdict(r) for r in self.by_op],
+            "by_op": [_row_dict(r) for r in self.by_op],
             "eager_min_bytes": self.eager_min_bytes, "fused_min_bytes": fused, "fused_note": self.fused_note,
             "dram_bytes": None if dram is None else int(dram),
             "dram_over_fused": dram / fused if dram is not None and fused else None,
@@ -189,6 +189,11 @@ class Floor:
             "groups": [g.to_dict() for g in self.fusion.groups], "groups_note": self.fusion.note,
             "how_kinds": HOW_KINDS,
         }
+
+
+def _row_dict(r: FloorRow) -> dict[str, Any]:
+    """A FloorRow as JSON has it: its reason as a finding record with its sentence."""
+    return {**asdict(r), "reason": to_dicts([r.reason])[0] if r.reason else None}
 
 
 def _plain(x: float) -> float | None:
@@ -214,43 +219,41 @@ def row_floor(r: Mapping[str, Any], measured: Mapping[str, Any]) -> float | None
     return max(known) if known else None
 
 
-def row_reason(r: Mapping[str, Any], measured: Mapping[str, Any], timed: bool = False) -> tuple[str, str]:
-    """(kind, note): why one row's time is above its floor (KINDS; the module's order)."""
+def row_reason(r: Mapping[str, Any], measured: Mapping[str, Any], timed: bool = False) -> tuple[str, Finding]:
+    """(kind, finding): why one row's time is above its floor (KINDS; the module's order)."""
+    held = max((_num(r, "time_ns") or 0.0) * 1e-9 - (row_floor(r, measured) or 0.0), 0.0)
     if not measured.get("dram_Bps"):
-        return "no roofs", "no measured roofs for this GPU: `memtraffic ceilings --refresh` measures them"
+        return "no roofs", Finding("no_roofs", evidence={"device": str(r.get("device") or "this GPU")},
+                                   time_s=held)
     if copy_seconds(r, measured) is None and not _num(r, "model_flops"):
-        return "no minimum", "no minimum known (an op without a model, or a kernel outside the traced ops)"
-    kind, note = time_reason(r, measured)
+        return "no minimum", Finding("no_minimum", evidence={"time_s": held}, time_s=held)
+    kind, found = time_reason(r, measured)
     if kind in ("spills", "launch"):
-        return kind, note
+        return kind, found
     dram = _num(r, "eff_dram")
     if dram is not None and dram < GOOD:
-        return "bytes", f"DRAM moves {1 / dram:.1f}x the minimum"
+        return "bytes", Finding("dram_excess", level="DRAM", time_s=held, evidence={
+            "dram_x": 1 / dram, "min_bytes": _num(r, "min_bytes") or math.nan,
+            "dram_bytes": (_num(r, "dram_rd_bytes") or 0.0) + (_num(r, "dram_wr_bytes") or 0.0)})
     if kind == "compute" or _compute_dominates(r, measured):  # the FLOPs set the floor
-        return "compute", note if kind == "compute" else _compute_note(r, measured)
+        return "compute", found if kind == "compute" else Finding(
+            "compute_below_roof", time_s=held, evidence=compute_evidence(r, measured, row_floor(r, measured)))
     l2 = _num(r, "eff_l2")
     if l2 is not None and l2 < GOOD:
-        return "bytes", f"L2 moves {1 / l2:.1f}x the minimum (DRAM at it)"
+        return "bytes", Finding("l2_excess", level="L2", time_s=held, evidence={
+            "l2_x": 1 / l2, "min_bytes": _num(r, "min_bytes") or math.nan,
+            "l2_bytes": (_num(r, "l2_rd_bytes") or 0.0) + (_num(r, "l2_wr_bytes") or 0.0)})
     if kind == "L1":
-        return "bytes", note
+        return "bytes", found
     if timed and kind in ("unknown", "latency"):
-        return "timing only", ("no counters in a timing-only run: profile with ncu to tell bytes above the "
-                               "minimum from latency")
-    return kind, note
+        return "timing only", Finding("timing_only", time_s=held)
+    return kind, found
 
 
 def _compute_dominates(r: Mapping[str, Any], measured: Mapping[str, Any]) -> bool:
     copy = copy_seconds(r, measured) or 0.0
     floor = row_floor(r, measured)
     return floor is not None and floor > copy
-
-
-def _compute_note(r: Mapping[str, Any], measured: Mapping[str, Any]) -> str:
-    key = FLOP_ROOF.get(str(r.get("dtype") or ""), "")
-    floor, ns = row_floor(r, measured) or 0.0, _num(r, "time_ns") or 0.0
-    return (f"compute below its roof: the FLOPs at the measured {ROOFS[key][0]} roof take "
-            f"{fmt_time(floor * 1e9)}, {floor * 1e9 / ns:.0%} of its {fmt_time(ns)}") if key and ns else \
-        "compute below its roof"
 
 
 def _measured_roofs(devices: Sequence[str]) -> tuple[str, dict[str, float]]:
@@ -275,34 +278,33 @@ def floor_of_table(table: pd.DataFrame, plan: Mapping[str, Any] | None = None, r
     rows = [r for r in records if _num(r, "time_ns")]
     sources = sorted({str(r["time_source"]) for r in rows if isinstance(r.get("time_source"), str)})
     roofed = bool(measured.get("dram_Bps"))  # without roofs no floor: NaN, never 0
-    groups: dict[str, list[tuple[float, float, str, str]]] = {}
+    groups: dict[str, list[tuple[float, float, str, Finding | None]]] = {}
     first: dict[str, dict[str, Any]] = {}  # group -> its first row (a measure run's config)
     for r in rows:
         time_s = (_num(r, "time_ns") or 0.0) * 1e-9
         floor = row_floor(r, measured)
         floor_s = min(floor, time_s) if floor is not None else 0.0 if roofed else math.nan
-        kind, note = ("at floor", "") if floor_s >= time_s else row_reason(r, measured, timed)
+        kind, why = ("at floor", None) if floor_s >= time_s else row_reason(r, measured, timed)
         key = _group(r)
         first.setdefault(key, r)
-        groups.setdefault(key, []).append((time_s, floor_s, kind, note))
+        groups.setdefault(key, []).append((time_s, floor_s, kind, why))
     total_recoverable = sum(t - f for calls in groups.values() for t, f, _, _ in calls)
     by_op = []
     for key, calls in groups.items():
+        op, config = str(first[key].get("op") or OUTSIDE), str(_config(first[key]).get("config") or "")
         time_s, floor_s = sum(c[0] for c in calls), sum(c[1] for c in calls)
         kinds: dict[str, float] = {}
         for t, f, kind, _ in calls:
             kinds[kind] = kinds.get(kind, 0.0) + (t - f)
         recoverable = time_s - floor_s
         main = max((k for k in kinds if k != "at floor"), key=kinds.__getitem__, default="at floor")
-        note = ""
-        if main != "at floor":
+        reason = None
+        if main != "at floor":  # the call of that kind holding the most, with its kind's time
             biggest = max((c for c in calls if c[2] == main), key=lambda c: c[0] - c[1])
-            note = biggest[3]
-            share = kinds[main] / recoverable if recoverable > 0 else 1.0
-            if share < 0.995:
-                note = f"{note} ({share:.0%} of its recoverable time; the call with the most shown)"
-        by_op.append(FloorRow(str(first[key].get("op") or OUTSIDE), len(calls), time_s, floor_s, recoverable,
-                              note, main, recoverable / total_recoverable if total_recoverable > 0 else 0.0,
+            if biggest[3] is not None:
+                reason = replace(biggest[3], subject=Subject(op=op, config=config), time_s=kinds[main])
+        by_op.append(FloorRow(op, len(calls), time_s, floor_s, recoverable, reason, main,
+                              recoverable / total_recoverable if total_recoverable > 0 else 0.0,
                               {k: v for k, v in kinds.items() if k != "at floor" and v > 0},
                               **_config(first[key])))
     by_op.sort(key=lambda r: -r.recoverable_s if roofed else -r.time_s)
@@ -417,11 +419,10 @@ def fused_minimum(configs: Sequence[Mapping[str, Any]]) -> Fused | None:
 # --- text -------------------------------------------------------------------------------------------------
 
 
-def summary_lines(f: Floor, width: int = 110) -> list[str]:
+def summary_lines(f: Floor, width: int = 100) -> list[str]:
     """The short summary profile, analyze --group-by op and the HTML report put at their top, each line
     wrapped to `width` (its continuation indented)."""
-    return [part for line in _summary(f) for part in textwrap.wrap(
-        line, width, subsequent_indent="    ") or [""]]
+    return [part for line in _summary(f) for part in wrap(line, width)]
 
 
 def _summary(f: Floor) -> list[str]:
@@ -451,12 +452,13 @@ def _summary(f: Floor) -> list[str]:
     return lines
 
 
-LEGEND = ("time: every kernel of the op type, repeats counted as they ran; floor: each call at the larger of "
-          "its minimum bytes at the measured copy roof and its FLOPs at the measured roof of its dtype and "
-          "unit (never above its time); recoverable = time - floor; share: of the run's recoverable time; "
-          "reason: the kind holding most of the op type's recoverable time. The fused minimum: inputs read "
-          "once and what outlives the region written once, every intermediate kept on chip; eager: the sum "
-          "of every call's minimum.")
+LEGEND = "\n".join([
+    "time: every kernel of the op type, repeats counted as they ran",
+    "floor: each call at the larger of its minimum bytes at the measured copy roof and its FLOPs at the "
+    "measured roof of its dtype and unit (never above its time)",
+    "recoverable = time - floor; share: of the run's recoverable time",
+    "fused minimum: inputs read once and what outlives the region written once, every intermediate on "
+    "chip; eager: the sum of every call's minimum"])
 
 
 def legend(f: Floor) -> str:
@@ -468,10 +470,10 @@ def legend(f: Floor) -> str:
 
 def table_rows(f: Floor) -> list[dict[str, str]]:
     """The op types (a measure run's configs) as the table shows them (strings; `op` is the row's name,
-    `reason` the kind, `why` its note)."""
+    `reason` the kind)."""
     return [{"op": r.name, "calls": str(r.calls), "time": fmt_time(r.time_s * 1e9),
              "floor": fmt_time(r.floor_s * 1e9), "recoverable": fmt_time(r.recoverable_s * 1e9),
-             "share": f"{r.share:.0%}", "reason": r.reason_kind, "why": r.reason} for r in f.by_op]
+             "share": f"{r.share:.0%}", "reason": r.reason_kind} for r in f.by_op]
 
 
 def floor_run(run: Any, partial: bool = True, warn_gaps: bool = False) -> Floor:

@@ -10,8 +10,10 @@ ideal). Kernels without line info (torch's and cuBLAS's own) get one row per mem
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,8 @@ from memtraffic.runfolder.paths import portable_path
 from memtraffic.runfolder.records import Plan, configs_of
 from memtraffic.runfolder.timings import is_timings
 from memtraffic.vocab.errors import ReportError, UsageError
-from memtraffic.vocab.units import compile_regex, fmt_bytes
+from memtraffic.vocab.finding import Finding, Level, Subject, sentences
+from memtraffic.vocab.units import compile_regex
 
 # Above this ratio a line's waste or redundancy is worth naming (counters are exact; 10% is noise in models).
 THRESHOLD = 1.1
@@ -33,30 +36,32 @@ NO_SOURCE_HINT = (
 )
 
 
-def verdict(row: dict[str, Any]) -> str:
-    """Name the excess of one line: sector waste (ncu's ideal), redundancy (the kernel's minimum), or fine."""
-    parts = []
+def line_findings(row: dict[str, Any]) -> list[Finding]:
+    """The excess of one line, as findings in analyze's rules and words: spills, sector waste (ncu's ideal
+    sectors: the distinct bytes of each access) and redundant requests (ideal sectors beyond the kernel's
+    minimum in the line's direction); none when the line is fine. Their factors multiply as analyze's do:
+    bytes moved / minimum = sector_x x requested_x."""
+    found = []
+    where = Subject(kernel=str(row.get("kernel") or ""), line=location(row) if "file" in row else "")
     if row.get("local_bytes"):  # spills are never compulsory: every local byte is excess
-        parts.append(f"spill: {fmt_bytes(row['local_bytes'])} of local memory (registers spilled, or a "
-                     "per-thread array indexed at run time)")
-    sectors, ideal = row["sectors"], row["ideal_sectors"]
+        found.append(Finding("line_spills", where, "local", {"local_bytes": row["local_bytes"]}))
+    sectors, ideal, minimum = row["sectors"], row["ideal_sectors"], row["min_bytes"]
+    level: Level = "L1 ld" if row["operation"] == "load" else "L1 st"
+    moved, asked = sectors * SECTOR, ideal * SECTOR
     if ideal and sectors / ideal > THRESHOLD:
-        used = SECTOR * ideal / sectors
-        sizes = row["access_sizes"]
-        why = (f"each {sizes[0]}-byte access lands in its own sector (addresses 32+ bytes apart, "
-               "e.g. down a column)" if len(sizes) == 1 and used <= sizes[0] * 1.05
-               else "strided or misaligned addresses")
-        waste = sectors / ideal
-        parts.append(f"sector waste: uses {used:.3g} of every {SECTOR} bytes it moves ({waste:.3g}x): {why}")
-    minimum = row["min_bytes"]
-    if minimum and ideal * SECTOR / minimum > THRESHOLD:
+        found.append(Finding("sector_waste", where, level, {
+            "what": "loads" if level == "L1 ld" else "stores", "used_n": round(SECTOR * ideal / sectors),
+            "sector_eff": ideal / sectors, "sector_x": sectors / ideal, "requested_bytes": asked,
+            "moved_bytes": moved}))
+    if minimum and asked / minimum > THRESHOLD:
         # ideal sectors hold each access's distinct bytes; beyond the minimum, warps or programs request
         # the same sectors again (the same bytes, or neighbours of theirs in a sector another one uses)
-        ratio = ideal * SECTOR / minimum
-        parts.append(f"redundant: the same sectors requested by ~{ratio:.0f} warps/programs (even its ideal "
-                     f"sectors are {ratio:.3g}x the kernel's minimum {row['operation']} of "
-                     f"{fmt_bytes(minimum)})")
-    return "; ".join(parts) if parts else "fine"
+        found.append(Finding("redundant_requests", where, level, {
+            "what": "input" if level == "L1 ld" else "output", "requested_x": asked / minimum,
+            "requested_bytes": asked, "min_bytes": minimum,
+            "sector_x": sectors / ideal if ideal else math.nan,
+            "moved_bytes": moved, "l1_x": moved / minimum}))
+    return found
 
 
 def judge(measured: Sequence[dict[str, Any]], min_read: float | None = None,
@@ -73,7 +78,8 @@ def judge(measured: Sequence[dict[str, Any]], min_read: float | None = None,
         beyond = max(0.0, row["ideal_sectors"] - minimum / SECTOR) if minimum else 0.0
         local = row.get("local_bytes", 0) // SECTOR  # local-memory sectors: all excess
         row["excess_sectors"] = int(row["sectors"] - row["ideal_sectors"] + beyond + local)
-        row["verdict"] = verdict(row)
+        row["findings"] = line_findings(row)
+        row["verdict"] = sentences(row["findings"]) or "fine"
         rows.append(row)
     total = sum(r["bytes_moved"] + r.get("local_bytes", 0) for r in rows)
     for r in rows:
@@ -84,7 +90,7 @@ def judge(measured: Sequence[dict[str, Any]], min_read: float | None = None,
 
 COLUMNS = ("launch", "range", "kernel", "file", "line", "pc", "source", "operation", "inst_executed",
            "requests", "sectors", "ideal_sectors", "ncu_excessive_sectors", "excess_sectors", "access_sizes",
-           "bytes_requested", "bytes_moved", "local_bytes", "share", "min_bytes", "verdict")
+           "bytes_requested", "bytes_moved", "local_bytes", "share", "min_bytes", "verdict", "findings")
 
 
 def report_lines(reports: Sequence[Path],
@@ -143,11 +149,18 @@ def worst_line(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     return worst if worst is not None and worst["excess_sectors"] > 0 else None
 
 
-def worst_line_note(row: dict[str, Any]) -> str:
-    """'worst line softmax_rows.py:38 (redundant, 80% of its kernel's bytes)' for analyze's diagnosis."""
-    kind = " + ".join(part.split(":")[0] for part in row["verdict"].split("; "))
-    where = f"line {location(row)}" if row["file"] else f"instruction {row['pc']} ({opcode(row['source'])})"
-    return f"worst {where} ({kind}, {row['share']:.0%} of its kernel's bytes)"
+KINDS = {"line_spills": "spills", "sector_waste": "sector waste", "redundant_requests": "redundant"}
+
+
+def worst_line_finding(row: dict[str, Any], subject: Subject) -> Finding:
+    """The finding that names a row's worst line (analyze with per-line counters): where, what kind of
+    excess, and its share of its kernel's bytes."""
+    code = opcode(row["source"]) if not row["file"] else ""
+    where = location(row) if row["file"] else (f"{row['pc']} ({code})" if code else row["pc"])
+    kinds = " + ".join(KINDS[f.rule] for f in row["findings"]) or "excess"
+    return Finding("worst_line", replace(subject, line=where), "L1",
+                   {"line": where, "kinds": kinds, "share_frac": row["share"],
+                    "excess_n": row["excess_sectors"]})
 
 
 def location(r: dict[str, Any]) -> str:

@@ -18,9 +18,10 @@ from typing import Any
 
 import pandas as pd
 
-from memtraffic.analysis.findings import needs_full_set
+from memtraffic.analysis.findings import needs_full_set, not_results
 from memtraffic.analysis.outside import left_out
 from memtraffic.vocab.files import plain_records
+from memtraffic.vocab.finding import RULES, sentences, to_dicts
 from memtraffic.vocab.units import ABOVE
 
 OUTSIDE = "(outside any op or region)"  # kernels in no `mt|` range, or in a range the plan does not know
@@ -30,7 +31,10 @@ MEASURED = ["time_ns", "l1_ld_bytes", "l1_st_bytes", "l2_rd_bytes", "l2_wr_bytes
 MINIMUM = ["min_read_bytes", "min_write_bytes", "min_bytes"]
 COLUMNS = ["op", "calls", "reused", "n_kernels", *MEASURED, *MINIMUM, "excess_l1_bytes", "excess_l2_bytes",
            "excess_dram_bytes", "excess_bytes", "eff_l1_ld", "eff_l1_st", "eff_l2", "eff_dram", "eff_dram_rd",
-           "diagnosis", "worst_range", "status", "outside_program", "outside_kind"]
+           "diagnosis", "findings", "worst_range", "worst_call", "status", "outside_program", "outside_kind",
+           "no_efficiency"]
+# The rules that say a call moved less than its minimum somewhere (an op type's summary keeps them).
+BELOW = {rule for rule in RULES if "below_minimum" in rule}
 _LEVELS = ("eff_l1_ld", "eff_l1_st", "eff_l2", "eff_dram")
 _COUNTS = ("time_ns", "calls", "reused", "n_kernels")
 
@@ -64,25 +68,29 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
                              ("l2", s["l2_rd_bytes"] + s["l2_wr_bytes"]),
                              ("dram", s["dram_rd_bytes"] + s["dram_wr_bytes"])):
             s[f"excess_{level}_bytes"] = moved - s["min_bytes"]
-        excess = [s[f"excess_{level}_bytes"] for level in ("l1", "l2", "dram")]
-        s["excess_bytes"] = max((e for e in excess if math.isfinite(e)), default=math.nan)
         s["eff_l1_ld"] = _ratio(s["min_read_bytes"], s["l1_ld_bytes"])
         s["eff_l1_st"] = _ratio(s["min_write_bytes"], s["l1_st_bytes"])
         s["eff_l2"] = _ratio(s["min_bytes"], s["l2_rd_bytes"] + s["l2_wr_bytes"])
         s["eff_dram"] = _ratio(s["min_bytes"], s["dram_rd_bytes"] + s["dram_wr_bytes"])
         s["eff_dram_rd"] = _ratio(s["min_read_bytes"], s["dram_rd_bytes"])
+        flops = calls["model_flops"].sum(min_count=1) if "model_flops" in calls else math.nan
+        s["no_efficiency"] = unshown = not_results({**s, "model_flops": flops})
+        for key in unshown:  # not results (findings.not_results): '-' and null, with why
+            s[key] = math.nan
+        # A matmul's L1 re-reads are its algorithm, not excess: its largest excess is at L2 or DRAM.
+        levels = ("l2", "dram") if unshown.get("eff_l1_ld") == "tiles" else ("l1", "l2", "dram")
+        excess = [s[f"excess_{level}_bytes"] for level in levels]
+        s["excess_bytes"] = max((e for e in excess if math.isfinite(e)), default=math.nan)
         worst = _worst(calls)
-        s["diagnosis"], s["worst_range"] = worst["diagnosis"], worst["range"]
+        s["findings"], s["worst_range"] = list(worst["findings"]), worst["range"]
+        s["worst_call"] = _call_name(worst)
         above = [k for k in _LEVELS + ("eff_dram_rd",) if math.isfinite(s[k]) and s[k] > ABOVE]
-        if above:  # the op type moved less than its minimum somewhere: add the reason the call that
-            # moved least gives, unless the worst call's diagnosis already says it
+        if above:  # the op type moved less than its minimum somewhere: add the findings below the minimum
+            # of the call that moved least, unless the worst call's say the same
             best = calls.loc[calls[above].max(axis=1).idxmax()]
-            said = s["diagnosis"].split("; ")
-            reasons = [n for n in (best["diagnosis"] or "").split("; ") if "below the minimum" in n
-                       and n not in said]
-            if reasons:
-                s["diagnosis"] = "; ".join(filter(None, [s["diagnosis"], f"{'; '.join(reasons)} (call "
-                                                                          f"{best['range']})"]))
+            said = {f.rule for f in s["findings"]}
+            s["findings"] += [f for f in best["findings"] if f.rule in BELOW and f.rule not in said]
+        s["diagnosis"] = sentences(s["findings"])
         s["status"] = _status(calls)
         s["outside_program"], s["outside_kind"] = False, ""
         rows.append(s)
@@ -94,10 +102,20 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([out, left], ignore_index=True) if len(out) else left
 
 
+def _call_name(call: pd.Series) -> str:
+    """A call of its op type as people name it: 'call 14' (its findings' subject), else its range."""
+    found = call.get("findings")
+    subjects = [f.subject for f in found] if isinstance(found, list) else []
+    if subjects and subjects[0].call is not None:
+        return f"call {subjects[0].call}"
+    return subjects[0].label() if subjects else str(call["range"])
+
+
 def _left_out_rows(table: pd.DataFrame) -> pd.DataFrame:
     """One row per kind of the launches left out: their calls, kernels and time (no minimum)."""
-    rows = [{"op": f"(not the program's ops: {kind})", "calls": len(calls), "reused": 0,
-             "n_kernels": int(calls["n_kernels"].sum()), "diagnosis": "", "worst_range": "", "status": "ok",
+    rows: list[dict[str, Any]] = [{"op": f"(not the program's ops: {kind})", "calls": len(calls), "reused": 0,
+             "n_kernels": int(calls["n_kernels"].sum()), "diagnosis": "", "findings": [], "worst_range": "",
+             "worst_call": "", "status": "ok", "no_efficiency": {},
              "outside_program": True, "outside_kind": kind,
              **{column: calls[column].sum(min_count=1) for column in MEASURED}}
             for kind, calls in table.groupby("outside_kind", sort=False)]
@@ -126,5 +144,8 @@ def _status(calls: pd.DataFrame) -> str:
 
 
 def to_records(df: pd.DataFrame) -> list[dict[str, object]]:
-    """Plain JSON-able dicts: NaN -> None, whole byte counts and call counts -> int."""
+    """Plain JSON-able dicts: NaN -> None, whole byte counts and call counts -> int, findings as records."""
+    if "findings" in df:
+        records = [to_dicts(f) if isinstance(f, list) else [] for f in df["findings"]]
+        df = df.assign(findings=pd.Series(records, index=df.index, dtype=object))
     return plain_records(df, {c for c in df.columns if c.endswith("_bytes") or c in _COUNTS})

@@ -28,6 +28,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from memtraffic.vocab.finding import Finding, Level
 from memtraffic.vocab.roofs import ROOFS
 from memtraffic.vocab.units import fmt_bytes, fmt_rate, fmt_time
 
@@ -52,10 +53,6 @@ def _num(r: Mapping[str, Any], key: str) -> float | None:
     except (TypeError, ValueError):
         return None
     return v if math.isfinite(v) else None
-
-
-def _times(x: float) -> str:
-    return f"{x:.0f}x" if x >= 10 else f"{x:.1f}x"
 
 
 def copy_seconds(r: Mapping[str, Any], measured: Mapping[str, Any]) -> float | None:
@@ -105,11 +102,13 @@ def _resident_threads(r: Mapping[str, Any]) -> float | None:
     return grid * block if waves < 1 else grid * block / waves
 
 
-def in_flight(r: Mapping[str, Any], measured: Mapping[str, Any]) -> str:
-    """Little's law: the bytes the copy roof needs in flight, and per resident thread ('' if unknown)."""
+def in_flight(r: Mapping[str, Any], measured: Mapping[str, Any]) -> dict[str, float | str]:
+    """Little's law: the bytes the copy roof needs in flight, and per resident thread, as evidence ({} when
+    unknown): `need_bytes`, `thread_n` (bytes each resident thread must have outstanding), `in_flight`
+    (the arithmetic in words, for the explanation)."""
     bw, latency, threads = _num(measured, "dram_Bps"), _num(measured, "dram_latency_s"), _resident_threads(r)
     if not (bw and latency and threads):
-        return ""
+        return {}
     need = bw * latency
     # bytes a thread to 3 significant digits: a reader divides the two numbers before it and gets these
     text = (f"the copy roof needs {fmt_bytes(need)} in flight ({fmt_rate(bw)} x {fmt_time(latency * 1e9)} "
@@ -118,80 +117,88 @@ def in_flight(r: Mapping[str, Any], measured: Mapping[str, Any]) -> str:
     if req and requests:  # a warp's load instruction is one request of 32 threads
         text += (f", whose load instructions ask {_per_thread(req / requests / 32)} a thread "
                  f"({fmt_bytes(req)} over {requests:,.0f} warp requests)")
-    return text
+    return {"need_bytes": need, "threads_n": threads, "thread_n": need / threads, "in_flight": text}
 
 
 def _per_thread(x: float) -> str:
     return f"{x:.3g} B"
 
 
-def explain_time(r: Mapping[str, Any], measured: Mapping[str, Any] | None) -> str:
-    """One note for a row at the minimum in bytes but slow in time (see the module); '' otherwise."""
+def explain_time(r: Mapping[str, Any], measured: Mapping[str, Any] | None) -> Finding | None:
+    """The finding for a row at the minimum in bytes but slow in time (see the module); None otherwise."""
     if not measured or not slow_at_minimum(r, measured):
-        return ""
+        return None
     copy = copy_seconds(r, measured)
     assert copy is not None
-    ns = _num(r, "time_ns") or 0.0
-    head = (f"time {_times(ns * 1e-9 / copy)} a copy of the minimum ({fmt_time(copy * 1e9)} at the measured "
-            f"{fmt_rate(_num(measured, 'dram_Bps'))})")
-    return f"{head}: {_reason(r, measured, copy, ns)[1]}"
+    return _reason(r, measured, copy, _num(r, "time_ns") or 0.0)[1]
 
 
-def time_reason(r: Mapping[str, Any], measured: Mapping[str, Any]) -> tuple[str, str]:
-    """(kind, note): the first reason of the module's order that fits a row, without the rule's gate (the
+def time_reason(r: Mapping[str, Any], measured: Mapping[str, Any]) -> tuple[str, Finding]:
+    """(kind, finding): the first reason of the module's order that fits a row, without the rule's gate (the
     floor of a program asks it of every row). Kinds: spills, launch, compute, grid, L1, occupancy, tail,
-    latency (bytes in flight), unknown (none fits; the note says what to measure)."""
+    latency (bytes in flight), unknown (none fits; the finding says what to measure)."""
     copy = copy_seconds(r, measured) or 0.0
     return _reason(r, measured, copy, _num(r, "time_ns") or 0.0)
 
 
-def _reason(r: Mapping[str, Any], measured: Mapping[str, Any], copy: float, ns: float) -> tuple[str, str]:
-    flight = in_flight(r, measured)
-    more = f"; {flight}" if flight else ""
-    spilled, minimum = local_bytes(r), _num(r, "min_bytes") or 0.0
-    if spilled > 0:
-        regs = _num(r, "registers")
-        at = f" at {regs:.0f} registers a thread" if regs else ""
-        share = f" ({_times(spilled / minimum)} the minimum)" if minimum else ""
-        return "spills", f"spills{at}: {fmt_bytes(spilled)} of local memory{share}"
-    compute = ""  # a FLOP floor above the copy's, said beside the reason found
-    floor, kernels = _num(measured, "launch_s"), _num(r, "n_kernels") or 1.0
-    if floor and ns * 1e-9 <= LAUNCH_NEAR * floor * kernels:
-        over = f" over {kernels:.0f} kernels" if kernels > 1 else ""
-        each = " each" if kernels > 1 else ""
-        return "launch", (f"launch-bound: {fmt_time(ns)}{over}, within {LAUNCH_NEAR:g}x of an empty kernel's "
-                f"{fmt_time(floor * 1e9)}{each} (measured under ncu): too small to reach the roof")
+def compute_evidence(r: Mapping[str, Any], measured: Mapping[str, Any], seconds: float | None = None
+                     ) -> dict[str, float | str]:
+    """The FLOPs' floor of a row as evidence ({} when its FLOPs or roof are unknown): `gflop_n`, `roof`
+    (its name), `roof_flops`, `flops_s` (the FLOPs at the roof; `seconds` instead where given) and
+    `share_frac` of the row's time."""
     flops, roof_key = _num(r, "model_flops"), FLOP_ROOF.get(str(r.get("dtype") or ""))
     roof = _num(measured, roof_key) if roof_key else None
-    need = flops / roof if flops and roof else 0.0
-    if flops and roof and roof_key and need >= copy:  # the FLOPs' floor is above the bytes' floor
-        at = (f"the minimum's {flops / 1e9:.3g} GFLOP take {fmt_time(need * 1e9)} at the measured "
-              f"{ROOFS[roof_key][0]} roof ({fmt_rate(roof, 'FLOP/s')}), {need * 1e9 / ns:.0%} of the time")
-        if need * 1e9 >= COMPUTE_NEAR * ns:
-            return "compute", f"compute-bound: {at}"
-        compute = at
-        more = f"; {at}{more}"
+    ns = _num(r, "time_ns") or 0.0
+    if not (flops and roof and roof_key and ns):
+        return {}
+    need = seconds if seconds is not None else flops / roof
+    return {"gflop_n": flops / 1e9, "roof": ROOFS[roof_key][0], "roof_flops": roof, "flops_s": need,
+            "share_frac": need * 1e9 / ns, "time_s": ns * 1e-9}
+
+
+def _reason(r: Mapping[str, Any], measured: Mapping[str, Any], copy: float, ns: float) -> tuple[str, Finding]:
+    base: dict[str, float | str] = {"time_s": ns * 1e-9, "copy_s": copy, "time_x": ns * 1e-9 / copy if copy
+                                    else math.nan, "roof_Bps": _num(measured, "dram_Bps") or math.nan}
+    held = max(ns * 1e-9 - copy, 0.0)
+    flight = in_flight(r, measured)
+    more: dict[str, float | str] = {**base, **flight, "in_flight": str(flight.get("in_flight", ""))}
+
+    def found(kind: str, rule: str, level: Level = "", **evidence: float | str) -> tuple[str, Finding]:
+        return kind, Finding(rule, level=level, evidence={**more, **evidence}, time_s=held)
+
+    spilled, minimum = local_bytes(r), _num(r, "min_bytes") or 0.0
+    if spilled > 0:
+        return found("spills", "time_spills", "local", local_bytes=spilled,
+                     local_x=spilled / minimum if minimum else math.nan)
+    floor, kernels = _num(measured, "launch_s"), _num(r, "n_kernels") or 1.0
+    if floor and ns * 1e-9 <= LAUNCH_NEAR * floor * kernels:
+        return found("launch", "launch_bound", launch_s=floor, kernels_n=kernels)
+    compute = compute_evidence(r, measured)
+    if compute and float(compute["flops_s"]) >= copy:  # the FLOPs' floor is above the bytes' floor
+        if float(compute["flops_s"]) * 1e9 >= COMPUTE_NEAR * ns:
+            return found("compute", "compute_bound", "", **compute)
+        more.update(compute)  # said beside the reason found, in its explanation
+        flops_ns = float(compute["flops_s"]) * 1e9
+        at = (f"the minimum's {float(compute['gflop_n']):.3g} GFLOP take {fmt_time(flops_ns)} at the "
+              f"measured {compute['roof']} roof ({float(compute['share_frac']):.0%} of the time)")
+        more["in_flight"] = "; ".join(p for p in (str(more["in_flight"]), at) if p)
     waves, grid, block = _num(r, "waves"), _num(r, "grid_size"), _num(r, "block_size")
     sms = _num(r, "sm_count")
     if waves is not None and waves < GRID_SHORT and grid and block:
-        on = f" on {sms:.0f} SMs" if sms else ""
-        return "grid", (f"the grid fills {waves:.2g} of one wave ({grid:.0f} blocks of {block:.0f} "
-                        f"threads{on}): too few threads to fill the GPU{more}")
+        return found("grid", "grid_short", waves_n=waves, grid_n=grid, block_n=block,
+                     sms_n=sms if sms else math.nan)
     amps = {d: 1 / e for d, k in (("loads", "eff_l1_ld"), ("stores", "eff_l1_st")) if (e := _num(r, k))}
     worst = max(amps, key=amps.__getitem__, default=None)
     if worst is not None and amps[worst] >= L1_EXCESS:
-        return "L1", (f"the bytes are at the minimum only from L2 on: L1 {worst} move "
-                      f"{_times(amps[worst])} their minimum, and those requests take the time{more}")
+        return found("L1", "l1_requests", "L1 ld" if worst == "loads" else "L1 st", what=worst,
+                     l1_x=amps[worst])
     occ, achieved = _num(r, "occupancy_pct"), _num(r, "warps_active_pct")
     if occ is not None and occ < LOW_OCCUPANCY:
-        limit = _limiter(r)
-        return "occupancy", f"theoretical occupancy {occ:.0f}%" + (f" ({limit})" if limit else "") + more
+        return found("occupancy", "low_occupancy", occupancy_pct=occ, limiter=_limiter(r) or "limit unknown")
     if occ and achieved is not None and achieved < ACHIEVED_SHORT * occ:
-        return "occupancy", f"achieved occupancy {achieved:.0f}% of a theoretical {occ:.0f}%{more}"
+        return found("occupancy", "achieved_occupancy", occupancy_pct=occ, achieved_pct=achieved)
     if waves is not None and 1 <= waves < TAIL_WAVES and 0 < waves % 1 <= 0.5:
-        return "tail", (f"tail: {waves:.2f} waves, the last one {waves % 1:.0%} full (the GPU idles while it "
-                        f"runs){more}")
+        return found("tail", "tail_wave", waves_n=waves, last_frac=waves % 1)
     if flight:
-        return "latency", flight + (f"; {compute}" if compute else "")
-    return "unknown", ("not launch, FLOPs, grid, occupancy or tail: measure with --metrics traffic,spills "
-                       "for spills and achieved occupancy")
+        return found("latency", "latency")
+    return found("unknown", "time_unknown")

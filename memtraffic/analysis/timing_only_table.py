@@ -12,15 +12,14 @@ is a kernel whose data was (partly) in L2: the program runs as it does, caches w
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
 from memtraffic.runfolder.timings import read_timings
+from memtraffic.vocab.finding import Finding, Subject, sentences
 from memtraffic.vocab.roofs import find_ceilings
-from memtraffic.vocab.units import fmt_rate
-
-NO_LEVELS = "timing-only: no per-level bytes (counters not read)"
 
 
 def timing_kernels(path: Path) -> pd.DataFrame:
@@ -41,25 +40,24 @@ def copy_roof(device: str) -> float | None:
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
-def mark(table: pd.DataFrame) -> pd.DataFrame:
-    """The analyzed table of a timing-only run with its roof fraction and marked diagnoses."""
+def mark(table: pd.DataFrame, subjects: Sequence[Subject]) -> pd.DataFrame:
+    """The analyzed table of a timing-only run with its roof fraction and its findings (each row's about
+    its subject, in the table's order)."""
     if table.empty:
         return table.assign(timing_only=[], copy_roof_Bps=[], frac_copy_roof=[])
     roofs = {d: copy_roof(d) for d in set(table["device"].fillna(""))}
     roof = [roofs.get(d) or math.nan for d in table["device"].fillna("")]
     table = table.assign(timing_only=True, copy_roof_Bps=roof)
     table["frac_copy_roof"] = table["bw_min_Bps"] / table["copy_roof_Bps"]
-    notes = []
-    for r in table.to_dict("records"):
+    found = []
+    for r, subject in zip(table.to_dict("records"), subjects, strict=True):
         if isinstance(r["bw_min_Bps"], float) and math.isfinite(r["bw_min_Bps"]):
-            at = f"{fmt_rate(r['bw_min_Bps'])} at the minimum"
-            if math.isfinite(r["frac_copy_roof"]):
-                at += f", {r['frac_copy_roof']:.2f} of the copy roof"
-            if r["frac_copy_roof"] > 1:  # faster than any DRAM copy: the bytes did not all come from DRAM
-                at += (" (above it: data the previous kernels left in L2 was read from there, as no cache "
-                       "is flushed between kernels here)")  # no '; ': the notes under a table split there
-            notes.append(f"{NO_LEVELS}; {at}")
+            frac = r["frac_copy_roof"]
+            # faster than any DRAM copy: the bytes did not all come from DRAM
+            rule = "timing_only_above_roof" if frac > 1 else "timing_only_rate"
+            found.append([Finding(rule, subject, "DRAM", {"rate_Bps": r["bw_min_Bps"], "roof_eff": frac})])
         else:
-            notes.append(f"{NO_LEVELS}; no minimum for this range")
-    table["diagnosis"] = notes
+            found.append([Finding("timing_only_no_minimum", subject)])
+    table["findings"] = pd.Series(found, index=table.index, dtype=object)
+    table["diagnosis"] = [sentences(f) for f in found]
     return table

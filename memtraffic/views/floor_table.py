@@ -9,13 +9,13 @@ import textwrap
 from memtraffic.analysis.floor import KINDS, Floor, legend, summary_lines, table_rows
 from memtraffic.analysis.fusion import HOW_KINDS, TOP, Group, How, base
 from memtraffic.views.tables import LEGEND as TABLE_LEGEND
-from memtraffic.views.tables import text_table
+from memtraffic.views.tables import NOTE_WIDTH, findings, fit, text_table
 from memtraffic.vocab.units import fmt_bytes, fmt_time
 
 SHOWN = 0.01  # op types holding at least this share of the recoverable time get their reason's note
 
 
-def render_floor(f: Floor, fmt: str = "table", width: int | None = None) -> str:
+def render_floor(f: Floor, fmt: str = "table", width: int | None = None, explain: bool = False) -> str:
     """table: summary, one row per op type or a measure run's config (largest recoverable time first) and the
     legend; json: Floor's to_dict. A run without a floor (Floor.no_floor) gets its summary alone."""
     if fmt == "json":
@@ -26,19 +26,22 @@ def render_floor(f: Floor, fmt: str = "table", width: int | None = None) -> str:
     headers = ["op", "calls", "time", "floor", "recoverable", "share", "reason"]
     kinds = sorted({r.reason_kind for r in f.by_op if r.reason_kind in KINDS})
     shown_headers = ["config", *headers[1:]] if f.per_config else headers
-    lines = [*summary_lines(f), "",
+    note_width = min(width or NOTE_WIDTH, NOTE_WIDTH)
+    lines = [*summary_lines(f, note_width), "",
              text_table(shown_headers, [[r[h] for h in headers] for r in rows], width=width), ""]
-    shown = [(r, row) for r, row in zip(rows, f.by_op, strict=True) if row.reason and row.share >= SHOWN]
-    lines += [f"  {r['op']}: {r['why']}" for r, _ in shown]
+    shown = [(row.name, [row.reason]) for row in f.by_op if row.reason and row.share >= SHOWN]
+    notes = findings(shown, explain=explain)
     hidden = sum(1 for row in f.by_op if row.reason and row.share < SHOWN)
     if hidden:
-        lines.append(f"  ({hidden} more {f.unit} under {SHOWN:.0%} of the recoverable time each: "
+        notes.append(f"  ({hidden} more {f.unit} under {SHOWN:.0%} of the recoverable time each: "
                      "--format json)")
-    lines += ["", *group_lines(f), "", legend(f),
-             "reasons: " + "; ".join(f"{k}: {KINDS[k]}" for k in kinds)]
+    groups = group_lines(f)
+    under = [*notes, "", *groups, *([""] if groups else []), legend(f),
+             f"reason, the kind holding most of {'a config' if f.per_config else 'an op type'}'s recoverable "
+             "time:", *[f"  {k}: {KINDS[k]}" for k in kinds]]
     if f.left_out:  # the summary's line that sums the launches left out
-        lines.append(TABLE_LEGEND["left out"])
-    return "\n".join(lines)
+        under.append(TABLE_LEGEND["left out"])
+    return "\n".join(lines) + "\n" + fit("\n".join(under), None if width is None else note_width)
 
 
 def how_text(how: How) -> str:

@@ -7,6 +7,7 @@ and the same formatting functions as `memtraffic analyze`, so the two always agr
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -14,12 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from memtraffic.analysis.analyze import row_dicts
 from memtraffic.ncu.kernel_table import kernel_table
 from memtraffic.runfolder.load import Run, load_run
 from memtraffic.runfolder.records import RunRecord
 from memtraffic.vocab.errors import ReportError
 from memtraffic.vocab.files import require_folder
-from memtraffic.vocab.units import fmt_bytes, fmt_eff, fmt_time
+from memtraffic.vocab.finding import Finding, explain, say
+from memtraffic.vocab.units import NUMBER_UNIT, fmt_bytes, fmt_eff, fmt_time
 
 if TYPE_CHECKING:
     from memtraffic.vocab.roofs import CeilingsEntry
@@ -112,7 +115,7 @@ def resolve_ceilings(devices: Sequence[str], ceilings_file: Path | None = None
 
 def _html_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], cls: str = "data") -> str:
     head = "".join(f"<th>{html.escape(str(h))}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
+    body = "".join("<tr>" + "".join(f"<td>{prose(str(c))}</td>" for c in r) + "</tr>" for r in rows)
     return f"<table class='{cls}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -212,12 +215,12 @@ def floor_section(df: pd.DataFrame, run: Run) -> list[str]:
     from memtraffic.analysis.floor import floor_of_table, summary_lines
 
     found = floor_of_table(df, run.plan, run.name)
-    lines = summary_lines(found)
+    lines = summary_lines(found, width=10**9)  # a paragraph each, unwrapped
     if not lines:
         return []
-    note = "" if found.no_floor else ("<p class='note'>`memtraffic floor` lists every op type with its "
-                                      "floor, recoverable time and reason.</p>")
-    return ["<h2>Time against the floor</h2>" + "".join(f"<p>{html.escape(line)}</p>" for line in lines)
+    note = "" if found.no_floor else ("<p class='note'><code>memtraffic floor</code> lists every op type "
+                                      "with its floor, recoverable time and reason.</p>")
+    return ["<h2>Time against the floor</h2>" + "".join(f"<p>{prose(line.strip())}</p>" for line in lines)
             + note + fusion_section(found)]
 
 
@@ -241,6 +244,25 @@ def fusion_section(floor: Any) -> str:
             + f"<p class='note'>{html.escape(legend)}.</p>")
 
 
+def _told(r: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """A row's findings as (sentence, explanation): its records (Finding, or their JSON from a saved
+    table, which carries both texts), else the diagnosis of a table saved before findings were records."""
+    found = r.get("findings")
+    if isinstance(found, list) and found:
+        return [(say(f), explain(f)) if isinstance(f, Finding)
+                else (str(f.get("say", "")), str(f.get("explain", ""))) for f in found
+                if isinstance(f, Finding | dict)]
+    diagnosis = r.get("diagnosis")
+    return [(diagnosis, "")] if isinstance(diagnosis, str) and diagnosis else []
+
+
+def prose(text: str) -> str:
+    """Text for a page: escaped, `code` as <code>, each number held to its unit (a non-breaking space)."""
+    escaped = html.escape(text)
+    escaped = re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped)
+    return NUMBER_UNIT.sub("\\1&nbsp;", escaped)
+
+
 def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Path | None = None,
                  partial: bool = False) -> str:
     """The HTML text of the report of one run folder: results and diagnoses first (with a baseline, the
@@ -250,7 +272,7 @@ def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Pat
     from memtraffic.views.figure_files import plotly_js
     from memtraffic.views.roofline import FLOPS_NOTE, roofline_figure
     from memtraffic.views.tables import LEGEND, results_table_rows
-    from memtraffic.views.traffic_chart import traffic_figure
+    from memtraffic.views.traffic_chart import same_scale, traffic_figure
     from memtraffic.vocab.version import __version__
 
     run_dir = Path(run_dir)
@@ -273,11 +295,13 @@ def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Pat
                     + (f" {html.escape(reuse)}; rows marked (reused)." if reuse else "")
                     + (f" {html.escape(left)}: {html.escape(LEGEND['left out'])}." if left else "") + "</p>")
 
-    if "diagnosis" in shown.columns:
-        items = "".join(f"<li><b>{html.escape(row[0])}</b>: {html.escape(str(d))}</li>"
-                        for row, d in zip(rows, shown["diagnosis"], strict=True)
-                        if isinstance(d, str) and d)
-        sections.append("<h2>Diagnoses</h2>" + (f"<ul>{items}</ul>" if items else "<p>none</p>"))
+    if "findings" in shown.columns or "diagnosis" in shown.columns:  # each finding with its arithmetic
+        told = [_told(r) for r in row_dicts(shown)]
+        items = "".join(f"<li><b>{html.escape(row[0])}</b><ul>"
+                        + "".join(f"<li>{prose(said)}" + (f"<br><span class='note'>{prose(why)}</span>" if why
+                                                         else "") + "</li>" for said, why in found)
+                        + "</ul></li>" for row, found in zip(rows, told, strict=True) if found)
+        sections.append("<h2>Findings</h2>" + (f"<ul>{items}</ul>" if items else "<p>none</p>"))
 
     figs, fig_notes = [], []
     makers = [("roofline", lambda: roofline_figure(shown, ceilings)),
@@ -293,6 +317,8 @@ def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Pat
             figs.append((name, make()))
         except ReportError as err:  # one missing metric must not lose the rest of the page
             fig_notes.append((name, str(err)))
+    pair = [f for name, f in figs if name in ("baseline traffic", "run traffic")]
+    same_scale(*pair)  # a baseline pair's bars on one scale
     fragments = dict(zip([name for name, _ in figs], _fragments([f for _, f in figs]), strict=True))
     titles = {"roofline": "Hierarchical roofline", "traffic": "Traffic per level"}
     for name, frag in fragments.items():

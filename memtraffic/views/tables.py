@@ -10,9 +10,13 @@ import pandas as pd
 
 from memtraffic.analysis import per_op
 from memtraffic.analysis.analyze import kernel_list, row_dicts, row_label, to_records
+from memtraffic.analysis.findings import NOT_A_RESULT
 from memtraffic.analysis.lines import location
 from memtraffic.analysis.outside import left_out, left_out_line
 from memtraffic.views import formats
+from memtraffic.vocab.finding import RULES, Finding, say, to_dicts
+from memtraffic.vocab.finding import explain as explain_finding
+from memtraffic.vocab.launches import measured_range
 from memtraffic.vocab.ops import format_shape
 from memtraffic.vocab.roofs import ROOFS, CeilingsEntry, ceilings_rows
 from memtraffic.vocab.units import fmt_bytes, fmt_eff, fmt_rate, fmt_time
@@ -20,22 +24,31 @@ from memtraffic.vocab.units import fmt_bytes, fmt_eff, fmt_rate, fmt_time
 if TYPE_CHECKING:
     from memtraffic.collect.sweep import GridCount
 
-WIDTH = 120  # columns the CLI's tables fit by default (--wide: one line each, however long)
-NOTE_WIDTH = 100  # the lines under a table (legend, findings) are read, not scanned: shorter
-REPEATED = 3  # a finding on this many rows or more is said once, with the count
+WIDTH = 100  # columns the CLI's tables fit where the terminal's are unknown (--wide: one line each)
+NOTE_WIDTH = 100  # the lines under a table (legend, findings) are read, not scanned: at most this
+REPEATED = 2  # a finding on this many rows or more is said once, with the count
 
 # What the tables' words mean, said under each table that uses them (analysis/analyze.py computes them).
 LEGEND = {
     "eff": "eff: minimum / bytes moved at that level (1.00: at the minimum; 0.25: 4x the minimum)",
     "minimum": "minimum: the bytes any implementation must read and write (inputs once, outputs once)",
-    "sector": "sector ld/st: useful bytes / bytes moved in 32-byte sectors, loads/stores",
+    "sector": "sector ld/st: bytes the instructions asked for / bytes moved in 32-byte sectors (L1 and L2 "
+              "move global memory in sectors), loads/stores",
     "excess": "excess: bytes beyond the minimum, at the level (L1, L2, DRAM) with the most",
     "reused": "reused: calls not measured again, which reuse the first call's counters (--distinct)",
-    "n": "n: kernels in the row",
+    "n": "n: kernels in the row; range: an NVTX range (a named span of the program) or a config",
+    "lsu": "L1 ld/st: global loads and stores through the LSU (load/store unit) pipe, at L1",
     "left out": "left out: launches in no op, region or Triton range; json/csv keep them (outside_program)",
     "autotuning": "autotuning: a Triton kernel's benchmark runs outside its range; flushes: cache flushes "
                   "between them",
 }
+
+
+def terminal_width() -> int:
+    """The columns tables fit: COLUMNS, else the terminal's, else WIDTH."""
+    import shutil
+
+    return shutil.get_terminal_size((WIDTH, 24)).columns
 
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], width: int | None = None,
@@ -54,20 +67,24 @@ def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], width: int
         return table
     layouts = [("", one_line), ("", two_lines)] + [("inline", one_line), ("inline", two_lines),
                                                    ("alone", one_line), ("alone", two_lines)] * stack
+    # One space between columns only where two do not fit; last, numbers joined to their units ('8.39MB').
+    squeezed = [[r[0], *(c.replace(" ", "") for c in r[1:])] for r in body]
     for stacked, heads in layouts:
-        table = _stacked(heads, body, stacked == "inline", width) if stacked else _layout(heads, body)
-        if _widest(table) <= width:
-            break
+        for cells, gap in ((body, "  "), (body, " "), (squeezed, " ")):
+            table = (_stacked(heads, cells, stacked == "inline", width, gap) if stacked
+                     else _layout(heads, cells, gap))
+            if _widest(table) <= width:
+                return table
     return table
 
 
-def _stacked(heads: list[list[str]], body: list[list[str]], inline: bool = True, width: int | None = None
-             ) -> str:
+def _stacked(heads: list[list[str]], body: list[list[str]], inline: bool = True, width: int | None = None,
+             gap: str = "  ") -> str:
     """Each row's first cell on a line of its own, its other cells indented on the next. `inline`: the names'
     header heads the numbers' column of blanks (alone on a line it reads as a stray word); else, where that
     indent makes the table too wide, it stands on the first line. A name longer than `width` (an Inductor
     kernel's) wraps onto the lines below it, as prose does."""
-    rest = _layout(heads if inline else [[""], *heads[1:]], [["", *r[1:]] for r in body]).splitlines()
+    rest = _layout(heads if inline else [[""], *heads[1:]], [["", *r[1:]] for r in body], gap).splitlines()
     depth = max(len(h) for h in heads)
     out = rest[:depth + 1] if inline else [heads[0][0]] + rest[:depth + 1]
     for r, numbers in zip(body, rest[depth + 1:], strict=True):
@@ -88,18 +105,18 @@ def _two_lines(header: str, cells: int) -> list[str]:
     return list(min(splits, key=lambda pair: max(map(len, pair))))
 
 
-def _layout(heads: Sequence[Sequence[str]], body: Sequence[Sequence[str]]) -> str:
+def _layout(heads: Sequence[Sequence[str]], body: Sequence[Sequence[str]], gap: str = "  ") -> str:
     """Headers (each a list of lines, bottom-aligned), a dash line, then the rows."""
     depth = max(len(h) for h in heads)
     head_rows = [[h[i - depth + len(h)] if i >= depth - len(h) else "" for h in heads] for i in range(depth)]
     widths = [max(len(r[i]) for r in head_rows + list(body)) for i in range(len(heads))]
 
     def line(r: Sequence[str]) -> str:
-        return "  ".join(
+        return gap.join(
             c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))
         ).rstrip()
 
-    return "\n".join([*map(line, head_rows), "  ".join("-" * w for w in widths), *map(line, body)])
+    return "\n".join([*map(line, head_rows), gap.join("-" * w for w in widths), *map(line, body)])
 
 
 def fit(text: str, width: int | None) -> str:
@@ -123,6 +140,13 @@ def legend(*keys: str) -> str:
     return "\n".join(LEGEND[k] for k in keys)
 
 
+def not_shown_legend(df: pd.DataFrame) -> str:
+    """Why an efficiency shows '-' (analysis.findings.NOT_A_RESULT), each reason found in the table once."""
+    found = sorted({why for u in df.get("no_efficiency", pd.Series(dtype=object)) if isinstance(u, dict)
+                    for why in u.values()})
+    return "\n".join(f"eff -: {NOT_A_RESULT[why]}" for why in found)
+
+
 def left_out_note(df: pd.DataFrame) -> tuple[str, list[str]]:
     """(the line that sums the rows left out (analysis.outside), the legend keys its words need), or
     ('', []) when no row is left out."""
@@ -139,21 +163,46 @@ def _only_left_out(line: str, keys: Sequence[str], width: int | None) -> str:
     return fit(text, width and min(width, NOTE_WIDTH))
 
 
-def findings(rows: Sequence[tuple[str, str]], tails: Sequence[str] = ()) -> list[str]:
-    """(row name, diagnosis) pairs as note lines: each row's findings (and its tail, e.g. its worst call),
-    except those found on REPEATED rows or more, which come once at the end with their count (the JSON
-    keeps every row's whole diagnosis)."""
+def findings(rows: Sequence[tuple[str, Sequence[Finding]]], tails: Sequence[str] = (),
+             explain: bool = False) -> list[str]:
+    """(row name, its findings) pairs as note lines: each row's name (and its tail, e.g. its worst call),
+    then one line per finding, its sentence; a sentence found on REPEATED rows or more comes once at the
+    end with its count (the JSON keeps every row's records). `explain`: each sentence's arithmetic
+    under it."""
     tails = list(tails) or [""] * len(rows)
-    clauses = [(name, [c.strip() for c in text.split("; ") if c.strip()], tail)
-               for (name, text), tail in zip(rows, tails, strict=True) if text]
+    # A rule with a group sentence (vocab.finding.Rule.group) on REPEATED rows or more: said once, with
+    # the rows it is on; the numbers of each are in --explain and the JSON.
+    on: dict[str, list[str]] = {}
+    for name, found in rows:
+        for rule in dict.fromkeys(f.rule for f in found if RULES[f.rule].group):
+            on.setdefault(rule, []).append(name)
+    grouped = {rule for rule, names in on.items() if len(names) >= REPEATED}
+    rows = [(name, [f for f in found if f.rule not in grouped or explain]) for name, found in rows]
+    said = [(name, list(dict.fromkeys(say(f) for f in found)), tail, {say(f): f for f in found})
+            for (name, found), tail in zip(rows, tails, strict=True) if found]
     counts: dict[str, int] = {}
-    for _, found, _ in clauses:
-        for c in dict.fromkeys(found):
+    for _, sentences, _, _ in said:
+        for c in sentences:
             counts[c] = counts.get(c, 0) + 1
     common = [c for c, n in counts.items() if n >= REPEATED]
-    out = [f"  {name}: {'; '.join(own)}{tail}" for name, found, tail in clauses
-           if (own := [c for c in found if c not in common])]
-    out += [f"  {counts[c]} rows: {c}" for c in common]
+    out: list[str] = []
+
+    def line(text: str, found: Finding, indent: str) -> None:
+        out.append(f"{indent}{text}")
+        if explain:
+            out.append(f"{indent}  = {explain_finding(found)}")
+
+    for name, sentences, tail, by_text in said:
+        own = [c for c in sentences if c not in common]
+        if own:
+            out.append(f"  {name}{tail}:")
+            for c in own:
+                line(c, by_text[c], "    ")
+    examples = {c: f for _, _, _, by_text in said for c, f in by_text.items()}
+    for c in common:
+        line(f"{counts[c]} rows: {c}", examples[c], "  ")
+    for rule in grouped if not explain else ():
+        out += [f"  {len(on[rule])} rows, {RULES[rule].group}:", *(f"    {name}" for name in on[rule])]
     return out
 
 
@@ -407,7 +456,8 @@ def results_table_rows(df: pd.DataFrame, group_by: str = "range") -> tuple[list[
     return headers, body
 
 
-def results_table(df: pd.DataFrame, group_by: str = "range", width: int | None = None) -> str:
+def results_table(df: pd.DataFrame, group_by: str = "range", width: int | None = None,
+                  explain: bool = False) -> str:
     """Readable units; a range with several kernels shows their count; diagnoses are listed below. With a
     `width`, the table is narrowed and the notes wrapped to fit it (the same cells and words)."""
     if df.empty:
@@ -418,12 +468,14 @@ def results_table(df: pd.DataFrame, group_by: str = "range", width: int | None =
         return _only_left_out(line, keys, width)
     headers, body = results_table_rows(df, group_by)
     records = df.to_dict("records")
-    notes = findings([(row[0], r["diagnosis"]) for r, row in zip(records, body, strict=True)])
+    notes = findings([(row[0], r["findings"]) for r, row in zip(records, body, strict=True)], explain=explain)
     notes += [f"  {row[0]}: kernels {kernel_list(r['kernels'])}" for r, row in zip(records, body, strict=True)
               if r["n_kernels"] > 1 and group_by == "range"]
     devices = ", ".join(sorted({d for d in df["device"] if d}))
     text = (f"{devices}\n" if devices else "") + text_table(headers, body, width)
-    under = (f"{line}\n\n" if line else "") + legend("n", "minimum", "eff", "sector", *keys)
+    under = (f"{line}\n\n" if line else "") + legend("n", "lsu", "minimum", "eff", "sector", *keys)
+    if shown := not_shown_legend(df):
+        under += "\n" + shown
     if df["min_bytes"].isna().all():
         under += "\n\nno minimum known: pass --min-bytes TOTAL or READ:WRITE for efficiencies"
     if notes:
@@ -431,19 +483,21 @@ def results_table(df: pd.DataFrame, group_by: str = "range", width: int | None =
     return text + "\n\n" + fit(under, width and min(width, NOTE_WIDTH))
 
 
-def render_results(df: pd.DataFrame, fmt: str, group_by: str = "range", width: int | None = None) -> str:
+def render_results(df: pd.DataFrame, fmt: str, group_by: str = "range", width: int | None = None,
+                   explain: bool = False) -> str:
     """`memtraffic analyze`'s output: the table for people (fitting `width` columns if given), or json/csv
     records (always whole)."""
     if group_by == "op":
-        return formats.render(fmt, lambda: per_op.to_records(df), lambda: per_op_table(df, width))
-    return formats.render(fmt, lambda: to_records(df), lambda: results_table(df, group_by, width))
+        return formats.render(fmt, lambda: per_op.to_records(df), lambda: per_op_table(df, width, explain))
+    return formats.render(fmt, lambda: to_records(df), lambda: results_table(df, group_by, width, explain))
 
 
-def op_calls_table(table: pd.DataFrame, n: int = WORST_CALLS, width: int | None = None) -> str:
+def op_calls_table(table: pd.DataFrame, n: int = WORST_CALLS, width: int | None = None,
+                   explain: bool = False) -> str:
     """A traced program's analysis that fits a terminal: the per-op-type summary, then the `n` calls
     with the largest excess (bytes beyond the minimum at the level with the most); the launches that are
     not the program's work are said under the summary, in no list."""
-    text = per_op_table(per_op.summarize(table), width)
+    text = per_op_table(per_op.summarize(table), width, explain)
     table = table[~left_out(table)]
     moved = pd.concat([table[f"{level}_rd_bytes"] + table[f"{level}_wr_bytes"] for level in ("l2", "dram")]
                       + [table["l1_ld_bytes"] + table["l1_st_bytes"]], axis=1)
@@ -452,10 +506,10 @@ def op_calls_table(table: pd.DataFrame, n: int = WORST_CALLS, width: int | None 
                                                      kind="stable").head(n).drop(columns="_excess")
     text += "\n\n" + fit(f"the {len(worst)} calls with the most excess, of {len(table)} (all: --all-calls; "
                          "every call is in the run folder's results.csv):", width and min(width, NOTE_WIDTH))
-    return text + "\n" + results_table(worst, width=width)
+    return text + "\n" + results_table(worst, width=width, explain=explain)
 
 
-def per_op_table(df: pd.DataFrame, width: int | None = None) -> str:
+def per_op_table(df: pd.DataFrame, width: int | None = None, explain: bool = False) -> str:
     """`analyze --group-by op`: readable units; each op type's worst call and its diagnosis below."""
     if df.empty:
         return "(no rows)"
@@ -484,10 +538,13 @@ def per_op_table(df: pd.DataFrame, width: int | None = None) -> str:
              cell("dram_rd_bytes", fmt_eff(r["eff_dram_rd"] if per_direction else r["eff_dram"]))]
             for r in df.to_dict("records")]
     records = df.to_dict("records")
-    notes = findings([(r["op"], r["diagnosis"]) for r in records],
-                     [f" (worst call {r['worst_range']})" for r in records])
+    notes = findings([(r["op"], r["findings"]) for r in records],
+                     [f" (worst: {r['worst_call']})" if r["worst_call"] else "" for r in records],
+                     explain=explain)
     reused = ["reused"] if "reused" in df and df["reused"].fillna(0).astype(bool).any() else []
     under = (f"{line}\n\n" if line else "") + legend("minimum", "excess", "eff", *reused, *keys)
+    if shown := not_shown_legend(df):
+        under += "\n" + shown
     if notes:
         under += "\n\n" + "\n".join(notes)
     return text_table(headers, body, width) + "\n\n" + fit(under, width and min(width, NOTE_WIDTH))
@@ -503,7 +560,7 @@ def lines_table(rows: Sequence[dict[str, Any]], source_width: int = 100,
     for launch in dict.fromkeys(r["launch"] for r in rows):
         mine = [r for r in rows if r["launch"] == launch]
         first = mine[0]
-        out.append(f"== {first['kernel']}" + (f"  [{first['range']}]" if first["range"] else ""))
+        out.append(f"== {first['kernel']}" + (f"  [{range_label(first['range'])}]" if first["range"] else ""))
         spills = any(r.get("local_bytes") for r in mine)  # a column for local memory where a line spills
         body = [[location(r), r["operation"], r["inst_executed"], r["requests"], r["sectors"],
                  r["ideal_sectors"], r["excess_sectors"], fmt_bytes(r["bytes_moved"]), f"{r['share']:.0%}"]
@@ -516,10 +573,33 @@ def lines_table(rows: Sequence[dict[str, Any]], source_width: int = 100,
         for r in mine:
             cut = source_width if width is None else min(source_width, width - 4 - len(location(r)))
             source = r["source"] if len(r["source"]) <= cut else r["source"][: cut - 3] + "..."
-            out.append(f"  {location(r)}  {source}\n      {r['verdict']}")
+            out.append(f"  {location(r)}  {source}")
+            out += [f"      {say(f)}" for f in r.get("findings") or []] or ["      fine"]
         out.append("")
-    return fit("\n".join(out).rstrip(), width)
+    out.append(LINES_LEGEND)
+    return fit("\n".join(out).rstrip(), width and min(width, NOTE_WIDTH))
+
+
+LINES_LEGEND = (
+    "inst: warp instructions executed; requests: L1 tag requests (a warp's access of one instruction); "
+    "sectors: 32-byte sectors moved; ideal: the sectors the bytes asked for would fill if packed "
+    "(ncu's ideal); excess: sectors beyond ideal, plus ideal sectors beyond the kernel's minimum "
+    "(the same bytes requested again); moved: sectors x 32 B; share: of the kernel's bytes.")
+
+
+def range_label(name: str) -> str:
+    """An NVTX range as people name it: 'softmax_naive 1048576x2 fp32 num_warps=4', 'aten.addmm.default
+    call 14', 'region attn call 3'; a range memtraffic did not name, as it is."""
+    parts = measured_range(name).split("|")
+    if len(parts) < 2 or parts[0] != "mt":
+        return name
+    if parts[1] in ("op", "triton") and len(parts) >= 4:
+        return f"{parts[3]} call {parts[2]}"
+    if parts[1] == "region" and len(parts) >= 4:
+        return f"region {parts[2]} call {parts[-1]}"
+    return " ".join(p for p in parts[1:] if p)
 
 
 def render_lines(rows: Sequence[dict[str, Any]], fmt: str, width: int | None = None) -> str:
-    return formats.render(fmt, rows, lambda: lines_table(rows, width=width))
+    records = [{**r, "findings": to_dicts(r.get("findings") or [])} for r in rows]
+    return formats.render(fmt, records, lambda: lines_table(rows, width=width))

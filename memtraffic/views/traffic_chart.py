@@ -141,3 +141,15 @@ def _short_times(x: float) -> str:
     if x != x:
         return "-"
     return f"{x:.0f}x" if x >= 9.5 else f"{x:.2g}x"
+
+
+def same_scale(*figs: go.Figure) -> None:
+    """Give traffic figures one y axis (the union of their ranges, the ticks within it), so bars of a
+    baseline and a run compare by height."""
+    ranges = [f.layout.yaxis.range for f in figs if f.layout.yaxis.range is not None]
+    if len(ranges) < 2:
+        return
+    lo, hi = min(r[0] for r in ranges), max(r[1] for r in ranges)
+    ticks = [m * 10**e for e in range(-3, 6) for m in (1, 2, 5) if 10**lo <= m * 10**e <= 10**hi]
+    for f in figs:
+        f.update_yaxes(range=[lo, hi], tickvals=ticks, ticktext=[f"{v:g}x" for v in ticks])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
+import textwrap
 
 from memtraffic.vocab.errors import UsageError
 
@@ -88,3 +89,14 @@ def fmt_rate(per_second: float | None, unit: str = "B/s") -> str:
 def fmt_eff(x: object) -> str:
     """An efficiency (minimum / measured bytes) as analyze's table and the roofline hover show it."""
     return f"{float(x):.2f}" if isinstance(x, numbers.Real) and math.isfinite(x) else "-"
+
+
+# A number and the unit after it ('93.4 us', '2.16 GB'): wrapped text keeps them on one line.
+NUMBER_UNIT = re.compile(r"(\d) (?=(?:[KMGT]?B(?:/s)?|[KMGT]?FLOP/s|ns|us|ms|s)\b)")
+
+
+def wrap(text: str, width: int, indent: str = "    ") -> list[str]:
+    """`text` wrapped to `width`, its continuation lines indented, never between a number and its unit."""
+    held = NUMBER_UNIT.sub("\\1\u00a0", text)  # textwrap breaks at ASCII spaces only
+    lines = textwrap.wrap(held, width, subsequent_indent=indent)
+    return [line.replace("\u00a0", " ") for line in lines] or [""]

@@ -23,7 +23,6 @@ from memtraffic.analysis.analyze import (
     EXTRA_COLUMNS,
     _check_metrics,
     analyze_path,
-    diagnose,
     parse_min_bytes,
     to_records,
 )
@@ -31,7 +30,15 @@ from memtraffic.cli import app
 from memtraffic.ncu import report as extract
 from memtraffic.views.tables import render_results
 from memtraffic.vocab.errors import ReportError, UsageError
+from memtraffic.vocab.finding import sentences
 from memtraffic.vocab.units import parse_size
+
+
+def diagnose(*args, **kwargs) -> str:
+    """The findings of a row as the diagnosis column says them (their sentences, in order)."""
+    from memtraffic.analysis.findings import diagnose as findings_of
+
+    return sentences(findings_of(*args, **kwargs))
 
 REPO = Path(__file__).resolve().parents[2]
 H100 = REPO / "reports" / "h100"
@@ -96,7 +103,8 @@ def test_tiled_range_is_at_the_minimum(seed):
     assert f"{tiled['eff_l1_ld']:.2f}" == "1.00"
     # at the minimum everywhere but DRAM writes, whose output L2 still held when the kernel ended: said
     assert tiled["dram_wr_bytes"] * 1.05 < tiled["min_write_bytes"]
-    assert tiled["diagnosis"] == "DRAM writes below the minimum: output still in L2 when the kernel ended"
+    assert tiled["diagnosis"] == ("DRAM writes below the minimum: the output was still in L2 when the kernel "
+                                  "ended")
     assert tiled["bw_min_Bps"] == pytest.approx(2 * MIB8 / (tiled["time_ns"] * 1e-9))
 
 
@@ -106,15 +114,15 @@ def test_one_row_per_program_explains_its_16x(seed):
     assert naive["sector_eff_ld"] == 0.25 and naive["req_ld_bytes"] == 4 * MIB8  # 4x sectors x 4x requests
     assert naive["eff_dram_rd"] > 0.9  # the caches absorb it before DRAM
     d = naive["diagnosis"]
-    assert "loads and stores use 8 of every 32 bytes per sector" in d
+    assert "loads and stores use 8 of every 32-byte sector" in d
     assert "each input byte requested 4x" in d
-    assert "L1/L2 absorb the extra loads before DRAM" in d and "but time pays" in d
+    assert "the L1 requests take it (16x the minimum)" in d
 
 
 def test_torch_softmax_half_sectors(seed):
     torch_row = seed[REAL["torch"]]
     assert torch_row["sector_eff_ld"] == 0.5 and torch_row["eff_l1_ld"] == 0.5
-    assert "loads and stores use 16 of every 32 bytes per sector" in torch_row["diagnosis"]
+    assert "loads and stores use 16 of every 32-byte sector" in torch_row["diagnosis"]
 
 
 def test_bare_report_without_minimum_shows_bytes_and_blank_efficiencies(bare):
@@ -164,7 +172,8 @@ def test_range_sums_its_kernels_and_group_by_kernel_splits_them():
     assert row["kernels"] == ["reduce_kernel", "elementwise_kernel", "vectorized_elementwise_kernel",
                               "reduce_kernel", "elementwise_kernel"]
     assert (row["l1_ld_bytes"], row["l1_st_bytes"], row["time_ns"]) == (50_331_648, 33_554_432, 57_984)
-    assert row["diagnosis"].startswith("5 kernels: loads request 6x the minimum")
+    assert row["diagnosis"].startswith("each input byte requested 6x")
+    assert "5 kernels, each a pass over memory: fusing them saves passes" in row["diagnosis"]
     by_kernel = analyze_path(run, group_by="kernel")
     assert len(by_kernel) == len(extract.read_report(run / "profile.ncu-rep")) == 24
     assert (by_kernel["n_kernels"] == 1).all()
@@ -212,9 +221,9 @@ def test_tma_gemm_is_diagnosed_as_bypassing_the_lsu(matmul):
     assert (tma["l2_rd_bytes"], tma["l2_wr_bytes"]) == (854_835_328, 33_554_432)
     assert tma["kernels"] == ["nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"]
     assert math.isnan(tma["eff_l1_ld"]) and math.isnan(tma["eff_l1_st"])
-    assert tma["diagnosis"].startswith("loads/stores bypass the LSU counters (TMA or other async copies): "
-                                       "read the L2 and DRAM levels; DRAM moves")
-    assert not any("bypass" in r["diagnosis"] for r in matmul.values() if r is not tma)
+    assert tma["diagnosis"].startswith("loads and stores bypass the L1 (LSU) counters (TMA or other async "
+                                       "copies): judge by L2, DRAM and FLOPs; DRAM moves")
+    assert not any(f.rule == "lsu_bypass" for r in matmul.values() if r is not tma for f in r["findings"])
 
 
 def test_json_and_csv_are_raw_and_stable():
@@ -248,7 +257,7 @@ def test_cli_analyze_run_folder_prints_the_table():
     assert cells[8:12] == ["1.00", "1.00", "1.00", "1.00"]  # eff L1 ld, L1 st, L2, DRAM rd
     naive = _cells(res.output, "softmax_naive 1048576x2 fp32 num_warps=4")
     assert naive[3:5] == ["134.22 MB", "33.55 MB"] and naive[8:10] == ["0.06", "0.25"]
-    assert "softmax_naive 1048576x2 fp32 num_warps=4: loads and stores use 8 of every 32" in res.output
+    assert "  softmax_naive 1048576x2 fp32 num_warps=4:\n    loads and stores use 8 of every 32" in res.output
 
 
 def test_cli_analyze_json_has_the_documented_keys():
@@ -395,19 +404,20 @@ def _row(**kw):
 def test_diagnosis_cases():
     assert diagnose(_row()) == ""
     d = diagnose(_row(n_kernels=5, req_ld_bytes=500.0, eff_l1_ld=0.2))
-    assert d.startswith("5 kernels: loads request 5x the minimum (500 B for a minimum of 100 B), a pass over "
-                        "memory each: fusing them saves passes")
+    assert d.startswith("each input byte requested 5x: warps or programs repeat it, or the kernel makes "
+                        "passes; 5 kernels, each a pass over memory: fusing them saves passes")
     assert "DRAM moves 3.2x the minimum" in diagnose(_row(eff_dram=1 / 3.2))
-    assert "bypass the LSU path" in diagnose(_row(eff_l1_ld=20.0))
+    assert "L1 loads 0.05x the minimum: loads through TMA are not in these counters" in diagnose(
+        _row(eff_l1_ld=20.0))
 
 
 LEVELS = {"l1_ld_bytes": 100.0, "l1_st_bytes": 100.0, "l2_rd_bytes": 100.0, "l2_wr_bytes": 100.0}
 
 
 @pytest.mark.parametrize(("levels", "expected"), [
-    ({"l1_ld_bytes": 0.0, "l1_st_bytes": 0.0}, "loads/stores bypass the LSU counters"),
-    ({"l1_ld_bytes": 0.5}, "loads bypass the LSU counters"),  # under 1% of L2's 100 B
-    ({"l1_st_bytes": 0.0}, "stores bypass the LSU counters"),
+    ({"l1_ld_bytes": 0.0, "l1_st_bytes": 0.0}, "loads and stores bypass the L1 (LSU) counters"),
+    ({"l1_ld_bytes": 0.5}, "loads bypass the L1 (LSU) counters"),  # under 1% of L2's 100 B
+    ({"l1_st_bytes": 0.0}, "stores bypass the L1 (LSU) counters"),
     ({"l1_ld_bytes": 0.0, "l2_rd_bytes": 0.0}, None),  # nothing moved anywhere: nothing bypassed
     ({"l1_ld_bytes": 2.0}, None),  # a small kernel's few LSU bytes are still LSU bytes
     ({}, None),
@@ -415,20 +425,20 @@ LEVELS = {"l1_ld_bytes": 100.0, "l1_st_bytes": 100.0, "l2_rd_bytes": 100.0, "l2_
 def test_diagnosis_lsu_bypass(levels, expected):
     d = diagnose(_row(**{**LEVELS, **levels}))
     if expected is None:
-        assert "bypass the LSU counters" not in d
+        assert "bypass the L1 (LSU) counters" not in d
     else:
-        assert d.startswith(expected + " (TMA or other async copies): read the L2 and DRAM levels")
+        assert d.startswith(expected + " (TMA or other async copies): judge by L2, DRAM and FLOPs")
 
 
 def test_every_efficiency_above_one_has_its_reason():
     # less than the minimum reached L2: the minimum over-counts the call
-    assert diagnose(_row(eff_l2=3.0, eff_dram=3.0)).startswith(
-        "below the minimum at L2, DRAM: the call moved less than its minimum through L2")
+    assert diagnose(_row(eff_l2=3.0, eff_dram=3.0)) == (
+        "below the minimum at L2, DRAM: the minimum over-counts this call, a bound it beats")
     # a bound the tracer recorded explains every level
     d = diagnose(_row(eff_l1_ld=4.0, eff_l2=2.0), bound="the minimum is an upper bound (index on the GPU)")
     assert d == "below the minimum at L1 ld, L2: the minimum is an upper bound (index on the GPU)"
-    assert "L1 store bytes below the minimum (0.25x)" in diagnose(_row(eff_l1_st=4.0))
-    assert "part of the input was served from L2" in diagnose(_row(eff_dram_rd=2.0))
+    assert "L1 stores 0.25x the minimum" in diagnose(_row(eff_l1_st=4.0))
+    assert "part of the input came from L2" in diagnose(_row(eff_dram_rd=2.0))
     assert diagnose(_row(eff_l1_ld=1.04)) == ""
 
 
@@ -440,8 +450,8 @@ def test_committed_kernels_above_the_minimum_say_why(name):
     levels = ["eff_l1_ld", "eff_l1_st", "eff_l2", "eff_dram_rd"]
     for r in table.to_dict("records"):
         if any(r[k] > 1.05 for k in levels):
-            assert "below the minimum" in r["diagnosis"] or "bypass" in r["diagnosis"], r
-    helpers = table[table["diagnosis"].str.startswith("helper kernel of its range")]
+            assert any("below_minimum" in f.rule or f.rule == "lsu_bypass" for f in r["findings"]), r
+    helpers = table[[bool(f) and f[0].rule == "helper_kernel" for f in table["findings"]]]
     assert helpers["min_bytes"].isna().all()
     if name != "profile_torch_model":
         assert len(helpers) > 0
@@ -452,14 +462,15 @@ def test_committed_kernels_above_the_minimum_say_why(name):
 def test_a_global_min_bytes_on_a_plain_report_names_its_limit():
     table = analyze_path(H100 / "plain_ncu_torch_softmax", min_bytes="8MiB:8MiB")
     rng = table[table["kernels"].map(lambda k: k[0].startswith("distribution_elementwise"))].iloc[0]
-    assert rng["eff_dram_rd"] > 100 and "applies to every row" in rng["diagnosis"]
+    assert math.isnan(rng["eff_dram_rd"]) and rng["no_efficiency"]["eff_dram_rd"] == "cached"  # not a result
+    assert "applies to every row" in rng["diagnosis"]
 
 
 def test_lsu_bypass_replaces_the_below_minimum_note():
     d = diagnose(_row(**{**LEVELS, "l1_ld_bytes": 0.5}, eff_l1_ld=200.0))
-    assert "loads bypass the LSU counters" in d and "below the minimum" not in d
-    assert diagnose(_row(sector_eff_st=0.5)) == ("stores use 16 of every 32 bytes per sector: neighbouring "
-                                                 "threads should touch neighbouring addresses")
+    assert "loads bypass the L1 (LSU) counters" in d and "below the minimum" not in d
+    assert diagnose(_row(sector_eff_st=0.5)) == ("stores use 16 of every 32-byte sector: adjacent threads "
+                                                 "should touch adjacent addresses")
 
 
 def test_records_convert_numpy_and_nan():

@@ -99,9 +99,9 @@ def test_verdict_names_what_changed_and_the_worst_line(tmp_path, source_rows):
                                    str(_table(tmp_path, "after", [after])), "--wide"])
     assert res.exit_code == 0, res.output
     verdict = next(ln for ln in res.output.splitlines() if ln.startswith("  => "))
-    assert verdict.startswith("  => L1 loads -94%, L1 stores -75%: load and store sector waste gone (used 8 "
-                              "of every 32 bytes); loads request 4x -> 1x the minimum (redundant requests "
-                              "gone); worst line in A: softmax_rows.py:38; time -99%")
+    assert verdict.startswith("  => L1 loads -94%, L1 stores -75%: loads and stores sector waste gone (used "
+                              "8 of every 32 bytes); loads request 4x -> 1x the minimum: redundant requests "
+                              "gone; worst line in A: softmax_rows.py:38; time -99%")
     change = next(ln for ln in res.output.splitlines() if ln.startswith("  change"))
     assert change.split()[1:5] == ["-99%", "-94%", "-75%", "-73%"]
 

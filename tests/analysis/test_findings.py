@@ -1,123 +1,117 @@
-"""Each diagnosis rule on a committed report that triggers it: the rule applies to that row and says
-exactly these sentences; diagnose() is the rules' sentences in RULES' order, joined with '; '."""
+"""Each efficiency check on a committed report that triggers it: the check finds its rule on that row,
+said in exactly this sentence; diagnose() gives the checks' findings in CHECKS' order, as records."""
 
 from __future__ import annotations
 
-from typing import Any
+from functools import cache
 
+import pandas as pd
 import pytest
 
-import memtraffic.analysis.analyze as analyze_module
 from memtraffic.analysis.analyze import analyze_path
-from memtraffic.analysis.findings import RULES, diagnose, findings
+from memtraffic.analysis.findings import CHECKS, diagnose
+from memtraffic.vocab.finding import RULES, Subject, say
 
 SEED = "reports/h100/seed_1048576x2_fp32"
 NAIVE = "mt|softmax_naive|1048576x2|fp32|num_warps=4"
 TILED = "mt|softmax_tiled|1048576x2|fp32|BLOCK_M=128"
-L2_NOTE = "(cached before the kernel, not flushed)"
+LONG = ("reports/h100/long_rows_16384x131072", "kernel", None, "mt|softmax_split|16384x131072|fp32")
+SPILLS = ("reports/h100/spills_softmax_naive_2048x16384", "range", None,
+          "mt|softmax_naive|2048x16384|fp32|num_warps=1", None)
+STEP = ("reports/h100/profile_full_train_step", "kernel", None, "mt|op|69|aten.nll_loss_backward.default",
+        "vectorized_elementwise_kernel")
 
-# rule, (run, group_by, --min-bytes, range, kernel or None), its sentences on that row
-CASES: list[tuple[str, tuple[str, str, list[str] | None, str, str | None], list[str]]] = [
-    ("role", ("reports/h100/long_rows_16384x131072", "kernel", None, "mt|softmax_split|16384x131072|fp32",
-              "vectorized_elementwise_kernel"),
-     ["helper kernel of its range (2 kernels): the range's minimum is counted on _softmax_split_kernel"]),
-    ("spills", ("reports/h100/spills_softmax_naive_2048x16384", "range", None,
-                "mt|softmax_naive|2048x16384|fp32|num_warps=1", None),
-     ["spills at 64 registers a thread: 1.02 GB of local memory through L1 (loads 618.40 MB, stores "
-      "401.60 MB, 3.8x the minimum)"]),
-    ("lsu_bypass", ("reports/h100/matmul_4096x4096x4096", "range", None,
-                    "mt|matmul_torch|4096x4096x4096|bf16", None),
-     ["loads/stores bypass the LSU counters (TMA or other async copies): read the L2 and DRAM levels"]),
-    ("sector_waste", (SEED, "range", None, NAIVE, None),
-     ["loads and stores use 8 of every 32 bytes per sector: neighbouring threads should touch neighbouring "
-      "addresses"]),
-    ("redundant_requests", (SEED, "range", None, NAIVE, None),
-     ["each input byte requested 4x (33.55 MB for a minimum of 8.39 MB): several warps or programs load the "
-      "same data, or the kernel makes several passes"]),
-    ("predicted_passes", ("reports/h100/split_8192x32768_bf16", "range", None,
-                          "mt|softmax_online|8192x32768|bf16", None),
-     ["each input byte loaded 2x (1.07 GB for a minimum of 536.87 MB), as the variant's model predicts: "
-      "passes over memory its algorithm makes"]),
-    ("kernel_passes", ("reports/h100/long_rows_16384x131072", "range", None,
-                       "mt|softmax_split|16384x131072|fp32", None),
-     ["2 kernels in this range: each is a pass over memory"]),
-    ("caches_absorb", (SEED, "range", None, NAIVE, None),
-     ["L1/L2 absorb the extra loads before DRAM (DRAM read efficiency 1.00), but time pays: the minimum's "
-      "16.78 MB in 632.7 us is 26.52 GB/s"]),
-    ("dram_excess", ("reports/h100/spills_softmax_naive_2048x16384", "range", None,
-                     "mt|softmax_naive|2048x16384|fp32|num_warps=1", None), ["DRAM moves 4.6x the minimum"]),
-    ("bound_below_minimum", ("reports/h100/profile_train_step", "range", None,
-                             "mt|op|0|aten.embedding.default", None),
-     ["below the minimum at DRAM: the minimum is an upper bound (index on the GPU not read (no device sync): "
-      "assumes distinct indices, an upper bound)"]),
-    ("l2_below_minimum", (SEED, "range", ["softmax_tiled=10MB:8MB"], TILED, None),
-     ["below the minimum at L1 ld, L2, DRAM, DRAM rd: the call moved less than its minimum through L2, so "
-      "the minimum over-counts it (a data-dependent op, an input used only in part, or data the op skips); "
-      "read it as a bound this call beats"]),
-    ("l1_loads_below_minimum", (SEED, "range", ["softmax_tiled=10MB:0"], TILED, None),
-     ["L1 load bytes below the minimum (0.84x): loads that bypass the LSU path (TMA) are not in these "
-      "counters"]),
-    ("l1_stores_below_minimum", (SEED, "range", ["softmax_tiled=0:10MB"], TILED, None),
-     ["L1 store bytes below the minimum (0.84x): stores that bypass the LSU path (TMA) are not in these "
-      "counters"]),
-    ("dram_reads_below_minimum", ("reports/h100/profile_full_train_step", "kernel", None,
-                                  "mt|op|69|aten.nll_loss_backward.default", "vectorized_elementwise_kernel"),
-     [f"DRAM reads below the minimum: part of the input was served from L2 {L2_NOTE}"]),
-    ("dram_below_minimum", (SEED, "range", None, TILED, None),
-     ["DRAM writes below the minimum: output still in L2 when the kernel ended"]),
-    ("time", (SEED, "range", None, NAIVE, None),
-     ["time 113x a copy of the minimum (5.6 us at the measured 3.00 TB/s): the bytes are at the minimum only "
-      "from L2 on: L1 loads move 16x their minimum, and those requests take the time; the copy roof needs "
-      "556.72 KB in flight (3.00 TB/s x 185 ns DRAM latency), 2.06 B for each of the 270,336 resident "
-      "threads, whose load instructions ask 0.25 B a thread (33.55 MB over 4,194,304 warp requests)"]),
+# check, rule, (run, group_by, --min-bytes, range, kernel or None), the rule's sentence on that row
+CASES: list[tuple[str, str, tuple[str, str, tuple[str, ...] | None, str, str | None], str]] = [
+    ("role", "helper_kernel", (*LONG, "vectorized_elementwise_kernel"),
+     "helper kernel of 2 in its range: the minimum is counted on _softmax_split_kernel"),
+    ("role", "main_kernel", STEP, "main kernel of 2 in its range: the range's whole minimum is counted here"),
+    ("spills", "spills", SPILLS,
+     "spills 1.02 GB to local memory (3.8x the minimum): fewer live values or registers"),
+    ("lsu_bypass", "lsu_bypass", ("reports/h100/matmul_4096x4096x4096", "range", None,
+                                  "mt|matmul_torch|4096x4096x4096|bf16", None),
+     "loads and stores bypass the L1 (LSU) counters (TMA or other async copies): judge by L2, DRAM and "
+     "FLOPs"),
+    ("sector_waste", "sector_waste", (SEED, "range", None, NAIVE, None),
+     "loads and stores use 8 of every 32-byte sector: adjacent threads should touch adjacent addresses"),
+    ("redundant_requests", "redundant_requests", (SEED, "range", None, NAIVE, None),
+     "each input byte requested 4x: warps or programs repeat it, or the kernel makes passes"),
+    ("predicted_passes", "predicted_passes", ("reports/h100/split_8192x32768_bf16", "range", None,
+                                              "mt|softmax_online|8192x32768|bf16", None),
+     "each input byte moves 2x at L1, as the variant's model predicts: passes it makes"),
+    ("kernel_passes", "kernel_passes", ("reports/h100/long_rows_16384x131072", "range", None,
+                                        "mt|softmax_split|16384x131072|fp32", None),
+     "2 kernels, each a pass over memory: fusing them saves passes"),
+    ("caches_absorb", "caches_absorb", ("reports/h100/split_8192x32768_bf16", "range", None,
+                                        "mt|softmax_online|8192x32768|bf16", None),
+     "L1 and L2 absorb the extra loads before DRAM, but time pays (2.88 TB/s of minimum bytes)"),
+    ("dram_excess", "dram_excess", SPILLS, "DRAM moves 4.6x the minimum"),
+    ("bound_below_minimum", "bound_below_minimum", ("reports/h100/profile_train_step", "range", None,
+                                                    "mt|op|0|aten.embedding.default", None),
+     "below the minimum at DRAM: the minimum is an upper bound (index on the GPU not read (no device sync): "
+     "assumes distinct indices, an upper bound)"),
+    ("l2_below_minimum", "l2_below_minimum", (SEED, "range", ("softmax_tiled=10MB:8MB",), TILED, None),
+     "below the minimum at L1 ld, L2, DRAM, DRAM rd: the minimum over-counts this call, a bound it beats"),
+    ("l1_loads_below_minimum", "l1_loads_below_minimum", (SEED, "range", ("softmax_tiled=10MB:0",), TILED,
+                                                          None),
+     "L1 loads 0.84x the minimum: loads through TMA are not in these counters"),
+    ("l1_stores_below_minimum", "l1_stores_below_minimum", (SEED, "range", ("softmax_tiled=0:10MB",), TILED,
+                                                            None),
+     "L1 stores 0.84x the minimum: stores through TMA are not in these counters"),
+    ("dram_reads_below_minimum", "dram_reads_below_minimum", STEP,
+     "DRAM reads below the minimum: part of the input came from L2 (not flushed before)"),
+    ("dram_below_minimum", "dram_writes_below_minimum", (SEED, "range", None, TILED, None),
+     "DRAM writes below the minimum: the output was still in L2 when the kernel ended"),
+    ("time", "l1_requests", (SEED, "range", None, NAIVE, None),
+     "time 113x a copy of the minimum: the L1 requests take it (16x the minimum)"),
 ]
 
 
-def _diagnosed(monkeypatch: pytest.MonkeyPatch, run: str, group_by: str, min_bytes: list[str] | None
-               ) -> list[tuple[dict[str, Any], tuple[str, str, Any], str]]:
-    """Each row analyze diagnoses, with the context it gives (bound, role, roofs) and the line it wrote."""
-    seen = []
-
-    def record(r: dict[str, Any], bound: str = "", role: str = "", roofs: Any = None) -> str:
-        line = diagnose(r, bound, role, roofs)
-        seen.append((r, (bound, role, roofs), line))
-        return line
-
-    monkeypatch.setattr(analyze_module, "diagnose", record)
-    table = analyze_path(run, min_bytes=min_bytes, group_by=group_by)
-    # the table's line is diagnose's (a run measured with --source adds its worst source line after it)
-    assert all(cell.startswith(line) for cell, (_, _, line) in zip(table["diagnosis"], seen, strict=True))
-    return seen
+@cache
+def _table(run: str, group_by: str, min_bytes: tuple[str, ...] | None) -> pd.DataFrame:
+    return analyze_path(run, min_bytes=list(min_bytes) if min_bytes else None, group_by=group_by)
 
 
-@pytest.mark.parametrize(("rule", "where", "said"), CASES, ids=[c[0] for c in CASES])
-def test_each_rule_on_a_committed_report(monkeypatch, rule, where, said):
-    run, group_by, min_bytes, range_, kernel = where
-    rows = [(r, ctx) for r, ctx, _ in _diagnosed(monkeypatch, run, group_by, min_bytes)
+def _row(run: str, group_by: str, min_bytes: tuple[str, ...] | None, range_: str, kernel: str | None
+         ) -> dict:
+    rows = [r for r in _table(run, group_by, min_bytes).to_dict("records")
             if r["range"] == range_ and (kernel is None or kernel in r["kernels"])]
     assert rows, f"{run}: no row of {range_}"
-    r, (bound, role, roofs) = rows[0]  # the first (a range measured twice has two rows alike)
-    assert dict(findings(r, bound, role, roofs))[rule] == said
+    return rows[0]  # the first (a range measured twice has two rows alike)
 
 
-def test_every_rule_has_a_case_and_a_unique_name():
-    names = [rule.name for rule in RULES]
+@pytest.mark.parametrize(("check", "rule", "where", "said"), CASES, ids=[c[1] for c in CASES])
+def test_each_check_on_a_committed_report(check, rule, where, said):
+    r = _row(*where)
+    found = [f for f in r["findings"] if f.rule == rule]
+    assert [say(f) for f in found] == [said]
+    assert RULES[rule].kind in ("efficiency", "time")
+    assert found[0].subject.label() and "mt|" not in found[0].subject.label()
+
+
+def test_every_check_has_a_case_and_a_unique_name():
+    names = [check.rule for check in CHECKS]
     assert len(set(names)) == len(names)
-    assert [c[0] for c in CASES] == names  # in RULES' order, one each
+    assert set(names) == {c[0] for c in CASES}
 
 
-def test_the_line_is_the_rules_sentences_in_order(monkeypatch):
-    """The naive softmax of the seed run: five rules, their sentences joined in RULES' order."""
-    [(r, ctx, line)] = [x for x in _diagnosed(monkeypatch, SEED, "range", None) if x[0]["range"] == NAIVE]
-    names = [name for name, _ in findings(r, *ctx)]
-    assert names == ["sector_waste", "redundant_requests", "caches_absorb", "dram_below_minimum", "time"]
-    assert line == "; ".join(s for _, said in findings(r, *ctx) for s in said)
-    assert line.startswith("loads and stores use 8 of every 32 bytes per sector: neighbouring threads should "
-                           "touch neighbouring addresses; each input byte requested")
+def test_the_findings_are_the_checks_in_order_with_their_numbers():
+    """The naive softmax of the seed run: four findings, in CHECKS' order, each with the numbers it rests
+    on; the L1 amplification is the sector amplification times the requests per useful byte."""
+    r = _row(SEED, "range", None, NAIVE, None)
+    assert [f.rule for f in r["findings"]] == ["sector_waste", "redundant_requests",
+                                               "dram_writes_below_minimum", "l1_requests"]
+    assert r["findings"][0].subject == Subject(run="seed_1048576x2_fp32",
+                                               config="softmax_naive 1048576x2 fp32 num_warps=4",
+                                               kernel="_softmax_naive_kernel")
+    requested = r["findings"][1].evidence
+    assert requested["sector_x"] * requested["requested_x"] == pytest.approx(requested["l1_x"], rel=1e-3)
+    assert (requested["sector_x"], requested["requested_x"]) == (4.0, 4.0)
+    assert r["diagnosis"] == "; ".join(say(f) for f in r["findings"])
 
 
-def test_a_row_no_rule_applies_to_says_nothing():
-    assert findings({"range": "x"}) == [] and diagnose({"range": "x"}) == ""
+def test_a_row_no_check_applies_to_finds_nothing():
+    assert diagnose({"range": "x"}) == []
 
 
 def test_needs_full_set_leaves_out_what_the_model_predicts():

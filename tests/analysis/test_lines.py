@@ -25,6 +25,7 @@ from memtraffic.cli import app
 from memtraffic.runfolder.paths import portable_path
 from memtraffic.views.html_report import build_report
 from memtraffic.vocab.errors import ReportError
+from memtraffic.vocab.finding import say, to_dicts
 
 REPO = Path(__file__).resolve().parents[2]
 H100 = REPO / "reports" / "h100"
@@ -135,9 +136,11 @@ def test_naive_softmax_load_line_is_redundant_not_uncoalesced(seed):
     assert "tl.load(" in load["source"]
     min_read, _ = _plan_minimum(SEED, "softmax_naive")
     assert load["ncu_excessive_sectors"] == 0  # ncu: perfectly coalesced
-    assert load["verdict"].startswith("redundant: the same sectors requested by ")
-    assert "sector waste" not in load["verdict"]
-    assert f"~{load['ideal_sectors'] * SECTOR / min_read:.0f} warps/programs" in load["verdict"]
+    # analyze's rule and words: each byte requested 16x, none of it sector waste by ncu's ideal sectors
+    assert [f.rule for f in load["findings"]] == ["redundant_requests"]
+    assert load["verdict"] == ("each input byte requested 16x: warps or programs repeat it, or the kernel "
+                               "makes passes")
+    assert load["findings"][0].evidence["requested_x"] == load["ideal_sectors"] * SECTOR / min_read
     assert load["excess_sectors"] == load["sectors"] - min_read // SECTOR
     assert naive[0] is load  # the worst line comes first
 
@@ -156,9 +159,9 @@ def test_strided_column_load_lines_are_sector_waste(column):
     for r in loads:
         assert r["ncu_excessive_sectors"] == r["sectors"] - r["ideal_sectors"] > 0
         used = SECTOR * r["ideal_sectors"] / r["sectors"]
-        assert r["verdict"].startswith(f"sector waste: uses {used:.3g} of every 32 bytes")
-        assert "redundant" not in r["verdict"]
-        assert r["access_sizes"] == [4] and "each 4-byte access lands in its own sector" in r["verdict"]
+        assert r["verdict"].startswith(f"loads use {used:.0f} of every 32-byte sector")
+        assert [f.rule for f in r["findings"]] == ["sector_waste"]
+        assert r["findings"][0].evidence["sector_x"] == r["sectors"] / r["ideal_sectors"]
 
 
 def test_coalesced_column_kernels_are_fine(column):
@@ -182,7 +185,7 @@ def test_plain_ncu_report_without_ranges_judges_sector_waste_only():
     assert {r["kernel"] for r in rows} == {"strided_copy", "contiguous_copy"}
     assert all(r["range"] == "" and r["min_bytes"] is None for r in rows)
     strided_load = next(r for r in rows if r["kernel"] == "strided_copy" and r["operation"] == "load")
-    assert strided_load["verdict"].startswith("sector waste")
+    assert [f.rule for f in strided_load["findings"]] == ["sector_waste"]
     assert all(r["verdict"] == "fine" for r in rows if r["kernel"] == "contiguous_copy")
 
 
@@ -190,13 +193,13 @@ def test_analyze_diagnosis_names_the_worst_line_when_the_report_has_source(seed)
     table = analyze_path(SEED).set_index("variant")
     load = next(r for r in seed if r["kernel"] == "_softmax_naive_kernel")
     where = f"{Path(load['file']).name}:{load['line']}"
-    assert table.loc["softmax_naive", "diagnosis"].endswith(
-        f"; worst line {where} (redundant, {load['share']:.0%} of its kernel's bytes)")
+    worst = table.loc["softmax_naive", "findings"][-1]
+    assert worst.rule == "worst_line" and worst.subject.line == where
+    assert say(worst) == f"worst line {where}: redundant, {load['share']:.0%} of its kernel's bytes"
     torch_worst = next(r for r in seed if r["kernel"] == "softmax_warp_forward")
-    assert f"worst instruction {torch_worst['pc']} (LDG.E)" in table.loc["torch_softmax", "diagnosis"]
+    assert table.loc["torch_softmax", "findings"][-1].subject.line == f"{torch_worst['pc']} (LDG.E)"
     # efficient: only the DRAM writes L2 still held are said, and no worst line is named
-    left_in_l2 = "DRAM writes below the minimum: output still in L2 when the kernel ended"
-    assert table.loc["softmax_tiled", "diagnosis"] in ("", left_in_l2)
+    assert [f.rule for f in table.loc["softmax_tiled", "findings"]] in ([], ["dram_writes_below_minimum"])
 
 
 def test_html_report_shows_each_kernels_lines_with_traffic_bars(seed, monkeypatch, tmp_path):
@@ -243,7 +246,8 @@ def test_cli_json_has_the_documented_keys_and_kernel_filter_and_top():
     required = {"kernel", "file", "line", "source", "inst_executed", "requests", "sectors", "ideal_sectors",
                 "excess_sectors", "bytes_moved", "verdict"}
     assert required <= set(rows[0])
-    assert rows == read_lines(SEED, kernel="naive|tiled", top=1)
+    assert rows == [{**r, "findings": to_dicts(r["findings"])} for r in read_lines(SEED, kernel="naive|tiled",
+                                                                                   top=1)]
 
 
 def test_cli_kernel_filter_matches_the_range_too():
@@ -260,7 +264,8 @@ def test_cli_csv_and_table():
     table = CliRunner().invoke(app, ["lines", str(SEED)])
     assert table.exit_code == 0
     assert table.stdout.count("\n== ") + table.stdout.startswith("== ") == 3
-    assert "softmax_rows.py:" in table.stdout and "redundant" in table.stdout
+    assert "softmax_rows.py:" in table.stdout and "each input byte requested 16x" in table.stdout
+    assert "mt|" not in table.stdout and "ideal:" in table.stdout and "excess:" in table.stdout
 
 
 @pytest.mark.parametrize("args, message", [

@@ -77,8 +77,17 @@ def test_named_ranges_get_their_minimum_first_match_wins_and_the_rest_the_global
 def test_pattern_matching_no_range_names_the_ranges(bare):
     res = CliRunner().invoke(app, ["analyze", str(bare), "--min-bytes", "attention=8MiB:8MiB"])
     assert res.exit_code == 2
-    assert res.stderr == (f"error: --min-bytes 'attention' matches no range: the ranges are {NAIVE}, "
-                          f"{TILED}, {TORCH}\n")
+    assert res.stderr == (f"error: --min-bytes 'attention' matches no range or kernel: the ranges and "
+                          f"kernels are {NAIVE}, {TILED}, {TORCH}\n")
+
+
+def test_a_plain_report_takes_a_minimum_per_kernel_name():
+    """A plain `ncu -o` report has no ranges: REGEX names its kernels (the README's example)."""
+    table = analyze_path("reports/h100/plain_ncu_torch_softmax", min_bytes=["softmax=8MiB:8MiB"])
+    by_kernel = {r["kernels"][0]: r for r in table.to_dict("records")}
+    assert by_kernel["softmax_warp_forward"]["min_bytes"] == 2 * MIB8
+    assert math.isnan(by_kernel["distribution_elementwise_grid_stride_kernel"]["min_bytes"])
+    assert by_kernel["softmax_warp_forward"]["eff_dram_rd"] == pytest.approx(1.0, abs=0.01)
 
 
 def test_cli_takes_the_option_repeated(bare):

@@ -96,7 +96,7 @@ def test_json_and_csv_keep_every_launch(tmp_path):
 
 
 def test_the_per_op_summary_and_the_floor_leave_them_out(timed):
-    result = runner.invoke(app, ["analyze", str(TIMED), "--group-by", "op"])
+    result = runner.invoke(app, ["analyze", str(TIMED), "--group-by", "op", "--wide"])
     assert result.exit_code == 0, result.output
     assert result.stdout.count(LINE) == 2  # the floor's summary above, the per-op table below
     assert "not the program's ops" not in result.stdout and "(outside any op or region)" not in result.stdout

@@ -16,6 +16,7 @@ from memtraffic.analysis.analyze import analyze_path, diagnose
 from memtraffic.analysis.lines import judge
 from memtraffic.analysis.time_notes import AT_MINIMUM, SLOW, explain_time, slow_at_minimum
 from memtraffic.ncu.metrics import METRIC_SETS
+from memtraffic.vocab.finding import RULES, Finding, explain, say
 from memtraffic.vocab.roofs import COMMITTED_DIR, find_ceilings
 from memtraffic.vocab.units import fmt_bytes, fmt_rate, fmt_time
 
@@ -23,6 +24,17 @@ REPO = Path(__file__).resolve().parents[2]
 H100 = REPO / "reports" / "h100"
 DEVICE = "NVIDIA H100 80GB HBM3"
 UNEXPLAINED = "not launch, FLOPs, grid, occupancy or tail"
+
+
+def _told(found: Finding | list[Finding] | None) -> str:
+    """Every sentence of these findings with its explanation, as --explain prints them."""
+    found = found if isinstance(found, list) else [found] if found else []
+    return " | ".join(f"{say(f)} = {explain(f)}" for f in found)
+
+
+def _time(r: dict) -> Finding | None:
+    """The row's time finding (a rule of kind 'time'), if any."""
+    return next((f for f in r["findings"] if RULES[f.rule].kind == "time"), None)
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +64,8 @@ def _row(rows: list[dict], run: str, range_start: str) -> dict:
 
 def test_at_least_95_percent_of_slow_rows_at_the_minimum_get_a_reason(h100_rows, roofs):
     slow = _slow(h100_rows, roofs)
-    explained = [r for r in slow if "a copy of the minimum" in r["diagnosis"] and UNEXPLAINED not in
-                 r["diagnosis"]]
+    explained = [r for r in slow if (f := _time(r)) is not None and f.rule != "time_unknown"
+                 or any(f.rule == "spills" for f in r["findings"])]
     print(f"{len(slow)} committed H100 rows read DRAM at >= {AT_MINIMUM} of the minimum in >= {SLOW}x a "
           f"copy of it; {len(explained)} explained")
     assert len(slow) >= 40  # the issue counted about 45 at filing
@@ -66,40 +78,42 @@ def test_at_least_95_percent_of_slow_rows_at_the_minimum_get_a_reason(h100_rows,
 def test_rows_outside_the_rule_get_no_time_note(h100_rows, roofs):
     fast_or_wasteful = [r for r in h100_rows if not slow_at_minimum(r, roofs)]
     assert fast_or_wasteful
-    assert not any("a copy of the minimum" in r["diagnosis"] for r in fast_or_wasteful)
+    assert not any(_time(r) for r in fast_or_wasteful)
 
 
 def test_a_big_fp32_matmul_is_compute_bound(h100_rows, roofs):
     r = _row(h100_rows, "profile_torch_model", "mt|op|14|aten.addmm")
-    note = r["diagnosis"].split("; ")[-1]
+    found = _time(r)
     need = r["model_flops"] / roofs["fp32_flops"]
-    assert note.startswith(f"time {r['time_vs_copy']:.0f}x a copy of the minimum")
-    assert "compute-bound" in note and "FP32 FMA, CUDA cores roof" in note
-    assert f"{need * 1e9 / r['time_ns']:.0%} of the time" in note
+    assert found is not None and found.rule == "compute_bound"
+    assert found.evidence["time_x"] == pytest.approx(r["time_vs_copy"])
+    assert say(found) == (f"compute-bound: the FLOPs take {fmt_time(need * 1e9)} at the FP32 FMA, CUDA cores "
+                          f"roof, {need * 1e9 / r['time_ns']:.0%} of the time")
 
 
 def test_a_bf16_fused_matmul_softmax_names_the_tensor_core_floor(h100_rows):
     r = _row(h100_rows, "matmul_softmax_4096x1024x1024", "mt|matmul_softmax_fused|4096x1024x1024|bf16")
-    assert "BF16 tensor cores roof" in r["diagnosis"]
+    assert "BF16 tensor cores roof" in _told(r["findings"])
 
 
 def test_a_small_sum_fills_a_fraction_of_one_wave(h100_rows):
     r = _row(h100_rows, "profile_train_step", "mt|op|104|aten.sum")  # 20 us: no launch's floor
     assert r["waves"] < 1
-    assert (f"the grid fills {r['waves']:.2g} of one wave ({r['grid_size']:.0f} blocks of "
-            f"{r['block_size']:.0f} threads on {r['sm_count']:.0f} SMs)") in r["diagnosis"]
+    assert f"the grid fills {r['waves']:.3g} of one wave" in _told(r["findings"])
+    assert (f"{r['grid_size']:.0f} blocks of {r['block_size']:.0f} threads on {r['sm_count']:.0f} SMs"
+            in _told(r["findings"]))
 
 
 def test_a_stack_of_one_and_a_half_waves_is_its_tail(h100_rows):
     r = _row(h100_rows, "profile_train_step", "mt|op|130|aten.stack")
-    assert f"tail: {r['waves']:.2f} waves" in r["diagnosis"]
+    assert f"a partial last wave: {r['waves']:.3g} waves" in r["diagnosis"]
 
 
 def test_a_small_add_is_launch_bound(h100_rows, roofs):
     r = _row(h100_rows, "profile_train_step", "mt|op|17|aten.add.Tensor")
     assert r["time_ns"] * 1e-9 <= 2 * roofs["launch_s"]
-    assert (f"launch-bound: {fmt_time(r['time_ns'])}, within 2x of an empty kernel's "
-            f"{fmt_time(roofs['launch_s'] * 1e9)} (measured under ncu)") in r["diagnosis"]
+    assert (f"launch-bound: {fmt_time(r['time_ns'])} is within 2x of an empty kernel's "
+            f"{fmt_time(roofs['launch_s'] * 1e9)}") in r["diagnosis"]
 
 
 def test_a_small_grid_names_the_bytes_in_flight_each_thread_needs(h100_rows, roofs):
@@ -108,7 +122,7 @@ def test_a_small_grid_names_the_bytes_in_flight_each_thread_needs(h100_rows, roo
     threads = r["grid_size"] * r["block_size"]  # under one wave every block is resident
     assert (f"the copy roof needs {fmt_bytes(need)} in flight ({fmt_rate(roofs['dram_Bps'])} x "
             f"{fmt_time(roofs['dram_latency_s'] * 1e9)} DRAM latency), {need / threads:.3g} B "
-            f"for each of the {threads:,.0f} resident threads") in r["diagnosis"]
+            f"for each of the {threads:,.0f} resident threads") in _told(r["findings"])
 
 
 def test_the_committed_probes_are_in_the_h100_ceilings(roofs):
@@ -118,7 +132,7 @@ def test_the_committed_probes_are_in_the_h100_ceilings(roofs):
 
 def test_the_seed_softmax_time_is_its_l1_traffic(h100_rows):
     r = _row(h100_rows, "seed_1048576x2_fp32", "mt|softmax_naive")
-    assert f"L1 loads move {1 / r['eff_l1_ld']:.0f}x their minimum" in r["diagnosis"]
+    assert f"the L1 requests take it ({1 / r['eff_l1_ld']:.0f}x the minimum)" in r["diagnosis"]
 
 
 def test_launch_statistics_come_from_every_committed_report(h100_rows):
@@ -142,35 +156,35 @@ def _slow_row(**extra) -> dict:
 
 def test_spills_come_first_with_registers():
     r = _slow_row(l1_local_ld_bytes=6e6, l1_local_st_bytes=3e6, registers=255.0)
-    assert explain_time(r, ROOFS).endswith("spills at 255 registers a thread: 9.00 MB of local memory "
-                                           "(3.0x the minimum)")
+    found = explain_time(r, ROOFS)
+    assert found is not None and found.rule == "time_spills" and found.evidence["local_bytes"] == 9e6
+    assert say(found) == "time 10x a copy of the minimum: spills to local memory take it"
 
 
 def test_launch_bound_needs_the_measured_floor():
     r = _slow_row(time_ns=3_000.0, min_bytes=3e5)
-    assert "launch-bound" not in explain_time(r, ROOFS)
-    assert "launch-bound: 3.0 us, within 2x of an empty kernel's 2.0 us (measured" in explain_time(
-        r, {**ROOFS, "launch_s": 2e-6})
+    assert "launch-bound" not in _told(explain_time(r, ROOFS))
+    assert say(explain_time(r, {**ROOFS, "launch_s": 2e-6})) == (
+        "launch-bound: 3.0 us is within 2x of an empty kernel's 2.0 us: give each launch more work")
     two = {**r, "n_kernels": 2, "time_ns": 6_000.0}
-    assert "launch-bound: 6.0 us over 2 kernels, within 2x of an empty kernel's 2.0 us each" in explain_time(
-        two, {**ROOFS, "launch_s": 2e-6})
+    found = explain_time(two, {**ROOFS, "launch_s": 2e-6})
+    assert found is not None and found.rule == "launch_bound" and found.evidence["kernels_n"] == 2
 
 
 def test_occupancy_names_what_limits_it():
     r = _slow_row(occupancy_pct=25.0, registers=128.0, limit_registers=2.0, limit_shared_mem=8.0,
                   limit_blocks=32.0, limit_warps=8.0)
-    assert explain_time(r, ROOFS).endswith(
-        "theoretical occupancy 25% (limited by registers (128 a thread): 2 blocks an SM)")
+    assert say(explain_time(r, ROOFS)) == "occupancy 25%: limited by registers (128 a thread): 2 blocks an SM"
 
 
 def test_achieved_occupancy_short_of_theoretical():
     r = _slow_row(warps_active_pct=30.0)
-    assert explain_time(r, ROOFS).endswith("achieved occupancy 30% of a theoretical 100%")
+    assert say(explain_time(r, ROOFS)) == "achieved occupancy 30% of a theoretical 100%"
 
 
 def test_littles_law_gives_bytes_in_flight_a_thread():
     r = _slow_row(waves=0.5, grid_size=66.0, block_size=128.0)
-    note = explain_time(r, {**ROOFS, "dram_latency_s": 1e-6})
+    note = _told(explain_time(r, {**ROOFS, "dram_latency_s": 1e-6}))
     # 3 TB/s x 1 us = 3 MB in flight over 66 x 128 resident threads
     assert "the copy roof needs 3.00 MB in flight" in note
     assert f"{3e6 / (66 * 128):.3g} B for each of the 8,448 resident threads" in note
@@ -180,14 +194,15 @@ def test_bytes_a_thread_are_never_said_as_0_b():
     """The seed's naive kernel asks a quarter of a byte a thread: said to 3 digits, with what it divides."""
     r = next(r for r in analyze_path(H100 / "seed_1048576x2_fp32").to_dict("records")
              if r["variant"] == "softmax_naive")
-    assert "0 B a thread" not in r["diagnosis"]
+    told = _told(r["findings"])
+    assert "0 B a thread" not in told
     asked = r["req_ld_bytes"] / r["l1_ld_requests"] / 32
     assert (f"whose load instructions ask {asked:.3g} B a thread ({fmt_bytes(r['req_ld_bytes'])} over "
-            f"{r['l1_ld_requests']:,.0f} warp requests)") in r["diagnosis"]
+            f"{r['l1_ld_requests']:,.0f} warp requests)") in told
 
 
 def test_without_a_reason_the_note_says_what_to_measure():
-    assert UNEXPLAINED in explain_time(_slow_row(), ROOFS)
+    assert UNEXPLAINED in _told(explain_time(_slow_row(), ROOFS))
 
 
 @settings(max_examples=200, deadline=None)
@@ -198,11 +213,11 @@ def test_the_note_appears_exactly_when_the_rule_holds(eff, time_ns, min_bytes, w
     r = {"eff_dram_rd": eff, "time_ns": time_ns, "min_bytes": min_bytes, "waves": waves, "occupancy_pct": occ,
          "model_flops": flops, "l1_local_ld_bytes": local, "dtype": "fp32", "grid_size": 100.0,
          "block_size": 128.0}
-    note = explain_time(r, ROOFS)
+    found = explain_time(r, ROOFS)
     rule = eff >= AT_MINIMUM and time_ns * 1e-9 >= SLOW * min_bytes / ROOFS["dram_Bps"]
-    assert bool(note) == rule
-    assert not note or note.startswith("time ")
-    assert explain_time(r, None) == "" and explain_time(r, {}) == ""
+    assert (found is not None) == rule
+    assert found is None or (RULES[found.rule].kind == "time" and found.time_s is not None)
+    assert explain_time(r, None) is None and explain_time(r, {}) is None
 
 
 # --- spills in the table and per line -----------------------------------------------------------------------
@@ -211,8 +226,10 @@ def test_the_note_appears_exactly_when_the_rule_holds(eff, time_ns, min_bytes, w
 def test_spill_note_and_l1_excess():
     r = {"l1_local_ld_bytes": 4e6, "l1_local_st_bytes": 4e6, "registers": 255.0, "min_bytes": 2e6,
          "device": DEVICE}
-    assert diagnose(r) == ("spills at 255 registers a thread: 8.00 MB of local memory through L1 (loads "
-                           "4.00 MB, stores 4.00 MB, 4x the minimum)")
+    [found] = diagnose(r)
+    assert say(found) == "spills 8.00 MB to local memory (4x the minimum): fewer live values or registers"
+    assert explain(found) == ("255 registers a thread; local loads 4.00 MB + stores 4.00 MB = 8.00 MB, "
+                              "against a minimum of 2.00 MB: every local byte is excess")
 
 
 def test_a_spilling_line_is_all_excess():
@@ -222,7 +239,7 @@ def test_a_spilling_line_is_all_excess():
             "access_sizes": [16]}
     rows = judge([load, spill], min_read=3200, min_write=0)
     assert rows[0]["operation"] == "LDL" and rows[0]["excess_sectors"] == 100
-    assert rows[0]["verdict"].startswith("spill: 3.20 KB of local memory")
+    assert rows[0]["verdict"].startswith("spills 3.20 KB of local memory")
     assert rows[0]["share"] == 0.5 and rows[1]["verdict"] == "fine"
 
 
@@ -300,8 +317,8 @@ def test_one_warp_spills_and_the_diagnosis_names_it_with_its_registers(spills):
     r = spills[1]
     local = r["local_ld_bytes"] + r["local_st_bytes"]
     assert r["local_ld_bytes"] > 0 and r["local_st_bytes"] > 0
-    assert r["diagnosis"].startswith(f"spills at {r['registers']:.0f} registers a thread: {fmt_bytes(local)} "
-                                     "of local memory through L1")
+    assert r["diagnosis"].startswith(f"spills {fmt_bytes(local)} to local memory")
+    assert r["findings"][0].evidence["registers_n"] == r["registers"]
     # counted as excess at L1: the minimum over global + local bytes
     assert r["eff_l1_ld"] == pytest.approx(r["min_read_bytes"] / (r["l1_ld_bytes"] + r["local_ld_bytes"]))
     assert r["eff_l1_st"] == pytest.approx(r["min_write_bytes"] / (r["l1_st_bytes"] + r["local_st_bytes"]))
@@ -333,8 +350,9 @@ def test_per_line_local_bytes_add_up_to_the_kernels(spills):
         mine = [x for x in rows if x["range"] == r["range"]]
         assert sum(x["local_bytes"] for x in mine) == r["local_ld_bytes"] + r["local_st_bytes"]
     spilling = [x for x in rows if x["local_bytes"]]
-    assert spilling and all(x["verdict"].startswith("spill: ") for x in spilling)
-    assert "(spill, " in spills[1]["diagnosis"]  # the worst line named in analyze's diagnosis
+    assert spilling and all(x["findings"][0].rule == "line_spills" for x in spilling)
+    worst = [f for f in spills[1]["findings"] if f.rule == "worst_line"]  # named in analyze's findings
+    assert worst and worst[0].evidence["kinds"].startswith("spills")
 
 
 def test_the_spills_set_costs_passes_of_its_own():

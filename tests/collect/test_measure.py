@@ -475,7 +475,11 @@ def _rows(run) -> dict[str, dict]:
     from memtraffic.analysis.analyze import to_records
     from memtraffic.api import analyze
 
-    return {r["range"]: {k: v for k, v in r.items() if k not in ("run", "report")}
+    def unnamed(finding: dict) -> dict:  # a finding's subject names its run too
+        return {**finding, "subject": {**finding["subject"], "run": ""}}
+
+    return {r["range"]: {k: [unnamed(f) for f in v] if k == "findings" else v for k, v in r.items()
+                         if k not in ("run", "report")}
             for r in to_records(analyze(run))}
 
 
@@ -528,7 +532,7 @@ def test_auto_measures_again_with_the_full_set_only_the_configs_below_good_l1(tm
     auto, traffic, bytes_ = _rows(out), _rows(tmp_path / "traffic"), _rows(tmp_path / "bytes")
     assert [auto[r] for r in (B, C)] == [traffic[r] for r in (B, C)]
     assert [auto[r] for r in (A, D)] == [bytes_[r] for r in (A, D)]
-    assert "8 of every 32 bytes" in auto[B]["diagnosis"] and "requested 2x" in auto[C]["diagnosis"]
+    assert "8 of every 32-byte sector" in auto[B]["diagnosis"] and "requested 2x" in auto[C]["diagnosis"]
 
     from memtraffic.analysis.merge import merge_runs  # a merge keeps which report holds which config
 

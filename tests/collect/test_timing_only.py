@@ -187,13 +187,14 @@ def test_analyze_reads_a_timing_only_run(tmp_path):
     assert all(math.isnan(mm[c]) for c in ("eff_l1_ld", "eff_l2", "eff_dram", "l2_rd_bytes", "dram_rd_bytes"))
     assert mm["timing_only"] and mm["copy_roof_Bps"] > 0  # the committed H100 ceilings
     assert mm["frac_copy_roof"] == pytest.approx(mm["bw_min_Bps"] / mm["copy_roof_Bps"])
-    assert mm["diagnosis"].startswith("timing-only: no per-level bytes (counters not read); ")
+    assert mm["diagnosis"].startswith("timing only, no per-level bytes: ")
     assert mm["diagnosis"].endswith("of the copy roof") and "at the minimum" in mm["diagnosis"]
     triton = rows["mt|triton|2|triton_poi_fused_add_0"]
     assert triton["params"] == {"fused_aten": ["aten.add"]}
     assert triton["kernels"] == ["triton_poi_fused_add_0"]
     assert row_label(triton) == "triton_poi_fused_add_0 #2 64 fp32"
     assert rows["mt|region|step|0"]["diagnosis"].endswith("no minimum for this range")
+    assert [f.rule for f in rows["mt|region|step|0"]["findings"]] == ["timing_only_no_minimum"]
     outside = [r["kernels"] for r in table.to_dict("records") if not r["range"]]
     assert outside == [["memset"], ["lost"]] and len(table) == 6
 
@@ -260,7 +261,7 @@ def test_measure_times_the_plan_without_ncu(tmp_path, monkeypatch, asked):
         # only the config's range: the warm-up and reference kernels outside it are dropped
         assert list(result.table["range"]) == [result.plan["configs"][0]["range"]]
         assert list(result.table["n_kernels"]) == [1] and result.table["time_ns"].iloc[0] > 0
-        assert result.table["diagnosis"].iloc[0].startswith("timing-only: no per-level bytes")
+        assert result.table["diagnosis"].iloc[0].startswith("timing only")
     else:
         expected = re.escape("no kernel was timed inside the NVTX ranges mt|softmax_tiled|")
         with pytest.raises(NcuError, match=expected):
@@ -287,13 +288,13 @@ def test_above_the_copy_roof_says_the_data_was_in_l2():
     import pandas as pd
 
     from memtraffic.analysis.timing_only_table import copy_roof, mark
+    from memtraffic.vocab.finding import Subject
 
     roof = copy_roof("NVIDIA H100 80GB HBM3")
     table = mark(pd.DataFrame({"device": ["NVIDIA H100 80GB HBM3"] * 2, "bw_min_Bps": [roof * 1.3, roof / 2],
-                               "diagnosis": ["", ""]}))
+                               "diagnosis": ["", ""]}), [Subject()] * 2)
     above, below = table["diagnosis"]
-    assert above.endswith("1.30 of the copy roof (above it: data the previous kernels left in L2 was read "
-                          "from there, as no cache is flushed between kernels here)")
+    assert above.endswith("1.30 of the copy roof: data came from L2")
     assert below.endswith("0.50 of the copy roof")
 
 

@@ -23,7 +23,7 @@ def run(tmp_path, monkeypatch):
 
 def test_page_holds_environment_table_diagnoses_and_figures(run, tmp_path):
     page = report.build_report(run, write_ceilings(tmp_path / "c.json"))
-    text = html.unescape(page)
+    text = html.unescape(page).replace("\xa0", " ")
     for key, value in [("environment.gpu", DEVICE), ("environment.torch", "9.9.9"),
                        ("environment.ncu_version", "2099.1.1"), ("configs", "1 ok"),
                        ("command", "memtraffic measure softmax_rows")]:
@@ -35,8 +35,8 @@ def test_page_holds_environment_table_diagnoses_and_figures(run, tmp_path):
         assert "<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" in text
     assert rows[0][0] == "softmax_rows 1024x2 fp32 ROWS=1"
     assert rf.config_labels(analyze.load_results(run)) == [r[0] for r in rows]  # figures name rows alike
-    diag = "loads and stores use 8 of every 32 bytes per sector"
-    assert f"<b>softmax_rows 1024x2 fp32 ROWS=1</b>: {diag}" in text
+    diag = "loads and stores use 8 of every 32 bytes per sector"  # a saved table's diagnosis, as it was
+    assert f"<b>softmax_rows 1024x2 fp32 ROWS=1</b><ul><li>{diag}</li>" in text
     assert page.count('class="plotly-graph-div"') == 2
     assert "<h2>Hierarchical roofline</h2>" in page and "<h2>Traffic per level</h2>" in page
     assert "exp, tanh and other special-function (MUFU) work is not in the counters" in text
@@ -53,7 +53,7 @@ def test_page_is_self_contained(run):
 def test_missing_flops_keeps_the_page_and_says_why(tmp_path, monkeypatch):
     monkeypatch.setenv("MEMTRAFFIC_CACHE", str(tmp_path / "cache"))
     run = write_run(tmp_path / "run-b", results().assign(model_flops=float("nan")))  # as a hand-made report
-    page = html.unescape(report.build_report(run))
+    page = html.unescape(report.build_report(run)).replace("\xa0", " ")
     assert "not drawn: no analytic FLOP count (model_flops) for softmax_rows 1024x2 fp32 ROWS=1" in page
     assert page.count('class="plotly-graph-div"') == 1  # the traffic chart needs no FLOPs
 
@@ -81,7 +81,7 @@ def test_cli_report_writes_the_file(run, tmp_path, monkeypatch):
 
 def test_page_opens_with_results_and_ends_with_the_environment(run):
     page = report.build_report(run)
-    headings = ("Measured traffic vs minimum", "Diagnoses", "Hierarchical roofline", "Notes", "Environment")
+    headings = ("Measured traffic vs minimum", "Findings", "Hierarchical roofline", "Notes", "Environment")
     order = [page.index(f"<h2>{h}</h2>") for h in headings]
     assert order == sorted(order)
 
@@ -97,7 +97,7 @@ def test_a_large_run_is_summarized_not_listed(tmp_path, monkeypatch):
         op = ("aten.mm", "aten.add", "aten.gelu")[i % 3]
         calls.append(one.assign(range=f"mt|op|{i}|{op}.default", variant="", op=op, time_ns=float(1000 + i)))
     run = write_run(tmp_path / "big", pd.concat(calls, ignore_index=True))
-    page = html.unescape(report.build_report(run))
+    page = html.unescape(report.build_report(run)).replace("\xa0", " ")
     assert "<h2>Per op type</h2>" in page and "<td>aten.gelu</td><td>200</td>" in page
     assert "600 rows in all: the table lists the 60 that took the most time" in page
     assert "aten.gelu #599" in page and "aten.gelu #539" not in page
@@ -112,7 +112,10 @@ def test_the_page_starts_with_the_floor_summary():
     from memtraffic.analysis.floor import floor_run, summary_lines
 
     run = Path(__file__).resolve().parents[2] / "reports" / "h100" / "floor_compiled_block"
-    page = html.unescape(report.build_report(run))
+    page = html.unescape(report.build_report(run)).replace("\xa0", " ")
     assert page.index("Time against the floor") < page.index("Measured traffic vs minimum")
-    for line in summary_lines(floor_run(run)):
-        assert line in page
+    for line in summary_lines(floor_run(run), width=10**9):  # one paragraph each, never cut mid-sentence
+        assert f"<p>{line.strip()}</p>" in page
+    floor = page.split("<h2>Time against the floor</h2>")[1].split("<h2>")[0]
+    assert "`" not in floor and "<code>memtraffic floor</code>" in floor  # no markup shown literally
+    assert "<span class='note'>the instructions asked for" in page  # each finding's arithmetic under it
