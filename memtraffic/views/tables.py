@@ -176,7 +176,7 @@ def findings(rows: Sequence[tuple[str, Sequence[Finding]]], tails: Sequence[str]
     for name, found in rows:
         for rule in dict.fromkeys(f.rule for f in found if RULES[f.rule].group):
             on.setdefault(rule, []).append(name)
-    grouped = {rule for rule, names in on.items() if len(names) >= REPEATED}
+    grouped = [rule for rule, names in on.items() if len(names) >= REPEATED]  # in the order rows show them
     rows = [(name, [f for f in found if f.rule not in grouped or explain]) for name, found in rows]
     said = [(name, list(dict.fromkeys(say(f) for f in found)), tail, {say(f): f for f in found})
             for (name, found), tail in zip(rows, tails, strict=True) if found]
