@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from report_bytes import report_bytes
 from typer.testing import CliRunner
 
 from memtraffic.cli import app
@@ -62,7 +63,7 @@ def launch_boundaries(report: Path) -> list[tuple[int, int]]:
     """(offset, k): each frame end at which the cut report reads as the first k launches of the whole,
     none damaged (computed once per session)."""
     if report not in _CUTS:
-        data = report.read_bytes()
+        data = report_bytes(report)
         whole = committed_ranges(report)
         found = []
         with tempfile.TemporaryDirectory() as tmp:
@@ -82,7 +83,7 @@ def cut_copy(run: Path, into: Path, end: int | None) -> Path:
     copy = into / run.name
     shutil.copytree(run, copy, ignore=shutil.ignore_patterns("*.json.gz", "results.*"))
     if end is not None:
-        data = (run / "profile.ncu-rep").read_bytes()
+        data = report_bytes(run / "profile.ncu-rep")
         (copy / "profile.ncu-rep").write_bytes(data[:end])
     return copy
 
@@ -123,7 +124,7 @@ def test_a_report_cut_at_any_launch_boundary_names_exactly_its_missing_configs(r
         assert named_missing(accepted.stderr) == missing
 
 
-SEED_BYTES = (SEED / "profile.ncu-rep").read_bytes()
+SEED_BYTES = report_bytes(SEED / "profile.ncu-rep")
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -309,7 +310,7 @@ def test_a_two_gpu_sweep_with_one_report_cut_names_that_gpus_lost_configs(tmp_pa
     end, k = next((end, k) for end, k in launch_boundaries(report) if k >= len(whole) // 2)
     copy = tmp_path / run.name
     shutil.copytree(run, copy, ignore=shutil.ignore_patterns("*.json.gz", "results.*"))
-    (copy / report.name).write_bytes(report.read_bytes()[:end])
+    (copy / report.name).write_bytes(report_bytes(report)[:end])
     res = CliRunner().invoke(app, ["analyze", str(copy), "--format", "json"])
     assert res.exit_code == 1
     configs = json.loads((run / "plan.json").read_text())["configs"]
