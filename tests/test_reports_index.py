@@ -54,6 +54,7 @@ def test_a_folder_that_is_no_run_and_has_no_readme_is_named(tmp_path):
         INDEX.REPO = REPO
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", RUNS, ids=lambda p: str(p.relative_to(REPO / "reports")))
 def test_every_run_folder_is_read_by_the_commands_the_index_names(run):
     commands = INDEX.readers(run)
