@@ -218,14 +218,15 @@ def measure(
     ] = False,
     metrics: Annotated[
         str,
-        typer.Option(help="auto: the one-pass bytes set, then traffic again for configs below 0.9 L1 "
-                     "efficiency that their model does not predict. Or: " + METRICS_HELP),
+        typer.Option(help="auto (the default): the one-pass bytes set for every config, then traffic "
+                     "again for those below 0.9 L1 load or store efficiency that their model does not "
+                     "predict. Or: " + METRICS_HELP),
     ] = "auto",
     out: Annotated[
         Path | None,
         typer.Option(
-            help="New or empty folder for the run. Default: reports/runs/<UTC time>_<variant>/. "
-            "A non-empty folder is never overwritten."
+            help="New or empty folder for the run (never overwritten). Default: "
+            "reports/runs/<UTC time>_<variant>/."
         ),
     ] = None,
     clock_control: Annotated[
