@@ -95,6 +95,7 @@ def _text(outputs) -> str:
                    else str(o.get("data", {}).get("text/plain", "")) for o in outputs)
 
 
+@pytest.mark.slow
 def test_notebook_03_committed_outputs_are_an_h100_measurement():
     """Its measuring cells ran on an H100 (their outputs name the run ncu saved and what it measured); the
     cells reading the run show the GPU and date; a fresh run without a GPU says why it did not measure."""

@@ -115,6 +115,7 @@ def _copies(tmp_path) -> list[str]:
     return args
 
 
+@pytest.mark.slow
 def test_check_fails_on_a_stale_table_and_a_rerun_fixes_it(tmp_path, capsys):
     tables = _tables()
     args = _copies(tmp_path)

@@ -42,6 +42,7 @@ for _ in range(3):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("args", "excluded", "repeats"), [({}, True, 4), ({"distinct": 0}, False, 0),
                                                              ({"distinct": 2}, True, 2)])
 def test_profile_passes_the_setting_to_ncu_and_the_program(tmp_path, stand_in, args, excluded, repeats):  # noqa: F811

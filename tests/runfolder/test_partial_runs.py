@@ -97,6 +97,7 @@ def named_missing(stderr: str) -> list[str]:
             if line.endswith(MISSING)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", [SEED, SUITE], ids=lambda p: p.name)
 def test_a_report_cut_at_any_launch_boundary_names_exactly_its_missing_configs(run, tmp_path):
     boundaries = launch_boundaries(run / "profile.ncu-rep")
@@ -127,6 +128,7 @@ def test_a_report_cut_at_any_launch_boundary_names_exactly_its_missing_configs(r
 SEED_BYTES = report_bytes(SEED / "profile.ncu-rep")
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.integers(0, len(SEED_BYTES) - 1))
 def test_a_report_cut_at_any_byte_is_named_partial_never_whole(end):
