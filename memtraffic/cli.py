@@ -220,23 +220,22 @@ def measure(
     ] = False,
     variant_files: VariantFiles = None,
     timing_only: Annotated[
-        bool, typer.Option("--timing-only", help="No ncu: time each config's kernels with torch.profiler "
-                           "(CUPTI): bandwidth at the minimum and its fraction of the copy roof, no "
-                           "per-level bytes. Automatic when ncu is missing or may not read the counters.")
+        bool, typer.Option("--timing-only", help="No ncu: time each config's kernels with torch.profiler: "
+                           "bandwidth at the minimum, no per-level bytes. Automatic when ncu cannot "
+                           "read the counters.")
     ] = False,
     roofs: Roofs = True,
     metrics: Annotated[
         str,
         typer.Option(help="auto (the default): the one-pass bytes set for every config, then traffic "
                      "again for those below 0.9 L1 load or store efficiency that their model does not "
-                     "predict. Or: " + METRICS_HELP
-                     + " The kernel time is always collected."),
+                     "predict. Or: " + METRICS_HELP),
     ] = "auto",
     out: Annotated[
         Path | None,
         typer.Option(
-            help="New or empty folder for the run. Default: reports/runs/<UTC time>_<variant>/. "
-            "A non-empty folder is never overwritten."
+            help="New or empty folder for the run (never overwritten). Default: "
+            "reports/runs/<UTC time>_<variant>/."
         ),
     ] = None,
     clock_control: Annotated[
@@ -249,9 +248,8 @@ def measure(
         bool,
         typer.Option(
             "--source/--no-source",
-            help="Also collect per-instruction counters and embed the kernels' source and SASS, for "
-            "'memtraffic lines' (ncu's SourceCounters section). Off by default: on an H100 (2026-11-23, "
-            "measure --all) it took each kernel from 6 to 8 replay passes and the report from 0.53 to 95 MB.",
+            help="Also per-instruction counters and the kernels' source and SASS, for 'memtraffic lines'. "
+            "On an H100 (2026-11-23, measure --all): 8 replay passes a kernel, not 6; 95 MB, not 0.53.",
         ),
     ] = False,
     verbose: Annotated[
@@ -260,8 +258,8 @@ def measure(
     gpus: Annotated[
         str | None,
         typer.Option(
-            help="all, or GPU indices like 0,1: one ncu process per GPU runs at once, each taking the "
-            "next config when it finishes one; one run folder, a report per GPU."
+            help="all, or GPU indices like 0,1: one ncu process per GPU, each taking the next config "
+            "when it finishes one; a report per GPU."
         ),
     ] = None,
     sweep: Annotated[
@@ -271,8 +269,8 @@ def measure(
     ] = None,
     shard: Annotated[
         str | None,
-        typer.Option(help="I/N: measure only shard I of N of the plan (deterministic, balanced by "
-                     "predicted cost; every config in exactly one shard). Combine with 'memtraffic merge'."),
+        typer.Option(help="I/N: measure only shard I of N of the plan (balanced by predicted cost); "
+                     "'memtraffic merge' joins the shards."),
     ] = None,
     rerun: Annotated[
         Path | None,
@@ -285,26 +283,19 @@ def measure(
 ) -> None:
     """Profile variants under Nsight Compute (ncu) and analyze their traffic.
 
-    ONE ncu process profiles every variant x shape x dtype x parameter
-    combination, run by 'python -m memtraffic.collect.runner': inputs are seeded,
-    each result is checked against a float64 reference, JIT, autotuning and
-    torch.compile happen outside the profiled region, and only the kernels
-    inside each measured call's NVTX range 'mt|...' are profiled. A variant
-    that crashes or fails its check is recorded; the others go on.
-
-    Each run lands in a NEW folder: the .ncu-rep report(s), plan.json,
-    run.json (GPU, driver, versions, command, metrics, replay passes,
-    per-config status), ncu.log, results.csv and results.json.
+    ONE ncu process (python -m memtraffic.collect.runner) profiles every
+    variant x shape x dtype x parameter combination: inputs seeded, each result
+    checked against a float64 reference, JIT and autotuning outside the NVTX
+    range 'mt|...' that is profiled. A config that crashes or fails its check
+    is recorded; the others go on. Each run lands in a NEW folder (reports,
+    plan.json, run.json, ncu.log, results.csv and results.json).
 
     Needs a CUDA GPU and ncu >= 2023.1 ($MEMTRAFFIC_NCU, else PATH, else
     /usr/local/cuda/bin, else the newest /opt/nvidia/nsight-compute/*/)
-    with permission to read the GPU performance counters.
-
-    Grids: every variant x --shape x --dtype x --param combination, or a
-    --sweep file (see docs/sweeps.md); 'memtraffic list --count' with
-    the same options tells how many configs that is. --gpus splits them
-    across GPUs (a failed GPU's configs are listed for --rerun); --shard
-    I/N runs one part of them anywhere, 'memtraffic merge' joins the runs.
+    allowed to read the GPU's counters. Grids: variant x --shape x --dtype x --param, or a --sweep file (see
+    docs/sweeps.md); 'memtraffic list --count' counts the configs. --gpus
+    splits them across GPUs; --shard I/N runs one part anywhere, 'memtraffic
+    merge' joins the parts.
 
     Examples:
       memtraffic measure softmax_tiled torch_softmax --shape 1048576x2
@@ -451,12 +442,10 @@ def profile(
 ) -> None:
     """Profile any program under Nsight Compute (Python, trtexec, a CUDA binary).
 
-    ncu runs the command with memtraffic's metrics into a new run folder
-    (report, plan.json, run.json, ncu.log) and the analysis is printed.
-    Minimums come from the program: --torch-ops traces every aten op of a
-    PyTorch program; memtraffic.region(...) marks any block (JAX, CuPy).
-    A program that exits non-zero keeps its partial report, analyzed;
-    memtraffic then exits with the program's code.
+    ncu runs it into a new run folder and the analysis is printed. Minimums
+    come from the program: --torch-ops traces every aten op of a PyTorch
+    program; memtraffic.region(...) marks any block (JAX, CuPy). A program
+    that fails keeps its partial report, analyzed, and its exit code.
 
     Examples:
       memtraffic profile --torch-ops -- python train.py --steps 2

@@ -42,20 +42,18 @@ print(json.dumps({"peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 LOAD = """
 import json, resource, sys
 from memtraffic.ncu.metrics import METRICS
-from memtraffic.ncu.report import import_ncu_report
-ncu_report = import_ncu_report()
+from memtraffic.ncu.report import load_ncu_report
 kernels = 0
 for path in sys.argv[1:]:
-    report = ncu_report.load_report(path)
-    for i in range(report.num_ranges()):
-        rng = report.range_by_idx(i)
-        for j in range(rng.num_actions()):
-            action = rng.action_by_idx(j)
-            action.name()
-            for m in METRICS.values():
-                action.metric_by_name(m.ncu)
-            kernels += 1
-    del report
+    with load_ncu_report(path) as report:  # a committed (xz-compressed) report is decompressed first
+        for i in range(report.num_ranges()):
+            rng = report.range_by_idx(i)
+            for j in range(rng.num_actions()):
+                action = rng.action_by_idx(j)
+                action.name()
+                for m in METRICS.values():
+                    action.metric_by_name(m.ncu)
+                kernels += 1
 print(json.dumps({"peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "kernels": kernels}),
       file=sys.stderr)
 """

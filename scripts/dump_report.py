@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 from memtraffic.ncu.report import _range_stack, load_ncu_report
 
@@ -22,7 +23,11 @@ def _text(value: object) -> str:
 
 
 def dump(path: str) -> list[dict[str, object]]:
-    report = load_ncu_report(path)
+    with load_ncu_report(path) as report:
+        return _dump(report)
+
+
+def _dump(report: Any) -> list[dict[str, object]]:
     results = []
     for i in range(report.num_ranges()):
         rng = report.range_by_idx(i)

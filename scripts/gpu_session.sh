@@ -2,7 +2,7 @@
 # Everything the project needs from a GPU machine, in one go: gpu-marked tests, the reference ncu
 # runs, the measured ceilings and the benchmark. Results land under reports/ and a log in $1.
 # Usage: [REPORTS_ARGS="--only GROUP... --force"] bash scripts/gpu_session.sh LOGDIR [steps...]
-#        (steps: tests reports ceilings bench, the default, and torch_ops diff_pair many_kernels chip, whose
+#        (steps: tests reports ceilings bench, the default, and torch_ops diff_pair many_kernels, whose
 #        outputs land in LOGDIR/STEP/). REPORTS_ARGS goes to make_reference_reports.py, which refuses to
 #        overwrite an existing group folder without --force.
 #        GPU_TAG names the bench folder reports/bench/DATE-GPU_TAG (default h100, as the committed run).
@@ -26,7 +26,6 @@ for step in $steps; do
     torch_ops) OUT="$log/$step" bash scripts/make_torch_ops_report.sh 2>&1 | tee "$log/$step.txt" ;;
     diff_pair) OUT="$log/$step" bash scripts/make_diff_pair.sh 2>&1 | tee "$log/$step.txt" ;;
     many_kernels) OUT="$log/$step" bash scripts/make_many_kernels_report.sh 2>&1 | tee "$log/$step.txt" ;;
-    chip) OUT="$log/$step" python3 scripts/check_local_chip.py 2>&1 | tee "$log/$step.txt" ;;
     *) echo "unknown step $step" ;;
   esac
   echo "== $step took $(( $(date +%s) - start )) s" | tee -a "$log/steps.txt"

@@ -5,8 +5,8 @@ Each table lives between marker comments that this script owns, in whichever of 
 (the seed table in README.md, the rest in docs/ pages); the prose around them is the file's own:
 
   <!-- table:seed -->   ... <!-- /table:seed -->    the seed softmax (1048576x2 fp32) from
-                                                    reports/h100/seed_1048576x2_fp32, beside the published
-                                                    RTX 3080 Ti figures it started from
+                                                    reports/h100/seed_1048576x2_fp32, beside the RTX 3080 Ti
+                                                    figures the project started from
   <!-- table:suite -->  ... <!-- /table:suite -->   every variant of the 4096x4096 and 8192x8192 suite runs
   <!-- table:bench -->  ... <!-- /table:bench -->   the newest reports/bench/*/results.json; left as it is
                                                     when no benchmark run is committed
@@ -35,8 +35,9 @@ Each table lives between marker comments that this script owns, in whichever of 
                                                     when not committed
 
 Numbers come from the .ncu-rep files through `memtraffic.analysis.analyze` (the current op models give the
-minimum) and from the runs' run.json (device, ncu version, date). The three published RTX 3080 Ti
-figures in PUBLISHED are the only numbers written here, and the table labels them as quoted.
+minimum) and from the runs' run.json (device, ncu version, date). The three RTX 3080 Ti figures in
+PUBLISHED (a measurement this project started from, not made here, and without a public source to cite) are
+the only numbers written here, and the table labels them as quoted.
 Blocks whose markers are in no file are appended to the first, under "## Measured on the H100".
 
 Usage: python scripts/readme_tables.py [--check] [--readme FILE ...] [--reports reports]
@@ -60,9 +61,9 @@ sys.path.insert(0, str(REPO))
 HEADING = "## Measured on the H100"
 SEED_RUN = "h100/seed_1048576x2_fp32"
 SUITE_RUNS = ("h100/suite_4096x4096", "h100/suite_8192x8192")
-PUBLISHED_SOURCE = "published measurement on an RTX 3080 Ti"
-# (implementation, the seed run's variant that does the same, ld MB): quoted from the published
-# measurement, never measured by this project.
+PUBLISHED_SOURCE = "load bytes reported on an RTX 3080 Ti, the measurement this project started from"
+# (implementation, the seed run's variant that does the same, ld MB): quoted from that measurement (no public
+# source to cite), never measured by this project.
 PUBLISHED = [
     ("TensorRT softmax", None, "33.55"),
     ("Triton, one row per program", "softmax_naive", "33.55"),
@@ -135,7 +136,7 @@ def seed_table(reports: Path) -> list[str]:
     lines = [f"Softmax over 1048576 rows of 2 fp32 columns; minimum read {_mb(some['min_read_bytes'])} MB, "
              f"write {_mb(some['min_write_bytes'])} MB. Measured on {_source(folder, reports)}.", ""]
     headers = ["implementation", "H100 kernel (variant)", "L1 ld MB (x minimum)", "L1 st MB (x minimum)",
-               "DRAM read MB", "ncu time", "RTX 3080 Ti ld MB (published)"]
+               "DRAM read MB", "ncu time", "RTX 3080 Ti ld MB (quoted)"]
     body = []
     matched = set()
     for name, variant, published in PUBLISHED:
@@ -145,8 +146,8 @@ def seed_table(reports: Path) -> list[str]:
     body += [_seed_cells("torch.softmax" if v == "torch_softmax" else v, r, "-", fmt_time)
              for v, r in rows.items() if v not in matched]
     lines += _markdown(headers, body, right_from=2)
-    lines += ["", f"Last column: {PUBLISHED_SOURCE} (load bytes of the same softmax, 1024x1024 rows of 2 "
-                  "fp32 columns), quoted for reference, not measured by this project."]
+    lines += ["", f"Last column: {PUBLISHED_SOURCE} (the same softmax, 1024x1024 rows of 2 fp32 columns), "
+                  "quoted for reference: not measured by this project, and without a public source to cite."]
     return lines
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from report_bytes import report_bytes
 from typer.testing import CliRunner, Result
 
 from memtraffic.cli import app
@@ -338,13 +339,13 @@ def test_a_gate_limit_that_is_no_number_is_a_usage_error(limit):
 
 
 @settings(max_examples=40, deadline=None)
-@given(cut=st.integers(0, REPORT.stat().st_size - 1))
+@given(cut=st.integers(0, len(report_bytes(REPORT)) - 1))
 def test_a_cut_report_beside_a_whole_one_is_named(cut):
     """A folder of one whole report and one cut anywhere: never a silent pass; the cut one is named."""
     root = _short_tmp()
     try:
         shutil.copy2(REPORT, root / "a.ncu-rep")
-        (root / "b.ncu-rep").write_bytes(REPORT.read_bytes()[:cut])
+        (root / "b.ncu-rep").write_bytes(report_bytes(REPORT)[:cut])
         res = _invoke(["analyze", str(root)])
         assert res.exit_code == 1, res.output
         assert "internal error" not in res.output and "Traceback" not in res.output

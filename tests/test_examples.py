@@ -36,6 +36,7 @@ def test_the_variant_file_runs_checked_against_float64(tmp_path, shape, dtype):
     assert record["status"] == "ok", record
 
 
+@pytest.mark.slow
 def test_the_torch_example_under_memtraffic_ops():
     proc = subprocess.run([sys.executable, "-m", "memtraffic.cli", "ops", "--format", "json", "--",
                            sys.executable, "examples/torch_model.py", "--device", "cpu", "--rows", "8",
@@ -49,6 +50,7 @@ def test_the_torch_example_under_memtraffic_ops():
     assert relu["min_read_bytes"] == relu["min_write_bytes"] == 8 * 16 * 4  # in place: read and written once
 
 
+@pytest.mark.slow
 def test_the_training_step_example_under_memtraffic_ops():
     """CPU, small sizes: the op classes with their own rules are all there, and the traffic adds up."""
     proc = subprocess.run([sys.executable, "-m", "memtraffic.cli", "ops", "--from-first-forward", "--format",

@@ -92,6 +92,7 @@ def test_the_api_names_the_extra_for_a_measuring_name():
     assert proc.stdout == f"memtraffic.ops {MEASURE_LINE}\n"
 
 
+@pytest.mark.slow
 def test_the_readmes_first_command_runs_the_main_job_without_torch_in_under_600_mb(tmp_path):
     """The README's first command, verbatim, in a copy of the clone: a fresh virtual environment of the base
     install (from the package index), then the main job. Slow (a minute on 2 cores); skipped offline."""

@@ -81,6 +81,7 @@ def measures(cell) -> bool:
     return "gpu" in cell.metadata.get("tags", [])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_a_fresh_run_reproduces_the_committed_outputs(name):
     for old, new in zip(committed(name).cells, executed(name).cells, strict=True):
@@ -94,6 +95,7 @@ def _text(outputs) -> str:
                    else str(o.get("data", {}).get("text/plain", "")) for o in outputs)
 
 
+@pytest.mark.slow
 def test_notebook_03_committed_outputs_are_an_h100_measurement():
     """Its measuring cells ran on an H100 (their outputs name the run ncu saved and what it measured); the
     cells reading the run show the GPU and date; a fresh run without a GPU says why it did not measure."""
@@ -211,6 +213,7 @@ def test_the_public_api_check_catches_an_internal_import(monkeypatch):
 # --- plain Python ------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_the_py_source_runs_as_plain_python_and_prints_text(name):
     proc = subprocess.run([sys.executable, f"{name}.py"], capture_output=True, text=True, cwd=NOTEBOOKS,

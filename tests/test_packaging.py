@@ -40,6 +40,7 @@ def test_the_wheel_installs_only_the_memtraffic_package(wheel):
     assert "memtraffic/ncu/chip_metrics.json.gz" in names  # `memtraffic metrics --chip` needs no ncu
 
 
+@pytest.mark.slow
 def test_memtraffic_and_hugging_face_kernels_import_side_by_side(wheel, tmp_path):
     site = tmp_path / "site"
     _pip("install", "--no-deps", "--target", str(site), str(wheel))

@@ -76,6 +76,7 @@ def test_analysis_without_the_committed_tables_is_the_same(run, tmp_path, monkey
     pd.testing.assert_frame_equal(again, expected)
 
 
+@pytest.mark.slow
 def test_roofline_and_report_without_torch(tmp_path):
     run = "reports/h100/suite_4096x4096"
     html = tmp_path / "roof.html"

@@ -29,10 +29,19 @@ def test_readme_opens_with_run_and_test_commands():
     assert "torch" not in run and "pip install -q -e . &&" in run
 
 
-def test_ci_runs_the_readme_test_command_verbatim():
+def test_ci_runs_the_readme_test_command_verbatim_then_the_slow_tests():
     _, test = _readme_commands()
     ci_lines = (ROOT / ".ci" / "run").read_text().splitlines()
     assert test in ci_lines
+    assert test.endswith('pytest -q -m "not slow"')
+    assert ci_lines[ci_lines.index(test) + 1] == ".venv/bin/python -m pytest -q -m slow"
+
+
+def test_readme_says_how_long_its_test_command_takes():
+    """A measured figure, with its date and machine, in the comment above the command."""
+    comment = README.split("```bash", 1)[1].splitlines()[3]
+    assert comment.startswith("# Tests") and re.search(r"\d+ minutes", comment), comment
+    assert re.search(r"20\d\d-\d\d-\d\d", comment) and "2 cores" in comment, comment
 
 
 def test_readme_fits_250_lines_and_every_topic_has_its_page():
@@ -57,6 +66,7 @@ def _quickstart() -> list[str]:
     return [line for line in cpu.splitlines() if line.strip()]
 
 
+@pytest.mark.slow
 def test_the_quickstart_runs_as_written(tmp_path):
     """Each CPU line of the Quickstart, verbatim, in a folder that looks like the clone after the README's
     two commands (its reports and examples, and the .venv these tests run in)."""
@@ -105,6 +115,7 @@ def _copies(tmp_path) -> list[str]:
     return args
 
 
+@pytest.mark.slow
 def test_check_fails_on_a_stale_table_and_a_rerun_fixes_it(tmp_path, capsys):
     tables = _tables()
     args = _copies(tmp_path)
@@ -124,7 +135,7 @@ def test_check_fails_on_a_stale_table_and_a_rerun_fixes_it(tmp_path, capsys):
         assert copy.read_text() == text
 
 
-def test_seed_table_labels_the_published_figures():
+def test_seed_table_labels_the_quoted_figures():
     tables = _tables()
     seed = _block(README, "seed")
     assert "2026-11-22" in seed and "ncu 2025.3.1" in seed and "NVIDIA H100 80GB HBM3" in seed

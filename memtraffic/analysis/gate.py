@@ -375,3 +375,23 @@ def check(run: str | Path, expectations: Expectations, baseline: str | Path | No
 def failures(results: Sequence[Mapping[str, Any]]) -> list[str]:
     """One line per failed check."""
     return [f"FAIL {r['message']}" for r in results if not r["ok"]]
+
+
+def held(results: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One line per row (per expectation) whose checks all hold: 'ok ROW: max_bytes l1_ld, l1_st; max_time
+    (FILE [[expect]] #N)', the limits named as the file names them."""
+    groups: dict[tuple[str | None, str | None], list[Mapping[str, Any]]] = {}
+    for r in results:
+        groups.setdefault((r["expectation"], r["row"]), []).append(r)
+    lines = []
+    for (where, row), checks in groups.items():
+        if not all(c["ok"] for c in checks):
+            continue
+        keys: dict[str, list[str]] = {}
+        for c in checks:
+            key, _, level = str(c["check"]).partition(".")
+            keys.setdefault(key, []).append(level)
+        named = "; ".join(" ".join([key, ", ".join(filter(None, levels))]).strip()
+                          for key, levels in keys.items())
+        lines.append(f"ok {row}: {named} ({where})")
+    return lines

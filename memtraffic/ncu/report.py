@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import importlib
+import lzma
 import os
 import re
 import shutil
@@ -156,16 +157,48 @@ def check_report_file(path: Path) -> None:
         raise ReportError(f"{path} is empty (0 bytes): not an Nsight Compute report")
 
 
-def load_ncu_report(path: str | Path) -> Any:
-    """The report object of ncu_report; ReportError when the file is missing, empty or unreadable."""
+# The committed reference reports are xz-compressed in place (ncu embeds each kernel's cubin, which xz
+# shrinks 10-300x): a report that starts with xz's magic is read through a decompressed copy.
+XZ_MAGIC = b"\xfd7zXZ\x00"
+
+
+def is_compressed(path: Path) -> bool:
+    """Whether the report file is xz-compressed (see XZ_MAGIC)."""
+    with open(path, "rb") as f:
+        return f.read(len(XZ_MAGIC)) == XZ_MAGIC
+
+
+@contextlib.contextmanager
+def _plain_report(path: Path) -> Iterator[Path]:
+    """The report itself, or for an xz-compressed one a decompressed copy in a temporary folder, there until
+    the block ends (ncu_report reads the file as launches are touched, not all when it loads it)."""
+    if not is_compressed(path):
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="memtraffic-") as tmp:
+        plain = Path(tmp) / path.name
+        try:
+            with lzma.open(path) as packed, open(plain, "wb") as out:
+                shutil.copyfileobj(packed, out, 1 << 20)
+        except (lzma.LZMAError, EOFError) as err:
+            raise ReportError(f"{path} is a damaged xz-compressed report ({err}): copy it again") from None
+        yield plain
+
+
+@contextlib.contextmanager
+def load_ncu_report(path: str | Path) -> Iterator[Any]:
+    """The report object of ncu_report, to be read inside the block (an xz-compressed report is read as its
+    content); ReportError when the file is missing, empty or unreadable."""
     path = Path(path)
     check_report_file(path)
     ncu_report = import_ncu_report()
-    try:
-        with _native_noise_dropped():
-            return ncu_report.load_report(str(path))
-    except Exception as err:  # the module raises assorted types for unreadable files
-        raise ReportError(f"{path} cannot be read as an Nsight Compute report: {err}") from None
+    with _plain_report(path) as plain:
+        try:
+            with _native_noise_dropped():
+                report = ncu_report.load_report(str(plain))
+        except Exception as err:  # the module raises assorted types for unreadable files
+            raise ReportError(f"{path} cannot be read as an Nsight Compute report: {err}") from None
+        yield report
 
 
 # What ncu_report's native code logs to the process's stderr on a report cut inside a launch (its protobuf
@@ -205,8 +238,8 @@ def read_rows(path: str | Path) -> tuple[list[dict[str, object]], list[int], lis
     reads them). The rows are read_report's without its 'report' column. One pass over the report:
     ncu_report materializes each launch when it is first touched, so it is touched once (and what its
     native code logs about a damaged launch then is dropped: the damage is returned)."""
-    with _native_noise_dropped():
-        return _read_rows(load_ncu_report(path))
+    with load_ncu_report(path) as report, _native_noise_dropped():
+        return _read_rows(report)
 
 
 def _read_rows(report: Any) -> tuple[list[dict[str, object]], list[int], list[MeasuredLaunch]]:

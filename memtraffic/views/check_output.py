@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memtraffic.analysis.gate import failures
+from memtraffic.analysis.gate import failures, held
 from memtraffic.views import formats
 
 
@@ -19,10 +19,15 @@ def summary(results: Sequence[Mapping[str, Any]]) -> str:
 
 
 def render(results: Sequence[Mapping[str, Any]], fmt: str, run: str, source: str) -> str:
-    """table: 'FAIL ...' per failed check, then the summary; json: {run, expect, passed, failed, checks}."""
+    """table: 'FAIL ...' per failed check, or when all hold 'ok ...' per row with the limits it held, then the
+    summary; json: {run, expect, passed, failed, checks}."""
     def record() -> dict[str, object]:  # the json document
         failed = sum(not r["ok"] for r in results)
         return {"run": run, "expect": source, "ok": not failed, "passed": len(results) - failed,
                 "failed": failed, "checks": list(results)}
 
-    return formats.render(fmt, record, lambda: "\n".join([*failures(results), summary(results)]))
+    def table() -> str:
+        named = failures(results) or held(results)
+        return "\n".join([*named, summary(results)])
+
+    return formats.render(fmt, record, table)

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from report_bytes import report_bytes
 from typer.testing import CliRunner
 
 from memtraffic.analysis.analyze import (
@@ -317,7 +318,7 @@ def test_empty_and_missing_files(tmp_path):
 
 
 def test_truncated_report(tmp_path):
-    data = SEED_REPORT.read_bytes()
+    data = report_bytes(SEED_REPORT)
     cut = tmp_path / "cut.ncu-rep"
     cut.write_bytes(data[: len(data) - 100])
     with pytest.raises(ReportError, match=f"{cut} is truncated or damaged: kernel launch #2"):

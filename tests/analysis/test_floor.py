@@ -136,6 +136,7 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers(-5, 1 << 40) | st.fl
                     lambda inner: st.lists(inner, max_size=3), max_leaves=6)
 
 
+@pytest.mark.slow
 @given(st.lists(st.fixed_dictionaries({"reads": JSON, "writes": JSON, "min_read_bytes": st.integers(0, 99),
                                        "min_write_bytes": st.integers(0, 99)}), min_size=1, max_size=6))
 def test_damaged_storage_pairs_are_left_out_never_fatal(records):

@@ -60,7 +60,12 @@ def _check(*args: str):
 def test_expectations_that_hold_exit_0(tmp_path):
     res = _check(str(SEED), "--expect", str(_file(tmp_path, HOLDS)))
     assert res.exit_code == 0, res.output
-    assert res.output == "all 7 checks hold (2 rows)\n"
+    where = f"{tmp_path / 'expect.toml'} [[expect]]"
+    assert res.output.splitlines() == [  # what was checked, row by row, as the file names the limits
+        "ok softmax_tiled 1048576x2 fp32 BLOCK_M=128: max_bytes l1_ld, l1_st, dram_rd; min_efficiency l1_ld, "
+        f"l1_st; max_time ({where} #1)",
+        f"ok torch_softmax 1048576x2 fp32 [softmax_warp_forward]: max_bytes l1 ({where} #2)",
+        "all 7 checks hold (2 rows)"]
 
 
 def test_failed_expectations_exit_1_with_a_line_each(tmp_path):
@@ -170,7 +175,10 @@ def test_the_readme_quotes_the_example_file_and_its_snippet_runs(monkeypatch):
     example = root / "examples" / "traffic.toml"
     assert example.read_text() in re.findall(r"```toml\n(.*?)```", readme, flags=re.S)
     res = _check(str(SEED), "--expect", str(example))
-    assert res.exit_code == 0 and res.output == "all 12 checks hold (2 rows)\n", res.output
+    assert res.exit_code == 0 and res.output.splitlines()[-1] == "all 12 checks hold (2 rows)", res.output
+    assert [line.split(":")[0] for line in res.output.splitlines()[:-1]] == [
+        "ok softmax_tiled 1048576x2 fp32 BLOCK_M=128",
+        "ok torch_softmax 1048576x2 fp32 [softmax_warp_forward]"]
     (snippet,) = [b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "assert_traffic" in b]
     monkeypatch.chdir(root)
     scope: dict = {}

@@ -1,14 +1,15 @@
 """`memtraffic lines` on the committed H100 runs with per-line counters, against ncu's own export.
 
-The reports and the CSVs beside them come from scripts/make_source_reports.sh (H100 80GB HBM3, ncu
-2025.3.1, 2026-11-23): ncu_source.csv is `ncu --import R --page source --print-source cuda,sass --csv`
-(a row per source line, summed over its instructions), ncu_sass.csv the same page per instruction.
+The reports and the CSVs beside them (gzip'd) come from scripts/make_source_reports.sh (H100 80GB HBM3,
+ncu 2025.3.1, 2026-11-23): ncu_source.csv.gz is `ncu --import R --page source --print-source cuda,sass
+--csv` (a row per source line, summed over its instructions), ncu_sass.csv.gz the same page per instruction.
 No number is typed in here: every expected value is read from those files or the run's plan.json.
 """
 
 from __future__ import annotations
 
 import csv
+import gzip
 import html
 import json
 import re
@@ -53,7 +54,9 @@ def ncu_source_lines(path: Path) -> dict[tuple[str, str, int], dict[str, int]]:
     out: dict[tuple[str, str, int], dict[str, int]] = {}
     header: list[str] = []
     function = file = ""
-    for row in csv.reader(path.open()):
+    with gzip.open(path, "rt", newline="") as f:
+        rows = list(csv.reader(f))
+    for row in rows:
         if not row:
             continue
         if row[0] == "File Path":
@@ -77,7 +80,9 @@ def ncu_sass_rows(path: Path, kernel: str) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     header: list[str] = []
     current = ""
-    for row in csv.reader(path.open()):
+    with gzip.open(path, "rt", newline="") as f:
+        rows = list(csv.reader(f))
+    for row in rows:
         if not row:
             continue
         if row[0] == "Kernel Name":
@@ -116,7 +121,7 @@ def _plan_minimum(run: Path, variant: str) -> tuple[int, int]:
 def test_per_line_counters_equal_ncus_source_page_exactly(run):
     # ncu names the file where the measuring machine compiled it; lines() names it relative
     expected = {(k, portable_path(f), line): counts
-                for (k, f, line), counts in ncu_source_lines(run / "ncu_source.csv").items()}
+                for (k, f, line), counts in ncu_source_lines(run / "ncu_source.csv.gz").items()}
     mine = {(r["kernel"], r["file"], r["line"]): _counts(r) for r in read_lines(run) if r["file"]}
     assert expected  # the oracle is not empty
     assert mine == expected
@@ -126,7 +131,7 @@ def test_kernel_without_line_info_gets_sass_rows_equal_to_ncus_instruction_page(
     torch_rows = [r for r in seed if r["kernel"] == "softmax_warp_forward"]
     assert torch_rows and all(r["file"] is None and r["line"] is None for r in torch_rows)
     assert all(any(op in r["source"] for op in ("LDG.", "STG.")) for r in torch_rows)
-    expected = ncu_sass_rows(SEED / "ncu_sass.csv", "void <unnamed>::softmax_warp_forward")
+    expected = ncu_sass_rows(SEED / "ncu_sass.csv.gz", "void <unnamed>::softmax_warp_forward")
     assert {r["pc"]: _counts(r) for r in torch_rows} == expected
 
 

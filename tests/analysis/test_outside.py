@@ -95,6 +95,7 @@ def test_json_and_csv_keep_every_launch(tmp_path):
     assert len(table) == 1972 and sum(r["outside_program"] == "True" for r in table) == 1901
 
 
+@pytest.mark.slow
 def test_the_per_op_summary_and_the_floor_leave_them_out(timed):
     result = runner.invoke(app, ["analyze", str(TIMED), "--group-by", "op", "--wide"])
     assert result.exit_code == 0, result.output

@@ -1,7 +1,8 @@
 """The committed `memtraffic profile` runs: memtraffic's numbers are the ones ncu itself prints.
 
 reports/h100/profile_* were made by scripts/make_profile_reports.sh on an H100 (ncu 2025.3.1,
-2026-11-23), which also saved `ncu --import R --page raw --csv --print-units base` beside each report.
+2026-11-23), which also saved `ncu --import R --page raw --csv --print-units base` beside each report
+(ncu_raw.csv.gz).
 Every kernel's counters as memtraffic reads them equal that print, and the analysis joins each kernel
 to the op or region the program recorded, with the minimum the tracer computed from the tensors.
 """
@@ -9,6 +10,7 @@ to the op or region the program recorded, with the minimum the tracer computed f
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 from pathlib import Path
 
@@ -32,7 +34,8 @@ ALIASES = ["time", "l1_ld_bytes", "l1_st_bytes", "l2_rd_sectors", "l2_wr_sectors
 
 def ncu_raw(run: Path) -> list[dict[str, str]]:
     """ncu's own rows: header, a units row, then one row per kernel launch in ID order."""
-    rows = list(csv.reader((run / "ncu_raw.csv").open()))
+    with gzip.open(run / "ncu_raw.csv.gz", "rt", newline="") as f:
+        rows = list(csv.reader(f))
     header, kernels = rows[0], rows[2:]
     return [dict(zip(header, r, strict=True)) for r in kernels]
 

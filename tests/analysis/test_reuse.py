@@ -42,6 +42,7 @@ for _ in range(3):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("args", "excluded", "repeats"), [({}, True, 4), ({"distinct": 0}, False, 0),
                                                              ({"distinct": 2}, True, 2)])
 def test_profile_passes_the_setting_to_ncu_and_the_program(tmp_path, stand_in, args, excluded, repeats):  # noqa: F811
@@ -326,8 +327,8 @@ def test_committed_gpt2_and_train_step_pairs_agree_op_by_op():
 
 
 def test_committed_deep_pairs_meet_a_fifth_whole():
-    """H100: the 12-layer MLP over two steps (traffic set, committed whole) and a 12-layer GPT-2 over four
-    steps (bytes set, summaries): the distinct run within 1/5 of the every-launch run's time, the
+    """H100: the 12-layer MLP over two steps (traffic set, committed analyzable) and a 12-layer GPT-2
+    over four steps (bytes set, summaries): the distinct run within 1/5 of the every-launch run's time, the
     program's start-up included, and no op type off the bar."""
     summary = _script("launches_summary")
     full, sampled = Path("reports/h100/profile_full_mlp12"), Path("reports/h100/profile_sampled_mlp12")

@@ -491,6 +491,7 @@ def _ncu_argv(tmp_path, names: str, out, report: str, plan: str, *rest: str) -> 
             sys.executable, "-m", "memtraffic.collect.runner", str(out / plan), *rest]
 
 
+@pytest.mark.slow
 def test_auto_measures_again_with_the_full_set_only_the_configs_below_good_l1(tmp_path, monkeypatch):
     """The default: every config with the one-pass bytes set, then the two below 0.9 L1 load or store
     efficiency again with traffic; their rows are those of `--metrics traffic`, the others those of
@@ -540,6 +541,7 @@ def test_auto_measures_again_with_the_full_set_only_the_configs_below_good_l1(tm
     assert _rows(tmp_path / "merged") == auto
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("broken", ["fails", "cut"])
 def test_a_second_pass_that_fails_keeps_the_first_looks_rows(tmp_path, monkeypatch, broken):
     """The second ncu fails before running anything, or its report lacks one config (cut short): those
@@ -578,6 +580,7 @@ def collect_failed(result) -> list:
     return failed_configs(result.run)
 
 
+@pytest.mark.slow
 def test_auto_on_two_gpus_shares_the_second_pass_between_them(tmp_path, monkeypatch):
     """--gpus all: the first look and the second pass each run one ncu process per GPU, which share the
     second pass's configs as they shared the first look's, with files of their own."""

@@ -263,6 +263,7 @@ sys.exit(int(sys.argv[1]))
 """
 
 
+@pytest.mark.slow
 def test_profile_torch_ops_traces_through_the_launcher(tmp_path, stand_in):
     """On a CPU with the stand-in ncu: the launcher traces the ops, keeps argv, sys.path[0], exit code."""
     program = tmp_path / "torch_prog.py"
@@ -310,6 +311,7 @@ def test_trace_mode_follows_the_profiled_window(from_start, first_forward, mode)
     assert prof.TRACE_FROM[prof.trace_mode(opts)] == mode
 
 
+@pytest.mark.slow
 def test_profile_from_start_off_plans_only_the_calls_in_the_window(tmp_path, stand_in):
     program = tmp_path / "window.py"
     program.write_text(WINDOW_PROGRAM)

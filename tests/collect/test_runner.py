@@ -113,6 +113,7 @@ def test_check_output_tolerance_scales_with_the_reference():
         runner.check_output(torch.zeros(4), ref, "fp32")
 
 
+@pytest.mark.slow
 def test_runner_process_standalone_on_cpu(tmp_path):
     """`python -m memtraffic.collect.runner PLAN` without ncu: a torch and a Triton (interpreted) variant."""
     plan = build_plan(["torch_softmax", "gelu_triton"], ["4x8"], ["fp32"], [])

@@ -214,6 +214,7 @@ def _fake_measure(tmp_path, monkeypatch, gpus=("Fake GPU", "Fake GPU")):
         "\n".join(ncu_mod.base_name(n) for n in ncu_mod.resolve_metrics("traffic"))))
 
 
+@pytest.mark.slow
 def test_measure_gpus_runs_one_ncu_per_gpu_into_one_run(tmp_path, monkeypatch):
     _fake_measure(tmp_path, monkeypatch)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")  # e.g. given by Slurm: GPU 0 is device 4
@@ -247,6 +248,7 @@ def test_measure_gpus_runs_one_ncu_per_gpu_into_one_run(tmp_path, monkeypatch):
     assert all(c["status"] == "ok" for c in run["configs"])
 
 
+@pytest.mark.slow
 def test_a_plan_that_fails_while_the_gpus_start_stops_every_runner_and_keeps_nothing(tmp_path, monkeypatch):
     """With --gpus too the runners start while the plan is built: its one-line error, no run folder."""
     _fake_measure(tmp_path, monkeypatch)
@@ -258,6 +260,7 @@ def test_a_plan_that_fails_while_the_gpus_start_stops_every_runner_and_keeps_not
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_a_failing_gpu_leaves_every_config_to_the_others(tmp_path, monkeypatch):
     """GPU 1's ncu fails before running anything: GPU 0 takes every config, run.json records GPU 1's error."""
     _fake_measure(tmp_path, monkeypatch)
@@ -374,6 +377,7 @@ def test_interrupt_on_one_gpu_stops_the_restarts_and_keeps_what_finished(tmp_pat
     assert sum("gpu" not in c for c in plan["configs"]) == 2
 
 
+@pytest.mark.slow
 def test_shards_measured_apart_merge_back_into_the_whole_plan(tmp_path, monkeypatch):
     """Three shards, each measured (fake ncu) into its own folder, merged: every config once."""
     from memtraffic.analysis.merge import merge_runs

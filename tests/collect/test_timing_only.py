@@ -114,6 +114,7 @@ print("program ran")
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cause", ["missing", "perm"])
 def test_profile_falls_back_to_timing_only(tmp_path, monkeypatch, cause):
     """No ncu, or counters refused: the program runs timed (a CPU: no kernel), the run folder as usual."""
@@ -239,6 +240,7 @@ def test_the_roofline_says_a_timing_only_run_has_no_levels(tmp_path):
         roofline_points(table)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("asked", [True, False])
 def test_measure_times_the_plan_without_ncu(tmp_path, monkeypatch, asked):
     """measure --timing-only, or measure without ncu: the runner runs the plan timed (a CPU: Triton in its

@@ -130,6 +130,7 @@ def test_records_are_plan_configs_in_program_order(traced):
     assert mm["intensity"] == pytest.approx(2 * M * K * N / (F32 * (M * K + K * N + M * N)))
 
 
+@pytest.mark.slow
 def test_table_lists_calls_then_op_types_by_bytes(tmp_path):
     model = _write(tmp_path, "model.py", MODEL)
     res = _ops("--all-calls", "--", sys.executable, str(model))
@@ -142,6 +143,7 @@ def test_table_lists_calls_then_op_types_by_bytes(tmp_path):
     assert summary.splitlines()[3].split()[1] == "3"  # the forward matmul and two in the backward
 
 
+@pytest.mark.slow
 def test_default_table_lists_the_calls_moving_the_most_bytes(tmp_path, traced):
     model = _write(tmp_path, "model.py", MODEL)
     res = _ops("--", sys.executable, str(model))
@@ -154,6 +156,7 @@ def test_default_table_lists_the_calls_moving_the_most_bytes(tmp_path, traced):
     assert [int(row[0]) for row in rows] == [r["seq"] for r in top]
 
 
+@pytest.mark.slow
 def test_from_first_forward_leaves_initialisation_out(tmp_path):
     program = _write(tmp_path, "init.py", """
         import torch
@@ -170,6 +173,7 @@ def test_from_first_forward_leaves_initialisation_out(tmp_path):
     assert "aten.uniform_.default" in [r["op"] for r in json.loads(res.stdout)]
 
 
+@pytest.mark.slow
 def test_torch_compile_compiles_under_the_tracer(tmp_path):
     """The tracer ignores compile internals: the compiled function runs compiled, and the trace holds
     what its code calls at run time (the matmul Inductor hands to an extern kernel), not its fused ops."""

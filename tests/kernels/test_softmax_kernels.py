@@ -87,15 +87,21 @@ def _check(name: str, shape, dtype, device, seed: int, params: dict | None = Non
     torch.testing.assert_close(sums, torch.ones_like(sums), atol=ROWSUM_ATOL[dtype], rtol=0, msg=msg)
 
 
+# Shapes of more elements take 3-15 s a case in Triton's interpreter (2 cores): marked slow, left to .ci/run.
+SLOW_ELEMENTS = 30_000
+
+
 def _cases(entries, variants):
     """(shape, dtypes, params per variant, id[, only these variants]) -> pytest params of
-    (name, shape, dtype, params) for every variant the entry applies to."""
+    (name, shape, dtype, params) for every variant the entry applies to; above SLOW_ELEMENTS, marked slow."""
     out = []
     for shape, dtypes, params, ident, *only in entries:
+        marks = [pytest.mark.slow] if shape[0] * shape[1] > SLOW_ELEMENTS else []
         for name in only[0] if only else variants:
             for dt in dtypes:
                 dt_id = str(dt).removeprefix("torch.")
-                out.append(pytest.param(name, shape, dt, params.get(name), id=f"{name}-{ident}-{dt_id}"))
+                out.append(pytest.param(name, shape, dt, params.get(name), id=f"{name}-{ident}-{dt_id}",
+                                        marks=marks))
     return out
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from report_bytes import report_bytes
 from typer.testing import CliRunner
 
 from memtraffic.cli import app
@@ -105,7 +106,7 @@ def test_an_unwritable_cache_only_costs_a_reread(tmp_path, monkeypatch):
 
 
 def test_a_truncated_report_gives_the_same_errors_from_its_table(tmp_path, cache):
-    data = (SEED / "profile.ncu-rep").read_bytes()
+    data = report_bytes(SEED / "profile.ncu-rep")
     cut = tmp_path / "cut.ncu-rep"
     cut.write_bytes(data[: len(data) - 100])
     for _ in range(2):  # the report, then its cached table
@@ -161,7 +162,7 @@ def test_merge_of_an_unreadable_report_is_one_line_and_writes_nothing(tmp_path, 
 
 def test_merge_of_a_truncated_report_refuses_before_writing(tmp_path, cache):
     cut = _run_copy(tmp_path, "cut")
-    data = (SEED / "profile.ncu-rep").read_bytes()
+    data = report_bytes(SEED / "profile.ncu-rep")
     (cut / "profile.ncu-rep").write_bytes(data[:50_000])
     res = CliRunner().invoke(app, ["merge", str(cut), "--out", str(tmp_path / "merged")])
     assert res.exit_code == 1
@@ -173,7 +174,7 @@ def test_merge_of_a_truncated_report_refuses_before_writing(tmp_path, cache):
 
 def test_merge_of_an_interrupted_run_names_the_configs_it_lacks(tmp_path, cache):
     cut = _run_copy(tmp_path, "cut")
-    data = (SEED / "profile.ncu-rep").read_bytes()
+    data = report_bytes(SEED / "profile.ncu-rep")
     (cut / "profile.ncu-rep").write_bytes(data[:50_000])
     meta = json.loads((cut / "run.json").read_text())
     (cut / "run.json").write_text(json.dumps({**meta, "interrupted": True}))

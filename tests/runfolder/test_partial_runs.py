@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from report_bytes import report_bytes
 from typer.testing import CliRunner
 
 from memtraffic.cli import app
@@ -62,7 +63,7 @@ def launch_boundaries(report: Path) -> list[tuple[int, int]]:
     """(offset, k): each frame end at which the cut report reads as the first k launches of the whole,
     none damaged (computed once per session)."""
     if report not in _CUTS:
-        data = report.read_bytes()
+        data = report_bytes(report)
         whole = committed_ranges(report)
         found = []
         with tempfile.TemporaryDirectory() as tmp:
@@ -82,7 +83,7 @@ def cut_copy(run: Path, into: Path, end: int | None) -> Path:
     copy = into / run.name
     shutil.copytree(run, copy, ignore=shutil.ignore_patterns("*.json.gz", "results.*"))
     if end is not None:
-        data = (run / "profile.ncu-rep").read_bytes()
+        data = report_bytes(run / "profile.ncu-rep")
         (copy / "profile.ncu-rep").write_bytes(data[:end])
     return copy
 
@@ -96,6 +97,7 @@ def named_missing(stderr: str) -> list[str]:
             if line.endswith(MISSING)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", [SEED, SUITE], ids=lambda p: p.name)
 def test_a_report_cut_at_any_launch_boundary_names_exactly_its_missing_configs(run, tmp_path):
     boundaries = launch_boundaries(run / "profile.ncu-rep")
@@ -123,9 +125,10 @@ def test_a_report_cut_at_any_launch_boundary_names_exactly_its_missing_configs(r
         assert named_missing(accepted.stderr) == missing
 
 
-SEED_BYTES = (SEED / "profile.ncu-rep").read_bytes()
+SEED_BYTES = report_bytes(SEED / "profile.ncu-rep")
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.integers(0, len(SEED_BYTES) - 1))
 def test_a_report_cut_at_any_byte_is_named_partial_never_whole(end):
@@ -254,7 +257,7 @@ def test_an_interrupted_profile_shows_its_ops_minimums_and_says_so(name, tmp_pat
                     f"plan.json): the plan is rebuilt from trace.jsonl ({len(records)} op calls "
                     "and regions) and the report holds what ncu profiled before; profile the program again "
                     f"to complete it: `memtraffic profile --torch-ops{options} --out NEW_FOLDER -- "
-                    f"/opt/torch/.venv/bin/python3 {meta['program'][-1]}`")
+                    f"python3 {meta['program'][-1]}`")
     # The report is whole here, but nothing says so: op calls traced after its last kernel are counted.
     assert len(cut) == (name == "profile_train_step")
     assert error.startswith(f"error: {copy} is incomplete ({1 + len(cut)} gap")
@@ -309,7 +312,7 @@ def test_a_two_gpu_sweep_with_one_report_cut_names_that_gpus_lost_configs(tmp_pa
     end, k = next((end, k) for end, k in launch_boundaries(report) if k >= len(whole) // 2)
     copy = tmp_path / run.name
     shutil.copytree(run, copy, ignore=shutil.ignore_patterns("*.json.gz", "results.*"))
-    (copy / report.name).write_bytes(report.read_bytes()[:end])
+    (copy / report.name).write_bytes(report_bytes(report)[:end])
     res = CliRunner().invoke(app, ["analyze", str(copy), "--format", "json"])
     assert res.exit_code == 1
     configs = json.loads((run / "plan.json").read_text())["configs"]
@@ -345,7 +348,7 @@ def test_an_interrupted_profile_of_regions_is_given_back_without_torch_ops(tmp_p
     program = json.loads((run / "run.json").read_text())["program"]
     assert res.stderr.splitlines()[0].endswith(
         "profile the program again to complete it: `memtraffic profile --out NEW_FOLDER -- "
-        f"/opt/torch/.venv/bin/python3 {program[-1]}`")
+        f"python3 {program[-1]}`")
 
 
 def test_ncu_reports_native_log_on_a_cut_report_is_kept_off_stderr(tmp_path, capfd):

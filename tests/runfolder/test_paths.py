@@ -1,5 +1,5 @@
 """Run folders you can share (runfolder/paths.py): no path of the machine that measured a run stays in its
-run.json or plan.json; committed runs were rewritten by scripts/share_runs.py."""
+run.json, plan.json or ncu.log; committed runs were rewritten by scripts/share_runs.py."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from memtraffic.runfolder.records import read_run, write_run
 REPO = Path(__file__).resolve().parents[2]
 # a home, temp or checkout folder, an install of the measuring machine
 MACHINE_PATH = re.compile(r"(?<![\w.])/(tmp|root|home|work|opt|usr|var|scratch|mnt|data)/")
-SHARED = re.compile(r"(.+_)?(run|plan)\.json|trace\.jsonl|results\.(json|csv)")
+SHARED = re.compile(r"(.+_)?(run|plan)\.json|trace\.jsonl|results\.(json|csv)|ncu\.log")
 
 
 def committed_records() -> list[Path]:
@@ -31,7 +31,7 @@ def test_no_committed_run_holds_a_path_of_the_machine_that_measured_it():
     assert len(files) > 50
     found = {str(f.relative_to(REPO)): MACHINE_PATH.findall(f.read_text()) for f in files}
     assert not {f: hits for f, hits in found.items() if hits}, "run scripts/share_runs.py"
-    for f in [f for f in files if f.suffix != ".csv"]:  # the host name went too
+    for f in [f for f in files if f.suffix not in (".csv", ".log")]:  # the host name went too
         records = [json.loads(x) for x in f.read_text().splitlines() if x.strip()] if f.suffix == ".jsonl" \
             else [json.loads(f.read_text())]
         assert not any("host" in (r.get("environment") or {}) for r in records if isinstance(r, dict)), f

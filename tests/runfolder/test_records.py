@@ -174,6 +174,7 @@ def _assert_one_error_or_a_reading(res, run: Path) -> None:
     assert all(line.startswith("warning: ") for line in lines[:-1]), res.stderr
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(damage())
 def test_damage_to_plan_or_run_json_is_one_line_naming_file_and_field(case):
@@ -216,6 +217,7 @@ TABLE_PATHS = [p for p in _paths(SEED_TABLE)
                                                                                             p[0] == "lines")]
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.sampled_from(TABLE_PATHS), st.sampled_from(["replace", "delete", "nest"]), st.sampled_from(WRONG))
 def test_damage_to_a_kernel_table_is_one_line_naming_it(path, how, new):

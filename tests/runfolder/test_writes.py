@@ -82,6 +82,7 @@ def test_without_hard_links_the_name_is_claimed_with_o_excl(tmp_path, monkeypatc
     assert target.read_bytes() == b"ours" and _names(tmp_path) == ["page.html"]
 
 
+@pytest.mark.slow
 def test_two_reports_at_once_one_writes_one_refuses(tmp_path):
     """Whatever the interleaving (both past their check, or one done first), one page, one refusal."""
     out = tmp_path / "page.html"
