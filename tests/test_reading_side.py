@@ -19,7 +19,10 @@ import pytest
 from no_torch import cli_without_torch
 
 REPO = Path(__file__).resolve().parent.parent
-RUNS = sorted(p.parent for p in (REPO / "reports" / "h100").rglob("results.json"))  # ncu runs, not bench
+# ncu runs, not bench; first_profile_roofs was profiled with the committed roofs set aside, so its saved
+# time_vs_copy used the roofs measured during that run
+RUNS = sorted(p.parent for p in (REPO / "reports" / "h100").rglob("results.json")
+              if "first_profile_roofs" not in p.parts)
 
 
 def _same(a, b) -> bool:
@@ -43,14 +46,18 @@ def test_analysis_without_torch_equals_what_measure_saved(run):
     order = lambda r: (r["range"], ",".join(r["kernels"]), r["time_ns"])  # noqa: E731
     for g, s in zip(sorted(got, key=order), sorted(saved, key=order), strict=True):
         keys = [k for k in s if k not in ("run", "report", "diagnosis")]  # paths depend on the folder
-        diff = {k: (g.get(k), s[k]) for k in keys if not _same(g.get(k), s[k])}
+        # an efficiency that is not a result (its counter cannot see the traffic, the bytes stay in a cache, a
+        # zero minimum) is null now, with why in no_efficiency; runs saved before kept the ratio
+        not_results = g.get("no_efficiency") or {}
+        left = {k for k in keys if g.get(k) is None and k.replace("amp_", "eff_", 1) in not_results}
+        diff = {k: (g.get(k), s[k]) for k in keys if k not in left and not _same(g.get(k), s[k])}
         assert not diff, (s["range"], diff)
         # the diagnosis is today's wording of the same numbers (findings were reworded and added since some
         # runs were saved): a row with findings then has findings now
         assert g["diagnosis"] or not s["diagnosis"], (s["range"], g["diagnosis"], s["diagnosis"])
 
 
-@pytest.mark.parametrize("run", RUNS, ids=lambda p: p.name)
+@pytest.mark.parametrize("run", [r for r in RUNS if any(r.glob("*.ncu-rep"))], ids=lambda p: p.name)
 def test_analysis_without_the_committed_tables_is_the_same(run, tmp_path, monkeypatch):
     """The run copied without its kernel tables: analyzed from the reports (first read, kept in the
     user cache), then from the cache with ncu_report unusable, equals the analysis from the tables, which
