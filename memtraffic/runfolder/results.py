@@ -3,13 +3,14 @@ here and nowhere else: `report` renders it when the reports are gone, `diff` com
 
 Each row is an object; the fields every reader indexes or adds up are checked: names are strings, a
 range's kernels a list of strings, and every count, byte total, time, efficiency or bandwidth is null or
-a finite number from 0 up (bytes below 2**63; an op's minimum at most units.OP_BYTES_LIMIT, more than any
-GPU holds). A row that departs is one ReportError naming the file, the row and the field.
+a number from 0 to below 2**63 (an efficiency or amplification is a ratio of two byte counts that are,
+the measured one at least 1 byte; a bandwidth below 2**63 bytes a nanosecond; an op's minimum at most
+units.OP_BYTES_LIMIT, more than any GPU holds). A row that departs is one ReportError naming the file,
+the row and the field.
 """
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ TEXT = ("run", "range", "variant", "op", "shape", "dtype", "device", "diagnosis"
 MINIMUMS = ("min_read_bytes", "min_write_bytes", "min_bytes")
 COUNTS = ("time_ns", "fadd", "fmul", "ffma", "hw_flops", "model_flops", "n_kernels", "calls", "passes")
 RATIOS = ("eff_", "amp_", "sector_eff_", "bw_")  # prefixes: efficiencies, amplifications, bandwidths
+BANDWIDTH = "bw_"
 
 
 def _is_count(key: str) -> bool:
@@ -43,8 +45,11 @@ def row_problem(row: Any) -> str | None:
         if _is_count(key) or key.startswith(RATIOS):
             if isinstance(value, bool) or not isinstance(value, int | float):
                 return f"{key} is {value!r}, expected a number"
-            if not 0 <= value < (LIMIT if _is_count(key) else math.inf):  # NaN fails this too
-                what = "from 0 to below 2**63" if _is_count(key) else "from 0 up, finite"
+            most: float = LIMIT
+            what = "from 0 to below 2**63"
+            if key.startswith(BANDWIDTH):
+                most, what = LIMIT * 1e9, "from 0 to below 2**63 bytes a nanosecond"
+            if not 0 <= value < most:  # NaN fails this too
                 return f"{key} is {_short(value)}, expected a number {what}"
             if key in MINIMUMS and value > OP_BYTES_LIMIT:
                 return (f"{key} is {_short(value)}, expected bytes from 0 to {fmt_bytes(OP_BYTES_LIMIT)} "
