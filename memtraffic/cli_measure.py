@@ -19,8 +19,9 @@ from memtraffic.cli_options import (
     Dtype,
     Fmt,
     FromFirstForward,
-    Metrics,
+    MeasureMetrics,
     Param,
+    ProfileMetrics,
     Roofs,
     RunOut,
     Shape,
@@ -40,7 +41,7 @@ from memtraffic.views.formats import FOR_OBJECTS, FOR_ROWS
 from memtraffic.vocab.errors import MemtrafficError, UsageError, warn
 
 
-def _print_baseline_diff(baseline: Path | None, run_dir: Path, fmt: str, width: int | None = None) -> None:
+def _print_baseline_diff(baseline: Path | None, run_dir: Path, fmt: str, columns: int | None = None) -> None:
     """The diff of a new run against its --baseline; a refusal (other GPU) is a warning, the run stays."""
     if baseline is None:
         return
@@ -48,7 +49,7 @@ def _print_baseline_diff(baseline: Path | None, run_dir: Path, fmt: str, width: 
     from memtraffic.views.diff_table import render
 
     try:
-        text = render(diff(baseline, run_dir), "table", width)
+        text = render(diff(baseline, run_dir), "table", columns)
     except MemtrafficError as err:
         warn(f"no diff against {baseline}: {err}")
         return
@@ -70,7 +71,7 @@ def measure(
     variant_files: VariantFiles = None,
     timing_only: TimingOnly = False,
     roofs: Roofs = True,
-    metrics: Metrics = "auto",
+    metrics: MeasureMetrics = "auto",
     out: RunOut = None,
     clock_control: ClockControl = "none",
     cache_control: CacheControl = "all",
@@ -171,11 +172,11 @@ def profile(
     roofs: Roofs = True,
     from_first_forward: FromFirstForward = False,
     all_calls: AllCalls = False,
-    metrics: Metrics = "bytes",
+    metrics: ProfileMetrics = "bytes",
     ops: Annotated[
         list[str] | None,
         typer.Option(help="With --torch-ops: measure only these ops (aten.mm or aten.mm.default, "
-                     "comma-separated)."),
+                     "comma-separated), e.g. with --metrics traffic."),
     ] = None,
     source: Source = False,
     kernel_name: Annotated[

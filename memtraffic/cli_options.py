@@ -82,11 +82,19 @@ Sweep = Annotated[
 
 # how ncu measures: measure and profile
 # --metrics, written from the one table of metric sets (memtraffic.ncu.metrics): the set names only
-# ('memtraffic metrics' says what each measures; the help stays a screen long), then what the default does
-METRICS_HELP = (f"Metric sets ({', '.join(METRIC_SETS)}; see 'memtraffic metrics'), aliases or ncu names. "
-                "bytes: one replay pass a kernel; auto (measure): bytes, then traffic where L1 efficiency "
-                "is below 0.9 and not predicted.")
-Metrics = Annotated[str, typer.Option(help=METRICS_HELP)]
+# ('memtraffic metrics' says what each measures; the help stays a screen long), after what the command's
+# default does (auto is measure's alone)
+METRICS_HELP = (f"Metric sets ({', '.join(METRIC_SETS)}; 'memtraffic metrics' says what each measures), "
+                "aliases or ncu names.")
+MeasureMetrics = Annotated[
+    str,
+    typer.Option("--metrics", help="auto (the default): the one-pass bytes set for every config, then "
+                 "traffic again for those below 0.9 L1 load or store efficiency that their model does not "
+                 "predict. Or: " + METRICS_HELP),
+]
+ProfileMetrics = Annotated[
+    str, typer.Option("--metrics", help=METRICS_HELP + " bytes: one replay pass a kernel.")
+]
 TimingOnly = Annotated[
     bool, typer.Option("--timing-only", help="No ncu: time the kernels with torch.profiler: bandwidth at "
                        "the minimum, no per-level bytes. Automatic when ncu cannot read the counters.")
@@ -102,7 +110,7 @@ Source = Annotated[
 ]
 RunOut = Annotated[
     Path | None,
-    typer.Option(help="New or empty folder for the run. Default: "
+    typer.Option(help="New or empty folder for the run (never overwritten). Default: "
                  "reports/runs/<UTC time>_<name>/."),
 ]
 ClockControl = Annotated[

@@ -28,13 +28,13 @@ if TYPE_CHECKING:
     from memtraffic.collect.profile import ProfileResult
 
 
-def print_floor_summary(path: Path | Run | ProfileResult, width: int | None = None) -> None:
+def print_floor_summary(path: Path | Run | ProfileResult, columns: int | None = None) -> None:
     """The floor's summary (memtraffic.analysis.floor) above a table of a run; a run it cannot read (no
     minimum, no time) gets none: the table says what there is."""
     from memtraffic.api import floor as floor_of
 
     try:
-        text = floor_of(path).summary(width)
+        text = floor_of(path).summary(columns)
     except MemtrafficError:
         return
     if text:
