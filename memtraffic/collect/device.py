@@ -20,8 +20,6 @@ _L2_FLUSH_BYTES = 256 * 2**20  # larger than any Hopper L2 (50-60 MB)
 _SLEEP_CYCLES = 1_000_000
 
 
-
-
 def _smi_names() -> list[str] | None:
     """The GPUs this process sees, named by nvidia-smi (in milliseconds, where torch's CUDA start-up
     takes seconds) and narrowed by CUDA_VISIBLE_DEVICES as CUDA does; None when only CUDA can say (no

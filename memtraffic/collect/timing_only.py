@@ -133,7 +133,6 @@ def profile_timing(opts: ProfileOptions, echo: Callable[[str], None], reason: st
     return ProfileResult(run_dir, run, plan, timings)
 
 
-
 def measure_timing(opts: MeasureOptions, echo: Callable[[str], None], reason: str = "") -> MeasureResult:
     """Run the plan's configs without ncu, their kernels timed (see the module doc)."""
     if opts.plan is None:

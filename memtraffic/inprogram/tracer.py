@@ -368,8 +368,6 @@ def start(mode: str = "1") -> None:
         _follow_profiler(_startup)
 
 
-
-
 def _stop_startup() -> None:
     if _startup is not None:
         _startup.enabled = False

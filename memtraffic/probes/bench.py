@@ -47,7 +47,6 @@ BASELINES = {"softmax": ("torch_softmax", "torch_compiled")}
 COPY_RUNS = 5  # copy timings per size; their median is the baseline
 
 
-
 def _check(
     variant_name: str, out: torch.Tensor, inputs: tuple[torch.Tensor, ...], op_name: str
 ) -> str | None:

@@ -363,8 +363,6 @@ def get_ceilings(refresh: bool = False, with_ncu: bool = True,
     return entry, False
 
 
-
-
 def roofs_for_floor(device: str, echo: Callable[[str], None],
                     measure: Callable[[], CeilingsEntry] | None = None) -> CeilingsEntry | None:
     """Roofs for the floor of a run on `device` (`profile` and `measure` call it after the run, outside
