@@ -170,7 +170,8 @@ class Floor:
     def table(self) -> pd.DataFrame:
         """The op types as a DataFrame (the by_op rows, seconds), largest recoverable time first; `reason`
         holds each row's Finding (vocab.finding.say words it)."""
-        return pd.DataFrame([{**asdict(r), "reason": r.reason} for r in self.by_op])
+        table: pd.DataFrame = pd.DataFrame([{**asdict(r), "reason": r.reason} for r in self.by_op])
+        return table
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON of `memtraffic floor --format json`."""

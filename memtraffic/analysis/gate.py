@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from memtraffic.analysis.diff import (
+    RowKey,
     Side,
     check_devices,
     load_side,
@@ -332,7 +333,7 @@ def check(run: str | Path, expectations: Expectations, baseline: str | Path | No
     UsageError when a regex matches no row of the run, or no_worse_than has no baseline."""
     baseline = Path(baseline) if baseline is not None else expectations.baseline
     sides: dict[str, Side] = {}
-    bases: dict[str, dict[tuple, dict[str, Any]]] = {}
+    bases: dict[str, dict[RowKey, dict[str, Any]]] = {}
     results: list[CheckResult] = []
     for exp in expectations.items:
         if exp.by not in sides:
@@ -344,7 +345,7 @@ def check(run: str | Path, expectations: Expectations, baseline: str | Path | No
                                  "the top of the file, or pass --baseline RUN")
             base_side = load_side(baseline, exp.by)
             check_devices(base_side, side, allow_mixed=False)
-            by_key: dict[tuple, dict[str, Any]] = {}
+            by_key: dict[RowKey, dict[str, Any]] = {}
             for k, r in zip(base_side.keys, base_side.rows, strict=True):
                 by_key.setdefault(k, r)
             pairs = pair_keys(side, base_side)  # matched as `memtraffic diff` matches

@@ -46,7 +46,8 @@ def _cells(d: Diff) -> list[Cell]:
 def _value(x: float, kind: str) -> str:
     if math.isnan(x):
         return "-"
-    return {"time": fmt_time, "bytes": fmt_bytes, "eff": fmt_eff}.get(kind, lambda v: f"{v:.0f}")(x)
+    formats: dict[str, Callable[[float], str]] = {"time": fmt_time, "bytes": fmt_bytes, "eff": fmt_eff}
+    return formats[kind](x) if kind in formats else f"{x:.0f}"
 
 
 def _change(row: Mapping[str, Any], get: Callable[[Mapping[str, Any], str], float], kind: str) -> str:
@@ -161,7 +162,8 @@ def fusion_lines(d: Diff) -> list[str]:
     """A's fusion groups that B's Inductor kernels matched (analysis.fusion.match): per group, its time in
     A, its predicted fused floor, the kernels' time in B and the share of the saving they reached; then
     its kernels."""
-    if not d.fusion:
+    eager_floor = d.floors[0]
+    if not d.fusion or eager_floor is None:  # (fusion is matched only where both runs have a floor)
         return []
     from memtraffic.views.floor_table import group_label
 
@@ -170,7 +172,7 @@ def fusion_lines(d: Diff) -> list[str]:
         groups.setdefault(m.group, []).append(m)
     lines = [f"fusion: {len(d.fusion)} Inductor kernels of B beside the {len(groups)} groups of A whose ops "
              "they fused (memtraffic floor A)"]
-    eager = d.floors[0].fusion.groups
+    eager = eager_floor.fusion.groups
     for i, ms in sorted(groups.items(), key=lambda im: -eager[im[0]].saving_s):
         m = ms[0]
         reached = m.reached
