@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,6 +25,9 @@ from memtraffic.vocab.finding import Finding, explain, say
 from memtraffic.vocab.units import NUMBER_UNIT, fmt_bytes, fmt_eff, fmt_time
 
 if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+    from memtraffic.analysis.floor import Floor
     from memtraffic.vocab.roofs import CeilingsEntry
 
 # ----------------------------------------------------------------------------------------------------
@@ -224,7 +227,7 @@ def floor_section(df: pd.DataFrame, run: Run) -> list[str]:
             + note + fusion_section(found)]
 
 
-def fusion_section(floor: Any) -> str:
+def fusion_section(floor: Floor) -> str:
     """The fusion groups (memtraffic.analysis.fusion) holding a saving, largest first, as a table with its
     legend; '' for a run without them."""
     from memtraffic.analysis.fusion import HOW_KINDS
@@ -303,9 +306,10 @@ def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Pat
                         + "</ul></li>" for row, found in zip(rows, told, strict=True) if found)
         sections.append("<h2>Findings</h2>" + (f"<ul>{items}</ul>" if items else "<p>none</p>"))
 
-    figs, fig_notes = [], []
-    makers = [("roofline", lambda: roofline_figure(shown, ceilings)),
-              ("traffic", lambda: traffic_figure(shown))]
+    figs: list[tuple[str, go.Figure]] = []
+    fig_notes: list[tuple[str, str]] = []
+    makers: list[tuple[str, Callable[[], go.Figure]]] = [
+        ("roofline", lambda: roofline_figure(shown, ceilings)), ("traffic", lambda: traffic_figure(shown))]
     if baseline is not None:
         baseline = Path(baseline)
         compared, base_df = baseline_section(baseline, run_dir, df)
@@ -412,7 +416,7 @@ def source_lines_section(run_dir: Path) -> list[str]:
     return ["".join(parts)]
 
 
-def _fragments(figs: list) -> list[str]:
+def _fragments(figs: Sequence[go.Figure]) -> list[str]:
     from memtraffic.views.figure_files import figures_html
 
     return figures_html(figs) if figs else []
