@@ -99,7 +99,7 @@ class Expectations:
     floor: FloorLimits | None = None
 
 
-def parse_time(text: Any, what: str) -> float:
+def parse_time(text: object, what: str) -> float:
     """'20us' -> 20000.0 ns; a bare number is ns. UsageError naming `what` otherwise (a negative, NaN or
     infinite limit included: a gate that no value can fail is no gate)."""
     if isinstance(text, int | float) and not isinstance(text, bool) and 0 <= text < math.inf:
@@ -111,7 +111,7 @@ def parse_time(text: Any, what: str) -> float:
     return value
 
 
-def _size(value: Any, what: str) -> float:
+def _size(value: object, what: str) -> float:
     if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < LIMIT:
         return float(value)
     if isinstance(value, str):
@@ -195,7 +195,7 @@ def load_expectations(path: str | Path) -> Expectations:
 FLOOR_KEYS = ("max_recoverable", "max_over_fused")
 
 
-def _floor_limits(table: Any, where: str) -> FloorLimits:
+def _floor_limits(table: object, where: str) -> FloorLimits:
     if not isinstance(table, dict) or not table:
         raise UsageError(f"{where} must be a table with {' or '.join(FLOOR_KEYS)}, e.g. "
                          "[floor] / max_recoverable = \"300us\"")
@@ -249,7 +249,7 @@ def _check_floor(limits: FloorLimits, run: str | Path) -> list[CheckResult]:
 # --- checking ---------------------------------------------------------------------------------------------
 
 
-def _num(x: Any) -> float:
+def _num(x: object) -> float:
     return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else math.nan
 
 
@@ -373,15 +373,15 @@ def check(run: str | Path, expectations: Expectations, baseline: str | Path | No
     return results
 
 
-def failures(results: Sequence[Mapping[str, Any]]) -> list[str]:
+def failures(results: Sequence[CheckResult]) -> list[str]:
     """One line per failed check."""
     return [f"FAIL {r['message']}" for r in results if not r["ok"]]
 
 
-def held(results: Sequence[Mapping[str, Any]]) -> list[str]:
+def held(results: Sequence[CheckResult]) -> list[str]:
     """One line per row (per expectation) whose checks all hold: 'ok ROW: max_bytes l1_ld, l1_st; max_time
     (FILE [[expect]] #N)', the limits named as the file names them."""
-    groups: dict[tuple[str | None, str | None], list[Mapping[str, Any]]] = {}
+    groups: dict[tuple[str | None, str | None], list[CheckResult]] = {}
     for r in results:
         groups.setdefault((r["expectation"], r["row"]), []).append(r)
     lines = []

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from memtraffic.analysis.diff import Diff, pct, relative
+from memtraffic.analysis.floor import Floor
 from memtraffic.analysis.fusion import Match
 from memtraffic.views import formats
 from memtraffic.vocab.units import fmt_bytes, fmt_eff, fmt_time
@@ -21,7 +22,7 @@ def _get(*measures: str) -> Callable[[Mapping[str, Any], str], float]:
     return lambda row, side: math.fsum(_f(row.get(f"{m}_{side}")) for m in measures)
 
 
-def _f(x: Any) -> float:
+def _f(x: object) -> float:
     return float(x) if isinstance(x, int | float) and x is not None else math.nan
 
 
@@ -118,7 +119,7 @@ def floor_lines(d: Diff) -> list[str]:
     if a is None or b is None:
         return []
 
-    def side(name: str, f: Any) -> str:
+    def side(name: str, f: Floor) -> str:
         if f.no_floor:
             return f"  {name}: GPU time {fmt_time(f.gpu_time_s * 1e9)}; {f.no_floor}"
         fused = f", fused minimum {fmt_bytes(f.fused_min_bytes)}" if f.fused_min_bytes is not None else ""
