@@ -12,12 +12,15 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from memtraffic.analysis.time_notes import explain_time, local_bytes
 from memtraffic.vocab.arch import Chip, chip_for_gpu
 from memtraffic.vocab.finding import GOOD, SECTOR_BYTES, Finding, Level, Subject
 from memtraffic.vocab.units import ABOVE
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["GOOD", "SECTOR_BYTES", "CHECKS", "NOT_A_RESULT", "Facts", "Role", "not_results", "reuses_tiles",
            "diagnose", "needs_full_set", "ok", "predicted"]
@@ -47,7 +50,7 @@ _DIRECTIONS = (("ld", "eff_l1_ld", "l1_ld_bytes", "pred_read_bytes", "min_read_b
                ("st", "eff_l1_st", "l1_st_bytes", "pred_write_bytes", "min_write_bytes"))
 
 
-def needs_full_set(rows: Any) -> Any:
+def needs_full_set(rows: pd.DataFrame) -> pd.Series:
     """Which rows of an analyzed table a first look (the one-pass `bytes` set) leaves unexplained: L1 load
     or store efficiency below GOOD, in a direction whose L1 bytes are not those its variant's model
     predicts (`pred_read_bytes`/`pred_write_bytes`, within PREDICTED). Only the bytes the instructions
@@ -56,8 +59,9 @@ def needs_full_set(rows: Any) -> Any:
     op types for `--ops`. Where the model predicts the bytes (a three-pass softmax reads its input three
     times), the sectors have nothing left to explain. A boolean Series (False where an efficiency is
     unknown)."""
-    return rows.apply(lambda r: _unexplained(r.to_dict()), axis=1).astype(bool) if len(rows) else \
-        rows["eff_l1_ld"] < GOOD
+    unexplained: pd.Series = rows.apply(lambda r: _unexplained(r.to_dict()), axis=1).astype(bool) \
+        if len(rows) else rows["eff_l1_ld"] < GOOD
+    return unexplained
 
 
 def _unexplained(r: Mapping[str, Any]) -> bool:
@@ -104,7 +108,7 @@ def not_results(r: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-def ok(x: Any) -> TypeGuard[float]:
+def ok(x: object) -> TypeGuard[float]:
     """A finite number (not None, not NaN)."""
     return x is not None and isinstance(x, int | float) and math.isfinite(x)
 

@@ -65,7 +65,7 @@ def load_runs(run_dirs: Sequence[Path], partial: bool = False) -> tuple[pd.DataF
     return table, metas
 
 
-def _device_name(meta: Mapping[str, Any]) -> str | None:
+def _device_name(meta: Mapping[str, object]) -> str | None:
     """run.json names the GPU under environment.gpu (collect.py); older layouts under device."""
     env = meta.get("environment")
     if isinstance(env, Mapping) and env.get("gpu"):
@@ -74,7 +74,7 @@ def _device_name(meta: Mapping[str, Any]) -> str | None:
     return str(dev.get("name")) if isinstance(dev, Mapping) else (str(dev) if dev else None)
 
 
-def devices_of(df: pd.DataFrame, metas: Sequence[Mapping[str, Any]] = ()) -> list[str]:
+def devices_of(df: pd.DataFrame, metas: Sequence[Mapping[str, object]] = ()) -> list[str]:
     """The devices a table was measured on (its device column, then run.json), each named once."""
     from memtraffic.vocab.roofs import device_slug
 
@@ -116,13 +116,13 @@ def resolve_ceilings(devices: Sequence[str], ceilings_file: Path | None = None
 # Tables
 
 
-def _html_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], cls: str = "data") -> str:
+def _html_table(headers: Sequence[str], rows: Sequence[Sequence[object]], cls: str = "data") -> str:
     head = "".join(f"<th>{html.escape(str(h))}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{prose(str(c))}</td>" for c in r) + "</tr>" for r in rows)
     return f"<table class='{cls}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def environment_rows(meta: Mapping[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+def environment_rows(meta: Mapping[str, object], prefix: str = "") -> list[tuple[str, str]]:
     """run.json as key/value rows: nested objects dotted, lists of names joined; per-config records
     (configs, attempts, skipped) summarized, since the results table shows the configs."""
     out: list[tuple[str, str]] = []
