@@ -703,7 +703,7 @@ def row_label(r: dict[str, Any]) -> str:
     return str(r["range"] or (r["kernels"] or ["?"])[0])
 
 
-def subject_of(r: Mapping[str, Any]) -> Subject:
+def subject_of(r: Mapping[str, object]) -> Subject:
     """What a row's findings are about, as people name it: the config of a variant, or the op (or region,
     or Triton kernel) and its call number; the kernel where the row has one."""
     kernels = r.get("kernels")

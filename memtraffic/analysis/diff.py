@@ -218,7 +218,7 @@ class _Keys:
         self.launches: dict[tuple[Hashable, Hashable], int] = {}
         self.kernels: Counter[tuple[Hashable, str]] = Counter()
 
-    def of_range(self, ident: Hashable, r: Mapping[str, Any]) -> RowKey:
+    def of_range(self, ident: Hashable, r: Mapping[str, object]) -> RowKey:
         if ident not in self.ranges:
             base = _base_key(r)
             if base[0] != "config":
@@ -383,7 +383,7 @@ def _worst(findings: object) -> str | None:
     return None
 
 
-def _sector_notes(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
+def _sector_notes(a: Mapping[str, object], b: Mapping[str, object]) -> list[Finding]:
     """Sector waste that went or came, per direction (one finding when loads and stores agree)."""
     moves: dict[str, tuple[str, dict[str, float | str]]] = {}
     for d, what in (("ld", "loads"), ("st", "stores")):
@@ -407,7 +407,7 @@ def _sector_notes(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
             for what, (rule, numbers) in moves.items()]
 
 
-def _why(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
+def _why(a: Mapping[str, object], b: Mapping[str, object]) -> list[Finding]:
     """What changed between the two rows, in the terms of analyze's findings."""
     notes = _sector_notes(a, b)
     for d, req, minimum in (("loads", "req_ld_bytes", "min_read_bytes"), ("stores", "req_st_bytes",
@@ -439,7 +439,7 @@ def _line_kinds(found: Sequence[object]) -> str:
     return " + ".join(KINDS.get(f.rule, f.rule) for f in found if isinstance(f, Finding)) or "fine"
 
 
-def verdict(a: Mapping[str, Any], b: Mapping[str, Any], row: Mapping[str, Any], group_by: str) -> str:
+def verdict(a: Mapping[str, object], b: Mapping[str, object], row: Mapping[str, Any], group_by: str) -> str:
     """One line: the largest byte changes, why (from the diagnoses), and the time change against its noise.
 
     DRAM writes are named last and apart: written data can stay in L2 past a kernel's end, so they vary
@@ -550,7 +550,7 @@ def _params_change(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
     block per kernel); '' when the parameters agree."""
     pa, pb = (r["params"] if isinstance(r.get("params"), dict) else {} for r in (a, b))
 
-    def shown(params: Mapping[str, Any], key: str) -> str:
+    def shown(params: Mapping[str, object], key: str) -> str:
         return "unset" if key not in params else "auto" if params[key] is None else str(params[key])
 
     keys = list(dict.fromkeys([*pa, *pb]))

@@ -64,13 +64,13 @@ def needs_full_set(rows: pd.DataFrame) -> pd.Series:
     return unexplained
 
 
-def _unexplained(r: Mapping[str, Any]) -> bool:
+def _unexplained(r: Mapping[str, object]) -> bool:
     """A direction of the row below GOOD whose L1 bytes are not its model's prediction."""
     explained = predicted(r)
     return any(ok(e := r.get(eff)) and e < GOOD and d not in explained for d, eff, *_ in _DIRECTIONS)
 
 
-def predicted(r: Mapping[str, Any]) -> list[str]:
+def predicted(r: Mapping[str, object]) -> list[str]:
     """The directions ('ld', 'st') of a row below GOOD whose L1 bytes are its model's prediction (within
     PREDICTED): traffic the variant's algorithm makes by design."""
     out = []
@@ -81,13 +81,13 @@ def predicted(r: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def reuses_tiles(r: Mapping[str, Any]) -> bool:
+def reuses_tiles(r: Mapping[str, object]) -> bool:
     """An op whose minimum FLOPs a minimum byte reach TILE_REUSE: its L1 re-reads are its algorithm."""
     flops, minimum = r.get("model_flops"), r.get("min_bytes")
     return ok(flops) and ok(minimum) and minimum > 0 and flops / minimum >= TILE_REUSE
 
 
-def not_results(r: Mapping[str, Any]) -> dict[str, str]:
+def not_results(r: Mapping[str, object]) -> dict[str, str]:
     """The efficiency columns of a row that are not results, each with why (a key of NOT_A_RESULT): a
     counter that cannot see the op's traffic, bytes a cache kept (an efficiency above SHOWN_MAX), a
     minimum of 0, or a matmul's L1 re-reads. Tables show '-', the JSON null."""
@@ -186,7 +186,7 @@ class Check:
 # --- the findings, in CHECKS' order -------------------------------------------------------------------------
 
 
-def _num(r: Mapping[str, Any], key: str) -> float:
+def _num(r: Mapping[str, object], key: str) -> float:
     v = r.get(key)
     return float(v) if ok(v) else math.nan
 

@@ -205,7 +205,7 @@ def _plain(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _num(r: Mapping[str, Any], key: str) -> float | None:
+def _num(r: Mapping[str, object], key: str) -> float | None:
     try:
         v = float(r.get(key))  # type: ignore[arg-type]
     except (TypeError, ValueError):
@@ -213,7 +213,7 @@ def _num(r: Mapping[str, Any], key: str) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def row_floor(r: Mapping[str, Any], measured: Mapping[str, float]) -> float | None:
+def row_floor(r: Mapping[str, object], measured: Mapping[str, float]) -> float | None:
     """Seconds at the floor of one row (copy of the minimum or FLOPs at the roof, the larger); None when
     neither is known."""
     copy = copy_seconds(r, measured)
@@ -224,7 +224,7 @@ def row_floor(r: Mapping[str, Any], measured: Mapping[str, float]) -> float | No
     return max(known) if known else None
 
 
-def row_reason(r: Mapping[str, Any], measured: Mapping[str, float],
+def row_reason(r: Mapping[str, object], measured: Mapping[str, float],
                timed: bool = False) -> tuple[str, Finding]:
     """(kind, finding): why one row's time is above its floor (KINDS; the module's order)."""
     held = max((_num(r, "time_ns") or 0.0) * 1e-9 - (row_floor(r, measured) or 0.0), 0.0)
@@ -256,7 +256,7 @@ def row_reason(r: Mapping[str, Any], measured: Mapping[str, float],
     return kind, found
 
 
-def _compute_dominates(r: Mapping[str, Any], measured: Mapping[str, float]) -> bool:
+def _compute_dominates(r: Mapping[str, object], measured: Mapping[str, float]) -> bool:
     copy = copy_seconds(r, measured) or 0.0
     floor = row_floor(r, measured)
     return floor is not None and floor > copy
@@ -343,17 +343,17 @@ def floor_of_table(table: pd.DataFrame, plan: Mapping[str, Any] | None = None, r
                  fusion)
 
 
-def _is_config(r: Mapping[str, Any]) -> bool:
+def _is_config(r: Mapping[str, object]) -> bool:
     """A row of a measure run's config (a variant), not a profile's op call, region or kernel."""
     return isinstance(r.get("variant"), str) and bool(r.get("variant"))
 
 
-def _group(r: Mapping[str, Any]) -> str:
+def _group(r: Mapping[str, object]) -> str:
     """The row a table row adds to: its config (its range) in a measure run, its op type in a profile."""
     return f"config {r.get('range')}" if _is_config(r) else f"op {r.get('op') or OUTSIDE}"
 
 
-def _config(r: Mapping[str, Any]) -> dict[str, Any]:
+def _config(r: Mapping[str, object]) -> dict[str, Any]:
     """FloorRow's config fields of a measure run's row (analyze's columns); none for a profile's."""
     if not _is_config(r):
         return {}

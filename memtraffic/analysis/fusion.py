@@ -185,11 +185,11 @@ def _int(x: object) -> int:
     return x if type(x) is int and x >= 0 else 0
 
 
-def _has_flops(c: Mapping[str, Any]) -> bool:
+def _has_flops(c: Mapping[str, object]) -> bool:
     return c.get("kind") == "op" and _int(c.get("model_flops")) > 0
 
 
-def _kind(c: Mapping[str, Any]) -> str:
+def _kind(c: Mapping[str, object]) -> str:
     """'skip' (moves nothing), 'barrier' or 'fusible' (see the module)."""
     if "reads" not in c and "writes" not in c:
         return "barrier" if _int(c.get("min_read_bytes")) + _int(c.get("min_write_bytes")) else "skip"

@@ -128,7 +128,7 @@ def _fraction(value: Any, what: str) -> float:
     return parse_fraction(value, what)
 
 
-def _levels(value: object, known: Mapping[str, Any], what: str) -> dict[str, object]:
+def _levels(value: object, known: Mapping[str, object], what: str) -> dict[str, object]:
     if not isinstance(value, dict) or not value:
         raise UsageError(f"{what} must be a table of levels, e.g. {what.rsplit(' ', 1)[-1]} = "
                          f"{{ {next(iter(known))} = ... }}")
@@ -138,7 +138,7 @@ def _levels(value: object, known: Mapping[str, Any], what: str) -> dict[str, obj
     return value
 
 
-def expectation(table: Mapping[str, Any], where: str) -> Expectation:
+def expectation(table: Mapping[str, object], where: str) -> Expectation:
     """One expectation from its TOML table (or assert_traffic's arguments), every value checked."""
     unknown = [k for k in table if k not in KEYS]
     if unknown:
@@ -287,8 +287,8 @@ def _result(exp: Expectation, label: str, check: str, value: float, limit: float
             "message": f"{label}: {text} ({exp.where}, match {exp.match!r})"}
 
 
-def _check_row(exp: Expectation, r: Mapping[str, Any], label: str,
-               base: Mapping[str, Any] | None, baseline_name: str) -> list[CheckResult]:
+def _check_row(exp: Expectation, r: Mapping[str, object], label: str,
+               base: Mapping[str, object] | None, baseline_name: str) -> list[CheckResult]:
     out = []
     for level, limit in exp.max_bytes.items():
         value = math.fsum(_num(r.get(c)) for c in BYTES[level])

@@ -51,7 +51,7 @@ def _value(x: float, kind: str) -> str:
     return formats[kind](x) if kind in formats else f"{x:.0f}"
 
 
-def _change(row: Mapping[str, Any], get: Callable[[Mapping[str, Any], str], float], kind: str) -> str:
+def _change(row: Mapping[str, object], get: Callable[[Mapping[str, Any], str], float], kind: str) -> str:
     a, b = get(row, "a"), get(row, "b")
     if math.isnan(a) or math.isnan(b):
         return "-"

@@ -247,7 +247,7 @@ def fusion_section(floor: Floor) -> str:
             + f"<p class='note'>{html.escape(legend)}.</p>")
 
 
-def _told(r: Mapping[str, Any]) -> list[tuple[str, str]]:
+def _told(r: Mapping[str, object]) -> list[tuple[str, str]]:
     """A row's findings as (sentence, explanation): its records (Finding, or their JSON from a saved
     table, which carries both texts), else the diagnosis of a table saved before findings were records."""
     found = r.get("findings")

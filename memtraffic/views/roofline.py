@@ -187,7 +187,7 @@ def roofline_points(df: pd.DataFrame, levels: Sequence[str] = LEVELS) -> pd.Data
     return out
 
 
-def _text(x: Any) -> str:
+def _text(x: object) -> str:
     return x if isinstance(x, str) else ""
 
 
