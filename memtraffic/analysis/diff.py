@@ -241,7 +241,7 @@ def _loose(key: RowKey) -> RowKey | None:
     return (*key[:5], *key[6:]) if key and key[0] == "config" else None
 
 
-def _launched(rows: Sequence[dict[str, Any]], keys: Sequence[RowKey]) -> dict[RowKey, Launches]:
+def _launched(rows: Sequence[Mapping[str, object]], keys: Sequence[RowKey]) -> dict[RowKey, Launches]:
     """Each key's launches ('GRIDxBLOCK' per kernel, its first row's); () where the table has none."""
     out: dict[RowKey, Launches] = {}
     for r, k in zip(rows, keys, strict=True):
@@ -513,7 +513,7 @@ def compare(a: Side, b: Side, group_by: str = "range", time_tolerance: float = T
     return Diff(a, b, group_by, time_tolerance, matched + only_a + only_b, notes)
 
 
-def _row(rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]], group_by: str,
+def _row(rows_a: Sequence[Mapping[str, object]], rows_b: Sequence[Mapping[str, object]], group_by: str,
          time_tolerance: float) -> dict[str, Any]:
     """One output row (the same keys for every status): each measure in A and B, change and relative."""
     ra, rb = (rows_a[0] if rows_a else {}), (rows_b[0] if rows_b else {})

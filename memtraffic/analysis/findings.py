@@ -299,7 +299,7 @@ def _levels_below(f: Facts) -> list[str]:
     return [k for k in ("eff_l1_ld", "eff_l1_st", "eff_l2", "eff_dram", "eff_dram_rd") if f.above(k)]
 
 
-def wrote_below(r: dict[str, Any]) -> bool:
+def wrote_below(r: Mapping[str, object]) -> bool:
     """DRAM wrote less than the minimum write (none at all included, where eff_dram_wr is undefined)."""
     wrote, minimum = r.get("dram_wr_bytes"), r.get("min_write_bytes")
     return ok(wrote) and ok(minimum) and wrote * ABOVE < minimum
