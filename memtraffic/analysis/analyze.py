@@ -158,7 +158,8 @@ def _div(num: pd.Series, den: pd.Series) -> pd.Series:
     negative or infinite (a ratio of those would be a wrong number, not a finding)."""
     num = pd.to_numeric(num, errors="coerce").astype(float)
     den = pd.to_numeric(den, errors="coerce").astype(float)
-    return num.where((num >= 0) & (num < math.inf)) / den.where((den > 0) & (den < math.inf))
+    ratio: pd.Series = num.where((num >= 0) & (num < math.inf)) / den.where((den > 0) & (den < math.inf))
+    return ratio
 
 
 def _config_models(plan: Plan | None) -> dict[str, dict[str, Any]]:
@@ -222,7 +223,7 @@ def _group(kernels: pd.DataFrame, group_by: str) -> pd.DataFrame:
     """Sum the counts of each range's kernels (kernels without a range stay single rows)."""
     dims = [_dims(g, b) for g, b in zip(kernels["grid_size"], kernels["block_size"], strict=True)]
     if group_by == "kernel":
-        out = kernels.copy()
+        out: pd.DataFrame = kernels.copy()
         out["kernels"] = [[k] for k in out["kernel"]]
         out["launch_dims"] = [[d] for d in dims]
         out["n_kernels"] = 1
@@ -258,7 +259,8 @@ def _group(kernels: pd.DataFrame, group_by: str) -> pd.DataFrame:
     out["kernels"] = [names[key] for key in out.index]
     out["launch_dims"] = [shapes[key] for key in out.index]
     out["n_kernels"] = grouped["kernel"].size()
-    return out.reset_index(drop=True)
+    grouped_out: pd.DataFrame = out.reset_index(drop=True)
+    return grouped_out
 
 
 def _dims(grid: Any, block: Any) -> str:
@@ -352,7 +354,9 @@ def compute(rows: pd.DataFrame, plan: Plan | None = None,
 
     others = [a for a in METRICS if a in df and a not in COLUMNS and a != "time"]
     # A timing-only run's kernels (and a report without launch statistics) have no launch columns: NaN.
-    return df.reindex(columns=COLUMNS + EXTRA_COLUMNS + others + [REUSES]).reset_index(drop=True)
+    columns = COLUMNS + EXTRA_COLUMNS + others + [REUSES]
+    table: pd.DataFrame = df.reindex(columns=columns).reset_index(drop=True)
+    return table
 
 
 def _measured_roofs(devices: pd.Series) -> dict[str, dict[str, float]]:
@@ -410,7 +414,8 @@ def _from_own_reports(kernels: pd.DataFrame, plan: Plan | None) -> pd.DataFrame:
         return kernels
     keep = [rng not in held or Path(str(report)).name in held[rng]
             for rng, report in zip(kernels["range"], kernels["report"], strict=True)]
-    return kernels[keep].reset_index(drop=True)
+    own: pd.DataFrame = kernels[keep].reset_index(drop=True)
+    return own
 
 
 def analyze_reports(reports: Sequence[Path], plan: Plan | None = None, *,
@@ -610,8 +615,9 @@ def _name_worst_lines(table: pd.DataFrame, reports: Sequence[Path],
         mine = [x for x in lines if x["range"] == r["range"] and x["kernel"] in r["kernels"]]
         worst = worst_line(mine) if r["findings"] else None
         found.append([*r["findings"], worst_line_finding(worst, subject_of(r))] if worst else r["findings"])
-    return table.assign(findings=pd.Series(found, index=table.index, dtype=object),
-                        diagnosis=[sentences(f) for f in found])
+    named: pd.DataFrame = table.assign(findings=pd.Series(found, index=table.index, dtype=object),
+                                       diagnosis=[sentences(f) for f in found])
+    return named
 
 
 def analyze_path(path: str | Path | Run, min_bytes: str | Sequence[str] | None = None,
@@ -694,10 +700,10 @@ def row_label(r: dict[str, Any]) -> str:
         name = f"region {r['op']}" if parts[1] == "region" else r["op"]
         reused = " (reused)" if r.get("reuses") else ""  # a repeat: its first call's counters
         return " ".join(p for p in (f"{name} #{seq}", r["shape"], r["dtype"]) if p) + reused
-    return r["range"] or (r["kernels"] or ["?"])[0]
+    return str(r["range"] or (r["kernels"] or ["?"])[0])
 
 
-def subject_of(r: Mapping[str, Any]) -> Subject:
+def subject_of(r: Mapping[str, object]) -> Subject:
     """What a row's findings are about, as people name it: the config of a variant, or the op (or region,
     or Triton kernel) and its call number; the kernel where the row has one."""
     kernels = r.get("kernels")
@@ -743,7 +749,8 @@ def load_results(run: str | Path | Run, partial: bool = False) -> pd.DataFrame:
     except ReportError:
         if saved is None or not kept:
             raise
-        return pd.DataFrame(read_results(saved, DAMAGED))
+        saved_table: pd.DataFrame = pd.DataFrame(read_results(saved, DAMAGED))
+        return saved_table
     require_whole(table, str(run.path), partial)
     return table
 

@@ -32,13 +32,14 @@ import json
 import math
 import statistics
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from memtraffic.analysis.floor import Floor, floor_run
 from memtraffic.analysis.fusion import Match, match
 from memtraffic.runfolder.records import RunRecord
 from memtraffic.runfolder.results import read_results
@@ -61,6 +62,10 @@ MEASURES = {  # what each grouping compares, in column order
     "op": ["time_ns", *_LEVELS, *_EFFS, "min_bytes", "excess_bytes", "calls", "reused", "n_kernels"],
     "line": ["bytes_moved", "excess_sectors", "sectors", "ideal_sectors", "requests", "inst_executed"],
 }
+# A row's match key: its kind ('config', 'op', 'range', ...), the names and values that say what it measured,
+# then call and launch orders (see _base_key and _Keys).
+RowKey = tuple[str | int, ...]
+Launches = tuple[str, ...]  # 'GRIDxBLOCK' per kernel
 BYTE_MEASURES = {"range": _LEVELS, "kernel": _LEVELS, "op": _LEVELS,
                  "line": ["bytes_moved", "excess_sectors"]}
 
@@ -73,7 +78,7 @@ class Side:
     name: str
     rows: list[dict[str, Any]]
     devices: list[str]
-    keys: list[tuple] = field(default_factory=list)
+    keys: list[RowKey] = field(default_factory=list)
     gaps: list[str] = field(default_factory=list)  # what the run lacks of its plan (analyze.gaps)
 
 
@@ -87,11 +92,12 @@ class Diff:
     time_tolerance: float
     rows: list[dict[str, Any]]
     notes: list[str]
-    floors: tuple[Any, Any] = (None, None)  # each side's analysis.floor.Floor (None: a saved table)
+    floors: tuple[Floor | None, Floor | None] = (None, None)  # each side's floor (None: a saved table)
     fusion: list[Match] = field(default_factory=list)  # B's Inductor kernels beside A's fusion groups
 
     def frame(self) -> pd.DataFrame:
-        return pd.DataFrame(self.rows)
+        frame: pd.DataFrame = pd.DataFrame(self.rows)
+        return frame
 
 
 # --- loading ------------------------------------------------------------------------------------------------
@@ -119,7 +125,7 @@ def _frame_of_records(path: Path, records: list[dict[str, Any]], group_by: str) 
     if per_op and group_by != "op":
         raise UsageError(f"{path} holds rows per op type (`analyze --group-by op`): diff it with "
                          "--group-by op, or save the rows per range (`analyze --format json`)")
-    df = pd.DataFrame(records)
+    df: pd.DataFrame = pd.DataFrame(records)
     need = ["op"] if per_op else ["range", "variant", "kernels"]
     missing = [c for c in need + _LEVELS if c not in df]
     if missing:
@@ -181,11 +187,11 @@ def load_side(path: str | Path, group_by: str = "range") -> Side:
 # --- matching -----------------------------------------------------------------------------------------------
 
 
-def _params_text(params: Any) -> str:
+def _params_text(params: object) -> str:
     return json.dumps(params if isinstance(params, dict) else {}, sort_keys=True, default=str)
 
 
-def _base_key(r: Mapping[str, Any]) -> tuple:
+def _base_key(r: Mapping[str, Any]) -> RowKey:
     """What a range measures, before its call order: a config, an op or region name, a range, a kernel."""
     if isinstance(r.get("variant"), str) and r["variant"]:
         return ("config", r["variant"], r.get("op", ""), r.get("shape", ""), r.get("dtype", ""),
@@ -207,12 +213,12 @@ class _Keys:
     region, range or lone kernel gets its call number among those of the same name."""
 
     def __init__(self) -> None:
-        self.ranges: dict[Any, tuple] = {}
-        self.calls: Counter[tuple] = Counter()
-        self.launches: dict[tuple, int] = {}
-        self.kernels: Counter[tuple] = Counter()
+        self.ranges: dict[Hashable, RowKey] = {}
+        self.calls: Counter[RowKey] = Counter()
+        self.launches: dict[tuple[Hashable, Hashable], int] = {}
+        self.kernels: Counter[tuple[Hashable, str]] = Counter()
 
-    def of_range(self, ident: Any, r: Mapping[str, Any]) -> tuple:
+    def of_range(self, ident: Hashable, r: Mapping[str, object]) -> RowKey:
         if ident not in self.ranges:
             base = _base_key(r)
             if base[0] != "config":
@@ -221,7 +227,7 @@ class _Keys:
             self.ranges[ident] = base
         return self.ranges[ident]
 
-    def of_kernel(self, ident: Any, kernel: str, launch: Any) -> int:
+    def of_kernel(self, ident: Hashable, kernel: str, launch: Hashable) -> int:
         """The kernel's order among the launches of that kernel in that range (repeats of a config
         restart it, so they fold onto the same key)."""
         if (ident, launch) not in self.launches:
@@ -230,21 +236,21 @@ class _Keys:
         return self.launches[(ident, launch)]
 
 
-def _loose(key: tuple) -> tuple | None:
+def _loose(key: RowKey) -> RowKey | None:
     """A config's key without its parameters (key[5]); None for other rows."""
     return (*key[:5], *key[6:]) if key and key[0] == "config" else None
 
 
-def _launched(rows: Sequence[dict[str, Any]], keys: Sequence[tuple]) -> dict[tuple, tuple]:
+def _launched(rows: Sequence[Mapping[str, object]], keys: Sequence[RowKey]) -> dict[RowKey, Launches]:
     """Each key's launches ('GRIDxBLOCK' per kernel, its first row's); () where the table has none."""
-    out: dict[tuple, tuple] = {}
+    out: dict[RowKey, Launches] = {}
     for r, k in zip(rows, keys, strict=True):
         dims = r.get("launch_dims")
         out.setdefault(k, tuple(dims) if isinstance(dims, list) and "?" not in dims else ())
     return out
 
 
-def pair_keys(a: Side, b: Side) -> dict[tuple, tuple]:
+def pair_keys(a: Side, b: Side) -> dict[RowKey, RowKey]:
     """Which key of A matches which of B: equal keys (variant, op, shape, dtype and every parameter value,
     defaults filled in); then, among the configs left, one of each run with the same variant, op, shape
     and dtype that launched the same grid and blocks (parameters spelled differently: a default written
@@ -254,8 +260,9 @@ def pair_keys(a: Side, b: Side) -> dict[tuple, tuple]:
     pairs = {k: k for k in dict.fromkeys(a.keys) if k in set(b.keys)}
     launched_a, launched_b = _launched(a.rows, a.keys), _launched(b.rows, b.keys)
     for same_launch in (True, False):
-        left_a: dict[tuple, list[tuple]] = {}
-        left_b: dict[tuple, list[tuple]] = {}
+        # grouped by the key without parameters, with its launches on the first try
+        left_a: dict[RowKey | tuple[RowKey, Launches], list[RowKey]] = {}
+        left_b: dict[RowKey | tuple[RowKey, Launches], list[RowKey]] = {}
         for keys, left, taken, launched in ((a.keys, left_a, set(pairs), launched_a),
                                             (b.keys, left_b, set(pairs.values()), launched_b)):
             for k in dict.fromkeys(keys):
@@ -270,7 +277,7 @@ def pair_keys(a: Side, b: Side) -> dict[tuple, tuple]:
     return pairs
 
 
-def _row_keys(rows: Sequence[dict[str, Any]], group_by: str) -> list[tuple]:
+def _row_keys(rows: Sequence[dict[str, Any]], group_by: str) -> list[RowKey]:
     if group_by == "op":
         return [("op type", str(r["op"])) for r in rows]
     keys = _Keys()
@@ -285,7 +292,7 @@ def _row_keys(rows: Sequence[dict[str, Any]], group_by: str) -> list[tuple]:
     return out
 
 
-def _line_keys(rows: Sequence[dict[str, Any]], ranges: Mapping[str, dict[str, Any]]) -> list[tuple]:
+def _line_keys(rows: Sequence[dict[str, Any]], ranges: Mapping[str, dict[str, Any]]) -> list[RowKey]:
     """Lines by file name and line; instructions without line info by their order in the kernel (their
     PCs are addresses, different in every run)."""
     keys = _Keys()
@@ -366,7 +373,7 @@ def pct(x: float) -> str:
     return f"{100 * x:+.0f}%" if abs(x) >= 0.095 else f"{100 * x:+.1f}%"
 
 
-def _worst(findings: Any) -> str | None:
+def _worst(findings: object) -> str | None:
     """The worst source line analyze's findings name (runs measured with --source), if any."""
     for f in findings if isinstance(findings, list) else []:
         if isinstance(f, Finding) and f.rule == "worst_line":
@@ -376,7 +383,7 @@ def _worst(findings: Any) -> str | None:
     return None
 
 
-def _sector_notes(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
+def _sector_notes(a: Mapping[str, object], b: Mapping[str, object]) -> list[Finding]:
     """Sector waste that went or came, per direction (one finding when loads and stores agree)."""
     moves: dict[str, tuple[str, dict[str, float | str]]] = {}
     for d, what in (("ld", "loads"), ("st", "stores")):
@@ -400,7 +407,7 @@ def _sector_notes(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
             for what, (rule, numbers) in moves.items()]
 
 
-def _why(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
+def _why(a: Mapping[str, object], b: Mapping[str, object]) -> list[Finding]:
     """What changed between the two rows, in the terms of analyze's findings."""
     notes = _sector_notes(a, b)
     for d, req, minimum in (("loads", "req_ld_bytes", "min_read_bytes"), ("stores", "req_st_bytes",
@@ -426,13 +433,13 @@ def _why(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
     return notes
 
 
-def _line_kinds(found: list[Any]) -> str:
+def _line_kinds(found: Sequence[object]) -> str:
     from memtraffic.analysis.lines import KINDS
 
     return " + ".join(KINDS.get(f.rule, f.rule) for f in found if isinstance(f, Finding)) or "fine"
 
 
-def verdict(a: Mapping[str, Any], b: Mapping[str, Any], row: Mapping[str, Any], group_by: str) -> str:
+def verdict(a: Mapping[str, object], b: Mapping[str, object], row: Mapping[str, Any], group_by: str) -> str:
     """One line: the largest byte changes, why (from the diagnoses), and the time change against its noise.
 
     DRAM writes are named last and apart: written data can stay in L2 past a kernel's end, so they vary
@@ -489,8 +496,8 @@ def compare(a: Side, b: Side, group_by: str = "range", time_tolerance: float = T
     if not (0 <= time_tolerance < 10):
         raise UsageError(f"--time-tolerance {time_tolerance}: give a fraction such as 0.05 (5%)")
     notes = check_devices(a, b, allow_mixed)
-    groups_a: dict[tuple, list[dict[str, Any]]] = {}
-    groups_b: dict[tuple, list[dict[str, Any]]] = {}
+    groups_a: dict[RowKey, list[dict[str, Any]]] = {}
+    groups_b: dict[RowKey, list[dict[str, Any]]] = {}
     for rows, keys, groups in ((a.rows, a.keys, groups_a), (b.rows, b.keys, groups_b)):
         for r, k in zip(rows, keys, strict=True):
             groups.setdefault(k, []).append(r)
@@ -506,7 +513,7 @@ def compare(a: Side, b: Side, group_by: str = "range", time_tolerance: float = T
     return Diff(a, b, group_by, time_tolerance, matched + only_a + only_b, notes)
 
 
-def _row(rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]], group_by: str,
+def _row(rows_a: Sequence[Mapping[str, object]], rows_b: Sequence[Mapping[str, object]], group_by: str,
          time_tolerance: float) -> dict[str, Any]:
     """One output row (the same keys for every status): each measure in A and B, change and relative."""
     ra, rb = (rows_a[0] if rows_a else {}), (rows_b[0] if rows_b else {})
@@ -543,7 +550,7 @@ def _params_change(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
     block per kernel); '' when the parameters agree."""
     pa, pb = (r["params"] if isinstance(r.get("params"), dict) else {} for r in (a, b))
 
-    def shown(params: Mapping[str, Any], key: str) -> str:
+    def shown(params: Mapping[str, object], key: str) -> str:
         return "unset" if key not in params else "auto" if params[key] is None else str(params[key])
 
     keys = list(dict.fromkeys([*pa, *pb]))
@@ -579,10 +586,8 @@ def diff(a: str | Path, b: str | Path, group_by: str = "range", time_tolerance: 
     return d
 
 
-def _floor(path: str | Path) -> Any:
+def _floor(path: str | Path) -> Floor | None:
     """The run's floor (analysis.floor), None for a saved JSON table or a run it cannot read."""
-    from memtraffic.analysis.floor import floor_run
-
     if Path(path).suffix == ".json":
         return None
     try:

@@ -12,12 +12,15 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from memtraffic.analysis.time_notes import explain_time, local_bytes
 from memtraffic.vocab.arch import Chip, chip_for_gpu
 from memtraffic.vocab.finding import GOOD, SECTOR_BYTES, Finding, Level, Subject
 from memtraffic.vocab.units import ABOVE
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["GOOD", "SECTOR_BYTES", "CHECKS", "NOT_A_RESULT", "Facts", "Role", "not_results", "reuses_tiles",
            "diagnose", "needs_full_set", "ok", "predicted"]
@@ -47,7 +50,7 @@ _DIRECTIONS = (("ld", "eff_l1_ld", "l1_ld_bytes", "pred_read_bytes", "min_read_b
                ("st", "eff_l1_st", "l1_st_bytes", "pred_write_bytes", "min_write_bytes"))
 
 
-def needs_full_set(rows: Any) -> Any:
+def needs_full_set(rows: pd.DataFrame) -> pd.Series:
     """Which rows of an analyzed table a first look (the one-pass `bytes` set) leaves unexplained: L1 load
     or store efficiency below GOOD, in a direction whose L1 bytes are not those its variant's model
     predicts (`pred_read_bytes`/`pred_write_bytes`, within PREDICTED). Only the bytes the instructions
@@ -56,17 +59,18 @@ def needs_full_set(rows: Any) -> Any:
     op types for `--ops`. Where the model predicts the bytes (a three-pass softmax reads its input three
     times), the sectors have nothing left to explain. A boolean Series (False where an efficiency is
     unknown)."""
-    return rows.apply(lambda r: _unexplained(r.to_dict()), axis=1).astype(bool) if len(rows) else \
-        rows["eff_l1_ld"] < GOOD
+    unexplained: pd.Series = rows.apply(lambda r: _unexplained(r.to_dict()), axis=1).astype(bool) \
+        if len(rows) else rows["eff_l1_ld"] < GOOD
+    return unexplained
 
 
-def _unexplained(r: Mapping[str, Any]) -> bool:
+def _unexplained(r: Mapping[str, object]) -> bool:
     """A direction of the row below GOOD whose L1 bytes are not its model's prediction."""
     explained = predicted(r)
     return any(ok(e := r.get(eff)) and e < GOOD and d not in explained for d, eff, *_ in _DIRECTIONS)
 
 
-def predicted(r: Mapping[str, Any]) -> list[str]:
+def predicted(r: Mapping[str, object]) -> list[str]:
     """The directions ('ld', 'st') of a row below GOOD whose L1 bytes are its model's prediction (within
     PREDICTED): traffic the variant's algorithm makes by design."""
     out = []
@@ -77,13 +81,13 @@ def predicted(r: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def reuses_tiles(r: Mapping[str, Any]) -> bool:
+def reuses_tiles(r: Mapping[str, object]) -> bool:
     """An op whose minimum FLOPs a minimum byte reach TILE_REUSE: its L1 re-reads are its algorithm."""
     flops, minimum = r.get("model_flops"), r.get("min_bytes")
     return ok(flops) and ok(minimum) and minimum > 0 and flops / minimum >= TILE_REUSE
 
 
-def not_results(r: Mapping[str, Any]) -> dict[str, str]:
+def not_results(r: Mapping[str, object]) -> dict[str, str]:
     """The efficiency columns of a row that are not results, each with why (a key of NOT_A_RESULT): a
     counter that cannot see the op's traffic, bytes a cache kept (an efficiency above SHOWN_MAX), a
     minimum of 0, or a matmul's L1 re-reads. Tables show '-', the JSON null."""
@@ -104,7 +108,7 @@ def not_results(r: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-def ok(x: Any) -> TypeGuard[float]:
+def ok(x: object) -> TypeGuard[float]:
     """A finite number (not None, not NaN)."""
     return x is not None and isinstance(x, int | float) and math.isfinite(x)
 
@@ -182,7 +186,7 @@ class Check:
 # --- the findings, in CHECKS' order -------------------------------------------------------------------------
 
 
-def _num(r: Mapping[str, Any], key: str) -> float:
+def _num(r: Mapping[str, object], key: str) -> float:
     v = r.get(key)
     return float(v) if ok(v) else math.nan
 
@@ -295,7 +299,7 @@ def _levels_below(f: Facts) -> list[str]:
     return [k for k in ("eff_l1_ld", "eff_l1_st", "eff_l2", "eff_dram", "eff_dram_rd") if f.above(k)]
 
 
-def wrote_below(r: dict[str, Any]) -> bool:
+def wrote_below(r: Mapping[str, object]) -> bool:
     """DRAM wrote less than the minimum write (none at all included, where eff_dram_wr is undefined)."""
     wrote, minimum = r.get("dram_wr_bytes"), r.get("min_write_bytes")
     return ok(wrote) and ok(minimum) and wrote * ABOVE < minimum

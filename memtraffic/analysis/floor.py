@@ -32,11 +32,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, cast
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import pandas as pd
 
-from memtraffic.analysis.fusion import HOW_KINDS, Fusion, fusion_groups
+from memtraffic.analysis.fusion import HOW_KINDS, Fusion, fusion_groups, storage_pairs
 from memtraffic.analysis.outside import left_out, left_out_line
 from memtraffic.analysis.per_op import OUTSIDE
 from memtraffic.analysis.time_notes import FLOP_ROOF, compute_evidence, copy_seconds, time_reason
@@ -46,6 +47,9 @@ from memtraffic.vocab.finding import GOOD, Finding, Subject, to_dicts
 from memtraffic.vocab.launches import measured_range
 from memtraffic.vocab.roofs import find_ceilings
 from memtraffic.vocab.units import fmt_bytes, fmt_time, wrap
+
+if TYPE_CHECKING:
+    from memtraffic.runfolder.load import Run
 
 TOP = 5  # the op types whose share of the recoverable time the summary gives
 # What a reason's kind means, for the legend and the JSON.
@@ -170,7 +174,8 @@ class Floor:
     def table(self) -> pd.DataFrame:
         """The op types as a DataFrame (the by_op rows, seconds), largest recoverable time first; `reason`
         holds each row's Finding (vocab.finding.say words it)."""
-        return pd.DataFrame([{**asdict(r), "reason": r.reason} for r in self.by_op])
+        table: pd.DataFrame = pd.DataFrame([{**asdict(r), "reason": r.reason} for r in self.by_op])
+        return table
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON of `memtraffic floor --format json`."""
@@ -200,7 +205,7 @@ def _plain(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _num(r: Mapping[str, Any], key: str) -> float | None:
+def _num(r: Mapping[str, object], key: str) -> float | None:
     try:
         v = float(r.get(key))  # type: ignore[arg-type]
     except (TypeError, ValueError):
@@ -208,7 +213,7 @@ def _num(r: Mapping[str, Any], key: str) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def row_floor(r: Mapping[str, Any], measured: Mapping[str, Any]) -> float | None:
+def row_floor(r: Mapping[str, object], measured: Mapping[str, float]) -> float | None:
     """Seconds at the floor of one row (copy of the minimum or FLOPs at the roof, the larger); None when
     neither is known."""
     copy = copy_seconds(r, measured)
@@ -219,7 +224,8 @@ def row_floor(r: Mapping[str, Any], measured: Mapping[str, Any]) -> float | None
     return max(known) if known else None
 
 
-def row_reason(r: Mapping[str, Any], measured: Mapping[str, Any], timed: bool = False) -> tuple[str, Finding]:
+def row_reason(r: Mapping[str, object], measured: Mapping[str, float],
+               timed: bool = False) -> tuple[str, Finding]:
     """(kind, finding): why one row's time is above its floor (KINDS; the module's order)."""
     held = max((_num(r, "time_ns") or 0.0) * 1e-9 - (row_floor(r, measured) or 0.0), 0.0)
     if not measured.get("dram_Bps"):
@@ -250,7 +256,7 @@ def row_reason(r: Mapping[str, Any], measured: Mapping[str, Any], timed: bool = 
     return kind, found
 
 
-def _compute_dominates(r: Mapping[str, Any], measured: Mapping[str, Any]) -> bool:
+def _compute_dominates(r: Mapping[str, object], measured: Mapping[str, float]) -> bool:
     copy = copy_seconds(r, measured) or 0.0
     floor = row_floor(r, measured)
     return floor is not None and floor > copy
@@ -337,17 +343,17 @@ def floor_of_table(table: pd.DataFrame, plan: Mapping[str, Any] | None = None, r
                  fusion)
 
 
-def _is_config(r: Mapping[str, Any]) -> bool:
+def _is_config(r: Mapping[str, object]) -> bool:
     """A row of a measure run's config (a variant), not a profile's op call, region or kernel."""
     return isinstance(r.get("variant"), str) and bool(r.get("variant"))
 
 
-def _group(r: Mapping[str, Any]) -> str:
+def _group(r: Mapping[str, object]) -> str:
     """The row a table row adds to: its config (its range) in a measure run, its op type in a profile."""
     return f"config {r.get('range')}" if _is_config(r) else f"op {r.get('op') or OUTSIDE}"
 
 
-def _config(r: Mapping[str, Any]) -> dict[str, Any]:
+def _config(r: Mapping[str, object]) -> dict[str, Any]:
     """FloorRow's config fields of a measure run's row (analyze's columns); none for a profile's."""
     if not _is_config(r):
         return {}
@@ -365,23 +371,13 @@ def _eager_bytes(configs: Sequence[Mapping[str, Any]]) -> int | None:
     return int(sum((c.get("min_read_bytes") or 0) + (c.get("min_write_bytes") or 0) for c in configs))
 
 
-def _pairs(value: Any) -> list[tuple[int | None, int]]:
-    """A record's [storage, bytes] pairs; a pair that is not one (a damaged trace line) is left out."""
-    out: list[tuple[int | None, int]] = []
-    for pair in value if isinstance(value, list) else []:
-        if (isinstance(pair, list) and len(pair) == 2 and (pair[0] is None or type(pair[0]) is int)
-                and type(pair[1]) is int and pair[1] >= 0):
-            out.append((pair[0], pair[1]))
-    return out
-
-
 def fused_minimum(configs: Sequence[Mapping[str, Any]]) -> Fused | None:
     """The fused minimum of trace records (plan configs) in program order; None when no record names its
     storages (a trace written before they were recorded). See the module for the rule."""
     if not any("reads" in c or "writes" in c for c in configs):
         return None
-    inside: dict[tuple[Any, int], int] = {}  # storage -> bytes of the value the region wrote there
-    outside: dict[tuple[Any, int], int] = {}  # storage -> bytes read of its value from before the region
+    inside: dict[tuple[object, int], int] = {}  # storage -> bytes of the value the region wrote there
+    outside: dict[tuple[object, int], int] = {}  # storage -> bytes read of its value from before the region
     read = write_unknown = eager = unidentified = 0
     for c in configs:
         eager += (c.get("min_read_bytes") or 0) + (c.get("min_write_bytes") or 0)
@@ -394,7 +390,7 @@ def fused_minimum(configs: Sequence[Mapping[str, Any]]) -> Fused | None:
         for ptr in c.get("freed") or []:  # released: a later pointer of the same number is new memory
             inside.pop((pid, ptr), None)
             outside.pop((pid, ptr), None)
-        for ptr, nbytes in _pairs(c.get("reads")):
+        for ptr, nbytes in storage_pairs(c.get("reads")):
             if ptr is None:
                 read += nbytes
                 continue
@@ -404,7 +400,7 @@ def fused_minimum(configs: Sequence[Mapping[str, Any]]) -> Fused | None:
             if nbytes > outside.get(key, 0):
                 read += nbytes - outside.get(key, 0)
                 outside[key] = nbytes
-        for ptr, nbytes in _pairs(c.get("writes")):
+        for ptr, nbytes in storage_pairs(c.get("writes")):
             if ptr is None:
                 write_unknown += nbytes
                 continue
@@ -476,7 +472,7 @@ def table_rows(f: Floor) -> list[dict[str, str]]:
              "share": f"{r.share:.0%}", "reason": r.reason_kind} for r in f.by_op]
 
 
-def floor_run(run: Any, partial: bool = True, warn_gaps: bool = False) -> Floor:
+def floor_run(run: Run | str | Path, partial: bool = True, warn_gaps: bool = False) -> Floor:
     """The Floor of a run folder or loaded run (memtraffic.runfolder.load.Run): its per-range table, every
     kernel it holds. A run with gaps (interrupted, a cut report, configs missing) is read as far as it goes
     when `partial` (each gap a warning with `warn_gaps`: `memtraffic floor --partial`), else each gap is

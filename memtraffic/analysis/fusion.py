@@ -170,7 +170,7 @@ def base(op: str) -> str:
     return ".".join(parts[:2]) if parts[0] == "aten" and len(parts) > 2 else op
 
 
-def _pairs(value: Any) -> list[tuple[int | None, int]]:
+def storage_pairs(value: object) -> list[tuple[int | None, int]]:
     """A record's [storage, bytes] pairs; a pair that is not one (a damaged trace line) is left out."""
     out: list[tuple[int | None, int]] = []
     for pair in value if isinstance(value, list) else []:
@@ -180,20 +180,20 @@ def _pairs(value: Any) -> list[tuple[int | None, int]]:
     return out
 
 
-def _int(x: Any) -> int:
+def _int(x: object) -> int:
     """A count from a record: 0 for anything but a non-negative int (a damaged field)."""
     return x if type(x) is int and x >= 0 else 0
 
 
-def _has_flops(c: Mapping[str, Any]) -> bool:
+def _has_flops(c: Mapping[str, object]) -> bool:
     return c.get("kind") == "op" and _int(c.get("model_flops")) > 0
 
 
-def _kind(c: Mapping[str, Any]) -> str:
+def _kind(c: Mapping[str, object]) -> str:
     """'skip' (moves nothing), 'barrier' or 'fusible' (see the module)."""
     if "reads" not in c and "writes" not in c:
         return "barrier" if _int(c.get("min_read_bytes")) + _int(c.get("min_write_bytes")) else "skip"
-    if not _pairs(c.get("reads")) and not _pairs(c.get("writes")):
+    if not storage_pairs(c.get("reads")) and not storage_pairs(c.get("writes")):
         return "skip"
     op = str(c.get("op") or "")
     if _has_flops(c) or base(op) in EXTERN or op.startswith("triton_tem_"):
@@ -239,7 +239,7 @@ def fusion_groups(configs: Sequence[Mapping[str, Any]], times: Mapping[str, tupl
     if not bw:
         return Fusion(note="no measured roofs for this GPU (memtraffic ceilings --refresh): no fused floor")
     kinds = [_kind(c) for c in configs]
-    current: dict[tuple[Any, int], _Value] = {}
+    current: dict[tuple[int | None, int], _Value] = {}  # (process, storage) -> the value it holds
     reads: list[list[tuple[_Value | None, int]]] = [[] for _ in configs]
     writes: list[list[tuple[_Value | None, int]]] = [[] for _ in configs]
     level: list[tuple[int, int]] = []  # (stretch, barriers on the longest path of data)
@@ -247,7 +247,7 @@ def fusion_groups(configs: Sequence[Mapping[str, Any]], times: Mapping[str, tupl
     stretch = seen_matmuls = 0
     sets = _Sets()
     filled: set[int] = set()  # fills (calls that read nothing) already joined to a reader
-    def drop(pid: Any, ptrs: Any) -> None:
+    def drop(pid: int | None, ptrs: object) -> None:
         for ptr in ptrs if isinstance(ptrs, list) else []:
             value = current.pop((pid, ptr), None) if type(ptr) is int else None
             if value is not None:
@@ -258,7 +258,7 @@ def fusion_groups(configs: Sequence[Mapping[str, Any]], times: Mapping[str, tupl
         drop(pid, c.get("freed"))
         if "reads" not in c and "writes" not in c and kinds[i] == "barrier":
             stretch += 1  # a record without storages: nothing is followed across it
-        for ptr, nbytes in _pairs(c.get("reads")):
+        for ptr, nbytes in storage_pairs(c.get("reads")):
             value = current.setdefault((pid, ptr), _Value(None)) if ptr is not None else None
             if value is not None:
                 value.readers.append(i)
@@ -268,7 +268,7 @@ def fusion_groups(configs: Sequence[Mapping[str, Any]], times: Mapping[str, tupl
         level.append((stretch, depth))
         matmuls.append(seen_matmuls)
         seen_matmuls += _has_flops(c)
-        for ptr, nbytes in _pairs(c.get("writes")):
+        for ptr, nbytes in storage_pairs(c.get("writes")):
             value = None
             if ptr is not None:
                 old = current.get((pid, ptr))
@@ -305,7 +305,7 @@ def fusion_groups(configs: Sequence[Mapping[str, Any]], times: Mapping[str, tupl
         kernels.append(Kernel(str(c.get("op")), _int(c.get("seq")), fused_aten,
                               times.get(measured_range(str(c.get("range"))), (0.0, 0))[0], matmuls[i],
                               _int(c.get("min_read_bytes")) + _int(c.get("min_write_bytes")),
-                              [n for _, n in _pairs(c.get("writes"))], position.get(only, -1)))
+                              [n for _, n in storage_pairs(c.get("writes"))], position.get(only, -1)))
     return Fusion(groups, kernels)
 
 

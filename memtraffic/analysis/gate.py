@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from memtraffic.analysis.diff import (
+    RowKey,
     Side,
     check_devices,
     load_side,
@@ -98,7 +99,7 @@ class Expectations:
     floor: FloorLimits | None = None
 
 
-def parse_time(text: Any, what: str) -> float:
+def parse_time(text: object, what: str) -> float:
     """'20us' -> 20000.0 ns; a bare number is ns. UsageError naming `what` otherwise (a negative, NaN or
     infinite limit included: a gate that no value can fail is no gate)."""
     if isinstance(text, int | float) and not isinstance(text, bool) and 0 <= text < math.inf:
@@ -110,7 +111,7 @@ def parse_time(text: Any, what: str) -> float:
     return value
 
 
-def _size(value: Any, what: str) -> float:
+def _size(value: object, what: str) -> float:
     if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < LIMIT:
         return float(value)
     if isinstance(value, str):
@@ -127,7 +128,7 @@ def _fraction(value: Any, what: str) -> float:
     return parse_fraction(value, what)
 
 
-def _levels(value: object, known: Mapping[str, Any], what: str) -> dict[str, object]:
+def _levels(value: object, known: Mapping[str, object], what: str) -> dict[str, object]:
     if not isinstance(value, dict) or not value:
         raise UsageError(f"{what} must be a table of levels, e.g. {what.rsplit(' ', 1)[-1]} = "
                          f"{{ {next(iter(known))} = ... }}")
@@ -137,7 +138,7 @@ def _levels(value: object, known: Mapping[str, Any], what: str) -> dict[str, obj
     return value
 
 
-def expectation(table: Mapping[str, Any], where: str) -> Expectation:
+def expectation(table: Mapping[str, object], where: str) -> Expectation:
     """One expectation from its TOML table (or assert_traffic's arguments), every value checked."""
     unknown = [k for k in table if k not in KEYS]
     if unknown:
@@ -194,7 +195,7 @@ def load_expectations(path: str | Path) -> Expectations:
 FLOOR_KEYS = ("max_recoverable", "max_over_fused")
 
 
-def _floor_limits(table: Any, where: str) -> FloorLimits:
+def _floor_limits(table: object, where: str) -> FloorLimits:
     if not isinstance(table, dict) or not table:
         raise UsageError(f"{where} must be a table with {' or '.join(FLOOR_KEYS)}, e.g. "
                          "[floor] / max_recoverable = \"300us\"")
@@ -248,7 +249,7 @@ def _check_floor(limits: FloorLimits, run: str | Path) -> list[CheckResult]:
 # --- checking ---------------------------------------------------------------------------------------------
 
 
-def _num(x: Any) -> float:
+def _num(x: object) -> float:
     return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else math.nan
 
 
@@ -286,8 +287,8 @@ def _result(exp: Expectation, label: str, check: str, value: float, limit: float
             "message": f"{label}: {text} ({exp.where}, match {exp.match!r})"}
 
 
-def _check_row(exp: Expectation, r: Mapping[str, Any], label: str,
-               base: Mapping[str, Any] | None, baseline_name: str) -> list[CheckResult]:
+def _check_row(exp: Expectation, r: Mapping[str, object], label: str,
+               base: Mapping[str, object] | None, baseline_name: str) -> list[CheckResult]:
     out = []
     for level, limit in exp.max_bytes.items():
         value = math.fsum(_num(r.get(c)) for c in BYTES[level])
@@ -332,7 +333,7 @@ def check(run: str | Path, expectations: Expectations, baseline: str | Path | No
     UsageError when a regex matches no row of the run, or no_worse_than has no baseline."""
     baseline = Path(baseline) if baseline is not None else expectations.baseline
     sides: dict[str, Side] = {}
-    bases: dict[str, dict[tuple, dict[str, Any]]] = {}
+    bases: dict[str, dict[RowKey, dict[str, Any]]] = {}
     results: list[CheckResult] = []
     for exp in expectations.items:
         if exp.by not in sides:
@@ -344,7 +345,7 @@ def check(run: str | Path, expectations: Expectations, baseline: str | Path | No
                                  "the top of the file, or pass --baseline RUN")
             base_side = load_side(baseline, exp.by)
             check_devices(base_side, side, allow_mixed=False)
-            by_key: dict[tuple, dict[str, Any]] = {}
+            by_key: dict[RowKey, dict[str, Any]] = {}
             for k, r in zip(base_side.keys, base_side.rows, strict=True):
                 by_key.setdefault(k, r)
             pairs = pair_keys(side, base_side)  # matched as `memtraffic diff` matches
@@ -372,15 +373,15 @@ def check(run: str | Path, expectations: Expectations, baseline: str | Path | No
     return results
 
 
-def failures(results: Sequence[Mapping[str, Any]]) -> list[str]:
+def failures(results: Sequence[CheckResult]) -> list[str]:
     """One line per failed check."""
     return [f"FAIL {r['message']}" for r in results if not r["ok"]]
 
 
-def held(results: Sequence[Mapping[str, Any]]) -> list[str]:
+def held(results: Sequence[CheckResult]) -> list[str]:
     """One line per row (per expectation) whose checks all hold: 'ok ROW: max_bytes l1_ld, l1_st; max_time
     (FILE [[expect]] #N)', the limits named as the file names them."""
-    groups: dict[tuple[str | None, str | None], list[Mapping[str, Any]]] = {}
+    groups: dict[tuple[str | None, str | None], list[CheckResult]] = {}
     for r in results:
         groups.setdefault((r["expectation"], r["row"]), []).append(r)
     lines = []

@@ -88,8 +88,10 @@ def _settle(stretch: Sequence[tuple[int, bool, bool]], traced: bool, kinds: list
 def left_out(table: pd.DataFrame) -> pd.Series:
     """Whether each row is left out of readable tables (`outside_program`; a table without it: none)."""
     if "outside_program" not in table:
-        return pd.Series(False, index=table.index)
-    return table["outside_program"].map(lambda v: v is True or v == 1).astype(bool)
+        none: pd.Series = pd.Series(False, index=table.index)
+        return none
+    flags: pd.Series = table["outside_program"].map(lambda v: v is True or v == 1).astype(bool)
+    return flags
 
 
 def left_out_line(table: pd.DataFrame) -> str | None:

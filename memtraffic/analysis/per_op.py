@@ -52,7 +52,8 @@ def _worst(calls: pd.DataFrame) -> pd.Series:
 def summarize(table: pd.DataFrame) -> pd.DataFrame:
     """The per-op-type summary (COLUMNS) of an analyzed per-range table, largest excess first."""
     if table.empty:
-        return pd.DataFrame(columns=COLUMNS)
+        empty: pd.DataFrame = pd.DataFrame(columns=COLUMNS)
+        return empty
     outside = left_out(table)
     kept = table[~outside]
     ops = kept["op"].where(kept["op"].astype(bool), OUTSIDE)
@@ -94,10 +95,11 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
         s["status"] = _status(calls)
         s["outside_program"], s["outside_kind"] = False, ""
         rows.append(s)
-    out = pd.DataFrame(rows, columns=COLUMNS)
-    out = out.sort_values("excess_bytes", ascending=False, na_position="last", kind="stable")
+    out: pd.DataFrame = pd.DataFrame(rows, columns=COLUMNS).sort_values(
+        "excess_bytes", ascending=False, na_position="last", kind="stable")
     if not outside.any():
-        return out.reset_index(drop=True)
+        kept_only: pd.DataFrame = out.reset_index(drop=True)
+        return kept_only
     left = _left_out_rows(table[outside])
     return pd.concat([out, left], ignore_index=True) if len(out) else left
 
@@ -119,7 +121,8 @@ def _left_out_rows(table: pd.DataFrame) -> pd.DataFrame:
              "outside_program": True, "outside_kind": kind,
              **{column: calls[column].sum(min_count=1) for column in MEASURED}}
             for kind, calls in table.groupby("outside_kind", sort=False)]
-    return pd.DataFrame(rows, columns=COLUMNS)
+    left: pd.DataFrame = pd.DataFrame(rows, columns=COLUMNS)
+    return left
 
 
 def needs_full_look(table: pd.DataFrame, top: int = 8) -> list[str]:
@@ -131,7 +134,8 @@ def needs_full_look(table: pd.DataFrame, top: int = 8) -> list[str]:
     summary = summarize(table)
     low = summary[needs_full_set(summary)]
     low = low[low["op"].str.startswith("aten.")]
-    return low.sort_values("excess_l1_bytes", ascending=False, kind="stable")["op"].head(top).tolist()
+    ranked = low.sort_values("excess_l1_bytes", ascending=False, kind="stable")
+    return [str(op) for op in ranked["op"].head(top)]
 
 
 def _status(calls: pd.DataFrame) -> str:

@@ -49,7 +49,7 @@ def add_reused(kernels: pd.DataFrame, plan: Plan | None) -> pd.DataFrame:
             sources.append(source)
     if not take:
         return kernels
-    copies = kernels.iloc[take].assign(range=names, **{REUSES: sources})
+    copies: pd.DataFrame = kernels.iloc[take].assign(range=names, **{REUSES: sources})
     return pd.concat([kernels, copies], ignore_index=True)
 
 
@@ -152,12 +152,13 @@ def signature_groups(table: pd.DataFrame, plan: Plan | None) -> pd.DataFrame:
         rows.append(row)
     spreads = [f"{c}_spread" for c in [*(c for c, _, _ in _CHECKED), *_SHOWN]]
     columns = ["signature", "op", "shape", "dtype", "calls", "kernels", *spreads, "differs", "first_range"]
-    out = pd.DataFrame(rows, columns=columns)
+    out: pd.DataFrame = pd.DataFrame(rows, columns=columns)
     if out.empty:
         return out
     worst = out[[f"{c}_spread" for c, _, _ in _CHECKED]].max(axis=1)
-    out = out.assign(_w=worst).sort_values("_w", ascending=False, kind="stable")
-    return out.drop(columns="_w").reset_index(drop=True)
+    ranked: pd.DataFrame = (out.assign(_w=worst).sort_values("_w", ascending=False, kind="stable")
+                            .drop(columns="_w").reset_index(drop=True))
+    return ranked
 
 
 def varied(table: pd.DataFrame, plan: Plan | None) -> list[VariedSignature]:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
 
 from memtraffic.vocab.finding import Finding, Level
 from memtraffic.vocab.roofs import ROOFS
@@ -47,7 +46,7 @@ LIMITS = {"limit_registers": "registers", "limit_shared_mem": "shared memory",
           "limit_blocks": "blocks per SM", "limit_warps": "warps per SM (block size)"}
 
 
-def _num(r: Mapping[str, Any], key: str) -> float | None:
+def _num(r: Mapping[str, object], key: str) -> float | None:
     try:
         v = float(r.get(key))  # type: ignore[arg-type]  # None and text are caught below
     except (TypeError, ValueError):
@@ -55,13 +54,13 @@ def _num(r: Mapping[str, Any], key: str) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def copy_seconds(r: Mapping[str, Any], measured: Mapping[str, Any]) -> float | None:
+def copy_seconds(r: Mapping[str, object], measured: Mapping[str, float]) -> float | None:
     """Seconds a copy of the row's minimum takes at the measured copy roof (None when either is unknown)."""
     bw, minimum = _num(measured, "dram_Bps"), _num(r, "min_bytes")
     return minimum / bw if bw and minimum and minimum > 0 else None
 
 
-def slow_at_minimum(r: Mapping[str, Any], measured: Mapping[str, Any] | None) -> bool:
+def slow_at_minimum(r: Mapping[str, object], measured: Mapping[str, float] | None) -> bool:
     """The rule: DRAM reads at the minimum, time >= SLOW copies of it."""
     eff = _num(r, "eff_dram_rd")
     eff = eff if eff is not None else _num(r, "eff_dram")
@@ -70,12 +69,12 @@ def slow_at_minimum(r: Mapping[str, Any], measured: Mapping[str, Any] | None) ->
         ns * 1e-9 >= SLOW * copy
 
 
-def local_bytes(r: Mapping[str, Any]) -> float:
+def local_bytes(r: Mapping[str, object]) -> float:
     """Local-memory bytes through L1 (loads + stores; 0 when not measured)."""
     return sum(_num(r, k) or 0.0 for k in ("l1_local_ld_bytes", "l1_local_st_bytes"))
 
 
-def _limiter(r: Mapping[str, Any]) -> str:
+def _limiter(r: Mapping[str, object]) -> str:
     """'limited by registers (40 a thread): 2 blocks an SM': the resources that allow the fewest blocks per
     SM (all of them when several tie)."""
     limits = {k: v for k in LIMITS if (v := _num(r, k)) is not None}
@@ -94,7 +93,7 @@ def _limiter(r: Mapping[str, Any]) -> str:
     return f"limited by {listed}: {fewest:.0f} blocks an SM"
 
 
-def _resident_threads(r: Mapping[str, Any]) -> float | None:
+def _resident_threads(r: Mapping[str, object]) -> float | None:
     """Threads the launch keeps on the GPU at once: the whole grid under one wave, else one wave's."""
     grid, block, waves = _num(r, "grid_size"), _num(r, "block_size"), _num(r, "waves")
     if not (grid and block and waves):
@@ -102,7 +101,7 @@ def _resident_threads(r: Mapping[str, Any]) -> float | None:
     return grid * block if waves < 1 else grid * block / waves
 
 
-def in_flight(r: Mapping[str, Any], measured: Mapping[str, Any]) -> dict[str, float | str]:
+def in_flight(r: Mapping[str, object], measured: Mapping[str, float]) -> dict[str, float | str]:
     """Little's law: the bytes the copy roof needs in flight, and per resident thread, as evidence ({} when
     unknown): `need_bytes`, `thread_n` (bytes each resident thread must have outstanding), `in_flight`
     (the arithmetic in words, for the explanation)."""
@@ -124,7 +123,7 @@ def _per_thread(x: float) -> str:
     return f"{x:.3g} B"
 
 
-def explain_time(r: Mapping[str, Any], measured: Mapping[str, Any] | None) -> Finding | None:
+def explain_time(r: Mapping[str, object], measured: Mapping[str, float] | None) -> Finding | None:
     """The finding for a row at the minimum in bytes but slow in time (see the module); None otherwise."""
     if not measured or not slow_at_minimum(r, measured):
         return None
@@ -133,7 +132,7 @@ def explain_time(r: Mapping[str, Any], measured: Mapping[str, Any] | None) -> Fi
     return _reason(r, measured, copy, _num(r, "time_ns") or 0.0)[1]
 
 
-def time_reason(r: Mapping[str, Any], measured: Mapping[str, Any]) -> tuple[str, Finding]:
+def time_reason(r: Mapping[str, object], measured: Mapping[str, float]) -> tuple[str, Finding]:
     """(kind, finding): the first reason of the module's order that fits a row, without the rule's gate (the
     floor of a program asks it of every row). Kinds: spills, launch, compute, grid, L1, occupancy, tail,
     latency (bytes in flight), unknown (none fits; the finding says what to measure)."""
@@ -141,7 +140,7 @@ def time_reason(r: Mapping[str, Any], measured: Mapping[str, Any]) -> tuple[str,
     return _reason(r, measured, copy, _num(r, "time_ns") or 0.0)
 
 
-def compute_evidence(r: Mapping[str, Any], measured: Mapping[str, Any], seconds: float | None = None
+def compute_evidence(r: Mapping[str, object], measured: Mapping[str, float], seconds: float | None = None
                      ) -> dict[str, float | str]:
     """The FLOPs' floor of a row as evidence ({} when its FLOPs or roof are unknown): `gflop_n`, `roof`
     (its name), `roof_flops`, `flops_s` (the FLOPs at the roof; `seconds` instead where given) and
@@ -156,7 +155,8 @@ def compute_evidence(r: Mapping[str, Any], measured: Mapping[str, Any], seconds:
             "share_frac": need * 1e9 / ns, "time_s": ns * 1e-9}
 
 
-def _reason(r: Mapping[str, Any], measured: Mapping[str, Any], copy: float, ns: float) -> tuple[str, Finding]:
+def _reason(r: Mapping[str, object], measured: Mapping[str, float], copy: float,
+            ns: float) -> tuple[str, Finding]:
     base: dict[str, float | str] = {"time_s": ns * 1e-9, "copy_s": copy, "time_x": ns * 1e-9 / copy if copy
                                     else math.nan, "roof_Bps": _num(measured, "dram_Bps") or math.nan}
     held = max(ns * 1e-9 - copy, 0.0)

@@ -29,8 +29,10 @@ def timing_kernels(path: Path) -> pd.DataFrame:
              "kernel": k["kernel"], "kernel_full": k["kernel"], "grid_size": None, "block_size": None,
              "device": data.get("device", ""), "passes": 0, "time": float(k["time_ns"]), "report": str(path)}
             for i, k in enumerate(data["kernels"])]
-    return pd.DataFrame(rows, columns=["launch", "range", "nvtx", "kernel", "kernel_full", "grid_size",
-                                       "block_size", "device", "passes", "time", "report"])
+    kernels: pd.DataFrame = pd.DataFrame(rows, columns=["launch", "range", "nvtx", "kernel", "kernel_full",
+                                                        "grid_size", "block_size", "device", "passes", "time",
+                                                        "report"])
+    return kernels
 
 
 def copy_roof(device: str) -> float | None:
@@ -44,7 +46,8 @@ def mark(table: pd.DataFrame, subjects: Sequence[Subject]) -> pd.DataFrame:
     """The analyzed table of a timing-only run with its roof fraction and its findings (each row's about
     its subject, in the table's order)."""
     if table.empty:
-        return table.assign(timing_only=[], copy_roof_Bps=[], frac_copy_roof=[])
+        empty: pd.DataFrame = table.assign(timing_only=[], copy_roof_Bps=[], frac_copy_roof=[])
+        return empty
     roofs = {d: copy_roof(d) for d in set(table["device"].fillna(""))}
     roof = [roofs.get(d) or math.nan for d in table["device"].fillna("")]
     table = table.assign(timing_only=True, copy_roof_Bps=roof)

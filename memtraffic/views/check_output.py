@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from memtraffic.analysis.gate import failures, held
+from memtraffic.analysis.gate import CheckResult, failures, held
 from memtraffic.views import formats
 
 
-def summary(results: Sequence[Mapping[str, Any]]) -> str:
+def summary(results: Sequence[CheckResult]) -> str:
     failed = sum(not r["ok"] for r in results)
     n = len({(r["expectation"], r["row"]) for r in results})
     rows = f"{n} row{'s' if n != 1 else ''}"
@@ -18,7 +17,7 @@ def summary(results: Sequence[Mapping[str, Any]]) -> str:
     return f"{failed} of {len(results)} checks failed ({rows})"
 
 
-def render(results: Sequence[Mapping[str, Any]], fmt: str, run: str, source: str) -> str:
+def render(results: Sequence[CheckResult], fmt: str, run: str, source: str) -> str:
     """table: 'FAIL ...' per failed check, or when all hold 'ok ...' per row with the limits it held, then the
     summary; json: {run, expect, passed, failed, checks}."""
     def record() -> dict[str, object]:  # the json document

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from memtraffic.analysis.diff import Diff, pct, relative
+from memtraffic.analysis.floor import Floor
 from memtraffic.analysis.fusion import Match
 from memtraffic.views import formats
 from memtraffic.vocab.units import fmt_bytes, fmt_eff, fmt_time
@@ -21,7 +22,7 @@ def _get(*measures: str) -> Callable[[Mapping[str, Any], str], float]:
     return lambda row, side: math.fsum(_f(row.get(f"{m}_{side}")) for m in measures)
 
 
-def _f(x: Any) -> float:
+def _f(x: object) -> float:
     return float(x) if isinstance(x, int | float) and x is not None else math.nan
 
 
@@ -46,10 +47,11 @@ def _cells(d: Diff) -> list[Cell]:
 def _value(x: float, kind: str) -> str:
     if math.isnan(x):
         return "-"
-    return {"time": fmt_time, "bytes": fmt_bytes, "eff": fmt_eff}.get(kind, lambda v: f"{v:.0f}")(x)
+    formats: dict[str, Callable[[float], str]] = {"time": fmt_time, "bytes": fmt_bytes, "eff": fmt_eff}
+    return formats[kind](x) if kind in formats else f"{x:.0f}"
 
 
-def _change(row: Mapping[str, Any], get: Callable[[Mapping[str, Any], str], float], kind: str) -> str:
+def _change(row: Mapping[str, object], get: Callable[[Mapping[str, Any], str], float], kind: str) -> str:
     a, b = get(row, "a"), get(row, "b")
     if math.isnan(a) or math.isnan(b):
         return "-"
@@ -117,7 +119,7 @@ def floor_lines(d: Diff) -> list[str]:
     if a is None or b is None:
         return []
 
-    def side(name: str, f: Any) -> str:
+    def side(name: str, f: Floor) -> str:
         if f.no_floor:
             return f"  {name}: GPU time {fmt_time(f.gpu_time_s * 1e9)}; {f.no_floor}"
         fused = f", fused minimum {fmt_bytes(f.fused_min_bytes)}" if f.fused_min_bytes is not None else ""
@@ -161,7 +163,8 @@ def fusion_lines(d: Diff) -> list[str]:
     """A's fusion groups that B's Inductor kernels matched (analysis.fusion.match): per group, its time in
     A, its predicted fused floor, the kernels' time in B and the share of the saving they reached; then
     its kernels."""
-    if not d.fusion:
+    eager_floor = d.floors[0]
+    if not d.fusion or eager_floor is None:  # (fusion is matched only where both runs have a floor)
         return []
     from memtraffic.views.floor_table import group_label
 
@@ -170,7 +173,7 @@ def fusion_lines(d: Diff) -> list[str]:
         groups.setdefault(m.group, []).append(m)
     lines = [f"fusion: {len(d.fusion)} Inductor kernels of B beside the {len(groups)} groups of A whose ops "
              "they fused (memtraffic floor A)"]
-    eager = d.floors[0].fusion.groups
+    eager = eager_floor.fusion.groups
     for i, ms in sorted(groups.items(), key=lambda im: -eager[im[0]].saving_s):
         m = ms[0]
         reached = m.reached

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,6 +25,9 @@ from memtraffic.vocab.finding import Finding, explain, say
 from memtraffic.vocab.units import NUMBER_UNIT, fmt_bytes, fmt_eff, fmt_time
 
 if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+    from memtraffic.analysis.floor import Floor
     from memtraffic.vocab.roofs import CeilingsEntry
 
 # ----------------------------------------------------------------------------------------------------
@@ -62,7 +65,7 @@ def load_runs(run_dirs: Sequence[Path], partial: bool = False) -> tuple[pd.DataF
     return table, metas
 
 
-def _device_name(meta: Mapping[str, Any]) -> str | None:
+def _device_name(meta: Mapping[str, object]) -> str | None:
     """run.json names the GPU under environment.gpu (collect.py); older layouts under device."""
     env = meta.get("environment")
     if isinstance(env, Mapping) and env.get("gpu"):
@@ -71,7 +74,7 @@ def _device_name(meta: Mapping[str, Any]) -> str | None:
     return str(dev.get("name")) if isinstance(dev, Mapping) else (str(dev) if dev else None)
 
 
-def devices_of(df: pd.DataFrame, metas: Sequence[Mapping[str, Any]] = ()) -> list[str]:
+def devices_of(df: pd.DataFrame, metas: Sequence[Mapping[str, object]] = ()) -> list[str]:
     """The devices a table was measured on (its device column, then run.json), each named once."""
     from memtraffic.vocab.roofs import device_slug
 
@@ -113,13 +116,13 @@ def resolve_ceilings(devices: Sequence[str], ceilings_file: Path | None = None
 # Tables
 
 
-def _html_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], cls: str = "data") -> str:
+def _html_table(headers: Sequence[str], rows: Sequence[Sequence[object]], cls: str = "data") -> str:
     head = "".join(f"<th>{html.escape(str(h))}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{prose(str(c))}</td>" for c in r) + "</tr>" for r in rows)
     return f"<table class='{cls}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def environment_rows(meta: Mapping[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+def environment_rows(meta: Mapping[str, object], prefix: str = "") -> list[tuple[str, str]]:
     """run.json as key/value rows: nested objects dotted, lists of names joined; per-config records
     (configs, attempts, skipped) summarized, since the results table shows the configs."""
     out: list[tuple[str, str]] = []
@@ -224,7 +227,7 @@ def floor_section(df: pd.DataFrame, run: Run) -> list[str]:
             + note + fusion_section(found)]
 
 
-def fusion_section(floor: Any) -> str:
+def fusion_section(floor: Floor) -> str:
     """The fusion groups (memtraffic.analysis.fusion) holding a saving, largest first, as a table with its
     legend; '' for a run without them."""
     from memtraffic.analysis.fusion import HOW_KINDS
@@ -244,7 +247,7 @@ def fusion_section(floor: Any) -> str:
             + f"<p class='note'>{html.escape(legend)}.</p>")
 
 
-def _told(r: Mapping[str, Any]) -> list[tuple[str, str]]:
+def _told(r: Mapping[str, object]) -> list[tuple[str, str]]:
     """A row's findings as (sentence, explanation): its records (Finding, or their JSON from a saved
     table, which carries both texts), else the diagnosis of a table saved before findings were records."""
     found = r.get("findings")
@@ -303,9 +306,10 @@ def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Pat
                         + "</ul></li>" for row, found in zip(rows, told, strict=True) if found)
         sections.append("<h2>Findings</h2>" + (f"<ul>{items}</ul>" if items else "<p>none</p>"))
 
-    figs, fig_notes = [], []
-    makers = [("roofline", lambda: roofline_figure(shown, ceilings)),
-              ("traffic", lambda: traffic_figure(shown))]
+    figs: list[tuple[str, go.Figure]] = []
+    fig_notes: list[tuple[str, str]] = []
+    makers: list[tuple[str, Callable[[], go.Figure]]] = [
+        ("roofline", lambda: roofline_figure(shown, ceilings)), ("traffic", lambda: traffic_figure(shown))]
     if baseline is not None:
         baseline = Path(baseline)
         compared, base_df = baseline_section(baseline, run_dir, df)
@@ -412,7 +416,7 @@ def source_lines_section(run_dir: Path) -> list[str]:
     return ["".join(parts)]
 
 
-def _fragments(figs: list) -> list[str]:
+def _fragments(figs: Sequence[go.Figure]) -> list[str]:
     from memtraffic.views.figure_files import figures_html
 
     return figures_html(figs) if figs else []

@@ -62,12 +62,13 @@ def parse_levels(text: str) -> tuple[str, ...]:
     return tuple(lv for lv in LEVELS if lv in levels)
 
 
-def _params_text(params: Any) -> str:
+def _params_text(params: object) -> str:
     if isinstance(params, str):
+        text = params
         try:
-            params = json.loads(params)
+            params = json.loads(text)
         except json.JSONDecodeError:
-            return params
+            return text
     if isinstance(params, Mapping):
         return ",".join(f"{k}={v}" for k, v in params.items())
     return "" if params is None or (isinstance(params, float) and math.isnan(params)) else str(params)
@@ -175,7 +176,7 @@ def roofline_points(df: pd.DataFrame, levels: Sequence[str] = LEVELS) -> pd.Data
             }
             row["hover"] = point_hover(row)
             rows.append(row)
-    out = pd.DataFrame(rows)
+    out: pd.DataFrame = pd.DataFrame(rows)
     if out.empty:
         if "timing_only" in df and df["timing_only"].eq(True).any():  # memtraffic.analysis.timing_only_table
             raise ReportError("a timing-only run has no per-level bytes to place on a roofline: `memtraffic "
@@ -186,7 +187,7 @@ def roofline_points(df: pd.DataFrame, levels: Sequence[str] = LEVELS) -> pd.Data
     return out
 
 
-def _text(x: Any) -> str:
+def _text(x: object) -> str:
     return x if isinstance(x, str) else ""
 
 
@@ -343,7 +344,8 @@ def order_configs(df: pd.DataFrame) -> pd.DataFrame:
     names = [v if isinstance(v, str) else "" for v in df["variant"]]
     var_rank = {v: i for i, v in enumerate(variant_order(names))}
     key = [(run_rank[r], var_rank[v], i) for i, (r, v) in enumerate(zip(runs, names, strict=True))]
-    return df.iloc[sorted(range(len(df)), key=key.__getitem__)]
+    ordered: pd.DataFrame = df.iloc[sorted(range(len(df)), key=key.__getitem__)]
+    return ordered
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -421,7 +423,8 @@ def roofline_figure(df: pd.DataFrame, ceilings: Sequence[Mapping[str, Any]] = ()
             ), row=1, col=col)
 
     # The legend: one entry per variant (a click hides it in every panel), then the symbol keys.
-    def key(name: str, symbol: str, color: str, group: str, group_title: str | None, meta: dict) -> None:
+    def key(name: str, symbol: str, color: str, group: str, group_title: str | None,
+            meta: Mapping[str, object]) -> None:
         fig.add_trace(go.Scatter(
             x=[None], y=[None], mode="markers", name=name, legendgroup=group,
             legendgrouptitle_text=group_title,

@@ -51,7 +51,7 @@ def terminal_width() -> int:
     return shutil.get_terminal_size((WIDTH, 24)).columns
 
 
-def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], width: int | None = None,
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[object]], width: int | None = None,
                stack: bool = True) -> str:
     """Left-aligned first column, right-aligned numbers, one space-padded line per row.
 
