@@ -39,9 +39,9 @@ if TYPE_CHECKING:
     from memtraffic.analysis.gate import CheckResult
     from memtraffic.collect.measure import MeasureOptions, MeasureResult
     from memtraffic.collect.profile import ProfileOptions, ProfileResult
-    from memtraffic.collect.sweep import GridCount
     from memtraffic.collect.trace_ops import TracedRun
     from memtraffic.ncu.chips import SetRow
+    from memtraffic.vocab.configs import GridCount
     from memtraffic.vocab.roofs import CeilingsEntry
     from memtraffic.vocab.variant import Variant
 

@@ -9,6 +9,7 @@ docs/how-it-works.md:
                                                     imports it, it imports nothing above inprogram)
                                                   analysis (beside inprogram, collect and probes: the reading
                                                   side and the measuring side never import each other)
+    views import nothing of the measuring side (inprogram, collect, probes, _inject)
 
 A failure names each import (file:line) and the rule it breaks.
 """
@@ -109,6 +110,9 @@ def test_no_module_imports_from_a_layer_above_it():
             if RANK[theirs] > RANK[mine]:
                 broken.append(f"{_where(module, line)}: {module} ({mine}) imports {target} ({theirs}), "
                               f"a layer above it")
+            elif mine == "views" and theirs in MEASURING:
+                broken.append(f"{_where(module, line)}: {module} ({mine}) imports {target} ({theirs}); "
+                              f"views print what the reading side gives, never the measuring side")
             elif {mine, theirs} & MEASURING and "analysis" in {mine, theirs}:
                 broken.append(f"{_where(module, line)}: {module} ({mine}) imports {target} ({theirs}); "
                               f"the measuring side and the analysis never import each other")

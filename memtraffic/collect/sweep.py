@@ -27,9 +27,10 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 from memtraffic.runfolder.records import Config, Plan, Shard, merge_plans
+from memtraffic.vocab.configs import GridCount
 from memtraffic.vocab.errors import GpuNotFoundError, UsageError
 from memtraffic.vocab.files import read_toml
 
@@ -115,14 +116,6 @@ def plan_from_grids(grids: Sequence[Grid], seed: int = 0) -> Plan:
     plans = [build_plan(g.variants, g.shapes, g.dtypes, g.params, g.all_variants, seed=seed,
                         variant_files=g.variant_files) for g in grids]
     return merge_plans(plans) if len(plans) > 1 else plans[0]
-
-
-class GridCount(TypedDict):
-    """`list --count`'s row: a variant's configs and skipped combinations."""
-
-    variant: str
-    configs: int
-    skipped: int
 
 
 def grid_counts(plan: Plan) -> list[GridCount]:

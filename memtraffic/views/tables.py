@@ -22,7 +22,7 @@ from memtraffic.vocab.roofs import ROOFS, CeilingsEntry, ceilings_rows
 from memtraffic.vocab.units import fmt_bytes, fmt_eff, fmt_rate, fmt_time
 
 if TYPE_CHECKING:
-    from memtraffic.collect.sweep import GridCount
+    from memtraffic.vocab.configs import GridCount
 
 WIDTH = 100  # columns the CLI's tables fit where the terminal's are unknown (--wide: one line each)
 NOTE_WIDTH = 100  # the lines under a table (legend, findings) are read, not scanned: at most this

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numbers
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from typing import TypeVar
+from typing import TypedDict, TypeVar
 
 from memtraffic.vocab.errors import MemtrafficError, UsageError
 from memtraffic.vocab.ops import format_shape
@@ -33,6 +33,15 @@ SHIPPED_VARIANTS = (
 
 T = TypeVar("T")
 ParamValue = int | float | bool | str  # a --param value as parse_param_value reads it
+
+
+class GridCount(TypedDict):
+    """`list --count`'s row: a variant's configs and skipped combinations (collect.sweep makes it, views
+    print it)."""
+
+    variant: str
+    configs: int
+    skipped: int
 
 
 class ModelError(UsageError):
