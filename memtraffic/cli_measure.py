@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, cast
 
 import typer
 
@@ -164,9 +164,8 @@ def profile(
                      "cudaProfilerStop."),
     ] = False,
     triton: Annotated[
-        bool, typer.Option("--triton/--no-triton", help="Python programs: give each Triton kernel launch its "
-                           "own NVTX range; torch.compile's generated kernels get their minimum from their "
-                           "buffers and name the aten ops they fused.")
+        bool, typer.Option("--triton/--no-triton", help="Python programs: an NVTX range per Triton launch; "
+                           "compiled kernels get their minimum and fused aten ops.")
     ] = True,
     timing_only: TimingOnly = False,
     roofs: Roofs = True,
@@ -205,10 +204,13 @@ def profile(
         bool, typer.Option("--every-launch", help="Measure every kernel launch (--distinct 0).")
     ] = False,
     replay: Annotated[
-        str, typer.Option(help="How ncu replays: kernel (each kernel), range (each op, region or Triton "
-                          "launch range as one unit; its kernels timed in a run without ncu) or auto "
-                          "(kernel). run.json says which, why, and where times come from.")
+        str, typer.Option(help="How ncu replays: kernel, range (each op, region or Triton launch as one "
+                          "unit) or auto (kernel). run.json says which and why.")
     ] = "auto",
+    time_from: Annotated[
+        str, typer.Option(metavar="program|ncu", help="Each kernel's time: from a run without ncu (caches "
+                          "as the program leaves them) or ncu's (caches flushed; faster).")
+    ] = "program",
     target_processes: Annotated[
         str, typer.Option(help="all (the program and its children) or application-only.")
     ] = "all",
@@ -225,10 +227,9 @@ def profile(
 ) -> None:
     """Profile any program under Nsight Compute (Python, trtexec, a CUDA binary).
 
-    ncu runs it into a new run folder and the analysis is printed. Minimums
-    come from the program: --torch-ops traces every aten op of a PyTorch
-    program; memtraffic.region(...) marks any block (JAX, CuPy). A program
-    that fails keeps its partial report, analyzed, and its exit code.
+    ncu runs it into a new run folder; the analysis is printed. Minimums come
+    from --torch-ops (every aten op of a PyTorch program) or memtraffic.region
+    blocks (JAX, CuPy). A failing program keeps its partial report, analyzed.
 
     Examples:
       memtraffic profile --torch-ops -- python train.py --steps 2
@@ -237,7 +238,7 @@ def profile(
       memtraffic profile --torch-ops --baseline runs/before -- python train.py
     """
     from memtraffic.api import full_look_ops, run_profile
-    from memtraffic.collect.profile import FULL_LOOK, ProfileOptions
+    from memtraffic.collect.profile import FULL_LOOK, ProfileOptions, TimeFrom
     from memtraffic.views.tables import op_calls_table, render_results
 
     formats.check(fmt, FOR_ROWS)
@@ -256,7 +257,7 @@ def profile(
         target_processes=target_processes, profile_from_start=profile_from_start == "on",
         from_first_forward=from_first_forward, clock_control=clock_control, cache_control=cache_control,
         out=out, verbose=verbose, distinct=0 if every_launch else distinct, value_calls=value_calls,
-        replay=replay, roofs=roofs)
+        replay=replay, roofs=roofs, time_from=cast(TimeFrom, time_from))
     result = run_profile(opts, echo=lambda line: typer.echo(line, err=True))
     if len(result.table) and fmt == "table":
         print_floor_summary(result, width(wide))

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # GPU: issue 51 -- one profiler-window program (examples/floor_block.py: a transformer block's forward and
-# backward after warm-up) profiled on one GPU with the defaults (kernel replay), with --timing-only and with
-# --replay range (bytes from ncu's range replay, times from a run without ncu), `memtraffic floor` of each,
-# and the floor_window table of docs/floor.md (scripts/readme_tables.py) made from them.
+# backward after warm-up) profiled on one GPU with the defaults (kernel replay, each kernel's time from a
+# pass of the program without ncu), with --time-from ncu (ncu's kernel replay times), with --timing-only and
+# with --replay range (bytes from ncu's range replay, times from a run without ncu), the program alone,
+# `memtraffic floor` of each, and the floor_window table of docs/floor.md (scripts/readme_tables.py).
 # usage: bash scripts/gpu_floor_window.sh OUT [GPU]   (from the repository root; GPU: the reports folder,
 #        default from nvidia-smi: h100, h200; RANGE=0 leaves the --replay range run out)
 #
 # OUT gets (each step goes on when another fails; the rc of each in steps.txt):
-#   floor_window.tgz        reports/GPU/floor_window/{default,timing_only,range}/ (paths made shareable by
+#   floor_window.tgz        reports/GPU/floor_window/{default,time_from_ncu,timing_only,range}/ (paths made shareable by
 #                           scripts/share_runs.py) and, when this GPU has no committed roofs, the roofs the
 #                           first profile measured as reports/ceilings/<device>.json; logs/ (each command's
 #                           output, `memtraffic floor --format json` of each run)
@@ -45,8 +46,11 @@ roofs_before=$("$PY" -c "from memtraffic.vocab.roofs import find_ceilings; print
 
 PROFILE=("$PY" -m memtraffic.cli profile --torch-ops --profile-from-start off
          --target-processes application-only --format json)
-modes=(default timing_only)
+modes=(default time_from_ncu timing_only)
+run bare 120 "$PY" examples/floor_block.py  # the program alone: what each profile costs on top of it
 run profile_default 200 "${PROFILE[@]}" --out "$runs/default" -- "$PY" examples/floor_block.py
+run profile_time_from_ncu 200 "${PROFILE[@]}" --time-from ncu --out "$runs/time_from_ncu" \
+    -- "$PY" examples/floor_block.py
 run profile_timing_only 120 "${PROFILE[@]}" --timing-only --out "$runs/timing_only" \
     -- "$PY" examples/floor_block.py
 if [ "${RANGE:-1}" != 0 ]; then

@@ -397,7 +397,8 @@ def floor_output(reports: Path) -> list[str] | None:
 # One profiler-window program (examples/floor_block.py) profiled on one GPU in each mode
 # (scripts/gpu_floor_window.sh): reports/<gpu>/floor_window/<mode>. `default` and `timing_only` make the
 # table; `range` (--replay range) joins it when committed.
-WINDOW_MODES = {"default": "default", "timing_only": "--timing-only", "range": "--replay range"}
+WINDOW_MODES = {"default": "default", "time_from_ncu": "--time-from ncu", "timing_only": "--timing-only",
+                "range": "--replay range"}
 NO_WINDOW = ("_The pair is not committed yet: `bash scripts/gpu_floor_window.sh OUT` profiles "
              "`examples/floor_block.py` in its profiler window with the defaults and with `--timing-only` "
              "(GPU and ncu) into `reports/<gpu>/floor_window/`._")

@@ -366,6 +366,13 @@ TIMING = "a timing-only run times the kernels without ncu"
     (["--timing-only", "--replay", "range"],
      f"error: --timing-only and --replay range do not go together: {TIMING}, so nothing is replayed; drop "
      "one of them"),
+    (["--timing-only", "--time-from", "ncu"],
+     f"error: --timing-only and --time-from ncu do not go together: {TIMING}, so it has no time of ncu's; "
+     "drop one of them"),
+    (["--replay", "range", "--time-from", "ncu"],
+     "error: --replay range and --time-from ncu do not go together: ncu's range replay gives a range only "
+     "its duration, ncu's own work included, never its kernels' time; drop one of them"),
+    (["--time-from", "events"], "error: unknown --time-from 'events': use one of program, ncu"),
 ])
 def test_options_that_cannot_go_together_exit_2_before_the_gpu(flags, line, tmp_path, monkeypatch):
     monkeypatch.setattr(timing_only, "gpu_name", _no_gpu)  # a GPU looked at first would say 'no GPU'

@@ -39,6 +39,7 @@ from memtraffic.runfolder.timings import (
     TIMER,
     TIMER_PASS,
     is_timings,
+    launch_times,
     range_times,
 )
 from memtraffic.vocab.errors import ReportError, UsageError, warn
@@ -216,6 +217,27 @@ def kernel_times(kernels: pd.DataFrame, report: Path) -> pd.DataFrame:
     kernels["time"] = [float(t) if t is not None else (math.nan if is_ranged else old)
                        for t, is_ranged, old in zip(own, ranged, kernels["time"], strict=True)]
     kernels.loc[[t is not None for t in own], "time_source"] = TIMER_PASS
+    return kernels
+
+
+def own_times(kernels: pd.DataFrame, timers: Mapping[str, Path]) -> pd.DataFrame:
+    """The kernel table with each kernel-replayed launch's time taken from the pass of the program without
+    ncu beside its report (`timers`: report column value -> KERNEL_TIMES_FILE), where the pass ran the same
+    kernels in its range (runfolder.timings.launch_times). Repeats (add_reused's copies) join the kernels of
+    their own `mt|rep|` range, so each call keeps its own time; a launch the pass did not match keeps ncu's
+    time and says so in time_source."""
+    if not timers or kernels.empty:
+        return kernels
+    kernels = kernels.copy()
+    for report, times_file in timers.items():
+        mine = kernels.index[(kernels["report"] == report) & (kernels["time_source"] == NCU_TIME)]
+        if not len(mine):
+            continue
+        own = launch_times(times_file, list(zip(kernels.loc[mine, "range"], kernels.loc[mine, "kernel"],
+                                                strict=True)))
+        joined = [i for i, t in zip(mine, own, strict=True) if t is not None]
+        kernels.loc[joined, "time"] = [float(t) for t in own if t is not None]
+        kernels.loc[joined, "time_source"] = TIMER_PASS
     return kernels
 
 
@@ -438,6 +460,7 @@ def analyze_reports(reports: Sequence[Path], plan: Plan | None = None, *,
     renamed = _merged_ranges(plan)
     with_lines = []  # reports with per-line counters
     timed = False  # a timing-only run's timings.json: times, no counters (timing_only_table)
+    timers: dict[str, Path] = {}  # report -> the kernel times of a pass without ncu beside it (own_times)
     for report in reports:
         if not require_file(Path(report), DAMAGED):  # a shard or part the run lists, not there
             found_gaps.append(f"{report}: a report of this run is missing (listed in run.json): the configs "
@@ -466,6 +489,8 @@ def analyze_reports(reports: Sequence[Path], plan: Plan | None = None, *,
             with_lines.append(report)
         _check_metrics(kernels, str(report))
         kernels = kernel_times(kernels, Path(report))
+        if (times_file := Path(report).parent / KERNEL_TIMES_FILE).is_file() and len(kernels):
+            timers[str(kernels["report"].iloc[0])] = times_file
         if renamed:
             name = Path(report).name
             kernels["range"] = [renamed.get((name, r), r) for r in kernels["range"]]
@@ -487,6 +512,7 @@ def analyze_reports(reports: Sequence[Path], plan: Plan | None = None, *,
     kernels = _from_own_reports(kernels, plan)
     kernels["outside_kind"] = outside_kinds(kernels, traced=bool((meta or {}).get("torch_ops")))
     kernels = add_reused(kernels, plan)  # repeats get their first call's rows
+    kernels = own_times(kernels, timers)  # ... and, where a pass without ncu timed them, their own time
     rows = _group(kernels, "kernel" if group_by == "kernel" else "range")
     rows["status"] = "ok"
     statuses, lost, reconcile_gaps = _planned_against_found(plan, meta, kernels, cut)

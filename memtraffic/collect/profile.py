@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from memtraffic.collect.fallback import unavailable
 from memtraffic.collect.progress import TraceProgress, earlier_run, end_text
@@ -86,6 +86,12 @@ FIRST_LOOK = "bytes"
 FULL_LOOK = "traffic"
 
 
+# Where each kernel's time comes from: a pass of the program without ncu (its kernels as they ran, caches as
+# the program leaves them) or ncu's kernel replay (caches flushed before each kernel; no second run).
+TimeFrom = Literal["program", "ncu"]
+TIME_FROM: tuple[TimeFrom, ...] = get_args(TimeFrom)
+
+
 @dataclass
 class ProfileOptions:
     command: list[str]
@@ -108,6 +114,8 @@ class ProfileOptions:
     target_processes: str = "all"
     profile_from_start: bool = True
     replay: str = "auto"  # kernel, range (each measured mt| range one unit), or auto: choose_replay
+    # Each kernel's time: "program" (a pass of the program without ncu: timing_pass) or "ncu" (its replay).
+    time_from: TimeFrom = "program"
     from_first_forward: bool = False
     clock_control: str = "none"
     cache_control: str = "all"
@@ -120,6 +128,8 @@ class ProfileOptions:
     controls: NcuControls = field(init=False)
 
     def __post_init__(self) -> None:
+        if self.time_from not in TIME_FROM:
+            raise UsageError(f"unknown --time-from {self.time_from!r}: use one of {', '.join(TIME_FROM)}")
         self.controls = parse_controls(self.cache_control, self.clock_control)
         self.metric_tokens = tuple(metric_tokens(self.metrics))
         conflict = flag_conflict(self)
@@ -137,6 +147,9 @@ CONFLICTS = [
     ("--replay range", "--launch-count", f"{_RANGE}, not kernel launches (--replay kernel counts them)"),
     ("--timing-only", "--source", f"{_TIMED}, so it has no per-line counters"),
     ("--timing-only", "--replay range", f"{_TIMED}, so nothing is replayed"),
+    ("--timing-only", "--time-from ncu", f"{_TIMED}, so it has no time of ncu's"),
+    ("--replay range", "--time-from ncu", "ncu's range replay gives a range only its duration, ncu's own "
+     "work included, never its kernels' time"),
 ]
 
 
@@ -144,7 +157,7 @@ def flag_conflict(opts: ProfileOptions) -> str | None:
     """The line that names two options given together that cannot be (CONFLICTS), None when none are."""
     given = {"--replay range": opts.replay == "range", "--kernel-name": opts.kernel_name is not None,
              "--source": opts.source, "--launch-count": opts.launch_count is not None,
-             "--timing-only": opts.timing_only}
+             "--timing-only": opts.timing_only, "--time-from ncu": opts.time_from == "ncu"}
     for first, second, why in CONFLICTS:
         if given[first] and given[second]:
             return f"{first} and {second} do not go together: {why}; drop one of them"
@@ -301,35 +314,40 @@ def with_launcher(command: Sequence[str], mode: str = "1", triton: bool = False,
 TIMING_PASS_DIR = "timing-pass"  # the pass's own trace, start-up stamps and torch mark, removed after it
 
 
-def timing_pass(opts: ProfileOptions, program: str, run_dir: Path,
+def timing_pass(opts: ProfileOptions, program: str, run_dir: Path, replay: str,
                 echo: Callable[[str], None]) -> TimingPass | None:
-    """Time a range-replayed profile's kernels: the program once more, without ncu, its kernels timed by
-    the kernel timer (memtraffic.inprogram.kernel_timer: CUPTI activity records) into KERNEL_TIMES_FILE,
-    with the ranges the ncu run had (the same trace mode, --distinct, --value-calls and replay setting,
-    so each op call gets the same `mt|` range name). analysis.analyze gives each range row its kernels'
-    summed time from that file. Not inside ncu: CUPTI takes one subscriber, and ncu is one. The pass's
-    trace is set aside (the plan is the ncu run's). None for a program that is not Python (the timer runs
-    inside the interpreter): its ranges then have no kernel time, and analysis says so."""
+    """Time a profile's kernels as the program runs them: the program once more, without ncu, its kernels
+    timed by the kernel timer (memtraffic.inprogram.kernel_timer: CUPTI activity records) into
+    KERNEL_TIMES_FILE, with the ranges the ncu run had (the same trace mode, --distinct, --value-calls and
+    replay setting, so each op call gets the same `mt|` range name). analysis.analyze gives each launch its
+    own time from that file (a range-replayed row its kernels' sum). Not inside ncu: CUPTI takes one
+    subscriber, and ncu is one. The pass's trace is set aside (the plan is the ncu run's). None for a
+    program that is not Python (the timer runs inside the interpreter): its launches keep ncu's time (a
+    range-replayed one has none), and analysis says so."""
     times = run_dir / KERNEL_TIMES_FILE
     app = with_launcher([program, *opts.command[1:]], trace_mode(opts) if opts.torch_ops else "none",
                         opts.triton, times)
     if app is None:
-        echo("warning: no kernel times for the ranges: the kernel timer runs inside a Python program, and "
-             f"{Path(program).name} is not one (its ranges have ncu's range duration only; profile with "
-             "--replay kernel for each kernel's time)")
+        kept = ("its ranges have ncu's range duration only; profile with --replay kernel for each kernel's "
+                "time" if replay == "range" else "each kernel keeps ncu's time, caches flushed")
+        echo("warning: no kernel times of the program's own: the kernel timer runs inside a Python program, "
+             f"and {Path(program).name} is not one ({kept})")
         return None
     scratch = run_dir / TIMING_PASS_DIR
     scratch.mkdir(exist_ok=True)
     env = program_env(scratch, opts.torch_ops, mode=trace_mode(opts), distinct=opts.distinct,
-                      value_calls=opts.value_calls, triton=opts.triton, timings=times, replay="range")
-    echo("timing each range's kernels: the program again, without ncu (range replay's time is ncu's)")
+                      value_calls=opts.value_calls, triton=opts.triton, timings=times, replay=replay)
+    echo("timing the kernels as the program runs them: the program again, without ncu "
+         "(--time-from ncu skips this)" if replay != "range" else
+         "timing each range's kernels: the program again, without ncu (range replay's time is ncu's)")
     t0 = time.perf_counter()
     proc = subprocess.run(app, env=env, stdout=sys.stderr, check=False)
     shutil.rmtree(scratch, ignore_errors=True)
     kernels = len(read_timings(times)["kernels"]) if times.is_file() else None
     if kernels is None:
         echo(f"warning: the pass without ncu wrote no kernel times (exit code {proc.returncode}; the timer "
-             "starts when the program imports torch): the ranges have no kernel time")
+             "starts when the program imports torch): "
+             + ("the ranges have no kernel time" if replay == "range" else "each kernel keeps ncu's time"))
     return {"argv": app, "returncode": proc.returncode, "wall_time_s": round(time.perf_counter() - t0, 3),
             "kernels": kernels}
 
@@ -527,9 +545,12 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
 
     (run_dir / STARTUP_FILE).unlink(missing_ok=True)
     run["time_source"] = NCU_TIME
-    if replay["mode"] == "range" and has_report and result.kernels and not result.interrupted:
-        run["timing_pass"] = timing_pass(opts, program, run_dir, echo)
-        run["time_source"] = TIMER_PASS if (run_dir / KERNEL_TIMES_FILE).is_file() else NO_KERNEL_TIME
+    if ((replay["mode"] == "range" or opts.time_from == "program") and has_report and result.kernels
+            and not result.interrupted):
+        run["timing_pass"] = timing_pass(opts, program, run_dir, replay["mode"], echo)
+        timed = (run_dir / KERNEL_TIMES_FILE).is_file()
+        untimed = NO_KERNEL_TIME if replay["mode"] == "range" else NCU_TIME
+        run["time_source"] = TIMER_PASS if timed else untimed
     plan = plan_from_trace(read_trace(run_dir / TRACE_FILE), opts.command,
                            session.metric_record(opts.metrics))
     configs = plan["configs"]

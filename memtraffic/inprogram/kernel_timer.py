@@ -20,6 +20,7 @@ import json
 import os
 import tempfile
 import threading
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -79,7 +80,9 @@ def start(path: str | Path) -> None:
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     _mirror_ranges()
     _profiler = torch.profiler.profile(activities=activities)
-    _profiler.start()
+    with warnings.catch_warnings():  # torch warns that a cycle keeps only its own events: we run one
+        warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
+        _profiler.start()
     atexit.register(finish, Path(path))
 
 

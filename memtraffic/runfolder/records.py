@@ -300,7 +300,7 @@ class RunRecord(TypedDict, total=False):
     timing_source: str  # older timing-only runs: what time_source now says
     # Where the rows' times come from (runfolder.timings: NCU_TIME, TIMER, TIMER_PASS, NO_KERNEL_TIME).
     time_source: str
-    timing_pass: TimingPass | None  # profile --replay range: the pass that timed the kernels
+    timing_pass: TimingPass | None  # profile: the pass without ncu that timed the kernels
     nvtx_include_applied: str
     first_kernel_s: float | None  # profile: the program's start-up, before ncu profiled anything
     startup: dict[str, float]  # profile: that start-up split (collect.profile.startup_split)

@@ -20,7 +20,7 @@ range into one). Torch-free.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypedDict, cast
 
@@ -29,16 +29,20 @@ from memtraffic.vocab.files import read_json, write_json
 from memtraffic.vocab.units import LIMIT
 
 TIMINGS_FILE = "timings.json"
-# A range-replayed profile's kernel times, from a pass of the program without ncu (collect.profile).
+# A profile's kernel times, from a pass of the program without ncu (collect.profile.timing_pass).
 KERNEL_TIMES_FILE = "kernel_times.json"
 TIMINGS_FORMAT = 1
 SOURCE = "torch.profiler (Kineto/CUPTI activity records): kernel device times, no counters"
 
 # Where a row's time comes from: run.json's "time_source" (the run's) and the analyzed table's column of
-# that name (each row's). Kernel replay times each kernel with ncu (caches flushed, clocks as asked);
-# the kernel timer times each kernel as it ran, with CUPTI's activity records. ncu's range replay gives a
-# range only the range's duration, about 200 us for an op whose kernels take 1-2 us (H100, 2026-11-27):
-# such a row takes its kernels' times from a pass of the program without ncu, and has none without it.
+# that name (each row's). The kernel timer times each kernel as it ran, with CUPTI's activity records: in
+# a timing-only run, or in a pass of the program without ncu after a profile (`profile --time-from
+# program`, the default), which gives every launch it can join its own time. ncu's kernel replay times a
+# kernel with the caches flushed before it (`--time-from ncu`): an op that reads what the kernel before it
+# just wrote reads it from L2 in the program and from DRAM under ncu (aten.mse_loss, H100, 2026-11-28:
+# 28.7 us under ncu, 23.2 us in the program). ncu's range replay gives a range only the range's duration,
+# about 200 us for an op whose kernels take 1-2 us (H100, 2026-11-27): such a row has no time without the
+# pass.
 NCU_TIME = "ncu gpu__time_duration (kernel replay)"
 TIMER = "kernel timer (CUPTI activity records)"
 TIMER_PASS = "kernel timer (CUPTI activity records) in a pass of the program without ncu"
@@ -164,6 +168,36 @@ def range_times(path: Path) -> dict[str, int]:
         stack = k.get("nvtx") or [k["range"]]
         for name in dict.fromkeys(n for n in stack if isinstance(n, str) and n):
             out[name] = out.get(name, 0) + k["time_ns"]
+    return out
+
+
+def same_kernel(short: str, timed: str) -> bool:
+    """Whether ncu's short kernel name ('vectorized_layer_norm_kernel') names the kernel the timer recorded
+    by its demangled name ('void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<...>')."""
+    return bool(short) and (short == timed or short in timed)
+
+
+def launch_times(path: Path, launches: Sequence[tuple[str, str]]) -> list[int | None]:
+    """Each (range, ncu short kernel name) launch of a kernel-replayed report, in launch order -> its own
+    time (ns) in the timings file at `path`, None where the pass ran other kernels.
+
+    The k-th launch of a range joins the k-th timed kernel of that range (its innermost `mt|` range; "" for
+    none) when the range launched as many kernels in both runs and every name agrees; otherwise the whole
+    range keeps no time of the pass (a filter such as --launch-count, a profiler window outside the
+    ranges, or a program that ran differently the second time)."""
+    timed: dict[str, list[KernelTiming]] = {}
+    for k in read_timings(path)["kernels"]:
+        timed.setdefault(k["range"], []).append(k)
+    rows: dict[str, list[int]] = {}
+    for i, (rng, _) in enumerate(launches):
+        rows.setdefault(rng, []).append(i)
+    out: list[int | None] = [None] * len(launches)
+    for rng, mine in rows.items():
+        theirs = timed.get(rng, [])
+        if len(theirs) == len(mine) and all(same_kernel(launches[i][1], t["kernel"])
+                                            for i, t in zip(mine, theirs, strict=True)):
+            for i, t in zip(mine, theirs, strict=True):
+                out[i] = t["time_ns"]
     return out
 
 

@@ -222,6 +222,28 @@ def test_the_html_report_says_no_floor(h200):
     assert "<code>memtraffic ceilings --refresh</code>" in section  # markup, not literal backticks
 
 
+H200_FIRST = REPORTS.parent / "h200" / "first_profile_roofs"
+
+
+def test_the_committed_runs_of_a_gpu_without_roofs_have_no_floor(tmp_path):
+    """reports/h200/first_profile_roofs: profiled on an H200, whose roofs are not committed (its first profile
+    measured them into that machine's cache): floor exits 1, check's [floor] fails, diff compares nothing."""
+    first, bare = H200_FIRST / "first", H200_FIRST / "no_roofs"
+    for run in (first, bare):
+        result = runner.invoke(app, ["floor", str(run)])
+        assert (result.exit_code, result.stderr) == (1, f"error: {run}: {NO_ROOFS}\n")
+    said = (H200_FIRST / "floor_no_roofs.txt").read_text()  # on the H200, before its roofs were measured
+    assert said == f"error: reports/h200/first_profile_roofs/no_roofs: {NO_ROOFS}\n"
+    expect = tmp_path / "floor.toml"
+    expect.write_text('[floor]\nmax_recoverable = "300ms"\n')
+    result = runner.invoke(app, ["check", str(bare), "--expect", str(expect)])
+    assert result.exit_code == 1 and f"FAIL run: {NO_ROOFS} ({expect} [floor])" in result.output
+    result = runner.invoke(app, ["diff", str(first), str(bare), "--wide"])
+    assert result.exit_code == 0, result.output
+    assert "  recoverable times not compared: A and B have no floor" in result.stdout.splitlines()
+    assert "recoverable time B vs A" not in result.stdout
+
+
 # --- where the time comes from: ncu's kernel replay, the kernel timer, never a range's duration ----------
 
 
@@ -274,6 +296,78 @@ def test_range_rows_the_pass_did_not_time_are_left_out_and_said(tmp_path):
     assert ("  15 ranges without their kernels' time left out of the time and the floor (range replay: ncu's "
             "range duration is not the kernels' time, and the pass without ncu did not time them)"
             ) in summary_lines(f, width=1000)
+
+
+WINDOW = REPORTS / "floor_window" / "default"
+
+
+def _pass_of(run: Path) -> list[dict]:
+    """What the kernel timer writes for `run` (a kernel-replayed profile) in a pass without ncu: its
+    measured launches in their ranges, then each repeat's kernels in its own `mt|rep|` range, every launch
+    with its own time and the demangled name Kineto gives ('(anonymous namespace)' where ncu says
+    '(unnamed)')."""
+    table = json.loads(gzip.decompress((run / "profile.kernels.json.gz").read_bytes()))["columns"]
+    launches = list(zip(table["range"], table["kernel_full"], strict=True))
+    plan = json.loads((run / "plan.json").read_text())
+    launches += [(c["range"], name) for c in plan["configs"] if c.get("repeat")
+                 for rng, name in zip(table["range"], table["kernel_full"], strict=True)
+                 if rng == c["reuses"]]
+    return [{"launch": i, "range": rng, "nvtx": [rng], "time_ns": 1000 + i, "stream": 7,
+             "kernel": name.replace("(unnamed)", "(anonymous namespace)")}
+            for i, (rng, name) in enumerate(launches)]
+
+
+def test_the_committed_default_profile_has_every_launchs_time_from_the_pass():
+    """The H100 run made with the defaults: every row (repeats included) joined its kernels in the pass
+    without ncu, ncu's short kernel names against the timer's demangled ones."""
+    table = memtraffic.analyze(WINDOW)
+    assert set(table["time_source"]) == {TIMER_PASS} and table["time_ns"].gt(0).all()
+    assert json.loads((WINDOW / "run.json").read_text())["time_source"] == TIMER_PASS
+
+
+def test_a_kernel_replayed_profile_takes_each_launchs_own_time_from_the_pass_without_ncu(tmp_path):
+    """`profile` (--time-from program): every launch ncu measured, and every repeat its counters were copied
+    onto, gets the time the pass without ncu gave that very launch; the bytes stay ncu's."""
+    run = tmp_path / "default"
+    shutil.copytree(WINDOW, run)
+    timed = _pass_of(run)
+    write_timings(run / KERNEL_TIMES_FILE, timed, "NVIDIA H100 80GB HBM3")
+    table = memtraffic.analyze(run)
+    want: dict[str, int] = {}
+    for k in timed:
+        want[k["range"]] = want.get(k["range"], 0) + k["time_ns"]
+    assert dict(zip(table["range"], table["time_ns"], strict=True)) == want
+    assert any(r.startswith("mt|rep|") for r in table["range"])  # repeats have times of their own
+    assert set(table["time_source"]) == {TIMER_PASS}
+    assert table["l1_ld_bytes"].tolist() == memtraffic.analyze(WINDOW)["l1_ld_bytes"].tolist()
+    f = floor_run(run)
+    assert f.time_sources == [TIMER_PASS] and f.gpu_time_s == pytest.approx(sum(want.values()) * 1e-9)
+
+
+def test_a_range_the_pass_ran_differently_keeps_ncus_time_and_says_so(tmp_path):
+    """One kernel fewer in one range, another kernel's name changed in a second: those two ranges keep ncu's
+    time (NCU_TIME), every other range takes the pass's."""
+    run = tmp_path / "default"
+    shutil.copytree(WINDOW, run)
+    timed = _pass_of(run)
+    first, second = timed[0]["range"], next(k["range"] for k in timed if k["range"] != timed[0]["range"])
+    timed = [k for k in timed if k is not next(t for t in timed if t["range"] == first)]
+    for k in timed:
+        if k["range"] == second:
+            k["kernel"] = "some_other_kernel"
+    write_timings(run / KERNEL_TIMES_FILE, timed, "NVIDIA H100 80GB HBM3")
+    table = memtraffic.analyze(run).set_index("range")
+    ncu_only = tmp_path / "ncu_only"
+    shutil.copytree(WINDOW, ncu_only)
+    (ncu_only / KERNEL_TIMES_FILE).unlink()
+    ncu = memtraffic.analyze(ncu_only).set_index("range")
+    assert set(ncu["time_source"]) == {NCU_TIME}
+    for rng in (first, second):
+        assert table.loc[rng, "time_source"] == NCU_TIME
+        assert table.loc[rng, "time_ns"] == ncu.loc[rng, "time_ns"]
+    others = table.drop(index=[first, second])
+    assert set(others["time_source"]) == {TIMER_PASS}
+    assert sorted(floor_run(run).time_sources) == sorted([NCU_TIME, TIMER_PASS])
 
 
 def test_a_measure_run_has_a_row_per_config_in_the_terminal_the_json_and_the_html():

@@ -221,21 +221,27 @@ def test_range_replay_on_gpu_times_each_range_by_its_kernels(tmp_path):
         pytest.skip(str(err))
     program = tmp_path / "window.py"
     program.write_text(GPU_WINDOW_PROGRAM)
-    tables = {}
-    for replay in ("kernel", "range"):
+    tables, runs = {}, {}
+    for name, replay, time_from in (("kernel", "kernel", "ncu"), ("range", "range", "program"),
+                                    ("own", "kernel", "program")):
         result = run_profile(prof.ProfileOptions(command=[sys.executable, str(program)], torch_ops=True,
                                                  profile_from_start=False, replay=replay, distinct=0,
-                                                 out=tmp_path / replay))
-        run = json.loads((tmp_path / replay / "run.json").read_text())
-        assert run["replay"]["mode"] == replay
-        tables[replay] = result.table.set_index("range")
-    assert run["time_source"] == TIMER_PASS and run["timing_pass"]["returncode"] == 0
-    kernel, ranged = tables["kernel"], tables["range"]
-    assert set(ranged["time_source"]) == {TIMER_PASS} and set(kernel["time_source"]) == {NCU_TIME}
-    assert sorted(ranged.index) == sorted(kernel.index)
-    for rng in ranged.index:
-        assert ranged.loc[rng, "l1_ld_bytes"] == pytest.approx(kernel.loc[rng, "l1_ld_bytes"], rel=0.01)
-        assert 0 < ranged.loc[rng, "time_ns"] < max(3 * kernel.loc[rng, "time_ns"], 20_000), rng
+                                                 time_from=time_from, out=tmp_path / name))
+        runs[name] = json.loads((tmp_path / name / "run.json").read_text())
+        assert runs[name]["replay"]["mode"] == replay
+        tables[name] = result.table.set_index("range")
+    assert "timing_pass" not in runs["kernel"] and runs["kernel"]["time_source"] == NCU_TIME
+    for name in ("range", "own"):
+        assert runs[name]["time_source"] == TIMER_PASS and runs[name]["timing_pass"]["returncode"] == 0
+        assert set(tables[name]["time_source"]) == {TIMER_PASS}, name
+    kernel = tables["kernel"]
+    assert set(kernel["time_source"]) == {NCU_TIME}
+    for name in ("range", "own"):
+        assert sorted(tables[name].index) == sorted(kernel.index)
+        for rng in kernel.index:
+            theirs = tables[name].loc[rng]
+            assert theirs["l1_ld_bytes"] == pytest.approx(kernel.loc[rng, "l1_ld_bytes"], rel=0.01)
+            assert 0 < theirs["time_ns"] < max(3 * kernel.loc[rng, "time_ns"], 20_000), (name, rng)
 
 
 @pytest.mark.parametrize(("command", "expected"), [
@@ -473,8 +479,9 @@ def test_range_replay_times_the_kernels_in_a_pass_without_ncu(tmp_path, stand_in
                 in lines)
     else:
         assert run["timing_pass"] is None and run["time_source"] == NO_KERNEL_TIME and not times.exists()
-        assert any(line.startswith("warning: no kernel times for the ranges: the kernel timer runs inside a "
-                                   "Python program, and prog.sh is not one") for line in lines)
+        assert ("warning: no kernel times of the program's own: the kernel timer runs inside a Python "
+                "program, and prog.sh is not one (its ranges have ncu's range duration only; profile with "
+                "--replay kernel for each kernel's time)") in lines
     assert not (out / prof.TIMING_PASS_DIR).exists()  # the pass's own trace set aside
     assert len(result.plan["configs"]) == 1  # the ncu run's trace alone
     assert result.table["time_ns"].isna().all() and set(result.table["time_source"]) == {NO_KERNEL_TIME}
