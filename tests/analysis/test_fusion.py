@@ -84,6 +84,82 @@ def test_a_bias_and_gelu_after_a_matmul_are_its_epilogue():
     assert y.shape == (T, H)
 
 
+def residual_block(kill: str = "") -> tuple[list, Group]:
+    """h = x + x @ w, then layer_norm(h); later h + (its norm @ w2) reads h again and h is freed. `kill`:
+    'x' overwrites x in place before that later read, 'x late' after it, 'a' frees the matmul's output."""
+    x, w, w2 = torch.randn(T, D), torch.randn(D, D), torch.randn(D, D)
+    with torch.no_grad(), memtraffic.ops() as records:
+        a = x @ w
+        h = x + a
+        y = F.layer_norm(h, (D,))
+        u = y @ w2
+        if kill == "a":
+            del a
+        if kill == "x":
+            x.mul_(2)
+        out = h + u
+        del h
+        if kill == "x late":
+            x.mul_(2)
+    [g] = [g for g in groups_of(records) if "native_layer_norm" in op_types(g)]
+    assert op_types(g) == ["add", "native_layer_norm"] and out.shape == (T, D)
+    return records, g
+
+
+NORM_STATS = 2 * T * F32  # layer_norm's mean and rstd, [T, 1] each: written by eager, freed unread
+
+
+def test_a_residual_sum_read_again_later_is_recomputable_from_the_tensors_it_was_made_from():
+    """h outlives the add + layer norm group (a later add reads it), but that reader could compute x + a
+    again from x (the program's input) and a (the matmul's output), both still held: the group's fused
+    minimum reads x and a and writes the norm's output, not h; h's bytes are said apart."""
+    _, g = residual_block()
+    assert g.recomputable_bytes == T * D * F32 == g.how.recomputed_bytes
+    assert g.fused_min_bytes == 2 * T * D * F32 + T * D * F32  # x, a in; y out
+    assert g.eager_min_bytes == 3 * T * D * F32 + (T * D + T * D) * F32 + NORM_STATS
+    # the write of h and its read by the norm (the intermediate), and the stats nothing reads
+    assert g.how.saved_bytes == g.eager_min_bytes - g.fused_min_bytes == 2 * T * D * F32 + NORM_STATS
+    # a freed source can be kept longer (memory, not traffic): Inductor keeps a matmul's output this way
+    _, freed = residual_block("a")
+    assert freed.recomputable_bytes == T * D * F32
+
+
+def test_a_residual_sum_whose_source_is_overwritten_in_place_before_its_reader_must_be_written():
+    _, g = residual_block("x")  # x.mul_(2) between the group and h's later reader: x + a is gone
+    assert g.recomputable_bytes == 0 and g.how.recomputed_bytes == 0
+    assert g.fused_min_bytes == 2 * T * D * F32 + 2 * T * D * F32  # x, a in; h and y out
+    _, late = residual_block("x late")  # overwritten after h's last reader: recomputable again
+    assert late.recomputable_bytes == T * D * F32
+
+
+def test_what_outlives_the_trace_or_comes_from_a_reduction_is_never_recomputable():
+    """Still held when the trace ends, h may be read by anything after it; the norm's output is no
+    elementwise function of its inputs (a mean over the row): both are written."""
+    x, w, w2 = torch.randn(T, D), torch.randn(D, D), torch.randn(D, D)
+    with torch.no_grad(), memtraffic.ops() as records:
+        h = x + x @ w
+        y = F.layer_norm(h, (D,))
+        out = h + y @ w2
+    [g] = [g for g in groups_of(records) if "native_layer_norm" in op_types(g)]
+    assert g.recomputable_bytes == 0 and g.fused_min_bytes == 4 * T * D * F32
+    del out
+
+
+def test_an_in_place_pointwise_result_is_not_recomputable():
+    """h.mul_(2) overwrites h in place: its new value is no fresh tensor, its old one is gone; the later
+    reader reads what the group wrote."""
+    x, w, w2 = torch.randn(T, D), torch.randn(D, D), torch.randn(D, D)
+    with torch.no_grad(), memtraffic.ops() as records:
+        h = x + x @ w
+        h.mul_(2)
+        y = F.layer_norm(h, (D,))
+        out = h + y @ w2
+        del h
+    [g] = [g for g in groups_of(records) if "native_layer_norm" in op_types(g)]
+    assert op_types(g) == ["add", "mul_", "native_layer_norm"]
+    assert g.recomputable_bytes == 0 and out.shape == (T, D)
+
+
 def test_a_value_read_directly_and_through_a_matmul_splits_the_groups():
     """c = a + a @ w: c cannot run with a in one kernel, the matmul comes between them."""
     x, w = torch.randn(T, D), torch.randn(D, D)
