@@ -114,6 +114,7 @@ class Group:
     unmeasured_calls: int = 0  # calls without a measured kernel: their time is not in time_s
     after_matmuls: int = 0  # barriers with FLOPs before its first call (matching by position)
     out_sizes: list[int] = field(default_factory=list)  # bytes of each value it writes that outlives it
+    results: list[Result] = field(default_factory=list)  # the values it writes still held when the trace ends
 
     @property
     def calls(self) -> int:
@@ -131,6 +132,11 @@ class Group:
                 "unmeasured_calls": self.unmeasured_calls}
 
 
+# A value still held when the trace ends (a gradient, an output): (bytes, how many such values of its size
+# the program wrote before it). Two runs of one program write the same results.
+Result = tuple[int, int]
+
+
 @dataclass
 class Kernel:
     """An Inductor kernel launch of a compiled run: the aten ops it fused and its measured time."""
@@ -142,7 +148,10 @@ class Kernel:
     after_matmuls: int
     min_bytes: int  # its own minimum (the launch's buffers)
     write_sizes: list[int] = field(default_factory=list)  # bytes of each buffer it writes
-    feeds: int = -1  # the one generated kernel that reads all it writes (a split reduction's next stage)
+    # the generated kernels (positions in Fusion.kernels) that read what it writes, where nothing else reads
+    # it: a split reduction's next stages
+    feeds: list[int] = field(default_factory=list)
+    results: list[Result] = field(default_factory=list)  # the values it writes still held at the end
 
 
 @dataclass
@@ -153,6 +162,7 @@ class Fusion:
     groups: list[Group] = field(default_factory=list)
     kernels: list[Kernel] = field(default_factory=list)
     note: str = ""
+    results: dict[int, int] = field(default_factory=dict)  # bytes -> how many results of that size
 
     @property
     def saving_s(self) -> float:
@@ -161,19 +171,22 @@ class Fusion:
 
 @dataclass
 class Match:
-    """An Inductor kernel of the compiled run beside the eager group whose ops it fused."""
+    """An Inductor kernel of the compiled run beside the eager group whose ops it fused. Where one kernel
+    serves several groups (fused across them), those groups are compared together: `groups` names them,
+    and the group_* and fused_* numbers are their sums."""
 
     kernel: str
     ops: list[str]  # the kernel's fused aten ops
-    group: int  # index into the eager run's groups
-    group_ops: list[str]
-    fused_time_s: float  # the group's fused floor
+    group: int  # index into the eager run's groups (the first of `groups`)
+    group_ops: list[str]  # the ops of every group in `groups`, in their order
+    fused_time_s: float  # the groups' fused floor
     time_s: float  # the kernel's measured time
-    group_time_s: float  # the group's time in the eager run
-    group_kernels_time_s: float  # every kernel of the compiled run matched to the group
+    group_time_s: float  # the groups' time in the eager run
+    group_kernels_time_s: float  # every kernel of the compiled run matched to the groups
     min_bytes: int  # the kernel's own minimum
     group_fused_min_bytes: int
-    group_kernels_min_bytes: int  # the minimums of every kernel matched to the group
+    group_kernels_min_bytes: int  # the minimums of every kernel matched to the groups
+    groups: list[int] = field(default_factory=list)  # the groups compared together (one where none shares)
 
     @property
     def reached(self) -> float | None:
@@ -186,7 +199,7 @@ class Match:
                 "fused_time_s": self.fused_time_s, "time_s": self.time_s, "group_time_s": self.group_time_s,
                 "group_kernels_time_s": self.group_kernels_time_s, "reached": self.reached,
                 "min_bytes": self.min_bytes, "group_fused_min_bytes": self.group_fused_min_bytes,
-                "group_kernels_min_bytes": self.group_kernels_min_bytes}
+                "group_kernels_min_bytes": self.group_kernels_min_bytes, "groups": self.groups}
 
 
 def base(op: str) -> str:
@@ -342,8 +355,17 @@ def fusion_groups(configs: Sequence[Mapping[str, Any]], times: Mapping[str, tupl
             return True
         return not v.dead or any(r not in sets.parent or sets.find(r) != sets.find(p) for r in v.readers)
 
+    counts: dict[int, int] = {}  # bytes -> results of that size so far
+    results: list[list[Result]] = [[] for _ in configs]
+    for i, ws in enumerate(writes):
+        for v, nbytes in ws:
+            if v is not None and not v.dead:
+                results[i].append((nbytes, counts.get(nbytes, 0)))
+                counts[nbytes] = counts.get(nbytes, 0) + 1
     groups = [_group(sorted(m), configs, reads, writes, times, measured, matmuls[min(m)], kept)
               for m in members.values()]
+    for g, m in zip(groups, members.values(), strict=True):
+        g.results = [r for i in sorted(m) for r in results[i]]
     groups.sort(key=lambda g: (-g.saving_s, g.seqs[0]))
     generated = [i for i, c in enumerate(configs)
                  if isinstance(c.get("params"), dict) and isinstance(c["params"].get("fused_aten"), list)]
@@ -352,13 +374,13 @@ def fusion_groups(configs: Sequence[Mapping[str, Any]], times: Mapping[str, tupl
     for i in generated:
         c = configs[i]
         readers = {r for v, _ in writes[i] if v is not None for r in v.readers}
-        only = readers.pop() if len(readers) == 1 else -1
+        feeds = sorted(position[r] for r in readers) if readers and readers <= position.keys() else []
         fused_aten = [str(a) for a in c["params"]["fused_aten"]]
         kernels.append(Kernel(str(c.get("op")), _int(c.get("seq")), fused_aten,
                               times.get(measured_range(str(c.get("range"))), (0.0, 0))[0], matmuls[i],
                               _int(c.get("min_read_bytes")) + _int(c.get("min_write_bytes")),
-                              [n for _, n in storage_pairs(c.get("writes"))], position.get(only, -1)))
-    return Fusion(groups, kernels)
+                              [n for _, n in storage_pairs(c.get("writes"))], feeds, results[i]))
+    return Fusion(groups, kernels, results=counts)
 
 
 def _recomputable(v: _Value, inside: set[int], kept: Callable[[_Value], bool]) -> bool:
@@ -444,29 +466,54 @@ def _how_kind(calls: int, eager: int, fused: int, saving: float, time_s: float, 
 
 
 def match(eager: Fusion, compiled: Fusion) -> list[Match]:
-    """Each Inductor kernel of `compiled` beside the group of `eager` sharing most of its op types (views
-    aside); ties go to the group that outlives with more buffers of the sizes the kernel writes, then to
-    the one with the nearest number of matmuls before it. A kernel whose output only the next generated
-    kernel reads (a split reduction's first stage) goes with that kernel's group where it shares an op type
-    with it. Kernels sharing none are left out."""
-    best: dict[int, int] = {}  # kernel -> group
+    """Each Inductor kernel of `compiled` beside the group of `eager` whose ops it fused (views aside):
+    - a kernel writing results (values held when the trace ends: gradients, outputs) goes with the groups
+      that write the same results in `eager` (the n-th result of its size, where both runs hold as many
+      of that size) and share an op type with it: two kernels of one name are told apart by what they write;
+    - a kernel whose outputs only later generated kernels read (a split reduction's first stage) goes with
+      their groups where it shares an op type with them; with several (one kernel fused across groups),
+      those groups are compared together;
+    - else, the group sharing most of its op types; ties go to the group that outlives with more buffers of
+      the sizes the kernel writes, then to the one with the nearest number of matmuls before it.
+    Kernels sharing no op type with any group are left out."""
+    agreed = {size for size, n in compiled.results.items() if eager.results.get(size) == n}
+    owner = {r: i for i, g in enumerate(eager.groups) for r in g.results if r[0] in agreed}
+    kinds = [{base(a) for a in k.fused_aten} - VIEWS for k in compiled.kernels]
+    served: dict[int, set[int]] = {}  # kernel -> the groups it serves
     for n, k in enumerate(compiled.kernels):
-        ops = {base(a) for a in k.fused_aten} - VIEWS
+        ops = kinds[n]
+        by_result = {owner[r] for r in k.results if r in owner and ops & eager.groups[owner[r]].op_types()}
         scored = [(len(ops & g.op_types()), sum(1 for b in k.write_sizes if b in g.out_sizes),
                    -abs(g.after_matmuls - k.after_matmuls), -g.calls, -i) for i, g in enumerate(eager.groups)]
         top = max(scored, default=None)
-        if top is not None and top[0] > 0:
-            best[n] = -top[-1]
-    for n, k in enumerate(compiled.kernels):  # a stage whose output only the next stage reads: its group
-        after = best.get(k.feeds)
-        shared = after is not None and {base(a) for a in k.fused_aten} & eager.groups[after].op_types()
-        if n in best and after is not None and shared:
-            best[n] = after
-    chosen = [(compiled.kernels[n], i) for n, i in best.items()]
+        if by_result:
+            served[n] = by_result
+        elif top is not None and top[0] > 0:
+            served[n] = {-top[-1]}
+    for n in reversed(range(len(compiled.kernels))):  # later stages first: a chain of stages follows its end
+        later = {i for f in compiled.kernels[n].feeds for i in served.get(f, set())
+                 if kinds[n] & eager.groups[i].op_types()}
+        if n in served and later:
+            served[n] = later
+    together = _Sets()  # groups one kernel serves are compared together
+    for gs in served.values():
+        first = min(gs)
+        for i in gs:
+            together.union(first, i)
+    parts: dict[int, list[int]] = {}
+    for i in {i for gs in served.values() for i in gs}:
+        parts.setdefault(together.find(i), []).append(i)
+    part = {i: sorted(p) for p in parts.values() for i in p}
     total: dict[int, tuple[float, int]] = {}
-    for k, i in chosen:
-        t, b = total.get(i, (0.0, 0))
-        total[i] = (t + k.time_s, b + k.min_bytes)
-    return [Match(k.name, k.fused_aten, i, eager.groups[i].ops, eager.groups[i].fused_time_s, k.time_s,
-                  eager.groups[i].time_s, total[i][0], k.min_bytes, eager.groups[i].fused_min_bytes,
-                  total[i][1]) for k, i in chosen]
+    for n, gs in served.items():
+        t, b = total.get(part[min(gs)][0], (0.0, 0))
+        k = compiled.kernels[n]
+        total[part[min(gs)][0]] = (t + k.time_s, b + k.min_bytes)
+    out = []
+    for n, gs in sorted(served.items()):
+        k, p = compiled.kernels[n], part[min(gs)]
+        g = [eager.groups[i] for i in p]
+        out.append(Match(k.name, k.fused_aten, p[0], [op for x in g for op in x.ops],
+                         sum(x.fused_time_s for x in g), k.time_s, sum(x.time_s for x in g), total[p[0]][0],
+                         k.min_bytes, sum(x.fused_min_bytes for x in g), total[p[0]][1], p))
+    return out
