@@ -34,9 +34,11 @@ calls whose minimum is a bound (their `min_note`) counts them in `bound_calls`; 
 kernel for in `unmeasured_calls`.
 
 `match` pairs each Inductor kernel of a compiled run (its `fused_aten`) with the group of an eager run
-of the same program whose op types it shares most, so the predicted fused floor stands beside what
-Inductor reached (ties: the group that outlives with buffers of the sizes the kernel writes, then the one
-with as many matmuls before it; a split reduction's first stage goes with its second).
+of the same program whose ops it fused, so the predicted fused floor stands beside what Inductor reached:
+by the results it writes (the values held when the trace ends, the n-th of their size, written by the
+same group in eager), else by the op types it shares most (ties: the group that outlives with buffers of
+the sizes the kernel writes, then the one with as many matmuls before it); a split reduction's first stage
+goes with its next stages, and where those belong to several groups, the groups are compared together.
 """
 
 from __future__ import annotations
