@@ -86,7 +86,8 @@ def test_a_bias_and_gelu_after_a_matmul_are_its_epilogue():
 
 def residual_block(kill: str = "") -> tuple[list, Group]:
     """h = x + x @ w, then layer_norm(h); later h + (its norm @ w2) reads h again and h is freed. `kill`:
-    'x' overwrites x in place before that later read, 'x late' after it, 'a' frees the matmul's output."""
+    'x' overwrites x in place before that later read, 'x late' after it, 'a' frees the matmul's output,
+    'view' reads h later through a transposed view, 'row' besides keeps a row of h past the trace."""
     x, w, w2 = torch.randn(T, D), torch.randn(D, D), torch.randn(D, D)
     with torch.no_grad(), memtraffic.ops() as records:
         a = x @ w
@@ -97,12 +98,14 @@ def residual_block(kill: str = "") -> tuple[list, Group]:
             del a
         if kill == "x":
             x.mul_(2)
-        out = h + u
+        out = h + u if kill not in ("view", "row") else (h.t() + u.t()).t()
+        row = h[0] if kill == "row" else None
         del h
         if kill == "x late":
             x.mul_(2)
     [g] = [g for g in groups_of(records) if "native_layer_norm" in op_types(g)]
     assert op_types(g) == ["add", "native_layer_norm"] and out.shape == (T, D)
+    assert (row is not None) == (kill == "row")
     return records, g
 
 
@@ -130,6 +133,10 @@ def test_a_residual_sum_whose_source_is_overwritten_in_place_before_its_reader_m
     assert g.fused_min_bytes == 2 * T * D * F32 + 2 * T * D * F32  # x, a in; h and y out
     _, late = residual_block("x late")  # overwritten after h's last reader: recomputable again
     assert late.recomputable_bytes == T * D * F32
+    # read through a view, h is still recomputable; a view of it held when the trace ends keeps its
+    # storage, which anything after the trace may read
+    assert residual_block("view")[1].recomputable_bytes == T * D * F32
+    assert residual_block("row")[1].recomputable_bytes == 0
 
 
 def test_what_outlives_the_trace_or_comes_from_a_reduction_is_never_recomputable():
