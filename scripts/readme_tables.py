@@ -498,8 +498,8 @@ def fusion_output(reports: Path) -> list[str] | None:
             for g in groups]
     lines = [f"`memtraffic floor reports/{FLOOR_BLOCK[0]}`, its groups; measured on "
              f"{_source(eager, reports)}:",
-             "", *_markdown(["group", "how", "calls", "eager minimum", "fused minimum", "recomputable", "time",
-                             "at the fused floor", "saving"], rows, 2), ""]
+             "", *_markdown(["group", "how", "calls", "eager minimum", "fused minimum", "recomputable",
+                             "time", "at the fused floor", "saving"], rows, 2), ""]
     matched: dict[int, list[Any]] = {}
     for m in d.fusion:
         matched.setdefault(m.group, []).append(m)
