@@ -176,8 +176,14 @@ for way, f in BLOCK.items():
 # chip. For each group, `f.fusion.groups` gives its ops, the eager minimum (the sum of its ops' minimums),
 # the fused minimum (what enters from outside the group and what outlives it), its time now, its time at
 # the fused floor (the fused minimum at the copy roof, at least one launch) and the saving, with how to get
-# it: `compile` (torch.compile fuses chains like this one), `epilogue` (an elementwise op right after a
-# matmul: computed as the matmul writes its output), `kernel` (nothing to fuse: a better kernel for it).
+# it: `compile` (torch.compile fuses chains like this one), `recompute` (its readers compute its output
+# again instead of reading it), `epilogue` (an elementwise op right after a matmul: computed as the matmul
+# writes its output), `kernel` (nothing to fuse: a better kernel for it).
+#
+# The fused minimum is a lower bound, so it leaves out one more kind of write: a value the group writes for
+# later ops that they could compute again themselves, because elementwise ops made it from tensors that are
+# still there when they read it (a residual sum `x + a`, with `x` and `a` kept). Those bytes are its
+# `recomputable_bytes`. A mean or a norm's statistics are never recomputable: they reduce a whole row.
 #
 # Predict before you run the cell: which chains of the eager block hold the largest savings, the forward's
 # or the backward's?
@@ -189,7 +195,8 @@ def short(ops: list) -> str:
 
 GROUPS = BLOCK["eager"].fusion.groups
 show(pd.DataFrame([{"group": short(g.ops), "calls": g.calls, "eager minimum": fmt_bytes(g.eager_min_bytes),
-                    "fused minimum": fmt_bytes(g.fused_min_bytes), "time": fmt_time(g.time_s * 1e9),
+                    "fused minimum": fmt_bytes(g.fused_min_bytes),
+                    "recomputable": fmt_bytes(g.recomputable_bytes), "time": fmt_time(g.time_s * 1e9),
                     "at the fused floor": fmt_time(g.fused_time_s * 1e9),
                     "saving": fmt_time(g.saving_s * 1e9), "how": g.how.kind} for g in GROUPS]))
 saving = sum(g.saving_s for g in GROUPS)
@@ -200,20 +207,23 @@ print(f"the groups save {fmt_time(saving * 1e9)} together, "
 # The backward holds the largest groups: the gradients of the attention's three projections are stacked,
 # copied and summed for the bias in three kernels, and the loss, its backward and the last bias gradient in
 # five. The residual add and the layer norm after it are one group of the forward; GELU sits alone between
-# two matmuls, already at its floor as an op of its own: only a matmul epilogue would save its read.
+# two matmuls. Its output, and its gradient in the backward, are recomputable: the matmuls that read them
+# could compute them from the tensors GELU read, had they a prologue to do it in (cuBLAS has none).
 #
 # ## 5. What Inductor reached
 #
 # The compiled run records, for each kernel Inductor generated, the aten ops it fused (`fused_aten`).
 # `memtraffic.diff(eager, compiled)` sets each such kernel beside the eager group whose ops it fused, so
-# the predicted fused floor stands beside what Inductor measured.
+# the predicted fused floor stands beside what Inductor measured. Where one kernel does the work of two
+# groups, `m.groups` names both and they are compared together.
 
 # %%
 PAIR = memtraffic.diff(REPORTS / "floor_eager_block", REPORTS / "floor_compiled_block")
 reached = {}
 for m in PAIR.fusion:
     reached.setdefault(m.group, m)
-show(pd.DataFrame([{"group": short(m.group_ops), "eager": fmt_time(m.group_time_s * 1e9),
+show(pd.DataFrame([{"group": short(m.group_ops), "eager groups": len(m.groups),
+                    "eager": fmt_time(m.group_time_s * 1e9),
                     "fused floor": fmt_time(m.fused_time_s * 1e9),
                     "Inductor kernels": sum(1 for k in PAIR.fusion if k.group == i),
                     "their time": fmt_time(m.group_kernels_time_s * 1e9),
@@ -222,11 +232,13 @@ show(pd.DataFrame([{"group": short(m.group_ops), "eager": fmt_time(m.group_time_
                    for i, m in reached.items()]))
 
 # %% [markdown]
-# Inductor reaches the fused floor of the forward's small groups and part of the saving of the backward's.
-# One kernel runs under its group's floor: the add + layer norm of the forward. That is not a faster copy:
-# Inductor does not write the residual sum there (eager keeps it for the backward), it keeps the matmul's
-# output instead and adds again in the backward. The group's boundary is eager's, not the compiler's: a
-# floor counts what this program, as written, keeps.
+# Inductor reaches close to the fused floor of the forward's norms and part of the saving of the
+# backward's groups. Its add + layer norm kernel does not write the residual sum (eager keeps it for the
+# backward): it keeps the matmul's output instead and adds again in the backward, exactly the write the
+# fused minimum leaves out as recomputable, so the kernel runs just above the floor, never under it.
+# Inductor writes GELU's output, though, and its gradient: those groups stay far from floors that only a
+# matmul with a prologue would reach. One reduction of Inductor's computes both layer norms' weight
+# gradients: their two backward groups are one row.
 
 # %% [markdown]
 # ## Exercises

@@ -494,19 +494,21 @@ def fusion_output(reports: Path) -> list[str] | None:
     d = diff(eager, compiled)
     groups = d.floors[0].fusion.groups
     rows = [[f"`{group_label(g, 60)}`", how_text(g.how), str(g.calls), fmt_bytes(g.eager_min_bytes),
-             fmt_bytes(g.fused_min_bytes), fmt_time(g.time_s * 1e9), fmt_time(g.fused_time_s * 1e9),
-             fmt_time(g.saving_s * 1e9)] for g in groups]
+             fmt_bytes(g.fused_min_bytes), fmt_bytes(g.recomputable_bytes) if g.recomputable_bytes else "-",
+             fmt_time(g.time_s * 1e9), fmt_time(g.fused_time_s * 1e9), fmt_time(g.saving_s * 1e9)]
+            for g in groups]
     lines = [f"`memtraffic floor reports/{FLOOR_BLOCK[0]}`, its groups; measured on "
              f"{_source(eager, reports)}:",
-             "", *_markdown(["group", "how", "calls", "eager minimum", "fused minimum", "time",
-                             "at the fused floor", "saving"], rows, 2), ""]
+             "", *_markdown(["group", "how", "calls", "eager minimum", "fused minimum", "recomputable",
+                             "time", "at the fused floor", "saving"], rows, 2), ""]
     matched: dict[int, list[Any]] = {}
     for m in d.fusion:
         matched.setdefault(m.group, []).append(m)
     rows = []
-    for i, ms in sorted(matched.items(), key=lambda im: -groups[im[0]].saving_s):
+    for _, ms in sorted(matched.items(), key=lambda im: -groups[im[0]].saving_s):
         m = ms[0]
-        rows.append([f"`{group_label(groups[i], 60)}`", fmt_time(m.group_time_s * 1e9),
+        label = " with ".join(f"`{group_label(groups[j], 60)}`" for j in m.groups)
+        rows.append([label, fmt_time(m.group_time_s * 1e9),
                      fmt_time(m.fused_time_s * 1e9), str(len(ms)), fmt_time(m.group_kernels_time_s * 1e9),
                      f"{m.reached:.0%}" if m.reached is not None else "-",
                      f"{m.group_kernels_time_s / m.fused_time_s:.3f}"])
@@ -514,6 +516,10 @@ def fusion_output(reports: Path) -> list[str] | None:
               f"kernels matched; measured on {_source(compiled, reports)}:", "",
               *_markdown(["group", "eager", "fused floor", "Inductor kernels", "their time", "saving reached",
                           "time / fused floor"], rows, 1)]
+    served = {i for m in d.fusion for i in m.groups}
+    alone = [f"`{group_label(g, 60)}`" for i, g in enumerate(groups) if i not in served]
+    if alone:
+        lines += ["", f"Groups no Inductor kernel matched: {', '.join(alone)}."]
     return lines
 
 

@@ -17,25 +17,33 @@ A call that reads nothing (a fill such as ones_like) joins the group of the firs
 
 Per group: the eager minimum (the sum of its calls' minimums); the fused minimum (every value read from
 outside the group once, every value it writes that a call outside it reads, or that is still alive when
-the trace ends, written once; never above the eager minimum); the time its calls' kernels take now; the
-fused time, a floor (the fused minimum at the measured copy roof, its FLOPs at the compute roof of their
-dtype, and at least one launch: the ceilings' empty kernel); the saving (time - fused time, never below
-0); and how to get it (HOW_KINDS: a launch-bound chain, else a chain that saves bytes, else a matmul
-epilogue, else a faster kernel). A group reading a matmul's output and writing at least as much (an
+the trace ends, written once; never above the eager minimum), a lower bound: a value written for later
+calls is left out (`recomputable_bytes`) where they could compute it again instead of reading it, as
+Inductor does with a residual sum: POINTWISE calls made it from values the fused program holds (from before
+the trace, a matmul's output, or what another group writes; a freed value can be kept longer, costing
+memory, not traffic), none of them overwritten before its last reader, and it is freed before the trace
+ends (still held, anything after the trace may read it; overwritten in place, the new value keeps part of
+its bytes); the time its calls' kernels take now; the fused time, a floor (the fused minimum at the
+measured copy roof, its FLOPs at the compute roof of their dtype, and at least one launch: the ceilings'
+empty kernel); the saving (time - fused time, never below 0); and how to get it (HOW_KINDS: a
+launch-bound chain, else a chain that saves bytes, else a write its readers could recompute, else a
+matmul epilogue, else a faster kernel). A group reading a matmul's output and writing at least as much (an
 elementwise epilogue) carries what fusing it into that matmul would remove besides: its reads of the
 output, and the matmul's write of it where only the group reads it and nothing keeps it. A group holding
 calls whose minimum is a bound (their `min_note`) counts them in `bound_calls`; calls the run measured no
 kernel for in `unmeasured_calls`.
 
 `match` pairs each Inductor kernel of a compiled run (its `fused_aten`) with the group of an eager run
-of the same program whose op types it shares most, so the predicted fused floor stands beside what
-Inductor reached (ties: the group that outlives with buffers of the sizes the kernel writes, then the one
-with as many matmuls before it; a split reduction's first stage goes with its second).
+of the same program whose ops it fused, so the predicted fused floor stands beside what Inductor reached:
+by the results it writes (the values held when the trace ends, the n-th of their size, written by the
+same group in eager), else by the op types it shares most (ties: the group that outlives with buffers of
+the sizes the kernel writes, then the one with as many matmuls before it); a split reduction's first stage
+goes with its next stages, and where those belong to several groups, the groups are compared together.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,11 +58,27 @@ VIEWS = {"aten.view", "aten._unsafe_view", "aten.reshape", "aten.permute", "aten
          "aten.expand", "aten.squeeze", "aten.unsqueeze", "aten.slice", "aten.select", "aten.detach",
          "aten.alias", "aten.as_strided", "aten.unbind", "aten.split"}
 TOP = 5  # the groups `memtraffic floor` shows
+# Op types that compute each element of their one output from the elements at its index in their inputs
+# (broadcasting included), deterministically, into a new tensor (their in-place and out= forms are not
+# these), and fills of a constant. Whoever reads such an output can compute it again from what it was
+# computed from. Leaving an op out only keeps a write the fused minimum could drop; an op that reduces,
+# gathers, draws random numbers or writes into an existing tensor must never be added.
+POINTWISE = {f"aten.{name}" for name in (
+    "add", "sub", "rsub", "mul", "div", "neg", "reciprocal", "abs", "sign", "exp", "exp2", "expm1", "log",
+    "log2", "log1p", "sqrt", "rsqrt", "pow", "sin", "cos", "tanh", "sigmoid", "erf", "relu", "gelu",
+    "silu", "leaky_relu", "hardtanh", "elu", "softplus", "clamp", "clamp_min", "clamp_max", "maximum",
+    "minimum", "where", "lerp", "addcmul", "addcdiv", "eq", "ne", "lt", "le", "gt", "ge", "logical_not",
+    "logical_and", "logical_or", "bitwise_not", "_to_copy", "gelu_backward", "silu_backward",
+    "sigmoid_backward", "tanh_backward", "threshold_backward", "ones_like", "zeros_like", "full_like",
+    "ones", "zeros", "full", "scalar_tensor")}
+SOURCES_MAX = 64  # a value computed from more values than this is taken as not recomputable
 
 # How to get a group's saving: the kind, for the legend and the JSON (views.floor_table.how_text says it).
 HOW_KINDS = {
     "compile": "torch.compile (Inductor) would fuse its calls into one kernel: intermediates stay on chip",
     "fuse": "its kernels (generated ones among them) fused into one: the intermediates stay on chip",
+    "recompute": ("its readers compute its output again from what they keep instead of reading it "
+                  "(torch.compile does so in the kernels it fuses; a matmul needs a prologue)"),
     "epilogue": "a matmul epilogue: computed as the matmul writes its output, never read back",
     "graphs": "launch-bound: CUDA graphs (or one fused kernel) remove the launches",
     "kernel": "no intermediates to fuse: a faster kernel for it (torch.compile's, or one written by hand)",
@@ -68,6 +92,7 @@ class How:
 
     kind: str
     saved_bytes: int = 0  # eager - fused minimum: the traffic fusing the group removes
+    recomputed_bytes: int = 0  # of those, the writes for later calls that they could compute again
     matmul: str = ""  # the matmul whose output the group reads ('' when none)
     epilogue_bytes: int = 0  # what fusing the group into that matmul's epilogue removes besides
     launches: int = 0  # the kernels its calls launch now
@@ -86,10 +111,12 @@ class Group:
     saving_s: float
     how: How
     kernels: int = 0  # kernels measured for its calls
+    recomputable_bytes: int = 0  # what eager writes for later calls that they could compute again instead
     bound_calls: int = 0  # calls whose minimum is a bound (min_note): the group's bytes are too
     unmeasured_calls: int = 0  # calls without a measured kernel: their time is not in time_s
     after_matmuls: int = 0  # barriers with FLOPs before its first call (matching by position)
     out_sizes: list[int] = field(default_factory=list)  # bytes of each value it writes that outlives it
+    results: list[Result] = field(default_factory=list)  # the values it writes still held when the trace ends
 
     @property
     def calls(self) -> int:
@@ -102,8 +129,14 @@ class Group:
         return {"ops": self.ops, "calls": self.calls, "seqs": self.seqs,
                 "eager_min_bytes": self.eager_min_bytes, "fused_min_bytes": self.fused_min_bytes,
                 "time_s": self.time_s, "fused_time_s": self.fused_time_s, "saving_s": self.saving_s,
-                "how": vars(self.how), "kernels": self.kernels, "bound_calls": self.bound_calls,
+                "how": vars(self.how), "kernels": self.kernels, "recomputable_bytes": self.recomputable_bytes,
+                "bound_calls": self.bound_calls,
                 "unmeasured_calls": self.unmeasured_calls}
+
+
+# A value still held when the trace ends (a gradient, an output): (bytes, how many such values of its size
+# the program wrote before it). Two runs of one program write the same results.
+Result = tuple[int, int]
 
 
 @dataclass
@@ -117,7 +150,10 @@ class Kernel:
     after_matmuls: int
     min_bytes: int  # its own minimum (the launch's buffers)
     write_sizes: list[int] = field(default_factory=list)  # bytes of each buffer it writes
-    feeds: int = -1  # the one generated kernel that reads all it writes (a split reduction's next stage)
+    # the generated kernels (positions in Fusion.kernels) that read what it writes, where nothing else reads
+    # it: a split reduction's next stages
+    feeds: list[int] = field(default_factory=list)
+    results: list[Result] = field(default_factory=list)  # the values it writes still held at the end
 
 
 @dataclass
@@ -128,6 +164,7 @@ class Fusion:
     groups: list[Group] = field(default_factory=list)
     kernels: list[Kernel] = field(default_factory=list)
     note: str = ""
+    results: dict[int, int] = field(default_factory=dict)  # bytes -> how many results of that size
 
     @property
     def saving_s(self) -> float:
@@ -136,19 +173,22 @@ class Fusion:
 
 @dataclass
 class Match:
-    """An Inductor kernel of the compiled run beside the eager group whose ops it fused."""
+    """An Inductor kernel of the compiled run beside the eager group whose ops it fused. Where one kernel
+    serves several groups (fused across them), those groups are compared together: `groups` names them,
+    and the group_* and fused_* numbers are their sums."""
 
     kernel: str
     ops: list[str]  # the kernel's fused aten ops
-    group: int  # index into the eager run's groups
-    group_ops: list[str]
-    fused_time_s: float  # the group's fused floor
+    group: int  # index into the eager run's groups (the first of `groups`)
+    group_ops: list[str]  # the ops of every group in `groups`, in their order
+    fused_time_s: float  # the groups' fused floor
     time_s: float  # the kernel's measured time
-    group_time_s: float  # the group's time in the eager run
-    group_kernels_time_s: float  # every kernel of the compiled run matched to the group
+    group_time_s: float  # the groups' time in the eager run
+    group_kernels_time_s: float  # every kernel of the compiled run matched to the groups
     min_bytes: int  # the kernel's own minimum
     group_fused_min_bytes: int
-    group_kernels_min_bytes: int  # the minimums of every kernel matched to the group
+    group_kernels_min_bytes: int  # the minimums of every kernel matched to the groups
+    groups: list[int] = field(default_factory=list)  # the groups compared together (one where none shares)
 
     @property
     def reached(self) -> float | None:
@@ -161,7 +201,7 @@ class Match:
                 "fused_time_s": self.fused_time_s, "time_s": self.time_s, "group_time_s": self.group_time_s,
                 "group_kernels_time_s": self.group_kernels_time_s, "reached": self.reached,
                 "min_bytes": self.min_bytes, "group_fused_min_bytes": self.group_fused_min_bytes,
-                "group_kernels_min_bytes": self.group_kernels_min_bytes}
+                "group_kernels_min_bytes": self.group_kernels_min_bytes, "groups": self.groups}
 
 
 def base(op: str) -> str:
@@ -189,6 +229,12 @@ def _has_flops(c: Mapping[str, object]) -> bool:
     return c.get("kind") == "op" and _int(c.get("model_flops")) > 0
 
 
+def _pointwise(c: Mapping[str, object]) -> bool:
+    """An op call of POINTWISE in its functional form (not in place, not out=)."""
+    op = str(c.get("op") or "")
+    return c.get("kind") == "op" and base(op) in POINTWISE and not op.split(".")[-1].endswith("out")
+
+
 def _kind(c: Mapping[str, object]) -> str:
     """'skip' (moves nothing), 'barrier' or 'fusible' (see the module)."""
     if "reads" not in c and "writes" not in c:
@@ -203,12 +249,18 @@ def _kind(c: Mapping[str, object]) -> str:
 
 @dataclass
 class _Value:
-    """One value a storage held: who wrote it (None: from before the trace), who read it, and whether it
-    was freed or overwritten before the trace ended."""
+    """One value a storage held: who wrote it (None: from before the trace), who read it, whether it was
+    freed or overwritten before the trace ended, and the call that overwrote it while it was still held
+    (None: never; a freed value can be kept longer, costing memory, not traffic)."""
 
     producer: int | None
     readers: list[int] = field(default_factory=list)
     dead: bool = False
+    overwritten_at: int | None = None
+    sources: tuple[_Value, ...] | None = None  # what pointwise calls computed it from (None: not so made)
+
+    def leaves(self) -> tuple[_Value, ...]:
+        return self.sources if self.sources is not None else (self,)
 
 
 class _Sets:
@@ -274,8 +326,14 @@ def fusion_groups(configs: Sequence[Mapping[str, Any]], times: Mapping[str, tupl
                 old = current.get((pid, ptr))
                 if old is not None:
                     old.dead = True  # overwritten: the old value is gone from here on
+                    old.overwritten_at = i
                 value = current[(pid, ptr)] = _Value(i)
             writes[i].append((value, nbytes))
+        made = writes[i][0][0] if len(writes[i]) == 1 else None
+        if made is not None and _pointwise(c) and all(v is not None for v, _ in reads[i]):
+            sources = {id(leaf): leaf for v, _ in reads[i] if v is not None for leaf in v.leaves()}
+            if len(sources) <= SOURCES_MAX:
+                made.sources = tuple(sources.values())
         drop(pid, c.get("freed_after"))
         if kinds[i] == "fusible":
             sets.find(i)
@@ -290,8 +348,26 @@ def fusion_groups(configs: Sequence[Mapping[str, Any]], times: Mapping[str, tupl
     members: dict[int, list[int]] = {}
     for i in sets.parent:
         members.setdefault(sets.find(i), []).append(i)
-    groups = [_group(sorted(m), configs, reads, writes, times, measured, matmuls[min(m)])
+
+    def kept(v: _Value) -> bool:
+        """Whether the fused program holds `v` in memory: from before the trace, a barrier's output, or
+        a value of a group that something outside the group reads or that outlives the trace."""
+        p = v.producer
+        if p is None or kinds[p] != "fusible":
+            return True
+        return not v.dead or any(r not in sets.parent or sets.find(r) != sets.find(p) for r in v.readers)
+
+    counts: dict[int, int] = {}  # bytes -> results of that size so far
+    results: list[list[Result]] = [[] for _ in configs]
+    for i, ws in enumerate(writes):
+        for v, nbytes in ws:
+            if v is not None and not v.dead:
+                results[i].append((nbytes, counts.get(nbytes, 0)))
+                counts[nbytes] = counts.get(nbytes, 0) + 1
+    groups = [_group(sorted(m), configs, reads, writes, times, measured, matmuls[min(m)], kept)
               for m in members.values()]
+    for g, m in zip(groups, members.values(), strict=True):
+        g.results = [r for i in sorted(m) for r in results[i]]
     groups.sort(key=lambda g: (-g.saving_s, g.seqs[0]))
     generated = [i for i, c in enumerate(configs)
                  if isinstance(c.get("params"), dict) and isinstance(c["params"].get("fused_aten"), list)]
@@ -300,23 +376,37 @@ def fusion_groups(configs: Sequence[Mapping[str, Any]], times: Mapping[str, tupl
     for i in generated:
         c = configs[i]
         readers = {r for v, _ in writes[i] if v is not None for r in v.readers}
-        only = readers.pop() if len(readers) == 1 else -1
+        feeds = sorted(position[r] for r in readers) if readers and readers <= position.keys() else []
         fused_aten = [str(a) for a in c["params"]["fused_aten"]]
         kernels.append(Kernel(str(c.get("op")), _int(c.get("seq")), fused_aten,
                               times.get(measured_range(str(c.get("range"))), (0.0, 0))[0], matmuls[i],
                               _int(c.get("min_read_bytes")) + _int(c.get("min_write_bytes")),
-                              [n for _, n in storage_pairs(c.get("writes"))], position.get(only, -1)))
-    return Fusion(groups, kernels)
+                              [n for _, n in storage_pairs(c.get("writes"))], feeds, results[i]))
+    return Fusion(groups, kernels, results=counts)
+
+
+def _recomputable(v: _Value, inside: set[int], kept: Callable[[_Value], bool]) -> bool:
+    """Whether the readers outside a group of `v`, a value it writes, could compute it again instead of
+    reading it: pointwise calls made it from values the fused program holds and nothing overwrites before
+    its last reader; `v` itself is freed (never overwritten in place, where the new value would keep part of
+    its bytes) before the trace ends."""
+    if v.sources is None or not v.dead or v.overwritten_at is not None:
+        return False
+    last = max((r for r in v.readers if r not in inside), default=None)
+    return last is not None and all(
+        kept(s) and (s.overwritten_at is None or s.overwritten_at > last) for s in v.sources)
 
 
 def _group(m: list[int], configs: Sequence[Mapping[str, Any]], reads: list[list[tuple[_Value | None, int]]],
            writes: list[list[tuple[_Value | None, int]]], times: Mapping[str, tuple[float, int]],
-           measured: Mapping[str, float], after: int) -> Group:
-    """One group's numbers (see the module); `m`: its calls' indices, `after`: matmuls before the first."""
+           measured: Mapping[str, float], after: int, kept: Callable[[_Value], bool]) -> Group:
+    """One group's numbers (see the module); `m`: its calls' indices, `after`: matmuls before the first,
+    `kept`: whether the fused program holds a value."""
     inside = set(m)
     eager = sum(_int(configs[i].get("min_read_bytes")) + _int(configs[i].get("min_write_bytes")) for i in m)
     read_in: dict[int, int] = {}  # id(value) -> bytes read of it from outside the group
     written: dict[int, int] = {}  # id(value) -> bytes written of it that outlive the group
+    again: dict[int, int] = {}  # id(value) -> those bytes, of a value its readers could compute again
     loose = 0  # bytes of no one storage (rows a gather picks): counted whole
     feeds: dict[int, list[tuple[_Value, int]]] = {}  # a matmul call -> its values the group reads
     for i in m:
@@ -332,7 +422,10 @@ def _group(m: list[int], configs: Sequence[Mapping[str, Any]], reads: list[list[
                 loose += nbytes
             elif not v.dead or any(r not in inside for r in v.readers):
                 written[id(v)] = max(written.get(id(v), 0), nbytes)
-    fused = min(eager, sum(read_in.values()) + sum(written.values()) + loose)
+                if _recomputable(v, inside, kept):
+                    again[id(v)] = written[id(v)]
+    recomputable = sum(again.values())
+    fused = min(eager, sum(read_in.values()) + sum(written.values()) - recomputable + loose)
     kernels = unmeasured = 0
     time_s = flop_s = 0.0
     for i in m:
@@ -352,50 +445,77 @@ def _group(m: list[int], configs: Sequence[Mapping[str, Any]], reads: list[list[
         # an elementwise epilogue: the group writes at least as much as it reads of the matmul's output
         if extra > epilogue and sum(written.values()) >= sum(n for _, n in fed):
             matmul, epilogue = str(configs[x].get("op")), extra
-    kind = _how_kind(len(m), eager, fused, saving, time_s, kernels, launch, epilogue)
+    kind = _how_kind(len(m), eager, fused, saving, time_s, kernels, launch, epilogue, recomputable)
     if kind == "compile" and any(configs[i].get("kind") != "op" for i in m):
         kind = "fuse"  # kernels a compiler already generated
-    how = How(kind, eager - fused, matmul, epilogue, kernels)
+    how = How(kind, eager - fused, min(recomputable, eager - fused), matmul, epilogue, kernels)
     return Group([str(configs[i].get("op")) for i in m], [_int(configs[i].get("seq")) for i in m], eager,
-                 fused, time_s, fused_time, saving, how, kernels,
+                 fused, time_s, fused_time, saving, how, kernels, recomputable,
                  sum(1 for i in m if configs[i].get("min_note")), unmeasured, after, sorted(written.values()))
 
 
 def _how_kind(calls: int, eager: int, fused: int, saving: float, time_s: float, kernels: int, launch: float,
-              epilogue: int) -> str:
+              epilogue: int, recomputable: int) -> str:
     if saving > 0 and kernels >= 2 and launch and time_s <= LAUNCH_NEAR * launch * kernels:
         return "graphs"
     if saving > 0 and calls >= 2 and fused < eager:
         return "compile"
+    if saving > 0 and recomputable:
+        return "recompute"
     if epilogue:
         return "epilogue"
     return "kernel" if saving > 0 else "at floor"
 
 
 def match(eager: Fusion, compiled: Fusion) -> list[Match]:
-    """Each Inductor kernel of `compiled` beside the group of `eager` sharing most of its op types (views
-    aside); ties go to the group that outlives with more buffers of the sizes the kernel writes, then to
-    the one with the nearest number of matmuls before it. A kernel whose output only the next generated
-    kernel reads (a split reduction's first stage) goes with that kernel's group where it shares an op type
-    with it. Kernels sharing none are left out."""
-    best: dict[int, int] = {}  # kernel -> group
+    """Each Inductor kernel of `compiled` beside the group of `eager` whose ops it fused (views aside):
+    - a kernel writing results (values held when the trace ends: gradients, outputs) goes with the groups
+      that write the same results in `eager` (the n-th result of its size, where both runs hold as many
+      of that size) and share an op type with it: two kernels of one name are told apart by what they write;
+    - a kernel whose outputs only later generated kernels read (a split reduction's first stage) goes with
+      their groups where it shares an op type with them; with several (one kernel fused across groups),
+      those groups are compared together;
+    - else, the group sharing most of its op types; ties go to the group that outlives with more buffers of
+      the sizes the kernel writes, then to the one with the nearest number of matmuls before it.
+    Kernels sharing no op type with any group are left out."""
+    agreed = {size for size, n in compiled.results.items() if eager.results.get(size) == n}
+    owner = {r: i for i, g in enumerate(eager.groups) for r in g.results if r[0] in agreed}
+    kinds = [{base(a) for a in k.fused_aten} - VIEWS for k in compiled.kernels]
+    served: dict[int, set[int]] = {}  # kernel -> the groups it serves
     for n, k in enumerate(compiled.kernels):
-        ops = {base(a) for a in k.fused_aten} - VIEWS
+        ops = kinds[n]
+        by_result = {owner[r] for r in k.results if r in owner and ops & eager.groups[owner[r]].op_types()}
         scored = [(len(ops & g.op_types()), sum(1 for b in k.write_sizes if b in g.out_sizes),
                    -abs(g.after_matmuls - k.after_matmuls), -g.calls, -i) for i, g in enumerate(eager.groups)]
         top = max(scored, default=None)
-        if top is not None and top[0] > 0:
-            best[n] = -top[-1]
-    for n, k in enumerate(compiled.kernels):  # a stage whose output only the next stage reads: its group
-        after = best.get(k.feeds)
-        shared = after is not None and {base(a) for a in k.fused_aten} & eager.groups[after].op_types()
-        if n in best and after is not None and shared:
-            best[n] = after
-    chosen = [(compiled.kernels[n], i) for n, i in best.items()]
+        if by_result:
+            served[n] = by_result
+        elif top is not None and top[0] > 0:
+            served[n] = {-top[-1]}
+    for n in reversed(range(len(compiled.kernels))):  # later stages first: a chain of stages follows its end
+        later = {i for f in compiled.kernels[n].feeds for i in served.get(f, set())
+                 if kinds[n] & eager.groups[i].op_types()}
+        if n in served and later:
+            served[n] = later
+    together = _Sets()  # groups one kernel serves are compared together
+    for gs in served.values():
+        first = min(gs)
+        for i in gs:
+            together.union(first, i)
+    parts: dict[int, list[int]] = {}
+    for i in {i for gs in served.values() for i in gs}:
+        parts.setdefault(together.find(i), []).append(i)
+    part = {i: sorted(p) for p in parts.values() for i in p}
     total: dict[int, tuple[float, int]] = {}
-    for k, i in chosen:
-        t, b = total.get(i, (0.0, 0))
-        total[i] = (t + k.time_s, b + k.min_bytes)
-    return [Match(k.name, k.fused_aten, i, eager.groups[i].ops, eager.groups[i].fused_time_s, k.time_s,
-                  eager.groups[i].time_s, total[i][0], k.min_bytes, eager.groups[i].fused_min_bytes,
-                  total[i][1]) for k, i in chosen]
+    for n, gs in served.items():
+        t, b = total.get(part[min(gs)][0], (0.0, 0))
+        k = compiled.kernels[n]
+        total[part[min(gs)][0]] = (t + k.time_s, b + k.min_bytes)
+    out = []
+    for n, gs in sorted(served.items()):
+        k, p = compiled.kernels[n], part[min(gs)]
+        g = [eager.groups[i] for i in p]
+        out.append(Match(k.name, k.fused_aten, p[0], [op for x in g for op in x.ops],
+                         sum(x.fused_time_s for x in g), k.time_s, sum(x.time_s for x in g), total[p[0]][0],
+                         k.min_bytes, sum(x.fused_min_bytes for x in g), total[p[0]][1], p))
+    return out

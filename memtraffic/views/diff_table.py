@@ -160,9 +160,9 @@ SLOWER = 0.8  # a matched kernel set faster than this share of its group's fused
 
 
 def fusion_lines(d: Diff) -> list[str]:
-    """A's fusion groups that B's Inductor kernels matched (analysis.fusion.match): per group, its time in
-    A, its predicted fused floor, the kernels' time in B and the share of the saving they reached; then
-    its kernels."""
+    """A's fusion groups that B's Inductor kernels matched (analysis.fusion.match): per group (or groups
+    one kernel fused across, together), its time in A, its predicted fused floor, the kernels' time in B
+    and the share of the saving they reached; then its kernels; then the groups no kernel matched."""
     eager_floor = d.floors[0]
     if not d.fusion or eager_floor is None:  # (fusion is matched only where both runs have a floor)
         return []
@@ -171,23 +171,31 @@ def fusion_lines(d: Diff) -> list[str]:
     groups: dict[int, list[Match]] = {}
     for m in d.fusion:
         groups.setdefault(m.group, []).append(m)
-    lines = [f"fusion: {len(d.fusion)} Inductor kernels of B beside the {len(groups)} groups of A whose ops "
-             "they fused (memtraffic floor A)"]
     eager = eager_floor.fusion.groups
-    for i, ms in sorted(groups.items(), key=lambda im: -eager[im[0]].saving_s):
+    matched = {i for m in d.fusion for i in m.groups}
+    lines = [f"fusion: {len(d.fusion)} Inductor kernels of B beside the {len(matched)} groups of A whose ops "
+             "they fused (memtraffic floor A)"]
+    for _, ms in sorted(groups.items(), key=lambda im: -eager[im[0]].saving_s):
         m = ms[0]
         reached = m.reached
-        said = (f"reached {reached:.0%} of this group's saving" if reached is not None
-                else "nothing to save: at its fused floor")
-        lines.append(f"  {group_label(eager[i], 40)}: A {fmt_time(m.group_time_s * 1e9)}, fused floor "
+        said = (f"reached {reached:.0%} of {'their' if len(m.groups) > 1 else 'this group' + chr(39) + 's'} "
+                "saving" if reached is not None else "nothing to save: at its fused floor")
+        label = " with ".join(group_label(eager[j], 40) for j in m.groups)
+        lines.append(f"  {label}: A {fmt_time(m.group_time_s * 1e9)}, fused floor "
                      f"{fmt_time(m.fused_time_s * 1e9)}; B {fmt_time(m.group_kernels_time_s * 1e9)} in "
                      f"{len(ms)} kernel{'s' if len(ms) > 1 else ''}: {said}")
+        if len(m.groups) > 1:
+            lines.append(f"    one kernel fused across these {len(m.groups)} groups: compared together")
         if m.group_kernels_time_s < SLOWER * m.fused_time_s:
             lines.append(f"    under {SLOWER:.0%} of the floor: B's kernels move at least "
                          f"{fmt_bytes(m.group_kernels_min_bytes)}, the group "
                          f"{fmt_bytes(m.group_fused_min_bytes)}: they keep or recompute other tensors than A "
                          "(a different boundary)")
         lines += [f"    {k.kernel}: {fmt_time(k.time_s * 1e9)}" for k in ms]
+    alone = [group_label(g, 40) for j, g in enumerate(eager) if j not in matched]
+    if alone:
+        lines.append(f"  no kernel of B of their own ({len(alone)}; their work may sit in a kernel matched "
+                     f"to another group): {', '.join(alone)}")
     return lines
 
 

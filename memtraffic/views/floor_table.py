@@ -51,6 +51,7 @@ def how_text(how: How) -> str:
     return {
         "compile": f"compile -{fmt_bytes(how.saved_bytes)}{epilogue}",
         "fuse": f"one kernel -{fmt_bytes(how.saved_bytes)}{epilogue}",
+        "recompute": f"recomputed later -{fmt_bytes(how.recomputed_bytes)}{epilogue}",
         "epilogue": f"a matmul epilogue -{fmt_bytes(how.epilogue_bytes)}",
         "graphs": f"CUDA graphs ({how.launches} launches)",
         "kernel": f"a faster kernel{epilogue}",
@@ -80,11 +81,14 @@ def group_lines(f: Floor, top: int = TOP) -> list[str]:
     lines = [f"fusion groups: {len(fusion.groups)}, saving {fmt_time(fusion.saving_s * 1e9)} together"
              f"{share}; the top {len(shown)}:"]
     for g in shown:
-        bound = "*" if g.bound_calls else " "
+        bound = "*" if g.bound_calls else "~" if g.recomputable_bytes else " "
         lines.append(f"  {group_label(g):<26} {g.calls:>3} {fmt_time(g.time_s * 1e9):>9} -> "
                      f"{fmt_time(g.fused_time_s * 1e9):>9}{bound} {how_text(g.how)}")
     kinds = sorted({g.how.kind for g in shown})
     legend = HOW_LEGEND + "; ".join(f"{k}: {HOW_KINDS[k]}" for k in kinds)
     if any(g.bound_calls for g in shown):
         legend += "; *: a call's minimum is a bound"
+    if any(g.recomputable_bytes and not g.bound_calls for g in shown):
+        legend += ("; ~: the floor leaves out what it writes for later calls that they could compute again "
+                   "from what they keep")
     return lines + textwrap.wrap(legend, 100, initial_indent="  (", subsequent_indent="   ")
