@@ -263,6 +263,19 @@ RULES: dict[str, Rule] = {
         "line", "local-memory bytes on the line",
         "spills {local_bytes} of local memory (registers spilled, or an array indexed at run time)",
         "{local_bytes} of local memory; spills are never compulsory: every byte is excess"),
+    "line_ideal_waste": Rule(
+        "line", "a line whose bytes asked for are unknown (see analysis/lines.py): ncu's ideal sectors below "
+        "the sectors moved",
+        "{what} fill at most {used_n} of every 32-byte sector (ncu's ideal sectors)",
+        "the line moved {moved_bytes} in 32-byte sectors where its accesses' distinct bytes fit in "
+        "{ideal_bytes} (ncu's ideal sectors): at most {used_n} useful bytes a sector; the bytes it asked "
+        "for are not counted per line (its threads' {thread_bytes} count repeated addresses too)"),
+    "line_unsplit": Rule(
+        "line", "a line whose bytes asked for are unknown: its L1 bytes above its kernel's minimum",
+        "{what} move {l1_x} the minimum: per line, sector use and repeats are not told apart",
+        "the line moved {moved_bytes} for its kernel's minimum of {min_bytes} ({l1_x}); how much of that is "
+        "sector waste and how much repeated requests needs the bytes asked for, which ncu counts per kernel "
+        "only (analyze gives both); the threads' {thread_bytes} count repeated addresses too"),
     "worst_line": Rule(
         "line", "the source line (or instruction) of a row's kernel with the most excess sectors",
         "worst line {line}: {kinds}, {share_frac} of its kernel's bytes",
