@@ -39,12 +39,13 @@ from typing import Any
 
 import pandas as pd
 
+from memtraffic.analysis.findings import sentences
 from memtraffic.analysis.floor import Floor, floor_run
 from memtraffic.analysis.fusion import Match, match
 from memtraffic.runfolder.records import RunRecord
 from memtraffic.runfolder.results import read_results
 from memtraffic.vocab.errors import MemtrafficError, ReportError, UsageError
-from memtraffic.vocab.finding import GOOD, SECTOR_BYTES, Finding, sentences
+from memtraffic.vocab.finding import GOOD, SECTOR_BYTES, Finding
 from memtraffic.vocab.launches import measured_range
 
 GROUPS = ("range", "op", "kernel", "line")

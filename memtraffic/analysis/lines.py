@@ -30,6 +30,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from memtraffic.analysis.findings import sentences
 from memtraffic.ncu.kernel_table import kernel_table, measured_lines_of
 from memtraffic.ncu.source import SECTOR, opcode
 from memtraffic.runfolder.load import load_run
@@ -37,7 +38,7 @@ from memtraffic.runfolder.paths import portable_path
 from memtraffic.runfolder.records import Plan, configs_of
 from memtraffic.runfolder.timings import is_timings
 from memtraffic.vocab.errors import ReportError, UsageError
-from memtraffic.vocab.finding import Finding, Level, Subject, sentences
+from memtraffic.vocab.finding import Finding, Level, Subject
 from memtraffic.vocab.units import compile_regex
 
 # Above this ratio a line's waste or redundancy is worth naming (counters are exact; 10% is noise in models).

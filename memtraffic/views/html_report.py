@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from memtraffic.analysis.analyze import row_dicts
+from memtraffic.analysis.findings import explain, say
 from memtraffic.ncu.kernel_table import kernel_table
 from memtraffic.runfolder.load import Run, load_run
 from memtraffic.runfolder.records import RunRecord
 from memtraffic.vocab.errors import ReportError
 from memtraffic.vocab.files import require_folder
-from memtraffic.vocab.finding import Finding, explain, say
+from memtraffic.vocab.finding import Finding
 from memtraffic.vocab.units import NUMBER_UNIT, fmt_bytes, fmt_eff, fmt_time
 
 if TYPE_CHECKING:

@@ -10,12 +10,12 @@ import pandas as pd
 
 from memtraffic.analysis import per_op
 from memtraffic.analysis.analyze import kernel_list, row_dicts, row_label, to_records
-from memtraffic.analysis.findings import NOT_A_RESULT
+from memtraffic.analysis.findings import NOT_A_RESULT, RULES, say, to_dicts
+from memtraffic.analysis.findings import explain as explain_finding
 from memtraffic.analysis.lines import location
 from memtraffic.analysis.outside import left_out, left_out_line
 from memtraffic.views import formats
-from memtraffic.vocab.finding import RULES, Finding, say, to_dicts
-from memtraffic.vocab.finding import explain as explain_finding
+from memtraffic.vocab.finding import Finding
 from memtraffic.vocab.launches import measured_range
 from memtraffic.vocab.ops import format_shape
 from memtraffic.vocab.roofs import ROOFS, CeilingsEntry, ceilings_rows
@@ -170,7 +170,7 @@ def findings(rows: Sequence[tuple[str, Sequence[Finding]]], tails: Sequence[str]
     end with its count (the JSON keeps every row's records). `explain`: each sentence's arithmetic
     under it."""
     tails = list(tails) or [""] * len(rows)
-    # A rule with a group sentence (vocab.finding.Rule.group) on REPEATED rows or more: said once, with
+    # A rule with a group sentence (analysis.findings.Rule.group) on REPEATED rows or more: said once, with
     # the rows it is on; the numbers of each are in --explain and the JSON.
     on: dict[str, list[str]] = {}
     for name, found in rows:

@@ -21,12 +21,12 @@ import pytest
 from typer.testing import CliRunner
 
 from memtraffic.analysis.analyze import analyze_path
+from memtraffic.analysis.findings import say, to_dicts
 from memtraffic.analysis.lines import COLUMNS, SECTOR, asked_for, line_findings, read_lines
 from memtraffic.cli import app
 from memtraffic.runfolder.paths import portable_path
 from memtraffic.views.html_report import build_report
 from memtraffic.vocab.errors import ReportError
-from memtraffic.vocab.finding import say, to_dicts
 
 REPO = Path(__file__).resolve().parents[2]
 H100 = REPO / "reports" / "h100"

@@ -13,10 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memtraffic.analysis.analyze import analyze_path, diagnose
+from memtraffic.analysis.findings import RULES, explain, say
 from memtraffic.analysis.lines import judge
 from memtraffic.analysis.time_notes import AT_MINIMUM, SLOW, explain_time, slow_at_minimum
 from memtraffic.ncu.metrics import METRIC_SETS
-from memtraffic.vocab.finding import RULES, Finding, explain, say
+from memtraffic.vocab.finding import Finding
 from memtraffic.vocab.roofs import COMMITTED_DIR, find_ceilings
 from memtraffic.vocab.units import fmt_bytes, fmt_rate, fmt_time
 
