@@ -24,7 +24,6 @@ from memtraffic.vocab.units import fmt_bytes, fmt_rate, fmt_time
 
 GOOD = 0.9  # an efficiency below this is a finding (and a factor above 1 / GOOD)
 SECTOR_BYTES = 32  # the unit L1 and L2 move global memory in
-SAY_WIDTH = 100  # the most characters a rule's sentence may take on a terminal
 
 Level = Literal["", "L1", "L1 ld", "L1 st", "L2", "DRAM", "DRAM rd", "DRAM wr", "local"]
 Evidence = Mapping[str, float | int | str]
