@@ -33,7 +33,8 @@ _LAZY = {
                      "measure_variants", "run_measure", "run_profile"), "memtraffic.api"),
     **dict.fromkeys(("fmt_bytes", "fmt_time", "fmt_rate"), "memtraffic.vocab.units"),
     **dict.fromkeys(("Traffic", "element_size"), "memtraffic.vocab.ops"),
-    **dict.fromkeys(("Finding", "say", "explain"), "memtraffic.vocab.finding"),  # findings: records, words
+    "Finding": "memtraffic.vocab.finding",  # findings: records
+    **dict.fromkeys(("say", "explain"), "memtraffic.analysis.findings"),  # and their words
     "Variant": "memtraffic.vocab.variant",
     "MemtrafficError": "memtraffic.vocab.errors",  # every error memtraffic raises on purpose
     "ops": "memtraffic.inprogram.tracer",

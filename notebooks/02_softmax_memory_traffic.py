@@ -470,9 +470,11 @@ show(amplification_bars(cols, "Softmax down the columns of 4096x4096"))
 # The counters so far are per kernel. Measured with `memtraffic measure --source` (ncu's SourceCounters
 # section), a report also holds them per instruction, and `memtraffic lines` sums them per source line.
 # ncu judges a line by its *excessive sectors*: sectors beyond those its requests' distinct bytes need.
-# That catches waste inside one request (the strided column kernel of section 6), but not warps or
-# programs asking for the same sectors again: for that, memtraffic sets the line's ideal sectors against
-# the kernel's minimum.
+# That catches waste inside one request (the strided column kernel of section 6), but not a request
+# smaller than a sector, nor warps or programs asking for the same bytes again. memtraffic judges each
+# line by the two factors of section 2 instead: bytes used per sector and requests per useful byte, from
+# the bytes the instructions asked for (the kernel's counter, which a line carrying all of its kernel's
+# loads shares).
 
 # %%
 SOURCE = "source_seed_1048576x2_fp32"
@@ -488,9 +490,10 @@ The naive kernel's load, line {naive_load['line']}:
 `{naive_load['source']}`
 
 has {naive_load['ncu_excessive_sectors']} excessive sectors by ncu's rule: every request touches only the
-sectors its own bytes need. Yet the line moves {fmt_bytes(naive_load['bytes_moved'])}, and its ideal
-sectors alone are {naive_load['ideal_sectors'] * SECTOR_BYTES / naive_load['min_bytes']:.0f}x the
-kernel's minimum read ({fmt_bytes(naive_load['min_bytes'])}): *{naive_load['verdict']}*. The tiled kernel's
+sectors its own bytes need. Yet the line moves {fmt_bytes(naive_load['bytes_moved'])},
+{naive_load['bytes_moved'] / naive_load['min_bytes']:.0f}x the kernel's minimum read
+({fmt_bytes(naive_load['min_bytes'])}), for {fmt_bytes(naive_load['bytes_requested'])} its instructions asked
+for: *{naive_load['verdict']}*. The tiled kernel's
 lines move {fmt_bytes(sum(r['bytes_moved'] for r in tiled_lines))} for a minimum of
 {fmt_bytes(sum(r['min_bytes'] for r in tiled_lines))}: {", ".join(r['verdict'] for r in tiled_lines)}.
 """)

@@ -62,7 +62,7 @@ def test_per_op_equals_the_cli_json():
 
 def test_lines_equal_the_cli_json():
     path = H100 / "source_seed_1048576x2_fp32"
-    from memtraffic.vocab.finding import to_dicts
+    from memtraffic.analysis.findings import to_dicts
 
     # the API gives the findings as records; the JSON writes them as dicts with their words
     assert [{**r, "findings": to_dicts(r["findings"])} for r in memtraffic.lines(path)] == _cli_json(

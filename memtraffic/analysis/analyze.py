@@ -21,7 +21,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from memtraffic.analysis.findings import SECTOR_BYTES, Role, diagnose, not_results, ok
+from memtraffic.analysis.findings import SECTOR_BYTES, Role, diagnose, not_results, ok, sentences, to_dicts
 from memtraffic.analysis.outside import outside_kinds
 from memtraffic.analysis.reuse import REUSES, add_reused
 from memtraffic.analysis.time_notes import copy_seconds
@@ -50,7 +50,7 @@ from memtraffic.vocab.files import (
     write_bytes_atomic,
     write_json,
 )
-from memtraffic.vocab.finding import Subject, sentences, to_dicts
+from memtraffic.vocab.finding import Subject
 from memtraffic.vocab.launches import measured_range
 from memtraffic.vocab.ops import format_shape
 from memtraffic.vocab.roofs import find_ceilings

@@ -39,12 +39,13 @@ from typing import Any
 
 import pandas as pd
 
+from memtraffic.analysis.findings import sentences
 from memtraffic.analysis.floor import Floor, floor_run
 from memtraffic.analysis.fusion import Match, match
 from memtraffic.runfolder.records import RunRecord
 from memtraffic.runfolder.results import read_results
 from memtraffic.vocab.errors import MemtrafficError, ReportError, UsageError
-from memtraffic.vocab.finding import GOOD, SECTOR_BYTES, Finding, sentences
+from memtraffic.vocab.finding import GOOD, SECTOR_BYTES, Finding
 from memtraffic.vocab.launches import measured_range
 
 GROUPS = ("range", "op", "kernel", "line")
@@ -463,11 +464,19 @@ def verdict(a: Mapping[str, object], b: Mapping[str, object], row: Mapping[str, 
         time = (f"time {pct(row['time_ns_rel'])} (within the ±{100 * row['time_band']:.2g}% noise)" if noise
                 else f"time {pct(row['time_ns_rel'])}")
     writes = row.get("dram_wr_bytes_rel", math.nan)
-    writes_note = (f"DRAM writes {pct(writes)} (L2 write-back, varies run to run)"
-                   if not math.isnan(writes) and abs(writes) >= BYTES_NOTE else "")
+    writes_note = f"DRAM writes {pct(writes)}" if names_writes(row) else ""  # why: said once (WRITES_NOTE)
     if not changes and not why and noise:
         return "; ".join(p for p in (f"no change: {head}" + (f", {time}" if time else ""), writes_note) if p)
     return "; ".join(p for p in (f"{head}: {why}" if why else head, time, writes_note) if p)
+
+
+WRITES_NOTE = "DRAM writes: L2 write-back, varies run to run"  # said once under a diff that names them
+
+
+def names_writes(row: Mapping[str, Any]) -> bool:
+    """The row's verdict names its DRAM writes' change (apart and last: see verdict)."""
+    writes = row.get("dram_wr_bytes_rel", math.nan)
+    return isinstance(writes, float) and not math.isnan(writes) and abs(writes) >= BYTES_NOTE
 
 
 def _score(row: Mapping[str, Any], group_by: str) -> float:

@@ -1,29 +1,38 @@
-"""The findings of an analyzed row: the efficiency rules of memtraffic.vocab.finding.RULES, checked in a
-fixed order.
+"""The one registry of finding rules, and the efficiency checks of an analyzed row.
 
-Each `Check` names its rule, when it applies (`when`) and the findings it makes (`find`: one or several,
-e.g. one per direction), each a `Finding` record with its evidence. `diagnose` runs CHECKS top to bottom
-over a row's `Facts`. The words are the registry's (vocab/finding.py), written only by views.
+RULES is one plain dict, read top to bottom: each rule's kind (efficiency, time, floor, line, diff), what
+it checks, its sentence (`say`) and its explanation (`explain`), templates over its findings' evidence
+names (memtraffic.vocab.finding.fill writes each value as its name's ending says). An efficiency rule
+carries its check beside its words: `when` it applies to a row's `Facts` and the findings it makes there
+(`find`, each a `Finding` record with its evidence); `diagnose` runs those in RULES' order, then adds why
+time is far above a copy of the minimum (memtraffic.analysis.time_notes). Time, floor, line and diff
+rules are made where their numbers are (time_notes, floor, lines, diff). Adding an efficiency rule is one
+entry here (docs/contributing.md).
+
+`say` and `explain` look a finding's rule up and fill its templates: views (and the JSON and CSV writers)
+turn records into words with them; nothing reads the words back.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any, Literal, TypeGuard
 
 from memtraffic.analysis.time_notes import explain_time, local_bytes
 from memtraffic.vocab.arch import Chip, chip_for_gpu
-from memtraffic.vocab.finding import GOOD, SECTOR_BYTES, Finding, Level, Subject
+from memtraffic.vocab.finding import GOOD, SECTOR_BYTES, Finding, Level, Subject, fill
 from memtraffic.vocab.units import ABOVE
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["GOOD", "SECTOR_BYTES", "CHECKS", "NOT_A_RESULT", "Facts", "Role", "not_results", "reuses_tiles",
-           "diagnose", "needs_full_set", "ok", "predicted"]
+__all__ = ["GOOD", "SECTOR_BYTES", "CHECKS", "NOT_A_RESULT", "RULES", "Facts", "Role", "Rule", "diagnose",
+           "explain", "needs_full_set", "not_results", "ok", "predicted", "reuses_tiles", "say", "sentences",
+           "to_dicts"]
+SAY_WIDTH = 100  # the most characters a rule's sentence may take on a terminal
 LSU_NEGLIGIBLE = 0.01  # L1 (LSU) bytes under this fraction of L2's: the kernel moves its data another way
 
 
@@ -174,16 +183,7 @@ class Facts:
         return ok(self.r.get(key)) and self.r[key] > ABOVE
 
 
-@dataclass(frozen=True)
-class Check:
-    """When one rule applies to a row, and the findings it makes there."""
-
-    rule: str
-    when: Callable[[Facts], bool]
-    find: Callable[[Facts], list[Finding]]
-
-
-# --- the findings, in CHECKS' order -------------------------------------------------------------------------
+# --- what the efficiency rules' checks compute -----------------------------------------------------------
 
 
 def _num(r: Mapping[str, object], key: str) -> float:
@@ -192,6 +192,7 @@ def _num(r: Mapping[str, object], key: str) -> float:
 
 
 def _role(f: Facts) -> list[Finding]:
+    """main_kernel or helper_kernel, by the row's role among its range's kernels."""
     assert f.role is not None
     return [f.found("main_kernel" if f.role.main else "helper_kernel", main=f.role.main_kernel,
                     kernels_n=f.role.kernels)]
@@ -311,12 +312,48 @@ def _levels_explained(f: Facts) -> bool:
     return bool(f.bound and _levels_below(f)) or f.above("eff_l2")
 
 
+def _dram_only_below(f: Facts) -> bool:
+    """DRAM (read + write) below the minimum where no per-direction counters tell reads from writes."""
+    return f.above("eff_dram") and not ok(f.r.get("eff_dram_rd"))
+
+
 def _dram_below(f: Facts) -> list[Finding]:
-    if f.above("eff_dram") and not ok(f.r.get("eff_dram_rd")):  # the table shows DRAM rd+wr then
-        return [f.found("dram_below_minimum", "DRAM", min_bytes=_num(f.r, "min_bytes"),
-                        dram_bytes=_num(f.r, "dram_rd_bytes") + _num(f.r, "dram_wr_bytes"))]
+    return [f.found("dram_below_minimum", "DRAM", min_bytes=_num(f.r, "min_bytes"),
+                    dram_bytes=_num(f.r, "dram_rd_bytes") + _num(f.r, "dram_wr_bytes"))]
+
+
+def _dram_writes_below(f: Facts) -> list[Finding]:
     return [f.found("dram_writes_below_minimum", "DRAM wr", min_bytes=_num(f.r, "min_write_bytes"),
                     dram_bytes=_num(f.r, "dram_wr_bytes"))]
+
+
+def _dram_reads_below(f: Facts) -> list[Finding]:
+    return [f.found("dram_reads_below_minimum", "DRAM rd", min_bytes=_num(f.r, "min_read_bytes"),
+                    dram_bytes=_num(f.r, "dram_rd_bytes"))]
+
+
+def _absorbed(f: Facts) -> bool:
+    """L1 loads well above the minimum while DRAM reads sit at it. Said once: where the time rule blames
+    the L1 requests, it says this too."""
+    return (ok(f.r.get("eff_l1_ld")) and f.r["eff_l1_ld"] < GOOD and ok(f.r.get("eff_dram_rd"))
+            and f.r["eff_dram_rd"] >= GOOD and (f.slow is None or f.slow.rule != "l1_requests")
+            and not reuses_tiles(f.r))
+
+
+def _dram_excess(f: Facts) -> list[Finding]:
+    return [f.found("dram_excess", "DRAM", dram_x=1 / f.r["eff_dram"], min_bytes=_num(f.r, "min_bytes"),
+                    dram_bytes=_num(f.r, "dram_rd_bytes") + _num(f.r, "dram_wr_bytes"))]
+
+
+def _bound_below(f: Facts) -> list[Finding]:
+    return [f.found("bound_below_minimum", levels=_names(_levels_below(f)), bound=f.bound)]
+
+
+def _l2_below(f: Facts) -> list[Finding]:
+    """Less than the minimum reached L2: the call needed less than its minimum counts."""
+    return [f.found("l2_below_minimum", "L2", levels=_names(_levels_below(f)),
+                    min_bytes=_num(f.r, "min_bytes"),
+                    l2_bytes=_num(f.r, "l2_rd_bytes") + _num(f.r, "l2_wr_bytes"))]
 
 
 def _lsu_name(f: Facts) -> str:
@@ -329,67 +366,321 @@ def _below(rule: str, level: Level, eff: str, moved: str, minimum: str) -> Calla
                               min_bytes=_num(f.r, minimum), via=_lsu_name(f))]
 
 
-def _time(f: Facts) -> list[Finding]:
-    assert f.slow is not None
-    return [replace(f.slow, subject=f.subject)]
+Kind = Literal["efficiency", "time", "floor", "line", "diff"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule of the registry: its kind, what it checks, its sentence and its explanation (templates
+    over its findings' evidence names), where its numbers vary from row to row, the sentence that says
+    it once for several rows (`group`); and an efficiency rule's check: `when` it applies to a row and
+    the findings it makes there (`find`)."""
+
+    kind: Kind
+    checks: str
+    say: str
+    explain: str
+    group: str = ""  # said once for several rows whose numbers differ (no evidence names); '' where none
+    when: Callable[[Facts], bool] | None = None
+    find: Callable[[Facts], list[Finding]] | None = None
 
 
 # Below the minimum: a reason for each level that moved less than the minimum (efficiency above ABOVE);
 # output left in L2 (DRAM writes below the minimum, which tables show only inside DRAM rd+wr) is said too,
-# also on a row otherwise at the minimum: no efficiency above ABOVE goes without its reason.
-CHECKS: list[Check] = [
-    Check("role", lambda f: f.role is not None, _role),
-    Check("spills", lambda f: local_bytes(f.r) > 0, _spills),  # excess at L1, and at L2/DRAM past L1
-    Check("lsu_bypass", lambda f: bool(f.bypass), _lsu_bypass),
-    # A matmul's L1 re-reads are its algorithm (reuses_tiles): no L1 finding for it.
-    Check("sector_waste", lambda f: bool(_low_sector_use(f)) and not reuses_tiles(f.r), _sector_waste),
-    Check("redundant_requests", lambda f: bool(_extra_requests(f)) and not reuses_tiles(f.r),
-          _redundant_requests),
-    Check("predicted_passes", lambda f: bool(_unasked(f)) and not reuses_tiles(f.r), _predicted_passes),
-    Check("kernel_passes", lambda f: f.n_kernels > 1,
-          lambda f: [f.found("kernel_passes", kernels_n=f.n_kernels)]),
-    # Caches absorbing traffic: L1 well above the minimum while DRAM reads sit at it.
-    # Said once: where the time rule blames the L1 requests, it says this too.
-    Check("caches_absorb",
-          lambda f: (ok(f.r.get("eff_l1_ld")) and f.r["eff_l1_ld"] < GOOD and ok(f.r.get("eff_dram_rd"))
-                     and f.r["eff_dram_rd"] >= GOOD and (f.slow is None or f.slow.rule != "l1_requests")
-                     and not reuses_tiles(f.r)),
-          _caches_absorb),
-    Check("dram_excess", lambda f: ok(f.r.get("eff_dram")) and f.r["eff_dram"] < GOOD,
-          lambda f: [f.found("dram_excess", "DRAM", dram_x=1 / f.r["eff_dram"],
-                             min_bytes=_num(f.r, "min_bytes"),
-                             dram_bytes=_num(f.r, "dram_rd_bytes") + _num(f.r, "dram_wr_bytes"))]),
-    Check("bound_below_minimum", lambda f: bool(f.bound and _levels_below(f)),
-          lambda f: [f.found("bound_below_minimum", levels=_names(_levels_below(f)), bound=f.bound)]),
-    # less than the minimum reached L2: the call needed less than its minimum counts
-    Check("l2_below_minimum", lambda f: not f.bound and f.above("eff_l2"),
-          lambda f: [f.found("l2_below_minimum", "L2", levels=_names(_levels_below(f)),
-                             min_bytes=_num(f.r, "min_bytes"),
-                             l2_bytes=_num(f.r, "l2_rd_bytes") + _num(f.r, "l2_wr_bytes"))]),
-    Check("l1_loads_below_minimum",
-          lambda f: not _levels_explained(f) and f.above("eff_l1_ld") and "loads" not in f.bypass,
-          _below("l1_loads_below_minimum", "L1 ld", "eff_l1_ld", "l1_ld_bytes", "min_read_bytes")),
-    Check("l1_stores_below_minimum",
-          lambda f: not _levels_explained(f) and f.above("eff_l1_st") and "stores" not in f.bypass,
-          _below("l1_stores_below_minimum", "L1 st", "eff_l1_st", "l1_st_bytes", "min_write_bytes")),
-    Check("dram_reads_below_minimum", lambda f: not _levels_explained(f) and f.above("eff_dram_rd"),
-          lambda f: [f.found("dram_reads_below_minimum", "DRAM rd", min_bytes=_num(f.r, "min_read_bytes"),
-                             dram_bytes=_num(f.r, "dram_rd_bytes"))]),
-    Check("dram_below_minimum",
-          lambda f: not _levels_explained(f) and ((f.above("eff_dram") and not ok(f.r.get("eff_dram_rd")))
-                                                  or wrote_below(f.r)),
-          _dram_below),
-    # why time is far above a copy of the minimum when the bytes are not: last (its rule is a time rule)
-    # (spills already said by their own check).
-    Check("time", lambda f: f.slow is not None and f.slow.rule != "time_spills", _time),
-]
+# also on a row otherwise at the minimum: no efficiency above ABOVE goes without its reason. A matmul's L1
+# re-reads are its algorithm (reuses_tiles): no L1 finding for it.
+# fmt: off
+RULES: dict[str, Rule] = {
+    # --- efficiency: one analyzed row (a config, an op call, a kernel) against its minimum ---------------
+    "main_kernel": Rule(
+        "efficiency", "a range with several kernels (--group-by kernel): the one its minimum is counted on",
+        "main kernel of {kernels_n} in its range: the range's whole minimum is counted here",
+        "the kernel moving the most L2 bytes (else the longest) of its range's {kernels_n} carries the "
+        "range's minimum",
+        when=lambda f: f.role is not None and f.role.main,
+        find=_role),
+    "helper_kernel": Rule(
+        "efficiency", "a range with several kernels (--group-by kernel): the others",
+        "helper kernel of {kernels_n} in its range: the minimum is counted on {main}",
+        "a range of {kernels_n} kernels; its minimum is counted once, on {main}, so a helper kernel shows "
+        "no efficiency of its own",
+        when=lambda f: f.role is not None and not f.role.main,
+        find=_role),
+    "spills": Rule(
+        "efficiency", "local-memory bytes (registers spilled) through L1",
+        "spills {local_bytes} to local memory ({local_x} the minimum): fewer live values or registers",
+        "{registers_n} registers a thread; local loads {local_ld_bytes} + stores {local_st_bytes} = "
+        "{local_bytes}, against a minimum of {min_bytes}: every local byte is excess",
+        when=lambda f: local_bytes(f.r) > 0,
+        find=_spills),
+    "lsu_bypass": Rule(
+        "efficiency", "L1 (LSU) bytes under 1% of L2's: loads or stores outside the counted pipe",
+        "{what} bypass the L1 (LSU) counters ({via}): judge by L2, DRAM and FLOPs",
+        "L1 counted {l1_bytes} where L2 moved {l2_bytes}: the data moved through {via}, which the L1 "
+        "(LSU) counters do not see, so no L1 efficiency is given",
+        when=lambda f: bool(f.bypass),
+        find=_lsu_bypass),
+    "sector_waste": Rule(
+        "efficiency", "bytes the instructions asked for / bytes the 32-byte sectors moved, below GOOD",
+        "{what} use {used_n} of every 32-byte sector: adjacent threads should touch adjacent addresses",
+        "the instructions asked for {requested_bytes}; L1 moved {moved_bytes} in 32-byte sectors: "
+        "{requested_bytes} / {moved_bytes} = {sector_eff} ({used_n} useful bytes a sector, "
+        "{sector_x} amplification)",
+        when=lambda f: bool(_low_sector_use(f)) and not reuses_tiles(f.r),
+        find=_sector_waste),
+    "redundant_requests": Rule(
+        "efficiency", "bytes the instructions asked for / the minimum, above 1 / GOOD",
+        "each {what} byte requested {requested_x}: warps or programs repeat it, or the kernel makes passes",
+        "{requested_bytes} requested for a minimum of {min_bytes}: {requested_x}; times the sector "
+        "amplification {sector_x}, L1 moves {l1_x} the minimum ({moved_bytes})",
+        when=lambda f: bool(_extra_requests(f)) and not reuses_tiles(f.r),
+        find=_redundant_requests),
+    "predicted_passes": Rule(
+        "efficiency", "L1 bytes above the minimum that the variant's model predicts (no request counters)",
+        "each {what} byte moves {passes_x} at L1, as the variant's model predicts: passes it makes",
+        "L1 moved {moved_bytes} for a minimum of {min_bytes} ({passes_x}), within 1% of the model's "
+        "prediction {predicted_bytes}",
+        when=lambda f: bool(_unasked(f)) and not reuses_tiles(f.r),
+        find=_predicted_passes),
+    "kernel_passes": Rule(
+        "efficiency", "a range of several kernels: each kernel is a pass over memory",
+        "{kernels_n} kernels, each a pass over memory: fusing them saves passes",
+        "the range launched {kernels_n} kernels; each reads its input from memory again",
+        when=lambda f: f.n_kernels > 1,
+        find=lambda f: [f.found("kernel_passes", kernels_n=f.n_kernels)]),
+    "caches_absorb": Rule(
+        "efficiency", "L1 load efficiency below GOOD while DRAM reads are at the minimum",
+        "L1 and L2 absorb the extra loads before DRAM, but time pays ({rate_Bps} of minimum bytes)",
+        "DRAM read efficiency {dram_rd_eff} (at the minimum) while L1 loads {l1_x} it; the minimum's "
+        "{min_bytes} in {time_s} is {rate_Bps}",
+        when=_absorbed,
+        find=_caches_absorb),
+    "dram_excess": Rule(
+        "efficiency", "DRAM efficiency (read + write) below GOOD",
+        "DRAM moves {dram_x} the minimum",
+        "DRAM moved {dram_bytes} for a minimum of {min_bytes}: {dram_x}",
+        when=lambda f: ok(f.r.get("eff_dram")) and f.r["eff_dram"] < GOOD,
+        find=_dram_excess),
+    "l2_excess": Rule(
+        "efficiency", "L2 efficiency below GOOD with DRAM at the minimum",
+        "L2 moves {l2_x} the minimum (DRAM at it)",
+        "L2 moved {l2_bytes} for a minimum of {min_bytes}: {l2_x}; DRAM is at the minimum"),
+    "bound_below_minimum": Rule(
+        "efficiency", "a level moved less than a minimum known to be only an upper bound",
+        "below the minimum at {levels}: {bound}",
+        "the op's minimum is an upper bound ({bound}); {levels} moved less than it",
+        when=lambda f: bool(f.bound and _levels_below(f)),
+        find=_bound_below),
+    "l2_below_minimum": Rule(
+        "efficiency", "L2 moved less than the minimum: the minimum over-counts the call",
+        "below the minimum at {levels}: the minimum over-counts this call, a bound it beats",
+        "L2 moved {l2_bytes} for a minimum of {min_bytes}: less than any implementation must move, so "
+        "the call needed less (a data-dependent op, an input used only in part, or data it skips)",
+        when=lambda f: not f.bound and f.above("eff_l2"),
+        find=_l2_below),
+    "l1_loads_below_minimum": Rule(
+        "efficiency", "L1 loads below the minimum: loads outside the LSU pipe are not counted",
+        "L1 loads {l1_x} the minimum: loads through {via} are not in these counters",
+        "L1 loads {l1_bytes} for a minimum read of {min_bytes}; the rest moved through {via}",
+        when=lambda f: not _levels_explained(f) and f.above("eff_l1_ld") and "loads" not in f.bypass,
+        find=_below("l1_loads_below_minimum", "L1 ld", "eff_l1_ld", "l1_ld_bytes", "min_read_bytes")),
+    "l1_stores_below_minimum": Rule(
+        "efficiency", "L1 stores below the minimum: stores outside the LSU pipe are not counted",
+        "L1 stores {l1_x} the minimum: stores through {via} are not in these counters",
+        "L1 stores {l1_bytes} for a minimum write of {min_bytes}; the rest moved through {via}",
+        when=lambda f: not _levels_explained(f) and f.above("eff_l1_st") and "stores" not in f.bypass,
+        find=_below("l1_stores_below_minimum", "L1 st", "eff_l1_st", "l1_st_bytes", "min_write_bytes")),
+    "dram_reads_below_minimum": Rule(
+        "efficiency", "DRAM reads below the minimum read",
+        "DRAM reads below the minimum: part of the input came from L2 (not flushed before)",
+        "DRAM read {dram_bytes} for a minimum read of {min_bytes}: the rest was in L2 already",
+        when=lambda f: not _levels_explained(f) and f.above("eff_dram_rd"),
+        find=_dram_reads_below),
+    "dram_below_minimum": Rule(
+        "efficiency", "DRAM bytes below the minimum (no per-direction counters)",
+        "DRAM below the minimum: input served from L2, or output still in L2 at the end",
+        "DRAM moved {dram_bytes} for a minimum of {min_bytes}",
+        when=lambda f: not _levels_explained(f) and _dram_only_below(f),
+        find=_dram_below),
+    "dram_writes_below_minimum": Rule(
+        "efficiency", "DRAM writes below the minimum write",
+        "DRAM writes below the minimum: the output was still in L2 when the kernel ended",
+        "DRAM wrote {dram_bytes} for a minimum write of {min_bytes}: the rest stayed in L2",
+        when=lambda f: not _levels_explained(f) and not _dram_only_below(f) and wrote_below(f.r),
+        find=_dram_writes_below),
+    # --- time: why a row's time is far above its floor (memtraffic.analysis.time_notes's order) ----------
+    "time_spills": Rule(
+        "time", "local-memory bytes beside the global ones",
+        "time {time_x} a copy of the minimum: spills to local memory take it",
+        "{time_s} against {copy_s} for a copy of the minimum at {roof_Bps}; {local_bytes} of local memory"),
+    "launch_bound": Rule(
+        "time", "time within 2x of an empty kernel's (per kernel)",
+        "launch-bound: {time_s} is within 2x of an empty kernel's {launch_s}: give each launch more work",
+        "{kernels_n} kernel(s) in {time_s}; an empty kernel takes {launch_s} under ncu; a copy of the "
+        "minimum would take {copy_s} at {roof_Bps}",
+        "launch-bound, within 2x of an empty kernel's time: give each launch more work"),
+    "compute_bound": Rule(
+        "time", "the minimum's FLOPs at the measured roof of the dtype take half the time or more",
+        "compute-bound: the FLOPs take {flops_s} at the {roof} roof, {share_frac} of the time",
+        "{gflop_n} GFLOP at the measured {roof} roof ({roof_flops}) take {flops_s} of {time_s}"),
+    "compute_below_roof": Rule(
+        "time", "the FLOPs set the floor, but run below the measured roof",
+        "compute below its roof: the FLOPs take {flops_s} at the {roof} roof, {share_frac} of the time",
+        "{gflop_n} GFLOP at the measured {roof} roof ({roof_flops}) take {flops_s} of {time_s}"),
+    "grid_short": Rule(
+        "time", "fewer blocks than 0.8 of one wave",
+        "too few threads to fill the GPU: the grid fills {waves_n} of one wave",
+        "{grid_n} blocks of {block_n} threads on {sms_n} SMs: {waves_n} waves; {in_flight}",
+        "too few threads to fill the GPU: the grid fills under one wave"),
+    "l1_requests": Rule(
+        "time", "bytes at the minimum from L2 on, L1 moving 2x the minimum or more",
+        "time {time_x} a copy of the minimum: the L1 requests take it ({l1_x} the minimum)",
+        "{time_s} against {copy_s} for a copy of the minimum at {roof_Bps}; L1 {what} move {l1_x} their "
+        "minimum, absorbed by L1 and L2 before DRAM; {in_flight}"),
+    "low_occupancy": Rule(
+        "time", "theoretical occupancy under 50%",
+        "occupancy {occupancy_pct}: {limiter}",
+        "theoretical occupancy {occupancy_pct} ({limiter}); {in_flight}"),
+    "achieved_occupancy": Rule(
+        "time", "achieved occupancy under 0.6 of the theoretical",
+        "achieved occupancy {achieved_pct} of a theoretical {occupancy_pct}",
+        "warps active {achieved_pct} of the SM's, the launch allowing {occupancy_pct}; {in_flight}"),
+    "tail_wave": Rule(
+        "time", "1 to 4 waves with a last wave at most half full",
+        "a partial last wave: {waves_n} waves, the last {last_frac} full",
+        "the GPU idles while the last wave runs; {in_flight}",
+        "a partial last wave: the GPU idles while it runs"),
+    "latency": Rule(
+        "time", "bytes in flight (Little's law) below what the copy roof needs",
+        "latency-bound: each thread needs {thread_n} B in flight for the copy roof",
+        "{in_flight}",
+        "latency-bound: too few bytes in flight a thread for the copy roof"),
+    "time_unknown": Rule(
+        "time", "time far above a copy of the minimum, no reason above fits",
+        "no reason fits the time: measure with --metrics traffic,spills",
+        "{time_s} against {copy_s} for a copy of the minimum; not launch, FLOPs, grid, occupancy or tail"),
+    # --- floor: rows whose floor is not known or not measurable ------------------------------------------
+    "no_minimum": Rule(
+        "floor", "a row without a minimum (an op without a model, a kernel outside the traced ops)",
+        "no minimum known: its whole time counts as recoverable",
+        "no minimum and no FLOPs for these calls, so no floor: {time_s} counted as recoverable"),
+    "no_roofs": Rule(
+        "floor", "no measured roofs for the GPU",
+        "no measured roofs for this GPU: memtraffic ceilings --refresh measures them",
+        "the floor needs the measured copy and FLOP roofs of {device}"),
+    "timing_only": Rule(
+        "floor", "a timing-only run where no other reason fits",
+        "no counters in a timing-only run: profile with ncu to tell bytes from latency",
+        "a timing-only run records times, not bytes"),
+    "timing_only_rate": Rule(
+        "floor", "a timing-only row with a minimum: its bandwidth at the minimum against the copy roof",
+        "timing only, no per-level bytes: {rate_Bps} at the minimum, {roof_eff} of the copy roof",
+        "minimum bytes / time = {rate_Bps}; the measured copy roof's fraction {roof_eff}"),
+    "timing_only_above_roof": Rule(
+        "floor", "a timing-only row faster than a DRAM copy of its minimum",
+        "timing only: {rate_Bps} at the minimum, {roof_eff} of the copy roof: data came from L2",
+        "above the copy roof: data the previous kernels left in L2 was read from there (no cache is "
+        "flushed between kernels in a timing-only run)"),
+    "timing_only_no_minimum": Rule(
+        "floor", "a timing-only row without a minimum",
+        "timing only, no per-level bytes, and no minimum for this range",
+        "a timing-only run records times, not bytes; this range has no minimum"),
+    # --- line: one source line (or instruction) of a kernel ----------------------------------------------
+    "line_spills": Rule(
+        "line", "local-memory bytes on the line",
+        "spills {local_bytes} of local memory (registers spilled, or an array indexed at run time)",
+        "{local_bytes} of local memory; spills are never compulsory: every byte is excess"),
+    "line_ideal_waste": Rule(
+        "line", "a line whose bytes asked for are unknown (see analysis/lines.py): ncu's ideal sectors below "
+        "the sectors moved",
+        "{what} fill at most {used_n} of every 32-byte sector (ncu's ideal sectors)",
+        "the line moved {moved_bytes} in 32-byte sectors where its accesses' distinct bytes fit in "
+        "{ideal_bytes} (ncu's ideal sectors): at most {used_n} useful bytes a sector; the bytes it asked "
+        "for are not counted per line (its threads' {thread_bytes} count repeated addresses too)"),
+    "line_unsplit": Rule(
+        "line", "a line whose bytes asked for are unknown: its L1 bytes above its kernel's minimum",
+        "{what} move {l1_x} the minimum: per line, sector use and repeats are not told apart",
+        "the line moved {moved_bytes} for its kernel's minimum of {min_bytes} ({l1_x}); how much of that is "
+        "sector waste and how much repeated requests needs the bytes asked for, which ncu counts per kernel "
+        "only (analyze gives both); the threads' {thread_bytes} count repeated addresses too"),
+    "worst_line": Rule(
+        "line", "the source line (or instruction) of a row's kernel with the most excess sectors",
+        "worst line {line}: {kinds}, {share_frac} of its kernel's bytes",
+        "of the kernel's lines, {line} has the most excess sectors ({excess_n}): {kinds}"),
+    # --- diff: what changed between two runs' rows ----------------------------------------------------------
+    "diff_sector_gone": Rule(
+        "diff", "sector efficiency below GOOD in A, at or above it in B",
+        "{what} sector waste gone (used {used_n} of every 32 bytes)",
+        "sector efficiency {a_eff} -> {b_eff}"),
+    "diff_sector_new": Rule(
+        "diff", "sector efficiency at or above GOOD in A, below it in B",
+        "{what} now waste sectors (use {used_n} of every 32 bytes)",
+        "sector efficiency {a_eff} -> {b_eff}"),
+    "diff_sector_changed": Rule(
+        "diff", "sector efficiency below GOOD in both, changed by more than 10%",
+        "{what} use {a_used_n} -> {b_used_n} of every 32-byte sector",
+        "sector efficiency {a_eff} -> {b_eff}"),
+    "diff_requests": Rule(
+        "diff", "requested bytes / minimum changed by more than 10%, above 1 / GOOD in one run",
+        "{what} request {a_x} -> {b_x} the minimum",
+        "requested / minimum: {a_x} in A, {b_x} in B"),
+    "diff_requests_gone": Rule(
+        "diff", "requested bytes / minimum above 1 / GOOD in A, at most that in B",
+        "{what} request {a_x} -> {b_x} the minimum: redundant requests gone",
+        "requested / minimum: {a_x} in A, {b_x} in B"),
+    "diff_kernels": Rule(
+        "diff", "a different number of kernels",
+        "kernels {a_n} -> {b_n}",
+        "kernels in the row: {a_n} in A, {b_n} in B"),
+    "diff_line_verdict": Rule(
+        "diff", "a source line judged differently (lines rows)",
+        "was {a}, now {b}",
+        "the line's findings: {a} in A, {b} in B"),
+    "diff_worst_line": Rule(
+        "diff", "the worst source line a run's row names (runs measured with --source)",
+        "worst line in {side}: {line}",
+        "the line with the most excess sectors in {side}: {line}"),
+}
+# fmt: on
+
+# The efficiency rules with a check, in the order diagnose runs them (the order a row's findings are said).
+CHECKS: dict[str, Rule] = {name: rule for name, rule in RULES.items() if rule.when is not None}
 
 
 def diagnose(r: dict[str, Any], bound: str = "", role: Role | None = None,
-             roofs: Mapping[str, float] | None = None,
-             subject: Subject | None = None, checks: Sequence[Check] = CHECKS) -> list[Finding]:
+             roofs: Mapping[str, float] | None = None, subject: Subject | None = None) -> list[Finding]:
     """The findings of one row, in CHECKS' order: where an efficiency falls below GOOD or rises above
-    ABOVE, where the kernel spills, and why time is far above a copy of the minimum when DRAM reads are
-    at it (empty when none applies)."""
+    ABOVE, where the kernel spills; then why time is far above a copy of the minimum when the bytes are
+    not (a time rule; spills already said by their own check). Empty when none applies."""
     facts = Facts(r, bound, role, roofs, subject or Subject())
-    return [found for check in checks if check.when(facts) for found in check.find(facts)]
+    found = [f for rule in CHECKS.values() if rule.when and rule.find and rule.when(facts)
+             for f in rule.find(facts)]
+    if facts.slow is not None and facts.slow.rule != "time_spills":
+        found.append(replace(facts.slow, subject=facts.subject))
+    return found
+
+
+def say(f: Finding) -> str:
+    """The finding's one sentence (its rule's `say` over its evidence)."""
+    return fill(_rule(f).say, f.evidence)
+
+
+def explain(f: Finding) -> str:
+    """The arithmetic behind the finding (its rule's `explain` over its evidence)."""
+    return fill(_rule(f).explain, f.evidence)
+
+
+def _rule(f: Finding) -> Rule:
+    if f.rule not in RULES:
+        raise KeyError(f"no rule {f.rule!r} in memtraffic.analysis.findings.RULES")
+    return RULES[f.rule]
+
+
+def sentences(found: Iterable[Finding]) -> str:
+    """The findings' sentences in one line (a table cell, results.csv's diagnosis column), each once."""
+    return "; ".join(dict.fromkeys(say(f) for f in found))
+
+
+def to_dicts(found: Iterable[Finding]) -> list[dict[str, object]]:
+    """Findings as JSON has them, each with its sentence and explanation beside the record."""
+    return [{**f.to_dict(), "say": say(f), "explain": explain(f)} for f in found]

@@ -2,9 +2,22 @@
 
 memtraffic.ncu.source reads ncu's per-instruction counters (the SourceCounters section; `memtraffic
 measure --source` or plain `ncu --section SourceCounters --import-source yes`) into one row per line;
-here each row is judged against the kernel's minimum (from plan.json): sector waste (ncu's ideal
-sectors) and redundancy (the same bytes requested by several warps or programs, which ncu counts as
-ideal). Kernels without line info (torch's and cuBLAS's own) get one row per memory instruction.
+here each row is judged against the kernel's minimum (from plan.json) with analyze's two factors, so both
+tell one story: bytes used per sector (bytes the instructions asked for / sectors x 32) and requests per
+useful byte (bytes asked for / the minimum); their product is the L1 amplification (moved / minimum).
+Kernels without line info (torch's and cuBLAS's own) get one row per memory instruction.
+
+"Bytes asked for" is the kernel counter analyze reads (smsp__sass_data_bytes_mem_global_op_ld/st: each
+warp access's distinct bytes). Per line, ncu has only `thread_inst_executed_true` x access size (the
+row's `thread_bytes`), which counts every thread, also threads of a warp reading the same address: on
+the H100 seed run's naive softmax load 536.87 MB against the counter's 33.55 MB (32 threads a warp, 2
+distinct floats). A line's bytes asked for are therefore known (`bytes_requested`) where
+- its kernel's lines in that direction have thread bytes summing to the kernel's counter (no thread
+  repeats another's address anywhere, so each line's thread bytes are its bytes asked for), or
+- it is its kernel's only line in that direction (the kernel's counter is the line's);
+else (a plain report without the counter, or several lines with repeated addresses) they are None and
+the line says the factors are not told apart, giving only what is measured: the amplification, and
+ncu's ideal sectors (the sectors each access's distinct bytes would fill), a bound on sector use.
 """
 
 from __future__ import annotations
@@ -12,19 +25,20 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from memtraffic.ncu.kernel_table import measured_lines_of
+from memtraffic.analysis.findings import sentences
+from memtraffic.ncu.kernel_table import kernel_table, measured_lines_of
 from memtraffic.ncu.source import SECTOR, opcode
 from memtraffic.runfolder.load import load_run
 from memtraffic.runfolder.paths import portable_path
 from memtraffic.runfolder.records import Plan, configs_of
 from memtraffic.runfolder.timings import is_timings
 from memtraffic.vocab.errors import ReportError, UsageError
-from memtraffic.vocab.finding import Finding, Level, Subject, sentences
+from memtraffic.vocab.finding import Finding, Level, Subject
 from memtraffic.vocab.units import compile_regex
 
 # Above this ratio a line's waste or redundancy is worth naming (counters are exact; 10% is noise in models).
@@ -36,41 +50,77 @@ NO_SOURCE_HINT = (
 )
 
 
-def line_findings(row: dict[str, Any]) -> list[Finding]:
-    """The excess of one line, as findings in analyze's rules and words: spills, sector waste (ncu's ideal
-    sectors: the distinct bytes of each access) and redundant requests (ideal sectors beyond the kernel's
-    minimum in the line's direction); none when the line is fine. Their factors multiply as analyze's do:
-    bytes moved / minimum = sector_x x requested_x."""
+def line_findings(row: Mapping[str, Any]) -> list[Finding]:
+    """The excess of one line, as findings in analyze's rules and words: spills, sector waste (bytes asked
+    for / bytes moved) and redundant requests (bytes asked for / the kernel's minimum in the line's
+    direction); their factors multiply as analyze's do: moved / minimum = sector_x x requested_x. Where
+    the line's bytes asked for are unknown (see the module), the line's L1 amplification alone
+    (`line_unsplit`) and ncu's ideal sectors' bound on its sector use (`line_ideal_waste`). None when the
+    line is fine."""
     found = []
     where = Subject(kernel=str(row.get("kernel") or ""), line=location(row) if "file" in row else "")
     if row.get("local_bytes"):  # spills are never compulsory: every local byte is excess
         found.append(Finding("line_spills", where, "local", {"local_bytes": row["local_bytes"]}))
     sectors, ideal, minimum = row["sectors"], row["ideal_sectors"], row["min_bytes"]
+    asked = row["bytes_requested"]
     level: Level = "L1 ld" if row["operation"] == "load" else "L1 st"
-    moved, asked = sectors * SECTOR, ideal * SECTOR
-    if ideal and sectors / ideal > THRESHOLD:
+    what = "loads" if level == "L1 ld" else "stores"
+    moved = sectors * SECTOR
+    if asked is None:
+        if ideal and sectors / ideal > THRESHOLD:
+            found.append(Finding("line_ideal_waste", where, level, {
+                "what": what, "used_n": round(SECTOR * ideal / sectors), "ideal_bytes": ideal * SECTOR,
+                "moved_bytes": moved, "thread_bytes": row["thread_bytes"]}))
+        if minimum and moved / minimum > THRESHOLD:
+            found.append(Finding("line_unsplit", where, level, {
+                "what": what, "l1_x": moved / minimum, "moved_bytes": moved, "min_bytes": minimum,
+                "thread_bytes": row["thread_bytes"]}))
+        return found
+    if asked and moved / asked > THRESHOLD:
         found.append(Finding("sector_waste", where, level, {
-            "what": "loads" if level == "L1 ld" else "stores", "used_n": round(SECTOR * ideal / sectors),
-            "sector_eff": ideal / sectors, "sector_x": sectors / ideal, "requested_bytes": asked,
-            "moved_bytes": moved}))
+            "what": what, "used_n": round(SECTOR * asked / moved), "sector_eff": asked / moved,
+            "sector_x": moved / asked, "requested_bytes": asked, "moved_bytes": moved}))
     if minimum and asked / minimum > THRESHOLD:
-        # ideal sectors hold each access's distinct bytes; beyond the minimum, warps or programs request
-        # the same sectors again (the same bytes, or neighbours of theirs in a sector another one uses)
         found.append(Finding("redundant_requests", where, level, {
             "what": "input" if level == "L1 ld" else "output", "requested_x": asked / minimum,
-            "requested_bytes": asked, "min_bytes": minimum,
-            "sector_x": sectors / ideal if ideal else math.nan,
+            "requested_bytes": asked, "min_bytes": minimum, "sector_x": moved / asked,
             "moved_bytes": moved, "l1_x": moved / minimum}))
     return found
 
 
-def judge(measured: Sequence[dict[str, Any]], min_read: float | None = None,
-          min_write: float | None = None) -> list[dict[str, Any]]:
-    """The measured rows with the kernel's minimum applied: min_bytes, excess_sectors, verdict and share,
-    sorted by excess sectors, largest first. Without minimums (no plan) redundancy is not judged."""
+def asked_for(measured: Sequence[Mapping[str, Any]], counter: Mapping[str, float | None]) -> list[int | None]:
+    """Each line's bytes asked for (see the module), from its thread bytes and its kernel's counter per
+    direction (`counter`: 'load'/'store' -> smsp__sass_data_bytes_mem_global_op_ld/st, None where not
+    measured): exact, or None where the per-line counters cannot give it."""
+    out: list[int | None] = []
+    for row in measured:
+        op = row["operation"]
+        total = counter.get(op)
+        mine = [r for r in measured if r["operation"] == op]
+        if total is None or not math.isfinite(total):
+            out.append(None)
+        elif sum(r["bytes_requested"] for r in mine) == total:  # no thread repeats another's address
+            out.append(int(row["bytes_requested"]))
+        elif len(mine) == 1:
+            out.append(int(total))
+        else:
+            out.append(None)
+    return out
+
+
+def judge(measured: Sequence[Mapping[str, Any]], min_read: float | None = None,
+          min_write: float | None = None, asked_read: float | None = None,
+          asked_write: float | None = None) -> list[dict[str, Any]]:
+    """The measured rows (memtraffic.ncu.source.measured_lines) with the kernel's minimum and bytes asked
+    for (its req_ld/req_st counters, None where not measured) applied: thread_bytes, bytes_requested,
+    min_bytes, excess_sectors, findings, verdict and share, sorted by excess sectors, largest first.
+    Without minimums (no plan) redundancy is not judged."""
     rows = []
-    for measured_row in measured:
+    asked = asked_for(measured, {"load": asked_read, "store": asked_write})
+    for measured_row, bytes_asked in zip(measured, asked, strict=True):
         row = dict(measured_row)
+        row["thread_bytes"] = row["bytes_requested"]  # ncu's per line: threads x access size
+        row["bytes_requested"] = bytes_asked
         minimum = {"load": min_read, "store": min_write}.get(row["operation"])
         row["min_bytes"] = minimum
         # Excess: ncu's waste inside sectors, plus ideal sectors beyond the kernel's whole minimum in this
@@ -90,7 +140,8 @@ def judge(measured: Sequence[dict[str, Any]], min_read: float | None = None,
 
 COLUMNS = ("launch", "range", "kernel", "file", "line", "pc", "source", "operation", "inst_executed",
            "requests", "sectors", "ideal_sectors", "ncu_excessive_sectors", "excess_sectors", "access_sizes",
-           "bytes_requested", "bytes_moved", "local_bytes", "share", "min_bytes", "verdict", "findings")
+           "thread_bytes", "bytes_requested", "bytes_moved", "local_bytes", "share", "min_bytes", "verdict",
+           "findings")
 
 
 def report_lines(reports: Sequence[Path],
@@ -103,12 +154,25 @@ def report_lines(reports: Sequence[Path],
     offset = 0
     for report in reports:
         launches, n_launches = measured_lines_of(Path(report))
+        asked = _asked_counters(Path(report)) if launches else {}
         for k in launches:
             min_read, min_write = minimums.get(k["range"], (None, None))
             rows += [{"launch": offset + k["launch"], "range": k["range"], "kernel": k["kernel"], **r}
-                     for r in judge(k["lines"], min_read, min_write)]
+                     for r in judge(k["lines"], min_read, min_write, *asked.get(k["launch"], (None, None)))]
         offset += n_launches
     return [{c: r.get(c, 0) if c == "local_bytes" else r[c] for c in COLUMNS} for r in rows], offset
+
+
+def _asked_counters(report: Path) -> dict[int, tuple[float | None, float | None]]:
+    """Per launch of the report, its bytes asked for by loads and stores (req_ld_bytes, req_st_bytes;
+    None where the report lacks those counters, as plain SourceCounters reports do)."""
+    def value(r: Mapping[Hashable, object], key: str) -> float | None:
+        v = r.get(key)
+        return float(v) if isinstance(v, int | float) and math.isfinite(v) else None
+
+    kernels = kernel_table(report, allow_partial=True).kernels
+    return {int(str(r["launch"])): (value(r, "req_ld_bytes"), value(r, "req_st_bytes"))
+            for r in kernels.to_dict("records")}
 
 
 def read_lines(path: str | Path, kernel: str | None = None, top: int | None = None) -> list[dict[str, Any]]:
@@ -149,7 +213,8 @@ def worst_line(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     return worst if worst is not None and worst["excess_sectors"] > 0 else None
 
 
-KINDS = {"line_spills": "spills", "sector_waste": "sector waste", "redundant_requests": "redundant"}
+KINDS = {"line_spills": "spills", "sector_waste": "sector waste", "redundant_requests": "redundant",
+         "line_ideal_waste": "sector waste", "line_unsplit": "amplified"}
 
 
 def worst_line_finding(row: dict[str, Any], subject: Subject) -> Finding:
@@ -163,6 +228,6 @@ def worst_line_finding(row: dict[str, Any], subject: Subject) -> Finding:
                     "excess_n": row["excess_sectors"]})
 
 
-def location(r: dict[str, Any]) -> str:
+def location(r: Mapping[str, Any]) -> str:
     """'softmax_rows.py:38', or the instruction's address when the report has no source line."""
     return f"{Path(r['file']).name}:{r['line']}" if r["file"] else r["pc"]

@@ -18,10 +18,9 @@ from typing import Any
 
 import pandas as pd
 
-from memtraffic.analysis.findings import needs_full_set, not_results
+from memtraffic.analysis.findings import RULES, needs_full_set, not_results, sentences, to_dicts
 from memtraffic.analysis.outside import left_out
 from memtraffic.vocab.files import plain_records
-from memtraffic.vocab.finding import RULES, sentences, to_dicts
 from memtraffic.vocab.units import ABOVE
 
 OUTSIDE = "(outside any op or region)"  # kernels in no `mt|` range, or in a range the plan does not know

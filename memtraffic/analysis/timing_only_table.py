@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from memtraffic.analysis.findings import sentences
 from memtraffic.runfolder.timings import read_timings
-from memtraffic.vocab.finding import Finding, Subject, sentences
+from memtraffic.vocab.finding import Finding, Subject
 from memtraffic.vocab.roofs import find_ceilings
 
 

@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from memtraffic.analysis.diff import Diff, pct, relative
+from memtraffic.analysis.diff import WRITES_NOTE, Diff, names_writes, pct, relative
 from memtraffic.analysis.floor import Floor
 from memtraffic.analysis.fusion import Match
 from memtraffic.views import formats
@@ -70,6 +70,8 @@ def header(d: Diff) -> str:
     text = f"{devices}; A = {d.a.name}, B = {d.b.name}; change = B vs A"
     if d.group_by != "line":
         text += f"; '~': time within the noise band (±{100 * d.time_tolerance:g}% or the runs' own spread)"
+    if any(r["status"] == "both" and names_writes(r) for r in d.rows):
+        text += f"; {WRITES_NOTE}"
     return text
 
 

@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from memtraffic.analysis.analyze import row_dicts
+from memtraffic.analysis.findings import explain, say
 from memtraffic.ncu.kernel_table import kernel_table
 from memtraffic.runfolder.load import Run, load_run
 from memtraffic.runfolder.records import RunRecord
 from memtraffic.vocab.errors import ReportError
 from memtraffic.vocab.files import require_folder
-from memtraffic.vocab.finding import Finding, explain, say
+from memtraffic.vocab.finding import Finding
 from memtraffic.vocab.units import NUMBER_UNIT, fmt_bytes, fmt_eff, fmt_time
 
 if TYPE_CHECKING:
@@ -259,6 +260,24 @@ def _told(r: Mapping[str, object]) -> list[tuple[str, str]]:
     return [(diagnosis, "")] if isinstance(diagnosis, str) and diagnosis else []
 
 
+def findings_html(names: Sequence[str], told: Sequence[Sequence[tuple[str, str]]]) -> str:
+    """Each row's findings with their arithmetic; a sentence on several rows said once with its count, the
+    arithmetic of each of its rows under it (as the terminal says it: memtraffic.views.tables.said_once)."""
+    from memtraffic.views.tables import said_once
+
+    def item(said: str, why: str) -> str:
+        return f"<li>{prose(said)}" + (f"<br><span class='note'>{prose(why)}</span>" if why else "") + "</li>"
+
+    own, common = said_once([[said for said, _ in found] for found in told])
+    why = [dict(found) for found in told]
+    items = "".join(f"<li><b>{html.escape(name)}</b><ul>" + "".join(item(c, arithmetic[c]) for c in mine)
+                    + "</ul></li>" for name, mine, arithmetic in zip(names, own, why, strict=True) if mine)
+    items += "".join(f"<li><b>{n} rows</b>: {prose(c)}<ul>"
+                     + "".join(item(name, arithmetic[c]) for name, arithmetic in zip(names, why, strict=True)
+                               if c in arithmetic) + "</ul></li>" for c, n in common.items())
+    return f"<ul>{items}</ul>" if items else "<p>none</p>"
+
+
 def prose(text: str) -> str:
     """Text for a page: escaped, `code` as <code>, each number held to its unit (a non-breaking space)."""
     escaped = html.escape(text)
@@ -298,13 +317,9 @@ def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Pat
                     + (f" {html.escape(reuse)}; rows marked (reused)." if reuse else "")
                     + (f" {html.escape(left)}: {html.escape(LEGEND['left out'])}." if left else "") + "</p>")
 
-    if "findings" in shown.columns or "diagnosis" in shown.columns:  # each finding with its arithmetic
-        told = [_told(r) for r in row_dicts(shown)]
-        items = "".join(f"<li><b>{html.escape(row[0])}</b><ul>"
-                        + "".join(f"<li>{prose(said)}" + (f"<br><span class='note'>{prose(why)}</span>" if why
-                                                         else "") + "</li>" for said, why in found)
-                        + "</ul></li>" for row, found in zip(rows, told, strict=True) if found)
-        sections.append("<h2>Findings</h2>" + (f"<ul>{items}</ul>" if items else "<p>none</p>"))
+    if "findings" in shown.columns or "diagnosis" in shown.columns:
+        sections.append("<h2>Findings</h2>" + findings_html([row[0] for row in rows],
+                                                            [_told(r) for r in row_dicts(shown)]))
 
     figs: list[tuple[str, go.Figure]] = []
     fig_notes: list[tuple[str, str]] = []

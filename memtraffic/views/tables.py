@@ -10,12 +10,12 @@ import pandas as pd
 
 from memtraffic.analysis import per_op
 from memtraffic.analysis.analyze import kernel_list, row_dicts, row_label, to_records
-from memtraffic.analysis.findings import NOT_A_RESULT
+from memtraffic.analysis.findings import NOT_A_RESULT, RULES, say, to_dicts
+from memtraffic.analysis.findings import explain as explain_finding
 from memtraffic.analysis.lines import location
 from memtraffic.analysis.outside import left_out, left_out_line
 from memtraffic.views import formats
-from memtraffic.vocab.finding import RULES, Finding, say, to_dicts
-from memtraffic.vocab.finding import explain as explain_finding
+from memtraffic.vocab.finding import Finding
 from memtraffic.vocab.launches import measured_range
 from memtraffic.vocab.ops import format_shape
 from memtraffic.vocab.roofs import ROOFS, CeilingsEntry, ceilings_rows
@@ -170,7 +170,7 @@ def findings(rows: Sequence[tuple[str, Sequence[Finding]]], tails: Sequence[str]
     end with its count (the JSON keeps every row's records). `explain`: each sentence's arithmetic
     under it."""
     tails = list(tails) or [""] * len(rows)
-    # A rule with a group sentence (vocab.finding.Rule.group) on REPEATED rows or more: said once, with
+    # A rule with a group sentence (analysis.findings.Rule.group) on REPEATED rows or more: said once, with
     # the rows it is on; the numbers of each are in --explain and the JSON.
     on: dict[str, list[str]] = {}
     for name, found in rows:
@@ -178,13 +178,9 @@ def findings(rows: Sequence[tuple[str, Sequence[Finding]]], tails: Sequence[str]
             on.setdefault(rule, []).append(name)
     grouped = [rule for rule, names in on.items() if len(names) >= REPEATED]  # in the order rows show them
     rows = [(name, [f for f in found if f.rule not in grouped or explain]) for name, found in rows]
-    said = [(name, list(dict.fromkeys(say(f) for f in found)), tail, {say(f): f for f in found})
+    said = [(name, tail, {say(f): f for f in found})
             for (name, found), tail in zip(rows, tails, strict=True) if found]
-    counts: dict[str, int] = {}
-    for _, sentences, _, _ in said:
-        for c in sentences:
-            counts[c] = counts.get(c, 0) + 1
-    common = [c for c, n in counts.items() if n >= REPEATED]
+    own, common = said_once([list(by_text) for _, _, by_text in said])
     out: list[str] = []
 
     def line(text: str, found: Finding, indent: str) -> None:
@@ -192,15 +188,14 @@ def findings(rows: Sequence[tuple[str, Sequence[Finding]]], tails: Sequence[str]
         if explain:
             out.append(f"{indent}  = {explain_finding(found)}")
 
-    for name, sentences, tail, by_text in said:
-        own = [c for c in sentences if c not in common]
-        if own:
+    for (name, tail, by_text), mine in zip(said, own, strict=True):
+        if mine:
             out.append(f"  {name}{tail}:")
-            for c in own:
+            for c in mine:
                 line(c, by_text[c], "    ")
-    examples = {c: f for _, _, _, by_text in said for c, f in by_text.items()}
-    for c in common:
-        line(f"{counts[c]} rows: {c}", examples[c], "  ")
+    examples = {c: f for _, _, by_text in said for c, f in by_text.items()}
+    for c, n in common.items():
+        line(f"{n} rows: {c}", examples[c], "  ")
     for rule in grouped if not explain else ():
         out += [f"  {len(on[rule])} rows, {RULES[rule].group}:", *(f"    {name}" for name in on[rule])]
     return out
@@ -550,10 +545,22 @@ def per_op_table(df: pd.DataFrame, width: int | None = None, explain: bool = Fal
     return text_table(headers, body, width) + "\n\n" + fit(under, width and min(width, NOTE_WIDTH))
 
 
+def said_once(rows: Sequence[Sequence[str]]) -> tuple[list[list[str]], dict[str, int]]:
+    """Each row's sentences, each once, less those on REPEATED rows or more; and those, with how many rows
+    they are on (in the order rows show them). A finding on several rows is said once with its count."""
+    counts: dict[str, int] = {}
+    for sentences in rows:
+        for c in dict.fromkeys(sentences):
+            counts[c] = counts.get(c, 0) + 1
+    common = {c: n for c, n in counts.items() if n >= REPEATED}
+    return [[c for c in dict.fromkeys(sentences) if c not in common] for sentences in rows], common
+
+
 def lines_table(rows: Sequence[dict[str, Any]], source_width: int = 100,
                 width: int | None = None) -> str:
     """`memtraffic lines`: per kernel, a heading, a table of the lines' traffic, then each line's source
-    (cut at `source_width`) and verdict; with a `width`, the table and verdicts fit it."""
+    (cut at `source_width`) and verdict, a verdict on several of the kernel's lines said once after them
+    with their count (the JSON keeps every line's records); with a `width`, the table and verdicts fit it."""
 
     headers = ["line", "op", "inst", "requests", "sectors", "ideal", "excess", "moved", "share"]
     out: list[str] = []
@@ -570,11 +577,14 @@ def lines_table(rows: Sequence[dict[str, Any]], source_width: int = 100,
                 row.insert(8, fmt_bytes(r.get("local_bytes", 0)))
         out.append(text_table([*headers[:8], "local", headers[8]] if spills else headers, width=width,
                               rows=body))
-        for r in mine:
+        own, common = said_once([[say(f) for f in r.get("findings") or []] or ["fine"] for r in mine])
+        for r, verdicts in zip(mine, own, strict=True):
             cut = source_width if width is None else min(source_width, width - 4 - len(location(r)))
             source = r["source"] if len(r["source"]) <= cut else r["source"][: cut - 3] + "..."
             out.append(f"  {location(r)}  {source}")
-            out += [f"      {say(f)}" for f in r.get("findings") or []] or ["      fine"]
+            out += [f"      {v}" for v in verdicts]
+        noun = "lines" if all(r["file"] for r in mine) else "instructions"
+        out += [f"  {n} {noun}: {v}" for v, n in common.items()]
         out.append("")
     out.append(LINES_LEGEND)
     return fit("\n".join(out).rstrip(), width and min(width, NOTE_WIDTH))
@@ -582,9 +592,10 @@ def lines_table(rows: Sequence[dict[str, Any]], source_width: int = 100,
 
 LINES_LEGEND = (
     "inst: warp instructions executed; requests: L1 tag requests (a warp's access of one instruction); "
-    "sectors: 32-byte sectors moved; ideal: the sectors the bytes asked for would fill if packed "
-    "(ncu's ideal); excess: sectors beyond ideal, plus ideal sectors beyond the kernel's minimum "
-    "(the same bytes requested again); moved: sectors x 32 B; share: of the kernel's bytes.")
+    "sectors: 32-byte sectors moved; ideal: the sectors each access's distinct bytes would fill if packed "
+    "(ncu's ideal sectors; repeated requests of the same bytes count as ideal); excess: sectors beyond "
+    "ideal, plus ideal sectors beyond the kernel's minimum (the same bytes requested again); moved: "
+    "sectors x 32 B; share: of the kernel's bytes.")
 
 
 def range_label(name: str) -> str:

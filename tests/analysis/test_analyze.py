@@ -27,11 +27,11 @@ from memtraffic.analysis.analyze import (
     parse_min_bytes,
     to_records,
 )
+from memtraffic.analysis.findings import sentences
 from memtraffic.cli import app
 from memtraffic.ncu import report as extract
 from memtraffic.views.tables import render_results
 from memtraffic.vocab.errors import ReportError, UsageError
-from memtraffic.vocab.finding import sentences
 from memtraffic.vocab.units import parse_size
 
 

@@ -343,3 +343,15 @@ def test_a_diff_of_two_runs_shows_both_floors_and_the_change_of_the_recoverable_
     assert lines[at + 1].startswith("  A: GPU time ") and lines[at + 2].startswith("  B: GPU time ")
     assert lines[at + 3] == f"  recoverable time B vs A: {pct(relative(a.recoverable_s, b.recoverable_s))}"
     assert diff(eager, compiled, "op").floors[1].fused_min_bytes == b.fused_min_bytes
+
+
+def test_why_dram_writes_vary_is_said_once_not_on_every_row():
+    """The seed run against its --source rerun: every row's DRAM writes changed (what L2 still held), each
+    verdict names its change, and why they vary is said once, in the header."""
+    res = CliRunner().invoke(app, ["diff", str(H100 / "seed_1048576x2_fp32"),
+                                   str(H100 / "source_seed_1048576x2_fp32"), "--wide"])
+    assert res.exit_code == 0, res.output
+    verdicts = [line for line in res.stdout.splitlines() if line.startswith("  => ")]
+    assert len(verdicts) == 3 and all("DRAM writes " in v for v in verdicts)
+    assert res.stdout.count("L2 write-back, varies run to run") == 1
+    assert "DRAM writes: L2 write-back, varies run to run" in res.stdout.splitlines()[0]

@@ -21,12 +21,12 @@ import pytest
 from typer.testing import CliRunner
 
 from memtraffic.analysis.analyze import analyze_path
-from memtraffic.analysis.lines import COLUMNS, SECTOR, read_lines
+from memtraffic.analysis.findings import say, to_dicts
+from memtraffic.analysis.lines import COLUMNS, SECTOR, asked_for, line_findings, read_lines
 from memtraffic.cli import app
 from memtraffic.runfolder.paths import portable_path
 from memtraffic.views.html_report import build_report
 from memtraffic.vocab.errors import ReportError
-from memtraffic.vocab.finding import say, to_dicts
 
 REPO = Path(__file__).resolve().parents[2]
 H100 = REPO / "reports" / "h100"
@@ -135,19 +135,94 @@ def test_kernel_without_line_info_gets_sass_rows_equal_to_ncus_instruction_page(
     assert {r["pc"]: _counts(r) for r in torch_rows} == expected
 
 
-def test_naive_softmax_load_line_is_redundant_not_uncoalesced(seed):
+def ncu_thread_bytes(kernel: str) -> dict[str, int]:
+    """PC -> ncu's predicated-on thread executions x access size, for one kernel's memory instructions."""
+    out: dict[str, int] = {}
+    header: list[str] = []
+    current = ""
+    with gzip.open(SEED / "ncu_sass.csv.gz", "rt", newline="") as f:
+        for row in csv.reader(f):
+            if row and row[0] == "Kernel Name":
+                current = row[1]
+            elif row and row[0] == "Address":
+                header = row
+            elif row and current.startswith(kernel) and row[0].startswith("0x"):
+                cells = dict(zip(header, row, strict=True))
+                if cells["Access Size"] not in ("", "-"):
+                    out[row[0]] = int(cells["Predicated-On Thread Instructions Executed"]) * int(
+                        cells["Access Size"]) // 8
+    return out
+
+
+def _kernel_counters(variant: str) -> dict:
+    return analyze_path(SEED).set_index("variant").loc[variant].to_dict()
+
+
+def test_naive_softmax_lines_give_analyzes_two_factors_and_their_product(seed):
+    """Per line, ncu counts every thread (thread_inst_executed_true x 4 B: 536.87 MB on the load, 32 threads
+    a warp reading 2 distinct floats); the bytes asked for are the kernel counter analyze reads
+    (smsp__sass_data_bytes_mem_global_op_ld: 33.55 MB). The load is its kernel's only load line, so it
+    takes the counter, and lines says what analyze says: 8 of every 32 bytes used, each byte requested
+    4x, 16x the minimum moved."""
     naive = [r for r in seed if r["kernel"] == "_softmax_naive_kernel"]
     load = next(r for r in naive if r["operation"] == "load")
-    assert "tl.load(" in load["source"]
-    min_read, _ = _plan_minimum(SEED, "softmax_naive")
-    assert load["ncu_excessive_sectors"] == 0  # ncu: perfectly coalesced
-    # analyze's rule and words: each byte requested 16x, none of it sector waste by ncu's ideal sectors
-    assert [f.rule for f in load["findings"]] == ["redundant_requests"]
-    assert load["verdict"] == ("each input byte requested 16x: warps or programs repeat it, or the kernel "
-                               "makes passes")
-    assert load["findings"][0].evidence["requested_x"] == load["ideal_sectors"] * SECTOR / min_read
-    assert load["excess_sectors"] == load["sectors"] - min_read // SECTOR
-    assert naive[0] is load  # the worst line comes first
+    store = next(r for r in naive if r["operation"] == "store")
+    assert "tl.load(" in load["source"] and naive[0] is load  # the worst line comes first
+    k = _kernel_counters("softmax_naive")
+    ldg = ncu_thread_bytes("_softmax_naive_kernel")
+    assert load["thread_bytes"] + store["thread_bytes"] == sum(ldg.values())  # ncu's per-instruction page
+    assert load["thread_bytes"] == 16 * k["req_ld_bytes"]  # 32 threads a warp, 2 distinct addresses
+    assert load["bytes_requested"] == k["req_ld_bytes"] and store["bytes_requested"] == k["req_st_bytes"]
+    assert load["ncu_excessive_sectors"] == 0 and load["ideal_sectors"] == load["sectors"]  # ncu's view
+    waste, repeats = load["findings"]
+    assert (waste.rule, repeats.rule) == ("sector_waste", "redundant_requests")
+    told = {f.rule: f for f in k["findings"]}  # analyze's findings of the same kernel
+    assert waste.evidence["used_n"] == told["sector_waste"].evidence["used_n"] == 8
+    assert waste.evidence["sector_eff"] == k["sector_eff_ld"] == 0.25
+    assert repeats.evidence["requested_x"] == told["redundant_requests"].evidence["requested_x"] == 4.0
+    assert repeats.evidence["l1_x"] == told["redundant_requests"].evidence["l1_x"] == 16.0
+    assert repeats.evidence["sector_x"] * repeats.evidence["requested_x"] == repeats.evidence["l1_x"]
+    assert load["verdict"] == ("loads use 8 of every 32-byte sector: adjacent threads should touch adjacent "
+                               "addresses; each input byte requested 4x: warps or programs repeat it, or "
+                               "the kernel makes passes")
+    assert [f.rule for f in store["findings"]] == ["sector_waste"]  # stored once: no repeats
+    assert load["excess_sectors"] == load["sectors"] - k["min_read_bytes"] // SECTOR
+
+
+def test_instruction_rows_whose_threads_repeat_no_address_take_their_thread_bytes(seed):
+    """torch's kernel: its loads' thread bytes add up to the kernel counter, so no thread repeats another's
+    address and each instruction's thread bytes are its bytes asked for: 16 of 32 bytes used, as analyze."""
+    rows = [r for r in seed if r["kernel"] == "softmax_warp_forward"]
+    k = _kernel_counters("torch_softmax")
+    loads = [r for r in rows if r["operation"] == "load"]
+    assert sum(r["thread_bytes"] for r in loads) == k["req_ld_bytes"]
+    assert {r["pc"]: r["thread_bytes"] for r in rows} == ncu_thread_bytes(
+        "void <unnamed>::softmax_warp_forward")
+    for r in rows:
+        assert r["bytes_requested"] == r["thread_bytes"]
+        assert [f.rule for f in r["findings"]] == ["sector_waste"]
+        direction = "ld" if r["operation"] == "load" else "st"
+        assert r["findings"][0].evidence["used_n"] == 32 * k[f"sector_eff_{direction}"] == 16
+
+
+def test_bytes_asked_for_unknown_where_lines_repeat_addresses_and_the_kernel_has_several():
+    def line(op: str, thread: int) -> dict:
+        return {"operation": op, "bytes_requested": thread}
+    lines = [line("load", 512), line("load", 512), line("store", 64)]
+    # loads: threads 1024 > the counter's 256 over two lines: no line's share is known; the store is alone
+    assert asked_for(lines, {"load": 256.0, "store": 64.0}) == [None, None, 64]
+    assert asked_for(lines, {"load": 1024.0, "store": 32.0}) == [512, 512, 32]
+    assert asked_for(lines, {"load": None, "store": None}) == [None, None, None]
+
+
+def test_a_line_without_bytes_asked_for_says_the_factors_are_not_told_apart():
+    row = {"kernel": "k", "file": "k.py", "line": 3, "operation": "load", "sectors": 64, "ideal_sectors": 16,
+           "min_bytes": 256, "bytes_requested": None, "thread_bytes": 4096, "local_bytes": 0}
+    ideal, unsplit = line_findings(row)
+    assert (ideal.rule, unsplit.rule) == ("line_ideal_waste", "line_unsplit")
+    assert say(ideal) == "loads fill at most 8 of every 32-byte sector (ncu's ideal sectors)"
+    assert say(unsplit) == "loads move 8x the minimum: per line, sector use and repeats are not told apart"
+    assert "sector_x" not in unsplit.evidence and "requested_x" not in unsplit.evidence
 
 
 def test_tiled_softmax_lines_are_fine_with_no_excess(seed):
@@ -185,12 +260,16 @@ def test_rows_are_sorted_by_excess_and_shares_add_up(seed, column):
             assert all(r["bytes_moved"] == r["sectors"] * SECTOR for r in mine)
 
 
-def test_plain_ncu_report_without_ranges_judges_sector_waste_only():
+def test_plain_ncu_report_without_ranges_bounds_sector_waste_only():
     rows = read_lines(PLAIN)
     assert {r["kernel"] for r in rows} == {"strided_copy", "contiguous_copy"}
     assert all(r["range"] == "" and r["min_bytes"] is None for r in rows)
     strided_load = next(r for r in rows if r["kernel"] == "strided_copy" and r["operation"] == "load")
-    assert [f.rule for f in strided_load["findings"]] == ["sector_waste"]
+    # plain SourceCounters: no kernel counter of the bytes asked for, so only ncu's ideal sectors' bound
+    assert strided_load["bytes_requested"] is None
+    assert [f.rule for f in strided_load["findings"]] == ["line_ideal_waste"]
+    assert strided_load["findings"][0].evidence["used_n"] == round(
+        SECTOR * strided_load["ideal_sectors"] / strided_load["sectors"])
     assert all(r["verdict"] == "fine" for r in rows if r["kernel"] == "contiguous_copy")
 
 
@@ -200,7 +279,8 @@ def test_analyze_diagnosis_names_the_worst_line_when_the_report_has_source(seed)
     where = f"{Path(load['file']).name}:{load['line']}"
     worst = table.loc["softmax_naive", "findings"][-1]
     assert worst.rule == "worst_line" and worst.subject.line == where
-    assert say(worst) == f"worst line {where}: redundant, {load['share']:.0%} of its kernel's bytes"
+    assert say(worst) == (f"worst line {where}: sector waste + redundant, {load['share']:.0%} of its "
+                          "kernel's bytes")
     torch_worst = next(r for r in seed if r["kernel"] == "softmax_warp_forward")
     assert table.loc["torch_softmax", "findings"][-1].subject.line == f"{torch_worst['pc']} (LDG.E)"
     # efficient: only the DRAM writes L2 still held are said, and no worst line is named
@@ -269,7 +349,7 @@ def test_cli_csv_and_table():
     table = CliRunner().invoke(app, ["lines", str(SEED)])
     assert table.exit_code == 0
     assert table.stdout.count("\n== ") + table.stdout.startswith("== ") == 3
-    assert "softmax_rows.py:" in table.stdout and "each input byte requested 16x" in table.stdout
+    assert "softmax_rows.py:" in table.stdout and "each input byte requested 4x" in table.stdout
     assert "mt|" not in table.stdout and "ideal:" in table.stdout and "excess:" in table.stdout
 
 
@@ -298,3 +378,17 @@ def test_source_files_are_named_relative_not_where_the_measuring_machine_kept_th
     files = {r["file"] for r in read_lines(SEED) if r["file"]}
     assert files == {"kernels/softmax_rows.py"}
     assert (REPO / "kernels" / "softmax_rows.py").is_file()
+
+
+def test_a_verdict_on_several_lines_of_a_kernel_is_said_once_with_its_count():
+    res = CliRunner().invoke(app, ["lines", str(SEED), "--kernel", "torch"], env={"COLUMNS": "100"})
+    assert res.exit_code == 0, res.output
+    rows = read_lines(SEED, kernel="torch")
+    sentences = [say(f) for r in rows for f in r["findings"]]  # the records keep every instruction's
+    assert len(sentences) == len(rows) == 4 and len(set(sentences)) == 2
+    for sentence in set(sentences):
+        assert res.stdout.count(sentence.split(": ")[0]) == 1
+        assert f"  2 instructions: {sentence[:40]}" in res.stdout
+    assert max(len(line) for line in res.stdout.splitlines()) <= 100
+    tiled = CliRunner().invoke(app, ["lines", str(SEED), "--kernel", "tiled"]).stdout
+    assert tiled.count("fine") == 1 and "  2 lines: fine" in tiled

@@ -13,10 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memtraffic.analysis.analyze import analyze_path, diagnose
+from memtraffic.analysis.findings import RULES, explain, say
 from memtraffic.analysis.lines import judge
 from memtraffic.analysis.time_notes import AT_MINIMUM, SLOW, explain_time, slow_at_minimum
 from memtraffic.ncu.metrics import METRIC_SETS
-from memtraffic.vocab.finding import RULES, Finding, explain, say
+from memtraffic.vocab.finding import Finding
 from memtraffic.vocab.roofs import COMMITTED_DIR, find_ceilings
 from memtraffic.vocab.units import fmt_bytes, fmt_rate, fmt_time
 
@@ -234,9 +235,9 @@ def test_spill_note_and_l1_excess():
 
 def test_a_spilling_line_is_all_excess():
     spill = {"operation": "LDL", "sectors": 0, "ideal_sectors": 0, "bytes_moved": 0, "local_bytes": 3200,
-             "access_sizes": [4]}
+             "access_sizes": [4], "bytes_requested": 0}
     load = {"operation": "load", "sectors": 100, "ideal_sectors": 100, "bytes_moved": 3200, "local_bytes": 0,
-            "access_sizes": [16]}
+            "access_sizes": [16], "bytes_requested": 3200}
     rows = judge([load, spill], min_read=3200, min_write=0)
     assert rows[0]["operation"] == "LDL" and rows[0]["excess_sectors"] == 100
     assert rows[0]["verdict"].startswith("spills 3.20 KB of local memory")

@@ -119,3 +119,15 @@ def test_the_page_starts_with_the_floor_summary():
     floor = page.split("<h2>Time against the floor</h2>")[1].split("<h2>")[0]
     assert "`" not in floor and "<code>memtraffic floor</code>" in floor  # no markup shown literally
     assert "<span class='note'>the instructions asked for" in page  # each finding's arithmetic under it
+
+
+def test_a_finding_on_several_rows_is_said_once_with_its_count_and_each_rows_arithmetic():
+    told = [[("DRAM moves 2x the minimum", "DRAM moved 2 MB for 1 MB"), ("writes stay in L2", "a: 1 KB")],
+            [("writes stay in L2", "b: 2 KB")], [], [("writes stay in L2", "c: 3 KB")]]
+    page = report.findings_html(["a", "b", "c", "d"], told)
+    assert page.count("writes stay in L2") == 1 and page.count("DRAM moves 2x") == 1
+    assert "<li><b>3 rows</b>: writes stay in L2<ul>" in page
+    for name, why in (("a", "a: 1 KB"), ("b", "b: 2 KB"), ("d", "c: 3 KB")):
+        assert f"<li>{name}<br><span class='note'>{why.replace(' KB', '&nbsp;KB')}</span></li>" in page
+    assert "<b>a</b><ul><li>DRAM moves 2x the minimum<br>" in page and "<b>b</b>" not in page
+    assert report.findings_html(["a"], [[]]) == "<p>none</p>"
