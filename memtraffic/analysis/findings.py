@@ -220,7 +220,7 @@ def _low_sector_use(f: Facts) -> dict[str, float]:
     """Sector waste: per direction ('ld', 'st') the sector efficiency where the instructions asked for
     fewer bytes than the 32-byte sectors moved."""
     waste = {d: f.r.get(f"sector_eff_{d}") for d in ("ld", "st")}
-    return {d: s for d, s in waste.items() if ok(s) and s < GOOD}
+    return {d: s for d, s in waste.items() if ok(s) and 0 < s < GOOD}  # 0: no request counted
 
 
 def _sector_waste(f: Facts) -> list[Finding]:

@@ -230,6 +230,19 @@ def test_damage_to_a_kernel_table_is_one_line_naming_it(path, how, new):
         _assert_one_error_or_a_reading(res, run)  # a renamed range: its config named missing, exit 1
 
 
+def test_a_kernel_table_without_the_requested_bytes_reads_without_a_sector_finding(tmp_path):
+    """Found by the class above: a table that lost req_ld_bytes has sector efficiency 0, which is no
+    finding (it was 'use 0 of every 32 bytes' and a division by zero)."""
+    damaged = _mutate(SEED_TABLE, ("columns", "req_ld_bytes"), "delete", 1)
+    run = _copy(SEED, tmp_path)
+    table_path(run / "profile.ncu-rep").write_bytes(gzip.compress(json.dumps(damaged).encode()))
+    res = CliRunner().invoke(app, ["analyze", str(run), "--format", "json"])
+    assert res.exit_code == 0, res.output
+    findings = [f for row in json.loads(res.stdout) for f in row.get("findings") or []]
+    waste = [f["evidence"] for f in findings if f["rule"] == "sector_waste"]
+    assert waste and all(e["sector_eff"] > 0 and e["what"] != "loads" for e in waste)  # stores' stays
+
+
 @pytest.mark.parametrize(("path", "how", "field"), [
     (("columns", "kernel"), "delete", "columns.kernel is missing"),
     (("columns", "time"), "nest", "columns.time does not hold one value per row (3 rows)"),
