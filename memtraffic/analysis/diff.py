@@ -461,8 +461,8 @@ def verdict(a: Mapping[str, object], b: Mapping[str, object], row: Mapping[str, 
     time, noise = "", True
     if "time_ns_rel" in row and not math.isnan(row["time_ns_rel"]):
         noise = row["time_noise"]
-        time = (f"time {pct(row['time_ns_rel'])} (within the ±{100 * row['time_band']:.2g}% noise)" if noise
-                else f"time {pct(row['time_ns_rel'])}")
+        # '~': within the noise band, said once in the diff's header (views.diff_table.header)
+        time = f"time {pct(row['time_ns_rel'])}" + ("~" if noise else "")
     writes = row.get("dram_wr_bytes_rel", math.nan)
     writes_note = f"DRAM writes {pct(writes)}" if names_writes(row) else ""  # why: said once (WRITES_NOTE)
     if not changes and not why and noise:
