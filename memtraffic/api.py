@@ -36,8 +36,8 @@ if TYPE_CHECKING:
     import pandas as pd
     import plotly.graph_objects as go
 
+    from memtraffic.analysis.check import CheckResult
     from memtraffic.analysis.diff import Diff
-    from memtraffic.analysis.gate import CheckResult
     from memtraffic.collect.measure import MeasureOptions, MeasureResult, SecondPassRule
     from memtraffic.collect.profile import ProfileOptions, ProfileResult
     from memtraffic.collect.trace_ops import TracedRun
@@ -456,8 +456,8 @@ def diff(a: str | Path, b: str | Path, group_by: str = "range", time_tolerance: 
 
 def check(run: str | Path, expect: str | Path, baseline: str | Path | None = None) -> list[CheckResult]:
     """`memtraffic check RUN --expect FILE`: every (matched row, limit) with its value and `ok`."""
-    from memtraffic.analysis.gate import check as check_run
-    from memtraffic.analysis.gate import load_expectations
+    from memtraffic.analysis.check import check as check_run
+    from memtraffic.analysis.check import load_expectations
 
     return check_run(run, load_expectations(expect), baseline)
 
