@@ -12,10 +12,10 @@ Everything but run_measure/run_profile reads runs without torch.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from memtraffic.analysis.analyze import (
     analyze_path,
@@ -29,7 +29,7 @@ from memtraffic.analysis.reuse import reuse_counts, varied, varied_line
 from memtraffic.ncu.report import EmptyReportError
 from memtraffic.runfolder.load import Run as Run  # public: load_run(path) -> Run
 from memtraffic.runfolder.load import load_run as load_run
-from memtraffic.runfolder.records import RunRecord
+from memtraffic.runfolder.records import Outcome, RunRecord
 from memtraffic.vocab.errors import say
 
 if TYPE_CHECKING:
@@ -38,10 +38,12 @@ if TYPE_CHECKING:
 
     from memtraffic.analysis.check import CheckResult
     from memtraffic.analysis.diff import Diff
+    from memtraffic.analysis.floor import Floor
     from memtraffic.collect.measure import MeasureOptions, MeasureResult, SecondPassRule
     from memtraffic.collect.profile import ProfileOptions, ProfileResult
     from memtraffic.collect.trace_ops import TracedRun
     from memtraffic.ncu.chips import SetRow
+    from memtraffic.ncu.command import NcuRun
     from memtraffic.ncu.metrics import Remeasure
     from memtraffic.vocab.configs import GridCount
     from memtraffic.vocab.roofs import CeilingsEntry
@@ -72,7 +74,7 @@ def full_look_ops(table: pd.DataFrame) -> list[str]:
     return needs_full_look(table)
 
 
-def floor(run: str | Path | Run | ProfileResult, partial: bool = True, warn_gaps: bool = False) -> Any:
+def floor(run: str | Path | Run | ProfileResult, partial: bool = True, warn_gaps: bool = False) -> Floor:
     """`memtraffic floor RUN`: the run's time against its floor (memtraffic.analysis.floor.Floor: gpu_time_s,
     floor_s, recoverable_s, by_op rows, eager_min_bytes, fused_min_bytes, dram_bytes; .to_dict() is the
     CLI's --format json, .summary() its first lines, .table() its rows as a DataFrame). `.no_floor` says
@@ -127,12 +129,13 @@ def traffic(run: str | Path | Run | pd.DataFrame, levels: Sequence[str] = LEVELS
     return traffic_figure(_table(run), levels, title)
 
 
-def run_measure(opts: MeasureOptions, echo: Echo | None = None, **kwargs: Any) -> MeasureResult:
+def run_measure(opts: MeasureOptions, echo: Echo | None = None,
+                ncu_runner: Callable[..., NcuRun] | None = None) -> MeasureResult:
     """`memtraffic measure`: profile the plan's configs under ncu, analyze the reports, save the results.
 
-    The result's `table` is the analyzed DataFrame (empty when nothing was profiled). kwargs go to
-    memtraffic.collect.measure.measure (e.g. ncu_runner, for tests). With --metrics auto, measure asks
-    which configs of the first look the full set must measure again (its second pass: _Reading.second_pass,
+    The result's `table` is the analyzed DataFrame (empty when nothing was profiled). `ncu_runner` runs
+    each ncu argv (default memtraffic.ncu.command.run_ncu). With --metrics auto, measure asks which
+    configs of the first look the full set must measure again (its second pass: _Reading.second_pass,
     analysis.first_look.remeasure). With --timing-only, or when ncu is missing or may not read the
     counters, the plan is timed instead (memtraffic.collect.timing_only).
     """
@@ -140,7 +143,7 @@ def run_measure(opts: MeasureOptions, echo: Echo | None = None, **kwargs: Any) -
 
     echo = echo or say
     reading = _Reading(opts.roofs, echo)
-    result = _measured(opts, echo, reading.second_pass, **kwargs)
+    result = _measured(opts, echo, reading.second_pass, ncu_runner)
     table, kernels = reading.analysis(result)
     if len(table):
         save_results(table, result.run_dir)
@@ -183,21 +186,23 @@ def _analysis(reports: Sequence[Path], result: MeasureResult | ProfileResult) ->
         return analyze_reports([], result.plan)
 
 
-def _measured(opts: MeasureOptions, echo: Echo, second_pass: SecondPassRule, **kwargs: Any) -> MeasureResult:
+def _measured(opts: MeasureOptions, echo: Echo, second_pass: SecondPassRule,
+              ncu_runner: Callable[..., NcuRun] | None) -> MeasureResult:
     """The run folder of `memtraffic measure`, by ncu or else the timer, not yet analyzed."""
     from memtraffic.collect.fallback import CountersUnavailable
     from memtraffic.collect.measure import measure
     from memtraffic.collect.timing_only import measure_timing
+    from memtraffic.ncu.command import run_ncu
 
     try:
         return measure_timing(opts, echo) if opts.timing_only else \
-            measure(opts, echo, second_pass=second_pass, **kwargs)
+            measure(opts, echo, ncu_runner or run_ncu, second_pass)
     except CountersUnavailable as err:
         echo(err.reason)
         return measure_timing(opts, echo, err.reason)
 
 
-def failed_configs(run: Mapping[str, Any]) -> list[dict[str, Any]]:
+def failed_configs(run: RunRecord) -> list[Outcome]:
     """The configs of a run.json to measure again (not finished ok, or no kernel profiled in their range):
     what `memtraffic measure` names on stderr and exits 1 on."""
     from memtraffic.runfolder.records import needs_rerun
@@ -257,7 +262,22 @@ def _profiled(opts: ProfileOptions, echo: Echo) -> ProfileResult:
 # --- models, roofs and your own variants (the lessons in notebooks/ use these) -----------------------------
 
 
-def minimum(op: str, shape: str | Sequence[int], dtype: str = "fp32") -> dict[str, Any]:
+class Minimum(TypedDict):
+    """An op's minimum at a shape and dtype (minimum()): bytes read, written and both, model FLOPs, FLOP per
+    byte at the minimum, and how the FLOPs are counted."""
+
+    op: str
+    shape: str
+    dtype: str
+    read: int
+    write: int
+    total: int
+    flops: int
+    intensity: float
+    flops_note: str
+
+
+def minimum(op: str, shape: str | Sequence[int], dtype: str = "fp32") -> Minimum:
     """An op's minimum traffic and model FLOPs at a shape: what `memtraffic list` puts in its minimum
     columns (read, write and total bytes, FLOPs, FLOP per byte at the minimum, and how FLOPs are counted)."""
     from memtraffic.vocab.errors import UsageError
