@@ -310,7 +310,7 @@ class RunRecord(TypedDict, total=False):
 
 
 # --- the schema: derived from the TypedDicts above ------------------------------------------------------
-# Any type hint of a record is a spec: str, int, float, bool, None, X | Y, list[X], dict[str, X], object
+# Each type hint of a record is a spec: str, int, float, bool, None, X | Y, list[X], dict[str, X], object
 # (anything) or a TypedDict (an object; its required keys must be there, its known keys conform).
 
 SCHEMAS: dict[str, type] = {PLAN_FILE: Plan, RUN_FILE: RunRecord}
