@@ -96,7 +96,7 @@ def lines(run: str | Path | Run, kernel: str | None = None, top: int | None = No
     return read_lines(run.path if isinstance(run, Run) else run, kernel=kernel, top=top)
 
 
-def records(table: pd.DataFrame) -> list[dict[str, Any]]:
+def records(table: pd.DataFrame) -> list[dict[str, object]]:
     """An analyzed table as the CLI's --format json writes it (NaN -> None, whole counts as int)."""
     if "op" in table.columns and "calls" in table.columns:  # per_op's table
         from memtraffic.analysis import per_op as per_op_table
