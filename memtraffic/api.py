@@ -12,10 +12,10 @@ Everything but run_measure/run_profile reads runs without torch.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from memtraffic.analysis.analyze import (
     analyze_path,
@@ -24,23 +24,27 @@ from memtraffic.analysis.analyze import (
     save_results,
     to_records,
 )
+from memtraffic.analysis.first_look import remeasure
 from memtraffic.analysis.reuse import reuse_counts, varied, varied_line
 from memtraffic.ncu.report import EmptyReportError
 from memtraffic.runfolder.load import Run as Run  # public: load_run(path) -> Run
 from memtraffic.runfolder.load import load_run as load_run
-from memtraffic.runfolder.records import RunRecord, write_run
+from memtraffic.runfolder.records import Outcome, RunRecord
 from memtraffic.vocab.errors import say
 
 if TYPE_CHECKING:
     import pandas as pd
     import plotly.graph_objects as go
 
+    from memtraffic.analysis.check import CheckResult
     from memtraffic.analysis.diff import Diff
-    from memtraffic.analysis.gate import CheckResult
-    from memtraffic.collect.measure import MeasureOptions, MeasureResult
+    from memtraffic.analysis.floor import Floor
+    from memtraffic.collect.measure import MeasureOptions, MeasureResult, SecondPassRule
     from memtraffic.collect.profile import ProfileOptions, ProfileResult
     from memtraffic.collect.trace_ops import TracedRun
     from memtraffic.ncu.chips import SetRow
+    from memtraffic.ncu.command import NcuRun
+    from memtraffic.ncu.metrics import Remeasure
     from memtraffic.vocab.configs import GridCount
     from memtraffic.vocab.roofs import CeilingsEntry
     from memtraffic.vocab.variant import Variant
@@ -70,7 +74,7 @@ def full_look_ops(table: pd.DataFrame) -> list[str]:
     return needs_full_look(table)
 
 
-def floor(run: str | Path | Run | ProfileResult, partial: bool = True, warn_gaps: bool = False) -> Any:
+def floor(run: str | Path | Run | ProfileResult, partial: bool = True, warn_gaps: bool = False) -> Floor:
     """`memtraffic floor RUN`: the run's time against its floor (memtraffic.analysis.floor.Floor: gpu_time_s,
     floor_s, recoverable_s, by_op rows, eager_min_bytes, fused_min_bytes, dram_bytes; .to_dict() is the
     CLI's --format json, .summary() its first lines, .table() its rows as a DataFrame). `.no_floor` says
@@ -92,7 +96,7 @@ def lines(run: str | Path | Run, kernel: str | None = None, top: int | None = No
     return read_lines(run.path if isinstance(run, Run) else run, kernel=kernel, top=top)
 
 
-def records(table: pd.DataFrame) -> list[dict[str, Any]]:
+def records(table: pd.DataFrame) -> list[dict[str, object]]:
     """An analyzed table as the CLI's --format json writes it (NaN -> None, whole counts as int)."""
     if "op" in table.columns and "calls" in table.columns:  # per_op's table
         from memtraffic.analysis import per_op as per_op_table
@@ -125,47 +129,22 @@ def traffic(run: str | Path | Run | pd.DataFrame, levels: Sequence[str] = LEVELS
     return traffic_figure(_table(run), levels, title)
 
 
-def run_measure(opts: MeasureOptions, echo: Echo | None = None, **kwargs: Any) -> MeasureResult:
+def run_measure(opts: MeasureOptions, echo: Echo | None = None,
+                ncu_runner: Callable[..., NcuRun] | None = None) -> MeasureResult:
     """`memtraffic measure`: profile the plan's configs under ncu, analyze the reports, save the results.
 
-    The result's `table` is the analyzed DataFrame (empty when nothing was profiled). kwargs go to
-    memtraffic.collect.measure.measure (e.g. ncu_runner, for tests). With --metrics auto, the configs whose
-    first look needs the full set (analysis.findings.needs_full_set) are measured again with it
-    (collect.measure.measure_again) and the reports analyzed again. With --timing-only, or when ncu is
-    missing or may not read the counters, the plan is timed instead (memtraffic.collect.timing_only).
+    The result's `table` is the analyzed DataFrame (empty when nothing was profiled). `ncu_runner` runs
+    each ncu argv (default memtraffic.ncu.command.run_ncu). With --metrics auto, measure asks which
+    configs of the first look the full set must measure again (its second pass: _Reading.second_pass,
+    analysis.first_look.remeasure). With --timing-only, or when ncu is missing or may not read the
+    counters, the plan is timed instead (memtraffic.collect.timing_only).
     """
-    from memtraffic.analysis.analyze import row_dicts
-    from memtraffic.analysis.findings import GOOD, needs_full_set, ok
-    from memtraffic.collect.fallback import CountersUnavailable
-    from memtraffic.collect.measure import measure, measure_again, record_analysis
-    from memtraffic.collect.profile import FULL_LOOK
-    from memtraffic.collect.timing_only import measure_timing
+    from memtraffic.collect.measure import record_analysis
 
     echo = echo or say
-    try:
-        result = measure_timing(opts, echo) if opts.timing_only else measure(opts, echo, **kwargs)
-    except CountersUnavailable as err:
-        echo(err.reason)
-        result = measure_timing(opts, echo, err.reason)
-    if opts.roofs:
-        _roofs_for(result.run, echo)
-
-    def analyzed() -> tuple[pd.DataFrame, pd.DataFrame]:
-        try:
-            return analyze_reports(result.reports, result.plan, run_name=result.run_dir.name, meta=result.run)
-        except EmptyReportError:  # ncu wrote reports without kernels: record_analysis names the ranges
-            return analyze_reports([], result.plan)
-
-    table, kernels = analyzed()
-    low = table[needs_full_set(table)] if len(table) else table
-    if opts.first_look and result.session is not None and len(low) and not result.run.get("interrupted"):
-        why = {r["range"]: (r["eff_l1_ld"] if ok(r["eff_l1_ld"]) else None,
-                            r["eff_l1_st"] if ok(r["eff_l1_st"]) else None) for r in row_dicts(low)}
-        rule = (f"L1 load or store efficiency below {GOOD} in the first look, not as the variant's model "
-                f"predicts: {FULL_LOOK} tells why")
-        launches = {str(r): int(n) for r, n in kernels.groupby("range").size().items()}
-        measure_again(result, why, rule, opts, launches, echo, **kwargs)
-        table, kernels = analyzed()
+    reading = _Reading(opts.roofs, echo)
+    result = _measured(opts, echo, reading.second_pass, ncu_runner)
+    table, kernels = reading.analysis(result)
     if len(table):
         save_results(table, result.run_dir)
     result.table = table
@@ -173,7 +152,57 @@ def run_measure(opts: MeasureOptions, echo: Echo | None = None, **kwargs: Any) -
     return result
 
 
-def failed_configs(run: Mapping[str, Any]) -> list[dict[str, Any]]:
+Analysis = tuple["pd.DataFrame", "pd.DataFrame"]  # an analyzed table and its launches (analyze_reports)
+
+
+class _Reading:
+    """The analysis of a run `measure` makes: after its first look (or only pass) the GPU's roofs, measured
+    once outside ncu when none are known, then its reports analyzed; the first look's analysis is the run's
+    own unless a second pass followed it."""
+
+    def __init__(self, roofs: bool, echo: Echo) -> None:
+        self.roofs, self.echo = roofs, echo
+        self.first: Analysis | None = None
+
+    def second_pass(self, result: MeasureResult) -> Remeasure | None:
+        """measure's second-pass rule: the configs of the first look the full set must measure again."""
+        self.first = self.analysis(result)
+        return remeasure(*self.first)
+
+    def analysis(self, result: MeasureResult) -> Analysis:
+        if self.roofs:
+            _roofs_for(result.run, self.echo)
+            self.roofs = False
+        if self.first is not None and "second_pass" not in result.run:
+            return self.first
+        return _analysis(result.reports, result)
+
+
+def _analysis(reports: Sequence[Path], result: MeasureResult | ProfileResult) -> Analysis:
+    """The reports of a run just made, analyzed against its plan and run.json."""
+    try:
+        return analyze_reports(reports, result.plan, run_name=result.run_dir.name, meta=result.run)
+    except EmptyReportError:  # ncu wrote reports without kernels: record_analysis names the ranges
+        return analyze_reports([], result.plan)
+
+
+def _measured(opts: MeasureOptions, echo: Echo, second_pass: SecondPassRule,
+              ncu_runner: Callable[..., NcuRun] | None) -> MeasureResult:
+    """The run folder of `memtraffic measure`, by ncu or else the timer, not yet analyzed."""
+    from memtraffic.collect.fallback import CountersUnavailable
+    from memtraffic.collect.measure import measure
+    from memtraffic.collect.timing_only import measure_timing
+    from memtraffic.ncu.command import run_ncu
+
+    try:
+        return measure_timing(opts, echo) if opts.timing_only else \
+            measure(opts, echo, ncu_runner or run_ncu, second_pass)
+    except CountersUnavailable as err:
+        echo(err.reason)
+        return measure_timing(opts, echo, err.reason)
+
+
+def failed_configs(run: RunRecord) -> list[Outcome]:
     """The configs of a run.json to measure again (not finished ok, or no kernel profiled in their range):
     what `memtraffic measure` names on stderr and exits 1 on."""
     from memtraffic.runfolder.records import needs_rerun
@@ -192,27 +221,10 @@ def run_profile(opts: ProfileOptions, echo: Echo | None = None) -> ProfileResult
     """`memtraffic profile -- CMD`: the program under ncu, its report analyzed against its trace, saved.
     With --timing-only, or when ncu is missing or may not read the counters, the program runs timed
     instead (memtraffic.collect.timing_only)."""
-    from memtraffic.collect.fallback import CountersUnavailable
-    from memtraffic.collect.profile import profile
-    from memtraffic.collect.timing_only import profile_timing
-    from memtraffic.collect.trace_ops import require_torch
-
     echo = echo or say
-    if opts.torch_ops:  # said before ncu, the GPU or the program is looked at
-        require_torch(opts.command, "memtraffic profile --torch-ops")
-    try:
-        result = profile_timing(opts, echo) if opts.timing_only else profile(opts, echo)
-    except CountersUnavailable as err:
-        echo(err.reason)
-        result = profile_timing(replace(opts, out=err.out) if err.out else opts, echo, err.reason)
-    if opts.roofs:  # the floor of the first run on a GPU without roofs: measured once, outside ncu
-        _roofs_for(result.run, echo)
+    result = _profiled(opts, echo)
     started = time.perf_counter()
-    try:
-        table, kernels = analyze_reports([result.report], result.plan, run_name=result.run_dir.name,
-                                         meta=result.run)
-    except EmptyReportError:
-        table, kernels = analyze_reports([], result.plan)
+    table, kernels = _analysis([result.report], result)
     counts = reuse_counts(kernels, result.plan)
     if counts is not None:  # --distinct: say what was measured and what reuses it
         echo(counts.line())
@@ -223,16 +235,49 @@ def run_profile(opts: ProfileOptions, echo: Echo | None = None) -> ProfileResult
         save_results(table, result.run_dir)
     result.table = table
     if result.run.get("kind") == "profile":  # where the time after ncu went (run.json's "startup" before)
-        result.run["analysis_s"] = round(time.perf_counter() - started, 3)
-        result.run["varied"] = spread
-        write_run(result.run_dir, result.run)
+        result.record.save(analysis_s=round(time.perf_counter() - started, 3), varied=spread)
+    return result
+
+
+def _profiled(opts: ProfileOptions, echo: Echo) -> ProfileResult:
+    """The run folder of `memtraffic profile` (ncu, else the timer), not yet analyzed; then the GPU's roofs
+    when none are known (measured once, outside ncu)."""
+    from memtraffic.collect.fallback import CountersUnavailable
+    from memtraffic.collect.profile import profile
+    from memtraffic.collect.timing_only import profile_timing
+    from memtraffic.collect.trace_ops import require_torch
+
+    if opts.torch_ops:  # said before ncu, the GPU or the program is looked at
+        require_torch(opts.command, "memtraffic profile --torch-ops")
+    try:
+        result = profile_timing(opts, echo) if opts.timing_only else profile(opts, echo)
+    except CountersUnavailable as err:
+        echo(err.reason)
+        result = profile_timing(replace(opts, out=err.out) if err.out else opts, echo, err.reason)
+    if opts.roofs:
+        _roofs_for(result.run, echo)
     return result
 
 
 # --- models, roofs and your own variants (the lessons in notebooks/ use these) -----------------------------
 
 
-def minimum(op: str, shape: str | Sequence[int], dtype: str = "fp32") -> dict[str, Any]:
+class Minimum(TypedDict):
+    """An op's minimum at a shape and dtype (minimum()): bytes read, written and both, model FLOPs, FLOP per
+    byte at the minimum, and how the FLOPs are counted."""
+
+    op: str
+    shape: str
+    dtype: str
+    read: int
+    write: int
+    total: int
+    flops: int
+    intensity: float
+    flops_note: str
+
+
+def minimum(op: str, shape: str | Sequence[int], dtype: str = "fp32") -> Minimum:
     """An op's minimum traffic and model FLOPs at a shape: what `memtraffic list` puts in its minimum
     columns (read, write and total bytes, FLOPs, FLOP per byte at the minimum, and how FLOPs are counted)."""
     from memtraffic.vocab.errors import UsageError
@@ -431,8 +476,8 @@ def diff(a: str | Path, b: str | Path, group_by: str = "range", time_tolerance: 
 
 def check(run: str | Path, expect: str | Path, baseline: str | Path | None = None) -> list[CheckResult]:
     """`memtraffic check RUN --expect FILE`: every (matched row, limit) with its value and `ok`."""
-    from memtraffic.analysis.gate import check as check_run
-    from memtraffic.analysis.gate import load_expectations
+    from memtraffic.analysis.check import check as check_run
+    from memtraffic.analysis.check import load_expectations
 
     return check_run(run, load_expectations(expect), baseline)
 

@@ -238,7 +238,8 @@ def profile(
       memtraffic profile --torch-ops --baseline runs/before -- python train.py
     """
     from memtraffic.api import full_look_ops, run_profile
-    from memtraffic.collect.profile import FULL_LOOK, ProfileOptions, TimeFrom
+    from memtraffic.collect.profile import ProfileOptions, TimeFrom
+    from memtraffic.ncu.metrics import FULL_LOOK
     from memtraffic.views.tables import op_calls_table, render_results
 
     formats.check(fmt, FOR_ROWS)

@@ -7,7 +7,7 @@
                        min_efficiency={"l1_ld": 0.95}, max_time="20us")
         assert_traffic("runs/my_kernel", expect="traffic.toml")   # or the check command's file
 
-The limits are those of memtraffic.analysis.gate (max_bytes and min_efficiency per level, max_time,
+The limits are those of memtraffic.analysis.check (max_bytes and min_efficiency per level, max_time,
 no_worse_than a baseline run). Reading a run needs no GPU.
 """
 
@@ -30,7 +30,7 @@ def assert_traffic(run: str | Path, expect: str | Path | None = None, *, match: 
     row names) with one or more limits. A regex that matches no row, or a malformed limit, raises
     memtraffic.vocab.errors.UsageError: the test is wrong, not the kernel.
     """
-    from memtraffic.analysis.gate import Expectations, check, expectation, failures, load_expectations
+    from memtraffic.analysis.check import Expectations, check, expectation, failures, load_expectations
     from memtraffic.vocab.errors import UsageError
 
     if (expect is None) == (match is None):

@@ -36,3 +36,4 @@ def test_a_listed_module_that_is_gone_is_said():
 def test_a_module_with_neither_is_found():
     assert "memtraffic/ncu/source.py" in _unmapped("")
     assert "memtraffic/ncu/report.py" not in _unmapped("")  # tests/ncu/test_report.py
+    assert "memtraffic/analysis/check.py" not in _unmapped("")  # tests/analysis/test_check.py

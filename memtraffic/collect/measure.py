@@ -2,7 +2,8 @@
 
 `measure()` checks the user's input, ncu and the GPU up front, writes the plan into a new run folder,
 lets ONE ncu process profile every config of the plan inside `python -m memtraffic.collect.runner PLAN.json`,
-and starts a fresh ncu process for the configs not yet done if the runner dies, and saves run.json.
+and starts a fresh ncu process for the configs not yet done if the runner dies, and saves run.json. The
+run folder's records are held by one runfolder.builder.RunBuilder, written once at the end of each phase.
 memtraffic.api.run_measure then analyzes the reports (results.csv, results.json) and `record_analysis`
 completes run.json with what ncu profiled.
 
@@ -11,10 +12,11 @@ ncu process per GPU runs at the same time, each with its own CUDA_VISIBLE_DEVICE
 and reports (profile-gpu0.ncu-rep, ...), all in the one run folder. A GPU whose ncu fails loses only
 its own configs: run.json lists them under 'rerun' (`measure --rerun RUN` measures them again).
 
-With --metrics auto (the default) the first pass is a first look with the one-pass set (FIRST_LOOK) and
-memtraffic.api.run_measure then has `measure_again` profile, with the full set (FULL_LOOK), the configs
-whose first look needs it (memtraffic.analysis.findings.needs_full_set): a second pass in the same run
-folder, by the same runner on the same GPUs.
+With --metrics auto (the default) the first pass is a first look with the one-pass set (ncu.metrics.
+FIRST_LOOK); then `measure` asks its `second_pass` (the analysis side's rule, ncu.metrics.SECOND_PASS_RULE,
+which memtraffic.api.run_measure gives it) which configs the first look leaves unexplained, and profiles
+them again with the full set (FULL_LOOK): a second pass in the same run folder, by the same runner on the
+same GPUs.
 """
 
 from __future__ import annotations
@@ -37,7 +39,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from memtraffic.collect.device import cuda_device_names, require_gpu
 from memtraffic.collect.fallback import unavailable
 from memtraffic.collect.planning import build_plan, check_names  # torch only when a plan is built
-from memtraffic.collect.profile import FIRST_LOOK, FULL_LOOK
 from memtraffic.collect.sweep import (
     Grid,
     check_gpus,
@@ -58,7 +59,9 @@ from memtraffic.ncu.command import (
     run_ncu,
 )
 from memtraffic.ncu.kernel_table import keep_kernel_tables
+from memtraffic.ncu.metrics import AUTO, FIRST_LOOK, FULL_LOOK, Remeasure
 from memtraffic.ncu.session import NcuSession
+from memtraffic.runfolder.builder import RunBuilder
 from memtraffic.runfolder.folder import (
     DEFAULT_RUNS_ROOT,
     StatusRecord,
@@ -70,7 +73,6 @@ from memtraffic.runfolder.folder import (
 from memtraffic.runfolder.records import (  # atomic: the runner may wait
     Attempt,
     GpuRun,
-    Outcome,
     Plan,
     Remeasured,
     RunRecord,
@@ -79,7 +81,6 @@ from memtraffic.runfolder.records import (  # atomic: the runner may wait
     plan_file,
     rerun_list,
     write_plan,
-    write_run,
 )
 from memtraffic.runfolder.timings import NCU_TIME
 from memtraffic.vocab.configs import parse_params
@@ -92,9 +93,6 @@ from memtraffic.vocab.ops import Shape, format_shape, parse_dtype, parse_shape
 if TYPE_CHECKING:
     import pandas as pd
 
-# --metrics auto (measure's default): a first look with FIRST_LOOK for every config, then FULL_LOOK again
-# for those whose first look needs it (measure_again).
-AUTO = "auto"
 SECOND = "-second"  # the second pass's files: plan-second.json, profile-second[-gpuN].ncu-rep, status-...
 
 
@@ -172,11 +170,9 @@ class GpuSlot:
 
 @dataclass
 class MeasureResult:
-    """A measured run folder: run.json's content, the plan, the reports ncu wrote (not yet analyzed)."""
+    """A measured run folder: its records (run.json, the plan), the reports ncu wrote (not yet analyzed)."""
 
-    run_dir: Path
-    run: RunRecord
-    plan: Plan
+    record: RunBuilder
     reports: list[Path]
     table: Any = None  # the analyzed DataFrame, once memtraffic.api.run_measure has analyzed the reports
     status: dict[int, StatusRecord] = field(default_factory=dict)  # the runner's status per config id
@@ -184,6 +180,25 @@ class MeasureResult:
     clock: float = 0.0  # perf_counter() when the environment was recorded: the ncu + analysis lap starts
     session: NcuSession | None = None  # the ncu and GPU it ran on (a second pass runs there too)
     slots: list[GpuSlot] = field(default_factory=list)  # --gpus: the GPUs
+
+    @property
+    def run_dir(self) -> Path:
+        return self.record.folder
+
+    @property
+    def run(self) -> RunRecord:
+        return self.record.run
+
+    @property
+    def plan(self) -> Plan:
+        if self.record.plan is None:
+            raise TypeError("a measured run has its plan")
+        return self.record.plan
+
+
+# What --metrics auto's second pass measures (memtraffic.analysis.first_look.remeasure): given the first
+# look's result, the configs to measure again, or None.
+SecondPassRule = Callable[[MeasureResult], Remeasure | None]
 
 
 def profile_plan(plan: Plan | None, run_dir: Path, session: NcuSession, opts: MeasureOptions,
@@ -387,29 +402,6 @@ def profile_gpus(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
             "gpus": gpus}
 
 
-def config_entries(plan: Plan, status: Mapping[int, StatusRecord],
-                   launches: Mapping[str, int] | None) -> list[Outcome]:
-    """run.json's per-config lines: status ok/failed/not run, error text, whether ncu profiled it and how
-    many launches (`launches`: per range, once the reports are read; readers then know a config whose
-    report was cut inside it)."""
-    entries: list[Outcome] = []
-    for c in plan["configs"]:
-        rec = status.get(c["id"], {})
-        entry: Outcome = {"id": c["id"], "range": c["range"], "variant": c["variant"], "op": c["op"],
-                          "shape": c["shape"], "dtype": c["dtype"], "params": c["params"]}
-        if "gpu" in c:
-            entry["gpu"] = c["gpu"]
-        entry.update({"status": rec.get("status", "not run"), "error": rec.get("error"),
-                      "max_err": rec.get("max_err"),
-                      "profiled": None if launches is None else c["range"] in launches})
-        if launches:
-            entry["kernels"] = int(launches.get(c["range"], 0))
-        if entry["status"] == "ok" and entry["profiled"] is False:
-            entry["error"] = "no kernel was profiled inside its NVTX range"
-        entries.append(entry)
-    return entries
-
-
 def rerun_plan(run_dir: Path) -> Plan:
     """The configs a run folder lists under 'rerun' (failed, interrupted, or on a GPU that failed), and
     those its reports hold no kernel of (a report cut short or lost after the run), as a plan of their
@@ -540,19 +532,18 @@ def run_label(opts: MeasureOptions, plan: Plan | None) -> list[str]:
 class _PlanInBackground:
     """plan.json built in a thread while ncu starts the runner; on failure plan.abort tells it to stop."""
 
-    def __init__(self, make: Callable[[], Plan], path: Path):
+    def __init__(self, make: Callable[[], Plan], record: RunBuilder):
         self._plan: Plan | None = None
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._build, args=(make, path), daemon=True)
+        self._thread = threading.Thread(target=self._build, args=(make, record), daemon=True)
         self._thread.start()
 
-    def _build(self, make: Callable[[], Plan], path: Path) -> None:
+    def _build(self, make: Callable[[], Plan], record: RunBuilder) -> None:
         try:
-            self._plan = make()
-            write_plan(path.parent, self._plan)
+            self._plan = record.save_plan(make())
         except BaseException as err:  # re-raised in the main thread by result()
             self._error = err
-            path.with_suffix(".abort").write_text(f"{type(err).__name__}: {err}\n")
+            record.abort_plan(f"{type(err).__name__}: {err}")
 
     def result(self) -> Plan:
         self._thread.join()
@@ -563,13 +554,16 @@ class _PlanInBackground:
 
 
 def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
-            ncu_runner: Callable[..., NcuRun] = run_ncu) -> MeasureResult:
+            ncu_runner: Callable[..., NcuRun] = run_ncu, second_pass: SecondPassRule | None = None
+            ) -> MeasureResult:
     """Check everything up front, profile every config under ncu, save run.json. See the module doc.
     Raises CountersUnavailable (memtraffic.collect.fallback) when ncu is missing or may not read the
     counters: memtraffic.api.run_measure then times the plan instead (memtraffic.collect.timing_only).
 
-    The reports are not analyzed here (the measuring side never imports analysis): memtraffic.api.run_measure
-    analyzes them, then calls record_analysis.
+    With --metrics auto and a `second_pass` rule, the configs the rule picks from the first look are
+    measured again with the full set (_measure_again). The reports are not analyzed here (the measuring
+    side never imports analysis): the rule is given by memtraffic.api.run_measure, which analyzes the
+    reports, then calls record_analysis.
     """
     echo = echo or say
     # Where measure's own time goes (run.json "timings"): the tool's overhead over bare ncu.
@@ -631,11 +625,12 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
         echo(f"profiling {len(plan['configs'])} configs on {where} with {session.path} into {run_dir}")
         return plan
 
-    pending = _PlanInBackground(lambda: finish_plan(plan_for(opts)), run_dir / plan_file()) \
-        if overlap else None
+    record = RunBuilder(run_dir)
+    pending = _PlanInBackground(lambda: finish_plan(plan_for(opts)), record) if overlap else None
     if plan is not None:
-        write_plan(run_dir, finish_plan(plan))
-    run: RunRecord = {
+        record.save_plan(finish_plan(plan))
+    run = record.run
+    run.update({
         "started": utc_now(),
         "command": shlex.join(sys.argv),
         "environment": session.environment(),
@@ -647,7 +642,7 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
         "cache_control": opts.cache_control,
         "source": opts.source,
         "time_source": NCU_TIME,  # the runner's kernels, replayed one by one
-    }
+    })
     if opts.sweep:  # the file as it was, beside the grids read from it
         run["sweep"] = {"file": str(opts.sweep), "text": Path(opts.sweep).read_text(encoding="utf-8")}
     if opts.rerun:
@@ -665,10 +660,10 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
     except NcuError as err:
-        run.update({"wall_time_s": round(time.perf_counter() - t0, 3), "error": str(err), "configs": []})
-        write_run(run_dir, run)
+        record.save(wall_time_s=round(time.perf_counter() - t0, 3), error=str(err), configs=[])
         raise
     plan = _built(plan, pending.result if pending else None)
+    record.plan = plan  # with --gpus, as profile_gpus wrote it: each config with the GPU that ran it
     run.update({"variants": list(dict.fromkeys(c["variant"] for c in plan["configs"])),
                 "shapes": list(dict.fromkeys(format_shape(c["shape"]) for c in plan["configs"])),
                 "dtypes": list(dict.fromkeys(c["dtype"] for c in plan["configs"]))})
@@ -689,92 +684,91 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
     for c in plan["configs"] if slots else []:  # taken by no GPU: every runner stopped before it
         status.setdefault(c["id"], {"status": "not run", "error": "interrupted" if outcome["interrupted"]
                                     else "no GPU took it: each GPU's runner stopped before it"})
-    run["configs"] = config_entries(plan, status, launches=None)
-    run["skipped"] = plan.get("skipped", [])
-    write_run(run_dir, run)  # saved before analysis can fail
+    record.save(configs=record.outcomes(status, launches=None), skipped=plan.get("skipped", []))
     keep_kernel_tables([run_dir / r for r in outcome["reports"]])  # every later reading starts from these
-    return MeasureResult(run_dir, run, plan, [run_dir / r for r in outcome["reports"]], status=status,
-                         timings=timings, clock=clock, session=session, slots=slots)
+    result = MeasureResult(record, [run_dir / r for r in outcome["reports"]], status=status, timings=timings,
+                           clock=clock, session=session, slots=slots)
+    if opts.first_look and second_pass is not None and not run.get("interrupted"):
+        again = second_pass(result)
+        if again is not None:
+            _measure_again(result, again, opts, echo, ncu_runner)
+    return result
 
 
-def measure_again(result: MeasureResult, why: Mapping[str, tuple[float | None, float | None]], rule: str,
-                  opts: MeasureOptions, launches: Mapping[str, int],
-                  echo: Callable[[str], None] | None = None, ncu_runner: Callable[..., NcuRun] = run_ncu
-                  ) -> None:
-    """The second pass of --metrics auto: the configs `why` names (range -> their first look's L1 load and
-    store efficiencies; `rule` says why in words) profiled again with FULL_LOOK by the same runner, on the
-    same GPUs (which share its configs as they did the first look's), into the run folder
+def _measure_again(result: MeasureResult, again: Remeasure, opts: MeasureOptions,
+                   echo: Callable[[str], None], ncu_runner: Callable[..., NcuRun] = run_ncu) -> None:
+    """The second pass of --metrics auto: the configs `again` names (range -> their first look's L1 load and
+    store efficiencies; its rule says why in words) profiled again with FULL_LOOK by the same runner, on
+    the same GPUs (which share its configs as they did the first look's), into the run folder
     (plan-second.json, status-second*.jsonl, ncu-second*.log, profile-second*.ncu-rep).
 
-    A config measured whole again (ok, and at least its first look's launches: `launches`) names the
+    A config measured whole again (ok, and at least its first look's launches: `again.launches`) names the
     second pass's reports in plan.json (config 'reports'), so analysis takes its counters from them alone;
     any other keeps its first look's, said in one line, as is a second pass that fails as a whole.
     run.json's 'second_pass' records the rule, each config with its efficiencies and outcome, the set,
     the ncu argv and the wall time.
     """
-    echo = echo or say
-    run, plan, run_dir, session = result.run, result.plan, result.run_dir, result.session
+    record, plan, run_dir, session = result.record, result.plan, result.run_dir, result.session
     if session is None or session.gpu is None:
-        raise TypeError("measure_again needs the ncu session of a measured run")
+        raise TypeError("a second pass needs the ncu session of a measured run")
     full = session.on_gpu(session.gpu, metric_tokens(FULL_LOOK))
-    configs = [c.copy() for c in plan["configs"] if c["range"] in why]
-    again: Plan = {"configs": configs, "skipped": [], "status_file": f"status{SECOND}.jsonl",
-                   "metrics": full.metric_record(FULL_LOOK)}
+    configs = [c.copy() for c in plan["configs"] if c["range"] in again.why]
+    second: Plan = {"configs": configs, "skipped": [], "status_file": f"status{SECOND}.jsonl",
+                    "metrics": full.metric_record(FULL_LOOK)}
     for key in ("version", "seed", "variant_files", "options"):
         if key in plan:
-            again[key] = plan[key]
+            second[key] = plan[key]
     if result.slots:
-        again.pop("status_file")
-        again["status_files"] = {str(s.index): f"status{SECOND}-{s.tag}.jsonl" for s in result.slots}
-    write_plan(run_dir, again, stem=SECOND)
+        second.pop("status_file")
+        second["status_files"] = {str(s.index): f"status{SECOND}-{s.tag}.jsonl" for s in result.slots}
+    record.save_plan(second, stem=SECOND)
     echo(f"measuring {len(configs)} of {len(plan['configs'])} configs again with the {FULL_LOOK} set "
-         f"({rule})")
-    record: SecondPass = {"first_look": FIRST_LOOK, "metric_set": FULL_LOOK, "metric_names": full.metrics,
-                          "rule": rule, "error": None}
+         f"({again.rule})")
+    done: SecondPass = {"first_look": FIRST_LOOK, "metric_set": FULL_LOOK, "metric_names": full.metrics,
+                        "rule": again.rule, "error": None}
     ran: RunRecord = {"attempts": [], "reports": [], "interrupted": False}
     opts = copy.copy(opts)
     opts.source = False  # per-line counters come from the first look
     t0 = time.perf_counter()
     try:
         if result.slots:
-            ran = profile_gpus(again, run_dir, full, opts, result.slots, echo, ncu_runner, stem=SECOND)
+            ran = profile_gpus(second, run_dir, full, opts, result.slots, echo, ncu_runner, stem=SECOND)
         else:
-            ran = profile_plan(again, run_dir, full, opts, echo, ncu_runner, stem=SECOND)
+            ran = profile_plan(second, run_dir, full, opts, echo, ncu_runner, stem=SECOND)
     except Exception as err:  # NcuError, or a bug: the first look's rows stay whole either way
-        record["error"] = str(err) if isinstance(err, NcuError) else f"{type(err).__name__}: {err}"
-    record["wall_time_s"] = round(time.perf_counter() - t0, 3)
-    record.update({"attempts": ran.get("attempts", []), "reports": ran.get("reports", []),
-                   "interrupted": bool(ran.get("interrupted"))})
+        done["error"] = str(err) if isinstance(err, NcuError) else f"{type(err).__name__}: {err}"
+    done["wall_time_s"] = round(time.perf_counter() - t0, 3)
+    done.update({"attempts": ran.get("attempts", []), "reports": ran.get("reports", []),
+                 "interrupted": bool(ran.get("interrupted"))})
     if "gpus" in ran:
-        record["gpus"] = ran["gpus"]
+        done["gpus"] = ran["gpus"]
     reports = list(ran.get("reports", []))
     keep_kernel_tables([run_dir / r for r in reports])
     found = _launches_in([run_dir / r for r in reports])
     status: dict[int, StatusRecord] = {}
-    for name in again.get("status_files", {}).values() or [again["status_file"]]:
+    for name in second.get("status_files", {}).values() or [second["status_file"]]:
         status.update(read_status(run_dir / name))
     entries: list[Remeasured] = []
     own = {c["range"]: c for c in plan["configs"]}
     for c in configs:
         rec = status.get(c["id"], {})
-        taken = rec.get("status") == "ok" and found[c["range"]] >= max(launches.get(c["range"], 0), 1)
+        taken = rec.get("status") == "ok" and found[c["range"]] >= max(again.launches.get(c["range"], 0), 1)
         if taken:
             own[c["range"]]["reports"] = reports
-        ld, st = why[c["range"]]
+        ld, st = again.why[c["range"]]
         entries.append({"id": c["id"], "range": c["range"], "eff_l1_ld": ld, "eff_l1_st": st,
                         "status": rec.get("status", "not run"), "error": rec.get("error"), "taken": taken})
-    record["configs"] = entries
-    run["second_pass"] = record
-    run["reports"] = [*run["reports"], *reports]
-    run["interrupted"] = bool(run.get("interrupted")) or bool(ran.get("interrupted"))
+    done["configs"] = entries
+    run = result.run
     passes = [p for p in (run.get("passes"), *(a.get("passes") for a in ran.get("attempts", []))) if p]
-    run["passes"] = max(passes) if passes else None
-    write_plan(run_dir, plan)
-    write_run(run_dir, run)
+    record.save_plan(plan)
+    record.save(second_pass=done, reports=[*run["reports"], *reports],
+                interrupted=bool(run.get("interrupted")) or bool(ran.get("interrupted")),
+                passes=max(passes) if passes else None)
     result.reports += [run_dir / r for r in reports]
     kept = [e["range"] for e in entries if not e["taken"]]
-    if record["error"]:
-        echo(f"the second pass failed ({record['error']}): its {len(configs)} configs keep their first "
+    if done["error"]:
+        echo(f"the second pass failed ({done['error']}): its {len(configs)} configs keep their first "
              f"look's counters ({FIRST_LOOK})")
     elif kept:
         shown = ", ".join(kept[:4]) + (" ..." if len(kept) > 4 else "")
@@ -788,20 +782,18 @@ def record_analysis(result: MeasureResult, kernels: pd.DataFrame,
     which configs ncu profiled, the passes, what to rerun, measure's timings. Raises NcuError when
     configs ran but ncu profiled no kernel inside their ranges."""
     echo = echo or say
-    run, plan, run_dir = result.run, result.plan, result.run_dir
+    record, run, run_dir = result.record, result.run, result.run_dir
     if run["passes"] is None and len(kernels) and "passes" in kernels:
         found = kernels["passes"].dropna()
         run["passes"] = int(found.max()) if len(found) else None
     launches: dict[str, int] = ({str(k): int(n) for k, n in kernels.groupby("range").size().items()}
                                 if len(kernels) else {})
-    run["configs"] = config_entries(plan, result.status, launches)
-    run["rerun"] = rerun_list(run["configs"])
+    configs = record.outcomes(result.status, launches)
     timings = result.timings
     timings["ncu_and_analysis_s"] = round(time.perf_counter() - result.clock, 3)
     again = run.get("second_pass", {}).get("wall_time_s", 0.0)
     timings["analysis_s"] = round(timings["ncu_and_analysis_s"] - run["wall_time_s"] - again, 3)
-    run["timings"] = timings
-    write_run(run_dir, run)
+    record.save(configs=configs, rerun=rerun_list(configs), timings=timings)
 
     ok_ranges = [c["range"] for c in run["configs"] if c["status"] == "ok"]
     if ok_ranges and not launches and not run["interrupted"]:

@@ -37,7 +37,9 @@ from memtraffic.ncu.command import (
     run_ncu,
 )
 from memtraffic.ncu.kernel_table import keep_kernel_tables
+from memtraffic.ncu.metrics import FIRST_LOOK
 from memtraffic.ncu.session import NcuSession
+from memtraffic.runfolder.builder import RunBuilder
 from memtraffic.runfolder.folder import DEFAULT_RUNS_ROOT, new_run_dir
 from memtraffic.runfolder.load import TRACE_FILE
 from memtraffic.runfolder.records import (
@@ -47,8 +49,6 @@ from memtraffic.runfolder.records import (
     RunRecord,
     TimingPass,
     plan_from_trace,
-    write_plan,
-    write_run,
 )
 from memtraffic.runfolder.timings import (
     KERNEL_TIMES_FILE,
@@ -77,13 +77,6 @@ class ProgramFailed(MemtrafficError):
     def __init__(self, message: str, returncode: int):
         super().__init__(message)
         self.exit_code = returncode if 0 < returncode < 256 else 1
-
-
-# A first look measures the one-pass set: one replay pass a kernel against six for 'traffic' (a GPT-2
-# step on an H100, 2026-11-26: 30.6 s against 57.3 s, the program alone 15.5 s; reports/h100/speed).
-FIRST_LOOK = "bytes"
-# The set that says why bytes exceed the minimum (sectors, requests, bytes the instructions asked for).
-FULL_LOOK = "traffic"
 
 
 # Where each kernel's time comes from: a pass of the program without ncu (its kernels as they ran, caches as
@@ -173,6 +166,11 @@ class ProfileResult:
     plan: Plan
     report: Path
     table: Any = None  # the analyzed DataFrame, once memtraffic.api.run_profile has analyzed the report
+
+    @property
+    def record(self) -> RunBuilder:
+        """The run folder's records, to write run.json's last phase (analysis) through."""
+        return RunBuilder(self.run_dir, self.run, self.plan)
 
     @property
     def returncode(self) -> int:
@@ -495,7 +493,8 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
         "clock_control": opts.clock_control,
         "cache_control": opts.cache_control,
     }
-    write_run(run_dir, run)  # kept if the program or ncu is killed: reading then rebuilds the plan (load_run)
+    record = RunBuilder(run_dir, run)
+    record.save()  # kept if the program or ncu is killed: reading then rebuilds the plan (load_run)
     # What an earlier run of the same command measured gives the progress line its ETA.
     expected = earlier_run([opts.runs_root, run_dir.parent], opts.command,
                            {k: run[k] for k in ("metric_set", "torch_ops", "traced_from", "distinct")},
@@ -554,8 +553,8 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
     plan = plan_from_trace(read_trace(run_dir / TRACE_FILE), opts.command,
                            session.metric_record(opts.metrics))
     configs = plan["configs"]
-    write_plan(run_dir, plan, checked=True)
-    write_run(run_dir, run)  # saved before analysis can fail
+    record.save_plan(plan, checked=True)
+    record.save()  # saved before analysis can fail
     keep_kernel_tables([report] if has_report else [])  # every later reading starts from it
     echo(f"ncu profiled {result.kernels} kernel launches; the program recorded {len(configs)} ops/regions")
     if (short := end_text(result.kernels, expected)) is not None:

@@ -27,7 +27,6 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from memtraffic.runfolder.records import Config, Plan, Shard, merge_plans
 from memtraffic.vocab.configs import GridCount
@@ -58,14 +57,14 @@ class Grid:
     variant_files: list[str] = field(default_factory=list)
 
 
-def _strings(path: Path, key: str, value: Any) -> list[str]:
+def _strings(path: Path, key: str, value: object) -> list[str]:
     values = value if isinstance(value, list) else [value]
     if not all(isinstance(v, str | int | float) and not isinstance(v, bool) for v in values):
         raise UsageError(f"{path}: '{key}' must be a string or a list of strings, e.g. {key} = [\"...\"]")
     return [str(v) for v in values]
 
 
-def _grid(path: Path, table: Mapping[str, Any], base: Grid | None, where: str) -> Grid:
+def _grid(path: Path, table: Mapping[str, object], base: Grid | None, where: str) -> Grid:
     unknown = sorted(set(table) - _GRID_KEYS - ({"grid"} if base is None else set()))
     if unknown:
         raise UsageError(f"{path}: unknown key {', '.join(unknown)} in {where} "

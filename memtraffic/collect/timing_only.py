@@ -32,7 +32,6 @@ from collections.abc import Callable
 from memtraffic.collect.measure import (
     MeasureOptions,
     MeasureResult,
-    config_entries,
     plan_for,
     precheck,
     run_label,
@@ -55,9 +54,10 @@ from memtraffic.collect.profile import (
     with_launcher,
 )
 from memtraffic.collect.trace_ops import INJECT_DIR, tracer_warnings
+from memtraffic.runfolder.builder import RunBuilder
 from memtraffic.runfolder.folder import new_run_dir, read_status
 from memtraffic.runfolder.load import TRACE_FILE
-from memtraffic.runfolder.records import RunRecord, plan_file, plan_from_trace, write_plan, write_run
+from memtraffic.runfolder.records import RunRecord, plan_file, plan_from_trace
 from memtraffic.runfolder.timings import TIMER, TIMINGS_FILE, keep_ranged
 from memtraffic.runfolder.trace import TRACE_FROM, read_startup, read_trace
 from memtraffic.vocab.errors import GpuNotFoundError, MemtrafficError, UsageError
@@ -118,8 +118,9 @@ def profile_timing(opts: ProfileOptions, echo: Callable[[str], None], reason: st
     (run_dir / STARTUP_FILE).unlink(missing_ok=True)
     plan = plan_from_trace(read_trace(run_dir / TRACE_FILE), opts.command,
                            {"spec": None, "names": [], "notes": ["timing-only: no counters"]})
-    write_plan(run_dir, plan, checked=True)
-    write_run(run_dir, run)
+    record = RunBuilder(run_dir, run)
+    record.save_plan(plan, checked=True)
+    record.save()
     for text in tracer_warnings(run_dir / TORCH_MARK_FILE):
         echo(f"warning: {text}")
     failed = proc.returncode != 0
@@ -144,7 +145,8 @@ def measure_timing(opts: MeasureOptions, echo: Callable[[str], None], reason: st
     run_dir = new_run_dir(run_label(opts, plan), opts.out, opts.runs_root)
     plan["metrics"] = {"spec": None, "names": [], "notes": ["timing-only: no counters"]}
     plan["options"] = {"clock_control": None, "cache_control": None, "source": False}
-    write_plan(run_dir, plan)
+    record = RunBuilder(run_dir)
+    record.save_plan(plan)
     for s in plan.get("skipped", []):
         echo(skip_line(s))
     timings = run_dir / TIMINGS_FILE
@@ -169,8 +171,7 @@ def measure_timing(opts: MeasureOptions, echo: Callable[[str], None], reason: st
         "attempts": [{"argv": argv, "returncode": proc.returncode, "passes": None}], "passes": None,
         "reports": [TIMINGS_FILE] if has_timings else [],
         "variants": list(dict.fromkeys(c.get("variant", "") for c in plan["configs"])),
-        "configs": config_entries(plan, status, launches=None), "skipped": plan.get("skipped", []),
+        "configs": record.outcomes(status, launches=None), "skipped": plan.get("skipped", []),
     }
-    write_run(run_dir, run)
-    return MeasureResult(run_dir, run, plan, [timings] if has_timings else [], status=status,
-                         clock=time.perf_counter())
+    record.save(**run)
+    return MeasureResult(record, [timings] if has_timings else [], status=status, clock=time.perf_counter())

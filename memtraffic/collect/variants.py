@@ -15,8 +15,9 @@ import hashlib
 import importlib.util
 import numbers
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -28,7 +29,7 @@ from memtraffic.vocab.ops import OPS, Op, Shape, Traffic, dtype_name, format_sha
 from memtraffic.vocab.variant import Variant
 
 
-def _import_file(path: Path) -> Any:
+def _import_file(path: Path) -> ModuleType:
     """Import a user's variant file as a module (its folder joins sys.path so it can import neighbours)."""
     name = "memtraffic_variants_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
     if name in sys.modules:
@@ -120,7 +121,7 @@ def get_variant(name: str, variants: dict[str, Variant] | None = None) -> Varian
 
 
 def unsupported_reason(
-    variant: Variant, shape: Shape, dtype: torch.dtype, params: dict[str, Any]
+    variant: Variant, shape: Shape, dtype: torch.dtype, params: Mapping[str, object]
 ) -> str | None:
     """None if the variant can run this case, else why not (wrong rank, dtype, or its own constraint)."""
     op = OPS[variant.op]

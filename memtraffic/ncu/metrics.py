@@ -12,10 +12,11 @@ note saying why (memtraffic.vocab.arch knows the chip). A report is read back th
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from memtraffic.vocab.arch import Chip
+from memtraffic.vocab.finding import GOOD
 
 
 @dataclass(frozen=True)
@@ -185,6 +186,29 @@ SETS: list[MetricSet] = [
     MetricSet("roofline", _TRAFFIC + _FLOPS[1:], "traffic and flops together"),
 ]
 METRIC_SETS: dict[str, list[str]] = {s.name: s.aliases for s in SETS}
+
+# A first look measures the one-pass set: one replay pass a kernel against six for 'traffic' (a GPT-2
+# step on an H100, 2026-11-26: 30.6 s against 57.3 s, the program alone 15.5 s; reports/h100/speed).
+FIRST_LOOK = "bytes"
+# The set that says why bytes exceed the minimum (sectors, requests, bytes the instructions asked for).
+FULL_LOOK = "traffic"
+# --metrics auto (measure's default): a first look with FIRST_LOOK for every config, then a second pass with
+# FULL_LOOK for the configs whose first look it leaves unexplained: analysis.findings.needs_full_set picks
+# them (analysis.first_look.remeasure), by the rule SECOND_PASS_RULE says.
+AUTO = "auto"
+SECOND_PASS_RULE = (f"L1 load or store efficiency below {GOOD} in the first look, not as the variant's model "
+                    f"predicts: {FULL_LOOK} tells why")
+
+
+@dataclass(frozen=True)
+class Remeasure:
+    """The configs a first look leaves to the second pass of --metrics auto: range -> its first look's L1
+    load and store efficiencies (None where unknown), the launches the first look profiled per range (a
+    config counts as measured whole again with at least as many), and the rule that picked them."""
+
+    why: Mapping[str, tuple[float | None, float | None]]
+    launches: Mapping[str, int]
+    rule: str = SECOND_PASS_RULE
 
 
 def sets_help() -> str:

@@ -310,7 +310,7 @@ class RunRecord(TypedDict, total=False):
 
 
 # --- the schema: derived from the TypedDicts above ------------------------------------------------------
-# Any type hint of a record is a spec: str, int, float, bool, None, X | Y, list[X], dict[str, X], object
+# Each type hint of a record is a spec: str, int, float, bool, None, X | Y, list[X], dict[str, X], object
 # (anything) or a TypedDict (an object; its required keys must be there, its known keys conform).
 
 SCHEMAS: dict[str, type] = {PLAN_FILE: Plan, RUN_FILE: RunRecord}
@@ -492,7 +492,7 @@ def _plain(value: object, shape: _Shape) -> bool:
     return False
 
 
-def storage_problem(config: Mapping[str, Any]) -> str | None:
+def storage_problem(config: Mapping[str, object]) -> str | None:
     """Where a traced config's [storage, bytes] pairs claim more bytes than any GPU holds (or fewer than
     none), as problem() says it; None when they do not. A pair of another form is left to its reader
     (analysis.floor leaves it out)."""
@@ -611,7 +611,7 @@ TRACE_KEYS = ("range", "kind", "seq", "pid", "op", "shape", "dtype", "min_read_b
               "model_flops")
 
 
-def trace_records(records: Sequence[Mapping[str, Any]]) -> tuple[list[Config], list[Skipped]]:
+def trace_records(records: Sequence[Mapping[str, object]]) -> tuple[list[Config], list[Skipped]]:
     """The trace records (runfolder.trace.read_trace) that are configs, in order, and those that are not
     (a damaged line, a number out of range, a key missing), each with why: the one check of a trace."""
     good: list[Config] = []

@@ -31,7 +31,7 @@ def _is_count(key: str) -> bool:
     return key in COUNTS or (key.endswith("_bytes") and key != "excess_bytes")
 
 
-def row_problem(row: Any) -> str | None:
+def row_problem(row: object) -> str | None:
     """Where a saved table's row departs ('time_ns is -5000, expected ...'), None when it does not."""
     if not isinstance(row, dict):
         return f"is {type(row).__name__}, expected an object"
@@ -77,7 +77,7 @@ def read_results(path: Path, advice: str) -> list[dict[str, Any]]:
     return data
 
 
-def _name(row: Any) -> str:
+def _name(row: object) -> str:
     """A row's name for the error line: its range, else its op type (a per-op table), else 'unnamed'."""
     names = [row.get(k) for k in ("range", "op")] if isinstance(row, dict) else []
     return next((repr(n) for n in names if isinstance(n, str) and n), "unnamed")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memtraffic.analysis.gate import CheckResult, failures, held
+from memtraffic.analysis.check import CheckResult, failures, held
 from memtraffic.views import formats
 
 

@@ -541,6 +541,27 @@ def test_auto_measures_again_with_the_full_set_only_the_configs_below_good_l1(tm
     assert _rows(tmp_path / "merged") == auto
 
 
+def test_auto_with_nothing_left_to_explain_is_one_pass_analyzed_once(tmp_path, monkeypatch):
+    """Every config at its minimum: the first look is the whole run (one ncu process, no second pass), and
+    its analysis, made for the second-pass rule, is the run's own (the reports are read once)."""
+    import memtraffic.api as api
+
+    calls = _reporting(tmp_path, monkeypatch)
+    (tmp_path / "counters.json").write_text(json.dumps({A: _counters(128, 128, 128, 128),
+                                                        B: _counters(64, 64, 64, 64),
+                                                        C: _counters(256, 256, 256, 256),
+                                                        D: _counters(128, 128, 128, 128)}))
+    analyzed = []
+    real = api.analyze_reports
+    monkeypatch.setattr(api, "analyze_reports", lambda *a, **k: analyzed.append(a[0]) or real(*a, **k))
+    result = run_measure(collect.MeasureOptions(**GRID, out=tmp_path / "auto"), echo=lambda s: None)
+    assert len(calls()) == 1 and analyzed == [[tmp_path / "auto" / "profile.ncu-rep"]]
+    run = json.loads((tmp_path / "auto" / "run.json").read_text())
+    assert "second_pass" not in run and not (tmp_path / "auto" / "plan-second.json").exists()
+    assert [c["kernels"] for c in run["configs"]] == [1] * 4 and len(result.table) == 4
+    assert run["configs"] == result.run["configs"]  # what was written is what the result holds
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("broken", ["fails", "cut"])
 def test_a_second_pass_that_fails_keeps_the_first_looks_rows(tmp_path, monkeypatch, broken):

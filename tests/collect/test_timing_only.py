@@ -219,7 +219,7 @@ def test_a_damaged_timings_file_is_named(tmp_path, damage):
 
 
 def test_check_gates_time_and_fails_levels_a_timing_only_run_has_not(tmp_path):
-    from memtraffic.analysis.gate import check, failures, load_expectations
+    from memtraffic.analysis.check import check, failures, load_expectations
 
     folder = _timing_run(tmp_path / "run")
     expect = tmp_path / "traffic.toml"
