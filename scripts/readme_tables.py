@@ -510,7 +510,7 @@ def fusion_output(reports: Path) -> list[str] | None:
         label = " with ".join(f"`{group_label(groups[j], 60)}`" for j in m.groups)
         rows.append([label, fmt_time(m.group_time_s * 1e9),
                      fmt_time(m.fused_time_s * 1e9), str(len(ms)), fmt_time(m.group_kernels_time_s * 1e9),
-                     f"{m.reached:.0%}" if m.reached is not None else "-",
+                     "-" if m.reached is None else "none (slower)" if m.reached < 0 else f"{m.reached:.0%}",
                      f"{m.group_kernels_time_s / m.fused_time_s:.3f}"])
     lines += [f"`memtraffic diff reports/{FLOOR_BLOCK[0]} reports/{FLOOR_BLOCK[1]}`, the groups its Inductor "
               f"kernels matched; measured on {_source(compiled, reports)}:", "",

@@ -180,8 +180,10 @@ def fusion_lines(d: Diff) -> list[str]:
     for _, ms in sorted(groups.items(), key=lambda im: -eager[im[0]].saving_s):
         m = ms[0]
         reached = m.reached
-        said = (f"reached {reached:.0%} of {'their' if len(m.groups) > 1 else 'this group' + chr(39) + 's'} "
-                "saving" if reached is not None else "nothing to save: at its fused floor")
+        whose = "their" if len(m.groups) > 1 else "this group's"
+        said = ("nothing to save: at its fused floor" if reached is None
+                else f"slower than A: none of {whose} saving" if reached < 0
+                else f"reached {reached:.0%} of {whose} saving")
         label = " with ".join(group_label(eager[j], 40) for j in m.groups)
         lines.append(f"  {label}: A {fmt_time(m.group_time_s * 1e9)}, fused floor "
                      f"{fmt_time(m.fused_time_s * 1e9)}; B {fmt_time(m.group_kernels_time_s * 1e9)} in "
