@@ -227,7 +227,8 @@ show(pd.DataFrame([{"group": short(m.group_ops), "eager groups": len(m.groups),
                     "fused floor": fmt_time(m.fused_time_s * 1e9),
                     "Inductor kernels": sum(1 for k in PAIR.fusion if k.group == i),
                     "their time": fmt_time(m.group_kernels_time_s * 1e9),
-                    "saving reached": "-" if m.reached is None else f"{m.reached:.0%}",
+                    "saving reached": ("-" if m.reached is None else "none (slower)" if m.reached < 0
+                                       else f"{m.reached:.0%}"),
                     "time / fused floor": f"{m.group_kernels_time_s / m.fused_time_s:.3f}"}
                    for i, m in reached.items()]))
 
