@@ -42,6 +42,7 @@ import pandas as pd
 from memtraffic.analysis.findings import sentences
 from memtraffic.analysis.floor import Floor, floor_run
 from memtraffic.analysis.fusion import Match, match
+from memtraffic.analysis.lines import LineRow, read_lines
 from memtraffic.runfolder.records import RunRecord
 from memtraffic.runfolder.results import read_results
 from memtraffic.vocab.errors import MemtrafficError, ReportError, UsageError
@@ -171,14 +172,13 @@ def load_side(path: str | Path, group_by: str = "range") -> Side:
         table = analyze_run(run, group_by="range" if group_by == "line" else group_by)
         devices = _run_devices(run.meta, list(table["device"]) if "device" in table else [])
         if group_by == "line":
-            from memtraffic.analysis.lines import read_lines
-
             ranges = {r["range"]: r for r in row_dicts(table) if r["range"]}
-            rows = read_lines(path)
-            keys = _line_keys(rows, ranges)
-            for r, k in zip(rows, keys, strict=True):  # named as the range's row and its line
-                r["config"] = row_label(ranges[r["range"]], "range") if r["range"] in ranges else r["kernel"]
-                r["where"] = k[-1]
+            lines = read_lines(path)
+            keys = _line_keys(lines, ranges)
+            named = [row_label(ranges[r["range"]], "range") if r["range"] in ranges else r["kernel"]
+                     for r in lines]
+            rows: list[dict[str, Any]] = [{**r, "config": c, "where": k[-1]}  # the range's row and its line
+                                          for r, c, k in zip(lines, named, keys, strict=True)]
             return Side(path, name, rows, devices, keys, gaps(table))
         side = Side(path, name, row_dicts(table), devices, gaps=gaps(table))
     side.keys = _row_keys(side.rows, group_by)
@@ -293,14 +293,14 @@ def _row_keys(rows: Sequence[dict[str, Any]], group_by: str) -> list[RowKey]:
     return out
 
 
-def _line_keys(rows: Sequence[dict[str, Any]], ranges: Mapping[str, dict[str, Any]]) -> list[RowKey]:
+def _line_keys(rows: Sequence[LineRow], ranges: Mapping[str, dict[str, Any]]) -> list[RowKey]:
     """Lines by file name and line; instructions without line info by their order in the kernel (their
     PCs are addresses, different in every run)."""
     keys = _Keys()
-    pcs: dict[Any, list[int]] = {}
+    pcs: dict[int, list[int]] = {}
     for r in rows:
         if not r["file"]:
-            pcs.setdefault(r["launch"], []).append(int(r["pc"], 16))
+            pcs.setdefault(r["launch"], []).append(int(r["pc"] or "", 16))
     out = []
     for r in rows:
         ident = r["range"] or ("#launch", r["launch"])
@@ -310,10 +310,10 @@ def _line_keys(rows: Sequence[dict[str, Any]], ranges: Mapping[str, dict[str, An
     return out
 
 
-def _where(r: Mapping[str, Any], pcs: Mapping[Any, list[int]]) -> str:
+def _where(r: LineRow, pcs: Mapping[int, list[int]]) -> str:
     if r["file"]:
         return f"{Path(r['file']).name}:{r['line']}"
-    order = sorted(pcs.get(r["launch"], [])).index(int(r["pc"], 16))
+    order = sorted(pcs.get(r["launch"], [])).index(int(r["pc"] or "", 16))
     opcode = (r["source"].split() or ["?"])[0]
     if opcode.startswith("@") and len(r["source"].split()) > 1:
         opcode = r["source"].split()[1]
