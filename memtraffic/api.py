@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from memtraffic.analysis.check import CheckResult
     from memtraffic.analysis.diff import Diff
     from memtraffic.analysis.floor import Floor
+    from memtraffic.analysis.lines import LineRow
     from memtraffic.collect.measure import MeasureOptions, MeasureResult, SecondPassRule
     from memtraffic.collect.profile import ProfileOptions, ProfileResult
     from memtraffic.collect.trace_ops import TracedRun
@@ -89,7 +90,7 @@ def floor(run: str | Path | Run | ProfileResult, partial: bool = True, warn_gaps
     return floor_run(run, partial, warn_gaps)
 
 
-def lines(run: str | Path | Run, kernel: str | None = None, top: int | None = None) -> list[dict[str, Any]]:
+def lines(run: str | Path | Run, kernel: str | None = None, top: int | None = None) -> list[LineRow]:
     """`memtraffic lines RUN`: per source line of each kernel, the bytes it moved and its verdict."""
     from memtraffic.analysis.lines import read_lines
 

@@ -16,7 +16,7 @@ import math
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, SupportsInt, cast
 
 import numpy as np
 import pandas as pd
@@ -285,8 +285,11 @@ def _group(kernels: pd.DataFrame, group_by: str) -> pd.DataFrame:
     return grouped_out
 
 
-def _dims(grid: Any, block: Any) -> str:
+def _dims(grid: object, block: object) -> str:
     """'8192x128': a launch's blocks and threads a block ('?' where the report lacks them)."""
+    # int() takes nothing else
+    if not isinstance(grid, SupportsInt | str) or not isinstance(block, SupportsInt | str):
+        return "?"
     try:
         return f"{int(grid)}x{int(block)}"
     except (TypeError, ValueError):
@@ -395,10 +398,10 @@ def _measured_roofs(devices: pd.Series) -> dict[str, dict[str, float]]:
     return out
 
 
-def _time_vs_copy(r: dict[str, Any], measured: Mapping[str, float] | None) -> float:
+def _time_vs_copy(r: Mapping[str, object], measured: Mapping[str, float] | None) -> float:
     """The row's time over a copy of its minimum at the measured copy roof (NaN when either is unknown)."""
-    copy = copy_seconds(r, measured or {})
-    return r["time_ns"] * 1e-9 / copy if copy and ok(r.get("time_ns")) else math.nan
+    copy, time_ns = copy_seconds(r, measured or {}), r.get("time_ns")
+    return time_ns * 1e-9 / copy if copy and ok(time_ns) else math.nan
 
 
 def _split_range_minimum(df: pd.DataFrame) -> list[Role | None]:
@@ -709,24 +712,29 @@ def row_dicts(df: pd.DataFrame) -> list[dict[str, Any]]:
     return cast("list[dict[str, Any]]", df.to_dict("records"))
 
 
-def row_label(r: dict[str, Any]) -> str:
+def row_label(r: Mapping[str, object]) -> str:
     """A row's name for people: 'softmax_tiled 4096x4096 fp32 BLOCK_M=4', 'aten.mm #3 64x64 fp32', a range."""
     if r["variant"]:
-        params = ",".join(f"{k}={v}" for k, v in _explicit(r).items())
-        text = " ".join(p for p in (r["variant"], r["shape"], r["dtype"], params) if p)
-        again = r["range"].rsplit("|", 1)[-1]
+        rng, shape, dtype = str(r["range"]), str(r["shape"] or ""), str(r["dtype"] or "")
+        params = ",".join(f"{k}={v}" for k, v in _explicit(rng).items())
+        text = " ".join(p for p in (str(r["variant"]), shape, dtype, params) if p)
+        again = rng.rsplit("|", 1)[-1]
         if again.startswith("#"):  # a merge's second measurement of the same config
             text += f" {again}"
         return text
-    parts = measured_range(r["range"] or "").split("|")
+    parts = measured_range(str(r["range"] or "")).split("|")
     if len(parts) >= 4 and parts[0] == "mt" and parts[1] in ("op", "region", "triton") and r["op"]:
         # 'mt|op|<seq>|<overload>' / 'mt|triton|<seq>|<kernel>' / 'mt|region|<name>|<seq>': name, call
         # number, first input
         seq = parts[2] if parts[1] != "region" else parts[-1]
-        name = f"region {r['op']}" if parts[1] == "region" else r["op"]
+        name = f"region {r['op']}" if parts[1] == "region" else str(r["op"])
         reused = " (reused)" if r.get("reuses") else ""  # a repeat: its first call's counters
-        return " ".join(p for p in (f"{name} #{seq}", r["shape"], r["dtype"]) if p) + reused
-    return str(r["range"] or (r["kernels"] or ["?"])[0])
+        shape, dtype = str(r["shape"] or ""), str(r["dtype"] or "")
+        return " ".join(p for p in (f"{name} #{seq}", shape, dtype) if p) + reused
+    if r["range"]:
+        return str(r["range"])
+    kernels = r["kernels"]
+    return str(kernels[0] if isinstance(kernels, list) and kernels else "?")
 
 
 def subject_of(r: Mapping[str, object]) -> Subject:
@@ -736,7 +744,7 @@ def subject_of(r: Mapping[str, object]) -> Subject:
     kernel = str(kernels[0]) if isinstance(kernels, list) and len(kernels) == 1 else ""
     run = str(r.get("run") or "")
     if r.get("variant"):
-        return Subject(run=run, config=row_label(dict(r)), kernel=kernel)
+        return Subject(run=run, config=row_label(r), kernel=kernel)
     parts = measured_range(str(r.get("range") or "")).split("|")
     if len(parts) >= 4 and parts[0] == "mt" and parts[1] in ("op", "region", "triton") and r.get("op"):
         seq = parts[2] if parts[1] != "region" else parts[-1]
@@ -745,9 +753,9 @@ def subject_of(r: Mapping[str, object]) -> Subject:
     return Subject(run=run, config=str(r.get("range") or ""), kernel=kernel)
 
 
-def _explicit(r: dict[str, Any]) -> dict[str, Any]:
+def _explicit(rng: str) -> dict[str, str]:
     # The range name holds only the parameters the user set ("mt|v|shape|dtype|K=V,...").
-    parts = r["range"].split("|")
+    parts = rng.split("|")
     if len(parts) < 5:
         return {}
     return dict(p.split("=", 1) for p in parts[4].split(",") if "=" in p)

@@ -34,7 +34,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from memtraffic.analysis.diff import (
     RowKey,
@@ -122,7 +122,7 @@ def _size(value: object, what: str) -> float:
     raise UsageError(f"{what} = {value!r}: write bytes as 8388608, \"8.39MB\" or \"8MiB\"")
 
 
-def _fraction(value: Any, what: str) -> float:
+def _fraction(value: object, what: str) -> float:
     if isinstance(value, bool):
         raise UsageError(f"{what} = {value!r}: give a fraction such as \"5%\" or 0.05")
     return parse_fraction(value, what)
@@ -253,8 +253,8 @@ def _num(x: object) -> float:
     return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else math.nan
 
 
-def _names(r: Mapping[str, Any], label: str) -> list[str]:
-    kernels = r["kernels"] if isinstance(r.get("kernels"), list) else []
+def _names(r: Mapping[str, object], label: str) -> list[str]:
+    kernels = k if isinstance(k := r.get("kernels"), list) else []
     return [label, str(r.get("range") or ""), *map(str, kernels)]
 
 
@@ -333,7 +333,7 @@ def check(run: str | Path, expectations: Expectations, baseline: str | Path | No
     UsageError when a regex matches no row of the run, or no_worse_than has no baseline."""
     baseline = Path(baseline) if baseline is not None else expectations.baseline
     sides: dict[str, Side] = {}
-    bases: dict[str, dict[RowKey, dict[str, Any]]] = {}
+    bases: dict[str, dict[RowKey, dict[str, object]]] = {}
     results: list[CheckResult] = []
     for exp in expectations.items:
         if exp.by not in sides:
@@ -345,7 +345,7 @@ def check(run: str | Path, expectations: Expectations, baseline: str | Path | No
                                  "the top of the file, or pass --baseline RUN")
             base_side = load_side(baseline, exp.by)
             check_devices(base_side, side, allow_mixed=False)
-            by_key: dict[RowKey, dict[str, Any]] = {}
+            by_key: dict[RowKey, dict[str, object]] = {}
             for k, r in zip(base_side.keys, base_side.rows, strict=True):
                 by_key.setdefault(k, r)
             pairs = pair_keys(side, base_side)  # matched as `memtraffic diff` matches

@@ -35,13 +35,14 @@ from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import SupportsFloat, SupportsIndex
 
 import pandas as pd
 
 from memtraffic.analysis.findings import sentences
 from memtraffic.analysis.floor import Floor, floor_run
 from memtraffic.analysis.fusion import Match, match
+from memtraffic.analysis.lines import LineRow, read_lines
 from memtraffic.runfolder.records import RunRecord
 from memtraffic.runfolder.results import read_results
 from memtraffic.vocab.errors import MemtrafficError, ReportError, UsageError
@@ -77,7 +78,7 @@ class Side:
 
     path: Path
     name: str
-    rows: list[dict[str, Any]]
+    rows: list[dict[str, object]]
     devices: list[str]
     keys: list[RowKey] = field(default_factory=list)
     gaps: list[str] = field(default_factory=list)  # what the run lacks of its plan (analyze.gaps)
@@ -91,7 +92,7 @@ class Diff:
     b: Side
     group_by: str
     time_tolerance: float
-    rows: list[dict[str, Any]]
+    rows: list[dict[str, object]]
     notes: list[str]
     floors: tuple[Floor | None, Floor | None] = (None, None)  # each side's floor (None: a saved table)
     fusion: list[Match] = field(default_factory=list)  # B's Inductor kernels beside A's fusion groups
@@ -104,7 +105,7 @@ class Diff:
 # --- loading ------------------------------------------------------------------------------------------------
 
 
-def _read_table_file(path: Path) -> list[dict[str, Any]]:
+def _read_table_file(path: Path) -> list[dict[str, object]]:
     """A saved table: results.json or `analyze --format json` output (a list of row objects, each checked:
     runfolder.results); a damaged one is a usage error (exit 2): the user named it."""
     try:
@@ -118,7 +119,7 @@ def _read_table_file(path: Path) -> list[dict[str, Any]]:
     return data
 
 
-def _frame_of_records(path: Path, records: list[dict[str, Any]], group_by: str) -> pd.DataFrame:
+def _frame_of_records(path: Path, records: list[dict[str, object]], group_by: str) -> pd.DataFrame:
     per_op = "calls" in records[0] and "range" not in records[0]
     if group_by in ("kernel", "line"):
         raise UsageError(f"--group-by {group_by} needs the reports: {path} is a saved table; give the run "
@@ -171,14 +172,13 @@ def load_side(path: str | Path, group_by: str = "range") -> Side:
         table = analyze_run(run, group_by="range" if group_by == "line" else group_by)
         devices = _run_devices(run.meta, list(table["device"]) if "device" in table else [])
         if group_by == "line":
-            from memtraffic.analysis.lines import read_lines
-
             ranges = {r["range"]: r for r in row_dicts(table) if r["range"]}
-            rows = read_lines(path)
-            keys = _line_keys(rows, ranges)
-            for r, k in zip(rows, keys, strict=True):  # named as the range's row and its line
-                r["config"] = row_label(ranges[r["range"]], "range") if r["range"] in ranges else r["kernel"]
-                r["where"] = k[-1]
+            lines = read_lines(path)
+            keys = _line_keys(lines, ranges)
+            named = [row_label(ranges[r["range"]], "range") if r["range"] in ranges else r["kernel"]
+                     for r in lines]
+            rows: list[dict[str, object]] = [{**r, "config": c, "where": k[-1]}  # range's row, its line
+                                             for r, c, k in zip(lines, named, keys, strict=True)]
             return Side(path, name, rows, devices, keys, gaps(table))
         side = Side(path, name, row_dicts(table), devices, gaps=gaps(table))
     side.keys = _row_keys(side.rows, group_by)
@@ -192,12 +192,12 @@ def _params_text(params: object) -> str:
     return json.dumps(params if isinstance(params, dict) else {}, sort_keys=True, default=str)
 
 
-def _base_key(r: Mapping[str, Any]) -> RowKey:
+def _base_key(r: Mapping[str, object]) -> RowKey:
     """What a range measures, before its call order: a config, an op or region name, a range, a kernel."""
-    if isinstance(r.get("variant"), str) and r["variant"]:
-        return ("config", r["variant"], r.get("op", ""), r.get("shape", ""), r.get("dtype", ""),
+    if isinstance(variant := r.get("variant"), str) and variant:
+        return ("config", variant, str(r.get("op", "")), str(r.get("shape", "")), str(r.get("dtype", "")),
                 _params_text(r.get("params")))
-    rng = measured_range(r.get("range") or "")  # a repeat matches the same call measured
+    rng = measured_range(str(r.get("range") or ""))  # a repeat matches the same call measured
     parts = rng.split("|")
     if len(parts) >= 4 and parts[0] == "mt" and parts[1] == "op":
         return ("op", "|".join(parts[3:]))
@@ -205,8 +205,8 @@ def _base_key(r: Mapping[str, Any]) -> RowKey:
         return ("region", "|".join(parts[2:-1]))
     if rng:
         return ("range", rng)
-    kernels = r.get("kernels") or [r.get("kernel", "?")]
-    return ("kernel", kernels[0])
+    kernels = r.get("kernels")
+    return ("kernel", str(kernels[0]) if isinstance(kernels, list) and kernels else str(r.get("kernel", "?")))
 
 
 class _Keys:
@@ -278,7 +278,7 @@ def pair_keys(a: Side, b: Side) -> dict[RowKey, RowKey]:
     return pairs
 
 
-def _row_keys(rows: Sequence[dict[str, Any]], group_by: str) -> list[RowKey]:
+def _row_keys(rows: Sequence[Mapping[str, object]], group_by: str) -> list[RowKey]:
     if group_by == "op":
         return [("op type", str(r["op"])) for r in rows]
     keys = _Keys()
@@ -287,20 +287,20 @@ def _row_keys(rows: Sequence[dict[str, Any]], group_by: str) -> list[RowKey]:
         ident = r.get("range") or ("#row", i)  # kernels outside any range are a row each
         key = keys.of_range(ident, r)
         if group_by == "kernel":
-            kernel = (r.get("kernels") or ["?"])[0]
+            kernel = str(_first_kernel(r))
             key = (*key, kernel, keys.of_kernel(ident, kernel, i))
         out.append(key)
     return out
 
 
-def _line_keys(rows: Sequence[dict[str, Any]], ranges: Mapping[str, dict[str, Any]]) -> list[RowKey]:
+def _line_keys(rows: Sequence[LineRow], ranges: Mapping[str, Mapping[str, object]]) -> list[RowKey]:
     """Lines by file name and line; instructions without line info by their order in the kernel (their
     PCs are addresses, different in every run)."""
     keys = _Keys()
-    pcs: dict[Any, list[int]] = {}
+    pcs: dict[int, list[int]] = {}
     for r in rows:
         if not r["file"]:
-            pcs.setdefault(r["launch"], []).append(int(r["pc"], 16))
+            pcs.setdefault(r["launch"], []).append(int(r["pc"] or "", 16))
     out = []
     for r in rows:
         ident = r["range"] or ("#launch", r["launch"])
@@ -310,17 +310,17 @@ def _line_keys(rows: Sequence[dict[str, Any]], ranges: Mapping[str, dict[str, An
     return out
 
 
-def _where(r: Mapping[str, Any], pcs: Mapping[Any, list[int]]) -> str:
+def _where(r: LineRow, pcs: Mapping[int, list[int]]) -> str:
     if r["file"]:
         return f"{Path(r['file']).name}:{r['line']}"
-    order = sorted(pcs.get(r["launch"], [])).index(int(r["pc"], 16))
+    order = sorted(pcs.get(r["launch"], [])).index(int(r["pc"] or "", 16))
     opcode = (r["source"].split() or ["?"])[0]
     if opcode.startswith("@") and len(r["source"].split()) > 1:
         opcode = r["source"].split()[1]
     return f"instruction {order} ({opcode})"
 
 
-def row_label(r: Mapping[str, Any], group_by: str) -> str:
+def row_label(r: Mapping[str, object], group_by: str) -> str:
     """The row's name as analyze (or lines) prints it."""
     from memtraffic.analysis.analyze import row_label as range_label
 
@@ -330,14 +330,21 @@ def row_label(r: Mapping[str, Any], group_by: str) -> str:
         return f"{r['config']} [{r['kernel']}] {r['where']}"
     label = range_label({**r, "range": r.get("range") or "", "kernels": r.get("kernels") or ["?"]})
     if group_by == "kernel" and r.get("variant"):
-        label += f" [{r['kernels'][0]}]"
+        label += f" [{_first_kernel(r)}]"
     return label
 
 
 # --- comparing ----------------------------------------------------------------------------------------------
 
 
-def _num(x: Any) -> float:
+def _first_kernel(r: Mapping[str, object]) -> object:
+    kernels = r.get("kernels")
+    return kernels[0] if isinstance(kernels, list) and kernels else "?"
+
+
+def _num(x: object) -> float:
+    if not isinstance(x, str | bytes | SupportsFloat | SupportsIndex):  # what float() takes
+        return math.nan
     try:
         value = float(x)
     except (TypeError, ValueError):
@@ -440,30 +447,37 @@ def _line_kinds(found: Sequence[object]) -> str:
     return " + ".join(KINDS.get(f.rule, f.rule) for f in found if isinstance(f, Finding)) or "fine"
 
 
-def verdict(a: Mapping[str, object], b: Mapping[str, object], row: Mapping[str, Any], group_by: str) -> str:
+def _value(row: Mapping[str, object], key: str) -> float:
+    """A measure of an output row (a float: NaN where unknown)."""
+    value = row.get(key, math.nan)
+    return float(value) if isinstance(value, int | float) else math.nan
+
+
+def verdict(a: Mapping[str, object], b: Mapping[str, object], row: Mapping[str, object],
+            group_by: str) -> str:
     """One line: the largest byte changes, why (from the diagnoses), and the time change against its noise.
 
     DRAM writes are named last and apart: written data can stay in L2 past a kernel's end, so they vary
     from run to run of the same kernel (on the committed H100 runs by up to 100% of a small output).
     """
     levels = [m for m in BYTE_MEASURES[group_by] if m != "dram_wr_bytes"]
-    changes = [(m, row[f"{m}_rel"]) for m in levels
-               if not math.isnan(row[f"{m}_rel"]) and abs(row[f"{m}_rel"]) >= BYTES_NOTE]
+    rels = {m: _value(row, f"{m}_rel") for m in levels}
+    changes = [(m, rel) for m, rel in rels.items() if not math.isnan(rel) and abs(rel) >= BYTES_NOTE]
     changes.sort(key=lambda mc: -abs(mc[1]))
     if changes:
         head = ", ".join(f"{LEVEL_NAMES[m]} {pct(rel)}" for m, rel in changes[:2])
     else:
-        same = all(row[f"{m}_change"] == 0 or math.isnan(row[f"{m}_change"]) for m in levels)
+        same = all(_value(row, f"{m}_change") == 0 or math.isnan(_value(row, f"{m}_change")) for m in levels)
         head = "same bytes" if same else f"bytes within {100 * BYTES_NOTE:.0f}%"
-        if all(math.isnan(row[f"{m}_change"]) for m in levels):  # timing-only runs count no bytes
+        if all(math.isnan(_value(row, f"{m}_change")) for m in levels):  # timing-only runs count no bytes
             head = "no bytes measured"
     why = sentences(_why(a, b))
     time, noise = "", True
-    if "time_ns_rel" in row and not math.isnan(row["time_ns_rel"]):
-        noise = row["time_noise"]
+    if "time_ns_rel" in row and not math.isnan(_value(row, "time_ns_rel")):
+        noise = bool(row["time_noise"])
         # '~': within the noise band, said once in the diff's header (views.diff_table.header)
-        time = f"time {pct(row['time_ns_rel'])}" + ("~" if noise else "")
-    writes = row.get("dram_wr_bytes_rel", math.nan)
+        time = f"time {pct(_value(row, 'time_ns_rel'))}" + ("~" if noise else "")
+    writes = _value(row, "dram_wr_bytes_rel")
     writes_note = f"DRAM writes {pct(writes)}" if names_writes(row) else ""  # why: said once (WRITES_NOTE)
     if not changes and not why and noise:
         return "; ".join(p for p in (f"no change: {head}" + (f", {time}" if time else ""), writes_note) if p)
@@ -473,19 +487,19 @@ def verdict(a: Mapping[str, object], b: Mapping[str, object], row: Mapping[str, 
 WRITES_NOTE = "DRAM writes: L2 write-back, varies run to run"  # said once under a diff that names them
 
 
-def names_writes(row: Mapping[str, Any]) -> bool:
+def names_writes(row: Mapping[str, object]) -> bool:
     """The row's verdict names its DRAM writes' change (apart and last: see verdict)."""
     writes = row.get("dram_wr_bytes_rel", math.nan)
     return isinstance(writes, float) and not math.isnan(writes) and abs(writes) >= BYTES_NOTE
 
 
-def _score(row: Mapping[str, Any], group_by: str) -> float:
+def _score(row: Mapping[str, object], group_by: str) -> float:
     """How large the row's change is: its largest relative byte change (DRAM writes aside, see verdict), or
     its time change beyond noise."""
-    values = [abs(row[f"{m}_rel"]) for m in BYTE_MEASURES[group_by]
-              if m != "dram_wr_bytes" and not math.isnan(row[f"{m}_rel"])]
-    if "time_ns_rel" in row and not row["time_noise"] and not math.isnan(row["time_ns_rel"]):
-        values.append(abs(row["time_ns_rel"]))
+    values = [abs(_value(row, f"{m}_rel")) for m in BYTE_MEASURES[group_by]
+              if m != "dram_wr_bytes" and not math.isnan(_value(row, f"{m}_rel"))]
+    if "time_ns_rel" in row and not row["time_noise"] and not math.isnan(_value(row, "time_ns_rel")):
+        values.append(abs(_value(row, "time_ns_rel")))
     return max(values, default=0.0)
 
 
@@ -505,8 +519,8 @@ def compare(a: Side, b: Side, group_by: str = "range", time_tolerance: float = T
     if not (0 <= time_tolerance < 10):
         raise UsageError(f"--time-tolerance {time_tolerance}: give a fraction such as 0.05 (5%)")
     notes = check_devices(a, b, allow_mixed)
-    groups_a: dict[RowKey, list[dict[str, Any]]] = {}
-    groups_b: dict[RowKey, list[dict[str, Any]]] = {}
+    groups_a: dict[RowKey, list[dict[str, object]]] = {}
+    groups_b: dict[RowKey, list[dict[str, object]]] = {}
     for rows, keys, groups in ((a.rows, a.keys, groups_a), (b.rows, b.keys, groups_b)):
         for r, k in zip(rows, keys, strict=True):
             groups.setdefault(k, []).append(r)
@@ -523,11 +537,11 @@ def compare(a: Side, b: Side, group_by: str = "range", time_tolerance: float = T
 
 
 def _row(rows_a: Sequence[Mapping[str, object]], rows_b: Sequence[Mapping[str, object]], group_by: str,
-         time_tolerance: float) -> dict[str, Any]:
+         time_tolerance: float) -> dict[str, object]:
     """One output row (the same keys for every status): each measure in A and B, change and relative."""
     ra, rb = (rows_a[0] if rows_a else {}), (rows_b[0] if rows_b else {})
     status = "both" if ra and rb else ("only_in_a" if ra else "only_in_b")
-    row: dict[str, Any] = {"match": row_label(ra or rb, group_by), "status": status,
+    row: dict[str, object] = {"match": row_label(ra or rb, group_by), "status": status,
                            "range_a": ra.get("range", ra.get("op")), "range_b": rb.get("range", rb.get("op"))}
     measures = MEASURES[group_by]
     for m in measures:
@@ -537,40 +551,41 @@ def _row(rows_a: Sequence[Mapping[str, object]], rows_b: Sequence[Mapping[str, o
         spread_a = spread([_num(r.get("time_ns")) for r in rows_a])
         spread_b = spread([_num(r.get("time_ns")) for r in rows_b])
         band = max(time_tolerance, spread_a, spread_b)
-        rel = row["time_ns_rel"]
+        rel = _value(row, "time_ns_rel")
         row.update(time_runs_a=len(rows_a), time_runs_b=len(rows_b), time_spread_a=spread_a,
                    time_spread_b=spread_b, time_band=band,
                    time_noise=None if math.isnan(rel) else bool(abs(rel) <= band))
     row["status_a"], row["status_b"] = (r.get("status", "ok") if r else None for r in (ra, rb))
-    row["verdict"] = verdict(ra, rb, row, group_by) if status == "both" else f"only in {status[-1].upper()}"
+    said = verdict(ra, rb, row, group_by) if status == "both" else f"only in {status[-1].upper()}"
+    row["verdict"] = said
     row["findings"] = [f.to_dict() for f in _why(ra, rb)] if status == "both" else []
     notes = [f"{side} {st} (analyze: planned, not measured whole)" for side, st in
              (("A", row["status_a"]), ("B", row["status_b"])) if st not in (None, "ok")]
     if status == "both" and (changed := _params_change(ra, rb)):
         notes.append(f"parameters differ: {changed}")
     if notes:
-        row["verdict"] = "; ".join([*notes, row["verdict"]])
+        row["verdict"] = "; ".join([*notes, said])
     return row
 
 
-def _params_change(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
+def _params_change(a: Mapping[str, object], b: Mapping[str, object]) -> str:
     """'BLOCK_M 128 -> auto (launched 8192x128 -> 1024x128)': the parameters whose values differ between
     two rows of one config (None is 'auto': the variant picks at launch), and what each launched (grid x
     block per kernel); '' when the parameters agree."""
-    pa, pb = (r["params"] if isinstance(r.get("params"), dict) else {} for r in (a, b))
+    pa, pb = (p if isinstance(p := r.get("params"), dict) else {} for r in (a, b))
 
     def shown(params: Mapping[str, object], key: str) -> str:
         return "unset" if key not in params else "auto" if params[key] is None else str(params[key])
 
     keys = list(dict.fromkeys([*pa, *pb]))
     text = ", ".join(f"{k} {shown(pa, k)} -> {shown(pb, k)}" for k in keys if shown(pa, k) != shown(pb, k))
-    da, db = (", ".join(r["launch_dims"]) if isinstance(r.get("launch_dims"), list) else "" for r in (a, b))
+    da, db = (", ".join(d) if isinstance(d := r.get("launch_dims"), list) else "" for r in (a, b))
     if text and da and db:
         text += f" (the same launch: {da})" if da == db else f" (launched {da} -> {db})"
     return text
 
 
-def parse_fraction(text: str | float, what: str) -> float:
+def parse_fraction(text: object, what: str) -> float:
     """'5%' -> 0.05, '0.05' -> 0.05; a negative or malformed value is a UsageError naming `what`."""
     raw = str(text).strip()
     try:

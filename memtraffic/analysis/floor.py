@@ -33,7 +33,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import pandas as pd
 
@@ -51,6 +51,7 @@ from memtraffic.vocab.units import fmt_bytes, fmt_time, wrap
 
 if TYPE_CHECKING:
     from memtraffic.runfolder.load import Run
+    from memtraffic.runfolder.records import Plan
 
 TOP = 5  # the op types whose share of the recoverable time the summary gives
 # What a reason's kind means, for the legend and the JSON.
@@ -178,7 +179,7 @@ class Floor:
         table: pd.DataFrame = pd.DataFrame([{**asdict(r), "reason": r.reason} for r in self.by_op])
         return table
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The JSON of `memtraffic floor --format json`."""
         fused, dram = self.fused_min_bytes, self.dram_bytes
         return {
@@ -197,7 +198,7 @@ class Floor:
         }
 
 
-def _row_dict(r: FloorRow) -> dict[str, Any]:
+def _row_dict(r: FloorRow) -> dict[str, object]:
     """A FloorRow as JSON has it: its reason as a finding record with its sentence."""
     return {**asdict(r), "reason": to_dicts([r.reason])[0] if r.reason else None}
 
@@ -272,21 +273,22 @@ def _measured_roofs(devices: Sequence[str]) -> tuple[str, dict[str, float]]:
     return (devices[0] if devices else ""), {}
 
 
-def floor_of_table(table: pd.DataFrame, plan: Mapping[str, Any] | None = None, run: str = "") -> Floor:
+def floor_of_table(table: pd.DataFrame, plan: Plan | None = None, run: str = "") -> Floor:
     """The Floor of an analyzed per-range table (analyze.analyze_run) and the run's plan."""
     left = left_out_line(table) or ""
+    configs = plan.get("configs", []) if plan else []
     # the GPU of every launch, those left out too: a run of only those still names its GPU
     devices = [d for d in dict.fromkeys(table["device"]) if isinstance(d, str) and d] if len(table) else []
     table = table[~left_out(table)]
     device, measured = _measured_roofs(devices)
     timed = "timing_only" in table.columns  # timing_only_table.mark: times, no counters
-    records = cast("list[dict[str, Any]]", table.to_dict("records"))  # the table's columns are names
+    records = cast("list[dict[str, object]]", table.to_dict("records"))  # the table's columns are names
     untimed = sum(1 for r in records if r.get("time_source") == NO_KERNEL_TIME)
     rows = [r for r in records if _num(r, "time_ns")]
     sources = sorted({str(r["time_source"]) for r in rows if isinstance(r.get("time_source"), str)})
     roofed = bool(measured.get("dram_Bps"))  # without roofs no floor: NaN, never 0
     groups: dict[str, list[tuple[float, float, str, Finding | None]]] = {}
-    first: dict[str, dict[str, Any]] = {}  # group -> its first row (a measure run's config)
+    first: dict[str, dict[str, object]] = {}  # group -> its first row (a measure run's config)
     for r in rows:
         time_s = (_num(r, "time_ns") or 0.0) * 1e-9
         floor = row_floor(r, measured)
@@ -315,7 +317,7 @@ def floor_of_table(table: pd.DataFrame, plan: Mapping[str, Any] | None = None, r
                               {k: v for k, v in kinds.items() if k != "at floor" and v > 0},
                               **_config(first[key])))
     by_op.sort(key=lambda r: -r.recoverable_s if roofed else -r.time_s)
-    fused = fused_minimum((plan or {}).get("configs", []))
+    fused = fused_minimum(configs)
     dram = None
     if not timed and len(table):
         dram = float(table["dram_rd_bytes"].fillna(0).sum() + table["dram_wr_bytes"].fillna(0).sum())
@@ -332,13 +334,13 @@ def floor_of_table(table: pd.DataFrame, plan: Mapping[str, Any] | None = None, r
             note += f"; {fused.unidentified} without storages counted at their own minimum"
     eager = fused.eager_bytes if fused else None
     if fused is None and not per_config:
-        eager = _eager_bytes((plan or {}).get("configs", []))
+        eager = _eager_bytes(configs)
     times: dict[str, tuple[float, int]] = {}  # range -> its kernels' seconds and count
     for r in rows:
         key = measured_range(str(r.get("range") or ""))
         t, k = times.get(key, (0.0, 0))
         times[key] = (t + (_num(r, "time_ns") or 0.0) * 1e-9, k + int(_num(r, "n_kernels") or 1))
-    fusion = fusion_groups((plan or {}).get("configs", []), times, measured)
+    fusion = fusion_groups(configs, times, measured)
     return Floor(run, device, sum(r.time_s for r in by_op), sum(r.floor_s for r in by_op), by_op,
                  eager, fused.total if fused else None, note, dram, timed, measured, left, untimed, sources,
                  fusion)
@@ -354,14 +356,25 @@ def _group(r: Mapping[str, object]) -> str:
     return f"config {r.get('range')}" if _is_config(r) else f"op {r.get('op') or OUTSIDE}"
 
 
-def _config(r: Mapping[str, object]) -> dict[str, Any]:
+class _ConfigFields(TypedDict, total=False):
+    """FloorRow's config fields."""
+
+    variant: str
+    shape: str
+    dtype: str
+    params: dict[str, object]
+    config: str
+
+
+def _config(r: Mapping[str, object]) -> _ConfigFields:
     """FloorRow's config fields of a measure run's row (analyze's columns); none for a profile's."""
     if not _is_config(r):
         return {}
     from memtraffic.analysis.analyze import row_label
 
     params = r.get("params")
-    return {"variant": r["variant"], "shape": str(r.get("shape") or ""), "dtype": str(r.get("dtype") or ""),
+    return {"variant": str(r["variant"]), "shape": str(r.get("shape") or ""),
+            "dtype": str(r.get("dtype") or ""),
             "params": dict(params) if isinstance(params, dict) else {},
             "config": row_label({"range": "", "op": "", **r})}
 
@@ -500,9 +513,9 @@ def floor_run(run: Run | str | Path, partial: bool = True, warn_gaps: bool = Fal
     return f
 
 
-def _reached(table: pd.DataFrame, plan: Mapping[str, Any] | None) -> str:
+def _reached(table: pd.DataFrame, plan: Plan | None) -> str:
     """'N of M configs measured' (measure) or 'N of M traced op calls and regions reached' (profile)."""
-    configs = list((plan or {}).get("configs") or [])
+    configs = list((plan.get("configs") if plan else None) or [])
     timed = table[pd.to_numeric(table["time_ns"], errors="coerce") > 0] if "time_ns" in table else table
     found = set(timed["range"]) if "range" in timed else set()
     if not configs:

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from memtraffic.analysis.time_notes import FLOP_ROOF, LAUNCH_NEAR
 from memtraffic.vocab.launches import measured_range
@@ -125,7 +124,7 @@ class Group:
     def op_types(self) -> set[str]:
         return {base(op) for op in self.ops}
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"ops": self.ops, "calls": self.calls, "seqs": self.seqs,
                 "eager_min_bytes": self.eager_min_bytes, "fused_min_bytes": self.fused_min_bytes,
                 "time_s": self.time_s, "fused_time_s": self.fused_time_s, "saving_s": self.saving_s,
@@ -196,7 +195,7 @@ class Match:
         saving = self.group_time_s - self.fused_time_s
         return (self.group_time_s - self.group_kernels_time_s) / saving if saving > 0 else None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"kernel": self.kernel, "ops": self.ops, "group": self.group, "group_ops": self.group_ops,
                 "fused_time_s": self.fused_time_s, "time_s": self.time_s, "group_time_s": self.group_time_s,
                 "group_kernels_time_s": self.group_kernels_time_s, "reached": self.reached,
@@ -281,7 +280,7 @@ class _Sets:
         self.parent[self.find(b)] = self.find(a)
 
 
-def fusion_groups(configs: Sequence[Mapping[str, Any]], times: Mapping[str, tuple[float, int]],
+def fusion_groups(configs: Sequence[Mapping[str, object]], times: Mapping[str, tuple[float, int]],
                   measured: Mapping[str, float]) -> Fusion:
     """The fusion groups of trace records (plan configs, program order) with each call's measured time
     (range -> (seconds, kernels)) against the measured roofs; see the module."""
@@ -306,7 +305,7 @@ def fusion_groups(configs: Sequence[Mapping[str, Any]], times: Mapping[str, tupl
                 value.dead = True
 
     for i, c in enumerate(configs):
-        pid = c.get("pid") if type(c.get("pid")) is int else None  # a damaged pid: one process
+        pid = given if type(given := c.get("pid")) is int else None  # a damaged pid: one process
         drop(pid, c.get("freed"))
         if "reads" not in c and "writes" not in c and kinds[i] == "barrier":
             stretch += 1  # a record without storages: nothing is followed across it
@@ -369,15 +368,17 @@ def fusion_groups(configs: Sequence[Mapping[str, Any]], times: Mapping[str, tupl
     for g, m in zip(groups, members.values(), strict=True):
         g.results = [r for i in sorted(m) for r in results[i]]
     groups.sort(key=lambda g: (-g.saving_s, g.seqs[0]))
-    generated = [i for i, c in enumerate(configs)
-                 if isinstance(c.get("params"), dict) and isinstance(c["params"].get("fused_aten"), list)]
+    fused_of = {i: aten for i, c in enumerate(configs)  # Inductor's kernels: the aten ops each fused
+                if isinstance(params := c.get("params"), dict)
+                and isinstance(aten := params.get("fused_aten"), list)}
+    generated = list(fused_of)
     position = {i: n for n, i in enumerate(generated)}
     kernels = []
     for i in generated:
         c = configs[i]
         readers = {r for v, _ in writes[i] if v is not None for r in v.readers}
         feeds = sorted(position[r] for r in readers) if readers and readers <= position.keys() else []
-        fused_aten = [str(a) for a in c["params"]["fused_aten"]]
+        fused_aten = [str(a) for a in fused_of[i]]
         kernels.append(Kernel(str(c.get("op")), _int(c.get("seq")), fused_aten,
                               times.get(measured_range(str(c.get("range"))), (0.0, 0))[0], matmuls[i],
                               _int(c.get("min_read_bytes")) + _int(c.get("min_write_bytes")),
@@ -397,8 +398,9 @@ def _recomputable(v: _Value, inside: set[int], kept: Callable[[_Value], bool]) -
         kept(s) and (s.overwritten_at is None or s.overwritten_at > last) for s in v.sources)
 
 
-def _group(m: list[int], configs: Sequence[Mapping[str, Any]], reads: list[list[tuple[_Value | None, int]]],
-           writes: list[list[tuple[_Value | None, int]]], times: Mapping[str, tuple[float, int]],
+def _group(m: list[int], configs: Sequence[Mapping[str, object]],
+           reads: list[list[tuple[_Value | None, int]]], writes: list[list[tuple[_Value | None, int]]],
+           times: Mapping[str, tuple[float, int]],
            measured: Mapping[str, float], after: int, kept: Callable[[_Value], bool]) -> Group:
     """One group's numbers (see the module); `m`: its calls' indices, `after`: matmuls before the first,
     `kept`: whether the fused program holds a value."""

@@ -28,11 +28,11 @@ import re
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from memtraffic.analysis.findings import sentences
 from memtraffic.ncu.kernel_table import kernel_table, measured_lines_of
-from memtraffic.ncu.source import SECTOR, opcode
+from memtraffic.ncu.source import SECTOR, MeasuredLine, opcode
 from memtraffic.runfolder.load import load_run
 from memtraffic.runfolder.paths import portable_path
 from memtraffic.runfolder.records import Plan, configs_of
@@ -50,7 +50,46 @@ NO_SOURCE_HINT = (
 )
 
 
-def line_findings(row: Mapping[str, Any]) -> list[Finding]:
+class JudgedLine(TypedDict):
+    """A measured line (memtraffic.ncu.source.MeasuredLine) judged against its kernel's minimum: bytes
+    asked for (None where the per-line counters cannot give it, see the module) beside ncu's thread bytes,
+    the minimum in its direction, its excess sectors, findings, verdict and share of its kernel's bytes."""
+
+    file: str | None
+    line: int | None
+    pc: str | None
+    source: str
+    operation: str
+    inst_executed: int
+    requests: int
+    sectors: int
+    ideal_sectors: int
+    ncu_excessive_sectors: int
+    excess_sectors: int
+    access_sizes: list[int]
+    thread_bytes: int
+    bytes_requested: int | None
+    bytes_moved: int
+    local_bytes: int
+    share: float
+    min_bytes: float | None
+    verdict: str
+    findings: list[Finding]
+
+
+class LineRow(JudgedLine):
+    """A row of `memtraffic lines` (COLUMNS): a judged line with its launch number, range and kernel."""
+
+    launch: int
+    range: str
+    kernel: str
+
+
+# The columns of `memtraffic lines`, in the order its table and JSON give them.
+COLUMNS = ("launch", "range", "kernel", *JudgedLine.__annotations__)
+
+
+def line_findings(row: JudgedLine) -> list[Finding]:
     """The excess of one line, as findings in analyze's rules and words: spills, sector waste (bytes asked
     for / bytes moved) and redundant requests (bytes asked for / the kernel's minimum in the line's
     direction); their factors multiply as analyze's do: moved / minimum = sector_x x requested_x. Where
@@ -88,7 +127,7 @@ def line_findings(row: Mapping[str, Any]) -> list[Finding]:
     return found
 
 
-def asked_for(measured: Sequence[Mapping[str, Any]], counter: Mapping[str, float | None]) -> list[int | None]:
+def asked_for(measured: Sequence[MeasuredLine], counter: Mapping[str, float | None]) -> list[int | None]:
     """Each line's bytes asked for (see the module), from its thread bytes and its kernel's counter per
     direction (`counter`: 'load'/'store' -> smsp__sass_data_bytes_mem_global_op_ld/st, None where not
     measured): exact, or None where the per-line counters cannot give it."""
@@ -108,49 +147,49 @@ def asked_for(measured: Sequence[Mapping[str, Any]], counter: Mapping[str, float
     return out
 
 
-def judge(measured: Sequence[Mapping[str, Any]], min_read: float | None = None,
+def judge(measured: Sequence[MeasuredLine], min_read: float | None = None,
           min_write: float | None = None, asked_read: float | None = None,
-          asked_write: float | None = None) -> list[dict[str, Any]]:
+          asked_write: float | None = None) -> list[JudgedLine]:
     """The measured rows (memtraffic.ncu.source.measured_lines) with the kernel's minimum and bytes asked
     for (its req_ld/req_st counters, None where not measured) applied: thread_bytes, bytes_requested,
     min_bytes, excess_sectors, findings, verdict and share, sorted by excess sectors, largest first.
     Without minimums (no plan) redundancy is not judged."""
-    rows = []
+    rows: list[JudgedLine] = []
     asked = asked_for(measured, {"load": asked_read, "store": asked_write})
-    for measured_row, bytes_asked in zip(measured, asked, strict=True):
-        row = dict(measured_row)
-        row["thread_bytes"] = row["bytes_requested"]  # ncu's per line: threads x access size
-        row["bytes_requested"] = bytes_asked
-        minimum = {"load": min_read, "store": min_write}.get(row["operation"])
-        row["min_bytes"] = minimum
+    for m, bytes_asked in zip(measured, asked, strict=True):
+        minimum = {"load": min_read, "store": min_write}.get(m["operation"])
         # Excess: ncu's waste inside sectors, plus ideal sectors beyond the kernel's whole minimum in this
         # direction (a line's own share of it is unknown, so this is a lower bound of its redundancy).
-        beyond = max(0.0, row["ideal_sectors"] - minimum / SECTOR) if minimum else 0.0
-        local = row.get("local_bytes", 0) // SECTOR  # local-memory sectors: all excess
-        row["excess_sectors"] = int(row["sectors"] - row["ideal_sectors"] + beyond + local)
+        beyond = max(0.0, m["ideal_sectors"] - minimum / SECTOR) if minimum else 0.0
+        local_bytes = m.get("local_bytes", 0)
+        local = local_bytes // SECTOR  # local-memory sectors: all excess
+        row: JudgedLine = {
+            "file": m["file"], "line": m["line"], "pc": m["pc"], "source": m["source"],
+            "operation": m["operation"], "inst_executed": m["inst_executed"], "requests": m["requests"],
+            "sectors": m["sectors"], "ideal_sectors": m["ideal_sectors"],
+            "ncu_excessive_sectors": m["ncu_excessive_sectors"],
+            "excess_sectors": int(m["sectors"] - m["ideal_sectors"] + beyond + local),
+            "access_sizes": m["access_sizes"],
+            "thread_bytes": m["bytes_requested"],  # ncu's per line: threads x access size
+            "bytes_requested": bytes_asked, "bytes_moved": m["bytes_moved"], "local_bytes": local_bytes,
+            "share": 0.0, "min_bytes": minimum, "verdict": "", "findings": []}
         row["findings"] = line_findings(row)
         row["verdict"] = sentences(row["findings"]) or "fine"
         rows.append(row)
-    total = sum(r["bytes_moved"] + r.get("local_bytes", 0) for r in rows)
+    total = sum(r["bytes_moved"] + r["local_bytes"] for r in rows)
     for r in rows:
-        r["share"] = (r["bytes_moved"] + r.get("local_bytes", 0)) / total if total else 0.0
+        r["share"] = (r["bytes_moved"] + r["local_bytes"]) / total if total else 0.0
     rows.sort(key=lambda r: (-r["excess_sectors"], -r["bytes_moved"]))
     return rows
 
 
-COLUMNS = ("launch", "range", "kernel", "file", "line", "pc", "source", "operation", "inst_executed",
-           "requests", "sectors", "ideal_sectors", "ncu_excessive_sectors", "excess_sectors", "access_sizes",
-           "thread_bytes", "bytes_requested", "bytes_moved", "local_bytes", "share", "min_bytes", "verdict",
-           "findings")
-
-
 def report_lines(reports: Sequence[Path],
-                 plan: Plan | None = None) -> tuple[list[dict[str, Any]], int]:
+                 plan: Plan | None = None) -> tuple[list[LineRow], int]:
     """Rows (COLUMNS) of every kernel with per-line counters in these reports, and how many kernels the
     reports hold in all. Minimums come from the plan's config of each kernel's NVTX range."""
     minimums = {c["range"]: (c.get("min_read_bytes"), c.get("min_write_bytes"))
                 for c in configs_of(plan)}
-    rows: list[dict[str, Any]] = []
+    rows: list[LineRow] = []
     offset = 0
     for report in reports:
         launches, n_launches = measured_lines_of(Path(report))
@@ -160,7 +199,7 @@ def report_lines(reports: Sequence[Path],
             rows += [{"launch": offset + k["launch"], "range": k["range"], "kernel": k["kernel"], **r}
                      for r in judge(k["lines"], min_read, min_write, *asked.get(k["launch"], (None, None)))]
         offset += n_launches
-    return [{c: r.get(c, 0) if c == "local_bytes" else r[c] for c in COLUMNS} for r in rows], offset
+    return rows, offset
 
 
 def _asked_counters(report: Path) -> dict[int, tuple[float | None, float | None]]:
@@ -175,7 +214,7 @@ def _asked_counters(report: Path) -> dict[int, tuple[float | None, float | None]
             for r in kernels.to_dict("records")}
 
 
-def read_lines(path: str | Path, kernel: str | None = None, top: int | None = None) -> list[dict[str, Any]]:
+def read_lines(path: str | Path, kernel: str | None = None, top: int | None = None) -> list[LineRow]:
     """`memtraffic lines`: a run folder or .ncu-rep -> rows (COLUMNS), kernel by kernel in launch order,
     each kernel's lines by excess. `kernel` is a regex searched in the kernel name and the range."""
     try:
@@ -207,7 +246,7 @@ def read_lines(path: str | Path, kernel: str | None = None, top: int | None = No
     return rows
 
 
-def worst_line(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+def worst_line(rows: Sequence[LineRow]) -> LineRow | None:
     """The line with the most excess sectors, if any line has excess."""
     worst = max(rows, key=lambda r: r["excess_sectors"], default=None)
     return worst if worst is not None and worst["excess_sectors"] > 0 else None
@@ -217,17 +256,17 @@ KINDS = {"line_spills": "spills", "sector_waste": "sector waste", "redundant_req
          "line_ideal_waste": "sector waste", "line_unsplit": "amplified"}
 
 
-def worst_line_finding(row: dict[str, Any], subject: Subject) -> Finding:
+def worst_line_finding(row: LineRow, subject: Subject) -> Finding:
     """The finding that names a row's worst line (analyze with per-line counters): where, what kind of
     excess, and its share of its kernel's bytes."""
     code = opcode(row["source"]) if not row["file"] else ""
-    where = location(row) if row["file"] else (f"{row['pc']} ({code})" if code else row["pc"])
+    where = location(row) if row["file"] else (f"{row['pc']} ({code})" if code else row["pc"] or "")
     kinds = " + ".join(KINDS[f.rule] for f in row["findings"]) or "excess"
     return Finding("worst_line", replace(subject, line=where), "L1",
                    {"line": where, "kinds": kinds, "share_frac": row["share"],
                     "excess_n": row["excess_sectors"]})
 
 
-def location(r: Mapping[str, Any]) -> str:
+def location(r: JudgedLine) -> str:
     """'softmax_rows.py:38', or the instruction's address when the report has no source line."""
-    return f"{Path(r['file']).name}:{r['line']}" if r["file"] else r["pc"]
+    return f"{Path(r['file']).name}:{r['line']}" if r["file"] else r["pc"] or ""

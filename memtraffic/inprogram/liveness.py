@@ -14,14 +14,14 @@ import contextlib
 import functools
 import weakref
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from memtraffic.runfolder.trace import note_freed
 
-_watched: dict[int, weakref.ref[Any]] = {}  # storage data pointer -> a weakref to its storage object
+_watched: dict[int, weakref.ref[object]] = {}  # storage data pointer -> a weakref to its storage object
 
 
-def _released(ptr: int, ref: weakref.ref[Any]) -> None:
+def _released(ptr: int, ref: weakref.ref[object]) -> None:
     if _watched.get(ptr) is ref:
         del _watched[ptr]
         note_freed(ptr)
@@ -44,12 +44,15 @@ def storage_key(t: Any) -> int | None:
     return ptr
 
 
-def identities(tensors: Iterable[Any], counted: int,
-               union: Callable[[Sequence[Any]], int]) -> list[list[int | None]]:
+View = TypeVar("View")  # a tensor, or what a rule takes for one
+
+
+def identities(tensors: Iterable[View], counted: int,
+               union: Callable[[Sequence[View]], int]) -> list[list[int | None]]:
     """[storage, bytes] of the distinct storages the tensors address (their views unioned by `union`,
     memtraffic.inprogram.op_rules.union_bytes), then [None, counted] for bytes a rule counted apart from
     whole tensors (rows a gather picks); every storage watched."""
-    groups: dict[object, list[Any]] = {}
+    groups: dict[object, list[View]] = {}
     for t in tensors:
         key = storage_key(t)
         groups.setdefault(key if key is not None else ("id", id(t)), []).append(t)
@@ -63,7 +66,7 @@ def identities(tensors: Iterable[Any], counted: int,
     return out
 
 
-def watch_all(tensors: Iterable[Any]) -> None:
+def watch_all(tensors: Iterable[object]) -> None:
     """Watch these tensors' storages too (an op's views and outputs: a view keeps its storage alive)."""
     for t in tensors:
         storage_key(t)

@@ -85,8 +85,8 @@ class Region:
     """What a region reads and writes; `inputs`/`outputs` may grow inside the block."""
 
     name: str
-    inputs: list[Any] = field(default_factory=list)
-    outputs: list[Any] = field(default_factory=list)
+    inputs: list[object] = field(default_factory=list)
+    outputs: list[object] = field(default_factory=list)
     read_bytes: int | None = None
     write_bytes: int | None = None
     flops: int | None = None
@@ -101,7 +101,7 @@ def _count(value: Any, what: str, name: str) -> int | None:
     return int(value)
 
 
-def _array_bytes(obj: Any, what: str, name: str) -> int:
+def _array_bytes(obj: object, what: str, name: str) -> int:
     """.nbytes, else .size x .itemsize (numpy, CuPy, JAX, torch arrays all have one of them)."""
     nbytes = getattr(obj, "nbytes", None)
     if nbytes is None:
@@ -113,13 +113,13 @@ def _array_bytes(obj: Any, what: str, name: str) -> int:
     return _count(nbytes, f"{what}'s size", name) or 0
 
 
-def _describe(obj: Any) -> TensorEntry:
+def _describe(obj: object) -> TensorEntry:
     shape = getattr(obj, "shape", ())
     dtype = getattr(obj, "dtype", None)
     return {"shape": [int(d) for d in shape], "dtype": "" if dtype is None else short_dtype(dtype)}
 
 
-def _pointer_alignment(obj: Any) -> int | None:
+def _pointer_alignment(obj: object) -> int | None:
     """data pointer % 16 of a torch, CuPy or numba array (CUDA array interface), else None."""
     try:
         if hasattr(obj, "data_ptr"):
@@ -137,7 +137,7 @@ def _signature(r: Region) -> tuple[object, ...]:
     return ("region", r.name, len(r.inputs), arrays, r.read_bytes, r.write_bytes, r.flops)
 
 
-def _distinct(objs: Sequence[Any]) -> list[Any]:
+def _distinct(objs: Sequence[object]) -> list[object]:
     return list({id(o): o for o in objs}.values())  # the same array passed twice is read once
 
 
@@ -149,7 +149,7 @@ def _minimum(r: Region) -> tuple[int, int]:
 
 
 @contextmanager
-def region(name: str, inputs: Sequence[Any] = (), outputs: Sequence[Any] = (), *,
+def region(name: str, inputs: Sequence[object] = (), outputs: Sequence[object] = (), *,
            read_bytes: int | None = None, write_bytes: int | None = None,
            flops: int | None = None, repeats_same: bool = False) -> Iterator[Region]:
     """An NVTX range `mt|region|<name>|<seq>` whose minimum traffic analysis uses (see module docstring).

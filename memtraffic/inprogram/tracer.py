@@ -84,7 +84,7 @@ def _describe(t: torch.Tensor) -> TensorEntry:
     return {"shape": list(t.shape), "dtype": short_dtype(t.dtype)}
 
 
-def _tensors(value: Any) -> list[torch.Tensor]:
+def _tensors(value: object) -> list[torch.Tensor]:
     return [t for t in tree_leaves(value) if isinstance(t, torch.Tensor)]
 
 
@@ -200,13 +200,13 @@ def call_signature(func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: O
     return (str(func), part(args), tuple(sorted((k, part(v)) for k, v in kwargs.items())))
 
 
-def _shape(t: Any) -> tuple[int, ...]:
+def _shape(t: torch.Tensor) -> tuple[int, ...]:
     return tuple(t.shape)
 
 
 # Closed-form FLOPs of ops torch.utils.flop_counter has no formula for, by its own counting (2 per
 # multiply-add; attention: Q @ K^T and P @ V, causal masks not subtracted, as torch counts the GPU kernels).
-FLOP_FORMULAS: dict[Any, Any] = {
+FLOP_FORMULAS: dict[torch._ops.OpOverloadPacket, Callable[..., int]] = {
     aten._scaled_dot_product_flash_attention_for_cpu:
         lambda q, k, v, *_, **__: sdpa_flop_count(_shape(q), _shape(k), _shape(v)),
     aten._scaled_dot_product_flash_attention_for_cpu_backward:
@@ -405,7 +405,7 @@ def _watch_compile() -> None:
 
 
 def _enable_at_first_forward(tracer: OpTracer) -> None:
-    def hook(module: torch.nn.Module, args: Any) -> None:
+    def hook(module: torch.nn.Module, args: object) -> None:
         tracer.enabled = True
         trace.pause(False)
         handle.remove()

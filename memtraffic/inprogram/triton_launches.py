@@ -41,7 +41,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeGuard
 
 from memtraffic.inprogram.liveness import identities
 from memtraffic.runfolder.records import Config, TensorEntry
@@ -58,7 +58,18 @@ _SOURCE_NODES = re.compile(r"Source Nodes: \[([^\]]*)\]")
 # --- the minimum of one launch (tested on CPU with recorded arguments) -------------------------------------
 
 
-def view_bytes(t: Any) -> int:
+class TensorLike(Protocol):
+    """What the launch rule reads of an argument: a torch tensor, or a recorded stand-in of one."""
+
+    @property
+    def shape(self) -> Sequence[int]: ...
+    @property
+    def dtype(self) -> object: ...
+    def stride(self) -> Sequence[int]: ...
+    def element_size(self) -> int: ...
+
+
+def view_bytes(t: TensorLike) -> int:
     """Bytes of the distinct elements a view reaches: dimensions of stride 0 (broadcast) count once."""
     count = 1
     for size, stride in zip(t.shape, t.stride(), strict=True):
@@ -77,7 +88,7 @@ def _storage(t: Any) -> int:
         return id(t)
 
 
-def _is_tensor(value: Any) -> bool:
+def _is_tensor(value: object) -> TypeGuard[TensorLike]:
     return all(hasattr(value, a) for a in ("shape", "stride", "element_size", "dtype"))
 
 
@@ -92,15 +103,15 @@ def only_stored(name: str, source: str) -> bool:
     return stores > 0 and uses == stores + in_signature
 
 
-def kernel_minimum(arg_names: Sequence[str], args: Sequence[Any], mutated: Iterable[str] = (),
-                   source: str | None = None) -> tuple[int, int, list[Any], list[Any]]:
+def kernel_minimum(arg_names: Sequence[str], args: Sequence[object], mutated: Iterable[str] = (),
+                   source: str | None = None) -> tuple[int, int, list[TensorLike], list[TensorLike]]:
     """(read bytes, write bytes, tensors read, tensors written) of one launch of a generated kernel,
     by the module's rule: distinct storages read once (in_ptr, in_out_ptr) and written once (out_ptr,
     in_out_ptr, mutated_arg_names), each counting its largest view passed. With the kernel's `source`,
     an in_out_ptr it only stores through is not read."""
     mutated = set(mutated)
-    reads: dict[int, Any] = {}
-    writes: dict[int, Any] = {}
+    reads: dict[int, TensorLike] = {}
+    writes: dict[int, TensorLike] = {}
     for name, value in zip(arg_names, args, strict=False):
         role = _ROLE.fullmatch(name)
         if role is None or not _is_tensor(value):
@@ -121,11 +132,11 @@ def kernel_minimum(arg_names: Sequence[str], args: Sequence[Any], mutated: Itera
             list(reads.values()), list(writes.values()))
 
 
-def _largest(views: Sequence[Any]) -> int:
+def _largest(views: Sequence[TensorLike]) -> int:
     return max(view_bytes(v) for v in views)
 
 
-def io_entry(t: Any) -> TensorEntry:
+def io_entry(t: TensorLike) -> TensorEntry:
     return {"shape": [int(d) for d in t.shape], "dtype": short_dtype(t.dtype)}
 
 
@@ -167,7 +178,7 @@ def _fused_in_file(filename: str) -> dict[str, dict[str, list[str]]]:
 
 
 def inductor_record(seq: int, range_name: str, kernel_name: str, arg_names: Sequence[str],
-                    args: Sequence[Any], inductor_meta: dict[str, Any],
+                    args: Sequence[object], inductor_meta: dict[str, Any],
                     fused: dict[str, list[str]] | None, source: str | None = None) -> Config:
     """The trace record (plan config) of one launch of an Inductor kernel."""
     read, write, tensors_read, tensors_written = kernel_minimum(
@@ -192,7 +203,7 @@ def inductor_record(seq: int, range_name: str, kernel_name: str, arg_names: Sequ
     return record
 
 
-def _template_mm_flops(named: dict[str, Any]) -> int | None:
+def _template_mm_flops(named: dict[str, object]) -> int | None:
     """2*M*N*K (times the batch) of a matmul template's launch (inputs arg_A [.., M, K], arg_B [.., K, N])."""
     a, b = named.get("arg_A"), named.get("arg_B")
     if a is None or b is None or not (_is_tensor(a) and _is_tensor(b)) or min(len(a.shape), len(b.shape)) < 2:
@@ -208,12 +219,12 @@ def _template_mm_flops(named: dict[str, Any]) -> int | None:
 _local = threading.local()  # .open: our `mt|` ranges open on this thread (see track_ranges)
 
 
-def signature(kernel: str, args: Sequence[Any], kwargs: dict[str, object]) -> tuple[object, ...]:
+def signature(kernel: str, args: Sequence[object], kwargs: dict[str, object]) -> tuple[object, ...]:
     """What a launch's traffic may depend on, as plain values: the kernel, each tensor's shape, strides,
     dtype, device, alignment (data_ptr % 16) and which earlier argument shares its storage, the
     scalars, and the plain keyword arguments (constexprs, grid)."""
     seen: dict[int, int] = {}
-    parts: list[Any] = [kernel]
+    parts: list[object] = [kernel]
     for i, a in enumerate(args):
         if _is_tensor(a):
             key = _storage(a)

@@ -34,7 +34,7 @@ from memtraffic.ncu.metrics import (
     REPLAY_PASSES,
     Metric,
 )
-from memtraffic.ncu.source import measured_lines
+from memtraffic.ncu.source import MeasuredLine, measured_lines
 from memtraffic.vocab.configs import RANGE_PREFIX
 from memtraffic.vocab.errors import ReportError
 from memtraffic.vocab.files import require_file
@@ -55,7 +55,7 @@ class MeasuredLaunch(TypedDict):
     launch: int
     range: str
     kernel: str
-    lines: list[dict[str, Any]]
+    lines: list[MeasuredLine]
 
 
 class EmptyReportError(ReportError):

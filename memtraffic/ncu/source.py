@@ -26,7 +26,7 @@ Judging the lines against the operation's minimum is memtraffic.analysis.lines' 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from memtraffic.ncu.metrics import (
     ACCESS_BITS,
@@ -45,6 +45,27 @@ OPERATIONS = {2: "load", 4: "store"}  # memory_access_type codes (ncu's source p
 
 # What measured_lines gives: bump it when that changes, so kept tables are read again.
 LINES_VERSION = 2
+
+
+class MeasuredLine(TypedDict):
+    """One source line's (or, without line info, one memory instruction's) counters as ncu gave them:
+    file and line, or the instruction's PC (hex); bytes_requested is threads x access size (see
+    memtraffic.analysis.lines for what that counts)."""
+
+    file: str | None
+    line: int | None
+    pc: str | None
+    source: str
+    inst_executed: int
+    operation: str
+    requests: int
+    sectors: int
+    ideal_sectors: int
+    ncu_excessive_sectors: int
+    access_sizes: list[int]
+    bytes_requested: int
+    bytes_moved: int
+    local_bytes: int
 
 
 def _per_pc(action: Any, name: str) -> dict[int, float]:
@@ -79,7 +100,7 @@ def _source_text(action: Any, file: str, line: int, cache: dict[str, list[str]])
     return text[line - 1].strip() if 0 < line <= len(text) else ""
 
 
-def measured_lines(action: Any) -> list[dict[str, Any]]:
+def measured_lines(action: Any) -> list[MeasuredLine]:
     """One row per source line (or per memory instruction, without line info) that touches global or local
     memory: what ncu counted, before any minimum is applied (see judge). Empty without per-line counters."""
     sectors = _per_pc(action, SECTORS)
@@ -106,32 +127,35 @@ def measured_lines(action: Any) -> list[dict[str, Any]]:
             if loc is not None:
                 line_inst[loc] = line_inst.get(loc, 0.0) + n
 
-    rows: list[dict[str, Any]] = []
+    rows: list[MeasuredLine] = []
     cache: dict[str, list[str]] = {}
     for key, pcs in groups.items():
         sass = {pc: action.sass_by_pc(pc).strip() for pc in pcs}
         codes = {int(kinds[pc]) for pc in pcs if pc in kinds}
         operation = _operation(codes, {opcode(s) for s in sass.values()})
         sizes = sorted({int(bits[pc]) // 8 for pc in pcs if bits.get(pc)})
-        row: dict[str, Any]  # one source line's or instruction's counters
+        file: str | None
+        line: int | None
+        address: str | None
         if isinstance(key, tuple):
-            file, line = key
-            row = {"file": file, "line": line, "pc": None, "source": _source_text(action, file, line, cache),
-                   "inst_executed": int(line_inst.get(key, 0))}
+            (file, line), address = key, None
+            source, executed = _source_text(action, key[0], key[1], cache), int(line_inst.get(key, 0))
         else:
-            row = {"file": None, "line": None, "pc": hex(key), "source": sass[key],
-                   "inst_executed": int(inst.get(key, 0))}
-        row.update(
-            operation=operation,
-            requests=int(sum(requests.get(pc, 0) for pc in pcs)),
-            sectors=int(sum(sectors.get(pc, 0) for pc in pcs)),
-            ideal_sectors=int(sum(ideal.get(pc, 0) for pc in pcs)),
-            ncu_excessive_sectors=int(sum(excessive.get(pc, 0) for pc in pcs)),
-            access_sizes=sizes,
-            bytes_requested=int(sum(threads.get(pc, 0) * bits.get(pc, 0) // 8 for pc in pcs)),
-        )
-        row["bytes_moved"] = row["sectors"] * SECTOR
-        row["local_bytes"] = int(sum(local.get(pc, 0) for pc in pcs)) * SECTOR
+            file, line, address = None, None, hex(key)
+            source, executed = sass[key], int(inst.get(key, 0))
+        sector_count = int(sum(sectors.get(pc, 0) for pc in pcs))
+        row: MeasuredLine = {
+            "file": file, "line": line, "pc": address, "source": source, "inst_executed": executed,
+            "operation": operation,
+            "requests": int(sum(requests.get(pc, 0) for pc in pcs)),
+            "sectors": sector_count,
+            "ideal_sectors": int(sum(ideal.get(pc, 0) for pc in pcs)),
+            "ncu_excessive_sectors": int(sum(excessive.get(pc, 0) for pc in pcs)),
+            "access_sizes": sizes,
+            "bytes_requested": int(sum(threads.get(pc, 0) * bits.get(pc, 0) // 8 for pc in pcs)),
+            "bytes_moved": sector_count * SECTOR,
+            "local_bytes": int(sum(local.get(pc, 0) for pc in pcs)) * SECTOR,
+        }
         rows.append(row)
     return rows
 

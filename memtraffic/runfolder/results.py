@@ -12,7 +12,6 @@ the row and the field.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from memtraffic.vocab.errors import ReportError
 from memtraffic.vocab.files import read_json
@@ -63,7 +62,7 @@ def _short(value: float) -> str:
     return text if len(text) <= 24 else f"{float(value):.3g}"
 
 
-def read_results(path: Path, advice: str) -> list[dict[str, Any]]:
+def read_results(path: Path, advice: str) -> list[dict[str, object]]:
     """The rows of a saved table, each checked (row_problem); ReportError naming the file (and row and field)
     when it is not a list of row objects, ending with `advice` (what to do)."""
     data = read_json(path, advice)

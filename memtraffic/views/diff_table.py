@@ -6,7 +6,6 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from memtraffic.analysis.diff import WRITES_NOTE, Diff, names_writes, pct, relative
 from memtraffic.analysis.floor import Floor
@@ -14,10 +13,10 @@ from memtraffic.analysis.fusion import Match
 from memtraffic.views import formats
 from memtraffic.vocab.units import fmt_bytes, fmt_eff, fmt_time
 
-Cell = tuple[str, Callable[[Mapping[str, Any], str], float], str]  # header, value of a side, kind
+Cell = tuple[str, Callable[[Mapping[str, object], str], float], str]  # header, value of a side, kind
 
 
-def _get(*measures: str) -> Callable[[Mapping[str, Any], str], float]:
+def _get(*measures: str) -> Callable[[Mapping[str, object], str], float]:
     """The sum of these measures on side 'a' or 'b' (NaN when any is unknown)."""
     return lambda row, side: math.fsum(_f(row.get(f"{m}_{side}")) for m in measures)
 
@@ -51,7 +50,7 @@ def _value(x: float, kind: str) -> str:
     return formats[kind](x) if kind in formats else f"{x:.0f}"
 
 
-def _change(row: Mapping[str, object], get: Callable[[Mapping[str, Any], str], float], kind: str) -> str:
+def _change(row: Mapping[str, object], get: Callable[[Mapping[str, object], str], float], kind: str) -> str:
     a, b = get(row, "a"), get(row, "b")
     if math.isnan(a) or math.isnan(b):
         return "-"
@@ -103,11 +102,11 @@ def format_diff(d: Diff, width: int | None = None) -> str:
         head = len(table) - len(rows)  # header lines (one or two) and the dash line
         lines += table[:head]
         for i, (row, block) in enumerate(zip(matched, body, strict=True)):
-            lines.append(row["match"])
+            lines.append(str(row["match"]))
             lines += table[head + 3 * i: head + 3 * i + len(block)]
             lines.append(f"  => {row['verdict']}")
     for status, side in (("only_in_a", d.a), ("only_in_b", d.b)):
-        names = [r["match"] for r in d.rows if r["status"] == status]
+        names = [str(r["match"]) for r in d.rows if r["status"] == status]
         if names:
             lines.append(f"only in {status[-1].upper()} ({side.name}, {len(names)}): {'; '.join(names)}")
     lines += fusion_lines(d)
@@ -217,8 +216,8 @@ def html_section(d: Diff) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in ["config", *headers[1:]])
     rows = []
     for row, block in zip(matched, body, strict=True):
-        name = html.escape(row["match"])
-        verdict = html.escape(row["verdict"])
+        name = html.escape(str(row["match"]))
+        verdict = html.escape(str(row["verdict"]))
         rows.append(f"<tr><td colspan='{len(headers)}'><b>{name}</b>: {verdict}</td></tr>")
         rows += ["<tr>" + "".join(f"<td>{html.escape(c.strip())}</td>" for c in line) + "</tr>"
                  for line in block]
@@ -227,7 +226,7 @@ def html_section(d: Diff) -> str:
         parts.append(f"<table class='data'><thead><tr>{head}</tr></thead>"
                      f"<tbody>{''.join(rows)}</tbody></table>")
     for status, side in (("only_in_a", d.a), ("only_in_b", d.b)):
-        names = [html.escape(r["match"]) for r in d.rows if r["status"] == status]
+        names = [html.escape(str(r["match"])) for r in d.rows if r["status"] == status]
         if names:
             who = f"only in {status[-1].upper()} ({html.escape(side.name)})"
             parts.append(f"<p>{who}: {'; '.join(names)}</p>")

@@ -12,12 +12,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from memtraffic.vocab.errors import UsageError
 from memtraffic.vocab.files import csv_text
 
-Records = Sequence[Mapping[str, Any]] | Mapping[str, Any]
+Records = Sequence[Mapping[str, object]] | Mapping[str, object]
 
 
 def to_json(records: Records) -> str:

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     import plotly.graph_objects as go
 
     from memtraffic.analysis.floor import Floor
+    from memtraffic.analysis.lines import LineRow
     from memtraffic.vocab.roofs import CeilingsEntry
 
 # ----------------------------------------------------------------------------------------------------
@@ -389,7 +390,7 @@ def baseline_section(baseline: Path, run_dir: Path, df: pd.DataFrame) -> tuple[s
     return text, base_df
 
 
-def _bar(row: Mapping[str, Any], widest: float) -> str:
+def _bar(row: LineRow, widest: float) -> str:
     """The line's bytes moved as a bar: the part its kernel's minimum justifies, then its excess in red."""
     excess = row["excess_sectors"] * 32
     need, extra = (100 * (row["bytes_moved"] - excess) / widest, 100 * excess / widest) if widest else (0, 0)

@@ -10,19 +10,24 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # IPython and plotly are optional: imported where used
+    import plotly.graph_objects as go
+    from IPython.core.interactiveshell import InteractiveShell
 
 
-def _shell() -> Any:
+def _shell() -> InteractiveShell | None:
     """The running IPython shell (a notebook kernel), or None in plain Python."""
     try:
         from IPython import get_ipython
     except ImportError:
         return None
-    return get_ipython()
+    shell: InteractiveShell | None = get_ipython()  # IPython leaves it untyped
+    return shell
 
 
-def figure_bundle(fig: Any) -> dict[str, object]:
+def figure_bundle(fig: go.Figure) -> dict[str, object]:
     """The mime bundle of a plotly figure: plotly's JSON, a PNG (kaleido and a Chromium; left out, and the
     text says so, where they are missing), and a line of text."""
     title = fig.layout.title.text or "figure"

@@ -15,17 +15,44 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pandas as pd
 
 from memtraffic.vocab.configs import SHIPPED_VARIANTS
 from memtraffic.vocab.errors import ReportError, UsageError
-from memtraffic.vocab.roofs import BANDWIDTH_OF_LEVEL, KINDS, ROOFS
+from memtraffic.vocab.roofs import BANDWIDTH_OF_LEVEL, KINDS, ROOFS, CeilingsEntry
 from memtraffic.vocab.units import fmt_bytes, fmt_eff, fmt_rate, fmt_time
 
 if TYPE_CHECKING:  # plotly is imported inside the functions: it is slow to import
     import plotly.graph_objects as go
+
+
+
+class Point(TypedDict):
+    """One marker of the roofline: a row of the analyzed table at one memory level (points_frame's rows)."""
+
+    label: str
+    variant: str
+    shape: object  # as the table has them
+    dtype: object
+    op: object
+    params: str
+    level: str
+    bytes: float
+    min_bytes: float
+    efficiency: float
+    eff_l1_ld: float
+    eff_l1_st: float
+    time_ns: float
+    flops: float
+    hw_flops: float
+    flops_per_s: float
+    hw_flops_per_s: float
+    intensity: float
+    bandwidth_Bps: float
+    hover: str
+
 
 LEVELS = ("l1", "l2", "dram")
 LEVEL_LABEL = {"l1": "L1", "l2": "L2", "dram": "DRAM"}
@@ -147,7 +174,7 @@ def roofline_points(df: pd.DataFrame, levels: Sequence[str] = LEVELS) -> pd.Data
         time_ns[keep], flops[keep]
     hw = pd.to_numeric(df["hw_flops"], errors="coerce") if "hw_flops" in df else pd.Series(math.nan, df.index)
     min_bytes = df["min_read_bytes"].astype(float) + df["min_write_bytes"].astype(float)
-    rows: list[dict[str, object]] = []  # the points table's columns (a DataFrame below)
+    rows: list[Point] = []  # the points table's rows (a DataFrame below)
     notes: list[str] = skipped
     for level in levels:
         nbytes = level_bytes(df, level)
@@ -164,7 +191,7 @@ def roofline_points(df: pd.DataFrame, levels: Sequence[str] = LEVELS) -> pd.Data
                 notes.append(f"{labels[i]}: no {LEVEL_LABEL[level]} point ({fmt_bytes(b)} moved there)")
                 continue
             t_s = time_ns[idx] * 1e-9
-            row = {
+            row: Point = {
                 "label": labels[i], "variant": _text(df.at[idx, "variant"]), "shape": df.at[idx, "shape"],
                 "dtype": df.at[idx, "dtype"], "op": df.at[idx, "op"] if "op" in df else "",
                 "params": _params_text(df.at[idx, "params"]) if "params" in df else "",
@@ -172,7 +199,7 @@ def roofline_points(df: pd.DataFrame, levels: Sequence[str] = LEVELS) -> pd.Data
                 "eff_l1_ld": eff_ld[idx], "eff_l1_st": eff_st[idx],
                 "time_ns": time_ns[idx], "flops": flops[idx], "hw_flops": hw[idx],
                 "flops_per_s": flops[idx] / t_s, "hw_flops_per_s": hw[idx] / t_s,
-                "intensity": flops[idx] / b, "bandwidth_Bps": b / t_s,
+                "intensity": flops[idx] / b, "bandwidth_Bps": b / t_s, "hover": "",
             }
             row["hover"] = point_hover(row)
             rows.append(row)
@@ -191,7 +218,7 @@ def _text(x: object) -> str:
     return x if isinstance(x, str) else ""
 
 
-def point_hover(p: Mapping[str, Any]) -> str:
+def point_hover(p: Point) -> str:
     """The hover text of one roofline point; the numbers are formatted as in the tables."""
     hw = p["hw_flops"]
     hw_line = (f"hardware FLOPs: {p['hw_flops']:.4g} = {fmt_rate(p['hw_flops_per_s'], 'FLOP/s')} "
@@ -352,7 +379,7 @@ def order_configs(df: pd.DataFrame) -> pd.DataFrame:
 # Figures
 
 
-def roofline_figure(df: pd.DataFrame, ceilings: Sequence[Mapping[str, Any]] = (),
+def roofline_figure(df: pd.DataFrame, ceilings: Sequence[CeilingsEntry] = (),
                     levels: Sequence[str] = LEVELS, title: str | None = None) -> go.Figure:
     """Log-log roofline, one panel per memory level side by side (shared axes), one marker per config.
 

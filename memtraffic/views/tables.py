@@ -12,7 +12,7 @@ from memtraffic.analysis import per_op
 from memtraffic.analysis.analyze import kernel_list, row_dicts, row_label, to_records
 from memtraffic.analysis.findings import NOT_A_RESULT, RULES, say, to_dicts
 from memtraffic.analysis.findings import explain as explain_finding
-from memtraffic.analysis.lines import location
+from memtraffic.analysis.lines import LineRow, location
 from memtraffic.analysis.outside import left_out, left_out_line
 from memtraffic.views import formats
 from memtraffic.vocab.finding import Finding
@@ -556,7 +556,7 @@ def said_once(rows: Sequence[Sequence[str]]) -> tuple[list[list[str]], dict[str,
     return [[c for c in dict.fromkeys(sentences) if c not in common] for sentences in rows], common
 
 
-def lines_table(rows: Sequence[dict[str, Any]], source_width: int = 100,
+def lines_table(rows: Sequence[LineRow], source_width: int = 100,
                 width: int | None = None) -> str:
     """`memtraffic lines`: per kernel, a heading, a table of the lines' traffic, then each line's source
     (cut at `source_width`) and verdict, a verdict on several of the kernel's lines said once after them
@@ -611,6 +611,6 @@ def range_label(name: str) -> str:
     return " ".join(p for p in parts[1:] if p)
 
 
-def render_lines(rows: Sequence[dict[str, Any]], fmt: str, width: int | None = None) -> str:
+def render_lines(rows: Sequence[LineRow], fmt: str, width: int | None = None) -> str:
     records = [{**r, "findings": to_dicts(r.get("findings") or [])} for r in rows]
     return formats.render(fmt, records, lambda: lines_table(rows, width=width))

@@ -234,10 +234,12 @@ def test_spill_note_and_l1_excess():
 
 
 def test_a_spilling_line_is_all_excess():
-    spill = {"operation": "LDL", "sectors": 0, "ideal_sectors": 0, "bytes_moved": 0, "local_bytes": 3200,
-             "access_sizes": [4], "bytes_requested": 0}
-    load = {"operation": "load", "sectors": 100, "ideal_sectors": 100, "bytes_moved": 3200, "local_bytes": 0,
-            "access_sizes": [16], "bytes_requested": 3200}
+    line = {"file": "k.py", "line": 1, "pc": None, "source": "", "inst_executed": 1, "requests": 1,
+            "ncu_excessive_sectors": 0}  # what every measured line has (ncu.source.MeasuredLine)
+    spill = {**line, "operation": "LDL", "sectors": 0, "ideal_sectors": 0, "bytes_moved": 0,
+             "local_bytes": 3200, "access_sizes": [4], "bytes_requested": 0}
+    load = {**line, "operation": "load", "sectors": 100, "ideal_sectors": 100, "bytes_moved": 3200,
+            "local_bytes": 0, "access_sizes": [16], "bytes_requested": 3200}
     rows = judge([load, spill], min_read=3200, min_write=0)
     assert rows[0]["operation"] == "LDL" and rows[0]["excess_sectors"] == 100
     assert rows[0]["verdict"].startswith("spills 3.20 KB of local memory")
