@@ -19,7 +19,7 @@ from memtraffic.vocab.finding import Finding
 from memtraffic.vocab.launches import measured_range
 from memtraffic.vocab.ops import format_shape
 from memtraffic.vocab.roofs import ROOFS, CeilingsEntry, ceilings_rows
-from memtraffic.vocab.units import fmt_bytes, fmt_eff, fmt_rate, fmt_time
+from memtraffic.vocab.units import NUMBER_UNIT, fmt_bytes, fmt_eff, fmt_rate, fmt_time
 
 if TYPE_CHECKING:
     from memtraffic.vocab.configs import GridCount
@@ -120,8 +120,8 @@ def _layout(heads: Sequence[Sequence[str]], body: Sequence[Sequence[str]], gap: 
 
 def fit(text: str, width: int | None) -> str:
     """Each line longer than `width` wrapped at spaces, its continuation indented 4 more than the line
-    (notes and diagnoses; tables are narrowed by text_table). Only a word longer than a line is split
-    (a kernel name of 200 characters)."""
+    (notes and diagnoses; tables are narrowed by text_table), never between a number and its unit. Only a
+    word longer than a line is split (a kernel name of 200 characters)."""
     if width is None:
         return text
     out = []
@@ -130,7 +130,9 @@ def fit(text: str, width: int | None) -> str:
             out.append(line)
             continue
         indent = " " * (len(line) - len(line.lstrip()))  # the paragraph's own indent stays on its first line
-        out += textwrap.wrap(line, width, subsequent_indent=indent + "    ", break_on_hyphens=False)
+        held = NUMBER_UNIT.sub("\\1\u00a0", line)  # a number with its unit: textwrap breaks at ASCII spaces
+        out += [part.replace("\u00a0", " ") for part in
+                textwrap.wrap(held, width, subsequent_indent=indent + "    ", break_on_hyphens=False)]
     return "\n".join(out)
 
 
