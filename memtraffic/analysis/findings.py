@@ -10,7 +10,8 @@ rules are made where their numbers are (time_notes, floor, lines, diff). Adding 
 entry here (docs/contributing.md).
 
 `say` and `explain` look a finding's rule up and fill its templates: views (and the JSON and CSV writers)
-turn records into words with them; nothing reads the words back.
+turn records into words with them; nothing reads the words back. `told_once` says a rule found on several
+rows once for them all (its numbers as ranges), as every view does.
 """
 
 from __future__ import annotations
@@ -374,15 +375,15 @@ Kind = Literal["efficiency", "time", "floor", "line", "diff"]
 @dataclass(frozen=True)
 class Rule:
     """One rule of the registry: its kind, what it checks, its sentence and its explanation (templates
-    over its findings' evidence names), where its numbers vary from row to row, the sentence that says
-    it once for several rows (`group`); and an efficiency rule's check: `when` it applies to a row and
-    the findings it makes there (`find`)."""
+    over its findings' evidence names), the shorter sentence without numbers that says it once for
+    several rows where their ranges do not fit (`group`); and an efficiency rule's check: `when` it
+    applies to a row and the findings it makes there (`find`)."""
 
     kind: Kind
     checks: str
     say: str
     explain: str
-    group: str = ""  # said once for several rows whose numbers differ (no evidence names); '' where none
+    group: str = ""  # said for several rows where their ranges make `say` too long (told_once); '' where none
     when: Callable[[Facts], bool] | None = None
     find: Callable[[Facts], list[Finding]] | None = None
 
