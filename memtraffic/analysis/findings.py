@@ -10,12 +10,14 @@ rules are made where their numbers are (time_notes, floor, lines, diff). Adding 
 entry here (docs/contributing.md).
 
 `say` and `explain` look a finding's rule up and fill its templates: views (and the JSON and CSV writers)
-turn records into words with them; nothing reads the words back.
+turn records into words with them; nothing reads the words back. `told_once` says a rule found on several
+rows once for them all (its numbers as ranges), as every view does.
 """
 
 from __future__ import annotations
 
 import math
+import string
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -23,16 +25,17 @@ from typing import TYPE_CHECKING, Any, Literal, TypeGuard
 
 from memtraffic.analysis.time_notes import explain_time, local_bytes
 from memtraffic.vocab.arch import Chip, chip_for_gpu
-from memtraffic.vocab.finding import GOOD, SECTOR_BYTES, Finding, Level, Subject, fill
+from memtraffic.vocab.finding import GOOD, SECTOR_BYTES, Finding, Level, Subject, fill, fmt_value
 from memtraffic.vocab.units import ABOVE
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["GOOD", "SECTOR_BYTES", "CHECKS", "NOT_A_RESULT", "RULES", "Facts", "Role", "Rule", "diagnose",
-           "explain", "needs_full_set", "not_results", "ok", "predicted", "reuses_tiles", "say", "sentences",
-           "to_dicts"]
+__all__ = ["GOOD", "SECTOR_BYTES", "CHECKS", "NOT_A_RESULT", "REPEATED", "RULES", "Facts", "Role", "Rule",
+           "Told", "diagnose", "explain", "needs_full_set", "not_results", "ok", "predicted", "reuses_tiles",
+           "say", "sentences", "to_dicts", "told_once"]
 SAY_WIDTH = 100  # the most characters a rule's sentence may take on a terminal
+REPEATED = 2  # a rule found on this many rows or more is said once for them, with the count
 LSU_NEGLIGIBLE = 0.01  # L1 (LSU) bytes under this fraction of L2's: the kernel moves its data another way
 
 
@@ -372,15 +375,15 @@ Kind = Literal["efficiency", "time", "floor", "line", "diff"]
 @dataclass(frozen=True)
 class Rule:
     """One rule of the registry: its kind, what it checks, its sentence and its explanation (templates
-    over its findings' evidence names), where its numbers vary from row to row, the sentence that says
-    it once for several rows (`group`); and an efficiency rule's check: `when` it applies to a row and
-    the findings it makes there (`find`)."""
+    over its findings' evidence names), the shorter sentence without numbers that says it once for
+    several rows where their ranges do not fit (`group`); and an efficiency rule's check: `when` it
+    applies to a row and the findings it makes there (`find`)."""
 
     kind: Kind
     checks: str
     say: str
     explain: str
-    group: str = ""  # said once for several rows whose numbers differ (no evidence names); '' where none
+    group: str = ""  # said for several rows where their ranges make `say` too long (told_once); '' where none
     when: Callable[[Facts], bool] | None = None
     find: Callable[[Facts], list[Finding]] | None = None
 
@@ -684,3 +687,124 @@ def sentences(found: Iterable[Finding]) -> str:
 def to_dicts(found: Iterable[Finding]) -> list[dict[str, object]]:
     """Findings as JSON has them, each with its sentence and explanation beside the record."""
     return [{**f.to_dict(), "say": say(f), "explain": explain(f)} for f in found]
+
+
+# --- told once: one rule found on several rows -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Told:
+    """A rule found on several rows, said once: `sentence` is its `say` with each number that differs
+    between the rows written as its range ('1.49-1.53 TB/s') and words that differ joined ('loads and
+    stores'); `rows` the rows' indices (each once, in order); `members` each (row index, finding);
+    `varies` the evidence names whose written value differs, which `values` writes for one finding."""
+
+    rule: str
+    sentence: str
+    rows: tuple[int, ...]
+    members: tuple[tuple[int, Finding], ...]
+    varies: tuple[str, ...]
+
+    def values(self, f: Finding) -> str:
+        """The finding's own values of the names that vary ('' where none does)."""
+        out, out_word = "", False
+        for k in self.varies:
+            v = f.evidence.get(k)
+            out += ("" if not out else " " if out_word else ", ") + fmt_value(k, v)
+            out_word = isinstance(v, str)  # 'input 5x', '88.5 us, 87%'
+        return out
+
+    @property
+    def numbers_vary(self) -> bool:
+        """A number differs between the rows (not only words)."""
+        return any(not isinstance(f.evidence.get(k), str) for k in self.varies for _, f in self.members)
+
+    def per_row(self) -> list[tuple[int, str, list[Finding]]]:
+        """Each row (index), its own values ('input 5x, output 3x'; '' where none varies), its findings."""
+        out = []
+        for i in self.rows:
+            mine = [f for j, f in self.members if j == i]
+            out.append((i, ", ".join(v for v in map(self.values, mine) if v), mine))
+        return out
+
+
+def told_once(rows: Sequence[Sequence[Finding]], room: int = SAY_WIDTH
+              ) -> tuple[list[list[Finding]], list[Told]]:
+    """Each row's findings less those said once for several rows; and those (`Told`, in the order rows
+    show them). A rule found on REPEATED rows or more is one sentence for them all, whatever its numbers
+    and words: its advice is said once. Where that sentence takes more than `room` characters, the rule's
+    `group` sentence (without numbers) says it, if it has one; where joined words (phrases, not 'input'
+    and 'output') make it longer than twice SAY_WIDTH, it is said once per distinct wording. A rule on
+    fewer rows stays with its rows."""
+    by_rule: dict[str, list[tuple[int, int]]] = {}
+    for i, found in enumerate(rows):
+        for j, f in enumerate(found):
+            by_rule.setdefault(f.rule, []).append((i, j))
+    told: list[Told] = []
+    for rule, at in by_rule.items():
+        if len({i for i, _ in at}) < REPEATED:
+            continue
+        members = [(i, rows[i][j]) for i, j in at]
+        one = _told(rule, members, room)
+        if len(one.sentence) <= 2 * SAY_WIDTH:
+            told.append(one)
+            continue
+        worded: dict[tuple[str, ...], list[tuple[int, Finding]]] = {}
+        for i, f in members:
+            worded.setdefault(_words(f), []).append((i, f))
+        told += [_told(rule, ms, room) for ms in worded.values() if len({i for i, _ in ms}) >= REPEATED]
+    said = {(i, id(f)) for t in told for i, f in t.members}
+    own = [[f for f in found if (i, id(f)) not in said] for i, found in enumerate(rows)]
+    return own, told
+
+
+def _fields(template: str) -> list[str]:
+    return list(dict.fromkeys(name for _, name, _, _ in string.Formatter().parse(template) if name))
+
+
+def _words(f: Finding) -> tuple[str, ...]:
+    return tuple(str(f.evidence.get(k)) for k in _fields(_rule(f).say) if isinstance(f.evidence.get(k), str))
+
+
+def _told(rule: str, members: Sequence[tuple[int, Finding]], room: int) -> Told:
+    said: dict[str, str] = {}
+    varies = []
+    for name in _fields(RULES[rule].say):
+        values = [f.evidence.get(name) for _, f in members]
+        written = list(dict.fromkeys(fmt_value(name, v) for v in values))
+        if len(written) > 1:
+            varies.append(name)
+        numbers = sorted(v for v in values if ok(v))
+        if len(written) == 1 or not numbers or any(isinstance(v, str) for v in values):
+            # a word inside another ('loads' in 'loads and stores') is said by it
+            said[name] = _joined([w for w in written
+                                  if not any(w != o and w in o.split(" ") for o in written)])
+        else:
+            said[name] = _span(fmt_value(name, numbers[0]), fmt_value(name, numbers[-1]))
+    sentence = fill(RULES[rule].say, said)
+    if len(sentence) > room and RULES[rule].group and varies:
+        sentence = RULES[rule].group
+    return Told(rule, sentence, tuple(dict.fromkeys(i for i, _ in members)), tuple(members), tuple(varies))
+
+
+def _joined(words: Sequence[str]) -> str:
+    """'loads', 'loads and stores', 'a, b and c'."""
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def _span(lo: str, hi: str) -> str:
+    """Two written values as a range: '1.49-1.53 TB/s', '2-10x', '700 ns to 1.20 us'."""
+    if lo == hi:
+        return lo
+    a, b = _number_unit(lo), _number_unit(hi)
+    if a[1] == b[1] and a[0] and b[0]:
+        return f"{a[0]}-{b[0]}{a[1]}"
+    return f"{lo} to {hi}"
+
+
+def _number_unit(text: str) -> tuple[str, str]:
+    """'1.53 TB/s' -> ('1.53', ' TB/s'); '16x' -> ('16', 'x'); a word -> ('', word)."""
+    end = 1 if text.startswith("-") else 0
+    while end < len(text) and (text[end].isdigit() or text[end] in ".,"):
+        end += 1
+    return (text[:end], text[end:]) if any(c.isdigit() for c in text[:end]) else ("", text)

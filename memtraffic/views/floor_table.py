@@ -30,7 +30,7 @@ def render_floor(f: Floor, fmt: str = "table", width: int | None = None, explain
     lines = [*summary_lines(f, note_width), "",
              text_table(shown_headers, [[r[h] for h in headers] for r in rows], width=width), ""]
     shown = [(row.name, [row.reason]) for row in f.by_op if row.reason and row.share >= SHOWN]
-    notes = findings(shown, explain=explain)
+    notes = findings(shown, explain=explain, noun=f.unit)
     hidden = sum(1 for row in f.by_op if row.reason and row.share < SHOWN)
     if hidden:
         notes.append(f"  ({hidden} more {f.unit} under {SHOWN:.0%} of the recoverable time each: "

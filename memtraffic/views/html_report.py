@@ -7,6 +7,7 @@ and the same formatting functions as `memtraffic analyze`, so the two always agr
 from __future__ import annotations
 
 import html
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
@@ -16,13 +17,13 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from memtraffic.analysis.analyze import row_dicts
-from memtraffic.analysis.findings import explain, say
+from memtraffic.analysis.findings import RULES, explain, say, told_once
 from memtraffic.ncu.kernel_table import kernel_table
 from memtraffic.runfolder.load import Run, load_run
 from memtraffic.runfolder.records import RunRecord
 from memtraffic.vocab.errors import ReportError
 from memtraffic.vocab.files import require_folder
-from memtraffic.vocab.finding import Finding
+from memtraffic.vocab.finding import LEVELS, Evidence, Finding
 from memtraffic.vocab.units import NUMBER_UNIT, fmt_bytes, fmt_eff, fmt_time
 
 if TYPE_CHECKING:
@@ -249,33 +250,45 @@ def fusion_section(floor: Floor) -> str:
             + f"<p class='note'>{html.escape(legend)}.</p>")
 
 
-def _told(r: Mapping[str, object]) -> list[tuple[str, str]]:
-    """A row's findings as (sentence, explanation): its records (Finding, or their JSON from a saved
-    table, which carries both texts), else the diagnosis of a table saved before findings were records."""
+def _told(r: Mapping[str, object]) -> list[Finding | str]:
+    """A row's findings: its records (Finding, or their JSON from a saved table), else the diagnosis of a
+    table saved before findings were records, or a saved finding of a rule no longer known (a sentence
+    without its arithmetic)."""
     found = r.get("findings")
     if isinstance(found, list) and found:
-        return [(say(f), explain(f)) if isinstance(f, Finding)
-                else (str(f.get("say", "")), str(f.get("explain", ""))) for f in found
-                if isinstance(f, Finding | dict)]
+        return [f if isinstance(f, Finding) else _record(f) if f.get("rule") in RULES
+                else str(f.get("say", "")) for f in found if isinstance(f, Finding | dict)]
     diagnosis = r.get("diagnosis")
-    return [(diagnosis, "")] if isinstance(diagnosis, str) and diagnosis else []
+    return [diagnosis] if isinstance(diagnosis, str) and diagnosis else []
 
 
-def findings_html(names: Sequence[str], told: Sequence[Sequence[tuple[str, str]]]) -> str:
-    """Each row's findings with their arithmetic; a sentence on several rows said once with its count, the
-    arithmetic of each of its rows under it (as the terminal says it: memtraffic.views.tables.said_once)."""
-    from memtraffic.views.tables import said_once
+def _record(d: Mapping[str, object]) -> Finding:
+    """A finding's record back from its JSON (Finding.to_dict); a number JSON kept as null is unknown."""
+    saved = d.get("evidence")
+    evidence: Evidence = {str(k): math.nan if v is None else v for k, v in saved.items()
+                          if v is None or isinstance(v, int | float | str)} if isinstance(saved, dict) else {}
+    level = d.get("level", "")
+    return Finding(str(d.get("rule", "")), level=level if level in LEVELS else "", evidence=evidence)
+
+
+def findings_html(names: Sequence[str], rows: Sequence[Sequence[Finding | str]]) -> str:
+    """Each row's findings with their arithmetic; a rule on several rows said once with their count and
+    its numbers that differ as ranges, each of its rows under it with its own values and arithmetic (as
+    the terminal says it: memtraffic.analysis.findings.told_once)."""
 
     def item(said: str, why: str) -> str:
         return f"<li>{prose(said)}" + (f"<br><span class='note'>{prose(why)}</span>" if why else "") + "</li>"
 
-    own, common = said_once([[said for said, _ in found] for found in told])
-    why = [dict(found) for found in told]
-    items = "".join(f"<li><b>{html.escape(name)}</b><ul>" + "".join(item(c, arithmetic[c]) for c in mine)
-                    + "</ul></li>" for name, mine, arithmetic in zip(names, own, why, strict=True) if mine)
-    items += "".join(f"<li><b>{n} rows</b>: {prose(c)}<ul>"
-                     + "".join(item(name, arithmetic[c]) for name, arithmetic in zip(names, why, strict=True)
-                               if c in arithmetic) + "</ul></li>" for c, n in common.items())
+    own, told = told_once([[f for f in found if isinstance(f, Finding)] for found in rows])
+    legacy = [[f for f in found if isinstance(f, str)] for found in rows]
+    items = "".join(f"<li><b>{html.escape(name)}</b><ul>"
+                    + "".join(item(say(f), explain(f)) for f in dict.fromkeys(mine))
+                    + "".join(item(sentence, "") for sentence in old) + "</ul></li>"
+                    for name, mine, old in zip(names, own, legacy, strict=True) if mine or old)
+    items += "".join(f"<li><b>{len(t.rows)} rows</b>: {prose(t.sentence)}<ul>"
+                     + "".join(item(names[i] + (f": {values}" if values else ""),
+                                    "; ".join(dict.fromkeys(map(explain, mine))))
+                               for i, values, mine in t.per_row()) + "</ul></li>" for t in told)
     return f"<ul>{items}</ul>" if items else "<p>none</p>"
 
 

@@ -10,7 +10,7 @@ import pandas as pd
 
 from memtraffic.analysis import per_op
 from memtraffic.analysis.analyze import kernel_list, row_dicts, row_label, to_records
-from memtraffic.analysis.findings import NOT_A_RESULT, RULES, say, to_dicts
+from memtraffic.analysis.findings import NOT_A_RESULT, REPEATED, say, to_dicts, told_once
 from memtraffic.analysis.findings import explain as explain_finding
 from memtraffic.analysis.lines import LineRow, location
 from memtraffic.analysis.outside import left_out, left_out_line
@@ -19,14 +19,13 @@ from memtraffic.vocab.finding import Finding
 from memtraffic.vocab.launches import measured_range
 from memtraffic.vocab.ops import format_shape
 from memtraffic.vocab.roofs import ROOFS, CeilingsEntry, ceilings_rows
-from memtraffic.vocab.units import fmt_bytes, fmt_eff, fmt_rate, fmt_time
+from memtraffic.vocab.units import NUMBER_UNIT, fmt_bytes, fmt_eff, fmt_rate, fmt_time
 
 if TYPE_CHECKING:
     from memtraffic.vocab.configs import GridCount
 
 WIDTH = 100  # columns the CLI's tables fit where the terminal's are unknown (--wide: one line each)
 NOTE_WIDTH = 100  # the lines under a table (legend, findings) are read, not scanned: at most this
-REPEATED = 2  # a finding on this many rows or more is said once, with the count
 
 # What the tables' words mean, said under each table that uses them (analysis/analyze.py computes them).
 LEGEND = {
@@ -121,8 +120,8 @@ def _layout(heads: Sequence[Sequence[str]], body: Sequence[Sequence[str]], gap: 
 
 def fit(text: str, width: int | None) -> str:
     """Each line longer than `width` wrapped at spaces, its continuation indented 4 more than the line
-    (notes and diagnoses; tables are narrowed by text_table). Only a word longer than a line is split
-    (a kernel name of 200 characters)."""
+    (notes and diagnoses; tables are narrowed by text_table), never between a number and its unit. Only a
+    word longer than a line is split (a kernel name of 200 characters)."""
     if width is None:
         return text
     out = []
@@ -131,7 +130,9 @@ def fit(text: str, width: int | None) -> str:
             out.append(line)
             continue
         indent = " " * (len(line) - len(line.lstrip()))  # the paragraph's own indent stays on its first line
-        out += textwrap.wrap(line, width, subsequent_indent=indent + "    ", break_on_hyphens=False)
+        held = NUMBER_UNIT.sub("\\1\u00a0", line)  # a number with its unit: textwrap breaks at ASCII spaces
+        out += [part.replace("\u00a0", " ") for part in
+                textwrap.wrap(held, width, subsequent_indent=indent + "    ", break_on_hyphens=False)]
     return "\n".join(out)
 
 
@@ -164,41 +165,54 @@ def _only_left_out(line: str, keys: Sequence[str], width: int | None) -> str:
 
 
 def findings(rows: Sequence[tuple[str, Sequence[Finding]]], tails: Sequence[str] = (),
-             explain: bool = False) -> list[str]:
+             explain: bool = False, noun: str = "rows") -> list[str]:
     """(row name, its findings) pairs as note lines: each row's name (and its tail, e.g. its worst call),
-    then one line per finding, its sentence; a sentence found on REPEATED rows or more comes once at the
-    end with its count (the JSON keeps every row's records). `explain`: each sentence's arithmetic
-    under it."""
+    then one line per finding, its sentence. A rule found on REPEATED rows or more is said once after
+    them, with their count and the numbers that differ as ranges (analysis.findings.told_once), then each
+    of its rows with its own values where they differ (the JSON keeps every row's records). `explain`:
+    each sentence's arithmetic under it (a rule said once: each row's, under the row)."""
     tails = list(tails) or [""] * len(rows)
-    # A rule with a group sentence (analysis.findings.Rule.group) on REPEATED rows or more: said once, with
-    # the rows it is on; the numbers of each are in --explain and the JSON.
-    on: dict[str, list[str]] = {}
-    for name, found in rows:
-        for rule in dict.fromkeys(f.rule for f in found if RULES[f.rule].group):
-            on.setdefault(rule, []).append(name)
-    grouped = [rule for rule, names in on.items() if len(names) >= REPEATED]  # in the order rows show them
-    rows = [(name, [f for f in found if f.rule not in grouped or explain]) for name, found in rows]
-    said = [(name, tail, {say(f): f for f in found})
-            for (name, found), tail in zip(rows, tails, strict=True) if found]
-    own, common = said_once([list(by_text) for _, _, by_text in said])
+    own, told = told_once([found for _, found in rows], NOTE_WIDTH - len(f"  {len(rows)} {noun}: "))
     out: list[str] = []
-
-    def line(text: str, found: Finding, indent: str) -> None:
-        out.append(f"{indent}{text}")
-        if explain:
-            out.append(f"{indent}  = {explain_finding(found)}")
-
-    for (name, tail, by_text), mine in zip(said, own, strict=True):
+    for (name, _), tail, mine in zip(rows, tails, own, strict=True):
         if mine:
             out.append(f"  {name}{tail}:")
-            for c in mine:
-                line(c, by_text[c], "    ")
-    examples = {c: f for _, _, by_text in said for c, f in by_text.items()}
-    for c, n in common.items():
-        line(f"{n} rows: {c}", examples[c], "  ")
-    for rule in grouped if not explain else ():
-        out += [f"  {len(on[rule])} rows, {RULES[rule].group}:", *(f"    {name}" for name in on[rule])]
+            for f in _once(mine):
+                out.append(f"    {say(f)}")
+                if explain:
+                    out.append(f"      = {explain_finding(f)}")
+    for t in told:
+        out.append(f"  {len(t.rows)} {noun}: {t.sentence}")
+        if not t.varies and not explain:
+            continue
+        for i, values, mine in t.per_row():
+            out.append(f"    {rows[i][0]}" + (f": {values}" if values else ""))
+            if explain:
+                out += [f"      = {explain_finding(f)}" for f in mine]
     return out
+
+
+def kernel_lines(rows: Sequence[tuple[str, str]]) -> list[str]:
+    """(row name, its kernels) as note lines; the same kernels on REPEATED rows or more said once, the rows
+    under them."""
+    on: dict[str, list[str]] = {}
+    for name, kernels in rows:
+        on.setdefault(kernels, []).append(name)
+    out = []
+    for kernels, names in on.items():
+        if len(names) < REPEATED:
+            out += [f"  {name}: kernels {kernels}" for name in names]
+        else:
+            out += [f"  {len(names)} rows: kernels {kernels}", *(f"    {name}" for name in names)]
+    return out
+
+
+def _once(found: Sequence[Finding]) -> list[Finding]:
+    """A row's findings, a sentence said twice kept once."""
+    first: dict[str, Finding] = {}
+    for f in found:
+        first.setdefault(say(f), f)
+    return list(first.values())
 
 
 def render_list(rows: Sequence[dict[str, Any]], fmt: str, width: int | None = None) -> str:
@@ -464,8 +478,9 @@ def results_table(df: pd.DataFrame, group_by: str = "range", width: int | None =
     headers, body = results_table_rows(df, group_by)
     records = df.to_dict("records")
     notes = findings([(row[0], r["findings"]) for r, row in zip(records, body, strict=True)], explain=explain)
-    notes += [f"  {row[0]}: kernels {kernel_list(r['kernels'])}" for r, row in zip(records, body, strict=True)
-              if r["n_kernels"] > 1 and group_by == "range"]
+    if group_by == "range":
+        notes += kernel_lines([(row[0], kernel_list(r["kernels"]))
+                               for r, row in zip(records, body, strict=True) if r["n_kernels"] > 1])
     devices = ", ".join(sorted({d for d in df["device"] if d}))
     text = (f"{devices}\n" if devices else "") + text_table(headers, body, width)
     under = (f"{line}\n\n" if line else "") + legend("n", "lsu", "minimum", "eff", "sector", *keys)
@@ -545,17 +560,6 @@ def per_op_table(df: pd.DataFrame, width: int | None = None, explain: bool = Fal
     return text_table(headers, body, width) + "\n\n" + fit(under, width and min(width, NOTE_WIDTH))
 
 
-def said_once(rows: Sequence[Sequence[str]]) -> tuple[list[list[str]], dict[str, int]]:
-    """Each row's sentences, each once, less those on REPEATED rows or more; and those, with how many rows
-    they are on (in the order rows show them). A finding on several rows is said once with its count."""
-    counts: dict[str, int] = {}
-    for sentences in rows:
-        for c in dict.fromkeys(sentences):
-            counts[c] = counts.get(c, 0) + 1
-    common = {c: n for c, n in counts.items() if n >= REPEATED}
-    return [[c for c in dict.fromkeys(sentences) if c not in common] for sentences in rows], common
-
-
 def lines_table(rows: Sequence[LineRow], source_width: int = 100,
                 width: int | None = None) -> str:
     """`memtraffic lines`: per kernel, a heading, a table of the lines' traffic, then each line's source
@@ -577,14 +581,23 @@ def lines_table(rows: Sequence[LineRow], source_width: int = 100,
                 row.insert(8, fmt_bytes(r.get("local_bytes", 0)))
         out.append(text_table([*headers[:8], "local", headers[8]] if spills else headers, width=width,
                               rows=body))
-        own, common = said_once([[say(f) for f in r.get("findings") or []] or ["fine"] for r in mine])
-        for r, verdicts in zip(mine, own, strict=True):
+        noun = "lines" if all(r["file"] for r in mine) else "instructions"
+        verdicts = [list(r.get("findings") or []) for r in mine]
+        own, told = told_once(verdicts, NOTE_WIDTH - len(f"  {len(mine)} {noun}: "))
+        fine = [not found for found in verdicts]
+        for r, mine_own, is_fine in zip(mine, own, fine, strict=True):
             cut = source_width if width is None else min(source_width, width - 4 - len(location(r)))
             source = r["source"] if len(r["source"]) <= cut else r["source"][: cut - 3] + "..."
             out.append(f"  {location(r)}  {source}")
-            out += [f"      {v}" for v in verdicts]
-        noun = "lines" if all(r["file"] for r in mine) else "instructions"
-        out += [f"  {n} {noun}: {v}" for v, n in common.items()]
+            out += [f"      {say(f)}" for f in _once(mine_own)]
+            if is_fine and sum(fine) < REPEATED:
+                out.append("      fine")
+        for t in told:
+            out.append(f"  {len(t.rows)} {noun}: {t.sentence}")
+            if t.numbers_vary:  # words alone (loads, stores) the table's op column says
+                out += [f"    {location(mine[i])}: {values}" for i, values, _ in t.per_row()]
+        if sum(fine) >= REPEATED:
+            out.append(f"  {sum(fine)} {noun}: fine")
         out.append("")
     out.append(LINES_LEGEND)
     return fit("\n".join(out).rstrip(), width and min(width, NOTE_WIDTH))

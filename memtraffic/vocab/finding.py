@@ -18,7 +18,7 @@ import math
 import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 from memtraffic.vocab.units import fmt_bytes, fmt_rate, fmt_time
 
@@ -26,6 +26,7 @@ GOOD = 0.9  # an efficiency below this is a finding (and a factor above 1 / GOOD
 SECTOR_BYTES = 32  # the unit L1 and L2 move global memory in
 
 Level = Literal["", "L1", "L1 ld", "L1 st", "L2", "DRAM", "DRAM rd", "DRAM wr", "local"]
+LEVELS: tuple[Level, ...] = get_args(Level)
 Evidence = Mapping[str, float | int | str]
 
 

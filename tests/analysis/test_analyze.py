@@ -258,7 +258,9 @@ def test_cli_analyze_run_folder_prints_the_table():
     assert cells[8:12] == ["1.00", "1.00", "1.00", "1.00"]  # eff L1 ld, L1 st, L2, DRAM rd
     naive = _cells(res.output, "softmax_naive 1048576x2 fp32 num_warps=4")
     assert naive[3:5] == ["134.22 MB", "33.55 MB"] and naive[8:10] == ["0.06", "0.25"]
-    assert "  softmax_naive 1048576x2 fp32 num_warps=4:\n    loads and stores use 8 of every 32" in res.output
+    # sector waste on two rows: said once, its numbers as a range, each row's own under it
+    assert "  2 rows: loads and stores use 8-16 of every 32-byte sector" in res.output
+    assert "    softmax_naive 1048576x2 fp32 num_warps=4: 8\n" in res.output
 
 
 def test_cli_analyze_json_has_the_documented_keys():

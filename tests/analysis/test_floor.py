@@ -123,8 +123,9 @@ def test_the_table_has_a_summary_the_reasons_and_a_legend():
     assert first.startswith("floor: GPU time ") and "recoverable" in first
     assert "minimum: eager " in result.output and ", fused " in result.output
     assert "recoverable = time - floor" in result.output  # the legend
-    assert "  aten.mm.default:\n    compute-bound: the FLOPs take 88.5 us at the BF16 tensor cores roof" in \
-        result.output
+    # a reason on three op types: said once, its numbers as ranges, each op type's own under it
+    assert "  3 op types: compute-bound: the FLOPs take 44.2-88.5 us at the BF16 tensor cores roof" in \
+        result.output and "    aten.mm.default: 88.5 us, 89%\n" in result.output
 
 
 def test_a_bad_format_is_a_usage_error():

@@ -13,6 +13,7 @@ from memtraffic.views import html_report as report
 from memtraffic.views import roofline as rf
 from memtraffic.views.tables import results_table_rows
 from memtraffic.vocab.errors import ReportError
+from memtraffic.vocab.finding import Finding
 
 
 @pytest.fixture
@@ -122,12 +123,23 @@ def test_the_page_starts_with_the_floor_summary():
 
 
 def test_a_finding_on_several_rows_is_said_once_with_its_count_and_each_rows_arithmetic():
-    told = [[("DRAM moves 2x the minimum", "DRAM moved 2 MB for 1 MB"), ("writes stay in L2", "a: 1 KB")],
-            [("writes stay in L2", "b: 2 KB")], [], [("writes stay in L2", "c: 3 KB")]]
-    page = report.findings_html(["a", "b", "c", "d"], told)
-    assert page.count("writes stay in L2") == 1 and page.count("DRAM moves 2x") == 1
-    assert "<li><b>3 rows</b>: writes stay in L2<ul>" in page
-    for name, why in (("a", "a: 1 KB"), ("b", "b: 2 KB"), ("d", "c: 3 KB")):
-        assert f"<li>{name}<br><span class='note'>{why.replace(' KB', '&nbsp;KB')}</span></li>" in page
-    assert "<b>a</b><ul><li>DRAM moves 2x the minimum<br>" in page and "<b>b</b>" not in page
+    def wrote(dram: float) -> Finding:
+        return Finding("dram_writes_below_minimum", level="DRAM wr", evidence={"dram_bytes": dram,
+                                                                               "min_bytes": 4e6})
+
+    def excess(x: float) -> Finding:
+        return Finding("dram_excess", level="DRAM", evidence={"dram_x": x, "dram_bytes": x * 1e6,
+                                                              "min_bytes": 1e6})
+
+    rows = [[excess(2.0), wrote(1e6)], [wrote(2e6), excess(3.0)], [], [wrote(3e6)], [excess(1.5)],
+            ["an old table's diagnosis"]]
+    page = report.findings_html(["a", "b", "c", "d", "e", "f"], rows)
+    said = "DRAM writes below the minimum: the output was still in L2 when the kernel ended"
+    assert page.count(said) == 1 and f"<li><b>3 rows</b>: {said}<ul>" in page
+    for name, why in (("a", "1.00 MB"), ("b", "2.00 MB"), ("d", "3.00 MB")):  # each row's arithmetic
+        assert f"<li>{name}<br><span class='note'>DRAM wrote {why.replace(' MB', '&nbsp;MB')} for" in page
+    # the numbers that differ: their range in the one sentence, each row's own under it
+    assert page.count("DRAM moves") == 1 and "<li><b>3 rows</b>: DRAM moves 1.5-3x the minimum<ul>" in page
+    assert "<li>b: 3x<br>" in page and "<li>e: 1.5x<br>" in page
+    assert "<li><b>f</b><ul><li>an old table&#x27;s diagnosis</li></ul>" in page and "<b>c</b>" not in page
     assert report.findings_html(["a"], [[]]) == "<p>none</p>"
