@@ -101,8 +101,8 @@ class _ConfigExtras(_ConfigCore, total=False):
 
 @final  # final: no subclass adds "kind", so type checkers tell the members of Config apart
 class VariantConfig(_ConfigExtras):
-    """measure's config: a shipped or user variant x shape x dtype x params. It has no `kind` on disk (plans
-    written before traced programs had none)."""
+    """measure's config: a shipped or user variant x shape x dtype x params. plan.json writes no `kind` for
+    it: a config without one is a variant's."""
 
     id: int
     explicit_params: dict[str, object]  # those the user set (the range name holds these)
@@ -389,6 +389,7 @@ class _Shape:
     item: _Shape | None = None
     fields: tuple[tuple[str, _Shape], ...] = ()
     values: tuple[object, ...] = ()  # a Literal's
+    kinds: tuple[tuple[_Shape, _Shape | None], ...] = ()  # a union's records, each with its "kind" field
     required: frozenset[str] = frozenset()
     # The value types that conform at sight (_plain), each with the amount its value must be in, if any.
     leaf: dict[type, Amount | None] | None = None
@@ -409,7 +410,9 @@ def _shape(spec: Any) -> _Shape:  # a type hint: typing's introspection takes An
     elif origin is Literal:
         shape = _Shape("literal", spec, values=get_args(spec))
     elif origin in (Union, UnionType):
-        shape = _Shape("union", spec, members=tuple(_shape(k) for k in get_args(spec)))
+        members = tuple(_shape(k) for k in get_args(spec))
+        shape = _Shape("union", spec, members=members, kinds=tuple(
+            (k, dict(k.fields).get("kind")) for k in members if k.kind == "record"))
     elif spec is object or spec is Any:
         shape = _Shape("any", spec)
     elif spec is None or spec is type(None):
@@ -532,18 +535,17 @@ def _problem(value: Any, shape: _Shape, field: str) -> str | None:
 def _record_member(value: dict[str, object], union: _Shape, field: str) -> tuple[_Shape, str | None]:
     """The record of a union that a JSON object is, by its "kind": the member whose "kind" field takes it,
     or with no "kind" the member that has no such field; a kind none takes is the problem."""
-    records = [k for k in union.members if k.kind == "record"]
-    if len(records) == 1:
-        return records[0], None
-    kind_of = [(k, dict(k.fields).get("kind")) for k in records]
+    first = union.kinds[0][0]
+    if len(union.kinds) == 1:
+        return first, None
     if "kind" not in value:
-        return next((k for k, f in kind_of if f is None), records[0]), None
-    found = next((k for k, f in kind_of if f is not None and _is(value["kind"], f)), None)
+        return next((k for k, f in union.kinds if f is None), first), None
+    found = next((k for k, f in union.kinds if f is not None and _is(value["kind"], f)), None)
     if found is not None:
         return found, None
-    kinds = " or ".join(repr(v) for _, f in kind_of if f is not None for v in f.values)
+    kinds = " or ".join(repr(v) for _, f in union.kinds if f is not None for v in f.values)
     where = f"{field}.kind" if field else "kind"
-    return records[0], f"{where} is {value['kind']!r}, expected {kinds} or none"
+    return first, f"{where} is {value['kind']!r}, expected {kinds} or none"
 
 
 _LEAVES = {str: (str,), int: (int,), float: (float, int), bool: (bool,)}
