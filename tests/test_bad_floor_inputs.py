@@ -326,8 +326,9 @@ def test_a_trace_record_without_a_key_readers_index_is_left_out_with_why(missing
 
 
 def test_ops_leaves_out_a_trace_line_without_its_minimum_and_says_so(tmp_path):
-    record = {"range": "mt|region|r|0", "kind": "region", "seq": 0, "pid": 1, "op": "r", "shape": [4],
-              "dtype": "fp32", "min_read_bytes": 16, "min_write_bytes": 16, "model_flops": None}
+    record = {"range": "mt|region|r|0", "kind": "region", "seq": 0, "pid": 1, "op": "r", "variant": "",
+              "shape": [4], "dtype": "fp32", "params": {}, "min_read_bytes": 16, "min_write_bytes": 16,
+              "pred_read_bytes": None, "pred_write_bytes": None, "model_flops": None}
     broken = {k: v for k, v in record.items() if k != "min_read_bytes"} | {"seq": 1, "range": "mt|region|s|1"}
     program = tmp_path / "writes_trace.py"
     program.write_text("import json, os\nwith open(os.environ['MEMTRAFFIC_TRACE'], 'a') as f:\n"

@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from config_fixture import variant_config
 from typer.testing import CliRunner
 
 from memtraffic import __version__
@@ -166,7 +167,7 @@ def test_a_folder_as_a_variant_file(tmp_path):
 @pytest.mark.parametrize(("name", "text", "message"), [
     ("plan.json", '{"configs": 5}', "configs is an integer, expected a list"),
     ("plan.json", "[1]", "holds a list, expected an object"),
-    ("plan.json", '{"configs": [{"range": "r", "params": 3}]}',
+    ("plan.json", json.dumps({"configs": [variant_config(params=3)]}),
      "configs[0].params is an integer, expected an object"),
     ("run.json", '{"reports": 3}', "reports is an integer, expected a list"),
     ("run.json", '{"attempts": [1]}', "attempts[0] is an integer, expected an object"),

@@ -15,14 +15,14 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from memtraffic.runfolder.records import Config, Plan, VariedSignature, configs_of
+from memtraffic.runfolder.records import Plan, TracedConfig, VariedSignature, configs_of
 
 REUSES = "reuses"  # kernel and analyzed tables' column: the range whose counters a row reuses ('' if none)
 
 
-def repeats(plan: Plan | None) -> list[Config]:
+def repeats(plan: Plan | None) -> list[TracedConfig]:
     """The repeat configs of a plan (records of calls ncu skipped), in plan order."""
-    return [c for c in configs_of(plan) if c.get("repeat")]
+    return [c for c in configs_of(plan) if "kind" in c and c.get("repeat")]
 
 
 def add_reused(kernels: pd.DataFrame, plan: Plan | None) -> pd.DataFrame:
@@ -129,10 +129,11 @@ def signature_groups(table: pd.DataFrame, plan: Plan | None) -> pd.DataFrame:
     counters ((max - min) / max) at L1 (ld, st) and DRAM (rd, wr), and `differs` where L1 spreads beyond
     1% or DRAM reads beyond 3% and DRAM_FLOOR_BYTES (DRAM writes are shown, not judged). Largest spread
     first."""
-    by_range = {c["range"]: c for c in configs_of(plan) if c.get("signature")}
-    keyed = table[[r in by_range for r in table["range"]]]
+    signature = {c["range"]: signed for c in configs_of(plan)
+                 if "kind" in c and (signed := c.get("signature"))}
+    keyed = table[[r in signature for r in table["range"]]]
     rows = []
-    for sig, calls in keyed.groupby([by_range[r]["signature"] for r in keyed["range"]], sort=False):
+    for sig, calls in keyed.groupby([signature[r] for r in keyed["range"]], sort=False):
         if len(calls) < 2:
             continue
         first = calls.iloc[0]

@@ -415,8 +415,9 @@ def rerun_plan(run_dir: Path) -> Plan:
     if plan is None:
         raise UsageError(f"--rerun {run_dir}: not a run folder (no plan.json)")
     found = _launches_in(loaded.reports)
-    wanted = set(run.get("rerun") or []) | {c["range"] for c in plan["configs"] if c.get("kind", "variant")
-                                            == "variant" and c.get("nvtx_range", c["range"]) not in found}
+    lost = {c["range"] for c in plan["configs"]  # a variant's config (no kind) with no kernel in the reports
+            if "kind" not in c and c.get("nvtx_range", c["range"]) not in found}
+    wanted = set(run.get("rerun") or []) | lost
     if not wanted:
         raise UsageError(f"--rerun {run_dir}: its run.json lists no config to rerun and its reports hold "
                          "every config; every config finished")

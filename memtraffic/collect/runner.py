@@ -143,7 +143,8 @@ def _stamp(record: StatusRecord) -> StatusRecord:
 
 
 def _label(config: Config) -> str:
-    params = ",".join(f"{k}={v}" for k, v in config.get("explicit_params", {}).items())
+    explicit = {} if "kind" in config else config["explicit_params"]
+    params = ",".join(f"{k}={v}" for k, v in explicit.items())
     shape = format_shape(config["shape"])
     return " ".join(p for p in (config["variant"], shape, config["dtype"], params) if p)
 

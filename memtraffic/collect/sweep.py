@@ -132,9 +132,9 @@ def grid_counts(plan: Plan) -> list[GridCount]:
 
 def predicted_cost(config: Config, passes: int = ASSUMED_PASSES) -> float:
     """Rough seconds a config takes under ncu: overhead plus `passes` replays of its predicted bytes."""
-    read, write = config.get("pred_read_bytes"), config.get("pred_write_bytes")
+    read, write = config["pred_read_bytes"], config["pred_write_bytes"]
     if read is None or write is None:  # a variant without a model: its minimum
-        read, write = config.get("min_read_bytes") or 0, config.get("min_write_bytes") or 0
+        read, write = config["min_read_bytes"] or 0, config["min_write_bytes"] or 0
     return CONFIG_OVERHEAD_S + passes * float(read + write) / REPLAY_BYTES_PER_S
 
 

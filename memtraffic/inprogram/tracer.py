@@ -44,7 +44,7 @@ from memtraffic.inprogram.liveness import identities, watch_all
 from memtraffic.inprogram.op_rules import RULES, VALUE_DEPENDENT, OpArgs, Traffic, storage_of, union_bytes
 from memtraffic.inprogram.op_rules import tensor_bytes as tensor_bytes  # re-exported: the public helper
 from memtraffic.runfolder import trace
-from memtraffic.runfolder.records import Config, TensorEntry
+from memtraffic.runfolder.records import TensorEntry, TraceRecord
 from memtraffic.runfolder.trace import (
     TORCH_MARK_ENV,
     add_decision,
@@ -101,7 +101,7 @@ def _arguments(func: torch._ops.OpOverload, args: tuple[Any, ...],
 
 
 def op_record(func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: OpArgs, out: Any,
-              seq: int, range_name: str) -> Config:
+              seq: int, range_name: str) -> TraceRecord:
     """The trace record of one finished op call (rules and convention: memtraffic.inprogram.op_rules)."""
     packet = func.overloadpacket
     named: OpArgs = {}
@@ -320,7 +320,7 @@ def _active() -> OpTracer | None:
 
 
 @contextmanager
-def ops() -> Iterator[list[Config]]:
+def ops() -> Iterator[list[TraceRecord]]:
     """Trace the aten ops of the block: yields the list their records (and regions') are appended to.
 
     Records also go to $MEMTRAFFIC_TRACE when it is set. Inside an already traced block (or a program

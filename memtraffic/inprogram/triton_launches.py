@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeGuard
 
 from memtraffic.inprogram.liveness import identities
-from memtraffic.runfolder.records import Config, TensorEntry
+from memtraffic.runfolder.records import TensorEntry, TraceRecord
 from memtraffic.runfolder.trace import add_decision, emit, make_record, next_seq, paused, short_dtype
 from memtraffic.vocab import launches
 
@@ -179,7 +179,7 @@ def _fused_in_file(filename: str) -> dict[str, dict[str, list[str]]]:
 
 def inductor_record(seq: int, range_name: str, kernel_name: str, arg_names: Sequence[str],
                     args: Sequence[object], inductor_meta: dict[str, Any],
-                    fused: dict[str, list[str]] | None, source: str | None = None) -> Config:
+                    fused: dict[str, list[str]] | None, source: str | None = None) -> TraceRecord:
     """The trace record (plan config) of one launch of an Inductor kernel."""
     read, write, tensors_read, tensors_written = kernel_minimum(
         arg_names, args, inductor_meta.get("mutated_arg_names") or (), source)
@@ -246,7 +246,7 @@ def _decide(name: str, sig: tuple[object, ...]) -> tuple[launches.Decision, str]
     return decision, decision.range
 
 
-def _done(decision: launches.Decision, record: Config) -> None:
+def _done(decision: launches.Decision, record: TraceRecord) -> None:
     launches.done(decision)
     add_decision(record, decision)
 

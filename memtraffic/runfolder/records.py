@@ -14,7 +14,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import UnionType
-from typing import Annotated, Any, TypedDict, Union, cast, get_args, get_origin, get_type_hints, is_typeddict
+from typing import (
+    Annotated,
+    Any,
+    Literal,
+    TypedDict,
+    Union,
+    cast,
+    final,
+    get_args,
+    get_origin,
+    get_type_hints,
+    is_typeddict,
+)
 
 from memtraffic.runfolder.paths import portable
 from memtraffic.vocab.errors import ReportError, UsageError
@@ -61,43 +73,75 @@ class TensorEntry(TypedDict):
     dtype: str
 
 
-class _ConfigRange(TypedDict):
+class _ConfigCore(TypedDict):
+    """What every config holds (measure's and a traced program's alike)."""
+
     range: str  # the NVTX range its kernels run in
-
-
-class Config(_ConfigRange, total=False):
-    """One planned config (a variant x shape x dtype x params of measure, or a traced op or region)."""
-
-    id: int
-    kind: str  # 'variant' (measure), 'op', 'region' or 'triton' (profile)
-    variant: str
     op: str
+    variant: str  # '' in a traced program's
     shape: list[Dimension]
     dtype: str
     params: dict[str, object]  # every parameter, defaults filled in (None: the variant picks at launch)
-    explicit_params: dict[str, object]  # those the user set (the range name holds these)
     min_read_bytes: MinBytes | None
     min_write_bytes: MinBytes | None
-    pred_read_bytes: Bytes | None
+    pred_read_bytes: Bytes | None  # the variant's model (None in a traced program's)
     pred_write_bytes: Bytes | None
     model_flops: Flops | None
-    min_note: str
+
+
+class _ConfigExtras(_ConfigCore, total=False):
+    """What some configs of either kind hold."""
+
+    min_note: str  # where the minimum is a bound rather than exact ('' when exact)
     gpu: int  # measure --gpus: the GPU it ran on
     part: int  # merge: the run it came from
     reports: list[str]  # merge: the reports that hold it
     nvtx_range: str  # merge: its range in those reports, when renamed ('RANGE|#2')
-    seq: int  # profile: program order of the op call or region (the trace's)
-    pid: int  # profile: the process that made the call
+
+
+@final  # final: no subclass adds "kind", so type checkers tell the members of Config apart
+class VariantConfig(_ConfigExtras):
+    """measure's config: a shipped or user variant x shape x dtype x params. plan.json writes no `kind` for
+    it: a config without one is a variant's."""
+
+    id: int
+    explicit_params: dict[str, object]  # those the user set (the range name holds these)
+
+
+TraceKind = Literal["op", "region", "triton"]
+
+
+class _TraceCore(_ConfigExtras):
+    kind: TraceKind  # an aten op call, a user's region, a Triton launch
+    seq: int  # program order of the op call, region or launch (the trace's)
+    pid: int  # the process that made the call
+
+
+class TraceRecord(_TraceCore, total=False):
+    """One line of a traced program's trace (runfolder.trace.make_record): a config once the plan numbers
+    it."""
+
     inputs: list[TensorEntry]
     outputs: list[TensorEntry]
     repeat: bool  # profile --distinct: a repeat of an earlier signature (not measured)
     reuses: str | None  # ... and the range whose measurement it reuses
     signature: str
-    reads: list[list[int | None]]  # traced: [storage, bytes] it must read (runfolder.trace)
-    writes: list[list[int | None]]  # traced: [storage, bytes] it must write
-    freed: list[int]  # traced: storages freed since the previous record
-    freed_after: list[int]  # traced: storages freed after it, before the traced region ended
+    reads: list[list[int | None]]  # [storage, bytes] it must read (runfolder.trace)
+    writes: list[list[int | None]]  # [storage, bytes] it must write
+    freed: list[int]  # storages freed since the previous record
+    freed_after: list[int]  # storages freed after it, before the traced region ended
 
+
+@final
+class TracedConfig(TraceRecord):
+    """profile's config: a trace record numbered in program order."""
+
+    id: int
+
+
+# One planned config. `"kind" in config` tells the two apart, for the schema (records.problem) and for type
+# checkers (both members are final): a traced program's config has a kind, a variant's none.
+Config = VariantConfig | TracedConfig
 
 class Skipped(TypedDict, total=False):
     """A config the plan leaves out, and why (a variant that does not take a shape, a damaged record)."""
@@ -333,9 +377,9 @@ def _kind(value: object) -> str:
 @dataclass(frozen=True)
 class _Shape:
     """A type hint resolved once (the validator walks hundreds of thousands of values in a large plan):
-    kind is "any", "none", "union" (members), "annotated" (inner, amount), "record" (a TypedDict: fields,
-    required), "dict" / "list" (item: the values' or entries' shape, None when the hint names no item
-    type) or "type" (isinstance of spec: str, int, float, bool, or a bare dict/list)."""
+    kind is "any", "none", "literal" (values), "union" (members), "annotated" (inner, amount), "record"
+    (a TypedDict: fields, required), "dict" / "list" (item: the values' or entries' shape, None when the
+    hint names no item type) or "type" (isinstance of spec: str, int, float, bool, or a bare dict/list)."""
 
     kind: str
     spec: Any  # the type hint (typing objects: no static type)
@@ -344,6 +388,8 @@ class _Shape:
     amount: Amount | None = None
     item: _Shape | None = None
     fields: tuple[tuple[str, _Shape], ...] = ()
+    values: tuple[object, ...] = ()  # a Literal's
+    kinds: tuple[tuple[_Shape, _Shape | None], ...] = ()  # a union's records, each with its "kind" field
     required: frozenset[str] = frozenset()
     # The value types that conform at sight (_plain), each with the amount its value must be in, if any.
     leaf: dict[type, Amount | None] | None = None
@@ -361,8 +407,12 @@ def _shape(spec: Any) -> _Shape:  # a type hint: typing's introspection takes An
         inner, *meta = get_args(spec)
         shape = _Shape("annotated", spec, inner=_shape(inner),
                        amount=next((a for a in meta if isinstance(a, Amount)), None))
+    elif origin is Literal:
+        shape = _Shape("literal", spec, values=get_args(spec))
     elif origin in (Union, UnionType):
-        shape = _Shape("union", spec, members=tuple(_shape(k) for k in get_args(spec)))
+        members = tuple(_shape(k) for k in get_args(spec))
+        shape = _Shape("union", spec, members=members, kinds=tuple(
+            (k, dict(k.fields).get("kind")) for k in members if k.kind == "record"))
     elif spec is object or spec is Any:
         shape = _Shape("any", spec)
     elif spec is None or spec is type(None):
@@ -408,6 +458,8 @@ def _expected(shape: _Shape) -> str:
         return _expected(shape.inner)
     if shape.kind == "union":  # any of these
         return " or ".join(dict.fromkeys(_expected(k) for k in shape.members))
+    if shape.kind == "literal":
+        return " or ".join(repr(v) for v in shape.values)
     if shape.kind in ("record", "dict") or shape.spec is dict:
         return "an object"
     if shape.kind == "list" or shape.spec is list:
@@ -429,6 +481,8 @@ def _is(value: object, shape: _Shape) -> bool:
         return any(_is(value, k) for k in shape.members)
     if kind == "any":
         return True
+    if kind == "literal":
+        return type(value) in (str, int) and value in shape.values
     if kind == "none":
         return value is None
     return isinstance(value, list if kind == "list" else dict)
@@ -436,7 +490,8 @@ def _is(value: object, shape: _Shape) -> bool:
 
 def problem(value: object, spec: object, field: str = "") -> str | None:
     """Where value departs from spec (a record's type hint), as "FIELD is X, expected Y", or None when it
-    conforms. In a union the first member the value's type fits is followed inside."""
+    conforms. In a union the first member the value's type fits is followed inside; in a union of records
+    the one its "kind" names (none: the member without a "kind" field), as Config's members."""
     return _problem(value, _shape(spec), field)
 
 
@@ -444,7 +499,12 @@ def _problem(value: Any, shape: _Shape, field: str) -> str | None:
     if not _is(value, shape):
         return f"{field + ' is' if field else 'holds'} {_kind(value)}, expected {_expected(shape)}"
     if shape.kind == "union":
-        return _problem(value, next(k for k in shape.members if _is(value, k)), field)
+        member = next(k for k in shape.members if _is(value, k))
+        if member.kind == "record":
+            member, bad = _record_member(value, shape, field)
+            if bad:
+                return bad
+        return _problem(value, member, field)
     if shape.amount is not None and shape.amount.bad(value):
         where = field + " is" if field else "holds"
         return f"{where} {value!r}, expected {shape.amount.expected(value)}"
@@ -470,6 +530,22 @@ def _problem(value: Any, shape: _Shape, field: str) -> str | None:
             if not _plain(entry, item) and (found := _problem(entry, item, f"{prefix}{key}")):
                 return found
     return None
+
+
+def _record_member(value: dict[str, object], union: _Shape, field: str) -> tuple[_Shape, str | None]:
+    """The record of a union that a JSON object is, by its "kind": the member whose "kind" field takes it,
+    or with no "kind" the member that has no such field; a kind none takes is the problem."""
+    first = union.kinds[0][0]
+    if len(union.kinds) == 1:
+        return first, None
+    if "kind" not in value:
+        return next((k for k, f in union.kinds if f is None), first), None
+    found = next((k for k, f in union.kinds if f is not None and _is(value["kind"], f)), None)
+    if found is not None:
+        return found, None
+    kinds = " or ".join(repr(v) for _, f in union.kinds if f is not None for v in f.values)
+    where = f"{field}.kind" if field else "kind"
+    return first, f"{where} is {value['kind']!r}, expected {kinds} or none"
 
 
 _LEAVES = {str: (str,), int: (int,), float: (float, int), bool: (bool,)}
@@ -584,7 +660,9 @@ def merge_plans(plans: Sequence[Plan]) -> Plan:
         for config in plan["configs"]:
             if config["range"] not in seen:
                 seen.add(config["range"])
-                configs.append({**config, "id": len(configs)})
+                renumbered = config.copy()
+                renumbered["id"] = len(configs)
+                configs.append(renumbered)
         skipped += plan.get("skipped", [])
     return {**plans[0], "configs": configs, "skipped": skipped}
 
@@ -606,21 +684,19 @@ def partial_reports_expected(run: RunRecord) -> bool:
         a.get("returncode") for a in [*run.get("attempts", []), *again.get("attempts", [])])
 
 
-# What every trace record holds (runfolder.trace.make_record): readers (ops' table, analysis) index them.
-TRACE_KEYS = ("range", "kind", "seq", "pid", "op", "shape", "dtype", "min_read_bytes", "min_write_bytes",
-              "model_flops")
+# What every trace record holds (TraceRecord's required keys): readers (ops' table, analysis) index them.
+TRACE_KEYS = tuple(k for k in _fields(TraceRecord) if k in TraceRecord.__required_keys__)
 
 
-def trace_records(records: Sequence[Mapping[str, object]]) -> tuple[list[Config], list[Skipped]]:
+def trace_records(records: Sequence[Mapping[str, object]]) -> tuple[list[TraceRecord], list[Skipped]]:
     """The trace records (runfolder.trace.read_trace) that are configs, in order, and those that are not
     (a damaged line, a number out of range, a key missing), each with why: the one check of a trace."""
-    good: list[Config] = []
+    good: list[TraceRecord] = []
     skipped: list[Skipped] = []
     for r in records:
-        missing = next((k for k in TRACE_KEYS if k not in r), None)
-        found = f"{missing} is missing" if missing else problem(r, Config) or storage_problem(r)
-        if found is None:  # checked against Config just now
-            good.append(cast(Config, r))
+        found = problem(r, TraceRecord) or storage_problem(r)
+        if found is None:  # checked against TraceRecord just now
+            good.append(cast(TraceRecord, r))
         else:
             skipped.append({"range": str(r.get("range")), "reason": f"trace record: {found}"})
     return good, skipped
@@ -632,7 +708,7 @@ def plan_from_trace(records: Sequence[Mapping[str, object]], program: Sequence[s
     in program order; a record that is no config (trace_records) is listed under 'skipped' with why.
     What `profile` writes, and what reading rebuilds when the run was killed first."""
     good, skipped = trace_records(records)
-    configs: list[Config] = [cast(Config, {**r, "id": i}) for i, r in enumerate(good)]
+    configs: list[Config] = [{**r, "id": i} for i, r in enumerate(good)]
     plan: Plan = {"version": 1, "kind": "profile", "program": list(program or []), "configs": configs,
                   "skipped": skipped}
     if metrics is not None:

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from memtraffic.runfolder.records import Config, TensorEntry
+from memtraffic.runfolder.records import TensorEntry, TraceKind, TraceRecord
 from memtraffic.vocab.files import require_file
 from memtraffic.vocab.launches import Decision
 
@@ -42,7 +42,7 @@ TRACE_FROM = {"1": "start", "forward": "first forward", "window": "profiler wind
 
 # Program order, shared by op calls and regions, so a region's seq comes before its ops'.
 _seq = itertools.count()
-_sinks: list[list[Config]] = []  # in-memory lists of open memtraffic.ops() blocks
+_sinks: list[list[TraceRecord]] = []  # in-memory lists of open memtraffic.ops() blocks
 _sinks_lock = threading.Lock()
 _fd: tuple[str, int] | None = None  # (path, descriptor) of the open trace file
 _freed: list[int] = []  # storages freed since the last record (memtraffic.inprogram.liveness appends)
@@ -61,9 +61,9 @@ def short_dtype(dtype: object) -> str:
     return _SHORT_DTYPES.get(text, text)
 
 
-def make_record(kind: str, seq: int, op: str, range_name: str, inputs: list[TensorEntry],
+def make_record(kind: TraceKind, seq: int, op: str, range_name: str, inputs: list[TensorEntry],
                 outputs: list[TensorEntry], read_bytes: int, write_bytes: int,
-                flops: int | None, *, note: str = "", main: TensorEntry | None = None) -> Config:
+                flops: int | None, *, note: str = "", main: TensorEntry | None = None) -> TraceRecord:
     """A plan config; `shape`/`dtype` are those of `main` (an op's result), else of the first input,
     else of the first output ([] and '' without any). `min_note` says where the minimum is a bound
     (data the tracer could not read) rather than exact ('' when exact)."""
@@ -79,7 +79,7 @@ def make_record(kind: str, seq: int, op: str, range_name: str, inputs: list[Tens
     }
 
 
-def add_decision(record: Config, decision: Decision) -> None:
+def add_decision(record: TraceRecord, decision: Decision) -> None:
     """What a launch decision (memtraffic.vocab.launches) adds to the call's trace record: its signature,
     and for a repeat, `repeat` and the range it reuses."""
     record["signature"] = decision.signature
@@ -133,7 +133,7 @@ def _drain_freed() -> list[int]:
     return freed
 
 
-def emit(record: Config) -> None:
+def emit(record: TraceRecord) -> None:
     """Hand the record to open memtraffic.ops() blocks and append it to $MEMTRAFFIC_TRACE if set. A record
     that names storages (`reads`/`writes`) gets `freed` first: the storages freed since the last one."""
     if "reads" in record or "writes" in record:
@@ -158,9 +158,9 @@ def _trace_fd(path: str) -> int:
 
 
 @contextmanager
-def collect() -> Iterator[list[Config]]:
+def collect() -> Iterator[list[TraceRecord]]:
     """The records emitted in this process while the block runs (every thread), in emission order."""
-    records: list[Config] = []
+    records: list[TraceRecord] = []
     with _sinks_lock:
         _sinks.append(records)
     try:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from config_fixture import traced_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -115,9 +116,9 @@ def _run(folder: Path, kernels: list[tuple[str, str]], torch_ops: bool = True) -
     write_timings(folder / TIMINGS_FILE, [
         {"launch": i, "range": rng, "nvtx": [rng] if rng else [], "kernel": name, "time_ns": 1000,
          "stream": 7} for i, (rng, name) in enumerate(kernels)], "Test GPU")
-    configs = [{"range": rng, "kind": rng.split("|")[1], "op": rng.split("|")[3], "shape": [64],
-                "dtype": "fp32", "min_read_bytes": 256, "min_write_bytes": 256}
-               for rng in dict.fromkeys(r for r, _ in kernels if r)]
+    configs = [traced_config(i, range=rng, kind=rng.split("|")[1], seq=i, op=rng.split("|")[3], shape=[64],
+                             min_read_bytes=256, min_write_bytes=256, model_flops=None)
+               for i, rng in enumerate(dict.fromkeys(r for r, _ in kernels if r))]
     (folder / "plan.json").write_text(json.dumps({"version": 1, "kind": "profile", "configs": configs}))
     (folder / "run.json").write_text(json.dumps({"kind": "profile", "timing_only": True,
                                                  "torch_ops": torch_ops, "reports": [TIMINGS_FILE],

@@ -24,7 +24,8 @@ from memtraffic.runfolder.trace import make_record
 
 def _config(seq: int, op: str, read: int, write: int, kind: str = "op") -> dict:
     name = f"mt|op|{seq}|{op}" if kind == "op" else f"mt|region|{op}|{seq}"
-    return make_record(kind, seq, op, name, [{"shape": [8, 8], "dtype": "fp32"}], [], read, write, None)
+    record = make_record(kind, seq, op, name, [{"shape": [8, 8], "dtype": "fp32"}], [], read, write, None)
+    return {**record, "id": seq}  # numbered, as in a plan (plan_from_trace)
 
 
 CONFIGS = [

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from config_fixture import variant_config
 from stand_ins import RUNNER_PASS_THROUGH as PASS_THROUGH
 from stand_ins import fake_ncu
 from typer.testing import CliRunner
@@ -318,7 +319,7 @@ def _claiming_runner(plan, run_dir, seconds=None, crash=None, exit_code=0, barri
 
 
 def _plan(n: int) -> dict:
-    return {"configs": [{"id": i, "range": f"mt|v{i}|8x8|fp32", "variant": f"v{i}"} for i in range(n)],
+    return {"configs": [variant_config(i) for i in range(n)],
             "skipped": []}
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from config_fixture import traced_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -166,13 +167,13 @@ def _timing_run(folder: Path, device: str = "NVIDIA H100 80GB HBM3") -> Path:
     folder.mkdir()
     write_timings(folder / TIMINGS_FILE, join_trace(TRACE), device)
     configs = [
-        {"range": "mt|op|1|aten.mm.default", "kind": "op", "op": "aten.mm.default", "shape": [64, 64],
-         "dtype": "fp32", "min_read_bytes": 32768, "min_write_bytes": 16384, "model_flops": 524288},
-        {"range": "mt|triton|2|triton_poi_fused_add_0", "kind": "triton", "op": "triton_poi_fused_add_0",
-         "shape": [64], "dtype": "fp32", "min_read_bytes": 512, "min_write_bytes": 256,
-         "params": {"fused_aten": ["aten.add"]}},
-        {"range": "mt|region|step|0", "kind": "region", "op": "step", "min_read_bytes": None,
-         "min_write_bytes": None},
+        traced_config(0, range="mt|op|1|aten.mm.default", seq=1, op="aten.mm.default", shape=[64, 64],
+                      min_read_bytes=32768, min_write_bytes=16384, model_flops=524288),
+        traced_config(1, range="mt|triton|2|triton_poi_fused_add_0", kind="triton", seq=2,
+                      op="triton_poi_fused_add_0", shape=[64], min_read_bytes=512, min_write_bytes=256,
+                      model_flops=None, params={"fused_aten": ["aten.add"]}),
+        traced_config(2, range="mt|region|step|0", kind="region", seq=3, op="step", shape=[], dtype="",
+                      min_read_bytes=None, min_write_bytes=None, model_flops=None),
     ]
     (folder / "plan.json").write_text(json.dumps({"version": 1, "kind": "profile", "configs": configs}))
     (folder / "run.json").write_text(json.dumps({"kind": "profile", "timing_only": True,

@@ -7,13 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
+from config_fixture import variant_config
 
 from memtraffic.runfolder.builder import RunBuilder, outcomes
 from memtraffic.runfolder.records import read_plan, read_run
 from memtraffic.vocab.errors import UsageError
 
-CONFIG = {"id": 0, "range": "mt|v|4x8|fp32", "variant": "v", "op": "softmax", "shape": [4, 8],
-          "dtype": "fp32", "params": {}}
+CONFIG = variant_config(0, range="mt|v|4x8|fp32", variant="v", shape=[4, 8])
 
 
 def test_each_save_adds_its_fields_and_writes_run_json_in_their_order(tmp_path):

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from config_fixture import traced_config, variant_config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -202,8 +203,14 @@ def test_a_damaged_config_names_its_field():
     assert problem(plan, Plan) == "configs[2].shape[1] is a string, expected an integer"
     del plan["configs"][1]["range"]
     assert problem(plan, Plan) == "configs[1].range is missing"
-    assert problem({"range": "r", "min_read_bytes": True}, Config) == (
+    assert problem(variant_config(min_read_bytes=True), Config) == (
         "min_read_bytes is true/false, expected an integer or a number or null")
+    assert problem(traced_config(kind="kernel"), Config) == (
+        "kind is 'kernel', expected 'op' or 'region' or 'triton' or none")
+    # No kind: a variant's config, which needs what a traced one does not have.
+    assert problem({k: v for k, v in traced_config().items() if k != "kind"}, Config) == (
+        "explicit_params is missing")
+    assert problem({**variant_config(), "kind": "op"}, Config) == "seq is missing"
 
 
 def _table(report: Path) -> dict[str, Any]:
@@ -282,14 +289,15 @@ def test_a_trace_record_that_is_no_config_is_skipped_and_a_bad_write_is_one_line
     assert plan["skipped"] == [{"range": records[1]["range"],
                                 "reason": "trace record: shape[0] is a string, expected an integer"}]
     with pytest.raises(UsageError) as err:
-        write_plan(tmp_path, {"configs": [{"range": "r", "pred_read_bytes": "12"}]})
+        write_plan(tmp_path, {"configs": [variant_config(pred_read_bytes="12")]})
     assert str(err.value) == (f"cannot write {tmp_path / 'plan.json'}: configs[0].pred_read_bytes is a "
                               "string, expected an integer or a number or null (a variant's model or the "
                               "program gave a value of the wrong kind)")
     assert not (tmp_path / "plan.json").exists()
 
 
-@pytest.mark.parametrize("record", ["Plan", "Config", "RunRecord", "Attempt", "Outcome", "Skipped"])
+@pytest.mark.parametrize("record", ["Plan", "VariantConfig", "TracedConfig", "TraceRecord", "RunRecord",
+                                    "Attempt", "Outcome", "Skipped"])
 def test_the_schema_is_the_typed_records(record):
     """The validator walks the TypedDicts: every field a record declares is checked, none only there."""
     from typing import get_type_hints
@@ -297,7 +305,9 @@ def test_the_schema_is_the_typed_records(record):
     from memtraffic.runfolder import records
 
     cls = getattr(records, record)
-    base = {"Plan": {"configs": []}, "Config": {"range": "r"}}.get(record, {})
+    traced = {k: v for k, v in traced_config().items() if k != "id"}
+    base = {"Plan": {"configs": []}, "VariantConfig": variant_config(), "TracedConfig": traced_config(),
+            "TraceRecord": traced}.get(record, {})
     assert problem(base, cls) is None
     for key in get_type_hints(cls):
         wrong = next(v for v in ("x", 1.5, [1.5], {"k": 1.5}, True) if problem({**base, key: v}, cls))

@@ -8,7 +8,7 @@ import json
 import os
 
 from memtraffic.runfolder import trace
-from memtraffic.runfolder.records import Config, problem
+from memtraffic.runfolder.records import TraceRecord, problem
 from memtraffic.vocab.launches import Decision
 
 
@@ -20,7 +20,7 @@ def _record(seq: int = 0):
 
 def test_a_record_is_a_config_with_the_minimum_and_the_first_input_shape():
     record = _record()
-    assert problem(record, Config) is None
+    assert problem(record, TraceRecord) is None
     assert (record["shape"], record["dtype"], record["min_read_bytes"], record["min_write_bytes"],
             record["model_flops"], record["pid"]) == ([4, 8], "fp32", 256, 128, 32, os.getpid())
     assert record["pred_read_bytes"] is None and record["min_note"] == ""
