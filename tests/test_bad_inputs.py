@@ -115,9 +115,9 @@ def test_a_ceilings_file_that_is_not_json(tmp_path, text, what):
     ceilings = tmp_path / "c.json"
     ceilings.write_text(text)
     out = tmp_path / "roof.html"
-    line = _one_line(["roofline", str(SEED), "--ceilings", str(ceilings), "--out", str(out)], 1)
-    assert line == (f"error: {ceilings} is not valid JSON ({what}): give --ceilings a file written by "
-                    "'memtraffic ceilings --format json' (or one of reports/ceilings/)")
+    line = _one_line(["roofline", str(SEED), "--roofs-file", str(ceilings), "--out", str(out)], 1)
+    assert line == (f"error: {ceilings} is not valid JSON ({what}): give --roofs-file a file written by "
+                    "'memtraffic roofs --format json' (or one of reports/ceilings/)")
     assert not out.exists()
 
 

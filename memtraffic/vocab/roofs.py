@@ -159,10 +159,10 @@ def write_reference(entry: CeilingsEntry, directory: Path | None = None) -> Path
 
 def load_ceilings_file(path: Path, device: str | None = None) -> CeilingsEntry:
     """A file holding one entry (reports/ceilings/*.json) or a cache (device -> entry)."""
-    if not require_file(path, "give a file written by 'memtraffic ceilings --format json'", usage=True,
-                        option="--ceilings"):
+    if not require_file(path, "give a file written by 'memtraffic roofs --format json'", usage=True,
+                        option="--roofs-file"):
         raise UsageError(f"ceilings file {path} does not exist")
-    data = _read_json(path, "give --ceilings a file written by 'memtraffic ceilings --format json' "
+    data = _read_json(path, "give --roofs-file a file written by 'memtraffic roofs --format json' "
                             "(or one of reports/ceilings/)")
     if isinstance(data, dict) and "device" in data:
         return _check_entry(data, path)

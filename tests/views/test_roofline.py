@@ -358,10 +358,11 @@ def test_png_export_names_what_is_missing(tmp_path, monkeypatch):
         write_png(fig, tmp_path / "t.png")
 
 
-def test_cli_roofline_writes_html(tmp_path):
+@pytest.mark.parametrize("option", ["--roofs-file", "--ceilings"])  # --ceilings: its old name, still read
+def test_cli_roofline_writes_html(tmp_path, option):
     run = write_run(tmp_path / "run-a")
     ceil = write_ceilings(tmp_path / "c.json")
-    args = ["roofline", str(run), "--ceilings", str(ceil), "--out", str(tmp_path / "o.html")]
+    args = ["roofline", str(run), option, str(ceil), "--out", str(tmp_path / "o.html")]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     page = (tmp_path / "o.html").read_text()
