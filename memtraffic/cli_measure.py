@@ -335,12 +335,12 @@ def roofs(
       memtraffic roofs --refresh --save-reference   # commit reports/roofs/
       memtraffic roofs --format json
     """
-    from memtraffic.api import measure_ceilings
-    from memtraffic.views.tables import ceilings_table
+    from memtraffic.api import measure_roofs
+    from memtraffic.views.tables import roofs_table
 
     formats.check(fmt, FOR_OBJECTS)
-    entry = measure_ceilings(refresh, ncu, save_reference, echo=lambda m: typer.echo(m, err=True))
-    typer.echo(formats.render(fmt, entry, lambda: ceilings_table(entry)))
+    entry = measure_roofs(refresh, ncu, save_reference, echo=lambda m: typer.echo(m, err=True))
+    typer.echo(formats.render(fmt, entry, lambda: roofs_table(entry)))
 
 
 def bench(

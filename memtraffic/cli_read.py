@@ -302,7 +302,7 @@ def roofline(
     from memtraffic.api import write_roofline
 
     written, notes = write_roofline(runs or [], level, out=out, png=png,
-                                    ceilings=roofs_file or old_roofs_file, force=force, partial=partial)
+                                    roofs_file=roofs_file or old_roofs_file, force=force, partial=partial)
     for note in notes:
         typer.echo(f"note: {note}", err=True)
     for path in written:

@@ -20,7 +20,7 @@ for step in $steps; do
   case $step in
     tests) python3 -m pytest -q -m "gpu or ncu" -p no:cacheprovider 2>&1 | tee "$log/gpu_tests.txt" ;;
     reports) python3 scripts/make_reference_reports.py ${REPORTS_ARGS:-} 2>&1 | tee "$log/reports.txt" ;;
-    ceilings) memtraffic ceilings --refresh --save-reference 2>&1 | tee "$log/ceilings.txt" ;;
+    ceilings) memtraffic roofs --refresh --save-reference 2>&1 | tee "$log/ceilings.txt" ;;
     bench) memtraffic bench --out "reports/bench/$(date -u +%F)-${GPU_TAG:-h100}" 2>&1 | tee "$log/bench.txt" ;;
     # The runs the README and tests read that are not measure groups; each lands in $log/STEP/.
     torch_ops) OUT="$log/$step" bash scripts/make_torch_ops_report.sh 2>&1 | tee "$log/$step.txt" ;;

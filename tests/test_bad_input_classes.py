@@ -201,7 +201,7 @@ def test_a_log_that_is_no_file_stops_a_merge_before_it_writes(kind):
 
 
 @pytest.mark.parametrize("kind", ["fifo", "folder", "loop"])
-def test_a_ceilings_file_that_is_no_file_is_a_usage_error(kind, tmp_path):
+def test_a_roofs_file_that_is_no_file_is_a_usage_error(kind, tmp_path):
     given = tmp_path / "c.json"
     _make(given, kind)
     out = tmp_path / "roof.html"
