@@ -112,7 +112,7 @@ def _table(run: str | Path | Run | pd.DataFrame) -> pd.DataFrame:
 def roofline(run: str | Path | Run | pd.DataFrame, levels: Sequence[str] = LEVELS,
              roofs_file: str | Path | None = None, title: str | None = None) -> go.Figure:
     """`memtraffic roofline`'s roofline: one panel per level, with this device's roofs where known
-    (a roofs file, else the cache, else reports/ceilings/)."""
+    (a roofs file, else the cache, else reports/roofs/)."""
     from memtraffic.views.html_report import devices_of, resolve_roofs
     from memtraffic.views.roofline import roofline_figure
 
@@ -294,8 +294,8 @@ def minimum(op: str, shape: str | Sequence[int], dtype: str = "fp32") -> Minimum
 
 
 def roofs(source: str | Path) -> RoofsEntry:
-    """A GPU's roofs, as `memtraffic roofs` measured them: from a roofs file (reports/ceilings/*.json)
-    or by device name (this machine's cache, then reports/ceilings/). Keys: device, date, measured,
+    """A GPU's roofs, as `memtraffic roofs` measured them: from a roofs file (reports/roofs/*.json)
+    or by device name (this machine's cache, then reports/roofs/). Keys: device, date, measured,
     ncu_theoretical (bytes/s and FLOP/s), method."""
     from memtraffic.vocab.errors import UsageError
     from memtraffic.vocab.roofs import find_roofs, load_roofs_file
@@ -559,7 +559,7 @@ def metric_sets(chip: str | None = None, all_chips: bool = False, set_name: str 
 def measure_roofs(refresh: bool = False, ncu: bool = True, save_reference: bool = False,
                      echo: Echo | None = None) -> RoofsEntry:
     """`memtraffic roofs`: this GPU's roofs, measured once and cached (`refresh`: measured again);
-    `save_reference` also writes reports/ceilings/<device>.json. Needs a CUDA GPU."""
+    `save_reference` also writes reports/roofs/<device>.json. Needs a CUDA GPU."""
     from memtraffic.probes.roof_probes import get_roofs
     from memtraffic.vocab.roofs import cache_file, write_reference
 

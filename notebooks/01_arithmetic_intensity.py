@@ -22,7 +22,7 @@
 # roofline, and ends with exercises whose answers the models compute.
 #
 # It needs no GPU: every number below is read from the committed Nsight Compute reports
-# (`profile.ncu-rep`) and from the roofs measured on the same H100 (`reports/ceilings/`), or
+# (`profile.ncu-rep`) and from the roofs measured on the same H100 (`reports/roofs/`), or
 # computed by memtraffic's models (`memtraffic.minimum`). None is typed in. It uses only memtraffic's
 # public API (`import memtraffic`).
 
@@ -45,7 +45,7 @@ def find_root() -> Path:
 
 ROOT = find_root()
 REPORTS = ROOT / "reports" / "h100"
-ROOFS_FILE = next((ROOT / "reports" / "ceilings").glob("*H100*.json"))
+ROOFS_FILE = next((ROOT / "reports" / "roofs").glob("*H100*.json"))
 ROOFS = memtraffic.roofs(ROOFS_FILE)
 DEVICE = ROOFS["device"]
 print(f"reports from {REPORTS.relative_to(ROOT)}; roofs of the {DEVICE}, measured {ROOFS['date']}")

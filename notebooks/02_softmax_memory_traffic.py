@@ -55,7 +55,7 @@ def find_root() -> Path:
 
 ROOT = find_root()
 REPORTS = ROOT / "reports" / "h100"
-ROOFS_FILE = next((ROOT / "reports" / "ceilings").glob("*H100*.json"))
+ROOFS_FILE = next((ROOT / "reports" / "roofs").glob("*H100*.json"))
 ROOFS = memtraffic.roofs(ROOFS_FILE)
 RUNS = {name: memtraffic.analyze(REPORTS / name) for name in
         ("seed_1048576x2_fp32", "suite_1048576x2_fp32", "suite_8192x8192", "suite_4096x4096",

@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "reports" / "h100"
-ROOFS_FILE = ROOT / "reports" / "ceilings" / "NVIDIA_H100_80GB_HBM3.json"
+ROOFS_FILE = ROOT / "reports" / "roofs" / "NVIDIA_H100_80GB_HBM3.json"
 OUT = ROOT / "reports" / "figures"
 ROOFLINE_RUNS = ("suite_8192x8192", "matmul_4096x4096x4096", "matmul_softmax_4096x1024x1024",
                  "suite_1048576x2_fp32")

@@ -5,7 +5,7 @@
     launch_s        memtraffic.probes.roof_probes.ncu_launch_floor: ncu's time of a kernel with nothing to do;
     dram_latency_s  memtraffic.probes.roof_probes.measure_dram_latency: a pointer chase beyond L2.
   python scripts/time_probes.py merge PROBES.json [ROOFS.json]   adds both to the device's roofs
-    (default reports/ceilings/<device>.json) under 'measured', with their method and date, leaving the
+    (default reports/roofs/<device>.json) under 'measured', with their method and date, leaving the
     roofs as they were measured.
 
 memtraffic.analysis.time_notes reads them from the roofs' 'measured' entries.

@@ -14,7 +14,7 @@ from memtraffic.vocab.errors import UsageError
 from memtraffic.vocab.ops import OPS, parse_dtype, torch_dtype
 
 REPO = Path(__file__).resolve().parent.parent
-ROOFS_FILE = next((REPO / "reports" / "ceilings").glob("*H100*.json"))
+ROOFS_FILE = next((REPO / "reports" / "roofs").glob("*H100*.json"))
 
 
 def test_every_public_name_resolves():

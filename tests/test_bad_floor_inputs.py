@@ -33,7 +33,7 @@ H100 = REPO / "reports" / "h100"
 SEED = H100 / "seed_1048576x2_fp32"  # measure: three softmax variants
 BLOCK = H100 / "floor_eager_block"  # profile: a traced transformer block, tensor identities in its trace
 TIMED = H100 / "timing_only_layernorm_mlp_adamw"
-COMMITTED = REPO / "reports" / "ceilings" / "NVIDIA_H100_80GB_HBM3.json"
+COMMITTED = REPO / "reports" / "roofs" / "NVIDIA_H100_80GB_HBM3.json"
 DAMAGED = "the run folder is damaged (restore the file, or measure again)"
 SLOW = settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -174,16 +174,16 @@ def test_a_cache_entry_that_is_no_roofs_is_set_aside_for_the_committed_roofs(key
     entry["measured"][key] = value
     cache = Path(tmp_path / "cache")
     cache.mkdir(exist_ok=True)
-    (cache / "ceilings.json").write_text(json.dumps({entry["device"]: entry}))
+    (cache / "roofs.json").write_text(json.dumps({entry["device"]: entry}))
     res = _invoke(["floor", SEED, "--format", "json"])
     assert res.exit_code == 0, res.output
     warning = res.stderr.strip().splitlines()
     assert len(warning) == 1 and warning[0] == (
-        f"warning: {cache / 'ceilings.json'}: NVIDIA H100 80GB HBM3: measured.{key} is {value!r}, expected a "
+        f"warning: {cache / 'roofs.json'}: NVIDIA H100 80GB HBM3: measured.{key} is {value!r}, expected a "
         "number above 0: this cache entry is set aside (the committed roofs stand in, where there are any); "
         "re-measure with 'memtraffic roofs --refresh' on that GPU")
     got = json.loads(res.stdout)
-    (cache / "ceilings.json").unlink()
+    (cache / "roofs.json").unlink()
     assert got["floor_s"] == _floor_numbers(SEED)["floor_s"] > 0
     assert all(r["floor_s"] >= 0 and r["recoverable_s"] >= 0 for r in got["by_op"])
 

@@ -117,7 +117,7 @@ def test_a_roofs_file_that_is_not_json(tmp_path, text, what):
     out = tmp_path / "roof.html"
     line = _one_line(["roofline", str(SEED), "--roofs-file", str(roofs), "--out", str(out)], 1)
     assert line == (f"error: {roofs} is not valid JSON ({what}): give --roofs-file a file written by "
-                    "'memtraffic roofs --format json' (or one of reports/ceilings/)")
+                    "'memtraffic roofs --format json' (or one of reports/roofs/)")
     assert not out.exists()
 
 

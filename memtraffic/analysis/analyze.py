@@ -383,7 +383,7 @@ def compute(rows: pd.DataFrame, plan: Plan | None = None,
 
 def _measured_roofs(devices: pd.Series) -> dict[str, dict[str, float]]:
     """device -> its measured roofs (the roofs entry's 'measured': copy bandwidth, FLOP rates, launch floor,
-    DRAM latency), for the devices that have roofs (user cache, else reports/ceilings/)."""
+    DRAM latency), for the devices that have roofs (user cache, else reports/roofs/)."""
     out: dict[str, dict[str, float]] = {}
     for device in {d for d in devices if isinstance(d, str) and d}:
         try:

@@ -4,7 +4,7 @@ A timings file (memtraffic.runfolder.timings) holds each kernel's device time an
 kernel table has the time and every traffic column NaN, so analyze's efficiencies per level stay NaN
 (levels absent) while `bw_min_Bps` (minimum bytes / time) is the achieved bandwidth at the minimum.
 `mark` adds `copy_roof_Bps`, the measured device-to-device copy bandwidth of the run's GPU (its
-roofs: user cache, then reports/ceilings/), `frac_copy_roof` (bw_min_Bps / copy_roof_Bps) and
+roofs: user cache, then reports/roofs/), `frac_copy_roof` (bw_min_Bps / copy_roof_Bps) and
 `timing_only`, and says in each row's diagnosis that no per-level bytes were measured. A fraction above 1
 is a kernel whose data was (partly) in L2: the program runs as it does, caches warm.
 """

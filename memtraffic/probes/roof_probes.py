@@ -148,7 +148,7 @@ def ncu_theoretical(timeout_s: float = 300) -> tuple[dict[str, float], str]:
 def current_device() -> str:
     """The name of CUDA device 0, whose roofs are measured, or GpuNotFoundError."""
     return require_gpu(f"measuring roofs needs one; roofline can still use the cached ({cache_file()}) "
-                       "or committed (reports/ceilings/) roofs of known devices")
+                       "or committed (reports/roofs/) roofs of known devices")
 
 
 def median_time_s(fn: Callable[[], object], repeats: int) -> float:
@@ -366,7 +366,7 @@ def get_roofs(refresh: bool = False, with_ncu: bool = True,
 def roofs_for_floor(device: str, echo: Callable[[str], None],
                     measure: Callable[[], RoofsEntry] | None = None) -> RoofsEntry | None:
     """Roofs for the floor of a run on `device` (`profile` and `measure` call it after the run, outside
-    ncu): None when the device has some already (the user cache, then reports/ceilings/), else measured
+    ncu): None when the device has some already (the user cache, then reports/roofs/), else measured
     once now (measure_roofs: about 20 s) and cached, said in one line (what, how long, where). A
     measurement that fails is one warning: the run stands, without a floor until `memtraffic roofs`."""
     if not device or find_roofs(device) is not None:

@@ -6,8 +6,8 @@ Two kinds, always kept apart:
 - ncu theoretical: per-cycle peaks times clock rates, read from an Nsight Compute report
   (the same expressions ncu's own roofline sections use), when ncu is available.
 
-Where they live: a user cache (ceilings.json in vocab.files.cache_dir()), and committed reference
-values under reports/ceilings/<device>.json written by `memtraffic roofs --save-reference` on a
+Where they live: a user cache (roofs.json in vocab.files.cache_dir()), and committed reference
+values under reports/roofs/<device>.json written by `memtraffic roofs --save-reference` on a
 real GPU. Numbers are never typed in by hand. Torch-free: the reading side draws rooflines with them.
 """
 
@@ -37,7 +37,8 @@ BANDWIDTH_OF_LEVEL = {"dram": "dram_Bps", "l2": "l2_Bps", "l1": "l1_Bps"}
 KINDS = {"measured": "measured", "ncu_theoretical": "ncu theoretical"}
 
 REPO_ROOT = Path(__file__).resolve().parents[2]  # the source checkout (memtraffic/vocab/roofs.py)
-COMMITTED_DIR = REPO_ROOT / "reports" / "ceilings"
+COMMITTED_DIR = REPO_ROOT / "reports" / "roofs"
+OLD_CACHE_NAME = "ceilings.json"  # the cache's name before roofs.json: still read while roofs.json is missing
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -45,8 +46,15 @@ COMMITTED_DIR = REPO_ROOT / "reports" / "ceilings"
 
 
 def cache_file() -> Path:
-    """ceilings.json in the user cache folder (vocab.files.cache_dir)."""
-    return cache_dir() / "ceilings.json"
+    """roofs.json in the user cache folder (vocab.files.cache_dir): where roofs are cached."""
+    return cache_dir() / "roofs.json"
+
+
+def _cache_to_read() -> Path:
+    """roofs.json, or the older ceilings.json beside it while roofs.json does not exist, so that roofs
+    measured before the rename are not lost (the next write_cache carries them into roofs.json)."""
+    new, old = cache_file(), cache_dir() / OLD_CACHE_NAME
+    return old if path_kind(new) == "missing" and path_kind(old) != "missing" else new
 
 
 def device_slug(device: str) -> str:
@@ -63,7 +71,7 @@ class _RoofsDevice(TypedDict):
 
 
 class RoofsEntry(_RoofsDevice, total=False):
-    """One device's roofs (the cache's value, reports/ceilings/<device>.json): measured roofs (ROOFS
+    """One device's roofs (the cache's value, reports/roofs/<device>.json): measured roofs (ROOFS
     keys, plus dram_latency_s and launch_s) and how each was measured, ncu's theoretical peaks."""
 
     measured: dict[str, float]
@@ -119,8 +127,8 @@ _SET_ASIDE: set[tuple[str, str]] = set()  # (cache file, device) already warned 
 def read_cache(path: Path | None = None) -> dict[str, RoofsEntry]:
     """device name -> roofs entry; empty when there is no cache yet, or when it cannot be read (said once:
     vocab.files.cache_unusable). An entry whose numbers are no roofs (entry_problem) is set aside with one
-    warning: the committed roofs (reports/ceilings/) stand in for it."""
-    path = path or cache_file()
+    warning: the committed roofs (reports/roofs/) stand in for it."""
+    path = path or _cache_to_read()
     kind = path_kind(path)
     if kind == "missing":
         return {}
@@ -145,25 +153,24 @@ def read_cache(path: Path | None = None) -> dict[str, RoofsEntry]:
 
 def write_cache(entry: RoofsEntry, path: Path | None = None) -> Path:
     """Add or replace this device's entry; other devices' entries are kept. Atomic replace."""
-    path = path or cache_file()
-    data = read_cache(path)
+    data = read_cache(path)  # without a path: roofs.json, else the older ceilings.json
     data[entry["device"]] = entry
-    return write_json(path, data, sort_keys=True)
+    return write_json(path or cache_file(), data, sort_keys=True)
 
 
 def write_reference(entry: RoofsEntry, directory: Path | None = None) -> Path:
-    """reports/ceilings/<device>.json, to commit beside the reference runs."""
+    """reports/roofs/<device>.json, to commit beside the reference runs."""
     directory = directory or COMMITTED_DIR
     return write_json(directory / f"{device_slug(entry['device'])}.json", dict(entry), sort_keys=True)
 
 
 def load_roofs_file(path: Path, device: str | None = None) -> RoofsEntry:
-    """A file holding one entry (reports/ceilings/*.json) or a cache (device -> entry)."""
+    """A file holding one entry (reports/roofs/*.json) or a cache (device -> entry)."""
     if not require_file(path, "give a file written by 'memtraffic roofs --format json'", usage=True,
                         option="--roofs-file"):
         raise UsageError(f"roofs file {path} does not exist")
     data = _read_json(path, "give --roofs-file a file written by 'memtraffic roofs --format json' "
-                            "(or one of reports/ceilings/)")
+                            "(or one of reports/roofs/)")
     if isinstance(data, dict) and "device" in data:
         return _check_entry(data, path)
     if isinstance(data, dict) and data:

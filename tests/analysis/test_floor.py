@@ -36,7 +36,7 @@ EAGER, COMPILED = REPORTS / "floor_eager_block", REPORTS / "floor_compiled_block
 SEED = REPORTS / "seed_1048576x2_fp32"
 GELU = {way: REPORTS / f"floor_gelu_{way}" for way in ("eager", "triton", "compiled")}
 RANGE = REPORTS / "range_replay_adam" / "range"
-ROOFS_H100 = REPORTS.parent / "ceilings" / "NVIDIA_H100_80GB_HBM3.json"
+ROOFS_H100 = REPORTS.parent / "roofs" / "NVIDIA_H100_80GB_HBM3.json"
 runner = CliRunner()
 
 
@@ -166,7 +166,7 @@ def on_gpu(run: Path, dest: Path, gpu: str) -> Path:
 @pytest.fixture
 def h200(tmp_path, monkeypatch) -> Path:
     """floor_eager_block as if profiled on an H200 without measured roofs: only the H100's are known."""
-    committed = tmp_path / "ceilings"
+    committed = tmp_path / "roofs"
     committed.mkdir()
     shutil.copy(ROOFS_H100, committed)
     monkeypatch.setattr("memtraffic.vocab.roofs.COMMITTED_DIR", committed)

@@ -27,12 +27,12 @@ def cache_dir(tmp_path, monkeypatch):
 
 
 def test_cache_round_trip_keeps_other_devices(cache_dir):
-    assert roofs.cache_file() == cache_dir / "ceilings.json"
+    assert roofs.cache_file() == cache_dir / "roofs.json"
     assert roofs.read_cache() == {}
     other = {**ROOFS_ENTRY, "device": "Other GPU", "measured": {"dram_Bps": 5.0}}
     roofs.write_cache(other)
     path = roofs.write_cache(ROOFS_ENTRY)
-    assert path == cache_dir / "ceilings.json"
+    assert path == cache_dir / "roofs.json"
     back = roofs.read_cache()
     assert back == {DEVICE: ROOFS_ENTRY, "Other GPU": other}
     roofs.write_cache({**ROOFS_ENTRY, "measured": {"dram_Bps": 7.0}})  # a re-measure replaces only its device
@@ -42,18 +42,33 @@ def test_cache_round_trip_keeps_other_devices(cache_dir):
 def test_default_cache_location(monkeypatch, tmp_path):
     monkeypatch.delenv("MEMTRAFFIC_CACHE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert roofs.cache_file() == tmp_path / "memtraffic" / "ceilings.json"
+    assert roofs.cache_file() == tmp_path / "memtraffic" / "roofs.json"
+
+
+def test_a_cache_under_its_old_name_is_read_and_carried_into_roofs_json(cache_dir):
+    """A user's roofs cached as ceilings.json (before the rename) are still found, and the next write moves
+    them into roofs.json beside the new entry; the old file is left as it was."""
+    cache_dir.mkdir()
+    other = {**ROOFS_ENTRY, "device": "Other GPU", "measured": {"dram_Bps": 5.0}}
+    old = cache_dir / "ceilings.json"
+    old.write_text(json.dumps({"Other GPU": other}))
+    assert roofs.read_cache() == {"Other GPU": other} and roofs.find_roofs("Other GPU") == other
+    assert roofs.write_cache(ROOFS_ENTRY) == cache_dir / "roofs.json"
+    assert json.loads((cache_dir / "roofs.json").read_text()) == {DEVICE: ROOFS_ENTRY, "Other GPU": other}
+    assert json.loads(old.read_text()) == {"Other GPU": other}
+    old.write_text("{not json")  # once roofs.json exists, the old name is not read
+    assert roofs.read_cache() == {DEVICE: ROOFS_ENTRY, "Other GPU": other}
 
 
 def test_corrupt_cache_says_what_to_do(cache_dir):
     cache_dir.mkdir()
-    (cache_dir / "ceilings.json").write_text("{not json")
-    with pytest.raises(ReportError, match=r"ceilings.json is not valid JSON .*--refresh"):
+    (cache_dir / "roofs.json").write_text("{not json")
+    with pytest.raises(ReportError, match=r"roofs.json is not valid JSON .*--refresh"):
         roofs.read_cache()
 
 
 def test_cache_wins_over_committed_reference(cache_dir, tmp_path):
-    committed = tmp_path / "reports" / "ceilings"
+    committed = tmp_path / "reports" / "roofs"
     ref = roofs.write_reference({**ROOFS_ENTRY, "measured": {"dram_Bps": 1.0}}, committed)
     assert ref.name == "Test_GPU_1000.json"
     assert roofs.find_roofs(DEVICE, committed=committed)["measured"] == {"dram_Bps": 1.0}
@@ -271,7 +286,7 @@ def test_the_first_profile_on_a_gpu_without_roofs_measures_them_once(tmp_path, s
     first = _profile(tmp_path, stand_in, "first")
     assert measured == ["measured"]
     said = [line for line in first if ROOFS_LINE.fullmatch(line)]
-    assert len(said) == 1 and ROOFS_LINE.fullmatch(said[0])["path"] == str(cache_dir / "ceilings.json")
+    assert len(said) == 1 and ROOFS_LINE.fullmatch(said[0])["path"] == str(cache_dir / "roofs.json")
     assert roofs.read_cache()["Fake GPU"]["measured"] == {"dram_Bps": 3e12}
     second = _profile(tmp_path, stand_in, "second")  # cached: used, not measured again
     assert measured == ["measured"] and not any("the roofs of" in line for line in second)
