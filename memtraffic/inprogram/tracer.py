@@ -41,7 +41,7 @@ from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sdpa_flop_count
 
 from memtraffic.inprogram.liveness import identities, watch_all
-from memtraffic.inprogram.op_rules import RULES, VALUE_DEPENDENT, OpArgs, Traffic, storage_of, union_bytes
+from memtraffic.inprogram.op_rules import RULES, VALUE_DEPENDENT, CallMinimum, OpArgs, storage_of, union_bytes
 from memtraffic.inprogram.op_rules import tensor_bytes as tensor_bytes  # re-exported: the public helper
 from memtraffic.runfolder import trace
 from memtraffic.runfolder.records import Config, TensorEntry
@@ -106,7 +106,7 @@ def op_record(func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: OpArgs
     packet = func.overloadpacket
     named: OpArgs = {}
     inputs: dict[tuple[object, ...], torch.Tensor] = {}
-    generic = Traffic()
+    generic = CallMinimum()
     storages: set[int] = set()
     for arg, value in _arguments(func, args, kwargs):
         named[arg.name] = value
@@ -130,7 +130,7 @@ def op_record(func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: OpArgs
     traffic = generic
     rule = RULES.get(packet)
     if rule is not None:
-        traffic = Traffic()
+        traffic = CallMinimum()
         try:
             rule(traffic, named, fresh)
         except Exception:  # arguments the rule does not know (a new overload): the generic rule holds
