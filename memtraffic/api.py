@@ -560,8 +560,8 @@ def measure_roofs(refresh: bool = False, ncu: bool = True, save_reference: bool 
                      echo: Echo | None = None) -> RoofsEntry:
     """`memtraffic roofs`: this GPU's roofs, measured once and cached (`refresh`: measured again);
     `save_reference` also writes reports/roofs/<device>.json. Needs a CUDA GPU."""
-    from memtraffic.probes.roof_probes import get_roofs
-    from memtraffic.vocab.roofs import cache_file, write_reference
+    from memtraffic.probes.roof_probes import get_roofs, write_reference
+    from memtraffic.vocab.roofs import cache_file
 
     echo = echo or say
     entry, cached = get_roofs(refresh=refresh, with_ncu=ncu, progress=echo)

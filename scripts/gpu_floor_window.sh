@@ -69,7 +69,7 @@ if [ "$roofs_before" != True ]; then  # the roofs the first profile measured and
     echo "roofs rc=$?" >> "$OUT/steps.txt"
     mkdir -p "$work/reports/roofs"
     # the committed file names no machine: the host name left out, as scripts/share_runs.py does for runs
-    "$PY" -c "import sys; from pathlib import Path; from memtraffic.vocab.roofs import find_roofs, write_reference
+    "$PY" -c "import sys; from pathlib import Path; from memtraffic.probes.roof_probes import write_reference; from memtraffic.vocab.roofs import find_roofs
 entry = find_roofs(sys.argv[1]); entry.get('environment', {}).pop('host', None)
 print(write_reference(entry, Path(sys.argv[2])))" "$name" "$work/reports/roofs" >> "$work/logs/roofs.txt" 2>&1
 fi

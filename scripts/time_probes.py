@@ -43,7 +43,8 @@ def measure(out: Path) -> Path:
 
 def merge(probes_path: Path, roofs_path: Path | None = None) -> Path:
     """The roofs file with the probes' numbers added under 'measured' (and their method, date)."""
-    from memtraffic.vocab.roofs import COMMITTED_DIR, device_slug, load_roofs_file, write_reference
+    from memtraffic.probes.roof_probes import write_reference
+    from memtraffic.vocab.roofs import COMMITTED_DIR, device_slug, load_roofs_file
 
     probes = json.loads(probes_path.read_text())
     roofs_path = roofs_path or COMMITTED_DIR / f"{device_slug(probes['device'])}.json"

@@ -1,6 +1,7 @@
 """Measuring this GPU's roofs: bandwidths and FLOP rates reached by simple kernels (CUDA events,
 warm-up, median of repeats), and ncu's theoretical peaks from a one-kernel probe, cached per device
-name. The roofs file itself (names, cache, committed references) is memtraffic.vocab.roofs.
+name, and written to the user cache or a committed reference. The roofs file itself (names, reading the
+cache and the committed references) is memtraffic.vocab.roofs.
 """
 
 from __future__ import annotations
@@ -21,15 +22,17 @@ from memtraffic.ncu.chips import peak_names
 from memtraffic.ncu.command import build_ncu_command
 from memtraffic.ncu.metrics import METRIC_SETS, METRICS
 from memtraffic.vocab.errors import GpuNotFoundError, NcuError, ReportError
+from memtraffic.vocab.files import write_json
 from memtraffic.vocab.machine import environment, utc_now
 from memtraffic.vocab.roofs import (
+    COMMITTED_DIR,
     ROOFS,
     RoofsEntry,
     cache_file,
+    device_slug,
     find_roofs,
     read_cache,
     theoretical_from_metrics,
-    write_cache,
 )
 
 if TYPE_CHECKING:
@@ -139,6 +142,23 @@ def ncu_theoretical(timeout_s: float = 300) -> tuple[dict[str, float], str]:
     peaks = theoretical_from_metrics(values)
     note = f"{Path(ncu).name} --clock-control none: per-cycle peaks x clock rates ({len(peaks)} roofs)"
     return peaks, "; ".join([note, *missing])
+
+
+# ----------------------------------------------------------------------------------------------------
+# Where measured roofs are written
+
+
+def write_cache(entry: RoofsEntry, path: Path | None = None) -> Path:
+    """Add or replace this device's entry; other devices' entries are kept. Atomic replace."""
+    data = read_cache(path)  # without a path: roofs.json, else the older ceilings.json
+    data[entry["device"]] = entry
+    return write_json(path or cache_file(), data, sort_keys=True)
+
+
+def write_reference(entry: RoofsEntry, directory: Path | None = None) -> Path:
+    """reports/roofs/<device>.json, to commit beside the reference runs."""
+    directory = directory or COMMITTED_DIR
+    return write_json(directory / f"{device_slug(entry['device'])}.json", dict(entry), sort_keys=True)
 
 
 # ----------------------------------------------------------------------------------------------------

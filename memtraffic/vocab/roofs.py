@@ -8,7 +8,8 @@ Two kinds, always kept apart:
 
 Where they live: a user cache (roofs.json in vocab.files.cache_dir()), and committed reference
 values under reports/roofs/<device>.json written by `memtraffic roofs --save-reference` on a
-real GPU. Numbers are never typed in by hand. Torch-free: the reading side draws rooflines with them.
+real GPU (memtraffic.probes.roof_probes writes both; this module reads them). Numbers are never typed
+in by hand. Torch-free: the reading side draws rooflines with them.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any, TypedDict, cast
 
 from memtraffic.vocab.errors import ReportError, UsageError, warn
-from memtraffic.vocab.files import cache_dir, cache_unusable, path_kind, read_json, require_file, write_json
+from memtraffic.vocab.files import cache_dir, cache_unusable, path_kind, read_json, require_file
 from memtraffic.vocab.machine import Environment
 
 # Roof key -> (label, unit). Bandwidths count read + write bytes.
@@ -52,7 +53,7 @@ def cache_file() -> Path:
 
 def _cache_to_read() -> Path:
     """roofs.json, or the older ceilings.json beside it while roofs.json does not exist, so that roofs
-    measured before the rename are not lost (the next write_cache carries them into roofs.json)."""
+    measured before the rename are not lost (probes.roof_probes.write_cache carries them into roofs.json)."""
     new, old = cache_file(), cache_dir() / OLD_CACHE_NAME
     return old if path_kind(new) == "missing" and path_kind(old) != "missing" else new
 
@@ -149,19 +150,6 @@ def read_cache(path: Path | None = None) -> dict[str, RoofsEntry]:
                 warn(f"{err.args[0].removesuffix(CACHE_ADVICE)}: this cache entry is set aside (the "
                      f"committed roofs stand in, where there are any); {CACHE_ADVICE.removeprefix(': ')}")
     return out
-
-
-def write_cache(entry: RoofsEntry, path: Path | None = None) -> Path:
-    """Add or replace this device's entry; other devices' entries are kept. Atomic replace."""
-    data = read_cache(path)  # without a path: roofs.json, else the older ceilings.json
-    data[entry["device"]] = entry
-    return write_json(path or cache_file(), data, sort_keys=True)
-
-
-def write_reference(entry: RoofsEntry, directory: Path | None = None) -> Path:
-    """reports/roofs/<device>.json, to commit beside the reference runs."""
-    directory = directory or COMMITTED_DIR
-    return write_json(directory / f"{device_slug(entry['device'])}.json", dict(entry), sort_keys=True)
 
 
 def load_roofs_file(path: Path, device: str | None = None) -> RoofsEntry:

@@ -30,12 +30,12 @@ def test_cache_round_trip_keeps_other_devices(cache_dir):
     assert roofs.cache_file() == cache_dir / "roofs.json"
     assert roofs.read_cache() == {}
     other = {**ROOFS_ENTRY, "device": "Other GPU", "measured": {"dram_Bps": 5.0}}
-    roofs.write_cache(other)
-    path = roofs.write_cache(ROOFS_ENTRY)
+    c.write_cache(other)
+    path = c.write_cache(ROOFS_ENTRY)
     assert path == cache_dir / "roofs.json"
     back = roofs.read_cache()
     assert back == {DEVICE: ROOFS_ENTRY, "Other GPU": other}
-    roofs.write_cache({**ROOFS_ENTRY, "measured": {"dram_Bps": 7.0}})  # a re-measure replaces only its device
+    c.write_cache({**ROOFS_ENTRY, "measured": {"dram_Bps": 7.0}})  # a re-measure replaces only its device
     assert roofs.read_cache()[DEVICE]["measured"] == {"dram_Bps": 7.0} and "Other GPU" in roofs.read_cache()
 
 
@@ -53,7 +53,7 @@ def test_a_cache_under_its_old_name_is_read_and_carried_into_roofs_json(cache_di
     old = cache_dir / "ceilings.json"
     old.write_text(json.dumps({"Other GPU": other}))
     assert roofs.read_cache() == {"Other GPU": other} and roofs.find_roofs("Other GPU") == other
-    assert roofs.write_cache(ROOFS_ENTRY) == cache_dir / "roofs.json"
+    assert c.write_cache(ROOFS_ENTRY) == cache_dir / "roofs.json"
     assert json.loads((cache_dir / "roofs.json").read_text()) == {DEVICE: ROOFS_ENTRY, "Other GPU": other}
     assert json.loads(old.read_text()) == {"Other GPU": other}
     old.write_text("{not json")  # once roofs.json exists, the old name is not read
@@ -69,10 +69,10 @@ def test_corrupt_cache_says_what_to_do(cache_dir):
 
 def test_cache_wins_over_committed_reference(cache_dir, tmp_path):
     committed = tmp_path / "reports" / "roofs"
-    ref = roofs.write_reference({**ROOFS_ENTRY, "measured": {"dram_Bps": 1.0}}, committed)
+    ref = c.write_reference({**ROOFS_ENTRY, "measured": {"dram_Bps": 1.0}}, committed)
     assert ref.name == "Test_GPU_1000.json"
     assert roofs.find_roofs(DEVICE, committed=committed)["measured"] == {"dram_Bps": 1.0}
-    roofs.write_cache(ROOFS_ENTRY)
+    c.write_cache(ROOFS_ENTRY)
     assert roofs.find_roofs(DEVICE, committed=committed) == ROOFS_ENTRY
     assert roofs.find_roofs("Unknown GPU", committed=committed) is None
     assert roofs.find_roofs("test gpu  1000", committed=committed) == ROOFS_ENTRY  # same slug, other spacing
@@ -110,7 +110,7 @@ def test_get_roofs_uses_the_cache_unless_refreshed(cache_dir, monkeypatch):
 
 
 def test_roofline_reads_cached_roofs(cache_dir, tmp_path, monkeypatch):
-    roofs.write_cache(ROOFS_ENTRY)
+    c.write_cache(ROOFS_ENTRY)
     run = write_run(tmp_path / "run-a")
     monkeypatch.chdir(tmp_path)
     res = CliRunner().invoke(app, ["roofline", str(run), "--level", "dram"])
@@ -311,7 +311,7 @@ def test_a_failed_measurement_is_one_warning_and_the_run_stands(cache_dir, measu
     assert c.roofs_for_floor("Fake GPU", lines.append) is None
     assert lines == ["warning: no roofs for Fake GPU (RuntimeError: CUDA error: out of memory): the floor "
                      "needs them; `memtraffic roofs` measures them"]
-    roofs.write_cache(ROOFS_ENTRY)
+    c.write_cache(ROOFS_ENTRY)
     assert c.roofs_for_floor(DEVICE, lines.append) is None and len(lines) == 1  # cached: nothing to do
 
 
