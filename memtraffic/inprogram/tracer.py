@@ -40,6 +40,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatc
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sdpa_flop_count
 
+from memtraffic.inprogram import distinct
 from memtraffic.inprogram.liveness import identities, watch_all
 from memtraffic.inprogram.op_rules import RULES, VALUE_DEPENDENT, CallMinimum, OpArgs, storage_of, union_bytes
 from memtraffic.inprogram.op_rules import tensor_bytes as tensor_bytes  # re-exported: the public helper
@@ -284,7 +285,7 @@ class OpTracer(TorchDispatchMode):
         seq = next_seq()
         # Measured, or a repeat of an earlier call with the same signature (memtraffic.vocab.launches):
         # a repeat's range is one ncu skips. Ops whose traffic may depend on values are measured more.
-        decision = launches.decide(f"mt|op|{seq}|{func}", call_signature(func, args, kwargs),
+        decision = distinct.decide(f"mt|op|{seq}|{func}", call_signature(func, args, kwargs),
                                    value_dependent=func.overloadpacket in VALUE_DEPENDENT)
         nvtx = self._nvtx and (not self._range_replay or _touches_gpu(args, kwargs))
         if nvtx and self._range_replay and not self._primed:
@@ -296,7 +297,7 @@ class OpTracer(TorchDispatchMode):
         finally:
             if nvtx:
                 torch.cuda.nvtx.range_pop()
-            launches.done(decision)
+            distinct.done(decision)
         record = op_record(func, args, kwargs, out, seq, decision.range)
         add_decision(record, decision)
         emit(record)
