@@ -11,7 +11,7 @@ The public API, for notebooks and scripts (the same numbers as the CLI; see memt
     memtraffic.roofline(run).show(); memtraffic.traffic(run)
     with memtraffic.ops() as records: ...                # trace aten ops (imports torch)
     with memtraffic.region("attn", inputs=[q, k, v], outputs=[o]): ...  # any framework's arrays
-    memtraffic.minimum("softmax", "1048576x2", "fp32"); memtraffic.ceilings("reports/ceilings/X.json")
+    memtraffic.minimum("softmax", "1048576x2", "fp32"); memtraffic.roofs("reports/roofs/X.json")
     memtraffic.list_variants("4096x4096"); memtraffic.predicted("softmax_naive", "1048576x2")
     memtraffic.measure_variants("softmax_tiled", shape="4096x4096")  # a GPU and ncu; %%memtraffic: Jupyter
     memtraffic.show(table_or_figure_or_markdown)          # Jupyter, GitHub, HTML export and plain Python
@@ -28,7 +28,7 @@ from memtraffic.vocab.version import __version__
 _LAZY = {
     **dict.fromkeys(("Run", "load_run", "analyze", "gaps", "per_op", "floor", "diff", "lines", "records",
                      "roofline",
-                     "traffic", "minimum", "ceilings", "list_variants", "load_variants", "predicted",
+                     "traffic", "minimum", "roofs", "ceilings", "list_variants", "load_variants", "predicted",
                      "check_variant",
                      "measure_variants", "run_measure", "run_profile"), "memtraffic.api"),
     **dict.fromkeys(("fmt_bytes", "fmt_time", "fmt_rate"), "memtraffic.vocab.units"),

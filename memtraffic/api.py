@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from memtraffic.ncu.command import NcuRun
     from memtraffic.ncu.metrics import Remeasure
     from memtraffic.vocab.configs import GridCount
-    from memtraffic.vocab.roofs import CeilingsEntry
+    from memtraffic.vocab.roofs import RoofsEntry
     from memtraffic.vocab.variant import Variant
 
 Echo = Callable[[str], None]
@@ -111,14 +111,14 @@ def _table(run: str | Path | Run | pd.DataFrame) -> pd.DataFrame:
 
 
 def roofline(run: str | Path | Run | pd.DataFrame, levels: Sequence[str] = LEVELS,
-             ceilings: str | Path | None = None, title: str | None = None) -> go.Figure:
+             roofs_file: str | Path | None = None, title: str | None = None) -> go.Figure:
     """`memtraffic roofline`'s roofline: one panel per level, with this device's roofs where known
-    (a ceilings file, else the cache, else reports/ceilings/)."""
-    from memtraffic.views.html_report import devices_of, resolve_ceilings
+    (a roofs file, else the cache, else reports/roofs/)."""
+    from memtraffic.views.html_report import devices_of, resolve_roofs
     from memtraffic.views.roofline import roofline_figure
 
     table = _table(run)
-    entries, _ = resolve_ceilings(devices_of(table), Path(ceilings) if ceilings else None)
+    entries, _ = resolve_roofs(devices_of(table), Path(roofs_file) if roofs_file else None)
     return roofline_figure(table, entries, levels, title=title)
 
 
@@ -212,10 +212,10 @@ def failed_configs(run: RunRecord) -> list[Outcome]:
 
 
 def _roofs_for(run: RunRecord, echo: Echo) -> None:
-    """The roofs of the run's GPU, measured now if none are known (probes.ceilings.roofs_for_floor)."""
-    from memtraffic.probes import ceilings
+    """The roofs of the run's GPU, measured now if none are known (probes.roof_probes.roofs_for_floor)."""
+    from memtraffic.probes.roof_probes import roofs_for_floor
 
-    ceilings.roofs_for_floor(str((run.get("environment") or {}).get("gpu") or ""), echo)
+    roofs_for_floor(str((run.get("environment") or {}).get("gpu") or ""), echo)
 
 
 def run_profile(opts: ProfileOptions, echo: Echo | None = None) -> ProfileResult:
@@ -294,20 +294,23 @@ def minimum(op: str, shape: str | Sequence[int], dtype: str = "fp32") -> Minimum
             "flops_note": OPS[op].flops_note}
 
 
-def ceilings(source: str | Path) -> CeilingsEntry:
-    """A GPU's roofs, as `memtraffic ceilings` measured them: from a ceilings file (reports/ceilings/*.json)
-    or by device name (this machine's cache, then reports/ceilings/). Keys: device, date, measured,
+def roofs(source: str | Path) -> RoofsEntry:
+    """A GPU's roofs, as `memtraffic roofs` measured them: from a roofs file (reports/roofs/*.json)
+    or by device name (this machine's cache, then reports/roofs/). Keys: device, date, measured,
     ncu_theoretical (bytes/s and FLOP/s), method."""
     from memtraffic.vocab.errors import UsageError
-    from memtraffic.vocab.roofs import find_ceilings, load_ceilings_file
+    from memtraffic.vocab.roofs import find_roofs, load_roofs_file
 
     if Path(source).suffix == ".json" or Path(source).exists():
-        return load_ceilings_file(Path(source))
-    entry = find_ceilings(str(source))
+        return load_roofs_file(Path(source))
+    entry = find_roofs(str(source))
     if entry is None:
-        raise UsageError(f"no ceilings known for {source!r}: give a ceilings file, or run 'memtraffic "
-                         "ceilings' on that GPU")
+        raise UsageError(f"no roofs known for {source!r}: give a roofs file, or run 'memtraffic "
+                         "roofs' on that GPU")
     return entry
+
+
+ceilings = roofs  # roofs' old name, kept for notebooks and scripts that call it
 
 
 def list_variants(shape: str | Sequence[int] | None = None, dtype: str = "fp32",
@@ -508,7 +511,7 @@ def merge(runs: Sequence[str | Path], out: str | Path, allow_mixed: bool = False
 
 
 def write_roofline(runs: Sequence[str | Path] = (), level: str = "all", out: str | Path | None = None,
-                   png: str | Path | None = None, ceilings: str | Path | None = None, force: bool = False,
+                   png: str | Path | None = None, roofs_file: str | Path | None = None, force: bool = False,
                    partial: bool = False) -> tuple[list[Path], list[str]]:
     """`memtraffic roofline RUNS`: the roofline and traffic figures written (HTML, PNG); (paths, notes).
     No runs: the newest under reports/runs."""
@@ -518,15 +521,15 @@ def write_roofline(runs: Sequence[str | Path] = (), level: str = "all", out: str
     levels = parse_levels(level)
     run_dirs = [Path(r) for r in runs] or [latest_run()]
     return plot_runs(run_dirs, levels, out=Path(out) if out else None, png=Path(png) if png else None,
-                     ceilings_file=Path(ceilings) if ceilings else None, force=force, partial=partial)
+                     roofs_file=Path(roofs_file) if roofs_file else None, force=force, partial=partial)
 
 
-def write_report(run: str | Path, out: str | Path | None = None, ceilings: str | Path | None = None,
+def write_report(run: str | Path, out: str | Path | None = None, roofs_file: str | Path | None = None,
                  baseline: str | Path | None = None, force: bool = False, partial: bool = False) -> Path:
     """`memtraffic report RUN`: the self-contained HTML page written; its path."""
     from memtraffic.views.html_report import write_report as write
 
-    return write(Path(run), Path(out) if out else None, Path(ceilings) if ceilings else None,
+    return write(Path(run), Path(out) if out else None, Path(roofs_file) if roofs_file else None,
                  Path(baseline) if baseline else None, force=force, partial=partial)
 
 
@@ -554,15 +557,15 @@ def metric_sets(chip: str | None = None, all_chips: bool = False, set_name: str 
     return set_rows(local.name if local else label, names, local, sets), line
 
 
-def measure_ceilings(refresh: bool = False, ncu: bool = True, save_reference: bool = False,
-                     echo: Echo | None = None) -> CeilingsEntry:
-    """`memtraffic ceilings`: this GPU's roofs, measured once and cached (`refresh`: measured again);
-    `save_reference` also writes reports/ceilings/<device>.json. Needs a CUDA GPU."""
-    from memtraffic.probes.ceilings import get_ceilings
-    from memtraffic.vocab.roofs import cache_file, write_reference
+def measure_roofs(refresh: bool = False, ncu: bool = True, save_reference: bool = False,
+                     echo: Echo | None = None) -> RoofsEntry:
+    """`memtraffic roofs`: this GPU's roofs, measured once and cached (`refresh`: measured again);
+    `save_reference` also writes reports/roofs/<device>.json. Needs a CUDA GPU."""
+    from memtraffic.probes.roof_probes import get_roofs, write_reference
+    from memtraffic.vocab.roofs import cache_file
 
     echo = echo or say
-    entry, cached = get_ceilings(refresh=refresh, with_ncu=ncu, progress=echo)
+    entry, cached = get_roofs(refresh=refresh, with_ncu=ncu, progress=echo)
     if cached:
         echo(f"cached in {cache_file()} (--refresh measures again)")
     if save_reference:

@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from memtraffic.cli_errors import Cli
-from memtraffic.cli_measure import bench, ceilings, measure, ops, profile
+from memtraffic.cli_measure import bench, measure, ops, profile, roofs
 from memtraffic.cli_options import (
     AllowMixed,
     AllVariants,
@@ -170,9 +170,10 @@ def metrics(
 # The program to run follows `--`: profile and ops take the arguments they do not know as its own.
 PROGRAM_AFTER_DASHES = {"allow_extra_args": True, "ignore_unknown_options": True}
 for command in (list_, measure, profile, analyze, floor, diff, check, ops, lines, merge, roofline, report,
-                metrics, ceilings, bench):  # the order of --help
+                metrics, roofs, bench):  # the order of --help
     app.command(command.__name__.rstrip("_"),
                 context_settings=PROGRAM_AFTER_DASHES if command in (profile, ops) else None)(command)
+app.command("ceilings", hidden=True)(roofs)  # roofs' old name, kept working for scripts that call it
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -9,7 +9,7 @@ from typing import Any
 # parameter name -> what its value is; any other parameter taking a value shows its name in capitals
 METAVARS = {
     "baseline": "RUN", "run": "RUN", "path": "RUN", "a": "RUN_A", "b": "RUN_B", "rerun": "RUN",
-    "budget": "SECONDS", "cache_control": "all|none", "clock_control": "none|base", "ceilings": "FILE",
+    "budget": "SECONDS", "cache_control": "all|none", "clock_control": "none|base", "roofs_file": "FILE",
     "chip": "CHIP", "distinct": "K", "dtype": "DTYPE", "expect": "FILE", "gpus": "all|0,1,..",
     "group_by": "GROUP", "kernel": "REGEX", "kernel_name": "REGEX", "launch_count": "N",
     "launch_skip": "N", "level": "LEVELS", "metrics": "SETS", "min_bytes": "RULE", "nvtx_include": "RANGE",

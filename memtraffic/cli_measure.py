@@ -1,4 +1,4 @@
-"""The measuring commands: measure, profile, ops, bench and ceilings run kernels or a program (on a GPU,
+"""The measuring commands: measure, profile, ops, bench and roofs run kernels or a program (on a GPU,
 under ncu for measure and profile), call one memtraffic.api function each and print through
 memtraffic.views. Registered on the app in memtraffic/cli.py; shared options in memtraffic/cli_options.py."""
 
@@ -315,11 +315,11 @@ def ops(
     check_traced(run, cmd)
 
 
-def ceilings(
+def roofs(
     refresh: Annotated[bool, typer.Option("--refresh", help="Measure again though cached.")] = False,
     ncu: Annotated[bool, typer.Option("--ncu/--no-ncu", help="Also read ncu's theoretical peaks.")] = True,
     save_reference: Annotated[
-        bool, typer.Option("--save-reference", help="Also write reports/ceilings/<device>.json (to commit).")
+        bool, typer.Option("--save-reference", help="Also write reports/roofs/<device>.json (to commit).")
     ] = False,
     fmt: Annotated[str, format_option(FOR_OBJECTS)] = "table",
 ) -> None:
@@ -327,20 +327,20 @@ def ceilings(
 
     Measured roofs (CUDA events, median of repeats) beside ncu's theoretical
     peaks (per-cycle peak x clock, when ncu is found). Cached per device in
-    ~/.cache/memtraffic/ceilings.json ($MEMTRAFFIC_CACHE/ceilings.json),
+    ~/.cache/memtraffic/roofs.json ($MEMTRAFFIC_CACHE/roofs.json),
     where 'memtraffic roofline' finds them. Needs a CUDA GPU.
 
     Examples:
-      memtraffic ceilings
-      memtraffic ceilings --refresh --save-reference   # commit reports/ceilings/
-      memtraffic ceilings --format json
+      memtraffic roofs
+      memtraffic roofs --refresh --save-reference   # commit reports/roofs/
+      memtraffic roofs --format json
     """
-    from memtraffic.api import measure_ceilings
-    from memtraffic.views.tables import ceilings_table
+    from memtraffic.api import measure_roofs
+    from memtraffic.views.tables import roofs_table
 
     formats.check(fmt, FOR_OBJECTS)
-    entry = measure_ceilings(refresh, ncu, save_reference, echo=lambda m: typer.echo(m, err=True))
-    typer.echo(formats.render(fmt, entry, lambda: ceilings_table(entry)))
+    entry = measure_roofs(refresh, ncu, save_reference, echo=lambda m: typer.echo(m, err=True))
+    typer.echo(formats.render(fmt, entry, lambda: roofs_table(entry)))
 
 
 def bench(

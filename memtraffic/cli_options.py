@@ -137,7 +137,8 @@ AllCalls = Annotated[
 ]
 
 # the HTML pages: roofline and report
-CeilingsFile = Annotated[
-    Path | None, typer.Option("--ceilings", help="Ceilings JSON; default: cached, then committed ones.")
+RoofsFile = Annotated[
+    Path | None, typer.Option("--roofs-file", help="Roofs JSON; default: cached, then committed ones.")
 ]
+OldRoofsFile = Annotated[Path | None, typer.Option("--ceilings", hidden=True)]  # --roofs-file's old name
 Force = Annotated[bool, typer.Option("--force", help="Replace output files that exist.")]

@@ -11,10 +11,11 @@ import typer
 
 from memtraffic.cli_options import (
     AllowMixed,
-    CeilingsFile,
     Explain,
     Force,
+    OldRoofsFile,
     Partial,
+    RoofsFile,
     Wide,
     format_option,
     width,
@@ -282,9 +283,10 @@ def roofline(
         typer.Option(help="HTML file (offline); default: roofline-RUN.html in the current folder."),
     ] = None,
     png: Annotated[Path | None, typer.Option(help="Also a static PNG (needs kaleido and Chromium).")] = None,
-    ceilings_file: CeilingsFile = None,
+    roofs_file: RoofsFile = None,
     force: Force = False,
     partial: Partial = False,
+    old_roofs_file: OldRoofsFile = None,
 ) -> None:
     """Hierarchical roofline (log-log) and traffic-vs-minimum bars of one or more runs.
 
@@ -299,8 +301,8 @@ def roofline(
     """
     from memtraffic.api import write_roofline
 
-    written, notes = write_roofline(runs or [], level, out=out, png=png, ceilings=ceilings_file, force=force,
-                                    partial=partial)
+    written, notes = write_roofline(runs or [], level, out=out, png=png,
+                                    roofs_file=roofs_file or old_roofs_file, force=force, partial=partial)
     for note in notes:
         typer.echo(f"note: {note}", err=True)
     for path in written:
@@ -312,7 +314,7 @@ def report(
     out: Annotated[
         Path | None, typer.Option(help="HTML file; default: report-RUN.html in the current folder.")
     ] = None,
-    ceilings_file: CeilingsFile = None,
+    roofs_file: RoofsFile = None,
     baseline: Annotated[
         Path | None,
         typer.Option(help="An earlier run (folder, .ncu-rep or saved table): the page adds 'memtraffic diff "
@@ -320,6 +322,7 @@ def report(
     ] = None,
     force: Force = False,
     partial: Partial = False,
+    old_roofs_file: OldRoofsFile = None,
 ) -> None:
     """One self-contained HTML page of a run: environment, analyzed table, diagnoses, roofline, traffic.
 
@@ -333,4 +336,5 @@ def report(
     """
     from memtraffic.api import write_report
 
-    typer.echo(f"wrote {write_report(run, out, ceilings_file, baseline, force=force, partial=partial)}")
+    written = write_report(run, out, roofs_file or old_roofs_file, baseline, force=force, partial=partial)
+    typer.echo(f"wrote {written}")

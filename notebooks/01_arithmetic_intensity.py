@@ -22,7 +22,7 @@
 # roofline, and ends with exercises whose answers the models compute.
 #
 # It needs no GPU: every number below is read from the committed Nsight Compute reports
-# (`profile.ncu-rep`) and from the ceilings measured on the same H100 (`reports/ceilings/`), or
+# (`profile.ncu-rep`) and from the roofs measured on the same H100 (`reports/roofs/`), or
 # computed by memtraffic's models (`memtraffic.minimum`). None is typed in. It uses only memtraffic's
 # public API (`import memtraffic`).
 
@@ -45,10 +45,10 @@ def find_root() -> Path:
 
 ROOT = find_root()
 REPORTS = ROOT / "reports" / "h100"
-CEILINGS_FILE = next((ROOT / "reports" / "ceilings").glob("*H100*.json"))
-CEILINGS = memtraffic.ceilings(CEILINGS_FILE)
-DEVICE = CEILINGS["device"]
-print(f"reports from {REPORTS.relative_to(ROOT)}; ceilings of the {DEVICE}, measured {CEILINGS['date']}")
+ROOFS_FILE = next((ROOT / "reports" / "roofs").glob("*H100*.json"))
+ROOFS = memtraffic.roofs(ROOFS_FILE)
+DEVICE = ROOFS["device"]
+print(f"reports from {REPORTS.relative_to(ROOT)}; roofs of the {DEVICE}, measured {ROOFS['date']}")
 
 # %% [markdown]
 # ## FLOPs per byte
@@ -123,21 +123,21 @@ show(pd.DataFrame([model_row(*case) for case in CASES]))
 # an operation whose intensity is below the ridge is *memory-bound* (bytes set its time, and the only
 # way to speed it up is to move fewer bytes or move them faster), above it *compute-bound*.
 #
-# The roofs below were measured on the same H100 as the reports (`memtraffic ceilings`), next to
+# The roofs below were measured on the same H100 as the reports (`memtraffic roofs`), next to
 # the theoretical peaks ncu computes from clocks. The *method* line says how each was measured.
 
 # %%
 roofs = []
 for kind in ("measured", "ncu_theoretical"):
-    for key, value in sorted(CEILINGS.get(kind, {}).items()):
+    for key, value in sorted(ROOFS.get(kind, {}).items()):
         unit = "B/s" if key.endswith("_Bps") else "FLOP/s"
         roofs.append({"kind": kind, "roof": key, "value": fmt_rate(value, unit),
-                      "method": CEILINGS.get("method", {}).get(key, "") if kind == "measured" else
-                      CEILINGS.get("ncu_note", "")})
+                      "method": ROOFS.get("method", {}).get(key, "") if kind == "measured" else
+                      ROOFS.get("ncu_note", "")})
 show(pd.DataFrame(roofs))
 
 # %%
-measured = CEILINGS["measured"]
+measured = ROOFS["measured"]
 ridge_fp32 = measured["fp32_flops"] / measured["dram_Bps"]
 ridge_bf16 = measured["bf16_tc_flops"] / measured["dram_Bps"]
 show(
@@ -200,7 +200,7 @@ show(placed.assign(**shown, **{"fraction of roof": placed["fraction of roof"].ma
 # (solid) and ncu's theoretical ones (dashed). Hover a point for its bytes, time and efficiency.
 
 # %%
-show(memtraffic.roofline(rows, levels=("dram",), ceilings=CEILINGS_FILE,
+show(memtraffic.roofline(rows, levels=("dram",), roofs_file=ROOFS_FILE,
                          title=f"DRAM roofline - {DEVICE} (committed reference runs)"))
 
 # %%
@@ -243,7 +243,7 @@ if len(above):
 # ## Exercises
 #
 # Work each one out by hand first, then run the answer cell: the answers come from `memtraffic.minimum`
-# and from the measured ceilings.
+# and from the measured roofs.
 #
 # **1.** Softmax over the rows of a 1048576x2 fp32 matrix. How many bytes must any implementation read
 # and write, and what is its intensity at that minimum?
@@ -269,7 +269,7 @@ bound = "compute (tensor cores)" if ex2["intensity"] > ridge_bf16 else "memory"
 print(f"ridge for BF16 tensor cores: {ridge_bf16:.0f} FLOP/byte -> bound by {bound}")
 
 # %% [markdown]
-# **3.** The ridge point of this H100 from its measured ceilings, for FP32 on CUDA cores and for BF16
+# **3.** The ridge point of this H100 from its measured roofs, for FP32 on CUDA cores and for BF16
 # on tensor cores. Why is the second so much larger?
 
 # %%

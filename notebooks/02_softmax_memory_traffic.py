@@ -55,8 +55,8 @@ def find_root() -> Path:
 
 ROOT = find_root()
 REPORTS = ROOT / "reports" / "h100"
-CEILINGS_FILE = next((ROOT / "reports" / "ceilings").glob("*H100*.json"))
-CEILINGS = memtraffic.ceilings(CEILINGS_FILE)
+ROOFS_FILE = next((ROOT / "reports" / "roofs").glob("*H100*.json"))
+ROOFS = memtraffic.roofs(ROOFS_FILE)
 RUNS = {name: memtraffic.analyze(REPORTS / name) for name in
         ("seed_1048576x2_fp32", "suite_1048576x2_fp32", "suite_8192x8192", "suite_4096x4096",
          "split_lag_16384x131072")}
@@ -259,7 +259,7 @@ would call the three kernels equally good.
 The clock disagrees: `softmax_naive` takes {fmt_time(naive['time_ns'])}, **{time_ratio:.0f}x** the
 {fmt_time(tiled['time_ns'])} of `softmax_tiled`. Its effective bandwidth (minimum bytes / time) is
 {fmt_rate(naive['bw_min_Bps'])}, against {fmt_rate(tiled['bw_min_Bps'])} for the tiled kernel and the
-{fmt_rate(CEILINGS['measured']['dram_Bps'])} a copy reaches on this GPU. Every request and every sector
+{fmt_rate(ROOFS['measured']['dram_Bps'])} a copy reaches on this GPU. Every request and every sector
 costs the SM's load/store unit and L1 time even when it hits; and one row per program means
 {fn['programs'] // ft['programs']}x as many programs to schedule, each with little work.
 """)
@@ -297,7 +297,7 @@ for r in (naive, tiled):
     print(f"{r['variant']}: intensity at L1 {r['model_flops'] / (r['l1_ld_bytes'] + r['l1_st_bytes']):.3g}, "
           f"at DRAM {r['model_flops'] / (r['dram_rd_bytes'] + r['dram_wr_bytes']):.3g} FLOP/byte; "
           f"{fmt_rate(r['model_flops'] / (r['time_ns'] * 1e-9), 'FLOP/s')}")
-show(memtraffic.roofline(seed, ceilings=CEILINGS_FILE))
+show(memtraffic.roofline(seed, roofs_file=ROOFS_FILE))
 
 # %% [markdown]
 # ## 4. Five kernels against one

@@ -32,7 +32,7 @@
 #   its inputs from memory and writes its output back. The gap between the two is what fusion can save.
 #
 # It needs no GPU: every number is read from the Nsight Compute runs committed under `reports/h100/`
-# (made by `scripts/gpu_floor.sh` on an H100) and the ceilings measured on that H100. It uses only
+# (made by `scripts/gpu_floor.sh` on an H100) and the roofs measured on that H100. It uses only
 # memtraffic's public API.
 
 # %%

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # GPU: issue 51 -- the roofs a floor needs, measured by a GPU's first profile. This GPU's committed roofs
-# (reports/ceilings/) are set aside and the user cache is empty, so `memtraffic profile` meets the GPU as a
+# (reports/roofs/) are set aside and the user cache is empty, so `memtraffic profile` meets the GPU as a
 # user's first profile would: it measures the roofs once after the run and says so; a second profile reuses
 # them; with --no-roofs (and another empty cache) the run has no floor and `memtraffic floor` exits 1.
 # usage: bash scripts/gpu_first_roofs.sh OUT   (from the repository root; the committed roofs are put back)
 #
 # OUT/first_roofs.tgz holds runs/{first,second,no_roofs}/ (examples/floor_gelu.py --mode eager, paths made
-# shareable by scripts/share_runs.py), cache/ceilings.json (the roofs the first profile measured) and logs/
+# shareable by scripts/share_runs.py), cache/roofs.json (the roofs the first profile measured) and logs/
 # (each command's output; steps.txt: rc and seconds of each step).
 set -u
 OUT=${1:?usage: bash scripts/gpu_first_roofs.sh OUT}
@@ -18,8 +18,8 @@ R=$(mktemp -d)
 mkdir -p "$R/runs" "$R/logs" "$R/committed"
 "$PY" -m pip install -q --no-deps --no-build-isolation -e . > "$R/logs/install.log" 2>&1
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u; } > "$R/logs/environment.txt"
-mv reports/ceilings/*.json "$R/committed/"
-trap 'mv "$R"/committed/*.json reports/ceilings/ 2>/dev/null' EXIT
+mv reports/roofs/*.json "$R/committed/"
+trap 'mv "$R"/committed/*.json reports/roofs/ 2>/dev/null' EXIT
 step() {  # step NAME CMD...: output into logs/NAME.{json,log}, rc and seconds into logs/steps.txt
     local name=$1 t=$SECONDS
     shift

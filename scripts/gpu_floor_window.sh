@@ -10,7 +10,7 @@
 # OUT gets (each step goes on when another fails; the rc of each in steps.txt):
 #   floor_window.tgz        reports/GPU/floor_window/{default,time_from_ncu,timing_only,range}/ (paths made shareable by
 #                           scripts/share_runs.py) and, when this GPU has no committed roofs, the roofs the
-#                           first profile measured as reports/ceilings/<device>.json; logs/ (each command's
+#                           first profile measured as reports/roofs/<device>.json; logs/ (each command's
 #                           output, `memtraffic floor --format json` of each run)
 #   floor_window_table.md   the table docs/floor.md gets from the pair (readme_tables.floor_window_output)
 #   floors.txt              `memtraffic floor RUN` of each run (or its one-line "no floor")
@@ -42,7 +42,7 @@ run() {  # run NAME TIMEOUT CMD...: output into logs/NAME.{json,log}, rc into st
 { echo "$name"; nvidia-smi --query-gpu=driver_version --format=csv,noheader; "$PY" -c \
   "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"; ncu --version | tail -1;
   date -u; } > "$OUT/environment.txt" 2>&1
-roofs_before=$("$PY" -c "from memtraffic.vocab.roofs import find_ceilings; print(find_ceilings('$name') is not None)")
+roofs_before=$("$PY" -c "from memtraffic.vocab.roofs import find_roofs; print(find_roofs('$name') is not None)")
 
 PROFILE=("$PY" -m memtraffic.cli profile --torch-ops --profile-from-start off
          --target-processes application-only --format json)
@@ -65,13 +65,13 @@ for mode in "${modes[@]}"; do
       "$PY" -m memtraffic.cli floor "$runs/$mode" 2>&1; echo; } >> "$OUT/floors.txt"
 done
 if [ "$roofs_before" != True ]; then  # the roofs the first profile measured and cached, to commit
-    "$PY" -m memtraffic.cli ceilings --save-reference > "$work/logs/ceilings.txt" 2>&1
-    echo "ceilings rc=$?" >> "$OUT/steps.txt"
-    mkdir -p "$work/reports/ceilings"
+    "$PY" -m memtraffic.cli roofs --save-reference > "$work/logs/roofs.txt" 2>&1
+    echo "roofs rc=$?" >> "$OUT/steps.txt"
+    mkdir -p "$work/reports/roofs"
     # the committed file names no machine: the host name left out, as scripts/share_runs.py does for runs
-    "$PY" -c "import sys; from pathlib import Path; from memtraffic.vocab.roofs import find_ceilings, write_reference
-entry = find_ceilings(sys.argv[1]); entry.get('environment', {}).pop('host', None)
-print(write_reference(entry, Path(sys.argv[2])))" "$name" "$work/reports/ceilings" >> "$work/logs/ceilings.txt" 2>&1
+    "$PY" -c "import sys; from pathlib import Path; from memtraffic.probes.roof_probes import write_reference; from memtraffic.vocab.roofs import find_roofs
+entry = find_roofs(sys.argv[1]); entry.get('environment', {}).pop('host', None)
+print(write_reference(entry, Path(sys.argv[2])))" "$name" "$work/reports/roofs" >> "$work/logs/roofs.txt" 2>&1
 fi
 "$PY" scripts/share_runs.py "$runs"/* > "$work/logs/share_runs.log" 2>&1
 # The table from these runs (their reports folder read as the committed one would be)

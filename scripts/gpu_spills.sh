@@ -8,7 +8,7 @@
 # reports/h100/spills_passes/SET, OUT/rerun_suite_1048576x2_fp32 -> reports/h100/spills_suite_1048576x2_fp32,
 # OUT/rerun_matmul_softmax -> reports/h100/spills_matmul_softmax_4096x1024x1024, and
 # `python scripts/time_probes.py merge OUT/time_probes.json` (adds launch_s, dram_latency_s to
-# reports/ceilings/NVIDIA_H100_80GB_HBM3.json).
+# reports/roofs/NVIDIA_H100_80GB_HBM3.json).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: gpu_spills.sh OUT [steps...]}; shift
@@ -54,7 +54,7 @@ for s in $steps; do
         --out "$out/rerun_matmul_softmax" ;;
     # The gpu-marked tests of this issue.
     tests) step gpu_tests python3 -m pytest -q -s -m gpu -p no:cacheprovider tests/kernels/test_softmax_kernels.py \
-             tests/probes/test_ceilings.py -k "spill or measured_ceilings" ;;
+             tests/probes/test_roof_probes.py -k "spill or measured_roofs" ;;
     *) echo "unknown step $s" ;;
   esac
 done

@@ -1,8 +1,8 @@
-"""Regenerate the committed figures under reports/figures/ from the committed H100 runs and ceilings.
+"""Regenerate the committed figures under reports/figures/ from the committed H100 runs and roofs.
 
 No GPU needed: it analyzes the reports under reports/h100/ (as `memtraffic analyze` does, with the
-current models) and reads the committed ceilings (never the user cache), so the figures are the same on
-every machine. Rerun it when the runs, the ceilings, analyze.py or roofline.py change.
+current models) and reads the committed roofs (never the user cache), so the figures are the same on
+every machine. Rerun it when the runs, the roofs, analyze.py or roofline.py change.
 
   roofline_h100_dram.png   DRAM roofline of the big softmax/gelu suite, the matmuls, matmul_softmax and
                            the 1048576x2 seed shape
@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "reports" / "h100"
-CEILINGS = ROOT / "reports" / "ceilings" / "NVIDIA_H100_80GB_HBM3.json"
+ROOFS_FILE = ROOT / "reports" / "roofs" / "NVIDIA_H100_80GB_HBM3.json"
 OUT = ROOT / "reports" / "figures"
 ROOFLINE_RUNS = ("suite_8192x8192", "matmul_4096x4096x4096", "matmul_softmax_4096x1024x1024",
                  "suite_1048576x2_fp32")
@@ -39,14 +39,14 @@ def main(argv: list[str] | None = None) -> int:
     from memtraffic.views.figure_files import write_html, write_png
     from memtraffic.views.html_report import load_runs
     from memtraffic.views.traffic_chart import traffic_figure
-    from memtraffic.vocab.roofs import load_ceilings_file
+    from memtraffic.vocab.roofs import load_roofs_file
 
-    ceilings = [load_ceilings_file(CEILINGS, None)]
+    roofs = [load_roofs_file(ROOFS_FILE, None)]
     df, _ = load_runs([RUNS / r for r in ROOFLINE_RUNS])
-    device = ceilings[0]["device"]
+    device = roofs[0]["device"]
     figs = {
-        "roofline_h100_dram": rf.roofline_figure(df, ceilings, ("dram",), title=f"DRAM roofline - {device}"),
-        "roofline_h100_all": rf.roofline_figure(df, ceilings, rf.LEVELS,
+        "roofline_h100_dram": rf.roofline_figure(df, roofs, ("dram",), title=f"DRAM roofline - {device}"),
+        "roofline_h100_all": rf.roofline_figure(df, roofs, rf.LEVELS,
                                                 title=f"Hierarchical roofline - {device}"),
     }
     for run in sorted(p.name for p in RUNS.iterdir() if (p / "results.json").is_file()):

@@ -1,14 +1,14 @@
-"""The two numbers the time diagnosis needs besides the roofs, measured alone (`memtraffic ceilings
---refresh` measures them with every roof) and added to a committed ceilings file.
+"""The two numbers the time diagnosis needs besides the roofs, measured alone (`memtraffic roofs
+--refresh` measures them with every roof) and added to a committed roofs file.
 
   python scripts/time_probes.py measure OUT_DIR      (GPU + ncu) writes OUT_DIR/time_probes.json:
-    launch_s        memtraffic.probes.ceilings.ncu_launch_floor: ncu's time of a kernel with nothing to do;
-    dram_latency_s  memtraffic.probes.ceilings.measure_dram_latency: a pointer chase beyond L2.
-  python scripts/time_probes.py merge PROBES.json [CEILINGS.json]   adds both to the device's ceilings
-    (default reports/ceilings/<device>.json) under 'measured', with their method and date, leaving the
+    launch_s        memtraffic.probes.roof_probes.ncu_launch_floor: ncu's time of a kernel with nothing to do;
+    dram_latency_s  memtraffic.probes.roof_probes.measure_dram_latency: a pointer chase beyond L2.
+  python scripts/time_probes.py merge PROBES.json [ROOFS.json]   adds both to the device's roofs
+    (default reports/roofs/<device>.json) under 'measured', with their method and date, leaving the
     roofs as they were measured.
 
-memtraffic.analysis.time_notes reads them from the ceilings' 'measured' entries.
+memtraffic.analysis.time_notes reads them from the roofs' 'measured' entries.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ KEYS = ("launch_s", "dram_latency_s")
 def measure(out: Path) -> Path:
     import torch
 
-    from memtraffic.probes.ceilings import measure_dram_latency, ncu_launch_floor
+    from memtraffic.probes.roof_probes import measure_dram_latency, ncu_launch_floor
     from memtraffic.vocab.machine import utc_now
 
     out.mkdir(parents=True, exist_ok=True)
@@ -41,22 +41,23 @@ def measure(out: Path) -> Path:
     return path
 
 
-def merge(probes_path: Path, ceilings_path: Path | None = None) -> Path:
-    """The ceilings file with the probes' numbers added under 'measured' (and their method, date)."""
-    from memtraffic.vocab.roofs import COMMITTED_DIR, device_slug, load_ceilings_file, write_reference
+def merge(probes_path: Path, roofs_path: Path | None = None) -> Path:
+    """The roofs file with the probes' numbers added under 'measured' (and their method, date)."""
+    from memtraffic.probes.roof_probes import write_reference
+    from memtraffic.vocab.roofs import COMMITTED_DIR, device_slug, load_roofs_file
 
     probes = json.loads(probes_path.read_text())
-    ceilings_path = ceilings_path or COMMITTED_DIR / f"{device_slug(probes['device'])}.json"
-    entry = load_ceilings_file(ceilings_path, probes["device"])
+    roofs_path = roofs_path or COMMITTED_DIR / f"{device_slug(probes['device'])}.json"
+    entry = load_roofs_file(roofs_path, probes["device"])
     if entry["device"] != probes["device"]:
-        raise SystemExit(f"{probes_path} is for {probes['device']}, {ceilings_path} for {entry['device']}")
+        raise SystemExit(f"{probes_path} is for {probes['device']}, {roofs_path} for {entry['device']}")
     for key in KEYS:
         if probes.get(key) is None:
             print(f"{key}: not measured ({probes['method'][key]}): left out", file=sys.stderr)
             continue
         entry.setdefault("measured", {})[key] = probes[key]
         entry.setdefault("method", {})[key] = f"{probes['method'][key]} ({probes['date']})"
-    return write_reference(entry, ceilings_path.parent)
+    return write_reference(entry, roofs_path.parent)
 
 
 def main(argv: list[str]) -> int:

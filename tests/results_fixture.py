@@ -1,4 +1,4 @@
-"""Synthetic analyzed tables and ceilings for the figure and report tests.
+"""Synthetic analyzed tables and roofs for the figure and report tests.
 
 Round made-up numbers, not measurements: each row is built from a few byte counts and a time, and
 the derived columns follow analyze.py's definitions, so the tests can recompute what a figure shows.
@@ -16,7 +16,7 @@ from memtraffic.analysis.analyze import COLUMNS, EXTRA_COLUMNS, to_records
 
 DEVICE = "Test GPU 1000"
 
-CEILINGS = {
+ROOFS_ENTRY = {
     "device": DEVICE,
     "date": "2000-01-01",
     "measured": {"dram_Bps": 1e12, "l2_Bps": 4e12, "fp32_flops": 2e13, "bf16_tc_flops": 4e14,
@@ -83,6 +83,6 @@ def write_run(folder: Path, df: pd.DataFrame | None = None, run_json: dict | Non
     return folder
 
 
-def write_ceilings(path: Path, entry: dict | None = None) -> Path:
-    path.write_text(json.dumps(entry or CEILINGS))
+def write_roofs(path: Path, entry: dict | None = None) -> Path:
+    path.write_text(json.dumps(entry or ROOFS_ENTRY))
     return path

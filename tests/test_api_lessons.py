@@ -14,7 +14,7 @@ from memtraffic.vocab.errors import UsageError
 from memtraffic.vocab.ops import OPS, parse_dtype, torch_dtype
 
 REPO = Path(__file__).resolve().parent.parent
-CEILINGS = next((REPO / "reports" / "ceilings").glob("*H100*.json"))
+ROOFS_FILE = next((REPO / "reports" / "roofs").glob("*H100*.json"))
 
 
 def test_every_public_name_resolves():
@@ -34,12 +34,13 @@ def test_minimum_is_the_ops_model(op, shape, dtype):
         memtraffic.minimum("softmx", shape)
 
 
-def test_ceilings_from_a_file_and_by_device_name():
-    entry = memtraffic.ceilings(CEILINGS)
-    assert entry == json.loads(CEILINGS.read_text())
-    assert memtraffic.ceilings(entry["device"])["measured"] == entry["measured"]
-    with pytest.raises(UsageError, match="no ceilings known for 'Voodoo 2'"):
-        memtraffic.ceilings("Voodoo 2")
+def test_roofs_from_a_file_and_by_device_name():
+    entry = memtraffic.roofs(ROOFS_FILE)
+    assert entry == json.loads(ROOFS_FILE.read_text())
+    assert memtraffic.roofs(entry["device"])["measured"] == entry["measured"]
+    assert memtraffic.ceilings is memtraffic.roofs  # the old name, kept
+    with pytest.raises(UsageError, match="no roofs known for 'Voodoo 2'"):
+        memtraffic.roofs("Voodoo 2")
 
 
 def test_list_variants_is_memtraffic_list():

@@ -1,5 +1,5 @@
 """Classes of damaged input to the floor and its neighbours (issue 51), each over copies of committed runs:
-an interrupted, cut or report-less run, a junk trace, roofs that are no roofs (cache, --ceilings), a damaged
+an interrupted, cut or report-less run, a junk trace, roofs that are no roofs (cache, --roofs-file), a damaged
 results.json with its reports gone, a plan claiming more than any GPU holds, a gate limit of NaN, a bytes
 run merged with a traffic run, a saved table whose names are numbers, a trace record without its minimum,
 and options that cannot go together. None ends in exit 0 with a number from the damage, none in an
@@ -33,7 +33,7 @@ H100 = REPO / "reports" / "h100"
 SEED = H100 / "seed_1048576x2_fp32"  # measure: three softmax variants
 BLOCK = H100 / "floor_eager_block"  # profile: a traced transformer block, tensor identities in its trace
 TIMED = H100 / "timing_only_layernorm_mlp_adamw"
-COMMITTED = REPO / "reports" / "ceilings" / "NVIDIA_H100_80GB_HBM3.json"
+COMMITTED = REPO / "reports" / "roofs" / "NVIDIA_H100_80GB_HBM3.json"
 DAMAGED = "the run folder is damaged (restore the file, or measure again)"
 SLOW = settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -174,16 +174,16 @@ def test_a_cache_entry_that_is_no_roofs_is_set_aside_for_the_committed_roofs(key
     entry["measured"][key] = value
     cache = Path(tmp_path / "cache")
     cache.mkdir(exist_ok=True)
-    (cache / "ceilings.json").write_text(json.dumps({entry["device"]: entry}))
+    (cache / "roofs.json").write_text(json.dumps({entry["device"]: entry}))
     res = _invoke(["floor", SEED, "--format", "json"])
     assert res.exit_code == 0, res.output
     warning = res.stderr.strip().splitlines()
     assert len(warning) == 1 and warning[0] == (
-        f"warning: {cache / 'ceilings.json'}: NVIDIA H100 80GB HBM3: measured.{key} is {value!r}, expected a "
+        f"warning: {cache / 'roofs.json'}: NVIDIA H100 80GB HBM3: measured.{key} is {value!r}, expected a "
         "number above 0: this cache entry is set aside (the committed roofs stand in, where there are any); "
-        "re-measure with 'memtraffic ceilings --refresh' on that GPU")
+        "re-measure with 'memtraffic roofs --refresh' on that GPU")
     got = json.loads(res.stdout)
-    (cache / "ceilings.json").unlink()
+    (cache / "roofs.json").unlink()
     assert got["floor_s"] == _floor_numbers(SEED)["floor_s"] > 0
     assert all(r["floor_s"] >= 0 and r["recoverable_s"] >= 0 for r in got["by_op"])
 
@@ -195,24 +195,24 @@ def test_a_roof_above_twice_the_theoretical_peak_is_no_measurement(key, tmp_path
     entry["measured"][key] = 2.5 * peak
     bad = tmp_path / "roofs.json"
     bad.write_text(json.dumps(entry))
-    assert _error(["report", SEED, "--ceilings", bad, "--out", tmp_path / "r.html"], 1) == (
+    assert _error(["report", SEED, "--roofs-file", bad, "--out", tmp_path / "r.html"], 1) == (
         f"error: {bad}: NVIDIA H100 80GB HBM3: measured.{key} is {2.5 * peak:.4g}, 2.5x ncu's theoretical "
-        f"peak {peak:.4g}: no kernel goes past the peak: re-measure with 'memtraffic ceilings --refresh' on "
+        f"peak {peak:.4g}: no kernel goes past the peak: re-measure with 'memtraffic roofs --refresh' on "
         "that GPU")
     assert not (tmp_path / "r.html").exists()
 
 
 @SLOW
 @given(key=st.sampled_from(ROOF_KEYS), value=st.sampled_from(NOT_ROOFS))
-def test_a_ceilings_file_with_a_roof_that_is_no_roof_is_refused(key, value, tmp_path):
-    """report --ceilings with a string, NaN or negative roof: one line naming the file and the field."""
+def test_a_roofs_file_with_a_roof_that_is_no_roof_is_refused(key, value, tmp_path):
+    """report --roofs-file with a string, NaN or negative roof: one line naming the file and the field."""
     entry = _entry()
     entry["measured"][key] = value
     bad = tmp_path / "roofs.json"
     bad.write_text(json.dumps(entry))
-    assert _error(["report", SEED, "--ceilings", bad, "--out", tmp_path / "r.html"], 1) == (
+    assert _error(["report", SEED, "--roofs-file", bad, "--out", tmp_path / "r.html"], 1) == (
         f"error: {bad}: NVIDIA H100 80GB HBM3: measured.{key} is {value!r}, expected a number above 0: "
-        "re-measure with 'memtraffic ceilings --refresh' on that GPU")
+        "re-measure with 'memtraffic roofs --refresh' on that GPU")
 
 
 # --- a damaged results.json, its reports gone ---------------------------------------------------------------

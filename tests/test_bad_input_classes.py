@@ -201,14 +201,14 @@ def test_a_log_that_is_no_file_stops_a_merge_before_it_writes(kind):
 
 
 @pytest.mark.parametrize("kind", ["fifo", "folder", "loop"])
-def test_a_ceilings_file_that_is_no_file_is_a_usage_error(kind, tmp_path):
+def test_a_roofs_file_that_is_no_file_is_a_usage_error(kind, tmp_path):
     given = tmp_path / "c.json"
     _make(given, kind)
     out = tmp_path / "roof.html"
-    line = _run(["roofline", SEED, "--ceilings", given, "--out", out], 2)
+    line = _run(["roofline", SEED, "--roofs-file", given, "--out", out], 2)
     shown = "a folder" if kind == "folder" else KINDS[kind]
-    assert line == (f"error: --ceilings {given} is {shown}, not a file: give a file written by 'memtraffic "
-                    "ceilings --format json'")
+    assert line == (f"error: --roofs-file {given} is {shown}, not a file: give a file written by 'memtraffic "
+                    "roofs --format json'")
     assert not out.exists()
 
 

@@ -112,13 +112,13 @@ def test_a_variant_file_that_calls_sys_exit_is_one_line(tmp_path):
 @pytest.mark.parametrize(("text", "what"), [
     ("not json", "Expecting value, line 1"), ("", "Expecting value, line 1"),
     ("{", "Expecting property name enclosed in double quotes, line 1")])
-def test_a_ceilings_file_that_is_not_json(tmp_path, text, what):
-    ceilings = tmp_path / "c.json"
-    ceilings.write_text(text)
+def test_a_roofs_file_that_is_not_json(tmp_path, text, what):
+    roofs = tmp_path / "c.json"
+    roofs.write_text(text)
     out = tmp_path / "roof.html"
-    line = _one_line(["roofline", str(SEED), "--ceilings", str(ceilings), "--out", str(out)], 1)
-    assert line == (f"error: {ceilings} is not valid JSON ({what}): give --ceilings a file written by "
-                    "'memtraffic ceilings --format json' (or one of reports/ceilings/)")
+    line = _one_line(["roofline", str(SEED), "--roofs-file", str(roofs), "--out", str(out)], 1)
+    assert line == (f"error: {roofs} is not valid JSON ({what}): give --roofs-file a file written by "
+                    "'memtraffic roofs --format json' (or one of reports/roofs/)")
     assert not out.exists()
 
 

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from memtraffic.cli import app
 from memtraffic.cli_help import examples_first
 
-COMMANDS = sorted(typer.main.get_command(app).commands)
+COMMANDS = sorted(name for name, c in typer.main.get_command(app).commands.items() if not c.hidden)
 PLACEHOLDER = re.compile(r"<(bool|str|int|float|path|list\[\w+\])>")
 
 
@@ -48,6 +48,15 @@ def test_profile_usage_shows_the_program_after_dashes():
 def test_ops_usage_and_a_required_argument_as_click_writes_them():
     assert help_text("ops").splitlines()[0] == "Usage: memtraffic ops [OPTIONS] -- CMD [ARGS]..."
     assert help_text("diff").splitlines()[0] == "Usage: memtraffic diff [OPTIONS] RUN_A RUN_B"
+
+
+def test_old_names_still_run_but_are_not_shown():
+    assert "ceilings" not in help_text() and "ceilings" not in COMMANDS
+    assert help_text("ceilings").splitlines()[0] == "Usage: memtraffic ceilings [OPTIONS]"
+    assert "memtraffic roofs --refresh" in help_text("ceilings")  # roofs' own help
+    for command in ("roofline", "report"):
+        text = help_text(command)
+        assert "--roofs-file FILE" in text and "--ceilings" not in text
 
 
 def test_the_top_level_help_fits_80_columns():

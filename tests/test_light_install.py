@@ -33,7 +33,7 @@ def test_torch_and_triton_are_an_extra_not_the_base():
 @pytest.mark.parametrize("args", [
     ("measure", "softmax_naive"),
     ("bench", "softmax_naive"),
-    ("ceilings",),
+    ("roofs",),
     ("list", "--count", "softmax_naive"),
 ], ids=lambda a: a[0] + ("_count" if "--count" in a else ""))
 def test_a_command_that_needs_torch_says_so_in_one_line(args):

@@ -53,7 +53,7 @@ from memtraffic.vocab.files import (
 from memtraffic.vocab.finding import Subject
 from memtraffic.vocab.launches import measured_range
 from memtraffic.vocab.ops import format_shape
-from memtraffic.vocab.roofs import find_ceilings
+from memtraffic.vocab.roofs import find_roofs
 from memtraffic.vocab.units import compile_regex, parse_size
 
 COLUMNS = [
@@ -385,12 +385,12 @@ def compute(rows: pd.DataFrame, plan: Plan | None = None,
 
 
 def _measured_roofs(devices: pd.Series) -> dict[str, dict[str, float]]:
-    """device -> its measured roofs (the ceilings' 'measured': copy bandwidth, FLOP rates, launch floor,
-    DRAM latency), for the devices that have ceilings (user cache, else reports/ceilings/)."""
+    """device -> its measured roofs (the roofs entry's 'measured': copy bandwidth, FLOP rates, launch floor,
+    DRAM latency), for the devices that have roofs (user cache, else reports/roofs/)."""
     out: dict[str, dict[str, float]] = {}
     for device in {d for d in devices if isinstance(d, str) and d}:
         try:
-            entry = find_ceilings(device)
+            entry = find_roofs(device)
         except (ReportError, UsageError):  # a damaged cache costs the time notes, not the table
             entry = None
         if entry is not None:

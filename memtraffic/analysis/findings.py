@@ -569,7 +569,7 @@ RULES: dict[str, Rule] = {
         "no minimum and no FLOPs for these calls, so no floor: {time_s} counted as recoverable"),
     "no_roofs": Rule(
         "floor", "no measured roofs for the GPU",
-        "no measured roofs for this GPU: memtraffic ceilings --refresh measures them",
+        "no measured roofs for this GPU: memtraffic roofs --refresh measures them",
         "the floor needs the measured copy and FLOP roofs of {device}"),
     "timing_only": Rule(
         "floor", "a timing-only run where no other reason fits",

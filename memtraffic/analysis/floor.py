@@ -4,7 +4,7 @@ fused minimum of the traced region (`memtraffic floor`).
 Per row of analyze's per-range table (an op call, an Inductor kernel, a region; only its per-range
 columns are read: time, bytes per level, minimum, FLOPs, reused, launch statistics, so a range measured
 as one row reads the same): the floor is the larger of its minimum bytes at the measured copy roof
-(the ceilings' `dram_Bps`, read + write) and its FLOPs at the measured roof of its dtype and unit
+(the roofs' `dram_Bps`, read + write) and its FLOPs at the measured roof of its dtype and unit
 (time_notes.FLOP_ROOF: 16-bit FLOPs on tensor cores), never above the time measured (a row faster than
 a copy of its minimum read from L2). Recoverable time = time - floor, with the first reason that fits:
 spills, launch-bound, bytes above the minimum at a level (DRAM, L2, L1), compute below its roof, the
@@ -46,7 +46,7 @@ from memtraffic.runfolder.timings import NO_KERNEL_TIME
 from memtraffic.vocab.errors import ReportError, warn
 from memtraffic.vocab.finding import GOOD, Finding, Subject
 from memtraffic.vocab.launches import measured_range
-from memtraffic.vocab.roofs import find_ceilings
+from memtraffic.vocab.roofs import find_roofs
 from memtraffic.vocab.units import fmt_bytes, fmt_time, wrap
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ KINDS = {
     "tail": "a partial last wave",
     "latency": "bytes in flight: too few outstanding loads for the copy roof (latency-bound)",
     "no minimum": "no minimum known for these calls: their whole time counts as recoverable",
-    "no roofs": "no measured roofs for this GPU (memtraffic ceilings --refresh): no floor",
+    "no roofs": "no measured roofs for this GPU (memtraffic roofs --refresh): no floor",
     "timing only": "a timing-only run: no counters to tell bytes from latency",
     "unknown": "no reason fits: measure with --metrics traffic,spills",
     "at floor": "at its floor",
@@ -149,7 +149,7 @@ class Floor:
                     "take 1-2 us), and no pass without ncu timed their kernels; profile again with --replay "
                     "kernel (the default) or --timing-only")
         if not self.roofs.get("dram_Bps"):
-            return (f"no floor: no measured roofs for {self.device or 'this GPU'} (`memtraffic ceilings "
+            return (f"no floor: no measured roofs for {self.device or 'this GPU'} (`memtraffic roofs "
                     "--refresh` on that GPU measures them)")
         return ""
 
@@ -266,7 +266,7 @@ def _compute_dominates(r: Mapping[str, object], measured: Mapping[str, float]) -
 
 def _measured_roofs(devices: Sequence[str]) -> tuple[str, dict[str, float]]:
     for device in devices:
-        entry = find_ceilings(device) if device else None
+        entry = find_roofs(device) if device else None
         if entry is not None:
             return device, {k: float(v) for k, v in entry.get("measured", {}).items()
                             if isinstance(v, int | float)}

@@ -24,7 +24,7 @@ the trace, a matmul's output, or what another group writes; a freed value can be
 memory, not traffic), none of them overwritten before its last reader, and it is freed before the trace
 ends (still held, anything after the trace may read it; overwritten in place, the new value keeps part of
 its bytes); the time its calls' kernels take now; the fused time, a floor (the fused minimum at the
-measured copy roof, its FLOPs at the compute roof of their dtype, and at least one launch: the ceilings'
+measured copy roof, its FLOPs at the compute roof of their dtype, and at least one launch: the roofs'
 empty kernel); the saving (time - fused time, never below 0); and how to get it (HOW_KINDS: a
 launch-bound chain, else a chain that saves bytes, else a write its readers could recompute, else a
 matmul epilogue, else a faster kernel). A group reading a matmul's output and writing at least as much (an
@@ -288,7 +288,7 @@ def fusion_groups(configs: Sequence[Mapping[str, object]], times: Mapping[str, t
         return Fusion(note="not known for this run: its trace has no tensor identities")
     bw = float(measured.get("dram_Bps") or 0.0)
     if not bw:
-        return Fusion(note="no measured roofs for this GPU (memtraffic ceilings --refresh): no fused floor")
+        return Fusion(note="no measured roofs for this GPU (memtraffic roofs --refresh): no fused floor")
     kinds = [_kind(c) for c in configs]
     current: dict[tuple[int | None, int], _Value] = {}  # (process, storage) -> the value it holds
     reads: list[list[tuple[_Value | None, int]]] = [[] for _ in configs]

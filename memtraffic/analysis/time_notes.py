@@ -1,11 +1,11 @@
 """Why time sits far above a copy of the minimum when the bytes do not: one note for analyze's diagnosis.
 
 A row qualifies when its DRAM reads are at the minimum (efficiency >= AT_MINIMUM) yet its time is SLOW
-times or more the time a copy of its minimum takes at the device's measured copy roof (the ceilings'
+times or more the time a copy of its minimum takes at the device's measured copy roof (the roofs'
 `dram_Bps`, read + write). The note names the first reason the numbers show, in this order:
 
 1. spills: local-memory bytes (the `spills` metric set), which are traffic beside the global bytes;
-2. launch: the time is within LAUNCH_NEAR of a kernel's with nothing to do (the ceilings' `launch_s`);
+2. launch: the time is within LAUNCH_NEAR of a kernel's with nothing to do (the roofs' `launch_s`);
 3. compute: the minimum's FLOPs at the measured FLOP roof of the row's dtype take COMPUTE_NEAR of the
    time or more (a FLOP floor above the copy's but further from the time is said beside a later reason);
 4. grid: fewer blocks than GRID_SHORT of a wave (ncu's launch__waves_per_multiprocessor);
@@ -13,7 +13,7 @@ times or more the time a copy of its minimum takes at the device's measured copy
 6. occupancy: a theoretical occupancy under LOW_OCCUPANCY (and what limits it), or an achieved one
    (`spills` set) well under the theoretical;
 7. tail: between one and TAIL_WAVES waves with a last wave at most half full;
-8. bytes in flight (Little's law): the copy roof needs roof x DRAM latency (the ceilings' measured
+8. bytes in flight (Little's law): the copy roof needs roof x DRAM latency (the roofs' measured
    `dram_latency_s`) bytes in flight; divided over the threads the launch keeps resident, that is what
    each thread must have outstanding.
 The grid, occupancy and tail reasons also give the bytes in flight each resident thread needs, when the

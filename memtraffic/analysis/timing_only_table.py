@@ -4,7 +4,7 @@ A timings file (memtraffic.runfolder.timings) holds each kernel's device time an
 kernel table has the time and every traffic column NaN, so analyze's efficiencies per level stay NaN
 (levels absent) while `bw_min_Bps` (minimum bytes / time) is the achieved bandwidth at the minimum.
 `mark` adds `copy_roof_Bps`, the measured device-to-device copy bandwidth of the run's GPU (its
-ceilings: user cache, then reports/ceilings/), `frac_copy_roof` (bw_min_Bps / copy_roof_Bps) and
+roofs: user cache, then reports/roofs/), `frac_copy_roof` (bw_min_Bps / copy_roof_Bps) and
 `timing_only`, and says in each row's diagnosis that no per-level bytes were measured. A fraction above 1
 is a kernel whose data was (partly) in L2: the program runs as it does, caches warm.
 """
@@ -20,7 +20,7 @@ import pandas as pd
 from memtraffic.analysis.findings import sentences
 from memtraffic.runfolder.timings import read_timings
 from memtraffic.vocab.finding import Finding, Subject
-from memtraffic.vocab.roofs import find_ceilings
+from memtraffic.vocab.roofs import find_roofs
 
 
 def timing_kernels(path: Path) -> pd.DataFrame:
@@ -37,8 +37,8 @@ def timing_kernels(path: Path) -> pd.DataFrame:
 
 
 def copy_roof(device: str) -> float | None:
-    """The measured copy bandwidth (read + write, B/s) of this device, if its ceilings are known."""
-    entry = find_ceilings(device) if device else None
+    """The measured copy bandwidth (read + write, B/s) of this device, if its roofs are known."""
+    entry = find_roofs(device) if device else None
     value = entry.get("measured", {}).get("dram_Bps") if entry else None
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
 

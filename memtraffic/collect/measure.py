@@ -122,7 +122,7 @@ class MeasureOptions:
     shard: str | None = None  # 'I/N': only that deterministic part of the plan
     gpus: str | None = None  # 'all' or '0,1': one ncu process per GPU at once
     timing_only: bool = False  # no ncu: the runner's kernels timed (memtraffic.collect.timing_only)
-    roofs: bool = True  # measure the GPU's roofs after the run when none are known (probes.ceilings)
+    roofs: bool = True  # measure the GPU's roofs after the run when none are known (probes.roof_probes)
     # Parsed once, when the options are made (UsageError for a bad value): what the layers below use. The
     # fields above keep the text as given, for run.json and for messages.
     metric_tokens: tuple[str, ...] = field(init=False)  # --metrics: set names, aliases, raw ncu names

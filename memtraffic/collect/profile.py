@@ -92,7 +92,7 @@ class ProfileOptions:
     torch_ops: bool = False
     triton: bool = True  # a range per Triton launch of a Python program (inprogram.triton_launches)
     timing_only: bool = False  # no ncu: kernel times joined to the minimums (memtraffic.collect.timing_only)
-    roofs: bool = True  # measure the GPU's roofs after the run when none are known (probes.ceilings)
+    roofs: bool = True  # measure the GPU's roofs after the run when none are known (probes.roof_probes)
     source: bool = False
     kernel_name: str | None = None
     launch_skip: int | None = None

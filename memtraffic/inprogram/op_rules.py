@@ -161,7 +161,7 @@ def distinct_tuples(indices: Sequence[torch.Tensor]) -> int | None:
 # --- rules ----------------------------------------------------------------------------------------------
 
 @dataclass
-class Traffic:
+class CallMinimum:
     """What one call must move: whole tensors (unioned by storage) plus counted parts, in bytes."""
 
     read: list[torch.Tensor] = field(default_factory=list)
@@ -186,7 +186,7 @@ def _slice_bytes(t: torch.Tensor, dims: Sequence[int]) -> int:
     return n * t.element_size()
 
 
-def _rows(traffic: Traffic, t: torch.Tensor, dim: int, index: torch.Tensor) -> int:
+def _rows(traffic: CallMinimum, t: torch.Tensor, dim: int, index: torch.Tensor) -> int:
     """Bytes of the distinct slices of `t` along `dim` that `index` picks."""
     if t.numel() == 0 or index.numel() == 0:
         return 0
@@ -197,7 +197,7 @@ def _rows(traffic: Traffic, t: torch.Tensor, dim: int, index: torch.Tensor) -> i
     return n * _slice_bytes(t, [dim])
 
 
-def _positions(traffic: Traffic, t: torch.Tensor, dim: int, index: torch.Tensor) -> int:
+def _positions(traffic: CallMinimum, t: torch.Tensor, dim: int, index: torch.Tensor) -> int:
     """Bytes of the distinct elements of `t` that gather/scatter address with `index` along `dim`."""
     if t.numel() == 0 or index.numel() == 0:
         return 0
@@ -208,7 +208,7 @@ def _positions(traffic: Traffic, t: torch.Tensor, dim: int, index: torch.Tensor)
     return n * t.element_size()
 
 
-def _indexed(traffic: Traffic, t: torch.Tensor, indices: Sequence[torch.Tensor | None]) -> int:
+def _indexed(traffic: CallMinimum, t: torch.Tensor, indices: Sequence[torch.Tensor | None]) -> int:
     """Bytes of the distinct elements of `t` that advanced indexing `t[indices]` addresses."""
     given = []  # (first dimension of `t` it indexes, index); a boolean mask covers as many as it has
     dim = 0
@@ -239,7 +239,7 @@ def _indexed(traffic: Traffic, t: torch.Tensor, indices: Sequence[torch.Tensor |
 # An aten op's arguments by schema name: tensors, ints, lists of either, strings or None depending on the
 # op, so object; the rules read what their op's schema gives (_tensor) or test the type (isinstance).
 OpArgs = dict[str, object]
-Rule = Callable[[Traffic, OpArgs, list[torch.Tensor]], None]
+Rule = Callable[[CallMinimum, OpArgs, list[torch.Tensor]], None]
 
 
 def _tensor(a: OpArgs, name: str) -> torch.Tensor:
@@ -262,35 +262,35 @@ def _flags(mask: object) -> Sequence[bool]:
     return cast("Sequence[bool]", mask or [True] * 3)
 
 
-def _whole(traffic: Traffic, *values: Any) -> None:
+def _whole(traffic: CallMinimum, *values: Any) -> None:
     traffic.read += [v for v in values if isinstance(v, torch.Tensor)]
 
 
-def _embedding(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
+def _embedding(tr: CallMinimum, a: OpArgs, out: list[torch.Tensor]) -> None:
     tr.read_bytes += _rows(tr, _tensor(a, "weight"), 0, _tensor(a, "indices"))
     _whole(tr, a["indices"])
     tr.write += out
 
 
-def _index_select(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
+def _index_select(tr: CallMinimum, a: OpArgs, out: list[torch.Tensor]) -> None:
     tr.read_bytes += _rows(tr, _tensor(a, "self"), _int(a, "dim"), _tensor(a, "index"))
     _whole(tr, a["index"])
     tr.write += out
 
 
-def _index(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
+def _index(tr: CallMinimum, a: OpArgs, out: list[torch.Tensor]) -> None:
     tr.read_bytes += _indexed(tr, _tensor(a, "self"), _indices(a))
     _whole(tr, *_indices(a))
     tr.write += out
 
 
-def _gather(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
+def _gather(tr: CallMinimum, a: OpArgs, out: list[torch.Tensor]) -> None:
     tr.read_bytes += _positions(tr, _tensor(a, "self"), _int(a, "dim"), _tensor(a, "index"))
     _whole(tr, a["index"])
     tr.write += out
 
 
-def _flat(tr: Traffic, t: torch.Tensor, index: torch.Tensor) -> int:
+def _flat(tr: CallMinimum, t: torch.Tensor, index: torch.Tensor) -> int:
     """Bytes of the distinct elements of `t` that a flat index (take, put_) addresses."""
     n = distinct_values(index)
     if n is None:
@@ -299,7 +299,7 @@ def _flat(tr: Traffic, t: torch.Tensor, index: torch.Tensor) -> int:
     return min(n * t.element_size(), tensor_bytes(t))
 
 
-def _take(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
+def _take(tr: CallMinimum, a: OpArgs, out: list[torch.Tensor]) -> None:
     tr.read_bytes += _flat(tr, _tensor(a, "self"), _tensor(a, "index"))
     _whole(tr, a["index"])
     tr.write += out
@@ -312,27 +312,27 @@ def _source_part(src: Any, elements: int) -> int:
     return min(tensor_bytes(src), elements * src.element_size())
 
 
-def _index_put_(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
+def _index_put_(tr: CallMinimum, a: OpArgs, out: list[torch.Tensor]) -> None:
     touched = _indexed(tr, _tensor(a, "self"), _indices(a))
     _whole(tr, *_indices(a), a["values"])
     tr.read_bytes += touched if a.get("accumulate") else 0
     tr.write_bytes += touched
 
 
-def _index_add_(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
+def _index_add_(tr: CallMinimum, a: OpArgs, out: list[torch.Tensor]) -> None:
     touched = _rows(tr, _tensor(a, "self"), _int(a, "dim"), _tensor(a, "index"))
     _whole(tr, a["index"], a["source"])
     tr.read_bytes += touched if a.get("include_self", True) else 0
     tr.write_bytes += touched
 
 
-def _index_copy_(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
+def _index_copy_(tr: CallMinimum, a: OpArgs, out: list[torch.Tensor]) -> None:
     touched = _rows(tr, _tensor(a, "self"), _int(a, "dim"), _tensor(a, "index"))
     _whole(tr, a["index"], a.get("source"), a.get("value"))
     tr.write_bytes += touched
 
 
-def _scatter_(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
+def _scatter_(tr: CallMinimum, a: OpArgs, out: list[torch.Tensor]) -> None:
     index = _tensor(a, "index")
     touched = _positions(tr, _tensor(a, "self"), _int(a, "dim"), index)
     _whole(tr, index)
@@ -342,11 +342,11 @@ def _scatter_(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
     tr.write_bytes += touched
 
 
-def _scatter_add_(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
+def _scatter_add_(tr: CallMinimum, a: OpArgs, out: list[torch.Tensor]) -> None:
     _scatter_(tr, {**a, "reduce": "sum"}, out)
 
 
-def _masked(tr: Traffic, a: OpArgs) -> int:
+def _masked(tr: CallMinimum, a: OpArgs) -> int:
     self, mask = _tensor(a, "self"), _tensor(a, "mask")
     n = true_count(mask, self.shape)
     if n is None:
@@ -357,19 +357,19 @@ def _masked(tr: Traffic, a: OpArgs) -> int:
     return n
 
 
-def _masked_fill_(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
+def _masked_fill_(tr: CallMinimum, a: OpArgs, out: list[torch.Tensor]) -> None:
     n = _masked(tr, a)
     _whole(tr, a.get("value"))
     tr.write_bytes += min(n * _tensor(a, "self").element_size(), tensor_bytes(_tensor(a, "self")))
 
 
-def _masked_scatter_(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
+def _masked_scatter_(tr: CallMinimum, a: OpArgs, out: list[torch.Tensor]) -> None:
     n = _masked(tr, a)
     tr.read_bytes += _source_part(a["source"], n)
     tr.write_bytes += min(n * _tensor(a, "self").element_size(), tensor_bytes(_tensor(a, "self")))
 
 
-def _put_(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
+def _put_(tr: CallMinimum, a: OpArgs, out: list[torch.Tensor]) -> None:
     index = _tensor(a, "index")
     touched = _flat(tr, _tensor(a, "self"), index)
     _whole(tr, index)
@@ -378,11 +378,11 @@ def _put_(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
     tr.write_bytes += touched
 
 
-def _nothing(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
+def _nothing(tr: CallMinimum, a: OpArgs, out: list[torch.Tensor]) -> None:
     return None
 
 
-def _counted_rows(tr: Traffic, target: torch.Tensor, ignore_index: int) -> int:
+def _counted_rows(tr: CallMinimum, target: torch.Tensor, ignore_index: int) -> int:
     """Rows a loss reads a logit of: targets equal to ignore_index read none."""
     if readable(target):
         return _count(torch.nonzero(target.flatten() != ignore_index))
@@ -390,7 +390,7 @@ def _counted_rows(tr: Traffic, target: torch.Tensor, ignore_index: int) -> int:
     return target.numel()
 
 
-def _class_weights(tr: Traffic, weight: Any, target: torch.Tensor) -> int:
+def _class_weights(tr: CallMinimum, weight: Any, target: torch.Tensor) -> int:
     if not isinstance(weight, torch.Tensor):
         return 0
     n = distinct_values(target)
@@ -400,7 +400,7 @@ def _class_weights(tr: Traffic, weight: Any, target: torch.Tensor) -> int:
     return min(n, weight.numel()) * weight.element_size()
 
 
-def _nll_loss_forward(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
+def _nll_loss_forward(tr: CallMinimum, a: OpArgs, out: list[torch.Tensor]) -> None:
     logits, target = _tensor(a, "self"), _tensor(a, "target")
     tr.read_bytes += _counted_rows(tr, target, _int(a, "ignore_index")) * logits.element_size()
     tr.read_bytes += _class_weights(tr, a.get("weight"), target)
@@ -408,7 +408,7 @@ def _nll_loss_forward(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
     tr.write += out
 
 
-def _nll_loss_backward(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
+def _nll_loss_backward(tr: CallMinimum, a: OpArgs, out: list[torch.Tensor]) -> None:
     # grad_input is zero but for one element per row: all of it is written; the logits are not read
     tr.read_bytes += _class_weights(tr, a.get("weight"), _tensor(a, "target"))
     _whole(tr, a["grad_output"], a["target"], a["total_weight"])
@@ -418,7 +418,7 @@ def _nll_loss_backward(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
 def _without(*unread: str, only_if: dict[str, int] | None = None) -> Rule:
     """Backward ops: every tensor argument but `unread` is read; `only_if` {arg: i}: arg read only when
     output_mask[i] (that gradient is requested)."""
-    def rule(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
+    def rule(tr: CallMinimum, a: OpArgs, out: list[torch.Tensor]) -> None:
         mask = _flags(a.get("output_mask"))
         for name, value in a.items():
             if name in unread or (only_if and name in only_if and not mask[only_if[name]]):
@@ -455,7 +455,7 @@ def _conv_input_bytes(x: torch.Tensor, w: torch.Tensor, out_spatial: Sequence[in
     return min(tensor_bytes(x), x.shape[0] * x.shape[1] * counted * x.element_size())
 
 
-def _convolution(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
+def _convolution(tr: CallMinimum, a: OpArgs, out: list[torch.Tensor]) -> None:
     x, w = _tensor(a, "input"), _tensor(a, "weight")
     if a.get("transposed") or not out or x.dim() < 3:
         _whole(tr, x)
@@ -465,7 +465,7 @@ def _convolution(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
     tr.write += out
 
 
-def _convolution_backward(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
+def _convolution_backward(tr: CallMinimum, a: OpArgs, out: list[torch.Tensor]) -> None:
     mask = cast("Sequence[bool]", a["output_mask"])  # bool[3] in the schema
     x, w, grad = _tensor(a, "input"), _tensor(a, "weight"), _tensor(a, "grad_output")
     _whole(tr, grad)
@@ -479,7 +479,7 @@ def _convolution_backward(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> No
     tr.write += out
 
 
-def _batch_norm_backward(tr: Traffic, a: OpArgs, out: list[torch.Tensor]) -> None:
+def _batch_norm_backward(tr: CallMinimum, a: OpArgs, out: list[torch.Tensor]) -> None:
     # training uses the saved batch statistics, eval the running ones; the weight only for grad_input
     unused = ("running_mean", "running_var") if a.get("train") else ("save_mean", "save_invstd")
     _without(*unused, only_if={"weight": 0})(tr, a, out)

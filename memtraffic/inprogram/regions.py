@@ -31,9 +31,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from memtraffic.inprogram import distinct
 from memtraffic.runfolder.records import TensorEntry
 from memtraffic.runfolder.trace import add_decision, emit, make_record, next_seq, paused, short_dtype
-from memtraffic.vocab import launches
 from memtraffic.vocab.errors import UsageError
 
 _Nvtx = tuple[Callable[[str], object], Callable[[], object]]
@@ -164,7 +164,7 @@ def region(name: str, inputs: Sequence[object] = (), outputs: Sequence[object] =
         yield r
         return
     seq = next_seq()
-    decision = launches.decide(f"mt|region|{name}|{seq}", _signature(r), always=not repeats_same)
+    decision = distinct.decide(f"mt|region|{name}|{seq}", _signature(r), always=not repeats_same)
     nvtx = _push_pop()
     if nvtx:
         nvtx[0](decision.range)
@@ -173,7 +173,7 @@ def region(name: str, inputs: Sequence[object] = (), outputs: Sequence[object] =
     finally:
         if nvtx:
             nvtx[1]()
-        launches.done(decision)
+        distinct.done(decision)
         read, write = _minimum(r)
         record = make_record("region", seq, name, decision.range, [_describe(o) for o in _distinct(r.inputs)],
                              [_describe(o) for o in _distinct(r.outputs)], read, write, r.flops)

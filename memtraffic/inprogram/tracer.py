@@ -40,8 +40,9 @@ from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatc
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sdpa_flop_count
 
+from memtraffic.inprogram import distinct
 from memtraffic.inprogram.liveness import identities, watch_all
-from memtraffic.inprogram.op_rules import RULES, VALUE_DEPENDENT, OpArgs, Traffic, storage_of, union_bytes
+from memtraffic.inprogram.op_rules import RULES, VALUE_DEPENDENT, CallMinimum, OpArgs, storage_of, union_bytes
 from memtraffic.inprogram.op_rules import tensor_bytes as tensor_bytes  # re-exported: the public helper
 from memtraffic.runfolder import trace
 from memtraffic.runfolder.records import TensorEntry, TraceRecord
@@ -106,7 +107,7 @@ def op_record(func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: OpArgs
     packet = func.overloadpacket
     named: OpArgs = {}
     inputs: dict[tuple[object, ...], torch.Tensor] = {}
-    generic = Traffic()
+    generic = CallMinimum()
     storages: set[int] = set()
     for arg, value in _arguments(func, args, kwargs):
         named[arg.name] = value
@@ -130,7 +131,7 @@ def op_record(func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: OpArgs
     traffic = generic
     rule = RULES.get(packet)
     if rule is not None:
-        traffic = Traffic()
+        traffic = CallMinimum()
         try:
             rule(traffic, named, fresh)
         except Exception:  # arguments the rule does not know (a new overload): the generic rule holds
@@ -284,7 +285,7 @@ class OpTracer(TorchDispatchMode):
         seq = next_seq()
         # Measured, or a repeat of an earlier call with the same signature (memtraffic.vocab.launches):
         # a repeat's range is one ncu skips. Ops whose traffic may depend on values are measured more.
-        decision = launches.decide(f"mt|op|{seq}|{func}", call_signature(func, args, kwargs),
+        decision = distinct.decide(f"mt|op|{seq}|{func}", call_signature(func, args, kwargs),
                                    value_dependent=func.overloadpacket in VALUE_DEPENDENT)
         nvtx = self._nvtx and (not self._range_replay or _touches_gpu(args, kwargs))
         if nvtx and self._range_replay and not self._primed:
@@ -296,7 +297,7 @@ class OpTracer(TorchDispatchMode):
         finally:
             if nvtx:
                 torch.cuda.nvtx.range_pop()
-            launches.done(decision)
+            distinct.done(decision)
         record = op_record(func, args, kwargs, out, seq, decision.range)
         add_decision(record, decision)
         emit(record)

@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeGuard
 
+from memtraffic.inprogram import distinct
 from memtraffic.inprogram.liveness import identities
 from memtraffic.runfolder.records import TensorEntry, TraceRecord
 from memtraffic.runfolder.trace import add_decision, emit, make_record, next_seq, paused, short_dtype
@@ -240,14 +241,14 @@ def signature(kernel: str, args: Sequence[object], kwargs: dict[str, object]) ->
 
 
 def _decide(name: str, sig: tuple[object, ...]) -> tuple[launches.Decision, str]:
-    """(decision, range to push): memtraffic.vocab.launches decides whether this call is measured or a
+    """(decision, range to push): memtraffic.inprogram.distinct decides whether this call is measured or a
     repeat of an earlier one with the same signature (its range then one ncu leaves out)."""
-    decision = launches.decide(name, sig)
+    decision = distinct.decide(name, sig)
     return decision, decision.range
 
 
 def _done(decision: launches.Decision, record: TraceRecord) -> None:
-    launches.done(decision)
+    distinct.done(decision)
     add_decision(record, decision)
 
 

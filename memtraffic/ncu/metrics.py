@@ -95,7 +95,7 @@ _TABLE = [
     # Tensor cores: sm__ops_path_tensor_* count math ops whatever the MMA instruction's shape (HMMA, or
     # Hopper's HGMMA with its variable N), which warp-instruction counters (sm__inst_executed_pipe_tensor*)
     # cannot: their FLOPs per instruction depend on the shape. FLOPs per op are checked on a GPU
-    # (tests/probes/test_ceilings.py::test_tensor_ops_per_matmul_flop), not assumed.
+    # (tests/probes/test_roof_probes.py::test_tensor_ops_per_matmul_flop), not assumed.
     # Ampere, Ada and Blackwell split FP16 inputs by accumulator (dst_fp16 + dst_fp32); Turing counts FP16
     # with an FP32 accumulator in src_fp16_bf16_tf32_dst_fp32, which is FP16 alone there (Turing's tensor
     # cores take no BF16 or TF32).

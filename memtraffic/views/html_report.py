@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     from memtraffic.analysis.floor import Floor
     from memtraffic.analysis.lines import LineRow
-    from memtraffic.vocab.roofs import CeilingsEntry
+    from memtraffic.vocab.roofs import RoofsEntry
 
 # ----------------------------------------------------------------------------------------------------
 # Loading a run folder
@@ -89,29 +89,29 @@ def devices_of(df: pd.DataFrame, metas: Sequence[Mapping[str, object]] = ()) -> 
     return list(seen.values())
 
 
-def resolve_ceilings(devices: Sequence[str], ceilings_file: Path | None = None
-                     ) -> tuple[list[CeilingsEntry], list[str]]:
-    """(entries, notes): the ceilings of each device (a given file, else cache, else committed)."""
+def resolve_roofs(devices: Sequence[str], roofs_file: Path | None = None
+                     ) -> tuple[list[RoofsEntry], list[str]]:
+    """(entries, notes): the roofs of each device (a given file, else cache, else committed)."""
     from memtraffic.ncu.chips import peak_names
-    from memtraffic.vocab.roofs import find_ceilings, load_ceilings_file
+    from memtraffic.vocab.roofs import find_roofs, load_roofs_file
 
-    entries: list[CeilingsEntry] = []
+    entries: list[RoofsEntry] = []
     notes: list[str] = []
-    if ceilings_file is not None:
-        entry = load_ceilings_file(Path(ceilings_file), devices[0] if devices else None)
-        notes.append(f"roofs: {entry['device']} from {ceilings_file}")
+    if roofs_file is not None:
+        entry = load_roofs_file(Path(roofs_file), devices[0] if devices else None)
+        notes.append(f"roofs: {entry['device']} from {roofs_file}")
         return [entry], notes
     for dev in devices:
         # A roof the GPU has no counter for is named, not drawn (no DRAM roof on unified memory).
         notes += [f"{dev}: {note}" for note in peak_names(dev)[1]]
-        known = find_ceilings(dev)
+        known = find_roofs(dev)
         if known is None:
-            notes.append(f"no ceilings known for {dev}: run 'memtraffic ceilings' on it to draw its roofs")
+            notes.append(f"no roofs known for {dev}: run 'memtraffic roofs' on it to draw its roofs")
         else:
             entries.append(known)
             notes.append(f"roofs: {dev}, measured {known.get('date', '(date unknown)')}")
     if not devices:
-        notes.append("the run does not name its device: no roofs drawn (give --ceilings FILE)")
+        notes.append("the run does not name its device: no roofs drawn (give --roofs-file FILE)")
     return entries, notes
 
 
@@ -299,7 +299,7 @@ def prose(text: str) -> str:
     return NUMBER_UNIT.sub("\\1&nbsp;", escaped)
 
 
-def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Path | None = None,
+def build_report(run_dir: Path, roofs_file: Path | None = None, baseline: Path | None = None,
                  partial: bool = False) -> str:
     """The HTML text of the report of one run folder: results and diagnoses first (with a baseline, the
     diff of the two and their tables and traffic bars side by side before them), then the figures and
@@ -317,7 +317,7 @@ def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Pat
     if df.empty:
         raise ReportError(f"{run_dir} holds no analyzed rows: nothing to report")
     devices = devices_of(df, metas)
-    ceilings, ceiling_notes = resolve_ceilings(devices, ceilings_file)
+    roofs, roof_notes = resolve_roofs(devices, roofs_file)
 
     left = left_out_line(df)  # launches that are not the program's work: one line, as analyze says them
     shown, sections = _shown_rows(df[~left_out(df)])
@@ -338,7 +338,7 @@ def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Pat
     figs: list[tuple[str, go.Figure]] = []
     fig_notes: list[tuple[str, str]] = []
     makers: list[tuple[str, Callable[[], go.Figure]]] = [
-        ("roofline", lambda: roofline_figure(shown, ceilings)), ("traffic", lambda: traffic_figure(shown))]
+        ("roofline", lambda: roofline_figure(shown, roofs)), ("traffic", lambda: traffic_figure(shown))]
     if baseline is not None:
         baseline = Path(baseline)
         compared, base_df = baseline_section(baseline, run_dir, df)
@@ -369,7 +369,7 @@ def build_report(run_dir: Path, ceilings_file: Path | None = None, baseline: Pat
 
     sections += source_lines_section(run_dir)
 
-    notes = df.attrs.get("gaps", []) + [FLOPS_NOTE] + ceiling_notes
+    notes = df.attrs.get("gaps", []) + [FLOPS_NOTE] + roof_notes
     sections.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
     env_rows = environment_rows(meta) or [("run.json", "missing: environment unknown")]
     sections.append("<h2>Environment</h2>" + _html_table(["key", "value"], env_rows, cls="env"))
@@ -451,7 +451,7 @@ def _fragments(figs: Sequence[go.Figure]) -> list[str]:
     return figures_html(figs) if figs else []
 
 
-def write_report(run_dir: Path, out: Path | None = None, ceilings_file: Path | None = None,
+def write_report(run_dir: Path, out: Path | None = None, roofs_file: Path | None = None,
                  baseline: Path | None = None, force: bool = False, partial: bool = False) -> Path:
     """Write the report (default: report-<run>.html in the current folder) and return its path. An
     existing file is replaced only with force; an incomplete run is reported only with partial."""
@@ -459,7 +459,7 @@ def write_report(run_dir: Path, out: Path | None = None, ceilings_file: Path | N
 
     out = Path(out) if out is not None else default_output("report", [Path(run_dir)])
     check_new_file(out, force)
-    return write_page(out, build_report(Path(run_dir), ceilings_file, baseline, partial), force)
+    return write_page(out, build_report(Path(run_dir), roofs_file, baseline, partial), force)
 
 
 def latest_run(root: Path | None = None) -> Path:
@@ -475,7 +475,7 @@ def latest_run(root: Path | None = None) -> Path:
 
 
 def plot_runs(run_dirs: Sequence[Path], levels: Sequence[str], out: Path | None = None,
-              png: Path | None = None, ceilings_file: Path | None = None,
+              png: Path | None = None, roofs_file: Path | None = None,
               force: bool = False, partial: bool = False) -> tuple[list[Path], list[str]]:
     """Roofline + traffic figures of one or more runs: an offline HTML page (default: roofline-<run>.html
     in the current folder) and/or PNGs. An existing file is replaced only with force. (paths, notes)."""
@@ -491,9 +491,9 @@ def plot_runs(run_dirs: Sequence[Path], levels: Sequence[str], out: Path | None 
         out = Path(out) if out is not None else default_output("roofline", run_dirs)
         check_new_file(out, force)
     df, metas = load_runs(run_dirs, partial)
-    ceilings, notes = resolve_ceilings(devices_of(df, metas), ceilings_file)
+    roofs, notes = resolve_roofs(devices_of(df, metas), roofs_file)
     notes += rf.roofline_points(df, levels).attrs.get("notes", [])
-    roof = rf.roofline_figure(df, ceilings, levels)
+    roof = rf.roofline_figure(df, roofs, levels)
     traffic = traffic_figure(df, levels)
     written: list[Path] = []
     if png is not None:

@@ -21,7 +21,7 @@ import pandas as pd
 
 from memtraffic.vocab.configs import SHIPPED_VARIANTS
 from memtraffic.vocab.errors import ReportError, UsageError
-from memtraffic.vocab.roofs import BANDWIDTH_OF_LEVEL, KINDS, ROOFS, CeilingsEntry
+from memtraffic.vocab.roofs import BANDWIDTH_OF_LEVEL, KINDS, ROOFS, RoofsEntry
 from memtraffic.vocab.units import fmt_bytes, fmt_eff, fmt_rate, fmt_time
 
 if TYPE_CHECKING:  # plotly is imported inside the functions: it is slow to import
@@ -379,7 +379,7 @@ def order_configs(df: pd.DataFrame) -> pd.DataFrame:
 # Figures
 
 
-def roofline_figure(df: pd.DataFrame, ceilings: Sequence[CeilingsEntry] = (),
+def roofline_figure(df: pd.DataFrame, entries: Sequence[RoofsEntry] = (),
                     levels: Sequence[str] = LEVELS, title: str | None = None) -> go.Figure:
     """Log-log roofline, one panel per memory level side by side (shared axes), one marker per config.
 
@@ -396,8 +396,8 @@ def roofline_figure(df: pd.DataFrame, ceilings: Sequence[CeilingsEntry] = (),
     panels = [lv for lv in levels if (points["level"] == lv).any()]
     compute_keys = compute_roofs_for(points)
     roofs_of: dict[str, list[Roof]] = {lv: [] for lv in panels}
-    for entry in ceilings:
-        suffix = f" - {entry['device']}" if len(ceilings) > 1 else ""
+    for entry in entries:
+        suffix = f" - {entry['device']}" if len(entries) > 1 else ""
         for lv in panels:
             roofs_of[lv] += build_roofs(entry, [lv], compute_keys, suffix)
     roofs = [r for lv in panels for r in roofs_of[lv]]
@@ -472,7 +472,7 @@ def roofline_figure(df: pd.DataFrame, ceilings: Sequence[CeilingsEntry] = (),
     devices = sorted({str(d) for d in df["device"].dropna()}) if "device" in df else []
     head = title or ("Hierarchical roofline" + (f" - {', '.join(devices)}" if devices else ""))
     if not roofs:
-        head += " (no ceilings known for this device: run 'memtraffic ceilings' on it)"
+        head += " (no roofs known for this device: run 'memtraffic roofs' on it)"
     for col, lv in enumerate(panels, 1):
         text = (f"Arithmetic intensity [FLOP/byte] = model FLOPs / {LEVEL_LABEL[lv]} bytes" if n == 1
                 else f"model FLOPs / {LEVEL_LABEL[lv]} bytes [FLOP/byte]")

@@ -18,7 +18,7 @@ from memtraffic.views import formats
 from memtraffic.vocab.finding import Finding
 from memtraffic.vocab.launches import measured_range
 from memtraffic.vocab.ops import format_shape
-from memtraffic.vocab.roofs import ROOFS, CeilingsEntry, ceilings_rows
+from memtraffic.vocab.roofs import ROOFS, RoofsEntry, roofs_rows
 from memtraffic.vocab.units import NUMBER_UNIT, fmt_bytes, fmt_eff, fmt_rate, fmt_time
 
 if TYPE_CHECKING:
@@ -268,10 +268,10 @@ def _list_table(rows: Sequence[dict[str, Any]], width: int | None = None) -> str
     return text
 
 
-def ceilings_table(entry: CeilingsEntry) -> str:
-    """`memtraffic ceilings`: each roof measured beside ncu's theoretical peak, then how each was measured."""
+def roofs_table(entry: RoofsEntry) -> str:
+    """`memtraffic roofs`: each roof measured beside ncu's theoretical peak, then how each was measured."""
     body = []
-    for r in ceilings_rows(entry):
+    for r in roofs_rows(entry):
         body.append([r["label"], fmt_rate(r["measured"], r["unit"]),
                      fmt_rate(r["ncu_theoretical"], r["unit"]),
                      f"{100 * r['fraction']:.0f}%" if r["fraction"] else "-"])

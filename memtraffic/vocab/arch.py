@@ -1,5 +1,5 @@
 """What each NVIDIA chip is: architecture, compute capability, the memory features memtraffic cares about,
-and which GPUs carry it. The one home of these facts; the metric table, the diagnosis, the ceilings and
+and which GPUs carry it. The one home of these facts; the metric table, the diagnosis, the roofs and
 the variants' checks ask here.
 
 Chips are the names of `ncu --list-chips` (Nsight Compute 2025.3.1 knows 28). A GPU's name as torch or

@@ -60,7 +60,7 @@ def _version_of(module: str) -> str | None:
 
 
 class Environment(TypedDict, total=False):
-    """What a run ran on (run.json's "environment"; bench results and ceilings entries carry it too)."""
+    """What a run ran on (run.json's "environment"; bench results and roofs entries carry it too)."""
 
     gpu: str | None
     chip: str | None
@@ -77,7 +77,7 @@ class Environment(TypedDict, total=False):
 def environment(gpu: str | None, ncu: Path | None = None, version: Sequence[int] | None = None
                 ) -> Environment:
     """What a run ran on: GPU, driver, ncu, and the versions of the Python stack (torch is optional).
-    The one environment record: run.json, bench results and ceilings entries all carry it."""
+    The one environment record: run.json, bench results and roofs entries all carry it."""
     import sys
 
     from memtraffic.vocab.arch import chip_for_gpu

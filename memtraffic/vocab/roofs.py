@@ -1,14 +1,15 @@
-"""This GPU's roofs as data: their names, the ceilings file (user cache, committed references), and
+"""This GPU's roofs as data: their names, the roofs file (user cache, committed references), and
 the ncu theoretical peaks computed from a report's metrics.
 
 Two kinds, always kept apart:
-- measured: what simple kernels reach here (memtraffic.probes.ceilings measures them);
+- measured: what simple kernels reach here (memtraffic.probes.roof_probes measures them);
 - ncu theoretical: per-cycle peaks times clock rates, read from an Nsight Compute report
   (the same expressions ncu's own roofline sections use), when ncu is available.
 
-Where they live: a user cache (ceilings.json in vocab.files.cache_dir()), and committed reference
-values under reports/ceilings/<device>.json written by `memtraffic ceilings --save-reference` on a
-real GPU. Numbers are never typed in by hand. Torch-free: the reading side draws rooflines with them.
+Where they live: a user cache (roofs.json in vocab.files.cache_dir()), and committed reference
+values under reports/roofs/<device>.json written by `memtraffic roofs --save-reference` on a
+real GPU (memtraffic.probes.roof_probes writes both; this module reads them). Numbers are never typed
+in by hand. Torch-free: the reading side draws rooflines with them.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any, TypedDict, cast
 
 from memtraffic.vocab.errors import ReportError, UsageError, warn
-from memtraffic.vocab.files import cache_dir, cache_unusable, path_kind, read_json, require_file, write_json
+from memtraffic.vocab.files import cache_dir, cache_unusable, path_kind, read_json, require_file
 from memtraffic.vocab.machine import Environment
 
 # Roof key -> (label, unit). Bandwidths count read + write bytes.
@@ -37,16 +38,24 @@ BANDWIDTH_OF_LEVEL = {"dram": "dram_Bps", "l2": "l2_Bps", "l1": "l1_Bps"}
 KINDS = {"measured": "measured", "ncu_theoretical": "ncu theoretical"}
 
 REPO_ROOT = Path(__file__).resolve().parents[2]  # the source checkout (memtraffic/vocab/roofs.py)
-COMMITTED_DIR = REPO_ROOT / "reports" / "ceilings"
+COMMITTED_DIR = REPO_ROOT / "reports" / "roofs"
+OLD_CACHE_NAME = "ceilings.json"  # the cache's name before roofs.json: still read while roofs.json is missing
 
 
 # ----------------------------------------------------------------------------------------------------
-# Where ceilings are stored
+# Where roofs are stored
 
 
 def cache_file() -> Path:
-    """ceilings.json in the user cache folder (vocab.files.cache_dir)."""
-    return cache_dir() / "ceilings.json"
+    """roofs.json in the user cache folder (vocab.files.cache_dir): where roofs are cached."""
+    return cache_dir() / "roofs.json"
+
+
+def _cache_to_read() -> Path:
+    """roofs.json, or the older ceilings.json beside it while roofs.json does not exist, so that roofs
+    measured before the rename are not lost (probes.roof_probes.write_cache carries them into roofs.json)."""
+    new, old = cache_file(), cache_dir() / OLD_CACHE_NAME
+    return old if path_kind(new) == "missing" and path_kind(old) != "missing" else new
 
 
 def device_slug(device: str) -> str:
@@ -54,16 +63,16 @@ def device_slug(device: str) -> str:
     return re.sub(r"[^A-Za-z0-9.-]+", "_", device).strip("_")
 
 
-def _read_json(path: Path, advice: str = "delete it or re-run 'memtraffic ceilings --refresh'") -> Any:
+def _read_json(path: Path, advice: str = "delete it or re-run 'memtraffic roofs --refresh'") -> Any:
     return read_json(path, advice)
 
 
-class _CeilingsDevice(TypedDict):
+class _RoofsDevice(TypedDict):
     device: str  # every entry names its device (_check_entry)
 
 
-class CeilingsEntry(_CeilingsDevice, total=False):
-    """One device's ceilings (the cache's value, reports/ceilings/<device>.json): measured roofs (ROOFS
+class RoofsEntry(_RoofsDevice, total=False):
+    """One device's roofs (the cache's value, reports/roofs/<device>.json): measured roofs (ROOFS
     keys, plus dram_latency_s and launch_s) and how each was measured, ncu's theoretical peaks."""
 
     measured: dict[str, float]
@@ -74,27 +83,27 @@ class CeilingsEntry(_CeilingsDevice, total=False):
     ncu_note: str
 
 
-CACHE_ADVICE = ": re-measure with 'memtraffic ceilings --refresh' on that GPU"
+CACHE_ADVICE = ": re-measure with 'memtraffic roofs --refresh' on that GPU"
 TIMES = ("dram_latency_s", "launch_s")  # measured beside the roofs (seconds)
 OVER_PEAK = 2.0  # a measured roof this many times ncu's theoretical peak is no measurement
 
 
-def _check_entry(entry: object, where: Path) -> CeilingsEntry:
-    """The entry, checked: ReportError naming the file and the first field that is no ceilings' (a roof or
+def _check_entry(entry: object, where: Path) -> RoofsEntry:
+    """The entry, checked: ReportError naming the file and the first field that is no roofs entry's (a roof or
     time that is not a finite number above 0, a measured roof above OVER_PEAK x ncu's theoretical peak)."""
     if not isinstance(entry, dict) or not isinstance(entry.get("device"), str) or not isinstance(
         entry.get("measured", {}), dict
     ):
-        raise ReportError(f"{where} does not hold ceilings (an object with 'device' and 'measured'): "
-                          "write it with 'memtraffic ceilings --format json'")
+        raise ReportError(f"{where} does not hold roofs (an object with 'device' and 'measured'): "
+                          "write it with 'memtraffic roofs --format json'")
     found = entry_problem(entry)
     if found:
         raise ReportError(f"{where}: {entry['device']}: {found}{CACHE_ADVICE}")
-    return cast(CeilingsEntry, entry)  # device, measured and the numbers checked; the rest is read with .get
+    return cast(RoofsEntry, entry)  # device, measured and the numbers checked; the rest is read with .get
 
 
 def entry_problem(entry: Mapping[str, Any]) -> str | None:
-    """Where a ceilings entry's numbers are not roofs, as 'measured.dram_Bps is -1.0, expected ...'; None
+    """Where a roofs entry's numbers are not roofs, as 'measured.dram_Bps is -1.0, expected ...'; None
     when every roof and time is a finite number above 0 and no measured roof exceeds OVER_PEAK x its ncu
     theoretical peak."""
     theo = entry.get("ncu_theoretical", {})
@@ -116,11 +125,11 @@ def entry_problem(entry: Mapping[str, Any]) -> str | None:
 _SET_ASIDE: set[tuple[str, str]] = set()  # (cache file, device) already warned about
 
 
-def read_cache(path: Path | None = None) -> dict[str, CeilingsEntry]:
-    """device name -> ceilings entry; empty when there is no cache yet, or when it cannot be read (said once:
+def read_cache(path: Path | None = None) -> dict[str, RoofsEntry]:
+    """device name -> roofs entry; empty when there is no cache yet, or when it cannot be read (said once:
     vocab.files.cache_unusable). An entry whose numbers are no roofs (entry_problem) is set aside with one
-    warning: the committed roofs (reports/ceilings/) stand in for it."""
-    path = path or cache_file()
+    warning: the committed roofs (reports/roofs/) stand in for it."""
+    path = path or _cache_to_read()
     kind = path_kind(path)
     if kind == "missing":
         return {}
@@ -129,9 +138,9 @@ def read_cache(path: Path | None = None) -> dict[str, CeilingsEntry]:
         return {}
     data = _read_json(path)
     if not isinstance(data, dict):
-        raise ReportError(f"{path} is not a ceilings cache: delete it or re-run "
-                          "'memtraffic ceilings --refresh'")
-    out: dict[str, CeilingsEntry] = {}
+        raise ReportError(f"{path} is not a roofs cache: delete it or re-run "
+                          "'memtraffic roofs --refresh'")
+    out: dict[str, RoofsEntry] = {}
     for dev, e in data.items():
         try:
             out[dev] = _check_entry(e, path)
@@ -143,27 +152,13 @@ def read_cache(path: Path | None = None) -> dict[str, CeilingsEntry]:
     return out
 
 
-def write_cache(entry: CeilingsEntry, path: Path | None = None) -> Path:
-    """Add or replace this device's entry; other devices' entries are kept. Atomic replace."""
-    path = path or cache_file()
-    data = read_cache(path)
-    data[entry["device"]] = entry
-    return write_json(path, data, sort_keys=True)
-
-
-def write_reference(entry: CeilingsEntry, directory: Path | None = None) -> Path:
-    """reports/ceilings/<device>.json, to commit beside the reference runs."""
-    directory = directory or COMMITTED_DIR
-    return write_json(directory / f"{device_slug(entry['device'])}.json", dict(entry), sort_keys=True)
-
-
-def load_ceilings_file(path: Path, device: str | None = None) -> CeilingsEntry:
-    """A file holding one entry (reports/ceilings/*.json) or a cache (device -> entry)."""
-    if not require_file(path, "give a file written by 'memtraffic ceilings --format json'", usage=True,
-                        option="--ceilings"):
-        raise UsageError(f"ceilings file {path} does not exist")
-    data = _read_json(path, "give --ceilings a file written by 'memtraffic ceilings --format json' "
-                            "(or one of reports/ceilings/)")
+def load_roofs_file(path: Path, device: str | None = None) -> RoofsEntry:
+    """A file holding one entry (reports/roofs/*.json) or a cache (device -> entry)."""
+    if not require_file(path, "give a file written by 'memtraffic roofs --format json'", usage=True,
+                        option="--roofs-file"):
+        raise UsageError(f"roofs file {path} does not exist")
+    data = _read_json(path, "give --roofs-file a file written by 'memtraffic roofs --format json' "
+                            "(or one of reports/roofs/)")
     if isinstance(data, dict) and "device" in data:
         return _check_entry(data, path)
     if isinstance(data, dict) and data:
@@ -172,15 +167,15 @@ def load_ceilings_file(path: Path, device: str | None = None) -> CeilingsEntry:
             return entries[device]
         if len(entries) == 1:
             return next(iter(entries.values()))
-        raise UsageError(f"{path} holds ceilings for {', '.join(entries)}, not for {device!r}")
-    raise ReportError(f"{path} does not hold ceilings: write it with 'memtraffic ceilings --format json'")
+        raise UsageError(f"{path} holds roofs for {', '.join(entries)}, not for {device!r}")
+    raise ReportError(f"{path} does not hold roofs: write it with 'memtraffic roofs --format json'")
 
 
-def find_ceilings(device: str, cache: Path | None = None,
-                  committed: Path | None = None) -> CeilingsEntry | None:
-    """This device's ceilings: the user cache first (measured on this machine), then committed ones."""
+def find_roofs(device: str, cache: Path | None = None,
+                  committed: Path | None = None) -> RoofsEntry | None:
+    """This device's roofs: the user cache first (measured on this machine), then committed ones."""
     # ncu's display name and torch's device name are the driver's same string; compare slugs anyway
-    # so that spacing or case never hides a device's ceilings.
+    # so that spacing or case never hides a device's roofs.
     key = device_slug(device).lower()
     entry = next((e for dev, e in read_cache(cache).items() if device_slug(dev).lower() == key), None)
     if entry is not None:
@@ -219,8 +214,8 @@ def theoretical_from_metrics(values: Mapping[str, float]) -> dict[str, float]:
     return out
 
 
-class CeilingsRow(TypedDict):
-    """A roof of ceilings_rows: its ROOFS key, label and unit, measured and ncu theoretical values."""
+class RoofsRow(TypedDict):
+    """A roof of roofs_rows: its ROOFS key, label and unit, measured and ncu theoretical values."""
 
     roof: str
     label: str
@@ -231,9 +226,9 @@ class CeilingsRow(TypedDict):
     method: str
 
 
-def ceilings_rows(entry: CeilingsEntry) -> list[CeilingsRow]:
+def roofs_rows(entry: RoofsEntry) -> list[RoofsRow]:
     """One row per roof: measured and ncu theoretical side by side (None where unknown)."""
-    rows: list[CeilingsRow] = []
+    rows: list[RoofsRow] = []
     measured = entry.get("measured", {})
     theo = entry.get("ncu_theoretical", {})
     for key, (label, unit) in ROOFS.items():

@@ -36,7 +36,7 @@ EAGER, COMPILED = REPORTS / "floor_eager_block", REPORTS / "floor_compiled_block
 SEED = REPORTS / "seed_1048576x2_fp32"
 GELU = {way: REPORTS / f"floor_gelu_{way}" for way in ("eager", "triton", "compiled")}
 RANGE = REPORTS / "range_replay_adam" / "range"
-ROOFS_H100 = REPORTS.parent / "ceilings" / "NVIDIA_H100_80GB_HBM3.json"
+ROOFS_H100 = REPORTS.parent / "roofs" / "NVIDIA_H100_80GB_HBM3.json"
 runner = CliRunner()
 
 
@@ -167,14 +167,14 @@ def on_gpu(run: Path, dest: Path, gpu: str) -> Path:
 @pytest.fixture
 def h200(tmp_path, monkeypatch) -> Path:
     """floor_eager_block as if profiled on an H200 without measured roofs: only the H100's are known."""
-    committed = tmp_path / "ceilings"
+    committed = tmp_path / "roofs"
     committed.mkdir()
     shutil.copy(ROOFS_H100, committed)
     monkeypatch.setattr("memtraffic.vocab.roofs.COMMITTED_DIR", committed)
     return on_gpu(EAGER, tmp_path / "h200_block", "NVIDIA H200")
 
 
-NO_ROOFS = ("no floor: no measured roofs for NVIDIA H200 (`memtraffic ceilings --refresh` on that GPU "
+NO_ROOFS = ("no floor: no measured roofs for NVIDIA H200 (`memtraffic roofs --refresh` on that GPU "
             "measures them)")
 
 
@@ -220,7 +220,7 @@ def test_the_html_report_says_no_floor(h200):
     section = floor_section(memtraffic.analyze(h200), load_run(h200))[0]
     text = " ".join(html.unescape(re.sub("<[^>]+>", " ", section)).split())
     assert " ".join(NO_ROOFS.replace("`", " ").split()) in text and "lists every op type" not in text
-    assert "<code>memtraffic ceilings --refresh</code>" in section  # markup, not literal backticks
+    assert "<code>memtraffic roofs --refresh</code>" in section  # markup, not literal backticks
 
 
 H200_FIRST = REPORTS.parent / "h200" / "first_profile_roofs"
@@ -234,7 +234,8 @@ def test_the_committed_runs_of_a_gpu_without_roofs_have_no_floor(tmp_path):
         result = runner.invoke(app, ["floor", str(run)])
         assert (result.exit_code, result.stderr) == (1, f"error: {run}: {NO_ROOFS}\n")
     said = (H200_FIRST / "floor_no_roofs.txt").read_text()  # on the H200, before its roofs were measured
-    assert said == f"error: reports/h200/first_profile_roofs/no_roofs: {NO_ROOFS}\n"
+    old = NO_ROOFS.replace("memtraffic roofs", "memtraffic ceilings")  # said before `roofs` had its name
+    assert said == f"error: reports/h200/first_profile_roofs/no_roofs: {old}\n"
     expect = tmp_path / "floor.toml"
     expect.write_text('[floor]\nmax_recoverable = "300ms"\n')
     result = runner.invoke(app, ["check", str(bare), "--expect", str(expect)])

@@ -288,8 +288,8 @@ def test_analyze_diagnosis_names_the_worst_line_when_the_report_has_source(seed)
 
 
 def test_html_report_shows_each_kernels_lines_with_traffic_bars(seed, monkeypatch, tmp_path):
-    monkeypatch.setenv("MEMTRAFFIC_CACHE", str(tmp_path))  # no stray user ceilings
-    page = build_report(SEED, next((REPO / "reports" / "ceilings").glob("*H100*.json")))
+    monkeypatch.setenv("MEMTRAFFIC_CACHE", str(tmp_path))  # no stray user roofs
+    page = build_report(SEED, next((REPO / "reports" / "roofs").glob("*H100*.json")))
     section = page[page.index("<h2>Source lines</h2>"):]
     assert [h.split(" [")[0] for h in re.findall(r"<h3>([^<]*)</h3>", section)] == list(
         dict.fromkeys(r["kernel"] for r in seed))

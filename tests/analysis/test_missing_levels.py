@@ -88,7 +88,7 @@ def test_no_tma_explanation_on_a_gpu_without_tma(monkeypatch):
 @pytest.mark.parametrize("chip", ["gb20b", "ga102"])
 def test_per_op_tables_of_a_traced_program(monkeypatch, chip):
     # Measured roofs (and the time notes they allow) exist for the H100 only: compare without them.
-    monkeypatch.setattr(analysis, "find_ceilings", lambda device: None)
+    monkeypatch.setattr(analysis, "find_roofs", lambda device: None)
     h100 = analysis.analyze_path(MODEL, group_by="op")
     as_if_on(monkeypatch, chip)
     table = analysis.analyze_path(MODEL, group_by="op")

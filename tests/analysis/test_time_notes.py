@@ -18,7 +18,7 @@ from memtraffic.analysis.lines import judge
 from memtraffic.analysis.time_notes import AT_MINIMUM, SLOW, explain_time, slow_at_minimum
 from memtraffic.ncu.metrics import METRIC_SETS
 from memtraffic.vocab.finding import Finding
-from memtraffic.vocab.roofs import COMMITTED_DIR, find_ceilings
+from memtraffic.vocab.roofs import COMMITTED_DIR, find_roofs
 from memtraffic.vocab.units import fmt_bytes, fmt_rate, fmt_time
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,7 +49,7 @@ def h100_rows() -> list[dict]:
 
 @pytest.fixture(scope="module")
 def roofs() -> dict:
-    return find_ceilings(DEVICE)["measured"]
+    return find_roofs(DEVICE)["measured"]
 
 
 def _slow(rows: list[dict], roofs: dict) -> list[dict]:
@@ -126,7 +126,7 @@ def test_a_small_grid_names_the_bytes_in_flight_each_thread_needs(h100_rows, roo
             f"for each of the {threads:,.0f} resident threads") in _told(r["findings"])
 
 
-def test_the_committed_probes_are_in_the_h100_ceilings(roofs):
+def test_the_committed_probes_are_in_the_h100_roofs(roofs):
     probes = json.loads((H100 / "time_probes" / "time_probes.json").read_text())
     assert roofs["launch_s"] == probes["launch_s"] and roofs["dram_latency_s"] == probes["dram_latency_s"]
 
@@ -251,10 +251,10 @@ def test_the_spills_set_is_its_own():
     assert not set(METRIC_SETS["spills"][1:]) & set(METRIC_SETS["traffic"])
 
 
-# --- the probes merged into the ceilings --------------------------------------------------------------------
+# --- the probes merged into the roofs -----------------------------------------------------------------------
 
 
-def test_probes_merge_into_a_copy_of_the_ceilings(tmp_path):
+def test_probes_merge_into_a_copy_of_the_roofs(tmp_path):
     probes = _probes()
     name = "NVIDIA_H100_80GB_HBM3.json"
     shutil.copy(COMMITTED_DIR / name, tmp_path / name)
@@ -279,7 +279,7 @@ def _probes():
 
 
 def test_the_latency_probe_follows_its_cycle(device):
-    from memtraffic.probes.ceilings import chase, pointer_cycle
+    from memtraffic.probes.roof_probes import chase, pointer_cycle
 
     nxt = pointer_cycle(64, device, seed=3)
     i = 0
@@ -294,7 +294,7 @@ def test_the_latency_probe_follows_its_cycle(device):
 
 
 def test_the_launch_probe_command_is_exact(tmp_path):
-    from memtraffic.probes.ceilings import LAUNCH_PROBES, ncu_launch_command
+    from memtraffic.probes.roof_probes import LAUNCH_PROBES, ncu_launch_command
 
     argv = ncu_launch_command("/opt/ncu", tmp_path / "launch", python="/usr/bin/python3")
     assert argv[:-1] == ["/opt/ncu", "--metrics", "gpu__time_duration.sum", "--nvtx", "--cache-control",

@@ -187,7 +187,7 @@ def test_analyze_reads_a_timing_only_run(tmp_path):
     mm = rows["mt|op|1|aten.mm.default"]
     assert mm["time_ns"] == 12345 and mm["bw_min_Bps"] == pytest.approx(49152 / 12345e-9)
     assert all(math.isnan(mm[c]) for c in ("eff_l1_ld", "eff_l2", "eff_dram", "l2_rd_bytes", "dram_rd_bytes"))
-    assert mm["timing_only"] and mm["copy_roof_Bps"] > 0  # the committed H100 ceilings
+    assert mm["timing_only"] and mm["copy_roof_Bps"] > 0  # the committed H100 roofs
     assert mm["frac_copy_roof"] == pytest.approx(mm["bw_min_Bps"] / mm["copy_roof_Bps"])
     assert mm["diagnosis"].startswith("timing only, no per-level bytes: ")
     assert mm["diagnosis"].endswith("of the copy roof") and "at the minimum" in mm["diagnosis"]

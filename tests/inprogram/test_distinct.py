@@ -1,5 +1,5 @@
 """Distinct-launch profiling on the measuring side: op call signatures and the tracer's measure/reuse
-decision (memtraffic.vocab.launches), value-dependent ops measured every time."""
+decision (memtraffic.inprogram.distinct), value-dependent ops measured every time."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import memtraffic
+from memtraffic.inprogram import distinct as state
 from memtraffic.inprogram.tracer import call_signature
 from memtraffic.vocab import launches
 
@@ -15,9 +16,9 @@ aten = torch.ops.aten
 
 @pytest.fixture
 def distinct():
-    launches.reset(1)
+    state.reset(1)
     yield
-    launches.reset(0)
+    state.reset(0)
 
 
 def _sig(func, *args, **kwargs):
@@ -86,21 +87,21 @@ def test_tracer_measures_each_signature_once_and_value_dependent_ops_always(dist
 
 
 def test_value_dependent_ops_measured_v_times_then_reused():
-    launches.reset(1, 2)
+    state.reset(1, 2)
     table = torch.randn(10, 16)
     try:
         with memtraffic.ops() as records:
             for i in range(4):
                 torch.nn.functional.embedding(torch.tensor([i, 2, 3, 4]), table)
     finally:
-        launches.reset(0)
+        state.reset(0)
     emb = [r for r in records if r["op"] == "aten.embedding.default"]
     assert [r.get("repeat", False) for r in emb] == [False, False, True, True]
     assert {r["reuses"] for r in emb[2:]} == {emb[0]["range"]}
 
 
 def test_every_call_measured_by_default_still_records_signatures():
-    launches.reset(0)
+    state.reset(0)
     with memtraffic.ops() as records:
         for _ in range(2):
             torch.ones(3) * 2

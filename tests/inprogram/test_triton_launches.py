@@ -190,7 +190,7 @@ def test_a_module_is_wrapped_when_it_is_imported(tmp_path, monkeypatch):
 
 
 def test_the_launch_range_decision_names_the_range_and_fills_the_record(monkeypatch):
-    """memtraffic.vocab.launches (issue 33's interface): decide() before the push, done() after the pop,
+    """memtraffic.inprogram.distinct (issue 33's interface): decide() before the push, done() after the pop,
     its keys in the record (runfolder.trace.add_decision); a repeat is pushed under the range it gives."""
     calls: list = []
 
@@ -198,8 +198,8 @@ def test_the_launch_range_decision_names_the_range_and_fills_the_record(monkeypa
         calls.append(("decide", name, sig))
         return tl.launches.Decision("mt|rep|triton|x", False, "abcd", "mt|triton|0|k")
 
-    monkeypatch.setattr(tl.launches, "decide", decide)
-    monkeypatch.setattr(tl.launches, "done", lambda d: calls.append(("done",)))
+    monkeypatch.setattr(tl.distinct, "decide", decide)
+    monkeypatch.setattr(tl.distinct, "done", lambda d: calls.append(("done",)))
     pushed: list[str] = []
     monkeypatch.setattr(tl, "_push", pushed.append)
     monkeypatch.setattr(tl, "_pop", lambda: None)

@@ -4,7 +4,7 @@ import html
 import re
 
 import pytest
-from results_fixture import DEVICE, results, write_ceilings, write_run
+from results_fixture import DEVICE, results, write_roofs, write_run
 from typer.testing import CliRunner
 
 from memtraffic.analysis import analyze
@@ -18,12 +18,12 @@ from memtraffic.vocab.finding import Finding
 
 @pytest.fixture
 def run(tmp_path, monkeypatch):
-    monkeypatch.setenv("MEMTRAFFIC_CACHE", str(tmp_path / "cache"))  # no stray user ceilings
+    monkeypatch.setenv("MEMTRAFFIC_CACHE", str(tmp_path / "cache"))  # no stray user roofs
     return write_run(tmp_path / "run-a")
 
 
 def test_page_holds_environment_table_diagnoses_and_figures(run, tmp_path):
-    page = report.build_report(run, write_ceilings(tmp_path / "c.json"))
+    page = report.build_report(run, write_roofs(tmp_path / "c.json"))
     text = html.unescape(page).replace("\xa0", " ")
     for key, value in [("environment.gpu", DEVICE), ("environment.torch", "9.9.9"),
                        ("environment.ncu_version", "2099.1.1"), ("configs", "1 ok"),
@@ -48,7 +48,7 @@ def test_page_is_self_contained(run):
     page = report.build_report(run)
     assert not re.search(r"<(script|link|img)[^>]*\b(src|href)\s*=\s*[\"']?(https?:)?//", page)
     assert len(page) > 1_000_000  # plotly.js inline
-    assert f"no ceilings known for {DEVICE}" in page
+    assert f"no roofs known for {DEVICE}" in page
 
 
 def test_missing_flops_keeps_the_page_and_says_why(tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""roofline.py: what the figures show, recomputed here from the input table and ceilings."""
+"""roofline.py: what the figures show, recomputed here from the input table and roofs."""
 
 import math
 import re
@@ -8,7 +8,7 @@ import sys
 
 import pandas as pd
 import pytest
-from results_fixture import CEILINGS, results, write_ceilings, write_run
+from results_fixture import ROOFS_ENTRY, results, write_roofs, write_run
 from typer.testing import CliRunner
 
 from memtraffic.cli import app
@@ -67,7 +67,7 @@ def _suite_table():
 
 
 def test_axes_are_log_and_labelled_with_units():
-    fig = rf.roofline_figure(results(), [CEILINGS], levels=("dram",))
+    fig = rf.roofline_figure(results(), [ROOFS_ENTRY], levels=("dram",))
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
     assert "[FLOP/byte]" in fig.layout.xaxis.title.text and "model FLOPs" in fig.layout.xaxis.title.text
     assert "[FLOP/s]" in fig.layout.yaxis.title.text
@@ -78,7 +78,7 @@ def test_axes_are_log_and_labelled_with_units():
 
 
 def test_levels_are_side_by_side_panels_on_common_log_axes():
-    fig = rf.roofline_figure(results(), [CEILINGS])
+    fig = rf.roofline_figure(results(), [ROOFS_ENTRY])
     axes = _panel_axes(fig)
     assert list(axes) == ["l1", "l2", "dram"]
     domains = [axes[lv][0].domain for lv in ("l1", "l2", "dram")]
@@ -96,7 +96,7 @@ def test_levels_are_side_by_side_panels_on_common_log_axes():
 
 
 def test_roof_values_are_min_of_peak_and_bandwidth_times_intensity():
-    fig = rf.roofline_figure(results(), [CEILINGS])
+    fig = rf.roofline_figure(results(), [ROOFS_ENTRY])
     roofs = _roofs(fig)
     # The table holds a bf16 matmul, so the bf16 tensor-core roof is drawn; no fp16 matmul, no fp16 roof.
     # Each panel draws its own level's memory roofs and every compute roof.
@@ -107,25 +107,25 @@ def test_roof_values_are_min_of_peak_and_bandwidth_times_intensity():
         ("l2", "measured", "l2_Bps"), ("l2", "ncu_theoretical", "l2_Bps"),
         ("l1", "ncu_theoretical", "l1_Bps"),
     }
-    cap = {"measured": max(CEILINGS["measured"]["fp32_flops"], CEILINGS["measured"]["bf16_tc_flops"]),
-           "ncu_theoretical": CEILINGS["ncu_theoretical"]["fp32_flops"]}
+    cap = {"measured": max(ROOFS_ENTRY["measured"]["fp32_flops"], ROOFS_ENTRY["measured"]["bf16_tc_flops"]),
+           "ncu_theoretical": ROOFS_ENTRY["ncu_theoretical"]["fp32_flops"]}
     level_key = {"l1": "l1_Bps", "l2": "l2_Bps", "dram": "dram_Bps"}
     lo = _panel_axes(fig)["l1"][0].range[0]
     for t in roofs:
         kind, key, lv = t.meta["kind"], t.meta["roof"], t.meta["level"]
-        value = CEILINGS[kind][key]
+        value = ROOFS_ENTRY[kind][key]
         assert t.line.dash == ("solid" if kind == "measured" else "dash")
         assert len(t.x) > 20 and not t.showlegend  # roofs are labelled on the plot, not in the legend
         for x, y in zip(t.x, t.y, strict=True):
             want = min(cap[kind], value * x) if key.endswith("_Bps") else value
             assert y == pytest.approx(want, rel=1e-12)
         if not key.endswith("_Bps"):  # compute roofs start at their ridge with the panel's memory roof
-            bw = CEILINGS[kind].get(level_key[lv])
+            bw = ROOFS_ENTRY[kind].get(level_key[lv])
             assert math.log10(t.x[0]) == pytest.approx(math.log10(value / bw) if bw else lo)
     # The ridge point lies exactly on the grid, so the corner is drawn sharp.
     dram = next(t for t in roofs if (t.meta["level"], t.meta["kind"], t.meta["roof"])
                 == ("dram", "measured", "dram_Bps"))
-    assert any(x == pytest.approx(cap["measured"] / CEILINGS["measured"]["dram_Bps"]) for x in dram.x)
+    assert any(x == pytest.approx(cap["measured"] / ROOFS_ENTRY["measured"]["dram_Bps"]) for x in dram.x)
     # Compute roofs are labelled once, in the first panel, just above their highest line.
     labels = {a.name: a for a in fig.layout.annotations if (a.name or "").startswith("roof_label:")}
     assert set(labels) == {"roof_label:fp32_flops", "roof_label:bf16_tc_flops"}
@@ -136,7 +136,7 @@ def test_roof_values_are_min_of_peak_and_bandwidth_times_intensity():
 
 def test_points_placed_from_the_table():
     df = results()
-    fig = rf.roofline_figure(df, [CEILINGS])
+    fig = rf.roofline_figure(df, [ROOFS_ENTRY])
     labels = rf.config_labels(df)
     assert labels[0] == "softmax_rows 1024x2 fp32 ROWS=1"  # as analyze names it: the parameters set by hand
     assert set(_points(fig)) == {(v, lv) for v in ("softmax_rows", "torch_matmul") for lv in rf.LEVELS}
@@ -150,13 +150,13 @@ def test_points_placed_from_the_table():
 
 def test_colour_is_the_variant_symbol_the_dtype_fill_the_shape():
     df = _suite_table()
-    fig = rf.roofline_figure(df, [CEILINGS])
+    fig = rf.roofline_figure(df, [ROOFS_ENTRY])
     points = _points(fig)
     colors = {v: {points[(v, lv)].marker.color for lv in rf.LEVELS} for v, _ in points}
     assert all(len(c) == 1 for c in colors.values())  # one colour per variant, in every panel
     assert len({c.pop() for c in colors.values()}) == 3
     # The same variant keeps its colour whatever else is plotted.
-    alone = rf.roofline_figure(df[df["variant"] == "matmul_torch"], [CEILINGS])
+    alone = rf.roofline_figure(df[df["variant"] == "matmul_torch"], [ROOFS_ENTRY])
     same = _points(alone)[("matmul_torch", "dram")].marker.color
     assert same == points[("matmul_torch", "dram")].marker.color
     labels = rf.config_labels(df)
@@ -175,14 +175,14 @@ def test_colour_is_the_variant_symbol_the_dtype_fill_the_shape():
         assert {points[(t.name, lv)].legendgroup for lv in rf.LEVELS} == {t.legendgroup}
     assert not any(t.showlegend for t in points.values())
     # One shape per op: no fill keys.
-    assert [t.name for t in _legend(rf.roofline_figure(results(), [CEILINGS]))][2:] == ["fp32", "bf16"]
+    assert [t.name for t in _legend(rf.roofline_figure(results(), [ROOFS_ENTRY]))][2:] == ["fp32", "bf16"]
 
 
 def test_variant_colours_are_far_from_the_roofs_grey():
     def rgb(c):
         return [int(c[i:i + 2], 16) for i in (1, 3, 5)]
 
-    fig = rf.roofline_figure(_suite_table(), [CEILINGS])
+    fig = rf.roofline_figure(_suite_table(), [ROOFS_ENTRY])
     roofs = {t.line.color for t in _roofs(fig)}
     assert roofs == {rf.ROOF_COLOR}
     markers = {t.marker.color for t in _points(fig).values()} | set(rf.VARIANT_PALETTE)
@@ -192,19 +192,19 @@ def test_variant_colours_are_far_from_the_roofs_grey():
 
 def test_figure_size_follows_panels_and_legend():
     df = results()
-    one = rf.roofline_figure(df, [CEILINGS], levels=("dram",))
-    three = rf.roofline_figure(df, [CEILINGS])
+    one = rf.roofline_figure(df, [ROOFS_ENTRY], levels=("dram",))
+    three = rf.roofline_figure(df, [ROOFS_ENTRY])
     assert three.layout.width > one.layout.width + 600
     many = pd.concat([df.iloc[[0]].assign(variant=f"v{i}", range=f"v{i}") for i in range(40)],
                      ignore_index=True)
-    tall = rf.roofline_figure(many, [CEILINGS])
+    tall = rf.roofline_figure(many, [ROOFS_ENTRY])
     assert len(_legend(tall)) == 41 and tall.layout.height >= 21 * 41 + 200
     assert len({t.marker.color for t in _legend(tall)[:40]}) >= 20  # colours cycle past the palette
 
 
 def test_hover_shows_the_numbers():
     df = results()
-    fig = rf.roofline_figure(df, [CEILINGS])
+    fig = rf.roofline_figure(df, [ROOFS_ENTRY])
     wasteful, tight = df.iloc[0], df.iloc[1]
     l1 = _point(fig, "softmax_rows 1024x2 fp32 ROWS=1", "l1")[3]
     assert "<b>softmax_rows</b> 1024x2 fp32 [ROWS=1]" in l1
@@ -219,7 +219,7 @@ def test_hover_shows_the_numbers():
 
 
 def test_level_choice_limits_roofs_and_points():
-    fig = rf.roofline_figure(results(), [CEILINGS], levels=rf.parse_levels("dram"))
+    fig = rf.roofline_figure(results(), [ROOFS_ENTRY], levels=rf.parse_levels("dram"))
     assert {t.meta["roof"] for t in _roofs(fig) if t.meta["roof"].endswith("_Bps")} == {"dram_Bps"}
     assert {lv for _, lv in _points(fig)} == {"dram"} and list(_panel_axes(fig)) == ["dram"]
     assert rf.parse_levels("all") == ("l1", "l2", "dram")
@@ -228,19 +228,19 @@ def test_level_choice_limits_roofs_and_points():
         rf.parse_levels("l3")
 
 
-def test_no_ceilings_still_plots_points_and_says_so():
+def test_no_roofs_still_plots_points_and_says_so():
     fig = rf.roofline_figure(results(), [])
     assert not _roofs(fig) and len(_points(fig)) == 2 * 3
-    assert "run 'memtraffic ceilings'" in fig.layout.title.text
+    assert "run 'memtraffic roofs'" in fig.layout.title.text
 
 
 def test_missing_time_or_flops_is_a_clear_error():
     with pytest.raises(ReportError, match="needs time_ns"):
-        rf.roofline_figure(results().drop(columns=["time_ns"]), [CEILINGS])
+        rf.roofline_figure(results().drop(columns=["time_ns"]), [ROOFS_ENTRY])
     df = results()
     df["model_flops"] = math.nan
     with pytest.raises(ReportError, match=r"no analytic FLOP count \(model_flops\) for softmax_rows 1024x2"):
-        rf.roofline_figure(df, [CEILINGS])
+        rf.roofline_figure(df, [ROOFS_ENTRY])
     df = results()  # some rows without FLOPs (a traced program's elementwise ops): left out, named
     df.loc[2, "model_flops"] = math.nan
     pts = rf.roofline_points(df)
@@ -321,7 +321,7 @@ def test_traffic_bars_order_notes_and_size():
 
 def test_html_is_self_contained(tmp_path):
     df = results()
-    figs = [rf.roofline_figure(df, [CEILINGS]), traffic_figure(df)]
+    figs = [rf.roofline_figure(df, [ROOFS_ENTRY]), traffic_figure(df)]
     path = write_html(figs, tmp_path / "r.html", "t")
     page = path.read_text()
     assert not re.search(r"<script[^>]*\bsrc\s*=\s*[\"']?(https?:)?//", page)
@@ -358,10 +358,11 @@ def test_png_export_names_what_is_missing(tmp_path, monkeypatch):
         write_png(fig, tmp_path / "t.png")
 
 
-def test_cli_roofline_writes_html(tmp_path):
+@pytest.mark.parametrize("option", ["--roofs-file", "--ceilings"])  # --ceilings: its old name, still read
+def test_cli_roofline_writes_html(tmp_path, option):
     run = write_run(tmp_path / "run-a")
-    ceil = write_ceilings(tmp_path / "c.json")
-    args = ["roofline", str(run), "--ceilings", str(ceil), "--out", str(tmp_path / "o.html")]
+    ceil = write_roofs(tmp_path / "c.json")
+    args = ["roofline", str(run), option, str(ceil), "--out", str(tmp_path / "o.html")]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     page = (tmp_path / "o.html").read_text()

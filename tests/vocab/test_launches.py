@@ -8,11 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from memtraffic.inprogram import distinct as D
 from memtraffic.vocab import launches as L
 
 
 def test_first_call_measured_repeats_reuse_it():
-    state = L.Launches(1)
+    state = D.Launches(1)
     first = state.decide("mt|op|0|aten.mm.default", ("aten.mm.default", (4, 4)))
     again = state.decide("mt|op|1|aten.mm.default", ("aten.mm.default", (4, 4)))
     state.done(again)
@@ -25,7 +26,7 @@ def test_first_call_measured_repeats_reuse_it():
 
 
 def test_k_calls_measured_and_always_measured():
-    state = L.Launches(2)
+    state = D.Launches(2)
     sig = ("aten.add.Tensor", (3,))
     got = []
     for i in range(4):
@@ -33,7 +34,7 @@ def test_k_calls_measured_and_always_measured():
         state.done(got[-1])
     assert [d.measured for d in got] == [True, True, False, False]
     assert {d.reuses for d in got[2:]} == {"mt|op|0|aten.add.Tensor"}
-    gathers = [L.Launches(1).decide("mt|op|0|g", "s", always=True)] + \
+    gathers = [D.Launches(1).decide("mt|op|0|g", "s", always=True)] + \
         [state.decide(f"mt|op|{i}|aten.index.Tensor", "idx", always=True) for i in range(3)]
     assert all(d.measured for d in gathers)
 
@@ -46,23 +47,23 @@ def test_value_dependent_signatures_measured_v_times():
             state.done(got[-1])
         return got
 
-    capped = decisions(L.Launches(1, 3), 6)
+    capped = decisions(D.Launches(1, 3), 6)
     assert [d.measured for d in capped] == [True] * 3 + [False] * 3
     assert {d.reuses for d in capped[3:]} == {"mt|op|0|aten.index_copy_.default"}
-    assert all(d.measured for d in decisions(L.Launches(1, 0), 6))  # V 0: every call
-    assert [d.measured for d in decisions(L.Launches(4, 2), 6)] == [True] * 4 + [False] * 2  # never < K
-    assert all(d.measured for d in decisions(L.Launches(0, 2), 6))  # K 0: every launch
-    plain = L.Launches(1, 3)
+    assert all(d.measured for d in decisions(D.Launches(1, 0), 6))  # V 0: every call
+    assert [d.measured for d in decisions(D.Launches(4, 2), 6)] == [True] * 4 + [False] * 2  # never < K
+    assert all(d.measured for d in decisions(D.Launches(0, 2), 6))  # K 0: every launch
+    plain = D.Launches(1, 3)
     assert [plain.decide(f"mt|op|{i}|x", "s").measured for i in range(3)] == [True, False, False]
 
 
 def test_every_call_measured_with_k0():
-    state = L.Launches(0)
+    state = D.Launches(0)
     assert all(state.decide(f"mt|op|{i}|x", "same").measured for i in range(5))
 
 
 def test_nested_inside_a_repeat_is_a_repeat():
-    state = L.Launches(1)
+    state = D.Launches(1)
     outer1 = state.decide("mt|op|0|custom", "outer")
     inner1 = state.decide("mt|triton|k|1", "inner")
     state.done(inner1)
@@ -80,7 +81,7 @@ def test_nested_inside_a_repeat_is_a_repeat():
 
 
 def test_open_repeats_are_per_thread():
-    state = L.Launches(1)
+    state = D.Launches(1)
     state.decide("mt|op|0|x", "s")
     rep = state.decide("mt|op|1|x", "s")  # left open on this thread
     seen = []
@@ -117,14 +118,14 @@ def test_parse_distinct_refuses(text):
 
 def test_process_state_from_environment(monkeypatch):
     monkeypatch.setenv(L.DISTINCT_ENV, "1")
-    state = L.reset()
+    state = D.reset()
     assert state.k == 1
     monkeypatch.setenv(L.VALUE_CALLS_ENV, "4")
-    assert (L.reset().k, L.launches().value_calls) == (1, 4)
+    assert (D.reset().k, D.launches().value_calls) == (1, 4)
     monkeypatch.setenv(L.DISTINCT_ENV, "junk")
     monkeypatch.setenv(L.VALUE_CALLS_ENV, "-2")
-    assert (L.reset().k, L.launches().value_calls) == (0, 0)
-    L.reset(0)
+    assert (D.reset().k, D.launches().value_calls) == (0, 0)
+    D.reset(0)
 
 
 def test_digest_is_stable():

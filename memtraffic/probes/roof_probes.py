@@ -1,6 +1,7 @@
 """Measuring this GPU's roofs: bandwidths and FLOP rates reached by simple kernels (CUDA events,
 warm-up, median of repeats), and ncu's theoretical peaks from a one-kernel probe, cached per device
-name. The ceilings file itself (names, cache, committed references) is memtraffic.vocab.roofs.
+name, and written to the user cache or a committed reference. The roofs file itself (names, reading the
+cache and the committed references) is memtraffic.vocab.roofs.
 """
 
 from __future__ import annotations
@@ -21,15 +22,17 @@ from memtraffic.ncu.chips import peak_names
 from memtraffic.ncu.command import build_ncu_command
 from memtraffic.ncu.metrics import METRIC_SETS, METRICS
 from memtraffic.vocab.errors import GpuNotFoundError, NcuError, ReportError
+from memtraffic.vocab.files import write_json
 from memtraffic.vocab.machine import environment, utc_now
 from memtraffic.vocab.roofs import (
+    COMMITTED_DIR,
     ROOFS,
-    CeilingsEntry,
+    RoofsEntry,
     cache_file,
-    find_ceilings,
+    device_slug,
+    find_roofs,
     read_cache,
     theoretical_from_metrics,
-    write_cache,
 )
 
 if TYPE_CHECKING:
@@ -134,7 +137,7 @@ def ncu_theoretical(timeout_s: float = 300) -> tuple[dict[str, float], str]:
             return {}, f"ncu probe failed (exit {proc.returncode}): {tail[0][:200]}"
         try:
             values = read_report_metrics(report, METRIC_SETS["peaks"])
-        except Exception as err:  # noqa: BLE001 - a note, not a failure of the measured ceilings
+        except Exception as err:  # noqa: BLE001 - a note, not a failure of the measured roofs
             return {}, f"cannot read the ncu probe report: {type(err).__name__}: {err}"
     peaks = theoretical_from_metrics(values)
     note = f"{Path(ncu).name} --clock-control none: per-cycle peaks x clock rates ({len(peaks)} roofs)"
@@ -142,13 +145,30 @@ def ncu_theoretical(timeout_s: float = 300) -> tuple[dict[str, float], str]:
 
 
 # ----------------------------------------------------------------------------------------------------
-# Measured ceilings (CUDA)
+# Where measured roofs are written
+
+
+def write_cache(entry: RoofsEntry, path: Path | None = None) -> Path:
+    """Add or replace this device's entry; other devices' entries are kept. Atomic replace."""
+    data = read_cache(path)  # without a path: roofs.json, else the older ceilings.json
+    data[entry["device"]] = entry
+    return write_json(path or cache_file(), data, sort_keys=True)
+
+
+def write_reference(entry: RoofsEntry, directory: Path | None = None) -> Path:
+    """reports/roofs/<device>.json, to commit beside the reference runs."""
+    directory = directory or COMMITTED_DIR
+    return write_json(directory / f"{device_slug(entry['device'])}.json", dict(entry), sort_keys=True)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Measured roofs (CUDA)
 
 
 def current_device() -> str:
-    """The name of CUDA device 0, whose ceilings are measured, or GpuNotFoundError."""
-    return require_gpu(f"measuring ceilings needs one; roofline can still use the cached ({cache_file()}) "
-                       "or committed (reports/ceilings/) ceilings of known devices")
+    """The name of CUDA device 0, whose roofs are measured, or GpuNotFoundError."""
+    return require_gpu(f"measuring roofs needs one; roofline can still use the cached ({cache_file()}) "
+                       "or committed (reports/roofs/) roofs of known devices")
 
 
 def median_time_s(fn: Callable[[], object], repeats: int) -> float:
@@ -308,9 +328,9 @@ def measure_matmul(torch: types.ModuleType, dtype: torch.dtype, n: int = 8192) -
     return 2 * n**3 / t, f"torch.matmul {n}x{n}x{n}, 2*M*N*K FLOPs, median of 10"
 
 
-def measure_ceilings(with_ncu: bool = True,
-                     progress: Callable[[str], None] = lambda s: None) -> CeilingsEntry:
-    """Measure every roof on GPU 0 and return a ceilings entry (not yet cached)."""
+def measure_roofs(with_ncu: bool = True,
+                     progress: Callable[[str], None] = lambda s: None) -> RoofsEntry:
+    """Measure every roof on GPU 0 and return a roofs entry (not yet cached)."""
     import torch
 
     device = current_device()
@@ -329,7 +349,7 @@ def measure_ceilings(with_ncu: bool = True,
         progress(f"measuring {ROOFS[key][0] if key in ROOFS else 'DRAM latency'}")
         measured[key], method[key] = step()
         torch.cuda.empty_cache()
-    entry: CeilingsEntry = {
+    entry: RoofsEntry = {
         "device": device,
         "measured": measured,
         "method": method,
@@ -350,35 +370,35 @@ def measure_ceilings(with_ncu: bool = True,
     return entry
 
 
-def get_ceilings(refresh: bool = False, with_ncu: bool = True,
-                 progress: Callable[[str], None] = lambda s: None) -> tuple[CeilingsEntry, bool]:
-    """(entry, from_cache): this GPU's cached ceilings, or freshly measured and cached ones."""
+def get_roofs(refresh: bool = False, with_ncu: bool = True,
+                 progress: Callable[[str], None] = lambda s: None) -> tuple[RoofsEntry, bool]:
+    """(entry, from_cache): this GPU's cached roofs, or freshly measured and cached ones."""
     device = current_device()
     if not refresh:
         cached = read_cache().get(device)
         if cached is not None:
             return cached, True
-    entry = measure_ceilings(with_ncu=with_ncu, progress=progress)
+    entry = measure_roofs(with_ncu=with_ncu, progress=progress)
     write_cache(entry)
     return entry, False
 
 
 def roofs_for_floor(device: str, echo: Callable[[str], None],
-                    measure: Callable[[], CeilingsEntry] | None = None) -> CeilingsEntry | None:
+                    measure: Callable[[], RoofsEntry] | None = None) -> RoofsEntry | None:
     """Roofs for the floor of a run on `device` (`profile` and `measure` call it after the run, outside
-    ncu): None when the device has some already (the user cache, then reports/ceilings/), else measured
-    once now (measure_ceilings: about 20 s) and cached, said in one line (what, how long, where). A
-    measurement that fails is one warning: the run stands, without a floor until `memtraffic ceilings`."""
-    if not device or find_ceilings(device) is not None:
+    ncu): None when the device has some already (the user cache, then reports/roofs/), else measured
+    once now (measure_roofs: about 20 s) and cached, said in one line (what, how long, where). A
+    measurement that fails is one warning: the run stands, without a floor until `memtraffic roofs`."""
+    if not device or find_roofs(device) is not None:
         return None
-    measure = measure or measure_ceilings
+    measure = measure or measure_roofs
     t0 = time.perf_counter()
     try:
         entry = measure()
         path = write_cache(entry)
     except Exception as err:  # noqa: BLE001 - the run is measured and saved; only its floor waits
         echo(f"warning: no roofs for {device} ({type(err).__name__}: {err}): the floor needs them; "
-             "`memtraffic ceilings` measures them")
+             "`memtraffic roofs` measures them")
         return None
     echo(f"measured the roofs of {entry['device']} (copy and L2 bandwidth, FP32 and tensor-core FLOP/s, "
          f"DRAM latency, an empty kernel's time) for the floor in {time.perf_counter() - t0:.1f} s, cached "

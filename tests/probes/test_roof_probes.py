@@ -1,4 +1,5 @@
-"""ceilings.py: cache and committed files, ncu theoretical peaks, measuring kernels (interpreter on CPU)."""
+"""roof_probes.py and vocab/roofs.py: cache and committed files, ncu theoretical peaks, measuring kernels
+(interpreter on CPU)."""
 
 import json
 import math
@@ -8,13 +9,13 @@ import sys
 
 import pytest
 import torch
-from results_fixture import CEILINGS, DEVICE, write_run
+from results_fixture import DEVICE, ROOFS_ENTRY, write_run
 from typer.testing import CliRunner
 
 from memtraffic.cli import app
 from memtraffic.ncu.metrics import METRIC_SETS, METRICS
-from memtraffic.probes import ceilings as c
-from memtraffic.views.tables import ceilings_table
+from memtraffic.probes import roof_probes as c
+from memtraffic.views.tables import roofs_table
 from memtraffic.vocab import roofs
 from memtraffic.vocab.errors import ReportError, UsageError
 
@@ -26,75 +27,90 @@ def cache_dir(tmp_path, monkeypatch):
 
 
 def test_cache_round_trip_keeps_other_devices(cache_dir):
-    assert roofs.cache_file() == cache_dir / "ceilings.json"
+    assert roofs.cache_file() == cache_dir / "roofs.json"
     assert roofs.read_cache() == {}
-    other = {**CEILINGS, "device": "Other GPU", "measured": {"dram_Bps": 5.0}}
-    roofs.write_cache(other)
-    path = roofs.write_cache(CEILINGS)
-    assert path == cache_dir / "ceilings.json"
+    other = {**ROOFS_ENTRY, "device": "Other GPU", "measured": {"dram_Bps": 5.0}}
+    c.write_cache(other)
+    path = c.write_cache(ROOFS_ENTRY)
+    assert path == cache_dir / "roofs.json"
     back = roofs.read_cache()
-    assert back == {DEVICE: CEILINGS, "Other GPU": other}
-    roofs.write_cache({**CEILINGS, "measured": {"dram_Bps": 7.0}})  # a re-measure replaces only its device
+    assert back == {DEVICE: ROOFS_ENTRY, "Other GPU": other}
+    c.write_cache({**ROOFS_ENTRY, "measured": {"dram_Bps": 7.0}})  # a re-measure replaces only its device
     assert roofs.read_cache()[DEVICE]["measured"] == {"dram_Bps": 7.0} and "Other GPU" in roofs.read_cache()
 
 
 def test_default_cache_location(monkeypatch, tmp_path):
     monkeypatch.delenv("MEMTRAFFIC_CACHE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert roofs.cache_file() == tmp_path / "memtraffic" / "ceilings.json"
+    assert roofs.cache_file() == tmp_path / "memtraffic" / "roofs.json"
+
+
+def test_a_cache_under_its_old_name_is_read_and_carried_into_roofs_json(cache_dir):
+    """A user's roofs cached as ceilings.json (before the rename) are still found, and the next write moves
+    them into roofs.json beside the new entry; the old file is left as it was."""
+    cache_dir.mkdir()
+    other = {**ROOFS_ENTRY, "device": "Other GPU", "measured": {"dram_Bps": 5.0}}
+    old = cache_dir / "ceilings.json"
+    old.write_text(json.dumps({"Other GPU": other}))
+    assert roofs.read_cache() == {"Other GPU": other} and roofs.find_roofs("Other GPU") == other
+    assert c.write_cache(ROOFS_ENTRY) == cache_dir / "roofs.json"
+    assert json.loads((cache_dir / "roofs.json").read_text()) == {DEVICE: ROOFS_ENTRY, "Other GPU": other}
+    assert json.loads(old.read_text()) == {"Other GPU": other}
+    old.write_text("{not json")  # once roofs.json exists, the old name is not read
+    assert roofs.read_cache() == {DEVICE: ROOFS_ENTRY, "Other GPU": other}
 
 
 def test_corrupt_cache_says_what_to_do(cache_dir):
     cache_dir.mkdir()
-    (cache_dir / "ceilings.json").write_text("{not json")
-    with pytest.raises(ReportError, match=r"ceilings.json is not valid JSON .*--refresh"):
+    (cache_dir / "roofs.json").write_text("{not json")
+    with pytest.raises(ReportError, match=r"roofs.json is not valid JSON .*--refresh"):
         roofs.read_cache()
 
 
 def test_cache_wins_over_committed_reference(cache_dir, tmp_path):
-    committed = tmp_path / "reports" / "ceilings"
-    ref = roofs.write_reference({**CEILINGS, "measured": {"dram_Bps": 1.0}}, committed)
+    committed = tmp_path / "reports" / "roofs"
+    ref = c.write_reference({**ROOFS_ENTRY, "measured": {"dram_Bps": 1.0}}, committed)
     assert ref.name == "Test_GPU_1000.json"
-    assert roofs.find_ceilings(DEVICE, committed=committed)["measured"] == {"dram_Bps": 1.0}
-    roofs.write_cache(CEILINGS)
-    assert roofs.find_ceilings(DEVICE, committed=committed) == CEILINGS
-    assert roofs.find_ceilings("Unknown GPU", committed=committed) is None
-    assert roofs.find_ceilings("test gpu  1000", committed=committed) == CEILINGS  # same slug, other spacing
+    assert roofs.find_roofs(DEVICE, committed=committed)["measured"] == {"dram_Bps": 1.0}
+    c.write_cache(ROOFS_ENTRY)
+    assert roofs.find_roofs(DEVICE, committed=committed) == ROOFS_ENTRY
+    assert roofs.find_roofs("Unknown GPU", committed=committed) is None
+    assert roofs.find_roofs("test gpu  1000", committed=committed) == ROOFS_ENTRY  # same slug, other spacing
 
 
-def test_ceilings_file_forms(tmp_path):
+def test_roofs_file_forms(tmp_path):
     single = tmp_path / "one.json"
-    single.write_text(json.dumps(CEILINGS))
-    assert roofs.load_ceilings_file(single) == CEILINGS
+    single.write_text(json.dumps(ROOFS_ENTRY))
+    assert roofs.load_roofs_file(single) == ROOFS_ENTRY
     many = tmp_path / "many.json"
-    many.write_text(json.dumps({DEVICE: CEILINGS, "B": {**CEILINGS, "device": "B"}}))
-    assert roofs.load_ceilings_file(many, DEVICE) == CEILINGS
+    many.write_text(json.dumps({DEVICE: ROOFS_ENTRY, "B": {**ROOFS_ENTRY, "device": "B"}}))
+    assert roofs.load_roofs_file(many, DEVICE) == ROOFS_ENTRY
     with pytest.raises(UsageError, match="not for 'C'"):
-        roofs.load_ceilings_file(many, "C")
+        roofs.load_roofs_file(many, "C")
     with pytest.raises(UsageError, match="does not exist"):
-        roofs.load_ceilings_file(tmp_path / "nope.json")
+        roofs.load_roofs_file(tmp_path / "nope.json")
     bad = tmp_path / "bad.json"
     bad.write_text("[1, 2]")
-    with pytest.raises(ReportError, match="does not hold ceilings"):
-        roofs.load_ceilings_file(bad)
+    with pytest.raises(ReportError, match="does not hold roofs"):
+        roofs.load_roofs_file(bad)
 
 
-def test_get_ceilings_uses_the_cache_unless_refreshed(cache_dir, monkeypatch):
+def test_get_roofs_uses_the_cache_unless_refreshed(cache_dir, monkeypatch):
     monkeypatch.setattr(c, "current_device", lambda: DEVICE)
     calls = []
-    fresh = {**CEILINGS, "measured": {"dram_Bps": 3.0}}
-    monkeypatch.setattr(c, "measure_ceilings", lambda **kw: calls.append(kw) or fresh)
-    entry, cached = c.get_ceilings()
+    fresh = {**ROOFS_ENTRY, "measured": {"dram_Bps": 3.0}}
+    monkeypatch.setattr(c, "measure_roofs", lambda **kw: calls.append(kw) or fresh)
+    entry, cached = c.get_roofs()
     assert (entry, cached, len(calls)) == (fresh, False, 1)
     assert roofs.read_cache()[DEVICE] == fresh
-    entry, cached = c.get_ceilings()
+    entry, cached = c.get_roofs()
     assert (entry, cached, len(calls)) == (fresh, True, 1)
-    c.get_ceilings(refresh=True, with_ncu=False)
+    c.get_roofs(refresh=True, with_ncu=False)
     assert calls[-1]["with_ncu"] is False and len(calls) == 2
 
 
-def test_roofline_reads_cached_ceilings(cache_dir, tmp_path, monkeypatch):
-    roofs.write_cache(CEILINGS)
+def test_roofline_reads_cached_roofs(cache_dir, tmp_path, monkeypatch):
+    c.write_cache(ROOFS_ENTRY)
     run = write_run(tmp_path / "run-a")
     monkeypatch.chdir(tmp_path)
     res = CliRunner().invoke(app, ["roofline", str(run), "--level", "dram"])
@@ -127,7 +143,7 @@ def test_ncu_probe_command_is_exact(tmp_path):
 
 
 def test_table_names_the_two_kinds_apart():
-    text = ceilings_table(CEILINGS)
+    text = roofs_table(ROOFS_ENTRY)
     lines = text.splitlines()
     assert lines[0] == f"{DEVICE}, measured 2000-01-01"
     assert lines[1].split() == ["roof", "measured", "ncu", "theoretical", "measured/theoretical"]
@@ -139,24 +155,24 @@ def test_table_names_the_two_kinds_apart():
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message of a machine without a GPU")
-def test_cli_ceilings_without_gpu_is_one_clear_line():
-    res = CliRunner().invoke(app, ["ceilings"])
+def test_cli_roofs_without_gpu_is_one_clear_line():
+    res = CliRunner().invoke(app, ["roofs"])
     assert res.exit_code == 1
     lines = res.output.strip().splitlines()
     assert len(lines) == 1
-    assert lines[0].startswith("error: no CUDA GPU is visible: measuring ceilings needs one; ")
+    assert lines[0].startswith("error: no CUDA GPU is visible: measuring roofs needs one; ")
 
 
-def test_cli_ceilings_prints_what_the_api_measured(monkeypatch):
-    """`memtraffic ceilings` is api.measure_ceilings printed: the table, or the entry as JSON; the cache
+def test_cli_roofs_prints_what_the_api_measured(monkeypatch):
+    """`memtraffic roofs` is api.measure_roofs printed: the table, or the entry as JSON; the cache
     line on stderr."""
-    monkeypatch.setattr(c, "get_ceilings", lambda refresh, with_ncu, progress: (CEILINGS, True))
-    res = CliRunner().invoke(app, ["ceilings", "--format", "json"])
+    monkeypatch.setattr(c, "get_roofs", lambda refresh, with_ncu, progress: (ROOFS_ENTRY, True))
+    res = CliRunner().invoke(app, ["roofs", "--format", "json"])
     assert res.exit_code == 0, res.output
-    assert res.stdout == json.dumps(CEILINGS, indent=2) + "\n"
+    assert res.stdout == json.dumps(ROOFS_ENTRY, indent=2) + "\n"
     assert res.stderr.startswith("cached in ") and res.stderr.rstrip().endswith("(--refresh measures again)")
-    res = CliRunner().invoke(app, ["ceilings"])
-    assert res.exit_code == 0 and res.stdout == ceilings_table(CEILINGS) + "\n"
+    res = CliRunner().invoke(app, ["ceilings"])  # the old name still runs
+    assert res.exit_code == 0 and res.stdout == roofs_table(ROOFS_ENTRY) + "\n"
 
 
 def test_l2_copy_kernel_copies(device):
@@ -179,8 +195,8 @@ def test_fma_kernel_runs_the_chains_it_counts(device):
 
 
 @pytest.mark.gpu
-def test_measured_ceilings_are_positive_and_cached(cache_dir):
-    entry, cached = c.get_ceilings(refresh=True, with_ncu=False)
+def test_measured_roofs_are_positive_and_cached(cache_dir):
+    entry, cached = c.get_roofs(refresh=True, with_ncu=False)
     assert not cached and entry["device"] == torch.cuda.get_device_name(0)
     assert set(entry["measured"]) == {"dram_Bps", "l2_Bps", "fp32_flops", "bf16_tc_flops", "fp16_tc_flops",
                                       "dram_latency_s"}  # launch_s needs ncu (with_ncu=False here)
@@ -238,17 +254,17 @@ ROOFS_LINE = re.compile(
 
 @pytest.fixture
 def measured(cache_dir, monkeypatch, tmp_path):
-    """A stand-in for measuring the roofs (memtraffic.probes.ceilings.measure_ceilings, about 20 s on a
+    """A stand-in for measuring the roofs (memtraffic.probes.roof_probes.measure_roofs, about 20 s on a
     GPU): the calls it got; no committed roofs but the H100's."""
     monkeypatch.setattr(c, "roofs_for_floor", REAL_ROOFS_FOR_FLOOR)
     monkeypatch.setattr(roofs, "COMMITTED_DIR", tmp_path / "no-committed-roofs")
     calls: list[str] = []
 
-    def measure_ceilings(with_ncu: bool = True, progress=None):
+    def measure_roofs(with_ncu: bool = True, progress=None):
         calls.append("measured")
-        return {**CEILINGS, "device": "Fake GPU", "measured": {"dram_Bps": 3e12}}
+        return {**ROOFS_ENTRY, "device": "Fake GPU", "measured": {"dram_Bps": 3e12}}
 
-    monkeypatch.setattr(c, "measure_ceilings", measure_ceilings)
+    monkeypatch.setattr(c, "measure_roofs", measure_roofs)
     return calls
 
 
@@ -270,11 +286,11 @@ def test_the_first_profile_on_a_gpu_without_roofs_measures_them_once(tmp_path, s
     first = _profile(tmp_path, stand_in, "first")
     assert measured == ["measured"]
     said = [line for line in first if ROOFS_LINE.fullmatch(line)]
-    assert len(said) == 1 and ROOFS_LINE.fullmatch(said[0])["path"] == str(cache_dir / "ceilings.json")
+    assert len(said) == 1 and ROOFS_LINE.fullmatch(said[0])["path"] == str(cache_dir / "roofs.json")
     assert roofs.read_cache()["Fake GPU"]["measured"] == {"dram_Bps": 3e12}
     second = _profile(tmp_path, stand_in, "second")  # cached: used, not measured again
     assert measured == ["measured"] and not any("the roofs of" in line for line in second)
-    assert roofs.find_ceilings("Fake GPU")["measured"] == {"dram_Bps": 3e12}
+    assert roofs.find_roofs("Fake GPU")["measured"] == {"dram_Bps": 3e12}
 
 
 def test_no_roofs_skips_measuring_them(tmp_path, stand_in, measured, monkeypatch, cache_dir):
@@ -290,12 +306,12 @@ def test_a_failed_measurement_is_one_warning_and_the_run_stands(cache_dir, measu
     def fails(with_ncu: bool = True, progress=None):
         raise RuntimeError("CUDA error: out of memory")
 
-    monkeypatch.setattr(c, "measure_ceilings", fails)
+    monkeypatch.setattr(c, "measure_roofs", fails)
     lines: list[str] = []
     assert c.roofs_for_floor("Fake GPU", lines.append) is None
     assert lines == ["warning: no roofs for Fake GPU (RuntimeError: CUDA error: out of memory): the floor "
-                     "needs them; `memtraffic ceilings` measures them"]
-    roofs.write_cache(CEILINGS)
+                     "needs them; `memtraffic roofs` measures them"]
+    c.write_cache(ROOFS_ENTRY)
     assert c.roofs_for_floor(DEVICE, lines.append) is None and len(lines) == 1  # cached: nothing to do
 
 
