@@ -326,10 +326,10 @@ def timing_pass(opts: ProfileOptions, program: str, run_dir: Path, replay: str,
     app = with_launcher([program, *opts.command[1:]], trace_mode(opts) if opts.torch_ops else "none",
                         opts.triton, times)
     if app is None:
-        kept = ("its ranges have ncu's range duration only; profile with --replay kernel for each kernel's "
-                "time" if replay == "range" else "each kernel keeps ncu's time, caches flushed")
-        echo("warning: no kernel times of the program's own: the kernel timer runs inside a Python program, "
-             f"and {Path(program).name} is not one ({kept})")
+        said = (f"the kernel timer runs inside a Python program, and {Path(program).name} is not one")
+        echo(f"warning: no kernel times of the program's own: {said} (its ranges have ncu's range duration "
+             "only; profile with --replay kernel for each kernel's time)" if replay == "range" else
+             f"each kernel keeps ncu's time (caches flushed before it): {said}")
         return None
     scratch = run_dir / TIMING_PASS_DIR
     scratch.mkdir(exist_ok=True)
@@ -348,6 +348,20 @@ def timing_pass(opts: ProfileOptions, program: str, run_dir: Path, replay: str,
              + ("the ranges have no kernel time" if replay == "range" else "each kernel keeps ncu's time"))
     return {"argv": app, "returncode": proc.returncode, "wall_time_s": round(time.perf_counter() - t0, 3),
             "kernels": kernels}
+
+
+def pass_left_out(opts: ProfileOptions) -> str | None:
+    """Why a kernel-replayed profile keeps ncu's times without a pass of the program (None: it takes one).
+    A filter on launches leaves ncu fewer kernels in a range than the pass runs, so no range would join."""
+    if opts.time_from == "ncu":
+        return "asked for (--time-from ncu)"
+    filters = (("--kernel-name", opts.kernel_name), ("--launch-skip", opts.launch_skip),
+               ("--launch-count", opts.launch_count))
+    given = [flag for flag, value in filters if value is not None]
+    if given:
+        return (f"{given[0]} leaves ncu a part of each range's kernels, which a pass of the whole program "
+                "cannot join")
+    return None
 
 
 def program_label(command: Sequence[str]) -> str:
@@ -544,8 +558,10 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
 
     (run_dir / STARTUP_FILE).unlink(missing_ok=True)
     run["time_source"] = NCU_TIME
-    if ((replay["mode"] == "range" or opts.time_from == "program") and has_report and result.kernels
-            and not result.interrupted):
+    left_out = None if replay["mode"] == "range" else pass_left_out(opts)
+    if left_out and opts.time_from == "program":
+        echo(f"each kernel keeps ncu's time (caches flushed before it): {left_out}")
+    if not left_out and has_report and result.kernels and not result.interrupted:
         run["timing_pass"] = timing_pass(opts, program, run_dir, replay["mode"], echo)
         timed = (run_dir / KERNEL_TIMES_FILE).is_file()
         untimed = NO_KERNEL_TIME if replay["mode"] == "range" else NCU_TIME

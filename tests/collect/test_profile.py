@@ -488,6 +488,18 @@ def test_range_replay_times_the_kernels_in_a_pass_without_ncu(tmp_path, stand_in
     assert result.table["l1_ld_bytes"].tolist() == [8192.0]  # the bytes stay range replay's
 
 
+@pytest.mark.parametrize(("options", "why"), [
+    ({}, None),
+    ({"time_from": "ncu"}, "asked for (--time-from ncu)"),
+    ({"launch_count": 10}, "--launch-count leaves ncu a part of each range's kernels, which a pass of the "
+     "whole program cannot join"),
+    ({"kernel_name": "softmax", "launch_skip": 2}, "--kernel-name leaves ncu a part of each range's "
+     "kernels, which a pass of the whole program cannot join"),
+])
+def test_a_kernel_replayed_profile_times_its_kernels_in_a_pass_unless_told_or_filtered(options, why):
+    assert prof.pass_left_out(prof.ProfileOptions(command=["app"], **options)) == why
+
+
 def test_a_kernel_replayed_profile_says_its_times_are_ncus(tmp_path, stand_in):
     with pytest.raises(NcuError, match="ncu profiled no kernel"):
         run_profile(prof.ProfileOptions(command=[sys.executable, str(stand_in), "0"], out=tmp_path / "run"))
