@@ -129,12 +129,17 @@ class MeasureOptions:
     shard_part: tuple[int, int] | None = field(init=False, default=None)  # --shard 2/4: (2, 4)
     gpu_list: list[int] | Literal["all"] | None = field(init=False, default=None)  # --gpus: indices, or all
     grids: list[Grid] | None = field(init=False, default=None)  # --sweep: the file's grids
+    rerun_configs: Plan | None = field(init=False, default=None)  # --rerun: the folder's configs to rerun
     controls: NcuControls = field(init=False)  # --cache-control, --clock-control
 
     def __post_init__(self) -> None:
         if self.timing_only and self.source:  # said before the GPU is looked at
             raise UsageError("--timing-only and --source do not go together: a timing-only run times the "
                              "kernels without ncu, so it has no per-line counters; drop one of them")
+        grid_given = bool(self.variants or self.shapes or self.dtypes or self.params or self.all_variants)
+        if sum(bool(x) for x in (self.plan, self.sweep, self.rerun, grid_given)) > 1:
+            raise UsageError("give the configs one way: variants and grid options, --sweep FILE, or --rerun "
+                             "RUN")
         self.controls = parse_controls(self.cache_control, self.clock_control)
         self.shapes = [parse_shape(s) if isinstance(s, str) else tuple(s) for s in self.shapes]
         if AUTO in (t.strip() for t in self.metrics.split(",")) and self.metrics.strip() != AUTO:
@@ -149,6 +154,8 @@ class MeasureOptions:
             self.gpu_list = "all" if indices is None else indices
         if self.sweep:
             self.grids = read_sweep(self.sweep)
+        if self.rerun:  # the folder read once: what is left to measure is known before the GPU is
+            self.rerun_configs = rerun_plan(self.rerun)
 
     @property
     def first_look(self) -> bool:
@@ -450,13 +457,10 @@ def _launches_in(reports: Sequence[Path]) -> Counter[str]:
 
 def plan_for(opts: MeasureOptions) -> Plan:
     """The plan of the options: a ready one, --rerun, a --sweep file or the grid options; then --shard."""
-    grid_given = bool(opts.variants or opts.shapes or opts.dtypes or opts.params or opts.all_variants)
-    if sum(bool(x) for x in (opts.plan, opts.sweep, opts.rerun, grid_given)) > 1:
-        raise UsageError("give the configs one way: variants and grid options, --sweep FILE, or --rerun RUN")
     if opts.plan is not None:
         plan = opts.plan
-    elif opts.rerun is not None:
-        plan = rerun_plan(opts.rerun)
+    elif opts.rerun_configs is not None:
+        plan = opts.rerun_configs
     elif opts.grids is not None:
         plan = plan_from_grids(opts.grids)
     else:
@@ -500,13 +504,7 @@ def _rerun_note(run: RunRecord, echo: Callable[[str], None], run_dir: Path) -> N
 
 def precheck(opts: MeasureOptions) -> None:
     """What plan_for would refuse, found without importing torch or the kernels (measure's first step)."""
-    grid_given = bool(opts.variants or opts.shapes or opts.dtypes or opts.params or opts.all_variants)
-    if sum(bool(x) for x in (opts.sweep, opts.rerun, grid_given)) > 1:
-        raise UsageError("give the configs one way: variants and grid options, --sweep FILE, or --rerun RUN")
-    if opts.grids is not None:  # read and checked when the options were made
-        return
-    if opts.rerun:
-        rerun_plan(opts.rerun)
+    if opts.grids is not None or opts.rerun_configs is not None:  # read when the options were made
         return
     check_names(opts.variants, opts.all_variants, opts.variant_files)
     for dtype in opts.dtypes:
