@@ -6,16 +6,21 @@ What a notebook calls instead of the CLI, with the same numbers: `analyze(run)` 
 figures of `memtraffic roofline`. `run_measure` and `run_profile` are `memtraffic measure` and
 `memtraffic profile`: the measuring side saves the run folder, the analysis here reads it.
 `load_run(path)` (memtraffic.runfolder.load, the one run loader) gives a run's plan, run.json and reports.
-Everything but run_measure/run_profile reads runs without torch.
+Everything but run_measure/run_profile reads runs without torch. Imports sit at the top; those inside a
+function bring torch (collect.variants, collect.runner, probes.bench), which the base install lacks.
 """
 
 from __future__ import annotations
 
+import math
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
+
+import pandas as pd
 
 from memtraffic.analysis.analyze import (
     analyze_path,
@@ -24,31 +29,55 @@ from memtraffic.analysis.analyze import (
     save_results,
     to_records,
 )
+from memtraffic.analysis.analyze import require_whole as require_rows
+from memtraffic.analysis.check import CheckResult, load_expectations
+from memtraffic.analysis.check import check as check_expectations
+from memtraffic.analysis.diff import Diff, parse_fraction
+from memtraffic.analysis.diff import diff as diff_runs
 from memtraffic.analysis.first_look import remeasure
+from memtraffic.analysis.floor import Floor, floor_of_table, floor_run
+from memtraffic.analysis.lines import LineRow, read_lines
+from memtraffic.analysis.merge import merge_runs
+from memtraffic.analysis.per_op import needs_full_look
+from memtraffic.analysis.per_op import to_records as op_records
 from memtraffic.analysis.reuse import reuse_counts, varied, varied_line
+from memtraffic.collect.fallback import CountersUnavailable
+from memtraffic.collect.measure import (
+    MeasureOptions,
+    MeasureResult,
+    SecondPassRule,
+    measure,
+    plan_for,
+    record_analysis,
+)
+from memtraffic.collect.profile import ProfileOptions, ProfileResult, profile
+from memtraffic.collect.sweep import grid_counts
+from memtraffic.collect.timing_only import measure_timing, profile_timing
+from memtraffic.collect.trace_ops import TracedRun, check_run, require_torch, run_traced
+from memtraffic.ncu.chips import SetRow, chip_metric_names, known_chips, local_metric_names, set_rows
+from memtraffic.ncu.command import NcuRun, run_ncu
+from memtraffic.ncu.metrics import METRIC_SETS, Remeasure
 from memtraffic.ncu.report import EmptyReportError
+from memtraffic.probes.roof_probes import get_roofs, roofs_for_floor, write_reference
 from memtraffic.runfolder.load import Run as Run  # public: load_run(path) -> Run
 from memtraffic.runfolder.load import load_run as load_run
-from memtraffic.runfolder.records import Outcome, RunRecord
-from memtraffic.vocab.errors import say
+from memtraffic.runfolder.records import Outcome, RunRecord, needs_rerun
+from memtraffic.views.html_report import devices_of, latest_run, plot_runs, resolve_roofs
+from memtraffic.views.html_report import write_report as write_html_report
+from memtraffic.views.roofline import parse_levels, roofline_figure
+from memtraffic.views.tables import bench_table
+from memtraffic.views.traffic_chart import traffic_figure
+from memtraffic.vocab.arch import CHIPS
+from memtraffic.vocab.configs import GridCount, ModelError, call_model
+from memtraffic.vocab.errors import ReportError, UsageError, say, warn
+from memtraffic.vocab.extras import missing_extra
+from memtraffic.vocab.files import refuse_nonempty
+from memtraffic.vocab.ops import OPS, format_shape, parse_dtype, parse_shape, torch_dtype
+from memtraffic.vocab.roofs import RoofsEntry, cache_file, find_roofs, load_roofs_file
+from memtraffic.vocab.variant import Variant, minimum_row, shipped_catalog
 
-if TYPE_CHECKING:
-    import pandas as pd
+if TYPE_CHECKING:  # plotly is imported where a figure is drawn (views.roofline, views.traffic_chart)
     import plotly.graph_objects as go
-
-    from memtraffic.analysis.check import CheckResult
-    from memtraffic.analysis.diff import Diff
-    from memtraffic.analysis.floor import Floor
-    from memtraffic.analysis.lines import LineRow
-    from memtraffic.collect.measure import MeasureOptions, MeasureResult, SecondPassRule
-    from memtraffic.collect.profile import ProfileOptions, ProfileResult
-    from memtraffic.collect.trace_ops import TracedRun
-    from memtraffic.ncu.chips import SetRow
-    from memtraffic.ncu.command import NcuRun
-    from memtraffic.ncu.metrics import Remeasure
-    from memtraffic.vocab.configs import GridCount
-    from memtraffic.vocab.roofs import RoofsEntry
-    from memtraffic.vocab.variant import Variant
 
 Echo = Callable[[str], None]
 LEVELS = ("dram", "l2", "l1")
@@ -70,8 +99,6 @@ def per_op(run: str | Path | Run, min_bytes: str | Sequence[str] | None = None) 
 def full_look_ops(table: pd.DataFrame) -> list[str]:
     """The op types a first look (--metrics bytes) found above their minimum in L1, whose reason the full
     set (--metrics traffic) would tell: `memtraffic profile --ops` measures just them."""
-    from memtraffic.analysis.per_op import needs_full_look
-
     return needs_full_look(table)
 
 
@@ -82,9 +109,6 @@ def floor(run: str | Path | Run | ProfileResult, partial: bool = True, warn_gaps
     why a run has none (no measured roofs for its GPU, no kernel time): its floor_s is then NaN. `partial`
     False: a run with gaps is PartialRunError ('incomplete: N of M ...'), as the CLI without --partial;
     True: its floor, each gap a warning with `warn_gaps` (the CLI's --partial)."""
-    from memtraffic.analysis.floor import floor_of_table, floor_run
-    from memtraffic.collect.profile import ProfileResult
-
     if isinstance(run, ProfileResult):  # a profile just made: its analyzed table, not read again
         return floor_of_table(run.table, run.plan, run.run_dir.name)
     return floor_run(run, partial, warn_gaps)
@@ -92,17 +116,13 @@ def floor(run: str | Path | Run | ProfileResult, partial: bool = True, warn_gaps
 
 def lines(run: str | Path | Run, kernel: str | None = None, top: int | None = None) -> list[LineRow]:
     """`memtraffic lines RUN`: per source line of each kernel, the bytes it moved and its verdict."""
-    from memtraffic.analysis.lines import read_lines
-
     return read_lines(run.path if isinstance(run, Run) else run, kernel=kernel, top=top)
 
 
 def records(table: pd.DataFrame) -> list[dict[str, object]]:
     """An analyzed table as the CLI's --format json writes it (NaN -> None, whole counts as int)."""
     if "op" in table.columns and "calls" in table.columns:  # per_op's table
-        from memtraffic.analysis import per_op as per_op_table
-
-        return per_op_table.to_records(table)
+        return op_records(table)
     return to_records(table)
 
 
@@ -114,9 +134,6 @@ def roofline(run: str | Path | Run | pd.DataFrame, levels: Sequence[str] = LEVEL
              roofs_file: str | Path | None = None, title: str | None = None) -> go.Figure:
     """`memtraffic roofline`'s roofline: one panel per level, with this device's roofs where known
     (a roofs file, else the cache, else reports/roofs/)."""
-    from memtraffic.views.html_report import devices_of, resolve_roofs
-    from memtraffic.views.roofline import roofline_figure
-
     table = _table(run)
     entries, _ = resolve_roofs(devices_of(table), Path(roofs_file) if roofs_file else None)
     return roofline_figure(table, entries, levels, title=title)
@@ -125,8 +142,6 @@ def roofline(run: str | Path | Run | pd.DataFrame, levels: Sequence[str] = LEVEL
 def traffic(run: str | Path | Run | pd.DataFrame, levels: Sequence[str] = LEVELS,
             title: str | None = None) -> go.Figure:
     """`memtraffic roofline`'s traffic chart: bytes each level moved beside the minimum, per config."""
-    from memtraffic.views.traffic_chart import traffic_figure
-
     return traffic_figure(_table(run), levels, title)
 
 
@@ -140,8 +155,6 @@ def run_measure(opts: MeasureOptions, echo: Echo | None = None,
     analysis.first_look.remeasure). With --timing-only, or when ncu is missing or may not read the
     counters, the plan is timed instead (memtraffic.collect.timing_only).
     """
-    from memtraffic.collect.measure import record_analysis
-
     echo = echo or say
     reading = _Reading(opts.roofs, echo)
     result = _measured(opts, echo, reading.second_pass, ncu_runner)
@@ -190,11 +203,6 @@ def _analysis(reports: Sequence[Path], result: MeasureResult | ProfileResult) ->
 def _measured(opts: MeasureOptions, echo: Echo, second_pass: SecondPassRule,
               ncu_runner: Callable[..., NcuRun] | None) -> MeasureResult:
     """The run folder of `memtraffic measure`, by ncu or else the timer, not yet analyzed."""
-    from memtraffic.collect.fallback import CountersUnavailable
-    from memtraffic.collect.measure import measure
-    from memtraffic.collect.timing_only import measure_timing
-    from memtraffic.ncu.command import run_ncu
-
     try:
         return measure_timing(opts, echo) if opts.timing_only else \
             measure(opts, echo, ncu_runner or run_ncu, second_pass)
@@ -206,15 +214,11 @@ def _measured(opts: MeasureOptions, echo: Echo, second_pass: SecondPassRule,
 def failed_configs(run: RunRecord) -> list[Outcome]:
     """The configs of a run.json to measure again (not finished ok, or no kernel profiled in their range):
     what `memtraffic measure` names on stderr and exits 1 on."""
-    from memtraffic.runfolder.records import needs_rerun
-
     return [c for c in run["configs"] if needs_rerun(c)]
 
 
 def _roofs_for(run: RunRecord, echo: Echo) -> None:
     """The roofs of the run's GPU, measured now if none are known (probes.roof_probes.roofs_for_floor)."""
-    from memtraffic.probes.roof_probes import roofs_for_floor
-
     roofs_for_floor(str((run.get("environment") or {}).get("gpu") or ""), echo)
 
 
@@ -243,11 +247,6 @@ def run_profile(opts: ProfileOptions, echo: Echo | None = None) -> ProfileResult
 def _profiled(opts: ProfileOptions, echo: Echo) -> ProfileResult:
     """The run folder of `memtraffic profile` (ncu, else the timer), not yet analyzed; then the GPU's roofs
     when none are known (measured once, outside ncu)."""
-    from memtraffic.collect.fallback import CountersUnavailable
-    from memtraffic.collect.profile import profile
-    from memtraffic.collect.timing_only import profile_timing
-    from memtraffic.collect.trace_ops import require_torch
-
     if opts.torch_ops:  # said before ncu, the GPU or the program is looked at
         require_torch(opts.command, "memtraffic profile --torch-ops")
     try:
@@ -281,9 +280,6 @@ class Minimum(TypedDict):
 def minimum(op: str, shape: str | Sequence[int], dtype: str = "fp32") -> Minimum:
     """An op's minimum traffic and model FLOPs at a shape: what `memtraffic list` puts in its minimum
     columns (read, write and total bytes, FLOPs, FLOP per byte at the minimum, and how FLOPs are counted)."""
-    from memtraffic.vocab.errors import UsageError
-    from memtraffic.vocab.ops import OPS, format_shape, parse_dtype, parse_shape
-
     if op not in OPS:
         raise UsageError(f"unknown op {op!r}: use one of {', '.join(OPS)}")
     dims = parse_shape(shape) if isinstance(shape, str) else tuple(shape)
@@ -298,9 +294,6 @@ def roofs(source: str | Path) -> RoofsEntry:
     """A GPU's roofs, as `memtraffic roofs` measured them: from a roofs file (reports/roofs/*.json)
     or by device name (this machine's cache, then reports/roofs/). Keys: device, date, measured,
     ncu_theoretical (bytes/s and FLOP/s), method."""
-    from memtraffic.vocab.errors import UsageError
-    from memtraffic.vocab.roofs import find_roofs, load_roofs_file
-
     if Path(source).suffix == ".json" or Path(source).exists():
         return load_roofs_file(Path(source))
     entry = find_roofs(str(source))
@@ -318,8 +311,6 @@ def list_variants(shape: str | Sequence[int] | None = None, dtype: str = "fp32",
     """`memtraffic list`: every shipped variant (then those of your variant files) with its op's minimum and
     its own predicted bytes, FLOPs and intensity at a shape (default: each op's own). Without torch (the
     base install) the predicted columns are empty and a warning says why."""
-    import pandas as pd
-
     table: pd.DataFrame = pd.DataFrame(list_rows(shape, dtype, variant_files))
     return table
 
@@ -327,25 +318,18 @@ def list_variants(shape: str | Sequence[int] | None = None, dtype: str = "fp32",
 def list_rows(shape: str | Sequence[int] | None, dtype: str, variant_files: Sequence[str | Path] = ()
               ) -> list[dict[str, Any]]:
     """The rows of `memtraffic list` (see list_variants)."""
-    from memtraffic.vocab.errors import warn
-    from memtraffic.vocab.extras import missing_extra
-    from memtraffic.vocab.ops import parse_dtype, parse_shape, torch_dtype
-
     dt = parse_dtype(dtype)
     sh = (parse_shape(shape) if isinstance(shape, str) else tuple(shape)) if shape is not None else None
     try:
         from memtraffic.collect.variants import list_row
         from memtraffic.collect.variants import load_variants as load
     except ModuleNotFoundError as err:  # the base install: the ops' minimums, without the variants' models
-        from memtraffic.vocab.variant import minimum_row, shipped_catalog
-
         missing = missing_extra(err, "predicting bytes (each variant's model)")
         if missing is None or variant_files:
             raise
         warn("predicted bytes need the [measure] extra (torch, triton): pip install 'memtraffic[measure]'")
         return [minimum_row(e, sh, dt) for e in shipped_catalog()]
     _triton_on_cpu()
-    from memtraffic.vocab.configs import ModelError
 
     rows = []
     for variant in load([str(f) for f in variant_files], on_problem=warn).values():
@@ -358,8 +342,6 @@ def list_rows(shape: str | Sequence[int] | None, dtype: str, variant_files: Sequ
 
 def _triton_on_cpu() -> None:
     """Without a CUDA GPU, Triton kernels run in its interpreter: chosen before the first one is imported."""
-    import os
-
     import torch
 
     if not torch.cuda.is_available():
@@ -380,8 +362,6 @@ def predicted(variant: Variant | str, shape: str | Sequence[int], dtype: str = "
     """A variant's own model of the bytes its loads and stores move through L1 (read, write), at a shape,
     with its default parameters updated by `params`. `variant`: a Variant or a shipped variant's name."""
     from memtraffic.collect.variants import get_variant
-    from memtraffic.vocab.configs import call_model
-    from memtraffic.vocab.ops import parse_shape, torch_dtype
 
     _triton_on_cpu()
     v = get_variant(variant) if isinstance(variant, str) else variant
@@ -401,8 +381,6 @@ def check_variant(variant: Variant | str, shape: str | Sequence[int], dtype: str
 
     from memtraffic.collect.runner import check_output
     from memtraffic.collect.variants import get_variant, unsupported_reason
-    from memtraffic.vocab.errors import UsageError
-    from memtraffic.vocab.ops import OPS, parse_shape, torch_dtype
 
     v = get_variant(variant) if isinstance(variant, str) else variant
     dims = parse_shape(shape) if isinstance(shape, str) else tuple(shape)
@@ -421,8 +399,6 @@ def measure_variants(*variants: str, shape: str | Sequence[str] = (), dtype: str
     """`memtraffic measure VARIANTS --shape S --dtype D [--variants FILE]` from Python (a CUDA GPU and ncu):
     the result's `table` is the analysis, `run_dir` the new run folder. `options` are MeasureOptions' fields
     (out, metrics, params=['BLOCK=64,128'], source, ...)."""
-    from memtraffic.collect.measure import MeasureOptions
-
     shapes: list[str | tuple[int, ...]] = [shape] if isinstance(shape, str) else list(shape)
     dtypes = [dtype] if isinstance(dtype, str) else list(dtype)
     opts = MeasureOptions(variants=list(variants), shapes=shapes, dtypes=dtypes,
@@ -436,16 +412,12 @@ def measure_variants(*variants: str, shape: str | Sequence[str] = (), dtype: str
 def require_whole(table: pd.DataFrame | Sequence[str], what: str, partial: bool = False) -> None:
     """What `memtraffic analyze` exits 1 on: a table (or gap lines) that lacks what its plan lists, unless
     `partial` (then each gap is a warning)."""
-    from memtraffic.analysis.analyze import require_whole as require
-
-    require(table, what, partial)
+    require_rows(table, what, partial)
 
 
 def line_gaps(path: str | Path) -> list[str]:
     """What a run given to `memtraffic lines` lacks of its plan, a line each ([] for a report without traffic
     counters: its lines are all there is to show)."""
-    from memtraffic.vocab.errors import ReportError
-
     try:
         return gaps(analyze_path(path))
     except ReportError:
@@ -457,9 +429,6 @@ def count_grid(variants: Sequence[str] = (), shapes: Sequence[str] = (), dtypes:
                variant_files: Sequence[str | Path] = ()) -> list[GridCount]:
     """`memtraffic list --count`: how many configs `measure` with these grid options would profile, per
     variant and skipped, without a GPU."""
-    from memtraffic.collect.measure import MeasureOptions, plan_for
-    from memtraffic.collect.sweep import grid_counts
-
     grid_shapes: list[str | tuple[int, ...]] = list(shapes)
     plan = plan_for(MeasureOptions(
         variants=list(variants), shapes=grid_shapes, dtypes=list(dtypes), params=list(params),
@@ -472,40 +441,28 @@ def diff(a: str | Path, b: str | Path, group_by: str = "range", time_tolerance: 
          allow_mixed: bool = False) -> Diff:
     """`memtraffic diff A B`: the two runs matched row by row (`.rows`, `.notes`; each side's `.gaps`), and
     B's Inductor kernels beside A's fusion groups (`.fusion`: memtraffic.analysis.fusion.Match)."""
-    from memtraffic.analysis.diff import diff as diff_runs
-    from memtraffic.analysis.diff import parse_fraction
-
     return diff_runs(a, b, group_by, parse_fraction(time_tolerance, "--time-tolerance"), allow_mixed)
 
 
 def check(run: str | Path, expect: str | Path, baseline: str | Path | None = None) -> list[CheckResult]:
     """`memtraffic check RUN --expect FILE`: every (matched row, limit) with its value and `ok`."""
-    from memtraffic.analysis.check import check as check_run
-    from memtraffic.analysis.check import load_expectations
-
-    return check_run(run, load_expectations(expect), baseline)
+    return check_expectations(run, load_expectations(expect), baseline)
 
 
 def trace_ops(command: Sequence[str], from_first_forward: bool = False) -> TracedRun:
     """`memtraffic ops -- CMD`: the program run with every aten op traced (no ncu); `.records` per call,
     `.warnings`. `check_traced(run, command)` raises what `memtraffic ops` exits with."""
-    from memtraffic.collect.trace_ops import run_traced
-
     return run_traced(list(command), mode="forward" if from_first_forward else "1")
 
 
 def check_traced(run: TracedRun, command: Sequence[str]) -> None:
     """The error of a traced run that failed or traced nothing, if any."""
-    from memtraffic.collect.trace_ops import check_run
-
     check_run(run, list(command))
 
 
 def merge(runs: Sequence[str | Path], out: str | Path, allow_mixed: bool = False, echo: Echo | None = None
           ) -> tuple[pd.DataFrame, RunRecord]:
     """`memtraffic merge RUNS --out OUT`: the new merged run folder, analyzed, and its run.json."""
-    from memtraffic.analysis.merge import merge_runs
-
     merged, run = merge_runs([Path(r) for r in runs], Path(out), allow_mixed, echo=echo)
     return analyze_path(merged), run
 
@@ -515,9 +472,6 @@ def write_roofline(runs: Sequence[str | Path] = (), level: str = "all", out: str
                    partial: bool = False) -> tuple[list[Path], list[str]]:
     """`memtraffic roofline RUNS`: the roofline and traffic figures written (HTML, PNG); (paths, notes).
     No runs: the newest under reports/runs."""
-    from memtraffic.views.html_report import latest_run, plot_runs
-    from memtraffic.views.roofline import parse_levels
-
     levels = parse_levels(level)
     run_dirs = [Path(r) for r in runs] or [latest_run()]
     return plot_runs(run_dirs, levels, out=Path(out) if out else None, png=Path(png) if png else None,
@@ -527,9 +481,7 @@ def write_roofline(runs: Sequence[str | Path] = (), level: str = "all", out: str
 def write_report(run: str | Path, out: str | Path | None = None, roofs_file: str | Path | None = None,
                  baseline: str | Path | None = None, force: bool = False, partial: bool = False) -> Path:
     """`memtraffic report RUN`: the self-contained HTML page written; its path."""
-    from memtraffic.views.html_report import write_report as write
-
-    return write(Path(run), Path(out) if out else None, Path(roofs_file) if roofs_file else None,
+    return write_html_report(Path(run), Path(out) if out else None, Path(roofs_file) if roofs_file else None,
                  Path(baseline) if baseline else None, force=force, partial=partial)
 
 
@@ -537,11 +489,6 @@ def metric_sets(chip: str | None = None, all_chips: bool = False, set_name: str 
                 ) -> tuple[list[SetRow], str | None]:
     """`memtraffic metrics`: a row per (chip, set, alias) with its ncu name or why it is not measured; and,
     for this machine's GPU (no chip given), the line saying where its metric list came from."""
-    from memtraffic.ncu.chips import chip_metric_names, known_chips, local_metric_names, set_rows
-    from memtraffic.ncu.metrics import METRIC_SETS
-    from memtraffic.vocab.arch import CHIPS
-    from memtraffic.vocab.errors import UsageError
-
     if set_name is not None and set_name not in METRIC_SETS:
         raise UsageError(f"unknown metric set {set_name!r}: use one of {', '.join(METRIC_SETS)}")
     sets = [set_name] if set_name else list(METRIC_SETS)
@@ -561,9 +508,6 @@ def measure_roofs(refresh: bool = False, ncu: bool = True, save_reference: bool 
                      echo: Echo | None = None) -> RoofsEntry:
     """`memtraffic roofs`: this GPU's roofs, measured once and cached (`refresh`: measured again);
     `save_reference` also writes reports/roofs/<device>.json. Needs a CUDA GPU."""
-    from memtraffic.probes.roof_probes import get_roofs, write_reference
-    from memtraffic.vocab.roofs import cache_file
-
     echo = echo or say
     entry, cached = get_roofs(refresh=refresh, with_ncu=ncu, progress=echo)
     if cached:
@@ -578,15 +522,9 @@ def bench(variants: Sequence[str] = (), shapes: Sequence[str] = (), dtypes: Sequ
           echo: Echo | None = None) -> dict[str, Any]:
     """`memtraffic bench`: variants timed with CUDA events beside a copy and torch's kernels; the result
     (environment, rows), also written to `out` (results.json, table.txt) when given. Needs a CUDA GPU."""
-    import math
-
     from memtraffic.collect.variants import get_variant
     from memtraffic.collect.variants import load_variants as load
     from memtraffic.probes import bench as b
-    from memtraffic.views.tables import bench_table
-    from memtraffic.vocab.errors import UsageError, warn
-    from memtraffic.vocab.files import refuse_nonempty
-    from memtraffic.vocab.ops import parse_dtype, parse_shape, torch_dtype
 
     if not 0 < budget < math.inf:
         raise UsageError(f"--budget {budget}: give the seconds of timed repetitions per config, more than 0 "

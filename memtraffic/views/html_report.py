@@ -16,22 +16,44 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from memtraffic.analysis.analyze import row_dicts
+from memtraffic.analysis.analyze import gaps, load_results, row_dicts
+from memtraffic.analysis.diff import diff
 from memtraffic.analysis.findings import RULES, explain, say, told_once
+from memtraffic.analysis.floor import Floor, floor_of_table, summary_lines
+from memtraffic.analysis.fusion import HOW_KINDS
+from memtraffic.analysis.lines import LineRow, report_lines
+from memtraffic.analysis.outside import left_out, left_out_line
+from memtraffic.analysis.per_op import summarize
+from memtraffic.analysis.reuse import table_reuse_line
+from memtraffic.ncu.chips import peak_names
 from memtraffic.ncu.kernel_table import kernel_table
+from memtraffic.runfolder.folder import DEFAULT_RUNS_ROOT
 from memtraffic.runfolder.load import Run, load_run
 from memtraffic.runfolder.records import RunRecord
+from memtraffic.views import roofline as rf
+from memtraffic.views.diff_table import html_section
+from memtraffic.views.figure_files import (
+    check_new_file,
+    default_output,
+    figures_html,
+    plotly_js,
+    write_html,
+    write_page,
+    write_png,
+)
+from memtraffic.views.floor_table import HOW_LEGEND, how_text
+from memtraffic.views.roofline import FLOPS_NOTE, roofline_figure
+from memtraffic.views.tables import LEGEND, results_table_rows
+from memtraffic.views.traffic_chart import same_scale, traffic_figure
 from memtraffic.vocab.errors import ReportError
 from memtraffic.vocab.files import require_folder
 from memtraffic.vocab.finding import LEVELS, Evidence, Finding
+from memtraffic.vocab.roofs import RoofsEntry, device_slug, find_roofs, load_roofs_file
 from memtraffic.vocab.units import NUMBER_UNIT, fmt_bytes, fmt_eff, fmt_time
+from memtraffic.vocab.version import __version__
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # plotly is imported where a figure is drawn (views.roofline, views.traffic_chart)
     import plotly.graph_objects as go
-
-    from memtraffic.analysis.floor import Floor
-    from memtraffic.analysis.lines import LineRow
-    from memtraffic.vocab.roofs import RoofsEntry
 
 # ----------------------------------------------------------------------------------------------------
 # Loading a run folder
@@ -48,13 +70,10 @@ def load_runs(run_dirs: Sequence[Path], partial: bool = False) -> tuple[pd.DataF
     """Several runs stacked into one table (a 'run' column tells them apart) and their run.json; an
     incomplete run only with `partial` (its gaps are named on stderr either way, and kept in the
     table's gaps for the page's notes)."""
-    from memtraffic.analysis.analyze import gaps
-    from memtraffic.analysis.analyze import load_results as analyzed
-
     frames, metas, found = [], [], []
     for d in run_dirs:
         run = _load(d)
-        df = analyzed(run, partial)
+        df = load_results(run, partial)
         meta = run.meta or {}
         if "run" not in df.columns:
             df = df.assign(run=run.name)
@@ -79,8 +98,6 @@ def _device_name(meta: Mapping[str, object]) -> str | None:
 
 def devices_of(df: pd.DataFrame, metas: Sequence[Mapping[str, object]] = ()) -> list[str]:
     """The devices a table was measured on (its device column, then run.json), each named once."""
-    from memtraffic.vocab.roofs import device_slug
-
     names = [str(d) for d in df["device"].dropna().unique() if str(d)] if "device" in df else []
     names += [n for m in metas if (n := _device_name(m))]
     seen: dict[str, str] = {}
@@ -92,9 +109,6 @@ def devices_of(df: pd.DataFrame, metas: Sequence[Mapping[str, object]] = ()) -> 
 def resolve_roofs(devices: Sequence[str], roofs_file: Path | None = None
                      ) -> tuple[list[RoofsEntry], list[str]]:
     """(entries, notes): the roofs of each device (a given file, else cache, else committed)."""
-    from memtraffic.ncu.chips import peak_names
-    from memtraffic.vocab.roofs import find_roofs, load_roofs_file
-
     entries: list[RoofsEntry] = []
     notes: list[str] = []
     if roofs_file is not None:
@@ -191,7 +205,6 @@ def _shown_rows(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     sections (per op type for a traced program)."""
     if len(df) <= MAX_ROWS:
         return df, []
-    from memtraffic.analysis.per_op import summarize
 
     sections = []
     total = df["time_ns"].sum()
@@ -218,8 +231,6 @@ def _shown_rows(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 
 def floor_section(df: pd.DataFrame, run: Run) -> list[str]:
     """The floor's summary (memtraffic.analysis.floor), first on the page; none for a run without one."""
-    from memtraffic.analysis.floor import floor_of_table, summary_lines
-
     found = floor_of_table(df, run.plan, run.name)
     lines = summary_lines(found, width=10**9)  # a paragraph each, unwrapped
     if not lines:
@@ -233,9 +244,6 @@ def floor_section(df: pd.DataFrame, run: Run) -> list[str]:
 def fusion_section(floor: Floor) -> str:
     """The fusion groups (memtraffic.analysis.fusion) holding a saving, largest first, as a table with its
     legend; '' for a run without them."""
-    from memtraffic.analysis.fusion import HOW_KINDS
-    from memtraffic.views.floor_table import HOW_LEGEND, how_text
-
     groups = [g for g in floor.fusion.groups if g.saving_s > 0][:MAX_ROWS]
     if not groups:
         return ""
@@ -304,13 +312,6 @@ def build_report(run_dir: Path, roofs_file: Path | None = None, baseline: Path |
     """The HTML text of the report of one run folder: results and diagnoses first (with a baseline, the
     diff of the two and their tables and traffic bars side by side before them), then the figures and
     source lines, notes, and the environment last. A large run is summarized (see MAX_ROWS)."""
-    from memtraffic.analysis.outside import left_out, left_out_line
-    from memtraffic.views.figure_files import plotly_js
-    from memtraffic.views.roofline import FLOPS_NOTE, roofline_figure
-    from memtraffic.views.tables import LEGEND, results_table_rows
-    from memtraffic.views.traffic_chart import same_scale, traffic_figure
-    from memtraffic.vocab.version import __version__
-
     run_dir = Path(run_dir)
     df, metas = load_runs([run_dir], partial)
     meta = metas[0]
@@ -323,7 +324,6 @@ def build_report(run_dir: Path, roofs_file: Path | None = None, baseline: Path |
     shown, sections = _shown_rows(df[~left_out(df)])
     sections[:0] = floor_section(df, _load(run_dir))
     headers, rows = results_table_rows(shown)  # the rows `memtraffic analyze` prints
-    from memtraffic.analysis.reuse import table_reuse_line
 
     reuse = table_reuse_line(df)  # profile --distinct: what was measured, what reuses it
     sections.append("<h2>Measured traffic vs minimum</h2>" + _html_table(headers, rows)
@@ -390,10 +390,6 @@ def build_report(run_dir: Path, roofs_file: Path | None = None, baseline: Path |
 def baseline_section(baseline: Path, run_dir: Path, df: pd.DataFrame) -> tuple[str, pd.DataFrame]:
     """(HTML, the baseline's table): `memtraffic diff BASELINE RUN`, then the baseline's analyzed table (the
     run's own is the page's run table; the two traffic charts are added under them by build_report)."""
-    from memtraffic.analysis.diff import diff
-    from memtraffic.views.diff_table import html_section
-    from memtraffic.views.tables import results_table_rows
-
     compared = diff(baseline, run_dir)
     base_df = pd.DataFrame(compared.a.rows)  # analyze's rows of the baseline
     headers, rows = results_table_rows(base_df)  # this run's own table follows in its section: not twice
@@ -413,8 +409,6 @@ def _bar(row: LineRow, widest: float) -> str:
 
 def source_lines_section(run_dir: Path) -> list[str]:
     """Per kernel measured with --source: its lines that touch global memory, each with a traffic bar."""
-    from memtraffic.analysis.lines import report_lines
-
     run = load_run(run_dir)
     with_lines = []
     for report in run.reports:
@@ -446,8 +440,6 @@ def source_lines_section(run_dir: Path) -> list[str]:
 
 
 def _fragments(figs: Sequence[go.Figure]) -> list[str]:
-    from memtraffic.views.figure_files import figures_html
-
     return figures_html(figs) if figs else []
 
 
@@ -455,8 +447,6 @@ def write_report(run_dir: Path, out: Path | None = None, roofs_file: Path | None
                  baseline: Path | None = None, force: bool = False, partial: bool = False) -> Path:
     """Write the report (default: report-<run>.html in the current folder) and return its path. An
     existing file is replaced only with force; an incomplete run is reported only with partial."""
-    from memtraffic.views.figure_files import check_new_file, default_output, write_page
-
     out = Path(out) if out is not None else default_output("report", [Path(run_dir)])
     check_new_file(out, force)
     return write_page(out, build_report(Path(run_dir), roofs_file, baseline, partial), force)
@@ -464,8 +454,6 @@ def write_report(run_dir: Path, out: Path | None = None, roofs_file: Path | None
 
 def latest_run(root: Path | None = None) -> Path:
     """The newest run folder (by modification time) under reports/runs that holds results."""
-    from memtraffic.runfolder.folder import DEFAULT_RUNS_ROOT
-
     root = Path(root) if root is not None else DEFAULT_RUNS_ROOT
     runs = [d for d in root.glob("*") if (d / "results.json").is_file()] if root.is_dir() else []
     if not runs:
@@ -479,10 +467,6 @@ def plot_runs(run_dirs: Sequence[Path], levels: Sequence[str], out: Path | None 
               force: bool = False, partial: bool = False) -> tuple[list[Path], list[str]]:
     """Roofline + traffic figures of one or more runs: an offline HTML page (default: roofline-<run>.html
     in the current folder) and/or PNGs. An existing file is replaced only with force. (paths, notes)."""
-    from memtraffic.views import roofline as rf
-    from memtraffic.views.figure_files import check_new_file, default_output, write_html, write_png
-    from memtraffic.views.traffic_chart import traffic_figure
-
     if png is not None:
         traffic_png = Path(png).with_name(Path(png).stem + "-traffic.png")
         for path in (Path(png), traffic_png):
