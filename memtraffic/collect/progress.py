@@ -66,17 +66,20 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"
 
 
-def progress_text(measured: int, repeats: int, elapsed_s: float, expected: int | None = None) -> str:
-    """One progress line (see the module doc); `repeats`: calls skipped so far (0 omits them)."""
+def progress_text(measured: int, repeats: int, elapsed_s: float, expected: int | None = None,
+                  per_launch_s: float | None = None) -> str:
+    """One progress line (see the module doc); `repeats`: calls skipped so far (0 omits them);
+    `per_launch_s`: the cost of a launch once launches are being measured (default: elapsed / measured, which
+    counts the program's start-up in)."""
     skipped = f", {repeats} repeated calls skipped" if repeats else ""
+    per = per_launch_s if per_launch_s is not None else elapsed_s / measured if measured else None
     if expected:
         text = f"ncu: {measured} of {expected} expected kernel launches measured{skipped}"
-        if 0 < measured < expected:
-            left = elapsed_s / measured * (expected - measured)
-            text += f"; {_duration(elapsed_s)} so far, about {_duration(left)} left"
+        if per is not None and 0 < measured < expected:
+            text += f"; {_duration(elapsed_s)} so far, about {_duration(per * (expected - measured))} left"
         return text
-    per = f" ({elapsed_s / measured:.2f} s a launch)" if measured else ""
-    return f"ncu: {measured} kernel launch{'' if measured == 1 else 'es'} measured{skipped}{per}"
+    cost = f" ({per:.2f} s a launch)" if per is not None else ""
+    return f"ncu: {measured} kernel launch{'' if measured == 1 else 'es'} measured{skipped}{cost}"
 
 
 def end_text(measured: int, expected: Expected | None) -> str | None:
@@ -98,6 +101,7 @@ class TraceProgress:
         self._offset = 0
         self._clock = clock
         self._start = clock()
+        self._first: tuple[int, float] | None = None  # (launches, time) when launches were first seen
 
     def _read(self) -> None:
         try:
@@ -111,6 +115,14 @@ class TraceProgress:
         self.repeats += whole.count(b'"repeat": true')
 
     def line(self, measured: int) -> str:
+        """The progress line; a launch's cost is timed from the first launch seen, so the program's start-up
+        (imports, ncu attaching) does not stretch the estimate."""
         self._read()
-        return progress_text(measured, self.repeats, self._clock() - self._start,
-                             self.expected.kernels if self.expected else None)
+        now = self._clock()
+        if measured and self._first is None:
+            self._first = (measured, now)
+        per = None
+        if self._first is not None and measured > self._first[0]:
+            per = (now - self._first[1]) / (measured - self._first[0])
+        return progress_text(measured, self.repeats, now - self._start,
+                             self.expected.kernels if self.expected else None, per)

@@ -73,6 +73,23 @@ def test_trace_progress_counts_whole_repeat_lines_as_the_trace_grows(tmp_path):
     assert progress.repeats == 1 and "2 repeated calls skipped" in progress.line(3)
 
 
+def test_trace_progress_times_a_launch_from_the_first_one_seen_not_from_the_start(tmp_path):
+    """30 s of start-up, then a launch a second: the estimate is 1 s a launch, not (30 + 10) / 11."""
+    now = [0.0]
+    progress = TraceProgress(tmp_path / "trace.jsonl", Expected(tmp_path, 100), clock=lambda: now[0])
+    now[0] = 30.0
+    assert progress.line(1) == ("ncu: 1 of 100 expected kernel launches measured; 30 s so far, about "
+                                "49 min 30 s left")  # one launch: start-up and launch cannot be told apart
+    now[0] = 40.0
+    assert progress.line(11) == ("ncu: 11 of 100 expected kernel launches measured; 40 s so far, about "
+                                 "1 min 29 s left")
+    without = TraceProgress(tmp_path / "trace.jsonl", clock=lambda: now[0])
+    now[0] += 30.0
+    without.line(2)
+    now[0] += 8.0
+    assert without.line(6) == "ncu: 6 kernel launches measured (2.00 s a launch)"
+
+
 def test_run_ncu_notes_when_the_first_kernel_was_profiled_and_describes_progress(tmp_path):
     from stand_ins import fake_ncu
 
