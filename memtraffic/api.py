@@ -406,7 +406,7 @@ def measure_variants(*variants: str, shape: str | Sequence[str] = (), dtype: str
     return run_measure(opts, echo)
 
 
-# --- the other commands' work (memtraffic/cli.py parses their options and prints what these return) --------
+# --- the other commands' work (memtraffic/cli/ parses their options and prints what these return) --------
 
 
 def require_whole(table: pd.DataFrame | Sequence[str], what: str, partial: bool = False) -> None:

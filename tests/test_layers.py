@@ -176,8 +176,9 @@ def test_no_import_cycle():
 
 
 def test_the_walk_finds_imports_inside_functions():
-    nested = [(line, t) for line, t in GRAPH["memtraffic.cli_measure"] if t.startswith("memtraffic.collect")]
-    assert nested, "cli_measure imports the measuring side inside its commands"
+    nested = [(line, t) for line, t in GRAPH["memtraffic.cli.measure_commands"]
+              if t.startswith("memtraffic.collect")]
+    assert nested, "cli/measure_commands.py imports the measuring side inside its commands"
 
 
 def private_imports(module: str) -> list[tuple[int, str]]:
@@ -218,12 +219,13 @@ def test_the_private_import_walk_finds_one(tmp_path, monkeypatch):
                                                          (3, "memtraffic.vocab.files._link_new")]
 
 
-# The CLI's modules: the app (cli.py), its commands (cli_read.py, cli_measure.py) and their shared options
-# (cli_options.py), all of the top layer. What they may import besides memtraffic.api (the work) and each
-# other: how to print (views), errors, the metric sets of the help text, and the option records measure and
-# profile fill in (the work of those is api's too).
-CLI = ("memtraffic.cli", "memtraffic.cli_read", "memtraffic.cli_measure", "memtraffic.cli_options")
-CLI_ALSO = ("memtraffic.views.", "memtraffic.cli_", "memtraffic.vocab.errors", "memtraffic.vocab.version",
+# The CLI's modules: the app (cli/app.py), its commands (cli/read_commands.py, cli/measure_commands.py) and
+# their shared options (cli/options.py), all of the top layer. What they may import besides memtraffic.api
+# (the work) and each other: how to print (views), errors, the metric sets of the help text, and the option
+# records measure and profile fill in (the work of those is api's too).
+CLI = ("memtraffic.cli.app", "memtraffic.cli.read_commands", "memtraffic.cli.measure_commands",
+       "memtraffic.cli.options")
+CLI_ALSO = ("memtraffic.views.", "memtraffic.cli.", "memtraffic.vocab.errors", "memtraffic.vocab.version",
             "memtraffic.ncu.metrics", "memtraffic.collect.measure", "memtraffic.collect.profile")
 
 
@@ -236,8 +238,8 @@ def test_the_cli_is_a_shell_over_the_api():
 
 
 def test_every_cli_module_is_checked():
-    assert set(CLI) == {m for m in MODULES if m.startswith("memtraffic.cli") and m not in (
-        "memtraffic.cli_errors", "memtraffic.cli_help")}
+    assert set(CLI) == {m for m in MODULES if m.startswith("memtraffic.cli.") and m not in (
+        "memtraffic.cli.exits", "memtraffic.cli.help_text")}
 
 
 def test_no_two_modules_share_a_file_name():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typer.main import get_command
 
 from memtraffic.cli import app
-from memtraffic.cli_errors import Cli
+from memtraffic.cli.exits import Cli
 from memtraffic.ncu.metrics import METRIC_SETS, METRICS, SETS, sets_help
 
 

@@ -1,4 +1,4 @@
-"""The CLI's one error path (memtraffic/cli_errors.py): any input ends in a few plain lines and an exit code.
+"""The CLI's one error path (memtraffic/cli/exits.py): any input ends in a few plain lines and an exit code.
 
 Usage errors: two lines, exit 2, before any GPU or ncu is looked for; package and file-system errors: one
 line; Ctrl-C: 'interrupted', 130; a bug: 'internal error: ...', exit 1 (MEMTRAFFIC_TRACEBACK=1 shows the
@@ -16,13 +16,13 @@ import pytest
 from typer.testing import CliRunner
 
 from memtraffic.cli import app
-from memtraffic.cli_errors import Cli
+from memtraffic.cli.exits import Cli
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SEED = REPO / "reports" / "h100" / "seed_1048576x2_fp32"
 BOX = "╭│╰─"  # rich's panels: never around an error
 FEW = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -81,7 +81,7 @@ def _exit_code(err: BaseException, command: str = "") -> tuple[int, str | None]:
 
 class Cli(typer.core.TyperGroup):
     """typer's group with one error path (module docstring) instead of typer's boxes and tracebacks, and
-    help that fits a terminal (memtraffic/cli_help.py)."""
+    help that fits a terminal (memtraffic/cli/help_text.py)."""
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
              complete_var: str | None = None, standalone_mode: bool = True, windows_expand_args: bool = True,
@@ -90,9 +90,9 @@ class Cli(typer.core.TyperGroup):
         try:
             # always 'memtraffic' (not 'python -m memtraffic.cli', not a test runner's name): the usage and
             # 'Try ... --help' lines name the command a user types
-            from memtraffic.cli_help import tidy
+            from memtraffic.cli.help_text import tidy
 
-            tidy(self)  # examples first, values named by what to give (cli_help.py)
+            tidy(self)  # examples first, values named by what to give (help_text.py)
             with self.make_context("memtraffic", args, **extra) as ctx:
                 os.getcwd()  # a deleted working folder: said here, before torch (which aborts in one) loads
                 self.invoke(ctx)

@@ -1,9 +1,9 @@
 """The `memtraffic` command: the typer app (pyproject's [project.scripts] names memtraffic.cli:app), its
 commands in the order --help lists them, and the commands that fit neither side. The commands live in
-memtraffic/cli_read.py (reading runs: no GPU) and memtraffic/cli_measure.py (running kernels and programs);
-the options more than one command takes are declared once in memtraffic/cli_options.py. Each command parses
+read_commands.py (reading runs: no GPU) and measure_commands.py (running kernels and programs) beside it;
+the options more than one command takes are declared once in options.py. Each command parses
 its options, calls one memtraffic.api function (the work, which a notebook calls alike) and prints through
-memtraffic.views (formats from its registry). Errors end in memtraffic/cli_errors.py: a line or two on
+memtraffic.views (formats from its registry). Errors end in memtraffic/cli/exits.py: a line or two on
 stderr and an exit code. The command modules import memtraffic.api and the views inside each command, so
 `memtraffic --help` and shell completion start without pandas (0.1 s instead of 0.8 s on 2 CPU cores)."""
 
@@ -15,9 +15,9 @@ from typing import Annotated
 
 import typer
 
-from memtraffic.cli_errors import Cli
-from memtraffic.cli_measure import bench, measure, ops, profile, roofs
-from memtraffic.cli_options import (
+from memtraffic.cli.exits import Cli
+from memtraffic.cli.measure_commands import bench, measure, ops, profile, roofs
+from memtraffic.cli.options import (
     AllowMixed,
     AllVariants,
     Dtype,
@@ -30,7 +30,7 @@ from memtraffic.cli_options import (
     format_option,
     width,
 )
-from memtraffic.cli_read import analyze, check, diff, floor, lines, report, roofline
+from memtraffic.cli.read_commands import analyze, check, diff, floor, lines, report, roofline
 from memtraffic.ncu.metrics import METRIC_SETS
 from memtraffic.views import formats
 from memtraffic.views.formats import FOR_OBJECTS, FOR_ROWS

@@ -1,6 +1,6 @@
 """Every command's help in an 80-column terminal: no line wider, at most 90 lines, no type placeholder
 (`<str>`), examples before the options, and profile's usage naming the program after `--`
-(memtraffic/cli_help.py)."""
+(memtraffic/cli/help_text.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import typer.main
 from typer.testing import CliRunner
 
 from memtraffic.cli import app
-from memtraffic.cli_help import examples_first
+from memtraffic.cli.help_text import examples_first
 
 COMMANDS = sorted(name for name, c in typer.main.get_command(app).commands.items() if not c.hidden)
 PLACEHOLDER = re.compile(r"<(bool|str|int|float|path|list\[\w+\])>")

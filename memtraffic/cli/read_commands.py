@@ -1,6 +1,6 @@
 """The reading commands: analyze, floor, diff, check, lines, roofline and report read run folders, reports or
 saved tables (no GPU, no ncu), call one memtraffic.api function each and print through memtraffic.views.
-Registered on the app in memtraffic/cli.py; shared options in memtraffic/cli_options.py."""
+Registered on the app in app.py; shared options in options.py."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from memtraffic.cli_options import (
+from memtraffic.cli.options import (
     AllowMixed,
     Explain,
     Force,

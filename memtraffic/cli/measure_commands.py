@@ -1,6 +1,6 @@
 """The measuring commands: measure, profile, ops, bench and roofs run kernels or a program (on a GPU,
 under ncu for measure and profile), call one memtraffic.api function each and print through
-memtraffic.views. Registered on the app in memtraffic/cli.py; shared options in memtraffic/cli_options.py."""
+memtraffic.views. Registered on the app in app.py; shared options in options.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Annotated, cast
 
 import typer
 
-from memtraffic.cli_options import (
+from memtraffic.cli.options import (
     AllCalls,
     AllVariants,
     Baseline,
@@ -35,7 +35,7 @@ from memtraffic.cli_options import (
     format_option,
     width,
 )
-from memtraffic.cli_read import print_floor_summary
+from memtraffic.cli.read_commands import print_floor_summary
 from memtraffic.views import formats
 from memtraffic.views.formats import FOR_OBJECTS, FOR_ROWS
 from memtraffic.vocab.errors import MemtrafficError, UsageError, warn

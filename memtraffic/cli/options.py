@@ -1,6 +1,6 @@
 """The options more than one command takes, each declared once as an `Annotated` type: a command names its
 parameter with one (`wide: Wide = False`) and gets the same flag, help text and value name as every other
-command taking it (value names: memtraffic/cli_help.py, by parameter name). The default stays with each
+command taking it (value names: memtraffic/cli/help_text.py, by parameter name). The default stays with each
 command, where it can differ (`--metrics`: auto for measure, bytes for profile)."""
 
 from __future__ import annotations
