@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from memtraffic.analysis.analyze import row_dicts
 from memtraffic.analysis.findings import needs_full_set, ok
+from memtraffic.analysis.row import row_dicts
 from memtraffic.ncu.metrics import Remeasure
 
 if TYPE_CHECKING:

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from memtraffic.analysis.analyze import row_dicts
 from memtraffic.analysis.findings import RULES, explain, say, told_once
+from memtraffic.analysis.row import row_dicts
 from memtraffic.ncu.kernel_table import kernel_table
 from memtraffic.runfolder.load import Run, load_run
 from memtraffic.runfolder.records import RunRecord
