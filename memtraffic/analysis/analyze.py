@@ -24,7 +24,7 @@ import pandas as pd
 from memtraffic.analysis.findings import SECTOR_BYTES, Role, diagnose, not_results, ok, sentences, to_dicts
 from memtraffic.analysis.outside import outside_kinds
 from memtraffic.analysis.reuse import REUSES, add_reused
-from memtraffic.analysis.row import ANALYZED, COLUMNS, row_dicts
+from memtraffic.analysis.row import ANALYZED, COLUMNS, Row, row_dicts
 from memtraffic.analysis.time_notes import copy_seconds
 from memtraffic.ncu.kernel_table import kernel_table
 from memtraffic.ncu.metrics import LAUNCH_STATS, METRICS
@@ -372,9 +372,9 @@ def _measured_roofs(devices: pd.Series) -> dict[str, dict[str, float]]:
     return out
 
 
-def _time_vs_copy(r: Mapping[str, object], measured: Mapping[str, float] | None) -> float:
+def _time_vs_copy(r: Row, measured: Mapping[str, float] | None) -> float:
     """The row's time over a copy of its minimum at the measured copy roof (NaN when either is unknown)."""
-    copy, time_ns = copy_seconds(r, measured or {}), r.get("time_ns")
+    copy, time_ns = copy_seconds(r, measured or {}), r["time_ns"]
     return time_ns * 1e-9 / copy if copy and ok(time_ns) else math.nan
 
 
