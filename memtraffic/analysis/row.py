@@ -173,5 +173,5 @@ def row_dicts(df: pd.DataFrame) -> list[Row]:
 
 
 def frame_rows(df: pd.DataFrame) -> list[dict[str, object]]:
-    """Any table's rows (a per-op summary, a saved table), column -> value: its columns are names."""
+    """A table's rows (a per-op summary, a saved table), column -> value: its columns are names."""
     return cast("list[dict[str, object]]", df.to_dict("records"))

@@ -13,7 +13,7 @@ import pytest
 
 from memtraffic.analysis.analyze import analyze_path
 from memtraffic.analysis.row import ANALYZED, COLUMNS, TIMING_ONLY, Counters, Row, TimingOnlyRow, row_dicts
-from memtraffic.ncu.metrics import METRICS
+from memtraffic.ncu.metrics import LAUNCH_STATS, METRICS
 from memtraffic.vocab.finding import Finding
 
 H100 = Path(__file__).resolve().parents[2] / "reports" / "h100"
@@ -84,10 +84,12 @@ def test_the_numbers_missing_are_nan_where_row_says_float():
 
 def test_the_table_carries_every_metric_alias_but_time_once():
     """Row's Counters are METRICS' aliases (in its order) that Analyzed does not already hold: a new alias
-    in METRICS needs its column in Counters."""
+    in METRICS needs its column in Counters; the launch statistics are Analyzed's."""
     others = [a for a in METRICS if a not in ANALYZED and a != "time"]
     assert list(Counters.__annotations__) == others
     assert len(set(COLUMNS)) == len(COLUMNS)
+    at = ANALYZED.index("block_size") + 1  # the launch of the range's longest kernel, as ncu names it
+    assert ANALYZED[at:at + len(LAUNCH_STATS)] == list(LAUNCH_STATS)
     assert [*ANALYZED, *others, "reuses"] == COLUMNS
 
 
