@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from memtraffic.analysis.analyze import COLUMNS, EXTRA_COLUMNS, to_records
+from memtraffic.analysis.analyze import to_records
+from memtraffic.analysis.row import ANALYZED
 
 DEVICE = "Test GPU 1000"
 
@@ -64,7 +65,7 @@ def results() -> pd.DataFrame:
              (65536, 8192), (32768, 8192), (16384, 8192), (16384, 8192), 2 * 64**3, (65536, 8192)),
     ]
     df = pd.DataFrame(rows)
-    return df.reindex(columns=COLUMNS + EXTRA_COLUMNS)  # columns no row here sets are NaN
+    return df.reindex(columns=ANALYZED)  # columns no row here sets are NaN
 
 
 def write_run(folder: Path, df: pd.DataFrame | None = None, run_json: dict | None = None) -> Path:

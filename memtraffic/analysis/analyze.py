@@ -6,7 +6,7 @@ program), or from --min-bytes (total, or READ:WRITE for per-direction efficienci
 ranges whose name matches) for reports captured by hand. Without a
 minimum the efficiencies are NaN and the table still shows the bytes.
 
-The columns of `COLUMNS` are a contract: roofline figures and HTML reports read them by name.
+The table's columns are analysis.row.Row's, in its order (COLUMNS); a timing-only run's add TimingOnlyRow's.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import pandas as pd
 from memtraffic.analysis.findings import SECTOR_BYTES, Role, diagnose, not_results, ok, sentences, to_dicts
 from memtraffic.analysis.outside import outside_kinds
 from memtraffic.analysis.reuse import REUSES, add_reused
+from memtraffic.analysis.row import ANALYZED, COLUMNS, Row, row_dicts
 from memtraffic.analysis.time_notes import copy_seconds
 from memtraffic.ncu.kernel_table import kernel_table
 from memtraffic.ncu.metrics import LAUNCH_STATS, METRICS
@@ -55,32 +56,6 @@ from memtraffic.vocab.launches import measured_range
 from memtraffic.vocab.ops import format_shape
 from memtraffic.vocab.roofs import find_roofs
 from memtraffic.vocab.units import compile_regex, parse_size
-
-COLUMNS = [
-    "run", "range", "variant", "op", "shape", "dtype", "params", "kernels", "n_kernels", "device", "time_ns",
-    "l1_ld_bytes", "l1_st_bytes", "l2_rd_bytes", "l2_wr_bytes", "dram_rd_bytes", "dram_wr_bytes",
-    "req_ld_bytes", "req_st_bytes", "min_read_bytes", "min_write_bytes",
-    "eff_l1_ld", "eff_l1_st", "eff_l2", "eff_dram", "amp_l1_ld", "amp_l1_st", "amp_l2", "amp_dram",
-    "sector_eff_ld", "sector_eff_st", "bw_min_Bps", "bw_dram_Bps",
-    "fadd", "fmul", "ffma", "hw_flops", "model_flops", "pred_read_bytes", "pred_write_bytes", "diagnosis",
-    "findings",
-]
-# Also in every table, after COLUMNS: the total minimum, DRAM per direction, replay passes, the status,
-# the launches, local-memory (spill) bytes, the launch (of a range's longest kernel: grid, block,
-# registers, waves, occupancy and its limits), the time over a copy of the minimum at the measured roof,
-# and the report's other metric aliases (summed over a range's kernels where they are counts).
-# status: analyze.STATUSES; launch_dims: each kernel's 'GRIDxBLOCK' (blocks x threads a block) in launch
-# order, what the config actually launched (diff pairs configs by it when their parameters are spelled
-# differently). outside_program: a row of launches that are not the program's work (autotuning, its cache
-# flushes, launches outside every range of a traced program), left out of readable tables; outside_kind
-# its kind (analysis.outside).
-EXTRA_COLUMNS = ["min_bytes", "eff_dram_rd", "eff_dram_wr", "passes", "report", "status", "launch_dims",
-                 "local_ld_bytes", "local_st_bytes", "grid_size", "block_size", *LAUNCH_STATS, "time_vs_copy",
-                 "outside_program", "outside_kind", "time_source", "no_efficiency"]
-# time_source: where the row's time comes from (runfolder.timings: ncu's kernel replay, the kernel timer).
-# no_efficiency: the efficiency columns left NaN because they are not results, each with why
-# (analysis.findings.NOT_A_RESULT).
-# Last: REUSES, the range whose counters the row reuses (a repeat under profile --distinct), '' if measured.
 
 # Any one of these makes a report worth analyzing; time is always needed.
 _TRAFFIC_ALIASES = ["l1_ld_bytes", "l1_st_bytes", "l2_rd_sectors", "l2_wr_sectors", "dram_rd_bytes",
@@ -299,7 +274,7 @@ def _dims(grid: object, block: object) -> str:
 def compute(rows: pd.DataFrame, plan: Plan | None = None,
             min_bytes: tuple[float, float, float] | None = None,
             min_rules: Sequence[MinRule] = ()) -> pd.DataFrame:
-    """The analyzed table (COLUMNS + EXTRA_COLUMNS + other aliases) from grouped launch rows."""
+    """The analyzed table (COLUMNS: analysis.row.Row's columns) from grouped launch rows."""
     # A GPU without some level's counter (no DRAM counter on unified memory) has no column for it: NaN.
     df = rows.reindex(columns=list(dict.fromkeys([*rows.columns, *METRICS, REUSES])))
     df[REUSES] = df[REUSES].fillna("")
@@ -363,7 +338,8 @@ def compute(rows: pd.DataFrame, plan: Plan | None = None,
     df["bw_dram_Bps"] = _div(dram, seconds)
     df["hw_flops"] = df["fadd"] + df["fmul"] + 2 * df["ffma"]
     roofs = _measured_roofs(df["device"])
-    records = row_dicts(df)  # once: a traced program's table has tens of thousands of rows
+    # Once: a traced program's table has tens of thousands of rows (the columns made below are NaN here).
+    records = row_dicts(df.reindex(columns=COLUMNS))
     df["time_vs_copy"] = times = [_time_vs_copy(r, roofs.get(r["device"])) for r in records]
     df["findings"] = found = [
         diagnose({**r, "time_vs_copy": t}, bound=b, role=role, roofs=roofs.get(r["device"]),
@@ -377,10 +353,8 @@ def compute(rows: pd.DataFrame, plan: Plan | None = None,
     for level in ("l1_ld", "l1_st", "l2", "dram"):
         df[f"amp_{level}"] = _div(pd.Series(1.0, index=df.index), df[f"eff_{level}"])
 
-    others = [a for a in METRICS if a in df and a not in COLUMNS and a != "time"]
     # A timing-only run's kernels (and a report without launch statistics) have no launch columns: NaN.
-    columns = COLUMNS + EXTRA_COLUMNS + others + [REUSES]
-    table: pd.DataFrame = df.reindex(columns=columns).reset_index(drop=True)
+    table: pd.DataFrame = df.reindex(columns=COLUMNS).reset_index(drop=True)
     return table
 
 
@@ -398,9 +372,9 @@ def _measured_roofs(devices: pd.Series) -> dict[str, dict[str, float]]:
     return out
 
 
-def _time_vs_copy(r: Mapping[str, object], measured: Mapping[str, float] | None) -> float:
+def _time_vs_copy(r: Row, measured: Mapping[str, float] | None) -> float:
     """The row's time over a copy of its minimum at the measured copy roof (NaN when either is unknown)."""
-    copy, time_ns = copy_seconds(r, measured or {}), r.get("time_ns")
+    copy, time_ns = copy_seconds(r, measured or {}), r["time_ns"]
     return time_ns * 1e-9 / copy if copy and ok(time_ns) else math.nan
 
 
@@ -503,7 +477,7 @@ def analyze_reports(reports: Sequence[Path], plan: Plan | None = None, *,
     if not frames and (not planned or not empty and not found_gaps):
         if empty:
             raise empty[0]
-        table = pd.DataFrame(columns=COLUMNS + EXTRA_COLUMNS)
+        table = pd.DataFrame(columns=COLUMNS)
         table.attrs["gaps"] = found_gaps
         return table, pd.DataFrame()
     # A report without a kernel beside whole ones is named as it would be alone (a report cut before its
@@ -695,7 +669,7 @@ def require_whole(table: pd.DataFrame | Sequence[str], what: str, partial: bool 
 # --- output -------------------------------------------------------------------------------------------------
 
 _COUNTS = ("time_ns", "fadd", "fmul", "ffma", "hw_flops", "model_flops", "n_kernels", "min_bytes", "passes")
-_INT_COLUMNS = {c for c in COLUMNS + EXTRA_COLUMNS if c.endswith("_bytes") or c in _COUNTS}
+_INT_COLUMNS = {c for c in ANALYZED if c.endswith("_bytes") or c in _COUNTS}
 
 
 def to_records(df: pd.DataFrame, int_columns: Collection[str] = _INT_COLUMNS) -> list[dict[str, object]]:
@@ -705,11 +679,6 @@ def to_records(df: pd.DataFrame, int_columns: Collection[str] = _INT_COLUMNS) ->
         records = [to_dicts(f) if isinstance(f, list) else [] for f in df["findings"]]
         df = df.assign(findings=pd.Series(records, index=df.index, dtype=object))
     return plain_records(df, int_columns)
-
-
-def row_dicts(df: pd.DataFrame) -> list[dict[str, Any]]:
-    """The table's rows as dicts, column -> value (pandas-stubs types the keys as Hashable; ours are str)."""
-    return cast("list[dict[str, Any]]", df.to_dict("records"))
 
 
 def row_label(r: Mapping[str, object]) -> str:

@@ -333,7 +333,7 @@ def check(run: str | Path, expectations: Expectations, baseline: str | Path | No
     UsageError when a regex matches no row of the run, or no_worse_than has no baseline."""
     baseline = Path(baseline) if baseline is not None else expectations.baseline
     sides: dict[str, Side] = {}
-    bases: dict[str, dict[RowKey, dict[str, object]]] = {}
+    bases: dict[str, dict[RowKey, Mapping[str, object]]] = {}
     results: list[CheckResult] = []
     for exp in expectations.items:
         if exp.by not in sides:
@@ -345,7 +345,7 @@ def check(run: str | Path, expectations: Expectations, baseline: str | Path | No
                                  "the top of the file, or pass --baseline RUN")
             base_side = load_side(baseline, exp.by)
             check_devices(base_side, side, allow_mixed=False)
-            by_key: dict[RowKey, dict[str, object]] = {}
+            by_key: dict[RowKey, Mapping[str, object]] = {}
             for k, r in zip(base_side.keys, base_side.rows, strict=True):
                 by_key.setdefault(k, r)
             pairs = pair_keys(side, base_side)  # matched as `memtraffic diff` matches

@@ -43,6 +43,7 @@ from memtraffic.analysis.findings import sentences
 from memtraffic.analysis.floor import Floor, floor_run
 from memtraffic.analysis.fusion import Match, match
 from memtraffic.analysis.lines import LineRow, read_lines
+from memtraffic.analysis.row import frame_rows, row_dicts
 from memtraffic.runfolder.records import RunRecord
 from memtraffic.runfolder.results import read_results
 from memtraffic.vocab.errors import MemtrafficError, ReportError, UsageError
@@ -78,7 +79,7 @@ class Side:
 
     path: Path
     name: str
-    rows: list[dict[str, object]]
+    rows: Sequence[Mapping[str, object]]
     devices: list[str]
     keys: list[RowKey] = field(default_factory=list)
     gaps: list[str] = field(default_factory=list)  # what the run lacks of its plan (analyze.gaps)
@@ -151,7 +152,7 @@ def _run_devices(run: RunRecord | None, table_devices: Sequence[str]) -> list[st
 
 def load_side(path: str | Path, group_by: str = "range") -> Side:
     """A run folder, .ncu-rep or saved JSON table -> its rows for this grouping, keyed for matching."""
-    from memtraffic.analysis.analyze import analyze_run, gaps, row_dicts
+    from memtraffic.analysis.analyze import analyze_run, gaps
     from memtraffic.runfolder.load import load_run
 
     path = Path(path)
@@ -163,7 +164,7 @@ def load_side(path: str | Path, group_by: str = "range") -> Side:
         df = _frame_of_records(path, _read_table_file(path), group_by)
         devices = sorted({str(d) for d in df.get("device", []) if isinstance(d, str) and d})
         side = Side(path, path.stem if path.name != "results.json" else path.parent.name,
-                    row_dicts(df), devices)
+                    frame_rows(df), devices)
         side.gaps = [f"{path}: {row_label(r, group_by)}: {r['status']}" for r in side.rows
                      if isinstance(r.get("status"), str) and r["status"] != "ok"]
     else:
@@ -519,8 +520,8 @@ def compare(a: Side, b: Side, group_by: str = "range", time_tolerance: float = T
     if not (0 <= time_tolerance < 10):
         raise UsageError(f"--time-tolerance {time_tolerance}: give a fraction such as 0.05 (5%)")
     notes = check_devices(a, b, allow_mixed)
-    groups_a: dict[RowKey, list[dict[str, object]]] = {}
-    groups_b: dict[RowKey, list[dict[str, object]]] = {}
+    groups_a: dict[RowKey, list[Mapping[str, object]]] = {}
+    groups_b: dict[RowKey, list[Mapping[str, object]]] = {}
     for rows, keys, groups in ((a.rows, a.keys, groups_a), (b.rows, b.keys, groups_b)):
         for r, k in zip(rows, keys, strict=True):
             groups.setdefault(k, []).append(r)

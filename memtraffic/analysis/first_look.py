@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from memtraffic.analysis.analyze import row_dicts
 from memtraffic.analysis.findings import needs_full_set, ok
+from memtraffic.analysis.row import row_dicts
 from memtraffic.ncu.metrics import Remeasure
 
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ def remeasure(table: pd.DataFrame, kernels: pd.DataFrame) -> Remeasure | None:
     low = table[needs_full_set(table)] if len(table) else table
     if not len(low):
         return None
-    why = {str(r["range"]): (r["eff_l1_ld"] if ok(r["eff_l1_ld"]) else None,
-                             r["eff_l1_st"] if ok(r["eff_l1_st"]) else None) for r in row_dicts(low)}
+    why = {r["range"]: (r["eff_l1_ld"] if ok(r["eff_l1_ld"]) else None,
+                        r["eff_l1_st"] if ok(r["eff_l1_st"]) else None) for r in row_dicts(low)}
     launches = {str(r): int(n) for r, n in kernels.groupby("range").size().items()}
     return Remeasure(why, launches)

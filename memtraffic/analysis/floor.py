@@ -33,7 +33,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pandas as pd
 
@@ -41,6 +41,7 @@ from memtraffic.analysis.findings import to_dicts
 from memtraffic.analysis.fusion import HOW_KINDS, Fusion, fusion_groups, storage_pairs
 from memtraffic.analysis.outside import left_out, left_out_line
 from memtraffic.analysis.per_op import OUTSIDE
+from memtraffic.analysis.row import frame_rows
 from memtraffic.analysis.time_notes import FLOP_ROOF, compute_evidence, copy_seconds, time_reason
 from memtraffic.runfolder.timings import NO_KERNEL_TIME
 from memtraffic.vocab.errors import ReportError, warn
@@ -282,9 +283,9 @@ def floor_of_table(table: pd.DataFrame, plan: Plan | None = None, run: str = "")
     table = table[~left_out(table)]
     device, measured = _measured_roofs(devices)
     timed = "timing_only" in table.columns  # timing_only_table.mark: times, no counters
-    records = cast("list[dict[str, object]]", table.to_dict("records"))  # the table's columns are names
-    untimed = sum(1 for r in records if r.get("time_source") == NO_KERNEL_TIME)
-    rows = [r for r in records if _num(r, "time_ns")]
+    found = frame_rows(table)  # analyze's table, or a saved one: its columns
+    untimed = sum(1 for r in found if r.get("time_source") == NO_KERNEL_TIME)
+    rows = [r for r in found if _num(r, "time_ns")]
     sources = sorted({str(r["time_source"]) for r in rows if isinstance(r.get("time_source"), str)})
     roofed = bool(measured.get("dram_Bps"))  # without roofs no floor: NaN, never 0
     groups: dict[str, list[tuple[float, float, str, Finding | None]]] = {}

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from memtraffic.analysis.analyze import gaps, load_results, row_dicts
+from memtraffic.analysis.analyze import gaps, load_results
 from memtraffic.analysis.diff import diff
 from memtraffic.analysis.findings import RULES, explain, say, told_once
 from memtraffic.analysis.floor import Floor, floor_of_table, summary_lines
@@ -25,6 +25,7 @@ from memtraffic.analysis.lines import LineRow, report_lines
 from memtraffic.analysis.outside import left_out, left_out_line
 from memtraffic.analysis.per_op import summarize
 from memtraffic.analysis.reuse import table_reuse_line
+from memtraffic.analysis.row import row_dicts
 from memtraffic.ncu.chips import peak_names
 from memtraffic.ncu.kernel_table import kernel_table
 from memtraffic.runfolder.folder import DEFAULT_RUNS_ROOT

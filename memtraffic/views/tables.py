@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from memtraffic.analysis import per_op
-from memtraffic.analysis.analyze import kernel_list, row_dicts, row_label, to_records
+from memtraffic.analysis.analyze import kernel_list, row_label, to_records
 from memtraffic.analysis.findings import NOT_A_RESULT, REPEATED, say, to_dicts, told_once
 from memtraffic.analysis.findings import explain as explain_finding
 from memtraffic.analysis.lines import LineRow, location
 from memtraffic.analysis.outside import left_out, left_out_line
+from memtraffic.analysis.row import row_dicts
 from memtraffic.views import formats
 from memtraffic.vocab.finding import Finding
 from memtraffic.vocab.launches import measured_range
@@ -457,7 +458,7 @@ def results_table_rows(df: pd.DataFrame, group_by: str = "range") -> tuple[list[
             + cell("l1_st_bytes", fmt_eff(r["sector_eff_st"])),
         ])
     # Local memory (spills) beside the global L1 bytes, where a report counted some.
-    local = [(r.get("local_ld_bytes") or 0) + (r.get("local_st_bytes") or 0) for r in df.to_dict("records")]
+    local = [(r["local_ld_bytes"] or 0) + (r["local_st_bytes"] or 0) for r in row_dicts(df)]
     if any(x > 0 for x in local):
         headers.insert(5, "L1 local ld+st")
         for row, x in zip(body, local, strict=True):
@@ -476,11 +477,11 @@ def results_table(df: pd.DataFrame, group_by: str = "range", width: int | None =
     if df.empty:
         return _only_left_out(line, keys, width)
     headers, body = results_table_rows(df, group_by)
-    records = df.to_dict("records")
-    notes = findings([(row[0], r["findings"]) for r, row in zip(records, body, strict=True)], explain=explain)
+    rows = row_dicts(df)
+    notes = findings([(row[0], r["findings"]) for r, row in zip(rows, body, strict=True)], explain=explain)
     if group_by == "range":
         notes += kernel_lines([(row[0], kernel_list(r["kernels"]))
-                               for r, row in zip(records, body, strict=True) if r["n_kernels"] > 1])
+                               for r, row in zip(rows, body, strict=True) if r["n_kernels"] > 1])
     devices = ", ".join(sorted({d for d in df["device"] if d}))
     text = (f"{devices}\n" if devices else "") + text_table(headers, body, width)
     under = (f"{line}\n\n" if line else "") + legend("n", "lsu", "minimum", "eff", "sector", *keys)
