@@ -298,8 +298,9 @@ def roofs(source: str | Path) -> RoofsEntry:
     """A GPU's roofs, as `memtraffic roofs` measured them: from a roofs file (reports/roofs/*.json)
     or by device name (this machine's cache, then reports/roofs/). Keys: device, date, measured,
     ncu_theoretical (bytes/s and FLOP/s), method."""
+    from memtraffic.host.roofs_cache import find_roofs
     from memtraffic.vocab.errors import UsageError
-    from memtraffic.vocab.roofs import find_roofs, load_roofs_file
+    from memtraffic.vocab.roofs import load_roofs_file
 
     if Path(source).suffix == ".json" or Path(source).exists():
         return load_roofs_file(Path(source))
@@ -561,8 +562,8 @@ def measure_roofs(refresh: bool = False, ncu: bool = True, save_reference: bool 
                      echo: Echo | None = None) -> RoofsEntry:
     """`memtraffic roofs`: this GPU's roofs, measured once and cached (`refresh`: measured again);
     `save_reference` also writes reports/roofs/<device>.json. Needs a CUDA GPU."""
+    from memtraffic.host.roofs_cache import cache_file
     from memtraffic.probes.roof_probes import get_roofs, write_reference
-    from memtraffic.vocab.roofs import cache_file
 
     echo = echo or say
     entry, cached = get_roofs(refresh=refresh, with_ncu=ncu, progress=echo)

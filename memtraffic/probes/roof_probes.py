@@ -18,20 +18,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memtraffic.collect.device import require_gpu, time_cuda
+from memtraffic.host.machine import environment, utc_now
+from memtraffic.host.roofs_cache import cache_file, find_roofs, read_cache
 from memtraffic.ncu.chips import peak_names
 from memtraffic.ncu.command import build_ncu_command
 from memtraffic.ncu.metrics import METRIC_SETS, METRICS
 from memtraffic.vocab.errors import GpuNotFoundError, NcuError, ReportError
 from memtraffic.vocab.files import write_json
-from memtraffic.vocab.machine import environment, utc_now
 from memtraffic.vocab.roofs import (
     COMMITTED_DIR,
     ROOFS,
     RoofsEntry,
-    cache_file,
     device_slug,
-    find_roofs,
-    read_cache,
     theoretical_from_metrics,
 )
 

@@ -92,8 +92,9 @@ def devices_of(df: pd.DataFrame, metas: Sequence[Mapping[str, object]] = ()) -> 
 def resolve_roofs(devices: Sequence[str], roofs_file: Path | None = None
                      ) -> tuple[list[RoofsEntry], list[str]]:
     """(entries, notes): the roofs of each device (a given file, else cache, else committed)."""
+    from memtraffic.host.roofs_cache import find_roofs
     from memtraffic.ncu.chips import peak_names
-    from memtraffic.vocab.roofs import find_roofs, load_roofs_file
+    from memtraffic.vocab.roofs import load_roofs_file
 
     entries: list[RoofsEntry] = []
     notes: list[str] = []
