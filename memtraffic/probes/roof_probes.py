@@ -1,7 +1,8 @@
 """Measuring this GPU's roofs: bandwidths and FLOP rates reached by simple kernels (CUDA events,
 warm-up, median of repeats), and ncu's theoretical peaks from a one-kernel probe, cached per device
-name, and written to the user cache or a committed reference. The roofs file itself (names, reading the
-cache and the committed references) is memtraffic.vocab.roofs.
+name, and written to the user cache or a committed reference. The roofs file itself (names, an entry
+and its check, the committed references) is memtraffic.vocab.roofs; reading the cache,
+memtraffic.host.roofs_cache.
 """
 
 from __future__ import annotations
