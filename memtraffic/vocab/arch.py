@@ -1,6 +1,6 @@
 """What each NVIDIA chip is: architecture, compute capability, the memory features memtraffic cares about,
-and which GPUs carry it. The one home of these facts; the metric table, the diagnosis, the roofs and
-the variants' checks ask here.
+and which GPUs carry it. The one home of these facts; the metric table, the diagnosis and the roofs ask
+here. The GPU at hand (its compute capability, for the variants' checks) is host.gpu's to ask.
 
 Chips are the names of `ncu --list-chips` (Nsight Compute 2025.3.1 knows 28). A GPU's name as torch or
 nvidia-smi prints it ("NVIDIA GeForce RTX 3080 Ti", "Tesla T4") maps to its chip by NVIDIA's public
