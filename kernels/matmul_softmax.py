@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from memtraffic.vocab.arch import current_smem_per_block
+from memtraffic.host.gpu import current_smem_per_block
 from memtraffic.vocab.ops import Shape, Traffic, dtype_name, element_size
 from memtraffic.vocab.variant import Variant
 

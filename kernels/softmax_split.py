@@ -48,7 +48,7 @@ import torch
 import triton
 import triton.language as tl
 
-from memtraffic.vocab.arch import needs_capability
+from memtraffic.host.gpu import needs_capability
 from memtraffic.vocab.ops import Shape, Traffic, dtype_name, element_size
 from memtraffic.vocab.variant import Variant
 

@@ -54,6 +54,7 @@ from memtraffic.collect.profile import ProfileOptions, ProfileResult, profile
 from memtraffic.collect.sweep import grid_counts
 from memtraffic.collect.timing_only import measure_timing, profile_timing
 from memtraffic.collect.trace_ops import TracedRun, check_run, require_torch, run_traced
+from memtraffic.host.roofs_cache import cache_file, find_roofs
 from memtraffic.ncu.chips import SetRow, chip_metric_names, known_chips, local_metric_names, set_rows
 from memtraffic.ncu.command import NcuRun, run_ncu
 from memtraffic.ncu.metrics import METRIC_SETS, Remeasure
@@ -73,7 +74,7 @@ from memtraffic.vocab.errors import ReportError, UsageError, say, warn
 from memtraffic.vocab.extras import missing_extra
 from memtraffic.vocab.files import refuse_nonempty
 from memtraffic.vocab.ops import OPS, format_shape, parse_dtype, parse_shape, torch_dtype
-from memtraffic.vocab.roofs import RoofsEntry, cache_file, find_roofs, load_roofs_file
+from memtraffic.vocab.roofs import RoofsEntry, load_roofs_file
 from memtraffic.vocab.variant import Variant, minimum_row, shipped_catalog
 
 if TYPE_CHECKING:  # plotly is imported where a figure is drawn (views.roofline, views.traffic_chart)

@@ -42,7 +42,7 @@ run() {  # run NAME TIMEOUT CMD...: output into logs/NAME.{json,log}, rc into st
 { echo "$name"; nvidia-smi --query-gpu=driver_version --format=csv,noheader; "$PY" -c \
   "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"; ncu --version | tail -1;
   date -u; } > "$OUT/environment.txt" 2>&1
-roofs_before=$("$PY" -c "from memtraffic.vocab.roofs import find_roofs; print(find_roofs('$name') is not None)")
+roofs_before=$("$PY" -c "from memtraffic.host.roofs_cache import find_roofs; print(find_roofs('$name') is not None)")
 
 PROFILE=("$PY" -m memtraffic.cli profile --torch-ops --profile-from-start off
          --target-processes application-only --format json)
@@ -69,7 +69,7 @@ if [ "$roofs_before" != True ]; then  # the roofs the first profile measured and
     echo "roofs rc=$?" >> "$OUT/steps.txt"
     mkdir -p "$work/reports/roofs"
     # the committed file names no machine: the host name left out, as scripts/share_runs.py does for runs
-    "$PY" -c "import sys; from pathlib import Path; from memtraffic.probes.roof_probes import write_reference; from memtraffic.vocab.roofs import find_roofs
+    "$PY" -c "import sys; from pathlib import Path; from memtraffic.probes.roof_probes import write_reference; from memtraffic.host.roofs_cache import find_roofs
 entry = find_roofs(sys.argv[1]); entry.get('environment', {}).pop('host', None)
 print(write_reference(entry, Path(sys.argv[2])))" "$name" "$work/reports/roofs" >> "$work/logs/roofs.txt" 2>&1
 fi

@@ -26,8 +26,8 @@ KEYS = ("launch_s", "dram_latency_s")
 def measure(out: Path) -> Path:
     import torch
 
+    from memtraffic.host.machine import utc_now
     from memtraffic.probes.roof_probes import measure_dram_latency, ncu_launch_floor
-    from memtraffic.vocab.machine import utc_now
 
     out.mkdir(parents=True, exist_ok=True)
     floor, floor_method = ncu_launch_floor()

@@ -22,9 +22,9 @@ from typer.testing import CliRunner, Result
 
 from memtraffic.cli import app
 from memtraffic.collect import timing_only
+from memtraffic.host import roofs_cache
 from memtraffic.runfolder.records import TRACE_KEYS, trace_records
 from memtraffic.runfolder.trace import read_trace
-from memtraffic.vocab import roofs
 from memtraffic.vocab.errors import GpuNotFoundError
 from memtraffic.vocab.units import LIMIT, OP_BYTES_LIMIT
 
@@ -41,7 +41,7 @@ SLOW = settings(max_examples=10, deadline=None, suppress_health_check=[HealthChe
 @pytest.fixture(autouse=True)
 def _own_cache(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("MEMTRAFFIC_CACHE", str(tmp_path / "cache"))
-    roofs._SET_ASIDE.clear()
+    roofs_cache._SET_ASIDE.clear()
 
 
 def _invoke(args: list) -> Result:
@@ -169,7 +169,7 @@ def _floor_numbers(run: Path) -> dict:
 def test_a_cache_entry_that_is_no_roofs_is_set_aside_for_the_committed_roofs(key, value, tmp_path):
     """NaN, infinite, negative, zero or non-numeric roofs in the user cache: one warning naming the file,
     device and field; the floor is the one the committed roofs give, never negative."""
-    roofs._SET_ASIDE.clear()
+    roofs_cache._SET_ASIDE.clear()
     entry = _entry()
     entry["measured"][key] = value
     cache = Path(tmp_path / "cache")

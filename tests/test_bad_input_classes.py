@@ -25,7 +25,7 @@ from typer.testing import CliRunner, Result
 
 from memtraffic.cli import app
 from memtraffic.collect import timing_only
-from memtraffic.vocab import files
+from memtraffic.host import cache as host_cache
 from memtraffic.vocab.errors import GpuNotFoundError, UsageError
 from memtraffic.vocab.files import path_kind
 from memtraffic.vocab.ops import parse_shape
@@ -416,7 +416,7 @@ def test_an_unusable_cache_is_skipped_with_one_warning(tmp_path, monkeypatch):
     cache = tmp_path / "not-a-folder"
     cache.write_text("x")
     monkeypatch.setenv("MEMTRAFFIC_CACHE", str(cache))
-    monkeypatch.setattr(files, "_cache_said", False)
+    monkeypatch.setattr(host_cache, "_cache_said", False)
     lone = tmp_path / "lone"
     lone.mkdir()
     for name in ("a.ncu-rep", "b.ncu-rep"):  # no kernel table beside them: the cache is wanted twice

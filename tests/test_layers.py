@@ -4,11 +4,12 @@ Walks the source with `ast` (every import, also those inside functions or under 
 memtraffic/ as `memtraffic` and kernels/ as `memtraffic.kernels`, and checks the layer order of
 docs/how-it-works.md:
 
-    vocab < ncu < runfolder < kernels < inprogram < collect < probes < views < cli, api
-                                        inprogram < _inject (runs inside the user's program: nothing
-                                                    imports it, it imports nothing above inprogram)
-                                                  analysis (beside inprogram, collect and probes: the reading
-                                                  side and the measuring side never import each other)
+    vocab < host < ncu < runfolder < kernels < inprogram < collect < probes < views < cli, api
+                                               inprogram < _inject (runs inside the user's program: nothing
+                                                           imports it, it imports nothing above inprogram)
+                                                         analysis (beside inprogram, collect and probes: the
+                                                         reading side and the measuring side never import
+                                                         each other)
     views import nothing of the measuring side (inprogram, collect, probes, _inject)
 
 A failure names each import (file:line) and the rule it breaks.
@@ -22,8 +23,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 # layer -> rank; a module may import its own layer and any layer of a lower rank
-RANK = {"vocab": 0, "ncu": 1, "runfolder": 2, "kernels": 3, "inprogram": 4, "collect": 5, "probes": 6,
-        "analysis": 4, "views": 7, "top": 8, "_inject": 5}
+RANK = {"vocab": 0, "host": 1, "ncu": 2, "runfolder": 3, "kernels": 4, "inprogram": 5, "collect": 6,
+        "probes": 7, "analysis": 5, "views": 8, "top": 9, "_inject": 6}
 MEASURING = {"inprogram", "collect", "probes", "_inject"}  # never imported by analysis, nor it by them
 INJECTED = "_inject"  # started by path inside the user's program (PYTHONPATH, `python launch.py`): no module
 # imports it, and it imports nothing above inprogram/ (beside collect: neither imports the other)

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from memtraffic.vocab.files import read_toml
+
 REPO = Path(__file__).resolve().parent.parent
 HF_KERNELS = "kernels==0.17.2"
 
@@ -38,6 +40,15 @@ def test_the_wheel_installs_only_the_memtraffic_package(wheel):
     assert {n.split("/")[0] for n in names} == {"memtraffic", wheel.name.split("-py")[0] + ".dist-info"}
     assert "memtraffic/kernels/softmax_rows.py" in names and "memtraffic/kernels/__init__.py" in names
     assert "memtraffic/ncu/chip_metrics.json.gz" in names  # `memtraffic metrics --chip` needs no ncu
+
+
+def test_every_package_folder_is_listed():
+    """Each folder with an __init__.py is in pyproject.toml's `packages` (a wheel would still hold a folder
+    left out, its files packed as data, so the wheel test above cannot tell)."""
+    listed = read_toml(REPO / "pyproject.toml", "pyproject.toml")["tool"]["setuptools"]["packages"]
+    inits = (REPO / "memtraffic").glob("*/__init__.py")
+    folders = {".".join(p.parent.relative_to(REPO).parts) for p in inits}
+    assert "memtraffic.host" in folders and folders <= set(listed), folders - set(listed)
 
 
 @pytest.mark.slow

@@ -26,6 +26,7 @@ from memtraffic.analysis.outside import outside_kinds
 from memtraffic.analysis.reuse import REUSES, add_reused
 from memtraffic.analysis.row import ANALYZED, COLUMNS, Row, row_dicts
 from memtraffic.analysis.time_notes import copy_seconds
+from memtraffic.host.roofs_cache import find_roofs
 from memtraffic.ncu.kernel_table import kernel_table
 from memtraffic.ncu.metrics import LAUNCH_STATS, METRICS
 from memtraffic.ncu.report import ADDITIVE_UNITS, RANGE_KERNEL, EmptyReportError
@@ -54,7 +55,6 @@ from memtraffic.vocab.files import (
 from memtraffic.vocab.finding import Subject
 from memtraffic.vocab.launches import measured_range
 from memtraffic.vocab.ops import format_shape
-from memtraffic.vocab.roofs import find_roofs
 from memtraffic.vocab.units import compile_regex, parse_size
 
 # Any one of these makes a report worth analyzing; time is always needed.

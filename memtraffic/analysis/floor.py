@@ -43,11 +43,11 @@ from memtraffic.analysis.outside import left_out, left_out_line
 from memtraffic.analysis.per_op import OUTSIDE
 from memtraffic.analysis.row import frame_rows
 from memtraffic.analysis.time_notes import FLOP_ROOF, compute_evidence, copy_seconds, time_reason
+from memtraffic.host.roofs_cache import find_roofs
 from memtraffic.runfolder.timings import NO_KERNEL_TIME
 from memtraffic.vocab.errors import ReportError, warn
 from memtraffic.vocab.finding import GOOD, Finding, Subject
 from memtraffic.vocab.launches import measured_range
-from memtraffic.vocab.roofs import find_roofs
 from memtraffic.vocab.units import fmt_bytes, fmt_time, wrap
 
 if TYPE_CHECKING:

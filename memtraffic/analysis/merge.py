@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from memtraffic.host.machine import utc_now
 from memtraffic.ncu.kernel_table import kernel_table, write_kernel_table
 from memtraffic.ncu.report import EmptyReportError
 from memtraffic.runfolder.folder import append_status
@@ -32,9 +33,9 @@ from memtraffic.runfolder.records import (
     write_plan,
     write_run,
 )
+from memtraffic.vocab.environment import Environment
 from memtraffic.vocab.errors import ReportError, UsageError, say
 from memtraffic.vocab.files import new_folder, path_kind, require_file
-from memtraffic.vocab.machine import Environment, utc_now
 
 # What must agree between runs for their counters to compare (environment keys).
 SAME = ("gpu", "ncu_version")

@@ -18,9 +18,9 @@ from pathlib import Path
 import pandas as pd
 
 from memtraffic.analysis.findings import sentences
+from memtraffic.host.roofs_cache import find_roofs
 from memtraffic.runfolder.timings import read_timings
 from memtraffic.vocab.finding import Finding, Subject
-from memtraffic.vocab.roofs import find_roofs
 
 
 def timing_kernels(path: Path) -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""The CUDA devices: whether there is one (require_gpu; vocab.machine.gpu_name asks nvidia-smi where torch
+"""The CUDA devices: whether there is one (require_gpu; host.gpu.gpu_name asks nvidia-smi where torch
 is not wanted), their names (nvidia-smi's, else torch's), and how long a call takes on one (CUDA events,
 L2 flushed or not). torch is imported on first use."""
 
@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from memtraffic.host.gpu import ANYWHERE
 from memtraffic.vocab.errors import GpuNotFoundError
-from memtraffic.vocab.machine import ANYWHERE
 
 _L2_FLUSH_BYTES = 256 * 2**20  # larger than any Hopper L2 (50-60 MB)
 # About 0.5 ms at 2 GHz: longer than a launcher's host overhead, with room for a slow host (with 100 us, a

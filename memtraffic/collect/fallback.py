@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from memtraffic.host.gpu import gpu_name
 from memtraffic.ncu.command import PERM_MESSAGE
 from memtraffic.vocab.errors import NcuError
-from memtraffic.vocab.machine import gpu_name
 
 TIMING_ONLY = ("running timing-only: kernel times from torch.profiler joined to the same minimums, shown "
                "as bandwidth at the minimum; no per-level bytes")

@@ -50,6 +50,8 @@ from memtraffic.collect.sweep import (
     shard_plan,
     visible_id,
 )
+from memtraffic.host.gpu import gpu_name
+from memtraffic.host.machine import utc_now
 from memtraffic.ncu.command import (
     NVTX_INCLUDE,
     NcuControls,
@@ -87,7 +89,6 @@ from memtraffic.vocab.configs import parse_params
 from memtraffic.vocab.errors import GpuNotFoundError, NcuError, UsageError, say
 from memtraffic.vocab.extras import require
 from memtraffic.vocab.files import refuse_nonempty, require_folder
-from memtraffic.vocab.machine import gpu_name, utc_now
 from memtraffic.vocab.ops import Shape, format_shape, parse_dtype, parse_shape
 
 if TYPE_CHECKING:

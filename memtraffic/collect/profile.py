@@ -28,6 +28,8 @@ from typing import Any, Literal, get_args
 from memtraffic.collect.fallback import unavailable
 from memtraffic.collect.progress import TraceProgress, earlier_run, end_text
 from memtraffic.collect.trace_ops import INJECT_DIR, tracer_env, tracer_warnings
+from memtraffic.host.gpu import gpu_name
+from memtraffic.host.machine import utc_now
 from memtraffic.ncu.command import (
     RANGE_INCLUDE,
     NcuControls,
@@ -61,7 +63,6 @@ from memtraffic.runfolder.trace import STARTUP_ENV, TRACE_ENV, TRACE_FROM, read_
 from memtraffic.vocab.errors import MemtrafficError, NcuError, UsageError, say
 from memtraffic.vocab.files import refuse_nonempty
 from memtraffic.vocab.launches import DISTINCT_ENV, NVTX_EXCLUDE, REPLAY_ENV, VALUE_CALLS_ENV
-from memtraffic.vocab.machine import gpu_name, utc_now
 
 TORCH_MARK_FILE = "torch-imported"
 REPORT_FILE = "profile.ncu-rep"

@@ -54,6 +54,8 @@ from memtraffic.collect.profile import (
     with_launcher,
 )
 from memtraffic.collect.trace_ops import INJECT_DIR, tracer_warnings
+from memtraffic.host.gpu import ANYWHERE, gpu_name
+from memtraffic.host.machine import environment, utc_now
 from memtraffic.runfolder.builder import RunBuilder
 from memtraffic.runfolder.folder import new_run_dir, read_status
 from memtraffic.runfolder.load import TRACE_FILE
@@ -62,7 +64,6 @@ from memtraffic.runfolder.timings import TIMER, TIMINGS_FILE, keep_ranged
 from memtraffic.runfolder.trace import TRACE_FROM, read_startup, read_trace
 from memtraffic.vocab.errors import GpuNotFoundError, MemtrafficError, UsageError
 from memtraffic.vocab.files import refuse_nonempty
-from memtraffic.vocab.machine import ANYWHERE, environment, gpu_name, utc_now
 
 
 def _require_gpu() -> str:

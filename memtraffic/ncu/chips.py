@@ -85,9 +85,9 @@ def set_rows(chip: str, names: Collection[str], arch: Chip | None,
 def local_metric_names() -> tuple[str, Chip | None, frozenset[str]]:
     """(label, chip or None, base metric names) of this machine's GPU: ncu's own list when ncu is here,
     else the shipped list of the chip the GPU's name says. GpuNotFoundError when neither can tell."""
+    from memtraffic.host.gpu import gpu_name
     from memtraffic.ncu.command import find_ncu, metrics_cache_key, ncu_version, query_metric_names
     from memtraffic.vocab.errors import GpuNotFoundError, NcuError
-    from memtraffic.vocab.machine import gpu_name
 
     hint = f"give --chip CHIP (one of {', '.join(known_chips())}) or --all-chips"
     try:

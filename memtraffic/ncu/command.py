@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypeVar, get_args
 
+from memtraffic.host.cache import cache_dir
 from memtraffic.ncu.metrics import base_name
 from memtraffic.vocab.arch import Chip
 from memtraffic.vocab.errors import NcuError, UsageError, say
-from memtraffic.vocab.files import cache_dir, write_bytes_atomic
+from memtraffic.vocab.files import write_bytes_atomic
 
 MIN_NCU_VERSION = (2023, 1)
 # Our NVTX push/pop ranges are named "mt|..."; the trailing '/' is ncu's mark for a push/pop range.

@@ -24,11 +24,12 @@ from typing import TypedDict, cast
 
 import pandas as pd
 
+from memtraffic.host.cache import cache_dir, cache_unusable
 from memtraffic.ncu.metrics import LAUNCH_STATS, METRICS
 from memtraffic.ncu.report import REPORT_SUFFIX, MeasuredLaunch, check_report_file, check_rows, read_rows
 from memtraffic.ncu.source import LINES_VERSION
 from memtraffic.vocab.errors import ReportError
-from memtraffic.vocab.files import cache_dir, cache_unusable, os_error_line, write_bytes_atomic
+from memtraffic.vocab.files import os_error_line, write_bytes_atomic
 
 TABLE_FORMAT = 1
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from memtraffic.host.machine import environment
 from memtraffic.ncu.command import (
     MetricSpec,
     build_ncu_command,
@@ -22,7 +23,7 @@ from memtraffic.ncu.command import (
     resolve_metric_spec,
 )
 from memtraffic.vocab.arch import chip_for_gpu
-from memtraffic.vocab.machine import Environment, environment
+from memtraffic.vocab.environment import Environment
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,8 @@ import torch
 
 from memtraffic.collect.device import Timing, require_gpu, time_cuda
 from memtraffic.collect.variants import get_variant, unsupported_reason
+from memtraffic.host.machine import environment, utc_now
 from memtraffic.vocab.files import new_folder, write_json
-from memtraffic.vocab.machine import environment, utc_now
 from memtraffic.vocab.ops import OPS, Shape, dtype_name, error_limit, format_shape
 from memtraffic.vocab.variant import Variant
 

@@ -1,7 +1,8 @@
 """Measuring this GPU's roofs: bandwidths and FLOP rates reached by simple kernels (CUDA events,
 warm-up, median of repeats), and ncu's theoretical peaks from a one-kernel probe, cached per device
-name, and written to the user cache or a committed reference. The roofs file itself (names, reading the
-cache and the committed references) is memtraffic.vocab.roofs.
+name, and written to the user cache or a committed reference. The roofs file itself (names, an entry
+and its check, the committed references) is memtraffic.vocab.roofs; reading the cache,
+memtraffic.host.roofs_cache.
 """
 
 from __future__ import annotations
@@ -18,20 +19,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memtraffic.collect.device import require_gpu, time_cuda
+from memtraffic.host.machine import environment, utc_now
+from memtraffic.host.roofs_cache import cache_file, find_roofs, read_cache
 from memtraffic.ncu.chips import peak_names
 from memtraffic.ncu.command import build_ncu_command
 from memtraffic.ncu.metrics import METRIC_SETS, METRICS
 from memtraffic.vocab.errors import GpuNotFoundError, NcuError, ReportError
 from memtraffic.vocab.files import write_json
-from memtraffic.vocab.machine import environment, utc_now
 from memtraffic.vocab.roofs import (
     COMMITTED_DIR,
     ROOFS,
     RoofsEntry,
-    cache_file,
     device_slug,
-    find_roofs,
-    read_cache,
     theoretical_from_metrics,
 )
 

@@ -29,9 +29,9 @@ from typing import (
 )
 
 from memtraffic.runfolder.paths import portable
+from memtraffic.vocab.environment import Environment
 from memtraffic.vocab.errors import ReportError, UsageError
 from memtraffic.vocab.files import read_json, require_file, write_json
-from memtraffic.vocab.machine import Environment
 from memtraffic.vocab.units import LIMIT, OP_BYTES_LIMIT, fmt_bytes
 
 PLAN_FILE = "plan.json"
@@ -322,7 +322,7 @@ class RunRecord(TypedDict, total=False):
     value_calls: int  # profile: calls measured per value-dependent signature (0: every call)
     varied: list[VariedSignature]  # profile: signatures measured more than once whose counters differ
     shard: Shard
-    started: str  # UTC times (vocab.machine.utc_now)
+    started: str  # UTC times (host.machine.utc_now)
     finished: str
     merged: str  # merge: when
     notes: list[str]  # merge: what the runs merged differ in

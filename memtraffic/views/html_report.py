@@ -26,6 +26,7 @@ from memtraffic.analysis.outside import left_out, left_out_line
 from memtraffic.analysis.per_op import summarize
 from memtraffic.analysis.reuse import table_reuse_line
 from memtraffic.analysis.row import row_dicts
+from memtraffic.host.roofs_cache import find_roofs
 from memtraffic.ncu.chips import peak_names
 from memtraffic.ncu.kernel_table import kernel_table
 from memtraffic.runfolder.folder import DEFAULT_RUNS_ROOT
@@ -49,7 +50,7 @@ from memtraffic.views.traffic_chart import same_scale, traffic_figure
 from memtraffic.vocab.errors import ReportError
 from memtraffic.vocab.files import require_folder
 from memtraffic.vocab.finding import LEVELS, Evidence, Finding
-from memtraffic.vocab.roofs import RoofsEntry, device_slug, find_roofs, load_roofs_file
+from memtraffic.vocab.roofs import RoofsEntry, device_slug, load_roofs_file
 from memtraffic.vocab.units import NUMBER_UNIT, fmt_bytes, fmt_eff, fmt_time
 from memtraffic.vocab.version import __version__
 

@@ -1,6 +1,6 @@
 """What each NVIDIA chip is: architecture, compute capability, the memory features memtraffic cares about,
-and which GPUs carry it. The one home of these facts; the metric table, the diagnosis, the roofs and
-the variants' checks ask here.
+and which GPUs carry it. The one home of these facts; the metric table, the diagnosis and the roofs ask
+here. The GPU at hand (its compute capability, for the variants' checks) is host.gpu's to ask.
 
 Chips are the names of `ncu --list-chips` (Nsight Compute 2025.3.1 knows 28). A GPU's name as torch or
 nvidia-smi prints it ("NVIDIA GeForce RTX 3080 Ti", "Tesla T4") maps to its chip by NVIDIA's public
@@ -118,32 +118,3 @@ def chip_for_gpu(name: str | None) -> Chip | None:
             return CHIPS[chip]
     return None
 
-
-def current_capability() -> tuple[int, int] | None:
-    """Compute capability of CUDA device 0, or None without torch or a GPU (plans built on a CPU)."""
-    try:
-        import torch
-    except ImportError:
-        return None
-    if not torch.cuda.is_available():
-        return None
-    major, minor = torch.cuda.get_device_capability(0)
-    return (int(major), int(minor))
-
-
-def needs_capability(what: str, need: tuple[int, int], why: str) -> str | None:
-    """A variant check's refusal when the current GPU is older than `need`; None on newer GPUs and
-    when no GPU is visible (a plan made on a CPU machine is checked again where it runs)."""
-    cc = current_capability()
-    if cc is None or cc >= need:
-        return None
-    return f"{what} needs sm_{need[0]}{need[1]} or newer ({why}); this GPU is sm_{cc[0]}{cc[1]}"
-
-
-def current_smem_per_block() -> int | None:
-    """Shared memory one block of CUDA device 0 may opt into (bytes), or None without torch or a GPU."""
-    if current_capability() is None:
-        return None
-    import torch
-
-    return getattr(torch.cuda.get_device_properties(0), "shared_memory_per_block_optin", None)

@@ -1,6 +1,6 @@
 """What an input path is (require_file, require_folder: checked before anything is opened), the one JSON
 reader, the one atomic writer (JSON or bytes, a file or a whole folder, exclusive or replacing), file-system
-errors in one line, rows as CSV text, the user cache folder."""
+errors in one line, rows as CSV text."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memtraffic.vocab.errors import ReportError, UsageError, warn
+from memtraffic.vocab.errors import ReportError, UsageError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -249,27 +249,6 @@ def refuse_nonempty(out: Path, option: str = "--out") -> None:
     """UsageError unless `out` is missing or an empty folder (checked early; new_folder checks again)."""
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(_folder_exists(out, option))
-
-
-def cache_dir() -> Path:
-    """The user cache folder: $MEMTRAFFIC_CACHE, else $XDG_CACHE_HOME (or ~/.cache)/memtraffic."""
-    root = os.environ.get("MEMTRAFFIC_CACHE")
-    if root:
-        return Path(root).expanduser()
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "memtraffic"
-
-
-_cache_said = False  # an unusable cache is said once a process, not once a file
-
-
-def cache_unusable(reason: str) -> None:
-    """One warning, the first time, that the user cache cannot be used (not writable, not a folder, full):
-    what it would hold is read or measured again instead."""
-    global _cache_said
-    if not _cache_said:
-        _cache_said = True
-        warn(f"the cache folder {cache_dir()} cannot be used ({reason}): what it would keep is read again "
-             "each time; set MEMTRAFFIC_CACHE to a folder you can write")
 
 
 def csv_text(rows: Sequence[Mapping[str, object]]) -> str:

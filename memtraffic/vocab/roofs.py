@@ -6,24 +6,24 @@ Two kinds, always kept apart:
 - ncu theoretical: per-cycle peaks times clock rates, read from an Nsight Compute report
   (the same expressions ncu's own roofline sections use), when ncu is available.
 
-Where they live: a user cache (roofs.json in vocab.files.cache_dir()), and committed reference
-values under reports/roofs/<device>.json written by `memtraffic roofs --save-reference` on a
-real GPU (memtraffic.probes.roof_probes writes both; this module reads them). Numbers are never typed
-in by hand. Torch-free: the reading side draws rooflines with them.
+Where they live: a user cache (roofs.json in the user cache folder: host.roofs_cache reads it and finds a
+device's roofs), and committed reference values under reports/roofs/<device>.json written by
+`memtraffic roofs --save-reference` on a real GPU (memtraffic.probes.roof_probes writes both; this module
+checks an entry and reads a roofs file). Numbers are never typed in by hand. Torch-free: the reading side
+draws rooflines with them.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypedDict, cast
 
-from memtraffic.vocab.errors import ReportError, UsageError, warn
-from memtraffic.vocab.files import cache_dir, cache_unusable, path_kind, read_json, require_file
-from memtraffic.vocab.machine import Environment
+from memtraffic.vocab.environment import Environment
+from memtraffic.vocab.errors import ReportError, UsageError
+from memtraffic.vocab.files import read_json, require_file
 
 # Roof key -> (label, unit). Bandwidths count read + write bytes.
 ROOFS: dict[str, tuple[str, str]] = {
@@ -39,23 +39,10 @@ KINDS = {"measured": "measured", "ncu_theoretical": "ncu theoretical"}
 
 REPO_ROOT = Path(__file__).resolve().parents[2]  # the source checkout (memtraffic/vocab/roofs.py)
 COMMITTED_DIR = REPO_ROOT / "reports" / "roofs"
-OLD_CACHE_NAME = "ceilings.json"  # the cache's name before roofs.json: still read while roofs.json is missing
 
 
 # ----------------------------------------------------------------------------------------------------
-# Where roofs are stored
-
-
-def cache_file() -> Path:
-    """roofs.json in the user cache folder (vocab.files.cache_dir): where roofs are cached."""
-    return cache_dir() / "roofs.json"
-
-
-def _cache_to_read() -> Path:
-    """roofs.json, or the older ceilings.json beside it while roofs.json does not exist, so that roofs
-    measured before the rename are not lost (probes.roof_probes.write_cache carries them into roofs.json)."""
-    new, old = cache_file(), cache_dir() / OLD_CACHE_NAME
-    return old if path_kind(new) == "missing" and path_kind(old) != "missing" else new
+# A roofs file
 
 
 def device_slug(device: str) -> str:
@@ -63,12 +50,13 @@ def device_slug(device: str) -> str:
     return re.sub(r"[^A-Za-z0-9.-]+", "_", device).strip("_")
 
 
-def _read_json(path: Path, advice: str = "delete it or re-run 'memtraffic roofs --refresh'") -> Any:
+def read_roofs_json(path: Path, advice: str = "delete it or re-run 'memtraffic roofs --refresh'") -> Any:
+    """The JSON of a roofs file (vocab.files.read_json), its error ending in what to do about a roofs file."""
     return read_json(path, advice)
 
 
 class _RoofsDevice(TypedDict):
-    device: str  # every entry names its device (_check_entry)
+    device: str  # every entry names its device (check_entry)
 
 
 class RoofsEntry(_RoofsDevice, total=False):
@@ -88,7 +76,7 @@ TIMES = ("dram_latency_s", "launch_s")  # measured beside the roofs (seconds)
 OVER_PEAK = 2.0  # a measured roof this many times ncu's theoretical peak is no measurement
 
 
-def _check_entry(entry: object, where: Path) -> RoofsEntry:
+def check_entry(entry: object, where: Path) -> RoofsEntry:
     """The entry, checked: ReportError naming the file and the first field that is no roofs entry's (a roof or
     time that is not a finite number above 0, a measured roof above OVER_PEAK x ncu's theoretical peak)."""
     if not isinstance(entry, dict) or not isinstance(entry.get("device"), str) or not isinstance(
@@ -122,67 +110,23 @@ def entry_problem(entry: Mapping[str, Any]) -> str | None:
     return None
 
 
-_SET_ASIDE: set[tuple[str, str]] = set()  # (cache file, device) already warned about
-
-
-def read_cache(path: Path | None = None) -> dict[str, RoofsEntry]:
-    """device name -> roofs entry; empty when there is no cache yet, or when it cannot be read (said once:
-    vocab.files.cache_unusable). An entry whose numbers are no roofs (entry_problem) is set aside with one
-    warning: the committed roofs (reports/roofs/) stand in for it."""
-    path = path or _cache_to_read()
-    kind = path_kind(path)
-    if kind == "missing":
-        return {}
-    if kind != "file" or not os.access(path, os.R_OK):
-        cache_unusable(f"{path} is {'not readable' if kind == 'file' else kind}")
-        return {}
-    data = _read_json(path)
-    if not isinstance(data, dict):
-        raise ReportError(f"{path} is not a roofs cache: delete it or re-run "
-                          "'memtraffic roofs --refresh'")
-    out: dict[str, RoofsEntry] = {}
-    for dev, e in data.items():
-        try:
-            out[dev] = _check_entry(e, path)
-        except ReportError as err:
-            if (str(path), dev) not in _SET_ASIDE:
-                _SET_ASIDE.add((str(path), dev))
-                warn(f"{err.args[0].removesuffix(CACHE_ADVICE)}: this cache entry is set aside (the "
-                     f"committed roofs stand in, where there are any); {CACHE_ADVICE.removeprefix(': ')}")
-    return out
-
-
 def load_roofs_file(path: Path, device: str | None = None) -> RoofsEntry:
     """A file holding one entry (reports/roofs/*.json) or a cache (device -> entry)."""
     if not require_file(path, "give a file written by 'memtraffic roofs --format json'", usage=True,
                         option="--roofs-file"):
         raise UsageError(f"roofs file {path} does not exist")
-    data = _read_json(path, "give --roofs-file a file written by 'memtraffic roofs --format json' "
-                            "(or one of reports/roofs/)")
+    data = read_roofs_json(path, "give --roofs-file a file written by 'memtraffic roofs --format json' "
+                                 "(or one of reports/roofs/)")
     if isinstance(data, dict) and "device" in data:
-        return _check_entry(data, path)
+        return check_entry(data, path)
     if isinstance(data, dict) and data:
-        entries = {dev: _check_entry(e, path) for dev, e in data.items()}
+        entries = {dev: check_entry(e, path) for dev, e in data.items()}
         if device in entries:
             return entries[device]
         if len(entries) == 1:
             return next(iter(entries.values()))
         raise UsageError(f"{path} holds roofs for {', '.join(entries)}, not for {device!r}")
     raise ReportError(f"{path} does not hold roofs: write it with 'memtraffic roofs --format json'")
-
-
-def find_roofs(device: str, cache: Path | None = None,
-                  committed: Path | None = None) -> RoofsEntry | None:
-    """This device's roofs: the user cache first (measured on this machine), then committed ones."""
-    # ncu's display name and torch's device name are the driver's same string; compare slugs anyway
-    # so that spacing or case never hides a device's roofs.
-    key = device_slug(device).lower()
-    entry = next((e for dev, e in read_cache(cache).items() if device_slug(dev).lower() == key), None)
-    if entry is not None:
-        return entry
-    folder = committed or COMMITTED_DIR
-    paths = [p for p in folder.glob("*.json") if p.stem.lower() == key] if folder.is_dir() else []
-    return _check_entry(_read_json(paths[0]), paths[0]) if paths else None
 
 
 # ----------------------------------------------------------------------------------------------------

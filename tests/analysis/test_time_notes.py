@@ -16,9 +16,10 @@ from memtraffic.analysis.analyze import analyze_path, diagnose
 from memtraffic.analysis.findings import RULES, explain, say
 from memtraffic.analysis.lines import judge
 from memtraffic.analysis.time_notes import AT_MINIMUM, SLOW, explain_time, slow_at_minimum
+from memtraffic.host.roofs_cache import find_roofs
 from memtraffic.ncu.metrics import METRIC_SETS
 from memtraffic.vocab.finding import Finding
-from memtraffic.vocab.roofs import COMMITTED_DIR, find_roofs
+from memtraffic.vocab.roofs import COMMITTED_DIR
 from memtraffic.vocab.units import fmt_bytes, fmt_rate, fmt_time
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memtraffic.cli import app
+from memtraffic.host import gpu
 from memtraffic.ncu import chips as chip_lists
 from memtraffic.ncu import command as ncu_mod
 from memtraffic.ncu.metrics import METRIC_SETS, METRICS, SETS, Form, resolve
@@ -226,16 +227,6 @@ def test_unknown_names_map_to_nothing_and_features_follow_capability():
     assert {c for c in ALL_CHIPS if arch.CHIPS[c].unified_memory} == UNIFIED
 
 
-def test_needs_capability_refuses_only_on_an_older_gpu(monkeypatch):
-    monkeypatch.setattr(arch, "current_capability", lambda: (7, 5))
-    assert arch.needs_capability("x", (8, 0), "cp.async") == \
-        "x needs sm_80 or newer (cp.async); this GPU is sm_75"
-    monkeypatch.setattr(arch, "current_capability", lambda: (9, 0))
-    assert arch.needs_capability("x", (8, 0), "cp.async") is None
-    monkeypatch.setattr(arch, "current_capability", lambda: None)
-    assert arch.needs_capability("x", (8, 0), "cp.async") is None
-
-
 # --- memtraffic metrics ------------------------------------------------------------------------------------
 
 
@@ -282,15 +273,13 @@ def test_metrics_bad_input_is_one_line_and_exit_2(args, message):
 
 
 def test_metrics_without_a_gpu_or_ncu_says_to_name_a_chip(monkeypatch):
-    import memtraffic.vocab.machine as rundir
-
     def no_gpu():
         raise GpuNotFoundError("none")
 
     def no_ncu(*args, **kwargs):
         raise NcuError("none")
 
-    monkeypatch.setattr(rundir, "gpu_name", no_gpu)
+    monkeypatch.setattr(gpu, "gpu_name", no_gpu)
     monkeypatch.setattr(ncu_mod, "find_ncu", no_ncu)
     res = _metrics()
     assert res.exit_code == 1
@@ -299,12 +288,10 @@ def test_metrics_without_a_gpu_or_ncu_says_to_name_a_chip(monkeypatch):
 
 
 def test_metrics_without_ncu_uses_the_shipped_list_of_the_local_gpu(monkeypatch):
-    import memtraffic.vocab.machine as rundir
-
     def no_ncu(*args, **kwargs):
         raise NcuError("none")
 
-    monkeypatch.setattr(rundir, "gpu_name", lambda: "Tesla T4")
+    monkeypatch.setattr(gpu, "gpu_name", lambda: "Tesla T4")
     monkeypatch.setattr(ncu_mod, "find_ncu", no_ncu)
     res = _metrics("--set", "traffic", "--format", "json")
     assert res.exit_code == 0, res.output
@@ -324,13 +311,13 @@ def test_softmax_splits_lag_kernel_refuses_16_bit_rows_before_sm_80(monkeypatch)
 
     variant = VARIANTS["softmax_split"]
     monkeypatch.setattr(split, "_interpreted", lambda: False)  # the inline PTX is compiled only on a GPU
-    monkeypatch.setattr(arch, "current_capability", lambda: (7, 5))
+    monkeypatch.setattr(gpu, "current_capability", lambda: (7, 5))
     shape = (64, 131072)
     assert variant.check(shape, torch.bfloat16, dict(variant.params)) == (
         "softmax_split's lag kernel for bf16 needs sm_80 or newer (it packs pairs with "
         "cvt.rn.f16x2/bf16x2.f32 inline PTX); this GPU is sm_75")
     assert variant.check(shape, torch.float32, dict(variant.params)) is None
-    monkeypatch.setattr(arch, "current_capability", lambda: (8, 6))
+    monkeypatch.setattr(gpu, "current_capability", lambda: (8, 6))
     assert variant.check(shape, torch.float16, dict(variant.params)) is None
 
 

@@ -1,5 +1,5 @@
-"""roof_probes.py and vocab/roofs.py: cache and committed files, ncu theoretical peaks, measuring kernels
-(interpreter on CPU)."""
+"""roof_probes.py, vocab/roofs.py and host/roofs_cache.py: cache and committed files, ncu theoretical peaks,
+measuring kernels (interpreter on CPU)."""
 
 import json
 import math
@@ -13,6 +13,7 @@ from results_fixture import DEVICE, ROOFS_ENTRY, write_run
 from typer.testing import CliRunner
 
 from memtraffic.cli import app
+from memtraffic.host import roofs_cache
 from memtraffic.ncu.metrics import METRIC_SETS, METRICS
 from memtraffic.probes import roof_probes as c
 from memtraffic.views.tables import roofs_table
@@ -27,22 +28,23 @@ def cache_dir(tmp_path, monkeypatch):
 
 
 def test_cache_round_trip_keeps_other_devices(cache_dir):
-    assert roofs.cache_file() == cache_dir / "roofs.json"
-    assert roofs.read_cache() == {}
+    assert roofs_cache.cache_file() == cache_dir / "roofs.json"
+    assert roofs_cache.read_cache() == {}
     other = {**ROOFS_ENTRY, "device": "Other GPU", "measured": {"dram_Bps": 5.0}}
     c.write_cache(other)
     path = c.write_cache(ROOFS_ENTRY)
     assert path == cache_dir / "roofs.json"
-    back = roofs.read_cache()
+    back = roofs_cache.read_cache()
     assert back == {DEVICE: ROOFS_ENTRY, "Other GPU": other}
     c.write_cache({**ROOFS_ENTRY, "measured": {"dram_Bps": 7.0}})  # a re-measure replaces only its device
-    assert roofs.read_cache()[DEVICE]["measured"] == {"dram_Bps": 7.0} and "Other GPU" in roofs.read_cache()
+    assert roofs_cache.read_cache()[DEVICE]["measured"] == {"dram_Bps": 7.0}
+    assert "Other GPU" in roofs_cache.read_cache()
 
 
 def test_default_cache_location(monkeypatch, tmp_path):
     monkeypatch.delenv("MEMTRAFFIC_CACHE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert roofs.cache_file() == tmp_path / "memtraffic" / "roofs.json"
+    assert roofs_cache.cache_file() == tmp_path / "memtraffic" / "roofs.json"
 
 
 def test_a_cache_under_its_old_name_is_read_and_carried_into_roofs_json(cache_dir):
@@ -52,30 +54,31 @@ def test_a_cache_under_its_old_name_is_read_and_carried_into_roofs_json(cache_di
     other = {**ROOFS_ENTRY, "device": "Other GPU", "measured": {"dram_Bps": 5.0}}
     old = cache_dir / "ceilings.json"
     old.write_text(json.dumps({"Other GPU": other}))
-    assert roofs.read_cache() == {"Other GPU": other} and roofs.find_roofs("Other GPU") == other
+    assert roofs_cache.read_cache() == {"Other GPU": other} and roofs_cache.find_roofs("Other GPU") == other
     assert c.write_cache(ROOFS_ENTRY) == cache_dir / "roofs.json"
     assert json.loads((cache_dir / "roofs.json").read_text()) == {DEVICE: ROOFS_ENTRY, "Other GPU": other}
     assert json.loads(old.read_text()) == {"Other GPU": other}
     old.write_text("{not json")  # once roofs.json exists, the old name is not read
-    assert roofs.read_cache() == {DEVICE: ROOFS_ENTRY, "Other GPU": other}
+    assert roofs_cache.read_cache() == {DEVICE: ROOFS_ENTRY, "Other GPU": other}
 
 
 def test_corrupt_cache_says_what_to_do(cache_dir):
     cache_dir.mkdir()
     (cache_dir / "roofs.json").write_text("{not json")
     with pytest.raises(ReportError, match=r"roofs.json is not valid JSON .*--refresh"):
-        roofs.read_cache()
+        roofs_cache.read_cache()
 
 
 def test_cache_wins_over_committed_reference(cache_dir, tmp_path):
     committed = tmp_path / "reports" / "roofs"
     ref = c.write_reference({**ROOFS_ENTRY, "measured": {"dram_Bps": 1.0}}, committed)
     assert ref.name == "Test_GPU_1000.json"
-    assert roofs.find_roofs(DEVICE, committed=committed)["measured"] == {"dram_Bps": 1.0}
+    assert roofs_cache.find_roofs(DEVICE, committed=committed)["measured"] == {"dram_Bps": 1.0}
     c.write_cache(ROOFS_ENTRY)
-    assert roofs.find_roofs(DEVICE, committed=committed) == ROOFS_ENTRY
-    assert roofs.find_roofs("Unknown GPU", committed=committed) is None
-    assert roofs.find_roofs("test gpu  1000", committed=committed) == ROOFS_ENTRY  # same slug, other spacing
+    assert roofs_cache.find_roofs(DEVICE, committed=committed) == ROOFS_ENTRY
+    assert roofs_cache.find_roofs("Unknown GPU", committed=committed) is None
+    same_slug = roofs_cache.find_roofs("test gpu  1000", committed=committed)  # other spacing
+    assert same_slug == ROOFS_ENTRY
 
 
 def test_roofs_file_forms(tmp_path):
@@ -102,7 +105,7 @@ def test_get_roofs_uses_the_cache_unless_refreshed(cache_dir, monkeypatch):
     monkeypatch.setattr(c, "measure_roofs", lambda **kw: calls.append(kw) or fresh)
     entry, cached = c.get_roofs()
     assert (entry, cached, len(calls)) == (fresh, False, 1)
-    assert roofs.read_cache()[DEVICE] == fresh
+    assert roofs_cache.read_cache()[DEVICE] == fresh
     entry, cached = c.get_roofs()
     assert (entry, cached, len(calls)) == (fresh, True, 1)
     c.get_roofs(refresh=True, with_ncu=False)
@@ -204,7 +207,7 @@ def test_measured_roofs_are_positive_and_cached(cache_dir):
     # L2 is faster than DRAM; tensor cores beat FP32 FMAs (true of every GPU with tensor cores).
     m = entry["measured"]
     assert m["l2_Bps"] > m["dram_Bps"] and m["bf16_tc_flops"] > m["fp32_flops"]
-    assert roofs.read_cache()[entry["device"]] == entry
+    assert roofs_cache.read_cache()[entry["device"]] == entry
 
 
 @pytest.mark.ncu
@@ -287,10 +290,10 @@ def test_the_first_profile_on_a_gpu_without_roofs_measures_them_once(tmp_path, s
     assert measured == ["measured"]
     said = [line for line in first if ROOFS_LINE.fullmatch(line)]
     assert len(said) == 1 and ROOFS_LINE.fullmatch(said[0])["path"] == str(cache_dir / "roofs.json")
-    assert roofs.read_cache()["Fake GPU"]["measured"] == {"dram_Bps": 3e12}
+    assert roofs_cache.read_cache()["Fake GPU"]["measured"] == {"dram_Bps": 3e12}
     second = _profile(tmp_path, stand_in, "second")  # cached: used, not measured again
     assert measured == ["measured"] and not any("the roofs of" in line for line in second)
-    assert roofs.find_roofs("Fake GPU")["measured"] == {"dram_Bps": 3e12}
+    assert roofs_cache.find_roofs("Fake GPU")["measured"] == {"dram_Bps": 3e12}
 
 
 def test_no_roofs_skips_measuring_them(tmp_path, stand_in, measured, monkeypatch, cache_dir):
@@ -298,7 +301,7 @@ def test_no_roofs_skips_measuring_them(tmp_path, stand_in, measured, monkeypatch
 
     monkeypatch.setenv("MEMTRAFFIC_NCU", str(fake_ncu(tmp_path / "ncu", RANGE_REPORTING)))
     lines = _profile(tmp_path, stand_in, "run", roofs_flag=False)
-    assert measured == [] and roofs.read_cache() == {}
+    assert measured == [] and roofs_cache.read_cache() == {}
     assert not any("the roofs of" in line for line in lines), lines
 
 

@@ -1,37 +1,19 @@
-"""The machine a run ran on: the GPU nvidia-smi sees, the driver, the Python stack's versions, the time.
+"""What a run ran on and when: the driver, ncu and the Python stack's versions (environment, the record
+of vocab.environment), and the time (utc_now).
 
 Torch-free (nvidia-smi and package metadata), so that profiling any program and the reading side can ask.
 """
 
 from __future__ import annotations
 
-import os
 import platform
 import re
 import subprocess
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TypedDict
 
-from memtraffic.vocab.errors import GpuNotFoundError
-
-ANYWHERE = "`memtraffic analyze` reads existing runs on any machine"  # the tail of every no-GPU error
-
-
-def gpu_name() -> str:
-    """The name of GPU 0 from nvidia-smi (no torch: profile runs any program), or GpuNotFoundError."""
-    try:
-        proc = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        proc = None
-    names = proc.stdout.strip().splitlines() if proc is not None and proc.returncode == 0 else []
-    if not names:
-        raise GpuNotFoundError(f"no NVIDIA GPU is visible (nvidia-smi found none): profiling needs one, and "
-                               f"ncu; {ANYWHERE}")
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
-    return names[int(visible)] if visible.isdigit() and int(visible) < len(names) else names[0]
+from memtraffic.vocab.environment import Environment
 
 
 def _driver_version() -> str | None:
@@ -57,21 +39,6 @@ def _version_of(module: str) -> str | None:
         return version(module)
     except PackageNotFoundError:
         return None
-
-
-class Environment(TypedDict, total=False):
-    """What a run ran on (run.json's "environment"; bench results and roofs entries carry it too)."""
-
-    gpu: str | None
-    chip: str | None
-    driver: str | None
-    ncu: str | None
-    ncu_version: str | None
-    torch: str | None
-    cuda: str | None
-    triton: str | None
-    python: str
-    host: str
 
 
 def environment(gpu: str | None, ncu: Path | None = None, version: Sequence[int] | None = None

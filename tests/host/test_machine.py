@@ -1,11 +1,11 @@
-"""memtraffic.vocab.machine: the environment record of a run."""
+"""memtraffic.host.machine: the environment record of a run."""
 
 from __future__ import annotations
 
 import sys
 import types
 
-from memtraffic.vocab import machine
+from memtraffic.host import machine
 
 
 def test_environment_with_torch_still_being_imported_by_another_thread(monkeypatch):
