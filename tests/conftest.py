@@ -37,10 +37,9 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(autouse=True)
 def _no_roofs_measured(monkeypatch):
     """profile and measure measure a GPU's roofs after a run when none are known (probes.roof_probes.
-    roofs_for_floor): the stand-in GPUs of these tests have none, so that step is left out here;
-    tests/probes/test_roof_probes.py tests it with a stand-in measurement."""
-    monkeypatch.setattr("memtraffic.probes.roof_probes.roofs_for_floor",
-                        lambda device, echo, measure=None: None)
+    roofs_for_floor, which memtraffic.api calls): the stand-in GPUs of these tests have none, so that step
+    is left out here; tests/probes/test_roof_probes.py tests it with a stand-in measurement."""
+    monkeypatch.setattr("memtraffic.api.roofs_for_floor", lambda device, echo, measure=None: None)
 
 
 @pytest.fixture

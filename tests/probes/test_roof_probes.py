@@ -12,6 +12,7 @@ import torch
 from results_fixture import DEVICE, ROOFS_ENTRY, write_run
 from typer.testing import CliRunner
 
+from memtraffic import api
 from memtraffic.cli import app
 from memtraffic.host import roofs_cache
 from memtraffic.ncu.metrics import METRIC_SETS, METRICS
@@ -169,7 +170,7 @@ def test_cli_roofs_without_gpu_is_one_clear_line():
 def test_cli_roofs_prints_what_the_api_measured(monkeypatch):
     """`memtraffic roofs` is api.measure_roofs printed: the table, or the entry as JSON; the cache
     line on stderr."""
-    monkeypatch.setattr(c, "get_roofs", lambda refresh, with_ncu, progress: (ROOFS_ENTRY, True))
+    monkeypatch.setattr(api, "get_roofs", lambda refresh, with_ncu, progress: (ROOFS_ENTRY, True))
     res = CliRunner().invoke(app, ["roofs", "--format", "json"])
     assert res.exit_code == 0, res.output
     assert res.stdout == json.dumps(ROOFS_ENTRY, indent=2) + "\n"
@@ -259,7 +260,7 @@ ROOFS_LINE = re.compile(
 def measured(cache_dir, monkeypatch, tmp_path):
     """A stand-in for measuring the roofs (memtraffic.probes.roof_probes.measure_roofs, about 20 s on a
     GPU): the calls it got; no committed roofs but the H100's."""
-    monkeypatch.setattr(c, "roofs_for_floor", REAL_ROOFS_FOR_FLOOR)
+    monkeypatch.setattr(api, "roofs_for_floor", REAL_ROOFS_FOR_FLOOR)
     monkeypatch.setattr(roofs, "COMMITTED_DIR", tmp_path / "no-committed-roofs")
     calls: list[str] = []
 
