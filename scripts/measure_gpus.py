@@ -49,7 +49,7 @@ OTHERS = ["dram_rd_bytes", "dram_wr_bytes", "time_ns"]
 
 def warm_metric_cache() -> None:
     """Ask ncu for its metric names once, into the cache that both measure runs then read."""
-    from memtraffic.collect.device import require_gpu
+    from memtraffic.host.gpu import require_gpu
     from memtraffic.ncu.command import find_ncu, metrics_cache_key, ncu_version, query_metric_names
 
     ncu = find_ncu()

@@ -5,7 +5,7 @@ the torch baselines, and print the best configuration per shape with its fractio
     python scripts/sweep_softmax.py --dry-run     # the plan (configs per family), no GPU needed
 
 Written for one short GPU call (under 4 minutes on an H100): each configuration is compiled once and
-timed with memtraffic.collect.device.time_cuda
+timed with memtraffic.collect.cuda_timing.time_cuda
 (L2 flushed before every call, median of up to 30 calls). Phase 1
 times, for every shape, the copy, torch.softmax, torch.compile and each family's auto configuration
 (what the defaults pick); phase 2 the rest of the grid. Past --budget seconds the remaining

@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from memtraffic.collect.device import cuda_device_names, require_gpu
 from memtraffic.collect.fallback import unavailable
 from memtraffic.collect.planning import build_plan, check_names  # torch only when a plan is built
 from memtraffic.collect.sweep import (
@@ -50,7 +49,7 @@ from memtraffic.collect.sweep import (
     shard_plan,
     visible_id,
 )
-from memtraffic.host.gpu import gpu_name
+from memtraffic.host.gpu import cuda_device_names, gpu_name, require_gpu
 from memtraffic.host.machine import utc_now
 from memtraffic.ncu.command import (
     NVTX_INCLUDE,

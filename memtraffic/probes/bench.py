@@ -1,8 +1,8 @@
 """Wall-clock benchmark: CUDA-event timing of each variant beside a same-size copy.
 
 Timing method (per config): warm up (JIT, autotune, torch.compile) outside the timed region, then
-for each repetition flush L2 by reading a buffer larger than it (memtraffic.collect.device.time_cuda says why
-reading, not writing), record an event, call the variant, record an event. The median over
+for each repetition flush L2 by reading a buffer larger than it (memtraffic.collect.cuda_timing.time_cuda
+says why reading, not writing), record an event, call the variant, record an event. The median over
 repetitions is reported. The copy baseline moves the op's minimum bytes (read + write) with
 `torch.Tensor.copy_`, timed the same way, so "% of copy" is the fraction of this GPU's achievable
 bandwidth that the variant's useful traffic reaches. The copy's time is the median of COPY_RUNS
@@ -22,8 +22,9 @@ from typing import Any
 
 import torch
 
-from memtraffic.collect.device import Timing, require_gpu, time_cuda
+from memtraffic.collect.cuda_timing import Timing, time_cuda
 from memtraffic.collect.variants import get_variant, unsupported_reason
+from memtraffic.host.gpu import require_gpu
 from memtraffic.host.machine import environment, utc_now
 from memtraffic.vocab.files import new_folder, write_json
 from memtraffic.vocab.ops import OPS, Shape, dtype_name, error_limit, format_shape

@@ -18,7 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memtraffic.collect.device import require_gpu, time_cuda
+from memtraffic.collect.cuda_timing import time_cuda
+from memtraffic.host.gpu import require_gpu
 from memtraffic.host.machine import environment, utc_now
 from memtraffic.host.roofs_cache import cache_file, find_roofs, read_cache
 from memtraffic.ncu.chips import peak_names

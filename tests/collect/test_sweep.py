@@ -505,7 +505,7 @@ def test_merging_runs_of_different_gpus_is_refused():
     ("GPU-1234-uuid", None),  # only CUDA can say: torch is asked
 ])
 def test_gpu_names_from_nvidia_smi_as_cuda_visible_devices_narrow_them(tmp_path, monkeypatch, visible, names):
-    from memtraffic.collect import device as gpu
+    from memtraffic.host import gpu
 
     smi = tmp_path / "nvidia-smi"
     smi.write_text("#!/bin/sh\nprintf 'GPU A\\nGPU B\\nGPU C\\n'\n")
@@ -515,7 +515,7 @@ def test_gpu_names_from_nvidia_smi_as_cuda_visible_devices_narrow_them(tmp_path,
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     else:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
-    assert gpu._smi_names() == names
+    assert gpu.smi_names() == names
 
 
 def test_measure_gpus_splits_each_gpus_wall_time_into_configs_and_fixed_cost():

@@ -1,71 +1,17 @@
-"""The CUDA devices: whether there is one (require_gpu; host.gpu.gpu_name asks nvidia-smi where torch
-is not wanted), their names (nvidia-smi's, else torch's), and how long a call takes on one (CUDA events,
-L2 flushed or not). torch is imported on first use."""
+"""How long a call takes on a CUDA device (CUDA events, L2 flushed or not): `memtraffic bench` and the roof
+probes. torch is imported on first use."""
 
 from __future__ import annotations
 
-import os
 import statistics
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-
-from memtraffic.host.gpu import ANYWHERE
-from memtraffic.vocab.errors import GpuNotFoundError
 
 _L2_FLUSH_BYTES = 256 * 2**20  # larger than any Hopper L2 (50-60 MB)
 # About 0.5 ms at 2 GHz: longer than a launcher's host overhead, with room for a slow host (with 100 us, a
 # sweep on the H100 once timed an 8 us kernel at 110-415 us in three configs; the cause was not isolated).
 _SLEEP_CYCLES = 1_000_000
-
-
-def _smi_names() -> list[str] | None:
-    """The GPUs this process sees, named by nvidia-smi (in milliseconds, where torch's CUDA start-up
-    takes seconds) and narrowed by CUDA_VISIBLE_DEVICES as CUDA does; None when only CUDA can say (no
-    nvidia-smi, or UUIDs and MIG names in CUDA_VISIBLE_DEVICES)."""
-    try:
-        proc = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    names = [n.strip() for n in proc.stdout.splitlines() if n.strip()] if proc.returncode == 0 else []
-    if not names:
-        return None
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is None:
-        return names
-    seen: list[str] = []
-    for token in (t.strip() for t in visible.split(",")):
-        if not token:
-            break
-        if not token.isdigit():
-            return None
-        if int(token) >= len(names):  # CUDA stops at the first invalid ordinal
-            break
-        seen.append(names[int(token)])
-    return seen
-
-
-def cuda_device_names() -> list[str]:
-    """The names of the CUDA devices this process sees (none: an empty list): nvidia-smi's where it can
-    say, so measure --gpus starts its ncu processes without importing torch, else torch's."""
-    names = _smi_names()
-    if names is not None:
-        return names
-    import torch
-
-    if not torch.cuda.is_available():
-        return []
-    return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-
-
-def require_gpu(needs: str) -> str:
-    """The name of CUDA device 0, or GpuNotFoundError: 'no CUDA GPU is visible: <needs>; ...'."""
-    names = cuda_device_names()
-    if not names:
-        raise GpuNotFoundError(f"no CUDA GPU is visible: {needs}; {ANYWHERE}")
-    return names[0]
 
 
 @dataclass
