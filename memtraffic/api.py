@@ -208,7 +208,7 @@ def failed_configs(run: RunRecord) -> list[Outcome]:
     what `memtraffic measure` names on stderr and exits 1 on."""
     from memtraffic.runfolder.records import needs_rerun
 
-    return [c for c in run["configs"] if needs_rerun(c)]
+    return [c for c in run.get("configs", []) if needs_rerun(c)]  # a profile's run.json has none
 
 
 def _roofs_for(run: RunRecord, echo: Echo) -> None:

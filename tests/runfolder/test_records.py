@@ -307,7 +307,9 @@ def test_the_schema_is_the_typed_records(record):
     cls = getattr(records, record)
     traced = {k: v for k, v in traced_config().items() if k != "id"}
     base = {"Plan": {"configs": []}, "VariantConfig": variant_config(), "TracedConfig": traced_config(),
-            "TraceRecord": traced}.get(record, {})
+            "TraceRecord": traced, "Skipped": {"reason": "why"},
+            "Outcome": {"id": 0, "range": "r", "status": "ok", "error": None, "profiled": True}
+            }.get(record, {})
     assert problem(base, cls) is None
     for key in get_type_hints(cls):
         wrong = next(v for v in ("x", 1.5, [1.5], {"k": 1.5}, True) if problem({**base, key: v}, cls))
