@@ -197,7 +197,10 @@ def _write_merged(out: Path, name: str, paths: Sequence[Path],
         ids = []
         for config in src_plan["configs"]:
             new = config.copy()  # less what belonged to its own run (set again below, or dropped)
-            new.pop("gpu", None), new.pop("nvtx_range", None), new.pop("reports", None), new.pop("part", None)
+            new.pop("gpu", None)
+            new.pop("nvtx_range", None)
+            new.pop("reports", None)
+            new.pop("part", None)
             nvtx = config.get("nvtx_range", config["range"])
             # A merged run's config knows its own reports; else any of the run's reports may hold it.
             held = [f"part{part}-{r}" for r in config["reports"]] if "reports" in config else names

@@ -427,7 +427,8 @@ def rerun_plan(run_dir: Path) -> Plan:
                          "every config; every config finished")
     configs = [c.copy() for c in plan["configs"] if c["range"] in wanted]
     for i, config in enumerate(configs):
-        config.pop("gpu", None), config.pop("reports", None)  # the new run's GPUs and reports hold it
+        config.pop("gpu", None)  # the new run's GPUs and reports hold it
+        config.pop("reports", None)
         config["id"] = i
     again: Plan = {"status_file": "status.jsonl", "configs": configs, "skipped": []}
     if "version" in plan:

@@ -483,10 +483,9 @@ def plot_runs(run_dirs: Sequence[Path], levels: Sequence[str], out: Path | None 
     from memtraffic.views.figure_files import check_new_file, default_output, write_html, write_png
     from memtraffic.views.traffic_chart import traffic_figure
 
-    if png is not None:
-        traffic_png = Path(png).with_name(Path(png).stem + "-traffic.png")
-        for path in (Path(png), traffic_png):
-            check_new_file(path, force, "--png")
+    pngs = None if png is None else (Path(png), Path(png).with_name(Path(png).stem + "-traffic.png"))
+    for path in pngs or ():
+        check_new_file(path, force, "--png")
     if out is not None or png is None:
         out = Path(out) if out is not None else default_output("roofline", run_dirs)
         check_new_file(out, force)
@@ -496,9 +495,9 @@ def plot_runs(run_dirs: Sequence[Path], levels: Sequence[str], out: Path | None 
     roof = rf.roofline_figure(df, roofs, levels)
     traffic = traffic_figure(df, levels)
     written: list[Path] = []
-    if png is not None:
-        written.append(write_png(roof, Path(png), force=force))
-        written.append(write_png(traffic, traffic_png, force=force))  # its own size: it grows with its bars
+    if pngs is not None:
+        written.append(write_png(roof, pngs[0], force=force))
+        written.append(write_png(traffic, pngs[1], force=force))  # its own size: it grows with its bars
     if out is not None:
         names = ", ".join(Path(d).name for d in run_dirs)
         page_title = f"memtraffic roofline: {names}"
