@@ -215,7 +215,7 @@ def _measured(opts: MeasureOptions, echo: Echo, second_pass: SecondPassRule,
 def failed_configs(run: RunRecord) -> list[Outcome]:
     """The configs of a run.json to measure again (not finished ok, or no kernel profiled in their range):
     what `memtraffic measure` names on stderr and exits 1 on."""
-    return [c for c in run["configs"] if needs_rerun(c)]
+    return [c for c in run.get("configs", []) if needs_rerun(c)]  # a profile's run.json has none
 
 
 def _roofs_for(run: RunRecord, echo: Echo) -> None:

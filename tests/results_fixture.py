@@ -78,7 +78,8 @@ def write_run(folder: Path, df: pd.DataFrame | None = None, run_json: dict | Non
         "environment": {"gpu": DEVICE, "driver": "999.1", "torch": "9.9.9", "triton": "8.8.8",
                         "ncu_version": "2099.1.1", "python": "3.99"},
         "metric_set": "roofline", "clock_control": "none",
-        "configs": [{"variant": "softmax_rows", "range": "x", "status": "ok", "error": None}],
+        "configs": [{"id": 0, "variant": "softmax_rows", "range": "x", "status": "ok", "error": None,
+                     "profiled": True}],
     }
     (folder / "run.json").write_text(json.dumps(meta, indent=2))
     return folder

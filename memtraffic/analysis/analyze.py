@@ -545,7 +545,7 @@ def _planned_against_found(plan: Plan | None, meta: RunRecord | None, kernels: p
     configs = configs_of(plan)
     if not configs:
         return {}, [], []
-    outcomes = {c.get("range"): c for c in (meta or {}).get("configs", []) if isinstance(c, dict)}
+    outcomes: dict[str, Outcome] = {c["range"]: c for c in (meta or {}).get("configs", [])}
     counts = kernels.groupby("range").size().to_dict() if len(kernels) else {}
     last = {}  # report -> range of its last found launch
     if len(kernels):
@@ -567,7 +567,7 @@ def _planned_against_found(plan: Plan | None, meta: RunRecord | None, kernels: p
     lost: list[str] = []
     for c in configs:
         rng = c["range"]
-        outcome = outcomes.get(rng, {})
+        outcome: Mapping[str, object] = outcomes.get(rng, {})
         found = counts.get(rng, 0)
         if not found:
             failed = outcome.get("status") not in (None, "ok")
@@ -589,11 +589,11 @@ def _planned_against_found(plan: Plan | None, meta: RunRecord | None, kernels: p
 
 
 def _cut_after(rng: str, configs: Sequence[Config], status: dict[str, str], damaged: bool,
-               outcomes: Mapping[str | None, Outcome]) -> bool:
+               outcomes: Mapping[str, Outcome]) -> bool:
     """Whether a report ending with config `rng` was cut there: it ends in a damaged launch, or the next
     config of the same report (same GPU, same part of a merge) is missing (not failed), and run.json does
     not record `rng`'s launch count."""
-    if isinstance(outcomes.get(rng, {}).get("kernels"), int):
+    if rng in outcomes and isinstance(outcomes[rng].get("kernels"), int):
         return False
     if damaged:
         return True

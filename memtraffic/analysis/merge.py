@@ -28,6 +28,7 @@ from memtraffic.runfolder.records import (
     Outcome,
     Plan,
     RunRecord,
+    Skipped,
     partial_reports_expected,
     rerun_list,
     write_plan,
@@ -148,7 +149,7 @@ def merge_runs(sources: Sequence[Path], out: Path, allow_mixed: bool = False,
     for note in notes:
         echo(f"note: {note}")
     echo(f"merged {len(plan['configs'])} configs of {len(paths)} runs into {out}")
-    missing = run["missing"]
+    missing = run.get("missing", [])
     if missing:
         shown = ", ".join(missing[:6]) + (" ..." if len(missing) > 6 else "")
         echo(f"error: {len(missing)} configs ran but have no kernel in their reports (cut short?): {shown}; "
@@ -170,7 +171,11 @@ def _write_merged(out: Path, name: str, paths: Sequence[Path],
         plan["metrics"] = first_plan["metrics"]
     if "options" in first_plan:
         plan["options"] = first_plan["options"]
-    plan.update({"status_file": "status.jsonl", "variant_files": [], "skipped": [], "merged_from": []})
+    skipped: list[Skipped] = []
+    variant_files: list[str] = []
+    merged_from: list[str] = []
+    plan.update({"status_file": "status.jsonl", "variant_files": variant_files, "skipped": skipped,
+                 "merged_from": merged_from})
     run: RunRecord = {"merged": utc_now(), "command": shlex.join(sys.argv),
                       "environment": first_run.get("environment"),
                       "metric_set": first_run.get("metric_set"),
@@ -193,7 +198,10 @@ def _write_merged(out: Path, name: str, paths: Sequence[Path],
         ids = []
         for config in src_plan["configs"]:
             new = config.copy()  # less what belonged to its own run (set again below, or dropped)
-            new.pop("gpu", None), new.pop("nvtx_range", None), new.pop("reports", None), new.pop("part", None)
+            new.pop("gpu", None)
+            new.pop("nvtx_range", None)
+            new.pop("reports", None)
+            new.pop("part", None)
             nvtx = config.get("nvtx_range", config["range"])
             # A merged run's config knows its own reports; else any of the run's reports may hold it.
             held = [f"part{part}-{r}" for r in config["reports"]] if "reports" in config else names
@@ -204,18 +212,19 @@ def _write_merged(out: Path, name: str, paths: Sequence[Path],
             plan["configs"].append(new)
             ids.append(new["id"])
             found = entries.get(config["id"])
-            entry: Outcome = found.copy() if found is not None else {"status": "not run",
-                                                                     "error": "not in its run.json"}
+            # A config its run.json lacks is judged by the reports alone.
+            entry: Outcome = found.copy() if found is not None else {
+                "status": "not run", "error": "not in its run.json", "id": new["id"], "range": new["range"],
+                "profiled": True}
             entry["id"], entry["range"], entry["part"] = new["id"], new["range"], part
-            entry["profiled"] = bool(entry.get("profiled", True)) and nvtx in measured[part - 1]
+            entry["profiled"] = bool(entry["profiled"]) and nvtx in measured[part - 1]
             if entry["status"] == "ok" and not entry["profiled"]:
                 missing.append(new["range"])
             run["configs"].append(entry)
             append_status(out / "status.jsonl", {k: entry.get(k) for k in ("id", "range", "status", "error")})
-        plan["skipped"] += src_plan.get("skipped", [])
-        plan["variant_files"] += [f for f in src_plan.get("variant_files", [])
-                                  if f not in plan["variant_files"]]
-        plan["merged_from"].append(str(path.resolve()))
+        skipped += src_plan.get("skipped", [])
+        variant_files += [f for f in src_plan.get("variant_files", []) if f not in variant_files]
+        merged_from.append(str(path.resolve()))
         run["skipped"] += src_run.get("skipped", [])
         for a in src_run.get("attempts", []):
             attempt = a.copy()

@@ -136,7 +136,7 @@ def merge(
     formats.check(fmt, FOR_ROWS)
     table, run = merge_runs(runs, out, allow_mixed, echo=lambda line: typer.echo(line, err=True))
     typer.echo(render_results(table, fmt, width=width(wide)))
-    if run["missing"]:
+    if run.get("missing"):
         raise typer.Exit(code=1)
 
 

@@ -17,17 +17,21 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 import typer.core
 
-try:  # typer 0.2x carries its own copy of click
+if TYPE_CHECKING:  # checked against the click typer carries (the type checkers see one module)
     from typer._click import exceptions as click
     from typer._click.utils import echo
-except ImportError:  # pragma: no cover - older typer depends on click
-    from click import echo  # type: ignore[no-redef]  # the same functions, from click itself
-    from click import exceptions as click  # type: ignore[no-redef]
+else:
+    try:  # typer 0.2x carries its own copy of click
+        from typer._click import exceptions as click
+        from typer._click.utils import echo
+    except ImportError:  # pragma: no cover - older typer depends on click
+        from click import echo  # the same functions, from click itself
+        from click import exceptions as click
 
 from memtraffic.vocab.errors import MemtrafficError
 from memtraffic.vocab.files import os_error_line

@@ -42,6 +42,6 @@ def tidy(group: Any) -> None:
                 param.metavar = METAVARS.get(param.name, param.name.upper())
             if param.param_type_name == "argument":  # its name says what it is: no '<path>' beside it
                 param.display_type_rich = lambda ctx: None
-                if param.required:  # 'RUN' as click writes it, not '{RUN}'
+                if param.required and param.metavar is not None:  # 'RUN' as click writes it, not '{RUN}'
                     shown = param.metavar + ("..." if param.nargs != 1 else "")
                     param.get_usage_pieces = lambda ctx, shown=shown: [shown]

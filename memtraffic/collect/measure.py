@@ -73,7 +73,10 @@ from memtraffic.runfolder.folder import (
 )
 from memtraffic.runfolder.records import (  # atomic: the runner may wait
     Attempt,
+    GpuRan,
     GpuRun,
+    NcuPass,
+    NcuRan,
     Plan,
     Remeasured,
     RunRecord,
@@ -81,6 +84,7 @@ from memtraffic.runfolder.records import (  # atomic: the runner may wait
     Skipped,
     plan_file,
     rerun_list,
+    status_files,
     write_plan,
 )
 from memtraffic.runfolder.timings import NCU_TIME
@@ -213,7 +217,7 @@ def profile_plan(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
                  ncu_runner: Callable[..., NcuRun] = run_ncu, *, gpu: GpuSlot | None = None,
                  stop: threading.Event | None = None,
                  on_start: Callable[[subprocess.Popen[str]], None] | None = None,
-                 ready: Callable[[], Plan] | None = None, stem: str = "") -> RunRecord:
+                 ready: Callable[[], Plan] | None = None, stem: str = "") -> NcuPass:
     """Profile the plan's configs, restarting ncu for those not yet done whenever the runner dies.
 
     Returns the attempts, the reports written and whether the user interrupted. Config statuses are
@@ -325,7 +329,7 @@ def _built(plan: Plan | None, ready: Callable[[], Plan] | None) -> Plan:
 def profile_gpus(plan: Plan | None, run_dir: Path, session: NcuSession, opts: MeasureOptions,
                  slots: Sequence[GpuSlot], echo: Callable[[str], None],
                  ncu_runner: Callable[..., NcuRun] = run_ncu,
-                 ready: Callable[[], Plan] | None = None, stem: str = "") -> RunRecord:
+                 ready: Callable[[], Plan] | None = None, stem: str = "") -> NcuPass:
     """`profile_plan` for every GPU at once, one thread and one ncu process per GPU. With `ready` (plan
     None) the runners start while the plan is built, as profile_plan's does; `stem` as there.
 
@@ -341,7 +345,7 @@ def profile_gpus(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
     lock = threading.Lock()
     stop = threading.Event()
     procs: list[subprocess.Popen[str]] = []
-    results: dict[int, GpuRun] = {}
+    results: dict[int, GpuRan] = {}
 
     def say(slot: GpuSlot) -> Callable[[str], None]:
         def line(text: str) -> None:
@@ -355,17 +359,17 @@ def profile_gpus(plan: Plan | None, run_dir: Path, session: NcuSession, opts: Me
 
     def work(slot: GpuSlot) -> None:
         t0 = time.perf_counter()
+        ran: NcuRan = {"attempts": [], "reports": [], "interrupted": False}
+        error: str | None = None
         try:
             ran = profile_plan(plan, run_dir, session, opts, say(slot), ncu_runner, gpu=slot, stop=stop,
                                on_start=started, ready=ready, stem=stem)
-            out: GpuRun = {"attempts": ran["attempts"], "reports": ran["reports"],
-                           "interrupted": ran["interrupted"], "error": None}
         except Exception as err:  # NcuError or a bug: this GPU's configs are lost, not the others'
-            out = {"attempts": [], "reports": [], "interrupted": False,
-                   "error": str(err) if isinstance(err, NcuError) else f"{type(err).__name__}: {err}"}
-            say(slot)(f"FAILED: {out['error']}")
-        out["wall_time_s"] = round(time.perf_counter() - t0, 3)
-        results[slot.index] = out
+            error = str(err) if isinstance(err, NcuError) else f"{type(err).__name__}: {err}"
+            say(slot)(f"FAILED: {error}")
+        results[slot.index] = {"attempts": ran["attempts"], "reports": ran["reports"],
+                               "interrupted": ran["interrupted"], "error": error,
+                               "wall_time_s": round(time.perf_counter() - t0, 3)}
 
     threads = [threading.Thread(target=work, args=(slot,), name=slot.tag, daemon=True) for slot in slots]
     for t in threads:
@@ -430,12 +434,14 @@ def rerun_plan(run_dir: Path) -> Plan:
                          "every config; every config finished")
     configs = [c.copy() for c in plan["configs"] if c["range"] in wanted]
     for i, config in enumerate(configs):
-        config.pop("gpu", None), config.pop("reports", None)  # the new run's GPUs and reports hold it
+        config.pop("gpu", None)  # the new run's GPUs and reports hold it
+        config.pop("reports", None)
         config["id"] = i
     again: Plan = {"status_file": "status.jsonl", "configs": configs, "skipped": []}
-    for key in ("version", "seed"):
-        if key in plan:
-            again[key] = plan[key]
+    if "version" in plan:
+        again["version"] = plan["version"]
+    if "seed" in plan:
+        again["seed"] = plan["seed"]
     if "variant_files" in plan:
         again["variant_files"] = plan["variant_files"]
     return again
@@ -494,11 +500,11 @@ def skip_line(s: Skipped) -> str:
 
 def _rerun_note(run: RunRecord, echo: Callable[[str], None], run_dir: Path) -> None:
     for g in run.get("gpus", []):
-        if g.get("error"):
+        if g["error"]:
             echo(f"[gpu{g['index']}] failed: {g['error']}")
-    if run.get("rerun"):
-        shown = ", ".join(run["rerun"][:6]) + (" ..." if len(run["rerun"]) > 6 else "")
-        echo(f"{len(run['rerun'])} configs to rerun ({shown}): `memtraffic measure --rerun {run_dir}` "
+    if rerun := run.get("rerun"):
+        shown = ", ".join(rerun[:6]) + (" ..." if len(rerun) > 6 else "")
+        echo(f"{len(rerun)} configs to rerun ({shown}): `memtraffic measure --rerun {run_dir}` "
              f"measures them into a new run, then `memtraffic merge {run_dir} NEW --out MERGED`")
 
 
@@ -670,12 +676,15 @@ def measure(opts: MeasureOptions, echo: Callable[[str], None] | None = None,
         run["shard"] = plan["shard"]
     run["wall_time_s"] = round(time.perf_counter() - t0, 3)
     run["finished"] = utc_now()
-    run.update(outcome)
-    passes = [a["passes"] for a in outcome["attempts"] if a["passes"]]
+    run.update({"attempts": outcome["attempts"], "reports": outcome["reports"],
+                "interrupted": outcome["interrupted"]})
+    if "gpus" in outcome:
+        run["gpus"] = outcome["gpus"]
+    passes = [p for a in outcome["attempts"] if (p := a.get("passes"))]
     run["passes"] = max(passes) if passes else None
 
     status: dict[int, StatusRecord] = {}
-    for name in plan.get("status_files", {}).values() or [plan["status_file"]]:
+    for name in status_files(plan):
         status.update(read_status(run_dir / name))
     for g in outcome.get("gpus", []):  # a GPU whose ncu failed: the configs it took say why
         for cid in g["configs"] if g["error"] else []:
@@ -714,9 +723,14 @@ def _measure_again(result: MeasureResult, again: Remeasure, opts: MeasureOptions
     configs = [c.copy() for c in plan["configs"] if c["range"] in again.why]
     second: Plan = {"configs": configs, "skipped": [], "status_file": f"status{SECOND}.jsonl",
                     "metrics": full.metric_record(FULL_LOOK)}
-    for key in ("version", "seed", "variant_files", "options"):
-        if key in plan:
-            second[key] = plan[key]
+    if "version" in plan:
+        second["version"] = plan["version"]
+    if "seed" in plan:
+        second["seed"] = plan["seed"]
+    if "variant_files" in plan:
+        second["variant_files"] = plan["variant_files"]
+    if "options" in plan:
+        second["options"] = plan["options"]
     if result.slots:
         second.pop("status_file")
         second["status_files"] = {str(s.index): f"status{SECOND}-{s.tag}.jsonl" for s in result.slots}
@@ -725,7 +739,7 @@ def _measure_again(result: MeasureResult, again: Remeasure, opts: MeasureOptions
          f"({again.rule})")
     done: SecondPass = {"first_look": FIRST_LOOK, "metric_set": FULL_LOOK, "metric_names": full.metrics,
                         "rule": again.rule, "error": None}
-    ran: RunRecord = {"attempts": [], "reports": [], "interrupted": False}
+    ran: NcuPass = {"attempts": [], "reports": [], "interrupted": False}
     opts = copy.copy(opts)
     opts.source = False  # per-line counters come from the first look
     t0 = time.perf_counter()
@@ -737,15 +751,14 @@ def _measure_again(result: MeasureResult, again: Remeasure, opts: MeasureOptions
     except Exception as err:  # NcuError, or a bug: the first look's rows stay whole either way
         done["error"] = str(err) if isinstance(err, NcuError) else f"{type(err).__name__}: {err}"
     done["wall_time_s"] = round(time.perf_counter() - t0, 3)
-    done.update({"attempts": ran.get("attempts", []), "reports": ran.get("reports", []),
-                 "interrupted": bool(ran.get("interrupted"))})
+    done.update({"attempts": ran["attempts"], "reports": ran["reports"], "interrupted": ran["interrupted"]})
     if "gpus" in ran:
         done["gpus"] = ran["gpus"]
-    reports = list(ran.get("reports", []))
+    reports = list(ran["reports"])
     keep_kernel_tables([run_dir / r for r in reports])
     found = _launches_in([run_dir / r for r in reports])
     status: dict[int, StatusRecord] = {}
-    for name in second.get("status_files", {}).values() or [second["status_file"]]:
+    for name in status_files(second):
         status.update(read_status(run_dir / name))
     entries: list[Remeasured] = []
     own = {c["range"]: c for c in plan["configs"]}
@@ -759,10 +772,10 @@ def _measure_again(result: MeasureResult, again: Remeasure, opts: MeasureOptions
                         "status": rec.get("status", "not run"), "error": rec.get("error"), "taken": taken})
     done["configs"] = entries
     run = result.run
-    passes = [p for p in (run.get("passes"), *(a.get("passes") for a in ran.get("attempts", []))) if p]
+    passes = [p for p in (run.get("passes"), *(a.get("passes") for a in ran["attempts"])) if p]
     record.save_plan(plan)
-    record.save(second_pass=done, reports=[*run["reports"], *reports],
-                interrupted=bool(run.get("interrupted")) or bool(ran.get("interrupted")),
+    record.save(second_pass=done, reports=[*run.get("reports", []), *reports],
+                interrupted=bool(run.get("interrupted")) or ran["interrupted"],
                 passes=max(passes) if passes else None)
     result.reports += [run_dir / r for r in reports]
     kept = [e["range"] for e in entries if not e["taken"]]
@@ -782,7 +795,7 @@ def record_analysis(result: MeasureResult, kernels: pd.DataFrame,
     configs ran but ncu profiled no kernel inside their ranges."""
     echo = echo or say
     record, run, run_dir = result.record, result.run, result.run_dir
-    if run["passes"] is None and len(kernels) and "passes" in kernels:
+    if run.get("passes") is None and len(kernels) and "passes" in kernels:
         found = kernels["passes"].dropna()
         run["passes"] = int(found.max()) if len(found) else None
     launches: dict[str, int] = ({str(k): int(n) for k, n in kernels.groupby("range").size().items()}
@@ -791,11 +804,11 @@ def record_analysis(result: MeasureResult, kernels: pd.DataFrame,
     timings = result.timings
     timings["ncu_and_analysis_s"] = round(time.perf_counter() - result.clock, 3)
     again = run.get("second_pass", {}).get("wall_time_s", 0.0)
-    timings["analysis_s"] = round(timings["ncu_and_analysis_s"] - run["wall_time_s"] - again, 3)
+    timings["analysis_s"] = round(timings["ncu_and_analysis_s"] - run.get("wall_time_s", 0.0) - again, 3)
     record.save(configs=configs, rerun=rerun_list(configs), timings=timings)
 
-    ok_ranges = [c["range"] for c in run["configs"] if c["status"] == "ok"]
-    if ok_ranges and not launches and not run["interrupted"]:
+    ok_ranges = [c["range"] for c in configs if c["status"] == "ok"]
+    if ok_ranges and not launches and not run.get("interrupted"):
         what = "no kernel was timed" if run.get("timing_only") else "ncu profiled no kernel"
         raise NcuError(
             f"{what} inside the NVTX ranges {', '.join(ok_ranges[:4])}"

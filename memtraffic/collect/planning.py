@@ -25,6 +25,16 @@ from memtraffic.vocab.ops import (
 
 VARIANT_FILE = "give the Python file that defines VARIANTS"
 
+# A combination of the grid: variant, op, shape, dtype, every parameter, those the user set.
+_Combination = tuple[str, str, list[int], str, dict[str, object], dict[str, object]]
+
+
+def _skipped(where: _Combination, reason: str) -> Skipped:
+    """A combination the plan leaves out, and why."""
+    variant, op, shape, dtype, params, explicit = where
+    return {"variant": variant, "op": op, "shape": shape, "dtype": dtype, "params": params,
+            "explicit_params": explicit, "reason": reason}
+
 
 def check_names(variants: Sequence[str], all_variants: bool = False,
                 variant_files: Sequence[str | Path] = ()) -> None:
@@ -94,15 +104,14 @@ def build_plan(variants: Sequence[str], shapes: Sequence[str | Shape], dtypes: S
         combos = list(itertools.product(*(grid[k] for k in keys)))
         for shape, dt, values in itertools.product(v_shapes, dts, combos):
             explicit: dict[str, object] = dict(zip(keys, values, strict=True))
-            entry: Skipped = {"variant": variant.name, "op": op.name, "shape": list(shape),
-                              "dtype": dtype_name(dt), "params": {**variant.params, **explicit},
-                              "explicit_params": explicit}
+            where: _Combination = (variant.name, op.name, list(shape), dtype_name(dt),
+                                   {**variant.params, **explicit}, explicit)
             try:
                 reason = unsupported_reason(variant, shape, dt, explicit)
             except UsageError as err:  # a parameter value the variant rejects
                 reason = str(err)
             if reason is not None:
-                skipped.append({**entry, "reason": reason})
+                skipped.append(_skipped(where, reason))
                 continue
             try:  # a model that raises (a user's variant file) skips this config, not the others
                 minimum = call_model(f"op {op.name}", "minimum", op.minimum, shape, dt, returns=Traffic)
@@ -110,7 +119,7 @@ def build_plan(variants: Sequence[str], shapes: Sequence[str | Shape], dtypes: S
                                        {**variant.params, **explicit}, returns=Traffic)
                 flops = call_model(f"op {op.name}", "flops", op.flops, shape, returns=numbers.Real)
             except ModelError as err:
-                skipped.append({**entry, "reason": err.problem})
+                skipped.append(_skipped(where, err.problem))
                 continue
             configs.append({
                 "id": len(configs), "variant": variant.name, "op": op.name, "shape": list(shape),

@@ -465,7 +465,7 @@ def profile(opts: ProfileOptions, echo: Callable[[str], None] | None = None) -> 
     for note in session.spec.notes:  # what this GPU cannot count: measured without it
         echo(f"not measured on {gpu}: {note}")
 
-    replay = choose_replay(opts, session.metrics)
+    replay: Replay = choose_replay(opts, session.metrics)
     echo(f"ncu replays each {'measured op range' if replay['mode'] == 'range' else 'kernel'}: "
          f"{replay['why']}")
     app = launched(opts, program)

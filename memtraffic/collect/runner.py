@@ -223,7 +223,7 @@ def wait_for_plan(path: Path, timeout_s: float = 600.0) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m memtraffic.collect.runner",
-                                     description=__doc__.splitlines()[0])
+                                     description=(__doc__ or "").split("\n")[0])
     parser.add_argument("plan", type=Path, help="plan.json written by `memtraffic measure`")
     parser.add_argument("--status", type=Path, help="JSON-lines status file (default: the plan's, beside it)")
     parser.add_argument("--claims", type=Path, help="measure --gpus: take only the configs this process "

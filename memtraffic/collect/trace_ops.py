@@ -118,7 +118,7 @@ def run_traced(cmd: Sequence[str], mode: str = "1") -> TracedRun:
         warnings = tracer_warnings(mark)
         if skipped:  # a line the program wrote itself, or cut: said, never indexed
             warnings.append(f"{len(skipped)} trace {'record' if len(skipped) == 1 else 'records'} left out "
-                            f"(first: {skipped[0]['range']}: {skipped[0]['reason']})")
+                            f"(first: {skipped[0].get('range')}: {skipped[0]['reason']})")
         return TracedRun(cast("list[dict[str, object]]", records), proc.returncode, mark.exists(), warnings,
                          mode)
 

@@ -122,8 +122,8 @@ def _describe(obj: object) -> TensorEntry:
 def _pointer_alignment(obj: object) -> int | None:
     """data pointer % 16 of a torch, CuPy or numba array (CUDA array interface), else None."""
     try:
-        if hasattr(obj, "data_ptr"):
-            return int(obj.data_ptr()) % 16
+        if (data_ptr := getattr(obj, "data_ptr", None)) is not None:
+            return int(data_ptr()) % 16
         interface = (getattr(obj, "__cuda_array_interface__", None)
                      or getattr(obj, "__array_interface__", None))
         return None if interface is None else int(interface["data"][0]) % 16

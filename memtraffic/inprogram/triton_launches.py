@@ -230,8 +230,9 @@ def signature(kernel: str, args: Sequence[object], kwargs: dict[str, object]) ->
         if _is_tensor(a):
             key = _storage(a)
             shared = seen.setdefault(key, i)
+            ptr = getattr(a, "data_ptr", None)  # a recorded stand-in has none
             parts.append((tuple(a.shape), tuple(a.stride()), str(a.dtype), str(getattr(a, "device", "")),
-                          a.data_ptr() % 16 if hasattr(a, "data_ptr") else None, shared))
+                          ptr() % 16 if ptr is not None else None, shared))
         elif isinstance(a, (int, float, bool, str)) or a is None:
             parts.append(a)
         else:

@@ -64,16 +64,16 @@ def outcomes(plan: Plan, status: Mapping[int, StatusRecord], launches: Mapping[s
     entries: list[Outcome] = []
     for c in plan["configs"]:
         rec = status.get(c["id"], {})
+        done = rec.get("status", "not run")
+        profiled = None if launches is None else c["range"] in launches
+        error = "no kernel was profiled inside its NVTX range" if done == "ok" and profiled is False \
+            else rec.get("error")
         entry: Outcome = {"id": c["id"], "range": c["range"], "variant": c["variant"], "op": c["op"],
-                          "shape": c["shape"], "dtype": c["dtype"], "params": c["params"]}
+                          "shape": c["shape"], "dtype": c["dtype"], "params": c["params"],
+                          "status": done, "error": error, "max_err": rec.get("max_err"), "profiled": profiled}
         if "gpu" in c:
             entry["gpu"] = c["gpu"]
-        entry.update({"status": rec.get("status", "not run"), "error": rec.get("error"),
-                      "max_err": rec.get("max_err"),
-                      "profiled": None if launches is None else c["range"] in launches})
         if launches:
             entry["kernels"] = int(launches.get(c["range"], 0))
-        if entry["status"] == "ok" and entry["profiled"] is False:
-            entry["error"] = "no kernel was profiled inside its NVTX range"
         entries.append(entry)
     return entries

@@ -143,8 +143,13 @@ class TracedConfig(TraceRecord):
 # checkers (both members are final): a traced program's config has a kind, a variant's none.
 Config = VariantConfig | TracedConfig
 
-class Skipped(TypedDict, total=False):
-    """A config the plan leaves out, and why (a variant that does not take a shape, a damaged record)."""
+class _SkippedWhy(TypedDict):
+    reason: str  # every writer says why (collect.planning, trace_records)
+
+
+class Skipped(_SkippedWhy, total=False):
+    """A config the plan leaves out, and why (a variant that does not take a shape, a damaged record): a
+    variant's names its variant, op, shape and dtype, a trace record's its range."""
 
     range: str
     variant: str
@@ -153,7 +158,6 @@ class Skipped(TypedDict, total=False):
     dtype: str
     params: dict[str, object]
     explicit_params: dict[str, object]
-    reason: str
 
 
 class Shard(TypedDict):
@@ -198,14 +202,19 @@ class Attempt(TypedDict, total=False):
     t_end: float  # stamps, where a GPU's time went (start-up, configs, the report written)
 
 
-class Outcome(TypedDict, total=False):
-    """run.json's line for one config: how it went."""
+class _OutcomeCore(TypedDict):
+    """What every config's line says (runfolder.builder.outcomes writes it, merge keeps it)."""
 
     id: int
     range: str
     status: str  # 'ok', 'failed', 'not run'
     error: str | None
     profiled: bool | None  # ncu profiled a kernel in its range (None: not yet analyzed)
+
+
+class Outcome(_OutcomeCore, total=False):
+    """run.json's line for one config: how it went (a line merge found no config for has only the core)."""
+
     kernels: int  # how many launches ncu profiled in its range
     variant: str
     op: str
@@ -217,7 +226,23 @@ class Outcome(TypedDict, total=False):
     part: int
 
 
-class GpuRun(TypedDict, total=False):
+class NcuRan(TypedDict):
+    """What a pass of ncu left (collect.measure.profile_plan): each ncu process started, the reports they
+    wrote, and whether the user interrupted."""
+
+    attempts: list[Attempt]
+    reports: list[str]
+    interrupted: bool
+
+
+class GpuRan(NcuRan):
+    """What one GPU's ncu left (measure --gpus), and why it failed (the other GPUs went on)."""
+
+    error: str | None
+    wall_time_s: float
+
+
+class GpuRun(GpuRan):
     """measure --gpus: one GPU's part of the run (run.json's "gpus")."""
 
     index: int
@@ -225,14 +250,15 @@ class GpuRun(TypedDict, total=False):
     configs: list[int]  # the config ids it ran
     predicted_cost_s: float
     status_file: str
-    attempts: list[Attempt]
-    reports: list[str]
-    interrupted: bool
-    error: str | None  # why this GPU's ncu failed (the other GPUs went on)
-    wall_time_s: float
 
 
-class Remeasured(TypedDict, total=False):
+class NcuPass(NcuRan, total=False):
+    """A pass of measure's ncu (profile_plan, or profile_gpus with one entry per GPU)."""
+
+    gpus: list[GpuRun]
+
+
+class Remeasured(TypedDict):
     """A config the second pass of `measure --metrics auto` measured again: why (its first look's L1
     efficiencies), how it went there, and whether its row takes the second pass's counters."""
 
@@ -649,6 +675,13 @@ def _write(folder: Path, name: str, data: Mapping[str, object], checked: bool = 
 def configs_of(plan: Plan | None) -> list[Config]:
     """The plan's configs ([] without a plan)."""
     return plan["configs"] if plan else []
+
+
+def status_files(plan: Plan) -> list[str]:
+    """The runner's status files of a measure plan: one per GPU (measure --gpus), else its one (status.jsonl
+    where the plan names none)."""
+    per_gpu = plan.get("status_files")
+    return list(per_gpu.values()) if per_gpu else [plan.get("status_file", "status.jsonl")]
 
 
 def merge_plans(plans: Sequence[Plan]) -> Plan:

@@ -469,10 +469,9 @@ def plot_runs(run_dirs: Sequence[Path], levels: Sequence[str], out: Path | None 
               force: bool = False, partial: bool = False) -> tuple[list[Path], list[str]]:
     """Roofline + traffic figures of one or more runs: an offline HTML page (default: roofline-<run>.html
     in the current folder) and/or PNGs. An existing file is replaced only with force. (paths, notes)."""
-    if png is not None:
-        traffic_png = Path(png).with_name(Path(png).stem + "-traffic.png")
-        for path in (Path(png), traffic_png):
-            check_new_file(path, force, "--png")
+    pngs = None if png is None else (Path(png), Path(png).with_name(Path(png).stem + "-traffic.png"))
+    for path in pngs or ():
+        check_new_file(path, force, "--png")
     if out is not None or png is None:
         out = Path(out) if out is not None else default_output("roofline", run_dirs)
         check_new_file(out, force)
@@ -482,9 +481,9 @@ def plot_runs(run_dirs: Sequence[Path], levels: Sequence[str], out: Path | None 
     roof = rf.roofline_figure(df, roofs, levels)
     traffic = traffic_figure(df, levels)
     written: list[Path] = []
-    if png is not None:
-        written.append(write_png(roof, Path(png), force=force))
-        written.append(write_png(traffic, traffic_png, force=force))  # its own size: it grows with its bars
+    if pngs is not None:
+        written.append(write_png(roof, pngs[0], force=force))
+        written.append(write_png(traffic, pngs[1], force=force))  # its own size: it grows with its bars
     if out is not None:
         names = ", ".join(Path(d).name for d in run_dirs)
         page_title = f"memtraffic roofline: {names}"

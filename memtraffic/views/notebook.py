@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:  # IPython and plotly are optional: imported where used
     import plotly.graph_objects as go
@@ -31,7 +31,8 @@ def figure_bundle(fig: go.Figure) -> dict[str, object]:
     """The mime bundle of a plotly figure: plotly's JSON, a PNG (kaleido and a Chromium; left out, and the
     text says so, where they are missing), and a line of text."""
     title = fig.layout.title.text or "figure"
-    bundle: dict[str, object] = {"application/vnd.plotly.v1+json": {**json.loads(fig.to_json()),
+    text = cast(str, fig.to_json())  # plotly's inferred type adds None, which it never returns here
+    bundle: dict[str, object] = {"application/vnd.plotly.v1+json": {**json.loads(text),
                                                                     "config": {"displaylogo": False}}}
     try:
         png = fig.to_image(format="png", width=fig.layout.width or 1100, height=fig.layout.height or 600)

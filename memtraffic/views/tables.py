@@ -276,7 +276,7 @@ def roofs_table(entry: RoofsEntry) -> str:
         body.append([r["label"], fmt_rate(r["measured"], r["unit"]),
                      fmt_rate(r["ncu_theoretical"], r["unit"]),
                      f"{100 * r['fraction']:.0f}%" if r["fraction"] else "-"])
-    head = f"{entry['device']}" + (f", measured {entry['date']}" if entry.get("date") else "")
+    head = f"{entry['device']}" + (f", measured {date}" if (date := entry.get("date")) else "")
     text = head + "\n" + text_table(["roof", "measured", "ncu theoretical", "measured/theoretical"], body)
     # Not roofs, but what analyze's time notes use beside them (memtraffic.analysis.time_notes).
     latencies = {"launch_s": "launch floor", "dram_latency_s": "DRAM latency"}
@@ -287,8 +287,8 @@ def roofs_table(entry: RoofsEntry) -> str:
                for k, v in entry.get("method", {}).items() if k in ROOFS or k in latencies]
     if methods:
         text += "\n\nhow measured:\n" + "\n".join(methods)
-    if entry.get("ncu_note"):
-        text += f"\nncu theoretical: {entry['ncu_note']}"
+    if note := entry.get("ncu_note"):
+        text += f"\nncu theoretical: {note}"
     return text
 
 

@@ -297,7 +297,7 @@ def test_a_trace_record_that_is_no_config_is_skipped_and_a_bad_write_is_one_line
 
 
 @pytest.mark.parametrize("record", ["Plan", "VariantConfig", "TracedConfig", "TraceRecord", "RunRecord",
-                                    "Attempt", "Outcome", "Skipped"])
+                                    "Attempt", "Outcome", "Skipped", "GpuRun", "Remeasured"])
 def test_the_schema_is_the_typed_records(record):
     """The validator walks the TypedDicts: every field a record declares is checked, none only there."""
     from typing import get_type_hints
@@ -307,7 +307,13 @@ def test_the_schema_is_the_typed_records(record):
     cls = getattr(records, record)
     traced = {k: v for k, v in traced_config().items() if k != "id"}
     base = {"Plan": {"configs": []}, "VariantConfig": variant_config(), "TracedConfig": traced_config(),
-            "TraceRecord": traced}.get(record, {})
+            "TraceRecord": traced, "Skipped": {"reason": "why"},
+            "Outcome": {"id": 0, "range": "r", "status": "ok", "error": None, "profiled": True},
+            "GpuRun": {"attempts": [], "reports": [], "interrupted": False, "error": None, "wall_time_s": 1.0,
+                       "index": 0, "cuda_visible_devices": "0", "configs": [0], "predicted_cost_s": 1.0,
+                       "status_file": "status-gpu0.jsonl"},
+            "Remeasured": {"id": 0, "range": "r", "eff_l1_ld": 0.5, "eff_l1_st": None, "status": "ok",
+                           "error": None, "taken": True}}.get(record, {})
     assert problem(base, cls) is None
     for key in get_type_hints(cls):
         wrong = next(v for v in ("x", 1.5, [1.5], {"k": 1.5}, True) if problem({**base, key: v}, cls))
