@@ -51,19 +51,20 @@ def saved_run(output: str) -> Path | None:
 def run_cell(line: str, cell: str, popen: Callable[..., subprocess.Popen[str]] = subprocess.Popen
              ) -> pd.DataFrame | None:
     """Profile the cell, printing memtraffic's output as it comes (ncu's progress, the table), and return
-    the run's analysis (a DataFrame), or None when no run folder was saved (the printed error says why)."""
-    folder = Path(tempfile.mkdtemp(prefix="memtraffic-cell-"))
-    cell_file = folder / "cell.py"
-    cell_file.write_text(cell)
+    the run's analysis (a DataFrame), or None when no run folder was saved (the printed error says why).
+    The cell's file is removed once profile returns: the run folder holds what ncu read of it."""
     lines = []
-    argv = cell_argv(line, cell_file)
-    with popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
-        assert proc.stdout is not None  # stdout=PIPE
-        for text in proc.stdout:
-            # the cell's temporary file and this kernel's interpreter by name: the notebook is shared
-            print(text.replace(str(cell_file), cell_file.name).replace(argv[0], Path(argv[0]).name), end="",
-                  flush=True)
-            lines.append(text)
+    with tempfile.TemporaryDirectory(prefix="memtraffic-cell-") as folder:
+        cell_file = Path(folder) / "cell.py"
+        cell_file.write_text(cell)
+        argv = cell_argv(line, cell_file)
+        with popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+            assert proc.stdout is not None  # stdout=PIPE
+            for text in proc.stdout:
+                # the cell's temporary file and this kernel's interpreter by name: the notebook is shared
+                print(text.replace(str(cell_file), cell_file.name).replace(argv[0], Path(argv[0]).name),
+                      end="", flush=True)
+                lines.append(text)
     run_dir = saved_run("".join(lines))
     if run_dir is None or not run_dir.exists():
         return None

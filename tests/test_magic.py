@@ -64,6 +64,7 @@ def test_the_cell_runs_as_a_file_and_its_run_is_analyzed(capsys):
     table = run_cell("--torch-ops", "import torch\nprint(1)\n", popen=fake)
     assert fake.argv[3:5] == ["profile", "--torch-ops"] and fake.cell == "import torch\nprint(1)\n"
     assert capsys.readouterr().out == f"ncu: profiled 3 kernels\nsaved in {SEED}\n"
+    assert not Path(fake.argv[-1]).parent.exists()  # the cell's temporary folder is gone with the run
     import memtraffic
 
     assert table.equals(memtraffic.analyze(SEED))
