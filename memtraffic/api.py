@@ -73,6 +73,7 @@ from memtraffic.vocab.configs import GridCount, ModelError, call_model
 from memtraffic.vocab.errors import ReportError, UsageError, say, warn
 from memtraffic.vocab.extras import missing_extra
 from memtraffic.vocab.files import refuse_nonempty
+from memtraffic.vocab.grouping import DiffGrouping, Grouping
 from memtraffic.vocab.ops import OPS, format_shape, parse_dtype, parse_shape, torch_dtype
 from memtraffic.vocab.roofs import RoofsEntry, load_roofs_file
 from memtraffic.vocab.variant import Variant, minimum_row, shipped_catalog
@@ -85,7 +86,7 @@ LEVELS = ("dram", "l2", "l1")
 
 
 def analyze(run: str | Path | Run, min_bytes: str | Sequence[str] | None = None,
-            group_by: str = "range") -> pd.DataFrame:
+            group_by: Grouping = "range") -> pd.DataFrame:
     """`memtraffic analyze RUN`: one row per NVTX range (group_by 'kernel': per launch, 'op': per op).
     Each row has a `status` (ok, partial, missing, failed); `gaps(table)` names what the run lacks of
     its plan, one line each (the CLI's warnings; it exits 1 on them unless --partial)."""
@@ -438,7 +439,7 @@ def count_grid(variants: Sequence[str] = (), shapes: Sequence[str] = (), dtypes:
     return grid_counts(plan)
 
 
-def diff(a: str | Path, b: str | Path, group_by: str = "range", time_tolerance: str | float = "5%",
+def diff(a: str | Path, b: str | Path, group_by: DiffGrouping = "range", time_tolerance: str | float = "5%",
          allow_mixed: bool = False) -> Diff:
     """`memtraffic diff A B`: the two runs matched row by row (`.rows`, `.notes`; each side's `.gaps`), and
     B's Inductor kernels beside A's fusion groups (`.fusion`: memtraffic.analysis.fusion.Match)."""

@@ -186,7 +186,8 @@ def test_a_damaged_run_folder(tmp_path, name, text, message, command):
 
 @pytest.mark.parametrize(("args", "code", "message"), [
     (["analyze", "nope"], 1, "nope: no such file or folder"),
-    (["analyze", str(SEED), "--group-by", "foo"], 2, "unknown --group-by 'foo': use range, kernel or op"),
+    (["analyze", str(SEED), "--group-by", "foo"], 2,
+     "unknown --group-by 'foo': use one of range, kernel, op"),
     (["analyze", str(SEED), "--min-bytes", "-5"], 2,
      "malformed size '-5': write bytes as 8388608, 8.39MB or 8MiB"),
     (["lines", str(SEED), "--top", "-3"], 2, "--top -3: give a positive number of lines per kernel"),

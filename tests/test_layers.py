@@ -222,12 +222,13 @@ def test_the_private_import_walk_finds_one(tmp_path, monkeypatch):
 
 # The CLI's modules: the app (cli/app.py), its commands (cli/read_commands.py, cli/measure_commands.py) and
 # their shared options (cli/options.py), all of the top layer. What they may import besides memtraffic.api
-# (the work) and each other: how to print (views), errors, the metric sets of the help text, and the option
-# records measure and profile fill in (the work of those is api's too).
+# (the work) and each other: how to print (views), errors, the groupings and metric sets they parse, and
+# the option records measure and profile fill in (the work of those is api's too).
 CLI = ("memtraffic.cli.app", "memtraffic.cli.read_commands", "memtraffic.cli.measure_commands",
        "memtraffic.cli.options")
 CLI_ALSO = ("memtraffic.views.", "memtraffic.cli.", "memtraffic.vocab.errors", "memtraffic.vocab.version",
-            "memtraffic.ncu.metrics", "memtraffic.collect.measure", "memtraffic.collect.profile")
+            "memtraffic.vocab.grouping", "memtraffic.ncu.metrics", "memtraffic.collect.measure",
+            "memtraffic.collect.profile")
 
 
 def test_the_cli_is_a_shell_over_the_api():

@@ -49,6 +49,7 @@ from memtraffic.analysis.diff import (
 )
 from memtraffic.vocab.errors import UsageError
 from memtraffic.vocab.files import read_toml
+from memtraffic.vocab.grouping import GROUPINGS, Grouping
 from memtraffic.vocab.units import LIMIT, compile_regex, fmt_bytes, fmt_eff, fmt_time, parse_size
 
 BYTES = {"l1_ld": ("l1_ld_bytes",), "l1_st": ("l1_st_bytes",), "l1": ("l1_ld_bytes", "l1_st_bytes"),
@@ -60,7 +61,6 @@ EFFICIENCY = {"l1_ld": "eff_l1_ld", "l1_st": "eff_l1_st", "l2": "eff_l2", "dram"
 # What no_worse_than compares (DRAM writes vary run to run: output can stay in L2 past a kernel's end).
 NO_WORSE = {"l1_ld_bytes": "L1 loads", "l1_st_bytes": "L1 stores", "l2_rd_bytes": "L2 reads",
             "l2_wr_bytes": "L2 writes", "dram_rd_bytes": "DRAM reads", "time_ns": "time"}
-GROUPS = ("range", "op", "kernel")
 KEYS = ("match", "by", "max_bytes", "min_efficiency", "max_time", "no_worse_than")
 LIMITS = KEYS[2:]
 
@@ -75,7 +75,7 @@ class Expectation:
     where: str  # 'FILE [[expect]] #N', for messages
     match: str
     pattern: re.Pattern[str]
-    by: str = "range"
+    by: Grouping = "range"
     max_bytes: dict[str, float] = field(default_factory=dict)
     min_efficiency: dict[str, float] = field(default_factory=dict)
     max_time_ns: float | None = None
@@ -150,9 +150,9 @@ def expectation(table: Mapping[str, object], where: str) -> Expectation:
         pattern = compile_regex(text)
     except re.error as err:
         raise UsageError(f"{where}: match = {text!r} is not a regular expression ({err})") from None
-    by = table.get("by", "range")
-    if by not in GROUPS:
-        raise UsageError(f"{where}: by = {by!r}: use one of {', '.join(GROUPS)}")
+    by = next((g for g in GROUPINGS if g == table.get("by", "range")), None)
+    if by is None:
+        raise UsageError(f"{where}: by = {table['by']!r}: use one of {', '.join(GROUPINGS)}")
     if not any(k in table for k in LIMITS):
         raise UsageError(f"{where}: no limit given: add one of {', '.join(LIMITS)}")
     exp = Expectation(where, text, pattern, by)

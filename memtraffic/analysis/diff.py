@@ -48,9 +48,9 @@ from memtraffic.runfolder.records import RunRecord
 from memtraffic.runfolder.results import read_results
 from memtraffic.vocab.errors import MemtrafficError, ReportError, UsageError
 from memtraffic.vocab.finding import GOOD, SECTOR_BYTES, Finding
+from memtraffic.vocab.grouping import DiffGrouping, diff_grouping
 from memtraffic.vocab.launches import measured_range
 
-GROUPS = ("range", "op", "kernel", "line")
 TIME_TOLERANCE = 0.05
 BYTES_NOTE = 0.01  # byte changes below this fraction are in the columns but not named in the verdict
 
@@ -91,7 +91,7 @@ class Diff:
 
     a: Side
     b: Side
-    group_by: str
+    group_by: DiffGrouping
     time_tolerance: float
     rows: list[dict[str, object]]
     notes: list[str]
@@ -120,7 +120,7 @@ def _read_table_file(path: Path) -> list[dict[str, object]]:
     return data
 
 
-def _frame_of_records(path: Path, records: list[dict[str, object]], group_by: str) -> pd.DataFrame:
+def _frame_of_records(path: Path, records: list[dict[str, object]], group_by: DiffGrouping) -> pd.DataFrame:
     per_op = "calls" in records[0] and "range" not in records[0]
     if group_by in ("kernel", "line"):
         raise UsageError(f"--group-by {group_by} needs the reports: {path} is a saved table; give the run "
@@ -150,14 +150,13 @@ def _run_devices(run: RunRecord | None, table_devices: Sequence[str]) -> list[st
     return [str(gpu)] if gpu else sorted({str(d) for d in table_devices if isinstance(d, str) and d})
 
 
-def load_side(path: str | Path, group_by: str = "range") -> Side:
+def load_side(path: str | Path, group_by: DiffGrouping = "range") -> Side:
     """A run folder, .ncu-rep or saved JSON table -> its rows for this grouping, keyed for matching."""
     from memtraffic.analysis.analyze import analyze_run, gaps
     from memtraffic.runfolder.load import load_run
 
     path = Path(path)
-    if group_by not in GROUPS:
-        raise UsageError(f"unknown --group-by {group_by!r}: use {', '.join(GROUPS)}")
+    group_by = diff_grouping(group_by)  # a caller without the type checker may give any text
     if not path.exists():
         raise UsageError(f"{path}: no such run folder or file")
     if path.is_file() and path.suffix == ".json":
@@ -279,7 +278,7 @@ def pair_keys(a: Side, b: Side) -> dict[RowKey, RowKey]:
     return pairs
 
 
-def _row_keys(rows: Sequence[Mapping[str, object]], group_by: str) -> list[RowKey]:
+def _row_keys(rows: Sequence[Mapping[str, object]], group_by: DiffGrouping) -> list[RowKey]:
     if group_by == "op":
         return [("op type", str(r["op"])) for r in rows]
     keys = _Keys()
@@ -321,7 +320,7 @@ def _where(r: LineRow, pcs: Mapping[int, list[int]]) -> str:
     return f"instruction {order} ({opcode})"
 
 
-def row_label(r: Mapping[str, object], group_by: str) -> str:
+def row_label(r: Mapping[str, object], group_by: DiffGrouping) -> str:
     """The row's name as analyze (or lines) prints it."""
     from memtraffic.analysis.analyze import row_label as range_label
 
@@ -455,7 +454,7 @@ def _value(row: Mapping[str, object], key: str) -> float:
 
 
 def verdict(a: Mapping[str, object], b: Mapping[str, object], row: Mapping[str, object],
-            group_by: str) -> str:
+            group_by: DiffGrouping) -> str:
     """One line: the largest byte changes, why (from the diagnoses), and the time change against its noise.
 
     DRAM writes are named last and apart: written data can stay in L2 past a kernel's end, so they vary
@@ -494,7 +493,7 @@ def names_writes(row: Mapping[str, object]) -> bool:
     return isinstance(writes, float) and not math.isnan(writes) and abs(writes) >= BYTES_NOTE
 
 
-def _score(row: Mapping[str, object], group_by: str) -> float:
+def _score(row: Mapping[str, object], group_by: DiffGrouping) -> float:
     """How large the row's change is: its largest relative byte change (DRAM writes aside, see verdict), or
     its time change beyond noise."""
     values = [abs(_value(row, f"{m}_rel")) for m in BYTE_MEASURES[group_by]
@@ -514,7 +513,7 @@ def check_devices(a: Side, b: Side, allow_mixed: bool) -> list[str]:
     return [f"different GPUs ({where})"]
 
 
-def compare(a: Side, b: Side, group_by: str = "range", time_tolerance: float = TIME_TOLERANCE,
+def compare(a: Side, b: Side, group_by: DiffGrouping = "range", time_tolerance: float = TIME_TOLERANCE,
             allow_mixed: bool = False) -> Diff:
     """Match two loaded sides; see the module docstring."""
     if not (0 <= time_tolerance < 10):
@@ -537,8 +536,8 @@ def compare(a: Side, b: Side, group_by: str = "range", time_tolerance: float = T
     return Diff(a, b, group_by, time_tolerance, matched + only_a + only_b, notes)
 
 
-def _row(rows_a: Sequence[Mapping[str, object]], rows_b: Sequence[Mapping[str, object]], group_by: str,
-         time_tolerance: float) -> dict[str, object]:
+def _row(rows_a: Sequence[Mapping[str, object]], rows_b: Sequence[Mapping[str, object]],
+         group_by: DiffGrouping, time_tolerance: float) -> dict[str, object]:
     """One output row (the same keys for every status): each measure in A and B, change and relative."""
     ra, rb = (rows_a[0] if rows_a else {}), (rows_b[0] if rows_b else {})
     status = "both" if ra and rb else ("only_in_a" if ra else "only_in_b")
@@ -598,11 +597,10 @@ def parse_fraction(text: object, what: str) -> float:
     return value
 
 
-def diff(a: str | Path, b: str | Path, group_by: str = "range", time_tolerance: float = TIME_TOLERANCE,
-         allow_mixed: bool = False) -> Diff:
+def diff(a: str | Path, b: str | Path, group_by: DiffGrouping = "range",
+         time_tolerance: float = TIME_TOLERANCE, allow_mixed: bool = False) -> Diff:
     """`memtraffic diff A B`: A (before) and B (after) loaded, matched and compared."""
-    if group_by not in GROUPS:
-        raise UsageError(f"unknown --group-by {group_by!r}: use {', '.join(GROUPS)}")
+    group_by = diff_grouping(group_by)  # a caller without the type checker may give any text
     d = compare(load_side(a, group_by), load_side(b, group_by), group_by, time_tolerance, allow_mixed)
     if group_by != "line":
         d.floors = (_floor(a), _floor(b))

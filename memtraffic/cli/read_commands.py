@@ -23,6 +23,7 @@ from memtraffic.cli.options import (
 from memtraffic.views import formats
 from memtraffic.views.formats import FOR_OBJECTS, FOR_ROWS
 from memtraffic.vocab.errors import MemtrafficError, ReportError, warn
+from memtraffic.vocab.grouping import diff_grouping, grouping
 
 if TYPE_CHECKING:
     from memtraffic.api import Run
@@ -92,10 +93,11 @@ def analyze(
 
     formats.check(fmt, FOR_ROWS)
     run = load_run(path)  # once: the floor's summary above a table per op reads the same run
-    table = analyze_run(run, min_bytes=min_bytes, group_by=group_by)
-    if group_by == "op" and fmt == "table" and len(table):
+    by = grouping(group_by)
+    table = analyze_run(run, min_bytes=min_bytes, group_by=by)
+    if by == "op" and fmt == "table" and len(table):
         print_floor_summary(run, width(wide))
-    typer.echo(render_results(table, fmt, group_by, width(wide), explain))
+    typer.echo(render_results(table, fmt, by, width(wide), explain))
     require_whole(table, str(path), partial)  # after the table: what there is, is shown
 
 
@@ -186,7 +188,7 @@ def diff(
     from memtraffic.views.diff_table import render
 
     formats.check(fmt, FOR_ROWS)
-    result = diff_runs(a, b, group_by, time_tolerance, allow_mixed)
+    result = diff_runs(a, b, diff_grouping(group_by), time_tolerance, allow_mixed)
     typer.echo(render(result, fmt, width(wide)))
     cut = [side for side in (result.a, result.b) if side.gaps]
     require_whole([g for side in cut for g in side.gaps], " and ".join(str(side.path) for side in cut),

@@ -16,12 +16,12 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, TypeVar, get_args
+from typing import Literal, get_args
 
 from memtraffic.host.cache import cache_dir
 from memtraffic.ncu.metrics import base_name
 from memtraffic.vocab.arch import Chip
-from memtraffic.vocab.errors import NcuError, UsageError, say
+from memtraffic.vocab.errors import NcuError, UsageError, choice, say
 from memtraffic.vocab.files import write_bytes_atomic
 
 MIN_NCU_VERSION = (2023, 1)
@@ -36,7 +36,6 @@ CacheControl = Literal["all", "none"]
 REPLAY_MODES: tuple[ReplayMode, ...] = get_args(ReplayMode)
 CLOCK_CONTROLS: tuple[ClockControl, ...] = get_args(ClockControl)
 CACHE_CONTROLS: tuple[CacheControl, ...] = get_args(CacheControl)
-C = TypeVar("C", bound=str)
 
 _INSTALL_HINT = (
     "install Nsight Compute (it comes with the CUDA toolkit, or from "
@@ -257,14 +256,6 @@ def _unknown_metrics(names: Sequence[str]) -> str:
 
 
 TARGET_PROCESSES = ("all", "application-only")
-
-
-def choice(option: str, value: str, choices: Sequence[C]) -> C:
-    """`value` as the one of `choices` it is (typed as they are), else a UsageError naming `option`."""
-    for known in choices:
-        if value == known:
-            return known
-    raise UsageError(f"unknown {option} {value!r}: use one of {', '.join(choices)}")
 
 
 @dataclass(frozen=True)

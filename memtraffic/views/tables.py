@@ -17,6 +17,7 @@ from memtraffic.analysis.outside import left_out, left_out_line
 from memtraffic.analysis.row import row_dicts
 from memtraffic.views import formats
 from memtraffic.vocab.finding import Finding
+from memtraffic.vocab.grouping import Grouping
 from memtraffic.vocab.launches import measured_range
 from memtraffic.vocab.ops import format_shape
 from memtraffic.vocab.roofs import ROOFS, RoofsEntry, roofs_rows
@@ -422,7 +423,7 @@ def ops_table(records: Sequence[dict[str, Any]], fmt: str, all_calls: bool = Fal
 # --- analyze, analyze --group-by op, lines ---------------------------------------------------------------
 
 
-def results_table_rows(df: pd.DataFrame, group_by: str = "range") -> tuple[list[str], list[list[str]]]:
+def results_table_rows(df: pd.DataFrame, group_by: Grouping = "range") -> tuple[list[str], list[list[str]]]:
     """(headers, rows) of analyze's readable table; the HTML report uses it so both show the same."""
     # DRAM writes often stay in L2 (write-back) past the kernel's end, so with a per-direction minimum
     # the table shows DRAM read efficiency; eff_dram (reads + writes) is in json/csv.
@@ -466,7 +467,7 @@ def results_table_rows(df: pd.DataFrame, group_by: str = "range") -> tuple[list[
     return headers, body
 
 
-def results_table(df: pd.DataFrame, group_by: str = "range", width: int | None = None,
+def results_table(df: pd.DataFrame, group_by: Grouping = "range", width: int | None = None,
                   explain: bool = False) -> str:
     """Readable units; a range with several kernels shows their count; diagnoses are listed below. With a
     `width`, the table is narrowed and the notes wrapped to fit it (the same cells and words)."""
@@ -494,7 +495,7 @@ def results_table(df: pd.DataFrame, group_by: str = "range", width: int | None =
     return text + "\n\n" + fit(under, width and min(width, NOTE_WIDTH))
 
 
-def render_results(df: pd.DataFrame, fmt: str, group_by: str = "range", width: int | None = None,
+def render_results(df: pd.DataFrame, fmt: str, group_by: Grouping = "range", width: int | None = None,
                    explain: bool = False) -> str:
     """`memtraffic analyze`'s output: the table for people (fitting `width` columns if given), or json/csv
     records (always whole)."""

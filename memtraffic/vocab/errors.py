@@ -6,6 +6,10 @@ its functions take an `echo` to send progress elsewhere (the CLI, a test's list)
 """
 
 import sys
+from collections.abc import Sequence
+from typing import TypeVar
+
+C = TypeVar("C", bound=str)
 
 
 class MemtrafficError(Exception):
@@ -30,6 +34,15 @@ class GpuNotFoundError(MemtrafficError):
 
 class ReportError(MemtrafficError):
     """A .ncu-rep or run folder cannot be read, or lacks what the analysis needs."""
+
+
+def choice(option: str, value: str, choices: Sequence[C]) -> C:
+    """`value` as the one of `choices` it is (typed as they are: a Literal's values), else a UsageError
+    naming `option` and the choices. Every option with fixed choices is parsed through it, once."""
+    for known in choices:
+        if value == known:
+            return known
+    raise UsageError(f"unknown {option} {value!r}: use one of {', '.join(choices)}")
 
 
 def say(line: str) -> None:

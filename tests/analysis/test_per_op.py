@@ -104,7 +104,8 @@ def test_cli_group_by_op_json_and_table(run):
 
 def test_unknown_group_by_is_a_usage_error(run):
     res = CliRunner().invoke(app, ["analyze", str(run), "--group-by", "layer"])
-    assert res.exit_code == 2 and res.stderr == "error: unknown --group-by 'layer': use range, kernel or op\n"
+    assert res.exit_code == 2
+    assert res.stderr == "error: unknown --group-by 'layer': use one of range, kernel, op\n"
 
 
 def test_a_traced_programs_default_output_is_the_summary_then_the_worst_calls(run):

@@ -12,10 +12,9 @@ from memtraffic.ncu.command import (
     CLOCK_CONTROLS,
     REPLAY_MODES,
     NcuControls,
-    choice,
     parse_controls,
 )
-from memtraffic.vocab.errors import UsageError
+from memtraffic.vocab.errors import UsageError, choice
 
 
 def test_the_choices_are_those_ncu_takes():
