@@ -225,7 +225,7 @@ def test_the_private_import_walk_finds_one(tmp_path, monkeypatch):
 # (the work) and each other: how to print (views), errors, the groupings and metric sets they parse, and
 # the option records measure and profile fill in (the work of those is api's too).
 CLI = ("memtraffic.cli.app", "memtraffic.cli.read_commands", "memtraffic.cli.measure_commands",
-       "memtraffic.cli.options")
+       "memtraffic.cli.options", "memtraffic.cli.__main__")
 CLI_ALSO = ("memtraffic.views.", "memtraffic.cli.", "memtraffic.vocab.errors", "memtraffic.vocab.version",
             "memtraffic.vocab.grouping", "memtraffic.ncu.metrics", "memtraffic.collect.measure",
             "memtraffic.collect.profile")
@@ -245,10 +245,11 @@ def test_every_cli_module_is_checked():
 
 
 def test_no_two_modules_share_a_file_name():
-    """One name, one concept: `files.py` in two folders would be two homes for one word."""
+    """One name, one concept: `files.py` in two folders would be two homes for one word (a package's
+    __init__.py and __main__.py are Python's names)."""
     by_name: dict[str, list[str]] = {}
     for path in sorted((REPO / "memtraffic").rglob("*.py")):
-        if path.name != "__init__.py":
+        if path.name not in ("__init__.py", "__main__.py"):
             by_name.setdefault(path.name, []).append(str(path.relative_to(REPO)))
     shared = {name: paths for name, paths in by_name.items() if len(paths) > 1}
     assert not shared, shared

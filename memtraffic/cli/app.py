@@ -9,7 +9,6 @@ stderr and an exit code. The command modules import memtraffic.api and the views
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -175,7 +174,3 @@ for command in (list_, measure, profile, analyze, floor, diff, check, ops, lines
     app.command(command.__name__.rstrip("_"),
                 context_settings=PROGRAM_AFTER_DASHES if command in (profile, ops) else None)(command)
 app.command("ceilings", hidden=True)(roofs)  # roofs' old name, kept working for scripts that call it
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(app())
