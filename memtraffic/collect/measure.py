@@ -437,7 +437,12 @@ def rerun_plan(run_dir: Path) -> Plan:
         config.pop("gpu", None)  # the new run's GPUs and reports hold it
         config.pop("reports", None)
         config["id"] = i
-    again: Plan = {"status_file": "status.jsonl", "configs": configs, "skipped": []}
+    return _kept_from(plan, {"status_file": "status.jsonl", "configs": configs, "skipped": []})
+
+
+def _kept_from(plan: Plan, again: Plan) -> Plan:
+    """`again`, a plan made from `plan` (a rerun, a second pass), with what it keeps of it: the format
+    version, the input seed and the users' variant files, where `plan` has them."""
     if "version" in plan:
         again["version"] = plan["version"]
     if "seed" in plan:
@@ -721,14 +726,8 @@ def _measure_again(result: MeasureResult, again: Remeasure, opts: MeasureOptions
         raise TypeError("a second pass needs the ncu session of a measured run")
     full = session.on_gpu(session.gpu, metric_tokens(FULL_LOOK))
     configs = [c.copy() for c in plan["configs"] if c["range"] in again.why]
-    second: Plan = {"configs": configs, "skipped": [], "status_file": f"status{SECOND}.jsonl",
-                    "metrics": full.metric_record(FULL_LOOK)}
-    if "version" in plan:
-        second["version"] = plan["version"]
-    if "seed" in plan:
-        second["seed"] = plan["seed"]
-    if "variant_files" in plan:
-        second["variant_files"] = plan["variant_files"]
+    second = _kept_from(plan, {"configs": configs, "skipped": [], "status_file": f"status{SECOND}.jsonl",
+                               "metrics": full.metric_record(FULL_LOOK)})
     if "options" in plan:
         second["options"] = plan["options"]
     if result.slots:
